@@ -1,0 +1,3 @@
+"""rl-digest: a weekly bilingual digest of reinforcement learning for LLMs papers."""
+
+__version__ = "0.1.0"

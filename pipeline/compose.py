@@ -1,0 +1,161 @@
+"""Build the Digest and the reading list from records. Pure: no I/O, no clock."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
+from datetime import datetime
+
+from pipeline.config import TopicDef
+from pipeline.models import Digest, Entry, Paper, Part, Row, Section, SeedDocument, SeedEntry
+from pipeline.store import paper_key, seed_key
+
+_SENTENCE = re.compile(r"(.+?[.!?])(\s|$)")
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What rank.py decided about one paper, as stored."""
+
+    score: float | None
+    topic: str
+    reasons: tuple[str, ...] = ()
+
+
+def first_sentence(text: str) -> str:
+    """The English fallback line: the abstract's first sentence, never invented text."""
+    text = " ".join(text.split())
+    match = _SENTENCE.match(text)
+    return match.group(1) if match else text
+
+
+def paper_entry(paper: Paper, scored: Scored, summary: dict | None = None,
+                seed: SeedEntry | None = None) -> Entry:
+    """A paper as a digest line; a seed's curated Chinese beats the LLM's."""
+    summary = summary or {}
+    curated_zh = seed.summary_zh if seed else None
+    day = paper.submitted or paper.updated
+    return Entry(
+        key=paper_key(paper.id), title=paper.title, topic=scored.topic, url=paper.abs_url,
+        date=day.date().isoformat() if day else (seed.date.isoformat() if seed and seed.date else None),
+        authors=paper.authors, categories=paper.categories, score=scored.score,
+        title_zh=summary.get("title_zh"),
+        summary_zh=curated_zh or summary.get("summary_zh"),
+        summary_en=(seed.summary_en if seed and seed.summary_en else None)
+        or summary.get("summary_en") or first_sentence(paper.abstract) or None,
+        key_points_zh=tuple(summary.get("key_points_zh") or ()),
+        key_points_en=tuple(summary.get("key_points_en") or ()),
+        abstract=paper.abstract, curated=seed is not None, version=paper.version,
+        revised=paper.version > 1, llm=bool(summary),
+        headline_zh=seed.headline_zh if seed else None,
+        parts=tuple(Part(label, "", text) for label, text in seed.parts_zh) if seed else (),
+    )
+
+
+def seed_entry(seed: SeedEntry, topic: str, translation: dict | None = None) -> Entry:
+    """A seed entry not (yet) tied to an arXiv paper: its curated text as is."""
+    url = f"https://arxiv.org/abs/{seed.arxiv_id}" if seed.arxiv_id else None
+    return Entry(
+        key=seed_key(seed.title), title=seed.title, topic=topic, url=url,
+        date=seed.date.isoformat() if seed.date else None,
+        summary_zh=seed.summary_zh,
+        summary_en=seed.summary_en or (translation or {}).get("summary_en"),
+        curated=True, llm=bool(translation),
+        headline_zh=seed.headline_zh,
+        parts=tuple(Part(label, "", text) for label, text in seed.parts_zh),
+    )
+
+
+def with_reading(entry: Entry, reading: dict | None) -> Entry:
+    """Attach the LLM's featured reading; a curated reading from the seed page stays."""
+    if not reading or entry.parts:
+        return entry
+    parts = tuple(Part(p["label_zh"], p["label_en"], p["text_zh"], p["text_en"])
+                  for p in reading["parts"])
+    return replace(entry, headline_zh=reading["headline_zh"], headline_en=reading["headline_en"],
+                   parts=parts)
+
+
+def sections(entries: Iterable[Entry], topics: Sequence[TopicDef]) -> tuple[Section, ...]:
+    """Group by topic in the taxonomy's order; newest first, then title, for stable output."""
+    by_topic: dict[str, list[Entry]] = {t.key: [] for t in topics}
+    for entry in entries:
+        by_topic.setdefault(entry.topic, []).append(entry)
+    names = {t.key: t.name for t in topics}
+    result = []
+    for key, items in by_topic.items():
+        if not items:
+            continue
+        items.sort(key=lambda e: e.title.casefold())
+        items.sort(key=lambda e: e.date or "", reverse=True)
+        name = names.get(key)
+        result.append(Section(key, name.zh if name else key, name.en if name else key, tuple(items)))
+    return tuple(result)
+
+
+def curated_comparison(featured: Sequence[Entry], documents: Sequence[SeedDocument]) -> tuple[
+        tuple[Row, ...], str | None]:
+    """The seed page's own table and synthesis, when the featured pair is that page's."""
+    titles = {e.title for e in featured if e.curated}
+    for doc in documents:
+        own = {e.title for e in doc.entries if e.featured}
+        if featured and own and titles == own and len(doc.comparison) > 1:
+            header, *rows = doc.comparison
+            order = [header.index(e.title) if e.title in header else None for e in featured]
+            if None in order:
+                continue
+            table = tuple(Row(r[0], "", tuple((r[i], "") for i in order)) for r in rows)
+            return table, doc.synthesis_zh
+    return (), None
+
+
+def make_digest(*, digest_id: str, window: tuple[datetime, datetime], timezone: str,
+                entries: Sequence[Entry], featured: Sequence[Entry], topics: Sequence[TopicDef],
+                max_papers: int, comparison: dict | None, curated: tuple[tuple[Row, ...], str | None],
+                model: str | None, sources: Sequence[str], categories: Sequence[str]) -> Digest:
+    """The week's entries, capped at max_papers by score (seeds always fit first)."""
+    ranked = sorted(entries, key=lambda e: (not e.curated, -(e.score or 0.0), e.key))
+    shown = ranked[:max_papers]
+    featured_keys = {e.key for e in featured}
+    rows, synthesis_zh, synthesis_en = curated[0], curated[1], None
+    if comparison:
+        rows = tuple(Row(r["label_zh"], r["label_en"], tuple((c["zh"], c["en"]) for c in r["cells"]))
+                     for r in comparison["rows"])
+        synthesis_zh, synthesis_en = comparison["synthesis_zh"], comparison["synthesis_en"]
+    return Digest(
+        id=digest_id, window_start=window[0].isoformat(timespec="minutes"),
+        window_end=window[1].isoformat(timespec="minutes"), timezone=timezone,
+        sections=sections((e for e in shown if e.key not in featured_keys), topics),
+        featured=tuple(featured), comparison=rows,
+        synthesis_zh=synthesis_zh, synthesis_en=synthesis_en,
+        new=sum(1 for e in entries if not e.curated and not e.revised),
+        revised=sum(1 for e in entries if e.revised),
+        seeds=sum(1 for e in entries if e.curated),
+        more=len(ranked) - len(shown), model=model, sources=tuple(sources),
+        categories=tuple(categories),
+    )
+
+
+def digest_to_dict(digest: Digest) -> dict:
+    return asdict(digest)
+
+
+def digest_from_dict(data: dict) -> Digest:
+    """Rebuild a stored digest exactly, for `rl-digest render`."""
+
+    def entry(d: dict) -> Entry:
+        return Entry(**{**d, "authors": tuple(d["authors"]), "categories": tuple(d["categories"]),
+                        "key_points_zh": tuple(d["key_points_zh"]),
+                        "key_points_en": tuple(d["key_points_en"]),
+                        "parts": tuple(Part(**p) for p in d["parts"])})
+
+    return Digest(**{
+        **data,
+        "sections": tuple(Section(s["topic"], s["name_zh"], s["name_en"],
+                                  tuple(entry(e) for e in s["entries"])) for s in data["sections"]),
+        "featured": tuple(entry(e) for e in data["featured"]),
+        "comparison": tuple(Row(r["label_zh"], r["label_en"], tuple(tuple(c) for c in r["cells"]))
+                            for r in data["comparison"]),
+        "sources": tuple(data["sources"]), "categories": tuple(data["categories"]),
+    })

@@ -1,0 +1,357 @@
+"""Typed configuration: the bundled config.yaml, overlaid by the user's file.
+
+Paths in a config resolve relative to that config file, never the working
+directory, because cron starts the tool from `/`. Secrets are only ever read
+from the environment variables the config names.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pipeline.errors import ConfigError
+
+SECRET_KEYS = re.compile(r"(password|passwd|api_?key|token|secret)$", re.IGNORECASE)
+EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+$")
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Bilingual(Model):
+    zh: str
+    en: str
+
+
+class Topic(Model):
+    name: Bilingual
+    intro: Bilingual
+
+
+class ArxivSource(Model):
+    enabled: bool = True
+    api_url: str
+    categories: list[str]
+    terms: list[str] = Field(min_length=1)
+    lookback_days: int = Field(ge=1, le=366)
+    page_size: int = Field(ge=1, le=2000)
+    delay_seconds: float = Field(ge=0)
+    timeout_seconds: float = Field(gt=0)
+    retries: int = Field(ge=0, le=10)
+    contact: str
+
+
+class RssSource(Model):
+    enabled: bool = True
+    urls: list[str]
+
+
+class Sources(Model):
+    arxiv: ArxivSource
+    rss: RssSource
+
+
+class Seeds(Model):
+    paths: list[Path]
+    builtin: bool = True
+    match_threshold: float = Field(ge=50, le=100)
+    resolve_retry_days: int = Field(ge=0)
+
+
+# --- relevance and topics (tuned against ../shared/data/arxiv_dev.jsonl) ---
+class Relevance(Model):
+    """The relevance rule (pipeline/rank.py); see the comments in config.yaml."""
+
+    threshold: float
+    title_weight: float = Field(2.0, ge=0)
+    rl_terms: dict[str, float]
+    lm_terms: dict[str, float]
+    negative_terms: dict[str, float] = {}
+    background_cues: list[str] = []
+    background_weight: float = Field(0.3, ge=0, le=1)
+    abstract_cap: float = Field(4.0, gt=0)
+    lm_full: float = Field(1.0, ge=0)
+    seed_weight: float = Field(0.0, ge=0)
+    llm_judge: bool = False
+    grey_band: float = Field(0.1, ge=0)
+
+
+class TopicDef(Model):
+    key: str
+    name: Bilingual
+    terms: dict[str, float] | list[str]  # a list means weight 1 for each term
+
+
+# --- end relevance and topics ---
+
+
+class Enrich(Model):
+    provider: Literal["openai", "none"]
+    base_url: str
+    model: str
+    api_key_env: str
+    structured: Literal["json_schema", "json_object"]
+    timeout_seconds: float = Field(gt=0)
+    deadline_seconds: float = Field(gt=0)
+    concurrency: int = Field(ge=1, le=64)
+    max_papers: int = Field(ge=0)
+    max_tokens_per_run: int | None = Field(None, ge=1)
+    extra_body: dict[str, Any] = {}
+    glossary: dict[str, str] = {}
+
+
+class Digest(Model):
+    max_papers: int = Field(ge=1)
+    featured: int = Field(ge=0, le=10)
+
+
+class GitOutput(Model):
+    repo: Path
+    branch: str = "main"
+    path: str = ""
+    push: bool = True
+    message: str = "Update RL reading list"
+
+
+class Outputs(Model):
+    dir: Path
+    base_url: str | None = None  # where the reading list is published, for links
+    git: GitOutput | None = None
+
+
+class Email(Model):
+    enabled: bool
+    smtp_host: str
+    smtp_port: int = Field(ge=1, le=65535)
+    security: Literal["none", "starttls", "ssl"]
+    username_env: str | None = None
+    password_env: str | None = None
+    from_: str = Field(alias="from")
+    to: list[str] = []
+    recipients_file: Path | None = None
+    timeout_seconds: float = Field(gt=0)
+    unsubscribe_url: str | None = None
+
+    @field_validator("to")
+    @classmethod
+    def _addresses(cls, value: list[str]) -> list[str]:
+        for address in value:
+            if not EMAIL.match(address.strip()):
+                raise ValueError(f"not an email address: {address!r}")
+        return [address.strip() for address in value]
+
+
+class Schedule(Model):
+    collect_cron: str
+    publish_cron: str
+    timezone: str
+    misfire_grace_seconds: int = Field(ge=1)
+
+    @field_validator("timezone")
+    @classmethod
+    def _zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone: {value!r}") from None
+        return value
+
+
+class Storage(Model):
+    url: str
+
+
+class Templates(Model):
+    dir: Path | None = None
+
+
+class Config(Model):
+    topic: Topic
+    languages: list[Literal["zh", "en"]] = Field(min_length=1)
+    sources: Sources
+    seeds: Seeds
+    relevance: Relevance
+    topics: list[TopicDef] = Field(min_length=1)
+    enrich: Enrich
+    digest: Digest
+    outputs: Outputs
+    email: Email
+    schedule: Schedule
+    storage: Storage
+    templates: Templates = Templates()
+    path: Path | None = Field(None, exclude=True)  # the user's file, if any
+
+    @model_validator(mode="after")
+    def _unique_languages(self) -> Config:
+        if len(set(self.languages)) != len(self.languages):
+            raise ValueError("languages: each language once")
+        return self
+
+    @property
+    def zone(self) -> ZoneInfo:
+        return ZoneInfo(self.schedule.timezone)
+
+    def recipients(self) -> list[str]:
+        """email.to plus the lines of email.recipients_file (# comments allowed)."""
+        found = list(self.email.to)
+        if self.email.recipients_file:
+            found += read_recipients(self.email.recipients_file)
+        return list(dict.fromkeys(found))
+
+    def secret(self, env_name: str | None) -> str | None:
+        return os.environ.get(env_name) if env_name else None
+
+
+def read_recipients(path: Path) -> list[str]:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    found = []
+    for number, raw in enumerate(lines, 1):
+        address = raw.split("#", 1)[0].strip()
+        if not address:
+            continue
+        if not EMAIL.match(address):
+            raise ConfigError(f"{path}:{number}: not an email address: {address!r}")
+        found.append(address)
+    return found
+
+
+def bundled(name: str) -> Path:
+    """A file shipped with the package: inside it once installed, beside it in a checkout."""
+    installed = Path(str(resources.files("pipeline"))) / "bundled" / name
+    return installed if installed.exists() else Path(__file__).resolve().parent.parent / name
+
+
+def default_path() -> Path | None:
+    """--config is handled by the CLI; here: $RL_DIGEST_CONFIG, then ./config.yaml."""
+    env = os.environ.get("RL_DIGEST_CONFIG")
+    if env:
+        return Path(env)
+    local = Path("config.yaml")
+    return local if local.exists() else None
+
+
+def load(path: Path | None) -> Config:
+    """Validate the bundled defaults overlaid by `path`; raise ConfigError naming the key."""
+    base = _read_yaml(bundled("config.yaml"))
+    user: dict[str, Any] = {}
+    if path is not None:
+        user = _read_yaml(path)
+        _refuse_secrets(user, path)
+    merged = _merge(base, user)
+    try:
+        config = Config.model_validate(merged)
+    except ValidationError as exc:
+        raise ConfigError(_first_error(path or bundled("config.yaml"), exc)) from None
+    root = (path.resolve().parent if path else Path.cwd())
+    return _resolve_paths(config, root, path)
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file", "pass --config PATH or set RL_DIGEST_CONFIG") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or "not valid YAML"
+        raise ConfigError(f"{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
+    return data
+
+
+def _refuse_secrets(data: Any, path: Path, prefix: str = "") -> None:
+    if not isinstance(data, dict):
+        return
+    for key, value in data.items():
+        dotted = f"{prefix}{key}"
+        if isinstance(key, str) and SECRET_KEYS.search(key) and not key.endswith("_env"):
+            raise ConfigError(
+                f"{path}: {dotted}: secrets are not read from the config file",
+                f"put it in an environment variable and set {dotted}_env to its name",
+            )
+        _refuse_secrets(value, path, dotted + ".")
+
+
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Mappings merge key by key; anything else in `over` replaces the default."""
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            merged[key] = _merge(base[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _first_error(path: Path, exc: ValidationError) -> str:
+    errors = exc.errors()
+    first = errors[0]
+    loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    msg = first["msg"]
+    if first["type"] == "extra_forbidden":
+        msg = "unknown key"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{path}: {loc}: {msg}{more}"
+
+
+def _resolve_paths(config: Config, root: Path, path: Path | None) -> Config:
+    def at(p: Path | None) -> Path | None:
+        return None if p is None else (p if p.is_absolute() else root / p)
+
+    outputs = config.outputs
+    git = outputs.git.model_copy(update={"repo": at(outputs.git.repo)}) if outputs.git else None
+    return config.model_copy(
+        update={
+            "path": path.resolve() if path else None,
+            "seeds": config.seeds.model_copy(update={"paths": [at(p) for p in config.seeds.paths]}),
+            "outputs": outputs.model_copy(update={"dir": at(outputs.dir), "git": git}),
+            "email": config.email.model_copy(
+                update={"recipients_file": at(config.email.recipients_file)}
+            ),
+            "templates": Templates(dir=at(config.templates.dir)),
+            "storage": Storage(url=_sqlite_at(config.storage.url, root)),
+        }
+    )
+
+
+def _sqlite_at(url: str, root: Path) -> str:
+    """sqlite:///state/x.db is relative to the config file; sqlite:////abs stays."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and not url[len(prefix):].startswith("/") and ":memory:" not in url:
+        return prefix + str(root / url[len(prefix):])
+    return url
+
+
+def sqlite_file(url: str) -> Path | None:
+    prefix = "sqlite:///"
+    return Path(url[len(prefix):]) if url.startswith(prefix) and ":memory:" not in url else None
+
+
+def masked(config: Config) -> dict[str, Any]:
+    """The effective config for `config show`; secrets are env names, shown with set/unset."""
+    data = config.model_dump(mode="json", by_alias=True, exclude={"path"})
+    for section, key in (("enrich", "api_key_env"), ("email", "username_env"), ("email", "password_env")):
+        name = data[section].get(key)
+        if name:
+            data[section][key] = f"{name} ({'set' if os.environ.get(name) else 'unset'})"
+    return data

@@ -1,0 +1,39 @@
+"""The project's own errors; only cli.py turns them into exit codes and messages."""
+
+
+class DigestError(Exception):
+    """A failure a user can act on: a one-line message and an optional hint."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.hint})" if self.hint else self.message
+
+
+class ConfigError(DigestError):
+    """Bad usage or invalid configuration (exit 2)."""
+
+    exit_code = 2
+
+
+class SourceError(DigestError):
+    """A source stayed unavailable after retries: nothing is published (exit 3)."""
+
+    exit_code = 3
+
+
+class DeliveryError(DigestError):
+    """The digest was made but some delivery failed and stays queued (exit 1)."""
+
+    exit_code = 1
+
+
+class LockedError(DigestError):
+    """Another run holds the lock (exit 75, EX_TEMPFAIL, so cron retries quietly)."""
+
+    exit_code = 75

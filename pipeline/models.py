@@ -1,0 +1,212 @@
+"""Record types passed between stages. Frozen: a stage returns new records."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date, datetime
+
+_VERSION = re.compile(r"v(\d+)$")
+
+
+def split_arxiv_id(raw: str) -> tuple[str, int | None]:
+    """'http://arxiv.org/abs/2401.01234v3' -> ('2401.01234', 3); old ids keep their archive."""
+    ident = raw.strip()
+    for prefix in ("http://arxiv.org/abs/", "https://arxiv.org/abs/", "oai:arXiv.org:", "arXiv:"):
+        if ident.startswith(prefix):
+            ident = ident[len(prefix):]
+    match = _VERSION.search(ident)
+    if match:
+        return ident[: match.start()], int(match.group(1))
+    return ident, None
+
+
+def collapse(text: str | None) -> str:
+    """Collapse runs of whitespace (arXiv hard-wraps titles and abstracts)."""
+    return " ".join((text or "").split())
+
+
+@dataclass(frozen=True)
+class Paper:
+    """One arXiv paper, keyed by its version-less id."""
+
+    id: str
+    title: str
+    abstract: str = ""
+    version: int = 1
+    authors: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()  # primary first
+    submitted: datetime | None = None  # v1
+    updated: datetime | None = None  # this version
+    comment: str | None = None
+    journal_ref: str | None = None
+    sources: tuple[str, ...] = ()  # "api", "rss", "seed"
+    announce_type: str | None = None  # RSS: new, cross, replace, replace-cross
+
+    @property
+    def abs_url(self) -> str:
+        return f"https://arxiv.org/abs/{self.id}"
+
+    @property
+    def pdf_url(self) -> str:
+        return f"https://arxiv.org/pdf/{self.id}"
+
+    @property
+    def primary_category(self) -> str | None:
+        return self.categories[0] if self.categories else None
+
+
+@dataclass(frozen=True)
+class SeedEntry:
+    """A curated entry from a seed document: the user's own picks and wording."""
+
+    title: str
+    source: str  # file name
+    line: int  # 1-based line of the title
+    summary_zh: str | None = None
+    summary_en: str | None = None
+    date: date | None = None
+    arxiv_id: str | None = None
+    topic: str | None = None
+    featured: bool = False
+    truncated: bool = False  # the curated summary was cut with "..."
+    # Featured analysis, as in the seed page: headline plus labelled parts.
+    headline_zh: str | None = None
+    parts_zh: tuple[tuple[str, str], ...] = ()  # (label, text)
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        names = []
+        if self.featured:
+            names.append("featured")
+        if self.truncated:
+            names.append("truncated")
+        if not self.summary_zh:
+            names.append("no-summary")
+        return tuple(names)
+
+
+@dataclass(frozen=True)
+class SeedWarning:
+    """A seed line that could not be placed; reported, then skipped."""
+
+    source: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.line}: {self.message}"
+
+
+@dataclass(frozen=True)
+class SeedDocument:
+    """What one seed file holds besides its entries (the 004 page's framing text)."""
+
+    source: str
+    intro_zh: str | None = None
+    comparison: tuple[tuple[str, ...], ...] = ()  # rows of the comparison table, header first
+    synthesis_zh: str | None = None
+    entries: tuple[SeedEntry, ...] = ()
+    warnings: tuple[SeedWarning, ...] = field(default=())
+
+
+@dataclass(frozen=True)
+class Part:
+    """A labelled paragraph of a featured reading (解决方案 · Approach: …)."""
+
+    label_zh: str
+    label_en: str
+    text_zh: str | None = None
+    text_en: str | None = None
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One line of a digest or the reading list: a paper, a seed entry, or both.
+
+    Plain values only (dates as ISO strings) so a stored digest re-renders as it was.
+    """
+
+    key: str
+    title: str
+    topic: str
+    url: str | None = None
+    date: str | None = None
+    authors: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    score: float | None = None
+    title_zh: str | None = None
+    summary_zh: str | None = None
+    summary_en: str | None = None
+    key_points_zh: tuple[str, ...] = ()
+    key_points_en: tuple[str, ...] = ()
+    abstract: str = ""
+    curated: bool = False  # comes from a seed document
+    version: int | None = None
+    revised: bool = False
+    llm: bool = False  # the summaries were written by the LLM
+    headline_zh: str | None = None
+    headline_en: str | None = None
+    parts: tuple[Part, ...] = ()
+
+
+@dataclass(frozen=True)
+class Section:
+    topic: str
+    name_zh: str
+    name_en: str
+    entries: tuple[Entry, ...]
+
+
+@dataclass(frozen=True)
+class Row:
+    """A row of the comparison table: one dimension, a cell per featured paper."""
+
+    label_zh: str
+    label_en: str
+    cells: tuple[tuple[str, str], ...]  # (zh, en)
+
+
+@dataclass(frozen=True)
+class Digest:
+    id: str  # the as-of date, YYYY-MM-DD
+    window_start: str
+    window_end: str
+    timezone: str
+    sections: tuple[Section, ...]
+    featured: tuple[Entry, ...] = ()
+    comparison: tuple[Row, ...] = ()
+    synthesis_zh: str | None = None
+    synthesis_en: str | None = None
+    new: int = 0
+    revised: int = 0
+    seeds: int = 0
+    more: int = 0  # relevant papers left out to keep the email small
+    model: str | None = None  # None: written without an LLM
+    sources: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+
+
+@dataclass
+class RunReport:
+    """What one run did, for the summary line and `rl-digest status`."""
+
+    as_of: str
+    fetched: int = 0
+    new: int = 0
+    revised: int = 0
+    relevant: int = 0
+    seeds: int = 0
+    summarised: int = 0
+    cached: int = 0
+    llm_failures: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    sent: int = 0
+    pending: int = 0
+    failed: int = 0
+    digest: str | None = None
+    files: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    sources: dict = field(default_factory=dict)
+    elapsed: float = 0.0

@@ -1,0 +1,421 @@
+"""Seed documents: the user's own curated picks, read tolerantly.
+
+Two page-copy text formats and a YAML format (see seeds/README.md). Nothing here
+raises on bad content: a line that cannot be placed becomes a SeedWarning and is
+skipped, so one odd line never costs the rest of the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
+
+import yaml
+
+from pipeline.models import SeedDocument, SeedEntry, SeedWarning, collapse
+
+SEED_SUFFIXES = (".txt", ".yaml", ".yml")
+YAML_KEYS = ("title", "summary_zh", "summary_en", "arxiv_id", "date", "topic", "featured")
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+# Han, kana, hangul, CJK and full-width punctuation: what a Chinese summary is made of.
+_CJK = re.compile(
+    r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
+)
+_HAN = "\u3400-\u4dbf\u4e00-\u9fff"
+_NAV = re.compile(r"^\S.{0,30}?\s*第\s*\d+\s*页$")  # "强化学习 第4页": page chrome
+_DATE = r"(\d{4})-(\d{1,2})-(\d{1,2})"
+_DATED = re.compile(rf"^(.+?)\s*[（(]\s*{_DATE}\s*[）)]\s*[：:]\s*(.*)$")
+_DATE_ONLY = re.compile(rf"^[（(]?\s*{_DATE}\s*[）)]?\s*[：:]?$")
+_LABEL = re.compile(rf"^([{_HAN}]{{2,8}})\s*[：:]\s*(\S.*)$")  # "关键发现：…"
+_HEADING = re.compile(rf"^([A-Za-z0-9][^{_HAN}：:]*?)\s*[{_HAN}]")  # "PRISM 发现…"
+_SYNTHESIS = re.compile(r"^综合洞察\s*[：:]\s*(.*)$")
+_TABLE_SEPARATOR = re.compile(r"^:?-{3,}:?$")
+CJK_PROSE_RATIO = 0.3  # summaries mix in English terms; titles carry almost no CJK
+
+
+def load_seeds(paths: list[Path]) -> list[SeedDocument]:
+    """Read every seed file under the given files and directories, in name order."""
+    documents = []
+    for path in paths:
+        path = Path(path)
+        if path.is_dir():
+            try:
+                files = sorted(p for p in path.iterdir() if _is_seed_file(p))
+            except OSError as err:
+                documents.append(_failed(path, f"cannot list directory: {err.strerror or err}"))
+                continue
+            documents.extend(parse_seed_file(p) for p in files)
+        elif path.exists():
+            documents.append(parse_seed_file(path))
+        else:
+            documents.append(_failed(path, "no such file or directory"))
+    return documents
+
+
+def parse_seed_file(path: Path) -> SeedDocument:
+    """Parse one seed file; YAML by suffix, otherwise one of the page-copy text formats."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        return _failed(path, f"cannot read file: {err.strerror or err}")
+    text, problem = _decode(data)
+    if problem:
+        return SeedDocument(source=path.name, warnings=(SeedWarning(path.name, *problem),))
+    if path.suffix.lower() in (".yaml", ".yml"):
+        return _parse_yaml(path.name, text)
+    return _parse_text(path.name, text)
+
+
+def _is_seed_file(path: Path) -> bool:
+    """Seed files by suffix; README.md and editors' hidden files are not seeds."""
+    if path.name == "README.md" or path.name.startswith("."):
+        return False
+    return path.is_file() and path.suffix.lower() in SEED_SUFFIXES
+
+
+def _failed(path: Path, message: str) -> SeedDocument:
+    """A file we could not open at all: one warning, line 0 meaning 'the whole file'."""
+    return SeedDocument(source=path.name, warnings=(SeedWarning(path.name, 0, message),))
+
+
+def _decode(data: bytes) -> tuple[str, tuple[int, str] | None]:
+    """UTF-8 (BOM allowed) or nothing: guessing other encodings would garble Chinese silently."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        return "", (data.count(b"\n", 0, err.start) + 1, "not UTF-8 text (save the file as UTF-8)")
+    if "\x00" in text:
+        return "", (text.count("\n", 0, text.index("\x00")) + 1, "binary content (NUL byte)")
+    return text, None
+
+
+# --- the two page-copy text formats -------------------------------------------------
+
+
+def _cjk_ratio(line: str) -> float:
+    """Share of CJK among the letters of a line: titles are Latin, summaries Chinese."""
+    cjk = len(_CJK.findall(line))
+    latin = sum(1 for ch in line if ch.isalpha() and not _CJK.match(ch))
+    return cjk / (cjk + latin) if cjk + latin else 0.0
+
+
+def _is_prose(line: str) -> bool:
+    return _cjk_ratio(line) >= CJK_PROSE_RATIO
+
+
+def _has_letters(line: str) -> bool:
+    return any(ch.isalpha() for ch in line)
+
+
+def _is_paper_link(line: str) -> bool:
+    return line.startswith("📄") or line == "查看论文"
+
+
+def _same_text(a: str, b: str) -> bool:
+    """A 'summary' that only repeats the title (e.g. 'Title。') says nothing."""
+    strip = " \t。.．!！"
+    return collapse(a).strip(strip).casefold() == collapse(b).strip(strip).casefold()
+
+
+def _summary(text: str | None, title: str) -> tuple[str | None, bool]:
+    """(summary, truncated): the page cut long summaries with '...'; keep the dots, flag it."""
+    text = collapse(text)
+    if not text or _same_text(text, title):
+        return None, False
+    return text, text.endswith(("...", "…"))
+
+
+def _is_structural(line: str) -> bool:
+    """Lines with a fixed shape of their own, never a summary even when written in Chinese."""
+    return bool(
+        line.startswith("|")
+        or _DATED.match(line)
+        or _DATE_ONLY.match(line)
+        or _is_paper_link(line)
+        or _SYNTHESIS.match(line)
+    )
+
+
+def _is_heading(line: str, following: str) -> bool:
+    """'PRISM 发现…' followed by labelled paragraphs opens a featured paper."""
+    return bool(
+        _HEADING.match(line)
+        and _is_prose(line)
+        and (_LABEL.match(following) or _is_paper_link(following))
+    )
+
+
+def _is_summary(line: str, following: str) -> bool:
+    return _is_prose(line) and not _is_structural(line) and not _is_heading(line, following)
+
+
+def _parse_date(year: str, month: str, day: str) -> date | None:
+    try:
+        return date(int(year), int(month), int(day))
+    except ValueError:
+        return None
+
+
+@dataclass
+class _Page:
+    """State while reading a text file top to bottom; entries are emitted as they close."""
+
+    source: str
+    is_page: bool  # dated items / featured blocks / a table: the 004 layout, which has an intro
+    entries: list[SeedEntry] = field(default_factory=list)
+    warnings: list[SeedWarning] = field(default_factory=list)
+    intro: list[str] = field(default_factory=list)
+    comparison: list[tuple[str, ...]] = field(default_factory=list)
+    synthesis: str | None = None
+    pending: tuple[int, str] | None = None  # a title waiting for its summary line
+    featured: tuple[int, str, str] | None = None  # (line, name, heading) of an open block
+    parts: list[tuple[str, str]] = field(default_factory=list)
+
+    def warn(self, line: int, message: str) -> None:
+        self.warnings.append(SeedWarning(self.source, line, message))
+
+    def close_title(self, summary: str | None = None) -> None:
+        if self.pending:
+            line, title = self.pending
+            text, truncated = _summary(summary, title)
+            self.entries.append(
+                SeedEntry(
+                    title=title, source=self.source, line=line, summary_zh=text, truncated=truncated
+                )
+            )
+            self.pending = None
+
+    def close_featured(self) -> None:
+        if self.featured:
+            line, name, heading = self.featured
+            self.entries.append(
+                SeedEntry(
+                    title=name,
+                    source=self.source,
+                    line=line,
+                    summary_zh=heading,
+                    featured=True,
+                    headline_zh=heading,
+                    parts_zh=tuple(self.parts),
+                )
+            )
+            self.featured, self.parts = None, []
+
+    def feed(self, number: int, line: str, following: str) -> None:
+        """Place one non-blank line; `following` is the next non-blank line (for lookahead)."""
+        label = _LABEL.match(line)
+        if self.featured and (label or _is_paper_link(line)):
+            if label:
+                self.parts.append((label.group(1), collapse(label.group(2))))
+            else:
+                self.close_featured()
+            return
+        self.close_featured()
+        if self.pending and _is_summary(line, following):
+            self.close_title(line)
+        elif self.pending and _same_text(line, self.pending[1]):
+            self.close_title(None)
+        else:
+            self.close_title(None)
+            self.place(number, line, following)
+
+    def place(self, number: int, line: str, following: str) -> None:
+        """A line that is neither a summary for a pending title nor part of a featured block."""
+        dated = _DATED.match(line)
+        if line.startswith("|"):
+            self.add_table_row(line)
+        elif _DATE_ONLY.match(line):
+            self.warn(number, "a date with no title")
+        elif dated:
+            self.add_dated(number, dated)
+        elif _is_paper_link(line):
+            pass  # a link line outside a featured block: page chrome
+        elif match := _SYNTHESIS.match(line):
+            self.synthesis = collapse(match.group(1)) or None
+        elif line.endswith((":", "：")) and following.startswith("|"):
+            pass  # framing text introducing the comparison table
+        elif not _has_letters(line):
+            self.warn(number, "neither a title nor a summary")
+        elif not _is_prose(line):
+            self.pending = (number, collapse(line))
+        elif _is_heading(line, following):
+            name = collapse(_HEADING.match(line).group(1))
+            self.featured = (number, name, collapse(line))
+        elif self.is_page and not self.entries and not self.comparison:
+            self.intro.append(collapse(line))
+        else:
+            self.warn(number, "a summary with no title before it")
+
+    def add_dated(self, number: int, match: re.Match[str]) -> None:
+        title = collapse(match.group(1))
+        when = _parse_date(*match.group(2, 3, 4))
+        if when is None:
+            self.warn(number, f"invalid date {'-'.join(match.group(2, 3, 4))!r}; kept without it")
+        text, truncated = _summary(match.group(5), title)
+        self.entries.append(
+            SeedEntry(
+                title=title,
+                source=self.source,
+                line=number,
+                summary_zh=text,
+                date=when,
+                truncated=truncated,
+            )
+        )
+
+    def add_table_row(self, line: str) -> None:
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if not all(_TABLE_SEPARATOR.match(cell.replace(" ", "")) for cell in cells):
+            self.comparison.append(tuple(cells))
+
+
+def _parse_text(source: str, text: str) -> SeedDocument:
+    lines = [(n, raw.strip()) for n, raw in enumerate(_LINE_BREAK.split(text), 1)]
+    lines = [(n, line) for n, line in lines if line and not _NAV.match(line)]
+    is_page = any(
+        _DATED.match(line) or _is_paper_link(line) or line.startswith("|") for _, line in lines
+    )
+    page = _Page(source=source, is_page=is_page)
+    for i, (number, line) in enumerate(lines):
+        following = lines[i + 1][1] if i + 1 < len(lines) else ""
+        page.feed(number, line, following)
+    page.close_featured()
+    page.close_title(None)
+    return SeedDocument(
+        source=source,
+        intro_zh="\n".join(page.intro) or None,
+        comparison=tuple(page.comparison),
+        synthesis_zh=page.synthesis,
+        entries=tuple(page.entries),
+        warnings=tuple(page.warnings),
+    )
+
+
+# --- YAML: the format for the user's own seed files -------------------------------------
+
+
+class _Loader(yaml.SafeLoader):
+    """Safe loader that leaves dates as text, so one bad date costs an entry, not the file."""
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_scalar)
+
+
+def _parse_yaml(source: str, text: str) -> SeedDocument:
+    n_lines = max(1, len(_LINE_BREAK.split(text.rstrip("\r\n"))))
+    warnings: list[SeedWarning] = []
+
+    def warn(line: int, message: str) -> None:
+        warnings.append(SeedWarning(source, min(max(line, 1), n_lines), message))
+
+    try:
+        root, data = _load_yaml(text)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        warn(mark.line + 1 if mark else 1, f"not valid YAML: {err.problem or err.context}")
+        return SeedDocument(source=source, warnings=tuple(warnings))
+    except yaml.reader.ReaderError as err:
+        warn(text.count("\n", 0, err.position) + 1, f"not valid YAML: {err.reason}")
+        return SeedDocument(source=source, warnings=tuple(warnings))
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as err:
+        warn(1, f"not valid YAML: {err}")  # yaml raises assorted errors on hostile input
+        return SeedDocument(source=source, warnings=tuple(warnings))
+
+    items, node = data, root
+    if isinstance(data, dict) and "entries" in data:
+        fields = _fields(root)
+        for key in data:
+            if key != "entries":
+                warn(
+                    fields[str(key)][0] if str(key) in fields else 1,
+                    f"unknown top-level key {key!r} ignored",
+                )
+        items, node = data["entries"], fields.get("entries", (1, root))[1]
+    if items is None:
+        items = []
+    if not isinstance(items, list):
+        warn(node.start_mark.line + 1, "expected a list of entries (or 'entries:' with a list)")
+        items = []
+
+    entries = [
+        _yaml_entry(source, item, item_node, warn)
+        for item, item_node in zip(items, node.value if items else [])
+    ]
+    return SeedDocument(
+        source=source, entries=tuple(e for e in entries if e), warnings=tuple(warnings)
+    )
+
+
+def _load_yaml(text: str) -> tuple[yaml.Node | None, object]:
+    """The node tree (for line numbers) and the plain data, from one parse."""
+    loader = _Loader(text)
+    try:
+        root = loader.get_single_node()
+        return root, loader.construct_document(root) if root is not None else None
+    finally:
+        loader.dispose()
+
+
+def _fields(node: yaml.Node) -> dict[str, tuple[int, yaml.Node]]:
+    """Key -> (1-based line of the key, value node), for messages and raw scalar text."""
+    return {
+        str(key.value): (key.start_mark.line + 1, value)
+        for key, value in node.value
+        if isinstance(key, yaml.ScalarNode)
+    }
+
+
+def _yaml_entry(source: str, item: object, node: yaml.Node, warn) -> SeedEntry | None:
+    """One mapping -> SeedEntry; any unknown key or wrong type skips just this entry."""
+    line = node.start_mark.line + 1
+    if not isinstance(item, dict):
+        warn(line, "entry is not a mapping (expected 'title: ...')")
+        return None
+    fields = _fields(node)
+    values: dict[str, object] = {}
+    for key, value in item.items():
+        where, value_node = fields.get(str(key), (line, None))
+        if key not in YAML_KEYS:
+            warn(where, f"unknown key {key!r}; entry skipped")
+            return None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "featured":
+            # arxiv_id: 2410.10110 would lose its last digit as a float: keep the text as written
+            value = value_node.value if isinstance(value_node, yaml.ScalarNode) else str(value)
+        if key == "featured" and not isinstance(value, bool):
+            warn(where, f"key 'featured' must be true or false, not {value!r}; entry skipped")
+            return None
+        if key != "featured" and value is not None and not isinstance(value, str):
+            warn(where, f"key {key!r} must be text, not {value!r}; entry skipped")
+            return None
+        values[key] = value
+    title = collapse(values.get("title"))
+    if not title:
+        warn(line, "key 'title' is missing or empty; entry skipped")
+        return None
+    when = None
+    if values.get("date"):
+        match = re.fullmatch(_DATE, values["date"].strip())
+        when = _parse_date(*match.groups()) if match else None
+        if when is None:
+            warn(
+                fields.get("date", (line, None))[0],
+                f"key 'date' must be YYYY-MM-DD, not {values['date']!r}; entry skipped",
+            )
+            return None
+    summary, truncated = _summary(values.get("summary_zh"), title)
+    return SeedEntry(
+        title=title,
+        source=source,
+        line=line,
+        summary_zh=summary,
+        summary_en=collapse(values.get("summary_en")) or None,
+        date=when,
+        arxiv_id=collapse(values.get("arxiv_id")) or None,
+        topic=collapse(values.get("topic")) or None,
+        featured=bool(values.get("featured", False)),
+        truncated=truncated,
+    )

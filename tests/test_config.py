@@ -1,0 +1,119 @@
+"""Config loading: defaults, paths relative to the file, one-line errors that name the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pipeline import config
+from pipeline.errors import ConfigError
+from tests.conftest import ROOT
+
+
+def test_bundled_config_is_valid_and_complete():
+    cfg = config.load(ROOT / "config.yaml")
+    assert cfg.sources.arxiv.categories[:2] == ["cs.LG", "cs.CL"]
+    assert cfg.languages == ["zh", "en"]
+    assert cfg.enrich.api_key_env == "OPENAI_API_KEY"
+
+
+def test_a_partial_config_takes_the_rest_from_defaults(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("digest: {featured: 3}\n", encoding="utf-8")
+    cfg = config.load(path)
+    assert cfg.digest.featured == 3
+    assert cfg.digest.max_papers == 40
+
+
+def test_paths_resolve_relative_to_the_config_file_not_the_cwd(tmp_path, monkeypatch):
+    path = tmp_path / "conf" / "config.yaml"
+    path.parent.mkdir()
+    path.write_text("outputs: {dir: out}\n", encoding="utf-8")
+    monkeypatch.chdir("/")
+    cfg = config.load(path)
+    assert cfg.outputs.dir == path.parent / "out"
+    assert cfg.storage.url == f"sqlite:///{path.parent}/state/digest.sqlite3"
+    assert cfg.seeds.paths == [path.parent / "seeds"]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("email: {smtp_port: abc}\n", "email.smtp_port: Input should be a valid integer"),
+        ("emial: {}\n", "emial: unknown key"),
+        ("sources: {arxiv: {page_size: 5000}}\n", "sources.arxiv.page_size: Input should be less than or equal to 2000"),
+        ("email: {password: hunter2}\n", "email.password: secrets are not read from the config file"),
+        ("enrich: {api_key: sk-123}\n", "enrich.api_key: secrets are not read from the config file"),
+        ("email: [unclosed\n", "config.yaml:2"),
+        ("- just\n- a list\n", "expected a mapping"),
+        ("schedule: {timezone: Mars/Olympus}\n", "unknown time zone"),
+        ("email: {to: [not-an-address]}\n", "not an email address"),
+    ],
+)
+def test_config_errors_name_the_file_and_key(tmp_path, text, message):
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        config.load(path)
+    assert str(path.name) in str(caught.value)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_secret_in_file_hints_at_the_env_var(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("email: {password: hunter2}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        config.load(path)
+    assert "email.password_env" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+
+
+def test_recipients_file_is_read_with_comments(tmp_path):
+    (tmp_path / "people.txt").write_text("# readers\na@example.org\n\nb@example.org # lab\n", encoding="utf-8")
+    path = tmp_path / "config.yaml"
+    path.write_text("email: {to: [c@example.org], recipients_file: people.txt}\n", encoding="utf-8")
+    assert config.load(path).recipients() == ["c@example.org", "a@example.org", "b@example.org"]
+
+
+def test_bad_recipient_line_names_file_and_line(tmp_path):
+    (tmp_path / "people.txt").write_text("a@example.org\nnobody\n", encoding="utf-8")
+    path = tmp_path / "config.yaml"
+    path.write_text("email: {recipients_file: people.txt}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"people.txt:2: not an email address"):
+        config.load(path).recipients()
+
+
+def test_show_masks_secrets_and_says_whether_they_are_set(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-very-secret")
+    shown = config.masked(config.load(ROOT / "config.yaml"))
+    assert shown["enrich"]["api_key_env"] == "OPENAI_API_KEY (set)"
+    assert "sk-very-secret" not in repr(shown)
+
+
+def test_config_errors_through_the_cli_exit_2_with_one_line(tmp_path, cli):
+    path = tmp_path / "config.yaml"
+    path.write_text("email: {smtp_port: abc}\n", encoding="utf-8")
+    result = cli("--config", str(path), "config", "check", check=2)
+    assert result.stderr.strip().splitlines() == [
+        f"rl-digest: {path}: email.smtp_port: Input should be a valid integer, unable to parse string as an integer"
+    ]
+
+
+def test_missing_config_file_is_exit_2(tmp_path, cli):
+    result = cli("--config", str(tmp_path / "nope.yaml"), "config", "check", check=2)
+    assert "nope.yaml: no such file" in result.stderr
+
+
+def test_config_show_hides_nothing_it_should_not(tmp_path, cli):
+    result = cli("--config", str(ROOT / "config.yaml"), "config", "show",
+                 env={"SMTP_PASSWORD": "pw-should-not-show"})
+    assert "password_env: SMTP_PASSWORD (set)" in result.stdout
+    assert "pw-should-not-show" not in result.stdout + result.stderr
+
+
+def test_only_relative_sqlite_urls_move_to_the_config_folder():
+    assert config._sqlite_at("sqlite:///state/x.db", Path("/a")) == "sqlite:////a/state/x.db"
+    assert config._sqlite_at("sqlite:////abs/x.db", Path("/a")) == "sqlite:////abs/x.db"
+    assert config._sqlite_at("postgresql://h/db", Path("/a")) == "postgresql://h/db"

@@ -1,0 +1,409 @@
+"""The seed parser: the two shipped seed pages entry by entry, malformed variants, a property."""
+
+from __future__ import annotations
+
+import re
+from datetime import date
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pipeline.sources.seeds import load_seeds, parse_seed_file
+
+SEEDS = Path(__file__).resolve().parent.parent / "seeds"
+PAGE_000 = SEEDS / "000_fba6f3c0aaa545ca.txt"
+PAGE_004 = SEEDS / "004_72f404bdcf255312.txt"
+
+TITLES_000 = [
+    "ARM-FM: Automated Reward Machines via Foundation Models for Compositional Reinforcement Learning",
+    "The Art of Scaling Reinforcement Learning Compute for LLMs",
+    "What is the objective of reasoning with reinforcement learning?",
+    "DocReward: A Document Reward Model for Structuring and Stylizing",
+    "Part II: ROLL Flash -- Accelerating RLVR and Agentic Training with Asynchrony",
+    "QeRL: Beyond Efficiency -- Quantization-enhanced Reinforcement Learning for LLMs",
+    "LiveThinking: Enabling Real-Time Efficient Reasoning for AI-Powered Livestreaming via Reinforcement Learning",
+    "CALM Before the STORM: Unlocking Native Reasoning for Optimization Modeling",
+    "MARS: Optimizing Dual-System Deep Research via Multi-Agent Reinforcement Learning",
+    "The Landscape of Agentic Reinforcement Learning for LLMs: A Survey",
+    "A Practitioner's Guide to Multi-turn Agentic Reinforcement Learning",
+    "BroRL: Scaling Reinforcement Learning via Broadened Exploration",
+    "Enhancing Large Language Model Reasoning with Reward Models: An Analytical Survey",
+    "Executable Counterfactuals: Improving LLMs' Causal Reasoning Through Code",
+    "SCRIBES: Web-Scale Script-Based Semi-Structured Data Extraction with Reinforcement Learning",
+    "Online Process Reward Leanring for Agentic Reinforcement Learning",  # sic: the page's typo
+    "Reinforcement Learning Fine-Tuning Enhances Activation Intensity and Diversity in the Internal Circuitry of LLMs",
+    "Training Task Reasoning LLM Agents for Multi-turn Task Planning via Single-turn Reinforcement Learning",
+    "Tree Search for LLM Agent Reinforcement Learning",
+    "BaseReward: A Strong Baseline for Multimodal Reward Model",
+    "Reinforcement Learning Meets Large Language Models: A Survey of Advancements and Applications Across the LLM Lifecycle",
+    "ΔL Normalization: Rethink Loss Aggregation in RLVR",
+    "FlowRL: Matching Reward Distributions for LLM Reasoning",
+    "A Survey of Reinforcement Learning for Large Reasoning Models",
+]
+
+DATED_TITLES_004 = [
+    "Learning, Fast and Slow: Towards LLMs That Adapt Continually",
+    "AlphaGRPO: Unlocking Self-Reflective Multimodal Generation in UMMs via Decompositional Verifiable Reward",
+    "Unmasking On-Policy Distillation: Where It Helps, Where It Hurts, and Why",
+    "Shepherd: A Runtime Substrate Empowering Meta-Agents with a Formalized Execution Trace",
+    "Can RL Teach Long-Horizon Reasoning to LLMs? Expressiveness Is Key",
+    "Recursive Agent Optimization",
+    "StraTA: Incentivizing Agentic Reinforcement Learning with Strategic Trajectory Abstraction",
+    "Beyond Negative Rollouts: Positive-Only Policy Optimization with Implicit Negative Gradients",
+    "Verifier-Backed Hard Problem Generation for Mathematical Reasoning",
+    "Text Corpora as Concept Fields: Black-Box Hallucination and Novelty Measurement",
+    "OpenSeeker-v2: Pushing the Limits of Search Agents with Informative and High-Difficulty Trajectories",
+    "Reinforcement Learning for LLM-based Multi-Agent Systems through Orchestration Traces",
+]
+DATES_004 = [date(2026, 5, day) for day in (12, 12, 11, 11, 7, 7, 7, 7, 7, 6, 5, 4)]
+TITLES_004 = DATED_TITLES_004 + ["PRISM", "Exploration Hacking"]
+
+
+@pytest.fixture(scope="module")
+def page_000():
+    return parse_seed_file(PAGE_000)
+
+
+@pytest.fixture(scope="module")
+def page_004():
+    return parse_seed_file(PAGE_004)
+
+
+def by_title(document, title):
+    return next(entry for entry in document.entries if entry.title == title)
+
+
+def write(tmp_path: Path, name: str, content: str | bytes) -> Path:
+    path = tmp_path / name
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_bytes(content.encode("utf-8"))  # bytes: keep CRLF exactly as written
+    return path
+
+
+# --- the shipped seed pages -------------------------------------------------------------
+
+
+def test_seed_directory_yields_all_38_titles_in_order():
+    documents = load_seeds([SEEDS])
+    assert [d.source for d in documents] == [PAGE_000.name, PAGE_004.name]
+    assert [e.title for d in documents for e in d.entries] == TITLES_000 + TITLES_004
+    assert all(not d.warnings for d in documents)
+
+
+def test_page_000_has_24_title_summary_pairs_with_title_lines(page_000):
+    assert [e.title for e in page_000.entries] == TITLES_000
+    assert [e.line for e in page_000.entries] == [1] + list(range(4, 49, 2))
+    assert all(e.source == PAGE_000.name for e in page_000.entries)
+
+
+def test_navigation_line_is_not_a_paper(page_000):
+    assert all("第4页" not in (e.title + (e.summary_zh or "")) for e in page_000.entries)
+    assert 3 not in [e.line for e in page_000.entries]
+    assert not page_000.warnings
+    first = page_000.entries[0]
+    assert first.summary_zh.startswith("本文提出了ARM-FM框架")  # the pair before the nav line
+
+
+def test_summary_with_missing_name_is_kept_verbatim(page_000):
+    for title in (
+        "The Art of Scaling Reinforcement Learning Compute for LLMs",
+        "ΔL Normalization: Rethink Loss Aggregation in RLVR",
+    ):
+        assert "名为 的" in by_title(page_000, title).summary_zh
+
+
+def test_truncated_summaries_keep_their_dots_and_are_flagged(page_000):
+    truncated = [e.title for e in page_000.entries if e.truncated]
+    assert truncated == [TITLES_000[0], TITLES_000[9], TITLES_000[15], TITLES_000[18]]
+    for entry in page_000.entries:
+        assert entry.truncated == entry.summary_zh.endswith("...") if entry.summary_zh else True
+    assert "truncated" in page_000.entries[0].flags
+
+
+def test_summary_repeating_the_title_means_no_summary(page_000):
+    survey = by_title(page_000, TITLES_000[20])
+    assert survey.summary_zh is None
+    assert survey.flags == ("no-summary",)
+    # The repeat line did not become a title of its own, nor shift the pairs after it.
+    assert by_title(page_000, TITLES_000[21]).summary_zh.startswith("本文提出了一种名为 的新型")
+
+
+def test_every_other_page_000_entry_has_its_own_chinese_summary(page_000):
+    summaries = [e.summary_zh for e in page_000.entries if e is not page_000.entries[20]]
+    assert all(s and re.search(r"[\u4e00-\u9fff]", s) for s in summaries)
+    assert len(set(summaries)) == 23
+
+
+def test_page_000_has_no_page_framing(page_000):
+    assert page_000.intro_zh is None
+    assert page_000.comparison == ()
+    assert page_000.synthesis_zh is None
+
+
+def test_page_004_dated_items_all_parse(page_004):
+    dated = [e for e in page_004.entries if not e.featured]
+    assert [e.title for e in dated] == DATED_TITLES_004
+    assert [e.date for e in dated] == DATES_004
+    assert [e.line for e in dated] == list(range(2, 14))
+    assert dated[0].summary_zh.startswith("大型语言模型 (LLM) 通过更新其参数")
+    assert not any(e.truncated for e in dated)
+
+
+def test_page_004_intro_is_the_opening_paragraph(page_004):
+    assert page_004.intro_zh.startswith("强化学习（Reinforcement Learning, RL）是")
+    assert page_004.intro_zh.endswith("研究了 LLM 训练中的强化学习。")
+    assert page_004.entries[0].title != page_004.intro_zh
+
+
+def test_featured_papers_carry_headline_and_labelled_parts(page_004):
+    prism, hacking = [e for e in page_004.entries if e.featured]
+    assert (prism.title, prism.line) == ("PRISM", 14)
+    assert prism.headline_zh.startswith("PRISM 发现标准 SFT→RLVR 流程中的核心问题")
+    assert prism.summary_zh == prism.headline_zh
+    assert [label for label, _ in prism.parts_zh] == ["解决方案", "关键发现"]
+    assert prism.parts_zh[0][1].startswith("在 SFT 和 RLVR 之间插入分布对齐阶段")
+    assert (hacking.title, hacking.line) == ("Exploration Hacking", 18)
+    assert hacking.headline_zh.startswith("Exploration Hacking 揭示了")
+    assert [label for label, _ in hacking.parts_zh] == ["实验设计", "检测与缓解", "核心警示"]
+    assert hacking.parts_zh[2][1] == "在能力足够强的 LLM 上，探索黑客攻击是 RL 训练的一种现实威胁。"
+    assert prism.flags == hacking.flags == ("featured",)
+
+
+def test_comparison_table_keeps_header_and_rows_without_separator(page_004):
+    table = page_004.comparison
+    assert len(table) == 6
+    assert all(len(row) == 3 for row in table)
+    assert table[0] == ("维度", "PRISM", "Exploration Hacking")
+    assert table[4] == ("涉及算法", "GRPO, DAPO, GSPO", "通用 RL 训练")
+    assert not any(set(cell) <= {"-"} for row in table for cell in row)
+
+
+def test_framing_line_before_table_is_neither_paper_nor_warning(page_004):
+    assert not page_004.warnings
+    assert all("两篇论文" not in (e.summary_zh or "") for e in page_004.entries)
+    assert len(page_004.entries) == 14
+
+
+def test_synthesis_is_the_closing_paragraph_without_its_label(page_004):
+    assert page_004.synthesis_zh.startswith("LLM 的 RL 训练不仅面临技术效率问题（PRISM）")
+    assert "综合洞察" not in page_004.synthesis_zh
+
+
+# --- malformed text files ----------------------------------------------------------------
+
+
+def test_empty_file_has_no_entries_and_no_warnings(tmp_path):
+    document = parse_seed_file(write(tmp_path, "empty.txt", ""))
+    assert (document.entries, document.warnings) == ((), ())
+
+
+def test_binary_garbage_is_one_warning(tmp_path):
+    document = parse_seed_file(write(tmp_path, "junk.txt", b"\x89PNG\r\n\x1a\n\xff\xfe\x00\x01"))
+    assert document.entries == ()
+    assert len(document.warnings) == 1
+    assert "not UTF-8" in document.warnings[0].message
+    assert str(document.warnings[0]).startswith("junk.txt:")
+
+
+def test_bom_crlf_blank_lines_and_trailing_whitespace_are_tolerated(tmp_path):
+    text = "\ufeffFirst   Paper\r\n本文提出了第一个方法。  \r\n\r\n\nSecond Paper \n本文提出了第二个方法。\r"
+    document = parse_seed_file(write(tmp_path, "mixed.txt", text))
+    assert [(e.title, e.line, e.summary_zh) for e in document.entries] == [
+        ("First Paper", 1, "本文提出了第一个方法。"),
+        ("Second Paper", 5, "本文提出了第二个方法。"),
+    ]
+    assert document.warnings == ()
+
+
+def test_line_with_only_a_date_is_a_warning(tmp_path):
+    text = "Some Paper（2026-05-12）：本文提出了方法。\n2026-05-13\n（2026-05-14）\n"
+    document = parse_seed_file(write(tmp_path, "dates.txt", text))
+    assert [e.title for e in document.entries] == ["Some Paper"]
+    assert [(w.line, w.message) for w in document.warnings] == [
+        (2, "a date with no title"),
+        (3, "a date with no title"),
+    ]
+
+
+def test_ascii_parens_and_colon_are_accepted_for_dated_items(tmp_path):
+    document = parse_seed_file(
+        write(tmp_path, "ascii.txt", "A Paper (2026-05-01): 本文提出了方法。")
+    )
+    (entry,) = document.entries
+    assert (entry.title, entry.date, entry.summary_zh) == (
+        "A Paper",
+        date(2026, 5, 1),
+        "本文提出了方法。",
+    )
+
+
+def test_invalid_date_keeps_the_item_and_warns(tmp_path):
+    document = parse_seed_file(
+        write(tmp_path, "bad.txt", "A Paper（2026-13-40）：本文提出了方法。")
+    )
+    assert [(e.title, e.date) for e in document.entries] == [("A Paper", None)]
+    assert document.warnings[0].line == 1 and "2026-13-40" in document.warnings[0].message
+
+
+def test_summary_with_no_title_is_a_warning_and_pairs_do_not_shift(tmp_path):
+    text = "本文提出了孤立的摘要。\nPaper One\n本文提出了一。\n本文提出了多余的一行。\nPaper Two\n本文提出了二。\n"
+    document = parse_seed_file(write(tmp_path, "orphan.txt", text))
+    assert [(e.title, e.summary_zh) for e in document.entries] == [
+        ("Paper One", "本文提出了一。"),
+        ("Paper Two", "本文提出了二。"),
+    ]
+    assert [(w.line, w.message) for w in document.warnings] == [
+        (1, "a summary with no title before it"),
+        (4, "a summary with no title before it"),
+    ]
+
+
+def test_missing_summary_line_does_not_shift_following_pairs(tmp_path):
+    text = "Paper One\nPaper Two\n本文提出了二。\nPaper Three\n本文提出了三。"
+    document = parse_seed_file(write(tmp_path, "gap.txt", text))
+    assert [(e.title, e.summary_zh) for e in document.entries] == [
+        ("Paper One", None),
+        ("Paper Two", "本文提出了二。"),
+        ("Paper Three", "本文提出了三。"),
+    ]
+
+
+def test_missing_path_is_a_warning_not_an_exception(tmp_path):
+    (document,) = load_seeds([tmp_path / "nope.txt"])
+    assert document.entries == () and "no such file" in document.warnings[0].message
+
+
+def test_directory_reads_seed_suffixes_sorted_and_skips_readme(tmp_path):
+    write(tmp_path, "b.yaml", "- title: From YAML\n")
+    write(tmp_path, "a.txt", "From Text\n本文提出了方法。")
+    write(tmp_path, "README.md", "Not A Seed\n")
+    write(tmp_path, "c.yml", "entries:\n  - title: From YML\n")
+    documents = load_seeds([tmp_path])
+    assert [d.source for d in documents] == ["a.txt", "b.yaml", "c.yml"]
+    assert [d.entries[0].title for d in documents] == ["From Text", "From YAML", "From YML"]
+
+
+# --- YAML ---------------------------------------------------------------------------------
+
+
+def test_yaml_entries_with_all_keys(tmp_path):
+    text = """\
+entries:
+  - title: "Some  Paper:\\n A Title"
+    summary_zh: 本文提出了方法...
+    summary_en: We propose a method.
+    arxiv_id: 2410.10110
+    date: 2026-05-12
+    topic: 强化学习
+    featured: true
+  - title: Plain Paper
+"""
+    document = parse_seed_file(write(tmp_path, "mine.yaml", text))
+    assert document.warnings == ()
+    first, second = document.entries
+    assert first.title == "Some Paper: A Title"
+    assert (first.line, first.date, first.arxiv_id) == (2, date(2026, 5, 12), "2410.10110")
+    assert (first.summary_zh, first.truncated, first.featured) == ("本文提出了方法...", True, True)
+    assert (first.summary_en, first.topic) == ("We propose a method.", "强化学习")
+    assert (second.title, second.line, second.featured) == ("Plain Paper", 9, False)
+
+
+def test_unparseable_yaml_is_one_warning_with_its_line(tmp_path):
+    document = parse_seed_file(write(tmp_path, "bad.yaml", "- title: ok\n- title: [unclosed\n"))
+    assert document.entries == ()
+    assert len(document.warnings) == 1
+    assert document.warnings[0].message.startswith("not valid YAML")
+    assert 1 <= document.warnings[0].line <= 2
+
+
+def test_yaml_unknown_key_and_bad_date_skip_only_their_entries(tmp_path):
+    text = """\
+- title: Good One
+  date: 2026-05-01
+- title: Has Typo
+  sumary_zh: 拼错的键
+- title: Bad Date
+  date: 2026-02-30
+- title: Good Two
+"""
+    document = parse_seed_file(write(tmp_path, "user.yml", text))
+    assert [e.title for e in document.entries] == ["Good One", "Good Two"]
+    unknown, bad_date = (str(w) for w in document.warnings)
+    assert unknown.startswith("user.yml:4:") and "sumary_zh" in unknown
+    assert bad_date.startswith("user.yml:6:") and "'date'" in bad_date
+
+
+def test_yaml_wrong_types_and_shapes_are_warnings(tmp_path):
+    text = "- title: [not, text]\n- just a string\n- featured: yes\n- title: Kept\n  featured: 1\n"
+    document = parse_seed_file(write(tmp_path, "types.yaml", text))
+    assert document.entries == ()
+    assert [w.line for w in document.warnings] == [1, 2, 3, 5]
+    top = parse_seed_file(write(tmp_path, "top.yaml", "title: not a list\n"))
+    assert top.entries == () and "expected a list" in top.warnings[0].message
+
+
+def test_empty_yaml_has_no_entries_and_no_warnings(tmp_path):
+    document = parse_seed_file(write(tmp_path, "empty.yaml", "# nothing yet\n"))
+    assert (document.entries, document.warnings) == ((), ())
+
+
+# --- property -----------------------------------------------------------------------------
+
+LINE_PIECES = st.sampled_from(
+    [
+        "Some Paper Title",
+        "本文提出了一种方法。",
+        "本文提出了...",
+        "强化学习 第4页",
+        "2026-05-12",
+        "Paper（2026-05-12）：摘要。",
+        "Paper (2026-13-45): x",
+        "PRISM 发现问题。",
+        "解决方案：做法。",
+        "📄 查看论文",
+        "| a | b |",
+        "|---|---|",
+        "综合洞察：总结。",
+        "两篇论文：",
+        "",
+        "   ",
+        "- title: x",
+        "  date: 2026-99-01",
+        "entries:",
+        "key: [",
+        "\ufeff",
+        "\x00",
+    ]
+)
+TEXTS = st.one_of(
+    st.text(),
+    st.lists(st.one_of(LINE_PIECES, st.text(max_size=20)), max_size=30).flatmap(
+        lambda lines: st.sampled_from(["\n", "\r\n", "\r"]).map(lambda nl: nl.join(lines))
+    ),
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(text=TEXTS, suffix=st.sampled_from([".txt", ".yaml"]))
+def test_any_text_parses_without_raising_and_warnings_point_into_the_file(tmp_path, text, suffix):
+    path = write(tmp_path, "prop" + suffix, text)
+    document = parse_seed_file(path)
+    n_lines = max(1, len(re.split(r"\r\n|\r|\n", text)))
+    for warning in document.warnings:
+        assert 1 <= warning.line <= n_lines, warning
+    for entry in document.entries:
+        assert entry.title and 1 <= entry.line <= n_lines
+
+
+def test_readme_yaml_example_parses_cleanly(tmp_path):
+    readme = (SEEDS / "README.md").read_text(encoding="utf-8")
+    example = re.search(r"```yaml\n(.*?)```", readme, re.DOTALL).group(1)
+    document = parse_seed_file(write(tmp_path, "example.yaml", example))
+    assert document.warnings == ()
+    assert len(document.entries) == 2 and document.entries[0].featured
