@@ -1,0 +1,193 @@
+"""Backfill and look-ups through the arXiv API, via the `arxiv` package and our Fetcher.
+
+The `arxiv` package keeps the paging, URL building and Atom parsing; our
+Fetcher does every HTTP request, so pacing, timeouts, retries and the request
+count are shared with the RSS source.
+
+How the two meet: `arxiv.Client` (4.0.x) calls `self._session.get(url, headers=...)`
+and reads only `.status_code` and `.content` of the answer. We put a small
+adapter in `_session`. That contract has held since arxiv 2.0 and survived the
+4.0 parser rewrite, whereas overriding `_parse_feed` would tie us to its return
+type (changed in 4.0) and to the name-mangled `__try_parse_feed`. The client's
+own delay and retries are switched off so they never stack on the Fetcher's.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import parse_qs, urlsplit
+
+import arxiv
+
+from pipeline.errors import SourceError
+from pipeline.models import Paper, collapse, split_arxiv_id
+from pipeline.sources.http import Fetched, Fetcher, looks_like_html
+
+MAX_PAGE_SIZE = 2000  # the API's limit per request
+_ATOM = "{http://www.w3.org/2005/Atom}"
+_TOTAL = "{http://a9.com/-/spec/opensearch/1.1/}totalResults"
+
+
+@dataclass(frozen=True)
+class SearchStats:
+    """What one search cost and returned, for the run report."""
+
+    requests: int
+    seen: int  # entries returned, before de-duplication
+
+
+def build_query(categories: list[str], terms: list[str], start: datetime, end: datetime) -> str:
+    """One query for all categories and terms in a submission window (UTC, minutes).
+
+    The range is written with spaces; urlencode turns them into '+'. A literal
+    '+TO+' here would be sent as %2B and arXiv silently matches nothing.
+    """
+    if not categories or not terms:
+        raise ValueError("a search needs at least one category and one term")
+    cats = " OR ".join(f"cat:{cat}" for cat in categories)
+    phrases = " OR ".join(f'{field}:"{_phrase(term)}"' for term in terms for field in ("ti", "abs"))
+    return f"({cats}) AND ({phrases}) AND submittedDate:[{_stamp(start)} TO {_stamp(end)}]"
+
+
+def search_window(
+    fetcher: Fetcher,
+    api_url: str,
+    categories: list[str],
+    terms: list[str],
+    start: datetime,
+    end: datetime,
+    page_size: int,
+) -> tuple[list[Paper], SearchStats]:
+    """Every paper matching the terms submitted in [start, end], oldest first."""
+    search = arxiv.Search(
+        query=build_query(categories, terms, start, end),
+        max_results=None,
+        sort_by=arxiv.SortCriterion.SubmittedDate,
+        sort_order=arxiv.SortOrder.Ascending,
+    )
+    before = fetcher.requests
+    results = _run(fetcher, api_url, search, max(1, min(page_size, MAX_PAGE_SIZE)))
+    papers = _dedupe(_to_paper(result) for result in results)
+    return papers, SearchStats(requests=fetcher.requests - before, seen=len(results))
+
+
+def fetch_ids(fetcher: Fetcher, api_url: str, ids: list[str], batch: int = 100) -> list[Paper]:
+    """Full records for known ids: one id_list request per batch, never one per paper."""
+    unique = list(dict.fromkeys(ids))
+    papers: list[Paper] = []
+    for i in range(0, len(unique), batch):
+        chunk = unique[i : i + batch]
+        search = arxiv.Search(id_list=chunk, max_results=len(chunk))
+        papers.extend(_to_paper(result) for result in _run(fetcher, api_url, search, len(chunk)))
+    return papers
+
+
+def search_title(fetcher: Fetcher, api_url: str, title: str, max_results: int = 5) -> list[Paper]:
+    """Candidates for a seed entry known only by its title, best match first."""
+    search = arxiv.Search(query=f'ti:"{_phrase(title)}"', max_results=max_results)
+    return [_to_paper(result) for result in _run(fetcher, api_url, search, max_results)]
+
+
+class _FetcherSession:
+    """Stands in for `arxiv.Client._session`: answers `get` through the Fetcher."""
+
+    def __init__(self, fetcher: Fetcher):
+        self._fetcher = fetcher
+
+    def get(self, url: str, **_ignored) -> _Answer:
+        return _Answer(content=self._fetcher.get(url, retry_when=_check_page).body)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """The two attributes of a response that arxiv.Client reads."""
+
+    content: bytes
+    status_code: int = 200  # the Fetcher has already raised for anything else
+
+
+class _Client(arxiv.Client):
+    """arxiv.Client pointed at api_url, with its HTTP done by the Fetcher."""
+
+    def __init__(self, fetcher: Fetcher, api_url: str, page_size: int):
+        super().__init__(page_size=page_size, delay_seconds=0, num_retries=0)
+        self.query_url_format = api_url + "?{}"
+        self._session = _FetcherSession(fetcher)
+
+
+def _run(
+    fetcher: Fetcher, api_url: str, search: arxiv.Search, page_size: int
+) -> list[arxiv.Result]:
+    """All results of a search; anything the arxiv package raises becomes a SourceError."""
+    try:
+        return list(_Client(fetcher, api_url, page_size).results(search))
+    except arxiv.ArxivError as err:
+        raise SourceError(f"{err.url}: {err.message}") from None
+
+
+def _check_page(page: Fetched) -> str | None:
+    """Refuse what arxiv's forgiving parser would read as 'no results'.
+
+    Malformed XML and non-Atom pages (an HTML error page served with 200) fail
+    at once. An empty page while totalResults says there is more is a known
+    transient API fault, so it is returned as a reason to retry.
+    """
+    if looks_like_html(page.body, page.content_type):
+        raise SourceError(f"{page.url}: an HTML page instead of the API's Atom feed")
+    try:
+        root = ET.fromstring(page.body)
+    except ET.ParseError as exc:
+        raise SourceError(f"{page.url}: malformed XML from the arXiv API ({exc})") from None
+    if root.tag != f"{_ATOM}feed":
+        raise SourceError(f"{page.url}: not an Atom feed (root element <{_local(root.tag)}>)")
+    total_text = (root.findtext(_TOTAL) or "").strip()
+    total = int(total_text) if total_text.isdigit() else 0
+    start = int(parse_qs(urlsplit(page.url).query).get("start", ["0"])[0])
+    if root.find(f"{_ATOM}entry") is None and start < total:
+        return f"empty page at start={start} although totalResults={total}"
+    return None
+
+
+def _to_paper(result: arxiv.Result) -> Paper:
+    ident, version = split_arxiv_id(result.entry_id)
+    primary = result.primary_category
+    others = [cat for cat in result.categories if cat != primary]
+    return Paper(
+        id=ident,
+        title=collapse(result.title),
+        abstract=collapse(result.summary),
+        version=version or 1,
+        authors=tuple(collapse(author.name) for author in result.authors),
+        categories=tuple(([primary] if primary else []) + others),
+        submitted=result.published,
+        updated=result.updated,
+        comment=collapse(result.comment) or None,
+        journal_ref=collapse(result.journal_ref) or None,
+        sources=("api",),
+    )
+
+
+def _dedupe(papers: Iterable[Paper]) -> list[Paper]:
+    """Keep the first record per id (a page boundary can shift while paging)."""
+    seen: dict[str, Paper] = {}
+    for paper in papers:
+        seen.setdefault(paper.id, paper)
+    return list(seen.values())
+
+
+def _stamp(moment: datetime) -> str:
+    if moment.tzinfo is None:
+        raise ValueError(f"{moment} has no time zone; arXiv dates are UTC")
+    return moment.astimezone(UTC).strftime("%Y%m%d%H%M")
+
+
+def _phrase(text: str) -> str:
+    """A title or term made safe to quote: no inner quotes, one space between words."""
+    return collapse(text.replace('"', " "))
+
+
+def _local(tag: str) -> str:
+    return tag.rsplit("}", 1)[-1]

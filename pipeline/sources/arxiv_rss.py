@@ -1,0 +1,167 @@
+"""The daily arXiv announcement feed (rss.arxiv.org, 2024+ format) as Paper records.
+
+The feed is the fast path: it lists a day's new papers hours before the API's
+search index has them. Its records are thin (no submission date, no comment);
+`arxiv_api.fetch_ids` completes them.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass
+from datetime import date, datetime
+from email.utils import parsedate_to_datetime
+
+import feedparser
+
+from pipeline.errors import SourceError
+from pipeline.models import Paper, collapse, split_arxiv_id
+from pipeline.sources.http import Fetcher, looks_like_html
+
+KEPT_TYPES = ("new", "cross")
+REPLACED_TYPES = ("replace", "replace-cross")
+
+# "arXiv:2411.17700v1 Announce Type: new \nAbstract: ..." (note the space before \n)
+_PREFIX = re.compile(r"\s*arXiv:(?P<id>\S+)\s+Announce Type:\s*(?P<type>\S+)\s*Abstract:\s*")
+_ERROR_TEXT = re.compile(r"\b(error|bad archive|invalid)\b", re.IGNORECASE)
+_PARENTHESES = re.compile(r"\([^()]*\)")
+_AND = re.compile(r"^and\s+|\s+and\s+")
+
+# Fixed-date holidays with no mailing; approximate, see is_arxiv_announcement_day.
+_HOLIDAYS = frozenset({(12, 25), (1, 1)})
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A new version of an older paper: it only updates a paper we already hold."""
+
+    id: str
+    version: int | None
+    announced: datetime | None
+    announce_type: str  # replace or replace-cross
+
+
+@dataclass(frozen=True)
+class FeedResult:
+    """One feed read: papers to consider, replacements, and what looked wrong."""
+
+    url: str
+    papers: tuple[Paper, ...] = ()  # announce type new or cross
+    replacements: tuple[Replacement, ...] = ()
+    warnings: tuple[str, ...] = ()
+    last_build: datetime | None = None  # the channel's lastBuildDate
+    items: int = 0  # every <item>, whatever its type
+
+
+def fetch_feed(fetcher: Fetcher, url: str) -> FeedResult:
+    """Fetch one feed through the shared Fetcher and parse it."""
+    return parse_feed(fetcher.get(url).body, url)
+
+
+def parse_feed(data: bytes, url: str) -> FeedResult:
+    """Parse feed bytes; SourceError if they are not a feed at all.
+
+    An arXiv error answer is a well-formed feed with the error in its channel
+    description, so it becomes a warning, not a success and not an exception.
+    Sanitizing is off: feedparser would rewrite TeX like `$1/3<s<1$` as HTML.
+    The bytes go in as a stream: feedparser tries bare bytes as a file path first.
+    """
+    if looks_like_html(data):
+        raise SourceError(f"{url}: an HTML page instead of an RSS feed")
+    parsed = feedparser.parse(io.BytesIO(data), sanitize_html=False, resolve_relative_uris=False)
+    channel = parsed.feed
+    if parsed.bozo and not parsed.entries and not channel.get("title"):
+        raise SourceError(f"{url}: malformed feed XML ({parsed.get('bozo_exception')})")
+    if not parsed.get("version"):
+        raise SourceError(f"{url}: not an RSS feed")
+
+    warnings = []
+    title, description = channel.get("title", ""), channel.get("subtitle", "")
+    if title.startswith("Feed error") or _ERROR_TEXT.search(description):
+        warnings.append(f"{url}: arXiv reports a feed error: {description or title}")
+    if parsed.bozo:
+        warnings.append(
+            f"{url}: feed is not well-formed ({parsed.get('bozo_exception')}); "
+            f"kept the {len(parsed.entries)} items read"
+        )
+
+    papers, replacements = [], []
+    for entry in parsed.entries:
+        record = _read_item(entry)
+        if isinstance(record, str):
+            warnings.append(f"{url}: {record}")
+        elif isinstance(record, Replacement):
+            replacements.append(record)
+        else:
+            papers.append(record)
+    return FeedResult(
+        url=url,
+        papers=tuple(papers),
+        replacements=tuple(replacements),
+        warnings=tuple(warnings),
+        last_build=_rfc822(channel.get("updated")),
+        items=len(parsed.entries),
+    )
+
+
+def split_authors(creator: str) -> tuple[str, ...]:
+    """'A (Univ X, Dept Y), B, and C' -> ('A', 'B', 'C').
+
+    dc:creator is one comma-separated string; affiliations in parentheses are
+    dropped (their commas must not split) so names match the API's.
+    """
+    text = creator
+    while _PARENTHESES.search(text):
+        text = _PARENTHESES.sub("", text)
+    names = (collapse(name) for part in text.split(",") for name in _AND.split(part))
+    return tuple(name for name in names if name)
+
+
+def is_arxiv_announcement_day(day: date) -> bool:
+    """Whether a mailing dated `day` (US-Eastern) should carry papers.
+
+    Approximate: Monday to Friday, minus 25 December and 1 January. arXiv
+    publishes its real holiday schedule each year
+    (https://info.arxiv.org/help/availability.html); a day missed here only
+    turns an expected empty feed into a warning.
+    """
+    return day.weekday() < 5 and (day.month, day.day) not in _HOLIDAYS
+
+
+def _read_item(entry) -> Paper | Replacement | str:
+    """One <item> as a Paper, a Replacement, or a warning explaining the skip."""
+    description = entry.get("summary", "")
+    prefix = _PREFIX.match(description)
+    raw_id = entry.get("id") or (prefix["id"] if prefix else "")
+    if not raw_id:
+        return f"skipped an item without an arXiv id ({entry.get('title', '')!r})"
+    ident, version = split_arxiv_id(raw_id)
+    if version is None and prefix:
+        version = split_arxiv_id(prefix["id"])[1]
+    kind = (entry.get("arxiv_announce_type") or (prefix["type"] if prefix else "")).strip()
+    announced = _rfc822(entry.get("published"))
+    if kind in REPLACED_TYPES:
+        return Replacement(ident, version, announced, kind)
+    if kind not in KEPT_TYPES:
+        return f"skipped {ident} with unknown announce type {kind!r}"
+    return Paper(
+        id=ident,
+        title=collapse(entry.get("title")),
+        abstract=collapse(description[prefix.end() :] if prefix else description),
+        version=version or 1,
+        authors=split_authors(entry.get("author", "")),
+        categories=tuple(tag["term"] for tag in entry.get("tags", []) if tag.get("term")),
+        updated=announced,  # when this version was announced; the API has the exact time
+        journal_ref=collapse(entry.get("arxiv_journal_reference")) or None,
+        sources=("rss",),
+        announce_type=kind,
+    )
+
+
+def _rfc822(text: str | None) -> datetime | None:
+    """pubDate / lastBuildDate as an aware datetime, keeping arXiv's -0500 offset."""
+    try:
+        return parsedate_to_datetime(text) if text else None
+    except (TypeError, ValueError):
+        return None

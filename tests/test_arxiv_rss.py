@@ -1,0 +1,250 @@
+"""The RSS source: the real 2024 feeds field by field, the local feed, and its failure modes."""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import SourceError
+from pipeline.models import Paper
+from pipeline.sources.arxiv_rss import (
+    Replacement,
+    fetch_feed,
+    is_arxiv_announcement_day,
+    parse_feed,
+    split_authors,
+)
+from pipeline.sources.http import Fetcher
+from tests.servers.arxiv_server import (
+    EMPTY,
+    FEED_ERROR,
+    HTML_PAGE,
+    MALFORMED,
+    ArxivServer,
+    Fault,
+)
+
+FORMATS = Path(__file__).resolve().parents[2] / "shared" / "data" / "formats"
+EASTERN = timezone(timedelta(hours=-5))
+MAILING = datetime(2024, 11, 28, tzinfo=EASTERN)  # pubDate of every item in the samples
+URL = "https://rss.arxiv.org/rss/cs.LG"
+
+
+def sample(name: str) -> bytes:
+    path = FORMATS / name
+    if not path.exists():
+        pytest.skip(f"real samples not available ({FORMATS})")
+    return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def all_archives():
+    return parse_feed(sample("arxiv_rss_2024-11-28_all_archives.xml"), URL)
+
+
+def fetcher() -> Fetcher:
+    return Fetcher(0, 5, 1, "rl-digest-tests/0.1", backoff_seconds=0.01)
+
+
+def test_real_feed_keeps_new_and_cross_and_lists_replacements(all_archives):
+    kinds = [p.announce_type for p in all_archives.papers]
+
+    assert (kinds.count("new"), kinds.count("cross"), len(kinds)) == (926, 9, 935)
+    assert len(all_archives.replacements) == 569
+    assert {r.announce_type for r in all_archives.replacements} == {"replace"}
+    assert all_archives.items == 1504
+    assert all_archives.warnings == ()
+    assert all_archives.last_build == datetime(2024, 11, 28, 14, 47, 20, tzinfo=UTC)
+    assert all_archives.url == URL
+
+
+def test_real_feed_first_item_every_field(all_archives):
+    first = all_archives.papers[0]
+
+    assert first == Paper(
+        id="2411.17700",
+        title="Exploring the Impact of Generative AI on Cross-Border E-Commerce Brand Building "
+        "in Chinese Tianjin's Manufacturing Sector",
+        abstract=first.abstract,
+        version=1,
+        authors=("Jun Cui",),
+        categories=("cs.CY",),
+        submitted=None,
+        updated=MAILING,
+        comment=None,
+        journal_ref=None,
+        sources=("rss",),
+        announce_type="new",
+    )
+    assert first.abstract.startswith("This study investigates the influence of generative")
+    assert first.abstract.endswith("regression and structural equations (PLS-SEM).")
+    assert first.updated.utcoffset() == timedelta(hours=-5)
+
+
+def test_real_cross_item_keeps_its_own_primary_first_and_journal_ref(all_archives):
+    by_id = {p.id: p for p in all_archives.papers}
+    cross = by_id["2202.06515"]
+    learning = by_id["2411.16552"]
+
+    assert (cross.announce_type, cross.version) == ("cross", 3)
+    assert cross.categories == ("astro-ph.CO", "astro-ph.GA", "physics.flu-dyn")
+    assert cross.journal_ref == "Physics of Fluids 36, 117158 (2024)"
+    assert cross.authors == ("Zhijie Xu",)
+    assert r"constant rate $\varepsilon_u$" in cross.abstract
+    assert learning.categories == ("stat.AP", "cs.LG", "econ.EM", "stat.ME", "stat.ML")
+    assert learning.authors == ("Anya Shchetkina", "Ron Berman")
+    assert learning.title == "When Is Heterogeneity Actionable for Personalization?"
+
+
+def test_real_feed_text_is_not_rewritten_as_html(all_archives):
+    by_id = {p.id: p for p in all_archives.papers}
+
+    assert r"where $\frac{1}{3}<s<1$ and" in by_id["2411.17730"].abstract
+    assert by_id["2411.17730"].title == (
+        r"Almost sure well-posedness and orbital stability for Schr\"odinger equation with potential"
+    )
+    assert r"Attributes \& Preferences" in by_id["2411.18380"].title
+
+
+def test_real_feed_authors_drop_affiliations_with_commas(all_archives):
+    by_id = {p.id: p for p in all_archives.papers}
+
+    assert by_id["2411.17817"].authors == (
+        "Tianliang Yan", "Yubao Liu", "Leonid Prokhorov", "Jiri Smetana",
+        "Haixing Miao", "Yiqiu Ma", "Vincent Boyer", "Denis Martynov",
+    )  # fmt: skip
+
+
+def test_real_feed_replacements_carry_id_version_and_date(all_archives):
+    assert all_archives.replacements[0] == Replacement("1401.3665", 4, MAILING, "replace")
+    assert all_archives.replacements[-1] == Replacement("2411.17697", 2, MAILING, "replace")
+
+
+def test_real_empty_channel_is_no_papers_and_no_warning():
+    result = parse_feed(sample("arxiv_rss_2024-11-28_empty_channel_test.xml"), URL)
+
+    assert (result.papers, result.replacements, result.warnings, result.items) == ((), (), (), 0)
+    assert result.last_build == datetime(2024, 11, 28, 17, 23, 8, tzinfo=UTC)
+
+
+def test_real_error_answer_is_a_warning_not_an_exception():
+    result = parse_feed(sample("arxiv_rss_2024-11-28_error_bad_archive.xml"), URL)
+
+    assert result.papers == () and result.items == 0
+    (warning,) = result.warnings
+    assert warning.startswith(f"{URL}: arXiv reports a feed error: Bad archive 'astroph'.")
+
+
+@pytest.mark.parametrize(
+    "creator, names",
+    [
+        ("Jun Cui", ("Jun Cui",)),
+        ("A. One, B. Two, and C. Three", ("A. One", "B. Two", "C. Three")),
+        ("A. One and B. Two", ("A. One", "B. Two")),
+        ("A. One (Univ X, Dept (Y), Z), B. Anderson", ("A. One", "B. Anderson")),
+        ("", ()),
+    ],
+)
+def test_split_authors(creator, names):
+    assert split_authors(creator) == names
+
+
+@pytest.mark.parametrize(
+    "day, expected",
+    [
+        (date(2024, 11, 28), True),  # Thursday (US Thanksgiving: arXiv still mailed)
+        (date(2024, 11, 30), False),  # Saturday
+        (date(2024, 12, 1), False),  # Sunday
+        (date(2024, 12, 25), False),  # Christmas, a Wednesday
+        (date(2025, 1, 1), False),  # New Year, a Wednesday
+        (date(2025, 1, 2), True),
+    ],
+)
+def test_announcement_days(day, expected):
+    assert is_arxiv_announcement_day(day) is expected
+
+
+def local_paper(n: int, kind: str, version: int = 1, **fields) -> Paper:
+    defaults = {
+        "id": f"2411.{17700 + n}",
+        "title": f"RLHF paper {n}",
+        "abstract": "We align a model.",
+        "version": version,
+        "authors": ("Ada Lovelace", "Alan Turing", "Grace Hopper"),
+        "categories": ("cs.LG", "cs.CL"),
+        "announce_type": kind,
+    }
+    return Paper(**(defaults | fields))
+
+
+def test_local_feed_sorts_items_by_announce_type():
+    papers = [
+        local_paper(1, "new", journal_ref="J. Test 1 (2024)"),
+        local_paper(2, "cross", categories=("stat.ML", "cs.LG")),
+        local_paper(3, "replace", version=3),
+        local_paper(4, "replace-cross", version=2, categories=("math.OC", "cs.LG")),
+        local_paper(5, "new", categories=("math.OC",)),  # not in this feed
+    ]
+    with ArxivServer(papers) as server:
+        result = fetch_feed(fetcher(), server.rss_url(["cs.LG", "cs.CL"]))
+
+    assert [r.path for r in server.requests] == ["/rss/cs.LG+cs.CL"]
+    assert [(p.id, p.announce_type) for p in result.papers] == [
+        ("2411.17701", "new"), ("2411.17702", "cross"),
+    ]  # fmt: skip
+    new, cross = result.papers
+    assert new.authors == ("Ada Lovelace", "Alan Turing", "Grace Hopper")
+    assert new.journal_ref == "J. Test 1 (2024)" and new.abstract == "We align a model."
+    assert cross.categories == ("stat.ML", "cs.LG")
+    assert result.replacements == (
+        Replacement("2411.17703", 3, MAILING, "replace"),
+        Replacement("2411.17704", 2, MAILING, "replace-cross"),
+    )
+    assert result.items == 4 and result.warnings == ()
+
+
+def test_local_feed_non_ascii_round_trips_as_utf8():
+    paper = local_paper(1, "new", title="Über $\\omega$-RL: 强化学习 & <Wübben>")
+    with ArxivServer([paper]) as server:
+        server.script("/rss/", Fault(content_type="text/xml"))  # no charset to guess from
+        result = fetch_feed(fetcher(), server.rss_url(["cs.LG"]))
+
+    assert result.papers[0].title == "Über $\\omega$-RL: 强化学习 & <Wübben>"
+
+
+def test_empty_weekend_feed_is_not_an_error():
+    with ArxivServer([local_paper(1, "new")]) as server:
+        server.script("/rss/", EMPTY)
+        result = fetch_feed(fetcher(), server.rss_url(["cs.LG"]))
+
+    assert (result.papers, result.warnings, result.items) == ((), (), 0)
+    assert not is_arxiv_announcement_day(date(2024, 11, 30))  # the caller's judgement
+
+
+def test_feed_error_answer_is_a_warning():
+    with ArxivServer() as server:
+        server.script("/rss/", FEED_ERROR)
+        url = server.rss_url(["cs.LGG"])
+        result = fetch_feed(fetcher(), url)
+
+    assert result.papers == ()
+    expected = f"{url}: arXiv reports a feed error: Bad archive 'cs.LGG'. Valid archive names"
+    assert result.warnings == (f"{expected} are: cs, stat, test.",)
+
+
+@pytest.mark.parametrize(
+    "fault, cause",
+    [(MALFORMED, "malformed feed XML"), (HTML_PAGE, "an HTML page instead of an RSS feed")],
+    ids=["malformed", "html-200"],
+)
+def test_bad_feed_is_a_source_error_naming_the_url(fault, cause):
+    with ArxivServer() as server:
+        server.script("/rss/", fault)
+        url = server.rss_url(["cs.LG"])
+        with pytest.raises(SourceError) as caught:
+            fetch_feed(fetcher(), url)
+
+    assert str(caught.value).startswith(f"{url}: {cause}")
+    assert len(server.requests) == 1
