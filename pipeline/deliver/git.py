@@ -1,0 +1,206 @@
+"""Publish the reading list (and digests) to a git checkout with the `git` command line.
+
+`publish` copies the files into the checkout at `outputs.git.repo` under
+`outputs.git.path`, commits them with `outputs.git.message` when something
+changed (nothing to commit is not an error) and pushes `outputs.git.branch`
+when `push` is true. Only the published paths are staged and committed; other
+changes in the checkout are left alone.
+
+A push that fails is remembered in the state table and tried again by the next
+`publish`, even if nothing new changed; the branch being ahead of its
+remote-tracking ref (say, after a crash between commit and push) also triggers
+a push. Failures come back in `GitReport.error`, one line naming the repo and
+git's own words; `GitReport.check()` raises `DeliveryError` (exit 1) for them.
+
+Commits carry the checkout's configured identity, or `rl-digest
+<rl-digest@localhost>` when none is configured, so a fresh server works.
+Git never prompts (GIT_TERMINAL_PROMPT=0, stdin closed) and every command has a
+timeout, so an unattended run cannot hang on credentials.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pipeline.config import GitOutput
+from pipeline.deliver.files import write_atomic
+from pipeline.errors import DeliveryError, DigestError
+from pipeline.store import Store
+
+IDENTITY = ("rl-digest", "rl-digest@localhost")
+TIMEOUT_SECONDS = 120
+
+
+@dataclass
+class GitReport:
+    repo: Path
+    changed: list[str] = field(default_factory=list)  # published paths whose content changed
+    commit: str | None = None  # the commit made by this call, if any
+    pushed: bool = False
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def check(self) -> None:
+        if self.error:
+            raise DeliveryError(self.error)
+
+
+class _GitError(Exception):
+    pass
+
+
+def state_key(repo: Path) -> str:
+    return f"git.push_pending:{repo}"
+
+
+def publish(cfg: GitOutput, files: dict[str, Path], store: Store) -> GitReport:
+    """Copy `files` ({name under cfg.path: source file}) in, commit if changed, push."""
+    repo = Path(cfg.repo)
+    report = GitReport(repo)
+    key = state_key(repo.resolve() if repo.exists() else repo)
+    try:
+        if not repo.is_dir():
+            raise _GitError(f"git {repo}: no such folder (outputs.git.repo)")
+        _git(repo, "rev-parse", "--git-dir", what="not a git checkout")
+        _on_branch(repo, cfg.branch)
+        paths = _copy_in(repo, cfg.path, files, report)
+        if paths:
+            _git(repo, "add", "--", *paths)
+            staged = _git(repo, "diff", "--cached", "--quiet", "--", *paths, check=False)
+            if staged.returncode not in (0, 1):
+                raise _GitError(f"git {repo}: diff failed: {_gist(staged.stderr)}")
+            if staged.returncode == 1:
+                if cfg.push:  # remembered first: a crash after the commit still pushes next time
+                    store.set_state(key, {"error": None, "since": _now()})
+                _git(repo, "commit", "--quiet", "-m", cfg.message, "--", *paths,
+                     env=_identity(repo))
+                report.commit = _git(repo, "rev-parse", "HEAD").stdout.strip()
+        if not cfg.push:
+            return report
+        if report.commit or store.get_state(key) or _ahead(repo, cfg.branch):
+            try:
+                _push(repo, cfg.branch)
+            except _GitError as exc:
+                report.error = str(exc)
+                store.set_state(key, {"error": report.error, "since": _now()})
+                return report
+            store.set_state(key, None)
+            report.pushed = True
+    except _GitError as exc:
+        report.error = str(exc)
+    except DigestError as exc:
+        report.error = f"git {repo}: {exc.message}"
+    return report
+
+
+def _copy_in(repo: Path, subdir: str, files: dict[str, Path], report: GitReport) -> list[str]:
+    root = repo.resolve()
+    base = (root / subdir).resolve()
+    if base != root and root not in base.parents:
+        raise _GitError(f"git {repo}: outputs.git.path {subdir!r} leaves the checkout")
+    paths = []
+    for name, source in files.items():
+        target = (base / name).resolve()
+        if base not in target.parents or ".git" in target.relative_to(root).parts:
+            raise _GitError(f"git {repo}: {name!r} leaves outputs.git.path {subdir!r}")
+        try:
+            data = Path(source).read_bytes()
+        except OSError as exc:
+            raise _GitError(f"git {repo}: cannot read {source}: {exc.strerror or exc}") from None
+        relative = target.relative_to(root).as_posix()
+        if not (target.is_file() and target.read_bytes() == data):
+            write_atomic(target, data.decode("utf-8"))
+            report.changed.append(relative)
+        paths.append(relative)
+    return paths
+
+
+def _on_branch(repo: Path, branch: str) -> None:
+    """The checkout must be on `branch`; an unborn (empty) checkout is pointed at it."""
+    head = _git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
+    if head.returncode != 0:
+        raise _GitError(f"git {repo}: HEAD is detached; check out {branch} (outputs.git.branch)")
+    current = head.stdout.strip()
+    if current == branch:
+        return
+    if _git(repo, "rev-parse", "--verify", "--quiet", "HEAD", check=False).returncode != 0:
+        _git(repo, "symbolic-ref", "HEAD", f"refs/heads/{branch}")
+        return
+    raise _GitError(f"git {repo}: the checkout is on branch {current}, not {branch} "
+                    "(outputs.git.branch)")
+
+
+def _remote(repo: Path, branch: str) -> str:
+    found = _git(repo, "config", "--get", f"branch.{branch}.remote", check=False).stdout.strip()
+    return found or "origin"
+
+
+def _ahead(repo: Path, branch: str) -> bool:
+    """Local commits the remote has not seen (or never pushed at all)."""
+    if _git(repo, "rev-parse", "--verify", "--quiet", "HEAD", check=False).returncode != 0:
+        return False
+    tracking = f"refs/remotes/{_remote(repo, branch)}/{branch}"
+    if _git(repo, "rev-parse", "--verify", "--quiet", tracking, check=False).returncode != 0:
+        return True
+    count = _git(repo, "rev-list", "--count", f"{tracking}..HEAD", check=False).stdout.strip()
+    return count not in ("", "0")
+
+
+def _push(repo: Path, branch: str) -> None:
+    _git(repo, "push", "--set-upstream", _remote(repo, branch),
+         f"refs/heads/{branch}:refs/heads/{branch}")
+
+
+def _identity(repo: Path) -> dict[str, str]:
+    """Author and committer from config or environment, else rl-digest's own."""
+    env: dict[str, str] = {}
+    for setting, value, names in (
+        ("user.name", IDENTITY[0], ("GIT_AUTHOR_NAME", "GIT_COMMITTER_NAME")),
+        ("user.email", IDENTITY[1], ("GIT_AUTHOR_EMAIL", "GIT_COMMITTER_EMAIL")),
+    ):
+        if _git(repo, "config", "--get", setting, check=False).stdout.strip():
+            continue
+        for name in names:
+            if not os.environ.get(name):
+                env[name] = value
+    return env
+
+
+def _git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool = True,
+         what: str | None = None) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
+    try:
+        result = subprocess.run(["git", "-C", str(repo), *args], check=False, capture_output=True,
+                                text=True, env=full_env, stdin=subprocess.DEVNULL,
+                                timeout=TIMEOUT_SECONDS)
+    except FileNotFoundError:
+        raise _GitError(f"git {repo}: the git command is not installed") from None
+    except subprocess.TimeoutExpired:
+        raise _GitError(f"git {repo}: git {args[0]} timed out after {TIMEOUT_SECONDS} s") from None
+    if check and result.returncode != 0:
+        raise _GitError(f"git {repo}: {what or args[0] + ' failed'}: "
+                        f"{_gist(result.stderr or result.stdout)}")
+    return result
+
+
+def _gist(text: str) -> str:
+    """Git's most telling line: a rejected ref, else fatal/error, plus a hook's own words."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "no message"
+    pick = next((ln for ln in lines if ln.startswith("!")), None) \
+        or next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), None) \
+        or lines[-1]
+    remote = next((ln for ln in lines if ln.startswith("remote:") and ln != "remote:"), None)
+    return f"{pick}; {remote}" if remote and remote != pick else pick
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")

@@ -1,0 +1,608 @@
+"""Bilingual summaries from any OpenAI-compatible chat endpoint, cached, with fallback.
+
+Four tasks, each one chat completion per item and a pydantic model for its reply:
+paper summaries, English for curated Chinese seed summaries, featured readings and
+the comparison + synthesis. A reply is validated; an invalid or blank one is asked
+for once more with a stricter note; then the item falls back (no result, counted,
+not cached, so the next run tries again). Results are cached in the store under a
+key that changes with the item's version, the model, the prompts and the languages,
+so a re-run of the same week makes no calls.
+
+Retries of failed requests (429, 5xx, timeouts, honouring Retry-After) are the openai
+client's own; on top of them each item has a wall-clock deadline (see DeadlineHttpClient).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+import json
+import logging
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass
+from typing import Annotated, Any, NamedTuple, Self
+
+import httpx2
+import jinja2
+import openai
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from pipeline.config import Enrich
+from pipeline.errors import DigestError
+from pipeline.models import Paper, SeedEntry
+from pipeline.store import Store, paper_key, seed_key
+
+log = logging.getLogger(__name__)
+
+PLACEHOLDER_KEY = "EMPTY"  # sent when the key variable is set but empty (Ollama, vLLM, llama.cpp)
+CACHE_VERSION = 1  # bump when the meaning of a cached reply changes
+
+
+# --- reply models --------------------------------------------------------------------------
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value.strip()
+
+
+# Checked here, not in the schema: strict mode has no minLength (see wire_schema).
+Text = Annotated[str, AfterValidator(_not_blank)]
+
+
+class Reply(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class PaperSummary(Reply):
+    title_zh: Text = Field(description="the title in Chinese; method names kept as they are")
+    summary_zh: Text = Field(description="1-2 sentences: 本文提出了…，通过…，从而…")
+    summary_en: Text = Field(description="one sentence in English saying the same")
+    key_points_zh: list[Text] = Field(min_length=2, max_length=4, description="2-4 short points")
+    key_points_en: list[Text] = Field(min_length=2, max_length=4,
+                                      description="the same points in English, same order")
+
+
+class SeedTranslation(Reply):
+    summary_en: Text = Field(description="faithful English translation of the curated Chinese")
+
+
+class Part(Reply):
+    label_zh: Text = Field(description="2-5 characters, e.g. 解决方案")
+    label_en: Text = Field(description="1-3 words, e.g. Approach")
+    text_zh: Text
+    text_en: Text
+
+
+class FeaturedReading(Reply):
+    headline_zh: Text = Field(description="one sentence: the paper's core problem or finding")
+    headline_en: Text
+    parts: list[Part] = Field(min_length=3, max_length=4, description=(
+        "3-4 parts in order: problem or finding; method or design; key results; "
+        "caveat or implication"))
+
+
+class Cell(Reply):
+    zh: Text
+    en: Text
+
+
+class Row(Reply):
+    label_zh: Text = Field(description="the dimension, e.g. 核心问题")
+    label_en: Text = Field(description="the dimension, e.g. Core problem")
+    cells: list[Cell] = Field(min_length=1, description="one per paper, in the order given")
+
+
+class Comparison(Reply):
+    rows: list[Row] = Field(min_length=4, max_length=6, description="4-6 dimensions")
+    synthesis_zh: Text = Field(description="综合洞察: 1-3 sentences connecting the papers")
+    synthesis_en: Text
+
+
+def wire_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The model's JSON Schema in the subset OpenAI's strict mode accepts.
+
+    extra="forbid" gives every object additionalProperties: false, and no field has a
+    default, so every property is required, as strict mode wants. Length limits
+    (minItems/maxItems) are outside the subset that every strict implementation
+    accepts, so they move into the description and pydantic checks them on return.
+    """
+    schema = model.model_json_schema()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            low, high = node.pop("minItems", None), node.pop("maxItems", None)
+            if low is not None or high is not None:
+                span = f"{low}-{high}" if high is not None else f"at least {low}"
+                note = f"{span} items"
+                text = node.get("description")
+                node["description"] = f"{text} ({note})" if text else note
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(schema)
+    return schema
+
+
+# --- the client ------------------------------------------------------------------------------
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
+_RETRYABLE = {408, 409, 429} | set(range(500, 600))
+_PHASES = ("connect", "read", "write", "pool")
+
+
+class DeadlineExceeded(openai.OpenAIError):
+    """The item's wall-clock deadline passed; an OpenAIError, so the client stops retrying."""
+
+
+class DeadlineHttpClient(openai.DefaultHttpxClient):
+    """The openai client's HTTP client, held to the deadline of the item being enriched.
+
+    openai retries inside one create() call, each attempt with the same timeout. Every
+    attempt passes through send(), so here each one gets min(its timeout, time left),
+    none starts after the deadline, a timeout that the deadline caused ends the call
+    at once, and a Retry-After longer than the time left means "do not retry"
+    (the client obeys `x-should-retry: false`).
+    """
+
+    def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
+        deadline = _DEADLINE.get()
+        if deadline is None:
+            return super().send(request, **kwargs)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlineExceeded("deadline passed before the request")
+        timeouts = request.extensions.get("timeout") or dict.fromkeys(_PHASES)
+        capped = {name: left if value is None or value > left else value
+                  for name, value in timeouts.items()}
+        request.extensions = {**request.extensions, "timeout": capped}
+        try:
+            response = super().send(request, **kwargs)
+        except httpx2.TimeoutException:
+            if capped != timeouts and time.monotonic() >= deadline - 0.05:
+                raise DeadlineExceeded("deadline passed while waiting for the reply") from None
+            raise
+        if response.status_code in _RETRYABLE:
+            wait = _retry_after(response.headers)
+            if wait is not None and time.monotonic() + wait >= deadline:
+                response.headers["x-should-retry"] = "false"
+        return response
+
+
+def _retry_after(headers: httpx2.Headers) -> float | None:
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        try:
+            return float(headers[name]) * scale
+        except (KeyError, ValueError):
+            continue
+    return None
+
+
+def make_client(cfg: Enrich, *, max_retries: int = 2) -> openai.OpenAI | None:
+    """An OpenAI client for cfg.base_url; None for provider none. The key comes from the env."""
+    if cfg.provider == "none":
+        return None
+    key = os.environ.get(cfg.api_key_env)
+    if key is None:
+        raise DigestError(
+            f"enrich: the environment variable {cfg.api_key_env} is not set",
+            f"set the {cfg.api_key_env} environment variable (an empty value will do for a "
+            "local server such as Ollama), or set enrich.provider: none",
+        )
+    return openai.OpenAI(
+        api_key=key.strip() or PLACEHOLDER_KEY, base_url=cfg.base_url,
+        timeout=cfg.timeout_seconds, max_retries=max_retries, http_client=DeadlineHttpClient(),
+    )
+
+
+# --- the enricher ----------------------------------------------------------------------------
+
+
+class Item(NamedTuple):
+    """A featured paper or seed, as read_featured and compare take it."""
+
+    key: str  # paper_key(...) or seed_key(...)
+    title: str
+    text: str  # the abstract, or the curated Chinese summary
+    version: int | str = 1
+
+
+@dataclass(frozen=True)
+class Task:
+    kind: str  # the store's kind, the schema's name and the prompt's `Task:` line
+    template: str
+    model: type[Reply]
+
+
+SUMMARY = Task("paper_summary", "prompts/paper_summary.j2", PaperSummary)
+SEED = Task("seed_translation", "prompts/seed_translation.j2", SeedTranslation)
+FEATURED = Task("featured_reading", "prompts/featured_reading.j2", FeaturedReading)
+COMPARISON = Task("comparison", "prompts/comparison.j2", Comparison)
+SYSTEM = "prompts/system.j2"
+RETRY = "prompts/retry.j2"
+
+
+@dataclass(frozen=True)
+class Job:
+    task: Task
+    item_key: str  # what the cache row is about
+    out_key: str  # what the caller's dict is keyed by
+    version: str
+    context: dict[str, Any]
+    check: Callable[[Reply], None] | None = None  # extra validation (raises ValueError)
+
+
+@dataclass
+class EnrichReport:
+    calls: int = 0  # create() calls made (each may include the client's own retries)
+    cached: int = 0  # results found in the cache
+    done: int = 0  # new results (cached now)
+    failures: int = 0  # items that fell back after failing; tried again next run
+    pending: int = 0  # not attempted: over max_papers, token budget spent, halted or offline
+    tokens_in: int = 0
+    tokens_out: int = 0
+    error: str | None = None  # why calls stopped early, if they did
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class ReplyError(ValueError):
+    """The reply was blank, not JSON, or not the schema; the message says which, briefly."""
+
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
+
+
+def parse_reply(content: str | None, model: type[Reply]) -> Reply:
+    """Strip <think> blocks and code fences, parse the JSON object, validate it."""
+    text = _THINK.sub("", content or "")
+    if re.match(r"\s*<think>", text, re.IGNORECASE):  # reasoning that never closed
+        text = ""
+    text = text.strip()
+    fenced = _FENCE.match(text)
+    text = fenced.group(1) if fenced else text
+    if not text:
+        raise ReplyError("the reply was blank")
+    try:
+        data = json.loads(text)
+    except ValueError:
+        start, end = text.find("{"), text.rfind("}")
+        try:
+            data = json.loads(text[start:end + 1]) if 0 <= start < end else None
+        except ValueError:
+            data = None
+        if data is None:
+            raise ReplyError("the reply was not a JSON object") from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}"
+                    for e in exc.errors()]
+        raise ReplyError("; ".join(problems[:5])) from None
+
+
+class Enricher:
+    """Runs the four tasks through one client, with the cache in front and fallback behind.
+
+    client None (provider none, --offline, or no client made) means cached results only.
+    """
+
+    def __init__(self, cfg_enrich: Enrich, languages: Sequence[str], store: Store,
+                 client: openai.OpenAI | None, env: jinja2.Environment,
+                 progress: bool | None = None):
+        self.cfg = cfg_enrich
+        self.languages = list(languages)
+        self.store = store
+        self.client = client if cfg_enrich.provider != "none" else None
+        self.env = env
+        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.report = EnrichReport()
+        self._lock = threading.Lock()
+        self._hashes: dict[str, str] = {}
+
+    # --- the four tasks ---
+    def summarise(self, papers: Iterable[Paper]) -> dict[str, PaperSummary]:
+        """Paper id -> summary; calls for at most max_papers, in the order given (best first)."""
+        jobs = [Job(SUMMARY, paper_key(p.id), p.id, str(p.version), {"paper": p}) for p in papers]
+        return self._run(jobs, "summaries", limit=self.cfg.max_papers)  # type: ignore[return-value]
+
+    def translate_seeds(self, entries: Iterable[SeedEntry]) -> dict[str, SeedTranslation]:
+        """seed_key(title) -> English for the curated Chinese, which is never changed."""
+        if "en" not in self.languages:
+            return {}
+        jobs = []
+        for entry in entries:
+            if not entry.summary_zh or entry.summary_en:
+                continue
+            key = seed_key(entry.title)
+            version = hashlib.sha256(entry.summary_zh.encode("utf-8")).hexdigest()[:16]
+            jobs.append(Job(SEED, key, key, version, {"entry": entry}))
+        found = self._run(jobs, "seed translations", limit=self.cfg.max_papers)
+        return found  # type: ignore[return-value]
+
+    def read_featured(self, items: Iterable[Item | tuple]) -> dict[str, FeaturedReading]:
+        """Item key -> an in-depth reading (headline plus labelled parts)."""
+        jobs = [Job(FEATURED, it.key, it.key, str(it.version), {"item": it})
+                for it in map(_item, items)]
+        return self._run(jobs, "featured readings")  # type: ignore[return-value]
+
+    def compare(self, items: Iterable[Item | tuple]) -> Comparison | None:
+        """A comparison table (one cell per item per row) and the synthesis; None if < 2 items."""
+        found = [_item(it) for it in items]
+        if len(found) < 2:
+            return None
+
+        def one_cell_each(reply: Reply) -> None:
+            for row in reply.rows:  # type: ignore[attr-defined]
+                if len(row.cells) != len(found):
+                    raise ValueError(f"row {row.label_en!r} has {len(row.cells)} cells, "
+                                     f"not one for each of the {len(found)} papers")
+
+        key = "compare:" + "+".join(it.key for it in found)
+        version = "+".join(str(it.version) for it in found)
+        job = Job(COMPARISON, key, key, version, {"papers": found}, check=one_cell_each)
+        return self._run([job], "comparison").get(key)  # type: ignore[return-value]
+
+    # --- cache ---
+    def cache_key(self, task: Task, item_key: str, version: str) -> str:
+        """sha256 of (item, version, model, prompt hash, language set, task kind)."""
+        recipe = [item_key, str(version), self.cfg.model, self.prompt_hash(task),
+                  sorted(self.languages), task.kind, CACHE_VERSION]
+        digest = hashlib.sha256(json.dumps(recipe, ensure_ascii=False).encode("utf-8")).hexdigest()
+        return f"{task.kind}:{digest}"
+
+    def prompt_hash(self, task: Task) -> str:
+        """sha256 of the templates' source (system, task, retry), the schema and the glossary."""
+        if task.kind not in self._hashes:
+            sha = hashlib.sha256()
+            for name in (SYSTEM, task.template, RETRY):
+                sha.update(name.encode() + b"\0" + self._source(name).encode("utf-8") + b"\0")
+            sha.update(json.dumps(wire_schema(task.model), sort_keys=True).encode())
+            sha.update(json.dumps(self.cfg.glossary, sort_keys=True, ensure_ascii=False).encode())
+            self._hashes[task.kind] = sha.hexdigest()
+        return self._hashes[task.kind]
+
+    def _source(self, name: str) -> str:
+        assert self.env.loader is not None
+        return self.env.loader.get_source(self.env, name)[0]
+
+    # --- running jobs ---
+    def _run(self, jobs: list[Job], label: str, limit: int | None = None) -> dict[str, Reply]:
+        """Cached results for all; calls for the rest (at most `limit`), `concurrency` at once."""
+        jobs = list({job.out_key: job for job in jobs}.values())  # each item once
+        results: dict[str, Reply] = {}
+        todo: list[tuple[Job, str]] = []
+        for job in jobs:
+            key = self.cache_key(job.task, job.item_key, job.version)
+            hit = self._cached(job, key)
+            if hit is not None:
+                results[job.out_key] = hit
+            elif self.client is None:
+                self._count(pending=1)
+            else:
+                todo.append((job, key))
+        if limit is not None and len(todo) > limit:
+            log.info("%s: %d wait for the next run (max_papers %d)",
+                     label, len(todo) - limit, limit)
+            self._count(pending=len(todo) - limit)
+            todo = todo[:limit]
+        if not todo:
+            return results  # in the order given: all came from the cache
+        prompts = [self._messages(job, None) for job, _ in todo]  # a broken template stops here
+        workers = min(self.cfg.concurrency, len(todo))
+        with _Progress(label, len(todo), self.progress) as progress, \
+                ThreadPoolExecutor(max_workers=workers, thread_name_prefix="enrich") as pool:
+            futures = {pool.submit(self._attempt, job, messages): (job, key)
+                       for (job, key), messages in zip(todo, prompts)}
+            for future in as_completed(futures):
+                job, key = futures[future]
+                reply, tokens = future.result()
+                if reply is not None:
+                    data = reply.model_dump(mode="json")
+                    self.store.cache(key, job.item_key, job.task.kind, data, tokens)
+                    results[job.out_key] = reply
+                    self._count(done=1)
+                progress.advance(job.item_key, ok=reply is not None)
+        return {job.out_key: results[job.out_key] for job in jobs if job.out_key in results}
+
+    def _cached(self, job: Job, key: str) -> Reply | None:
+        data = self.store.cached(key)
+        if data is None:
+            return None
+        try:
+            reply = job.task.model.model_validate(data)
+        except ValidationError:
+            return None  # an older shape: enrich again
+        self._count(cached=1)
+        return reply
+
+    def _attempt(self, job: Job,
+                 messages: list[dict[str, str]]) -> tuple[Reply | None, tuple[int, int]]:
+        """One item: a call, one stricter call if the reply was unusable, within the deadline."""
+        deadline = time.monotonic() + self.cfg.deadline_seconds
+        spent = [0, 0]
+        problem: str | None = None
+        for _ in range(2):
+            stop = self._stopped()
+            if stop and problem is None:
+                self._count(pending=1)
+                return None, (0, 0)
+            if stop or time.monotonic() >= deadline:
+                self._fail(job, f"{problem}; then {stop or 'the deadline passed'}")
+                return None, (spent[0], spent[1])
+            if problem is not None:
+                messages = self._messages(job, problem)
+            try:
+                content, used = self._call(messages, job.task, deadline)
+            except openai.OpenAIError as exc:
+                self._fail(job, self._describe(exc))
+                return None, (spent[0], spent[1])
+            spent[0] += used[0]
+            spent[1] += used[1]
+            try:
+                reply = parse_reply(content, job.task.model)
+                if job.check:
+                    job.check(reply)
+                return reply, (spent[0], spent[1])
+            except ValueError as exc:
+                problem = str(exc)
+                log.info("%s: unusable reply (%s)", job.item_key, problem)
+        self._fail(job, f"unusable reply twice: {problem}")
+        return None, (spent[0], spent[1])
+
+    def _call(self, messages: list[dict[str, str]], task: Task,
+              deadline: float) -> tuple[str | None, tuple[int, int]]:
+        """One create() (the client retries inside it); the reply's content and token usage."""
+        kwargs: dict[str, Any] = {
+            "model": self.cfg.model, "messages": messages,
+            "response_format": self._response_format(task),
+            "timeout": max(0.001, min(self.cfg.timeout_seconds, deadline - time.monotonic())),
+        }
+        if self.cfg.extra_body:
+            kwargs["extra_body"] = dict(self.cfg.extra_body)
+        self._count(calls=1)
+        token = _DEADLINE.set(deadline)
+        try:
+            response = self.client.chat.completions.create(**kwargs)  # type: ignore[union-attr]
+        finally:
+            _DEADLINE.reset(token)
+        usage = getattr(response, "usage", None)
+        used = (getattr(usage, "prompt_tokens", None) or 0,
+                getattr(usage, "completion_tokens", None) or 0)
+        if usage is None:  # some local servers report none: estimate, so the budget still holds
+            used = (sum(len(m["content"]) for m in messages) // 3, 0)
+        self._count(tokens_in=used[0], tokens_out=used[1])
+        choices = getattr(response, "choices", None) or []
+        message = choices[0].message if choices else None
+        if message is None:
+            return None, used
+        if getattr(message, "refusal", None) and not message.content:
+            return f"(refused: {message.refusal})", used  # not JSON: asked again, then falls back
+        return message.content, used
+
+    def _messages(self, job: Job, problem: str | None) -> list[dict[str, str]]:
+        """System + one user turn; the retry note joins it (some chat templates refuse two)."""
+        schema = None
+        if self.cfg.structured == "json_object":
+            schema = json.dumps(wire_schema(job.task.model), ensure_ascii=False, indent=1)
+        common = {"glossary": self.cfg.glossary, "languages": self.languages, "schema": schema,
+                      "task": job.task.kind}
+        try:
+            system = self.env.get_template(SYSTEM).render(**common)
+            user = self.env.get_template(job.task.template).render(**common, **job.context)
+            if problem is not None:
+                user += "\n" + self.env.get_template(RETRY).render(**common, problem=problem)
+        except jinja2.TemplateError as exc:
+            where = getattr(exc, "name", None) or job.task.template
+            line = getattr(exc, "lineno", None)
+            raise DigestError(f"{where}{f':{line}' if line else ''}: {exc.message}",
+                              "fix the prompt template (templates.dir overrides the built-in ones)",
+                              ) from None
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def _response_format(self, task: Task) -> dict[str, Any]:
+        if self.cfg.structured == "json_object":
+            return {"type": "json_object"}
+        return {"type": "json_schema",
+                "json_schema": {"name": task.kind, "schema": wire_schema(task.model),
+                                "strict": True}}
+
+    # --- bookkeeping (worker threads share these) ---
+    def _count(self, **amounts: int) -> None:
+        with self._lock:
+            for name, amount in amounts.items():
+                setattr(self.report, name, getattr(self.report, name) + amount)
+
+    def _stopped(self) -> str | None:
+        with self._lock:
+            if self.report.error:
+                return self.report.error
+            budget = self.cfg.max_tokens_per_run
+            if budget is not None and self.report.tokens_in + self.report.tokens_out >= budget:
+                return f"token budget of {budget} spent"
+        return None
+
+    def _fail(self, job: Job, why: str) -> None:
+        self._count(failures=1)
+        log.warning("%s: %s fell back: %s", job.item_key, job.task.kind, why)
+
+    def _describe(self, exc: openai.OpenAIError) -> str:
+        """A short reason, never the key; auth and unknown-model errors stop the run's calls."""
+        if isinstance(exc, DeadlineExceeded):
+            return f"deadline of {self.cfg.deadline_seconds:g} s passed ({exc})"
+        if isinstance(exc, openai.APITimeoutError):
+            return f"no reply within {self.cfg.timeout_seconds:g} s"
+        if isinstance(exc, openai.APIConnectionError):
+            return f"cannot connect to {self.cfg.base_url}"
+        if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+            why = (f"HTTP {exc.status_code} from {self.cfg.base_url}: the key was refused "
+                   f"(check the {self.cfg.api_key_env} environment variable)")
+            self._halt(why)
+            return why
+        if isinstance(exc, openai.NotFoundError):
+            why = (f"HTTP 404 from {self.cfg.base_url}: "
+                   f"unknown model {self.cfg.model!r} or wrong base_url")
+            self._halt(why)
+            return why
+        if isinstance(exc, openai.APIStatusError):
+            return f"HTTP {exc.status_code}: {_redact(str(exc.message), self._key())[:200]}"
+        return type(exc).__name__
+
+    def _halt(self, why: str) -> None:
+        with self._lock:
+            if not self.report.error:
+                self.report.error = why
+
+    def _key(self) -> str | None:
+        return getattr(self.client, "api_key", None)
+
+
+def _item(value: Item | tuple) -> Item:
+    return value if isinstance(value, Item) else Item(*value)
+
+
+def _redact(text: str, secret: str | None) -> str:
+    return text.replace(secret, "***") if secret and secret != PLACEHOLDER_KEY else text
+
+
+class _Progress:
+    """A rich progress bar on a terminal; log lines otherwise."""
+
+    def __init__(self, label: str, total: int, bar: bool):
+        self.label, self.total, self.bar, self.count = label, total, bar, 0
+        self._progress: Any = None
+
+    def __enter__(self) -> Self:
+        log.info("%s: %d to enrich", self.label, self.total)
+        if self.bar:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            self._progress = Progress(console=Console(stderr=True), transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task(self.label, total=self.total)
+        return self
+
+    def advance(self, item_key: str, ok: bool) -> None:
+        self.count += 1
+        if self._progress is not None:
+            self._progress.advance(self._task)
+        else:
+            log.info("%s %d/%d: %s %s", self.label, self.count, self.total, item_key,
+                     "done" if ok else "fell back")
+
+    def __exit__(self, *exc: object) -> None:
+        if self._progress is not None:
+            self._progress.stop()

@@ -1,0 +1,387 @@
+"""Email through the outbox, against a real SMTP server (aiosmtpd on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import shutil
+import ssl
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from pipeline.config import Email
+from pipeline.deliver.email import backoff, build_message, send_pending
+from pipeline.store import Store, deliveries
+from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refused_port
+
+# The test server requires AUTH over plain TCP on 127.0.0.1 on purpose (no certificate needed).
+pytestmark = pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS:UserWarning")
+
+NOW = datetime(2025, 1, 6, 0, 30, tzinfo=UTC)
+DIGEST = "2025-01-06"
+SENDER = "强化学习周报 <digest@example.org>"
+SUBJECT = "强化学习周报 · RL for LLMs weekly · 2025-01-06"
+TEXT = "本周论文\nThis week's papers: GRPO, DAPO.\n.a line that starts with a dot\n"
+HTML = "<html><body><h1>本周论文</h1><p>This week's papers</p></body></html>"
+PEOPLE = ["ada@example.org", "bo@example.net", "chen@example.com"]
+
+
+def content(digest_id: str) -> tuple[str, str, str]:
+    assert digest_id == DIGEST
+    return SUBJECT, TEXT, HTML
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store.open(f"sqlite:///{tmp_path / 'state.sqlite3'}")
+
+
+def save(store: Store, recipients: list[str] = PEOPLE, digest_id: str = DIGEST) -> None:
+    window = (NOW - timedelta(days=7), NOW)
+    store.save_digest(digest_id, window, {"title": "test"}, [], recipients)
+
+
+def cfg(port: int, **over) -> Email:
+    values = {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": port, "security": "none",
+              "username_env": None, "password_env": None, "from_": SENDER, "to": [],
+              "timeout_seconds": 2,
+              "unsubscribe_url": "https://example.org/unsubscribe?u={recipient}"}
+    values.update(over)
+    return Email(**values)
+
+
+def rows(store: Store) -> dict[str, dict]:
+    return {row["recipient"]: row for row in store.deliveries(DIGEST)}
+
+
+# --- the message ---------------------------------------------------------------------
+def test_one_message_per_recipient_with_headers_and_parts(store: Store) -> None:
+    save(store)
+    with SmtpServer() as server:
+        report = send_pending(store, cfg(server.port), content, NOW)
+    assert (report.sent, report.pending, report.failed, report.errors) == (3, 0, 0, [])
+    assert report.ok
+    assert sorted(server.recipients) == sorted(PEOPLE)
+    state = rows(store)
+    for person in PEOPLE:
+        (got,) = server.to(person)
+        assert got.rcpt_tos == [person]
+        assert got.mail_from == "digest@example.org"
+        msg = got.message
+        raw = got.data.decode("ascii")  # 7-bit clean on the wire
+        # headers
+        assert msg.get_all("To") == [person]
+        head = raw.split("\r\n\r\n", 1)[0]
+        assert "From: =?utf-8?b?5by65YyW5a2m5Lmg5ZGo5oql?= <digest@example.org>" in head
+        assert "Subject: =?utf-8?" in head
+        assert "强化学习周报" not in raw
+        (sender,) = msg["From"].addresses
+        assert (sender.display_name, sender.addr_spec) == ("强化学习周报", "digest@example.org")
+        assert str(msg["Subject"]) == SUBJECT
+        assert parsedate_to_datetime(msg["Date"]) == NOW
+        message_id = str(msg["Message-ID"]).strip()  # a long id may be folded onto its own line
+        assert message_id.startswith("<") and message_id.endswith("@example.org>")
+        assert str(msg["List-Id"]) == "<rl-digest.example.org>"
+        unsubscribe = str(msg["List-Unsubscribe"])
+        assert "<mailto:digest@example.org?subject=unsubscribe>" in unsubscribe
+        assert f"<https://example.org/unsubscribe?u={person.replace('@', '%40')}>" in unsubscribe
+        assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+        # parts: multipart/alternative, text first, HTML last, UTF-8
+        assert msg.get_content_type() == "multipart/alternative"
+        parts = list(msg.iter_parts())
+        assert [p.get_content_type() for p in parts] == ["text/plain", "text/html"]
+        assert all(p.get_content_charset() == "utf-8" for p in parts)
+        assert parts[0].get_content().replace("\r\n", "\n") == TEXT
+        assert parts[1].get_content().strip() == HTML
+        # the outbox row
+        row = state[person]
+        assert row["status"] == "sent"
+        assert row["message_id"] == message_id
+        assert row["attempts"] == 1 and row["sent_at"] and row["next_attempt"] is None
+
+
+def test_build_message_without_unsubscribe_url() -> None:
+    msg = build_message(sender="RL Digest <digest@example.org>", recipient="a@example.org",
+                        subject="周报", text="t", html="<p>h</p>", digest_id=DIGEST,
+                        list_id="RL Digest <rl.example.org>", unsubscribe_mailto="digest@example.org",
+                        unsubscribe_url=None, date=NOW)
+    assert msg["List-Unsubscribe"] == "<mailto:digest@example.org?subject=unsubscribe>"
+    assert msg["List-Unsubscribe-Post"] is None
+    assert msg["List-Id"] == "RL Digest <rl.example.org>"
+    assert msg.get_content_type() == "multipart/alternative"
+    assert "multipart/digest" not in msg.as_string()
+
+
+def test_backoff_doubles_and_is_capped() -> None:
+    assert [backoff(n) for n in (1, 2, 3)] == [timedelta(minutes=m) for m in (5, 10, 20)]
+    assert backoff(30) == timedelta(hours=6)
+
+
+def test_non_ascii_address_goes_out_with_smtputf8(store: Store) -> None:
+    save(store, ["张三@example.org"])
+    with SmtpServer() as server:
+        report = send_pending(store, cfg(server.port), content, NOW)
+    assert report.sent == 1, report.errors
+    (got,) = server.messages
+    assert got.rcpt_tos == ["张三@example.org"]
+    assert got.message["To"] == "张三@example.org"
+    assert str(got.message["Subject"]) == SUBJECT
+
+
+# --- faults ----------------------------------------------------------------------------
+def test_451_once_stays_pending_then_sent_after_backoff(store: Store) -> None:
+    save(store, PEOPLE[:2])
+    with SmtpServer(data_replies=["451 4.3.0 Try again later"]) as server:
+        first = send_pending(store, cfg(server.port), content, NOW)
+        assert (first.sent, first.pending, first.failed) == (1, 1, 0)
+        deferred = rows(store)[PEOPLE[0]]
+        assert deferred["status"] == "pending" and deferred["attempts"] == 1
+        assert "451 4.3.0 Try again later" in deferred["last_error"]
+        assert deferred["message_id"] is None  # its next try gets a new Message-ID
+        assert datetime.fromisoformat(deferred["next_attempt"]) == NOW + timedelta(minutes=5)
+        assert PEOPLE[0] in first.errors[0] and "451" in first.errors[0]
+
+        early = send_pending(store, cfg(server.port), content, NOW + timedelta(minutes=1))
+        assert (early.sent, early.pending) == (0, 1)  # backoff not due yet
+
+        later = send_pending(store, cfg(server.port), content, NOW + timedelta(minutes=6))
+        assert (later.sent, later.pending, later.failed) == (1, 0, 0)
+    assert sorted(server.recipients) == sorted(PEOPLE[:2])  # each exactly once
+    assert rows(store)[PEOPLE[0]]["status"] == "sent"
+    assert rows(store)[PEOPLE[0]]["attempts"] == 2
+
+
+def test_550_fails_one_recipient_and_not_the_others(store: Store) -> None:
+    save(store)
+    words = "550 5.1.1 <bo@example.net>: Recipient address rejected: User unknown"
+    with SmtpServer(reject={"bo@example.net": words}) as server:
+        report = send_pending(store, cfg(server.port), content, NOW)
+        again = send_pending(store, cfg(server.port), content, NOW + timedelta(days=1))
+    assert (report.sent, report.pending, report.failed) == (2, 0, 1)
+    assert not report.ok
+    assert report.errors == [f"bo@example.net (digest {DIGEST}): {words} (RCPT TO)"]
+    state = rows(store)
+    assert state["bo@example.net"]["status"] == "failed"
+    assert words in state["bo@example.net"]["last_error"]
+    assert {state[p]["status"] for p in ("ada@example.org", "chen@example.com")} == {"sent"}
+    assert (again.sent, again.failed, again.pending) == (0, 0, 0)  # a failed row is not retried
+    assert server.rcpt_attempts.count("bo@example.net") == 1
+
+
+def test_554_after_data_fails_that_recipient(store: Store) -> None:
+    save(store, PEOPLE[:2])
+    with SmtpServer(data_replies=["554 5.7.1 Message rejected as spam"]) as server:
+        report = send_pending(store, cfg(server.port), content, NOW)
+    assert (report.sent, report.failed) == (1, 1)
+    assert "554 5.7.1 Message rejected as spam" in rows(store)[PEOPLE[0]]["last_error"]
+    assert server.recipients == [PEOPLE[1]]
+
+
+def test_server_down_keeps_all_pending_then_each_sent_exactly_once(store: Store) -> None:
+    save(store)
+    port = refused_port()
+    first = send_pending(store, cfg(port), content, NOW)
+    assert (first.sent, first.pending, first.failed) == (0, 3, 0)
+    assert len(first.errors) == 1 and "connection refused" in first.errors[0]
+    assert all(p in first.errors[0] for p in PEOPLE)
+    second = send_pending(store, cfg(port), content, NOW + timedelta(minutes=5))
+    assert second.pending == 3
+    assert {r["attempts"] for r in rows(store).values()} == {2}
+    assert {r["status"] for r in rows(store).values()} == {"pending"}
+    with SmtpServer(port=port) as server:
+        not_yet = send_pending(store, cfg(port), content, NOW + timedelta(minutes=6))
+        assert not_yet.sent == 0  # next try is 10 minutes after the second failure
+        up = send_pending(store, cfg(port), content, NOW + timedelta(minutes=20))
+        after = send_pending(store, cfg(port), content, NOW + timedelta(days=1))
+    assert (up.sent, up.pending, up.failed) == (3, 0, 0)
+    assert (after.sent, after.pending) == (0, 0)
+    assert sorted(server.recipients) == sorted(PEOPLE)
+
+
+def test_gives_up_after_max_attempts(store: Store) -> None:
+    save(store, PEOPLE[:1])
+    port = refused_port()
+    send_pending(store, cfg(port), content, NOW, max_attempts=2)
+    report = send_pending(store, cfg(port), content, NOW + timedelta(hours=1), max_attempts=2)
+    assert (report.failed, report.pending) == (1, 0)
+    row = rows(store)[PEOPLE[0]]
+    assert row["status"] == "failed" and row["last_error"].startswith("gave up after 2 attempts")
+
+
+def test_stall_past_timeout_leaves_pending(store: Store) -> None:
+    save(store)
+    with SmtpServer(stall_at="MAIL", stall_seconds=3) as server:
+        started = time.monotonic()
+        report = send_pending(store, cfg(server.port, timeout_seconds=0.5), content, NOW)
+        elapsed = time.monotonic() - started
+    assert (report.sent, report.pending, report.failed) == (0, 3, 0)
+    assert "timed out" in report.errors[0]
+    assert elapsed < 2.5  # one timeout for the batch, not one per recipient
+    assert {r["status"] for r in rows(store).values()} == {"pending"}
+    assert server.messages == []
+
+
+def test_server_dropping_the_connection_is_reconnected(store: Store) -> None:
+    save(store)
+    with SmtpServer(drop_after_each=True) as server:
+        report = send_pending(store, cfg(server.port), content, NOW)
+    assert (report.sent, report.pending, report.failed) == (3, 0, 0)
+    assert sorted(server.recipients) == sorted(PEOPLE)
+
+
+# --- at-most-once ------------------------------------------------------------------------
+def test_lost_reply_after_the_message_went_out_is_not_resent(store: Store) -> None:
+    """The server takes the message but its 250 never arrives in time: unknown, so failed."""
+    save(store, PEOPLE[:1])
+    with SmtpServer(stall_at="DATA", stall_seconds=1.5) as server:  # stores it, then stalls
+        report = send_pending(store, cfg(server.port, timeout_seconds=0.3), content, NOW)
+        again = send_pending(store, cfg(server.port), content, NOW + timedelta(days=1))
+    row = rows(store)[PEOPLE[0]]
+    assert (report.failed, report.pending, report.sent) == (1, 0, 0)
+    assert row["status"] == "failed"
+    assert "timed out after the message was sent" in row["last_error"]
+    assert row["message_id"] in row["last_error"] and "not resent" in row["last_error"]
+    assert (again.sent, again.pending) == (0, 0)
+    assert server.recipients == [PEOPLE[0]]  # it did arrive, exactly once
+
+
+def test_stale_sending_row_is_failed_never_resent(store: Store) -> None:
+    """A crash after the server accepted but before the `sent` mark leaves `sending`."""
+    save(store)
+    crashed = rows(store)[PEOPLE[0]]
+    store.update_delivery(crashed["id"], status="sending", message_id="<crash@example.org>",
+                          next_attempt=NOW.isoformat())
+    with SmtpServer() as server:
+        # Within the lease another process may still be sending it: leave it alone.
+        fresh = send_pending(store, cfg(server.port), content, NOW + timedelta(minutes=1))
+        assert (fresh.sent, fresh.pending, fresh.failed) == (2, 1, 0)
+        assert rows(store)[PEOPLE[0]]["status"] == "sending"
+        # Past the lease: the process died; unknown whether it went out, so failed.
+        stale = send_pending(store, cfg(server.port), content, NOW + timedelta(minutes=11))
+    assert (stale.sent, stale.pending, stale.failed) == (0, 0, 1)
+    row = rows(store)[PEOPLE[0]]
+    assert row["status"] == "failed" and "<crash@example.org>" in row["last_error"]
+    assert "not resent" in stale.errors[0]
+    assert PEOPLE[0] not in server.recipients
+    assert sorted(server.recipients) == sorted(PEOPLE[1:])
+
+
+def test_stale_sending_row_with_the_run_lock_is_recovered_at_once(store: Store) -> None:
+    save(store, PEOPLE[:1])
+    row = rows(store)[PEOPLE[0]]
+    store.update_delivery(row["id"], status="sending", next_attempt=NOW.isoformat())
+    with SmtpServer() as server:
+        report = send_pending(store, cfg(server.port), content, NOW, stale_after=timedelta(0))
+    assert (report.failed, report.sent) == (1, 0)
+    assert server.messages == []
+
+
+def test_a_second_row_for_the_same_digest_and_recipient_is_impossible(store: Store) -> None:
+    save(store, PEOPLE[:1])
+    with pytest.raises(sa.exc.IntegrityError), store.tx() as conn:
+        conn.execute(deliveries.insert().values(
+            digest_id=DIGEST, recipient=PEOPLE[0], status="pending", attempts=0))
+    assert len(store.deliveries(DIGEST)) == 1
+
+
+# --- authentication --------------------------------------------------------------------
+def auth_cfg(port: int, **over) -> Email:
+    return cfg(port, username_env="RL_TEST_SMTP_USER", password_env="RL_TEST_SMTP_PASS", **over)
+
+
+def secret_forms() -> list[str]:
+    plain = base64.b64encode(f"\0{TEST_USER}\0{TEST_PASSWORD}".encode()).decode()
+    return [TEST_PASSWORD, base64.b64encode(TEST_PASSWORD.encode()).decode(), plain]
+
+
+def test_auth_with_credentials_from_the_environment(store: Store, monkeypatch, caplog) -> None:
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("RL_TEST_SMTP_USER", TEST_USER)
+    monkeypatch.setenv("RL_TEST_SMTP_PASS", TEST_PASSWORD)
+    save(store, PEOPLE[:2])
+    with SmtpServer(auth=True) as server:
+        report = send_pending(store, auth_cfg(server.port), content, NOW)
+    assert (report.sent, report.pending) == (2, 0)
+    assert {m.login for m in server.messages} == {TEST_USER}
+    assert any("sent digest" in r.getMessage() for r in caplog.records)
+    for secret in secret_forms():
+        assert secret not in caplog.text
+
+
+def test_wrong_password_keeps_pending_and_never_logs_it(store: Store, monkeypatch, caplog) -> None:
+    caplog.set_level(logging.DEBUG)
+    monkeypatch.setenv("RL_TEST_SMTP_USER", TEST_USER)
+    monkeypatch.setenv("RL_TEST_SMTP_PASS", "wrong-" + TEST_PASSWORD)
+    save(store, PEOPLE[:1])
+    with SmtpServer(auth=True) as server:
+        report = send_pending(store, auth_cfg(server.port), content, NOW)
+    assert (report.sent, report.pending) == (0, 1)
+    assert "login as digest-bot refused: 535" in report.errors[0]
+    row = rows(store)[PEOPLE[0]]
+    for text in (caplog.text, " ".join(report.errors), row["last_error"]):
+        assert TEST_PASSWORD not in text
+    assert server.messages == []
+
+
+def test_missing_password_variable_is_named(store: Store, monkeypatch) -> None:
+    monkeypatch.setenv("RL_TEST_SMTP_USER", TEST_USER)
+    monkeypatch.delenv("RL_TEST_SMTP_PASS", raising=False)
+    save(store, PEOPLE[:1])
+    with SmtpServer(auth=True) as server:
+        report = send_pending(store, auth_cfg(server.port), content, NOW)
+    assert report.pending == 1 and "RL_TEST_SMTP_PASS is not set" in report.errors[0]
+
+
+def test_without_username_variable_no_login_is_tried(store: Store, monkeypatch) -> None:
+    monkeypatch.delenv("RL_TEST_SMTP_USER", raising=False)
+    save(store, PEOPLE[:1])
+    with SmtpServer() as server:
+        report = send_pending(store, auth_cfg(server.port), content, NOW)
+    assert report.sent == 1 and server.messages[0].login is None
+
+
+# --- TLS (a throwaway self-signed certificate made with the openssl command) -----------
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory) -> tuple[Path, Path]:
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl command to make a test certificate")
+    folder = tmp_path_factory.mktemp("tls")
+    key, crt = folder / "key.pem", folder / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
+         "-keyout", str(key), "-out", str(crt), "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True, capture_output=True)
+    return crt, key
+
+
+def trusting(crt: Path) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(crt))
+
+
+@pytest.mark.parametrize("security", ["starttls", "ssl"])
+def test_tls_with_auth(store: Store, monkeypatch, cert, security: str) -> None:
+    monkeypatch.setenv("RL_TEST_SMTP_USER", TEST_USER)
+    monkeypatch.setenv("RL_TEST_SMTP_PASS", TEST_PASSWORD)
+    save(store, PEOPLE[:1])
+    with SmtpServer(auth=True, auth_require_tls=True, tls=cert,
+                    implicit_tls=security == "ssl") as server:
+        report = send_pending(store, auth_cfg(server.port, security=security), content, NOW,
+                              ssl_context=trusting(cert[0]))
+    assert (report.sent, report.pending) == (1, 0), report.errors
+    assert server.messages[0].login == TEST_USER
+
+
+def test_tls_verifies_the_server_certificate(store: Store, cert) -> None:
+    save(store, PEOPLE[:1])
+    with SmtpServer(tls=cert) as server:
+        report = send_pending(store, cfg(server.port, security="starttls"), content, NOW)
+    assert (report.sent, report.pending) == (0, 1)
+    assert "certificate" in report.errors[0]
+    assert server.messages == []

@@ -1,0 +1,447 @@
+"""Enrichment against a local OpenAI-compatible server: requests, cache, fallback, limits, keys."""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+import openai
+import pytest
+
+from pipeline import enrich
+from pipeline.config import Enrich
+from pipeline.enrich import (
+    SUMMARY,
+    Comparison,
+    Enricher,
+    FeaturedReading,
+    Item,
+    PaperSummary,
+    ReplyError,
+    SeedTranslation,
+    make_client,
+    parse_reply,
+    wire_schema,
+)
+from pipeline.errors import DigestError
+from pipeline.models import Paper, SeedEntry
+from pipeline.render import text_env
+from pipeline.store import Store, paper_key, seed_key
+from tests.servers.openai_server import (
+    OpenAIServer,
+    Reply,
+    blank,
+    error,
+    invalid,
+    ok,
+    stall,
+    think,
+)
+
+KEY = "sk-test-7Hq2-DO-NOT-LEAK-91c4e0"
+BUILTIN_PROMPTS = Path(__file__).resolve().parents[1] / "templates" / "prompts"
+
+
+@pytest.fixture(autouse=True)
+def _fast_backoff(monkeypatch):
+    """The client's own backoff (0.5 s doubling) would dominate the suite's time."""
+    monkeypatch.setattr(openai._base_client, "INITIAL_RETRY_DELAY", 0.01, raising=False)
+    monkeypatch.setattr(openai._base_client, "MAX_RETRY_DELAY", 0.05, raising=False)
+
+
+@pytest.fixture
+def key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    return KEY
+
+
+@pytest.fixture
+def server():
+    with OpenAIServer() as stand_in:
+        yield stand_in
+
+
+@pytest.fixture
+def store(tmp_path):
+    return Store.open(f"sqlite:///{tmp_path}/s.sqlite3")
+
+
+def settings(server: OpenAIServer, **changes) -> Enrich:
+    values = {
+        "provider": "openai", "base_url": server.url, "model": "test-model",
+        "api_key_env": "OPENAI_API_KEY", "structured": "json_schema", "timeout_seconds": 5,
+        "deadline_seconds": 10, "concurrency": 3, "max_papers": 60,
+        "glossary": {"RLHF": "基于人类反馈的强化学习（RLHF）"},
+    }
+    return Enrich(**{**values, **changes})
+
+
+def enricher(cfg: Enrich, store: Store, env=None, retries: int = 2, **kwargs) -> Enricher:
+    client = make_client(cfg, max_retries=retries)
+    return Enricher(cfg, ["zh", "en"], store, client, env or text_env(None), **kwargs)
+
+
+def papers(n: int) -> list[Paper]:
+    return [Paper(id=f"2401.{i:05d}", title=f"Paper {i}: Policy Optimisation Variant {i}",
+                  abstract=f"We propose variant {i} of GRPO for LLM reasoning.", version=1)
+            for i in range(1, n + 1)]
+
+
+# --- the request -------------------------------------------------------------------------
+
+
+def test_json_schema_request_carries_the_schema_and_the_key(key, server, store):
+    cfg = settings(server, extra_body={"enable_thinking": False})
+    enricher(cfg, store).summarise(papers(1))
+    (request,) = server.requests
+    assert request.headers["authorization"] == f"Bearer {key}"
+    assert request.response_format == {
+        "type": "json_schema",
+        "json_schema": {"name": "paper_summary", "schema": wire_schema(PaperSummary),
+                        "strict": True},
+    }
+    assert request.body["model"] == "test-model"
+    assert request.body["enable_thinking"] is False  # extra_body passed through
+    assert "基于人类反馈的强化学习（RLHF）" in request.prompt  # the glossary
+    assert "Title: Paper 1: Policy Optimisation Variant 1" in request.user
+
+
+def test_json_object_mode_puts_the_schema_in_the_prompt(key, server, store):
+    enricher(settings(server, structured="json_object"), store).summarise(papers(1))
+    (request,) = server.requests
+    assert request.response_format == {"type": "json_object"}
+    assert "JSON Schema" in request.user and '"key_points_zh"' in request.user
+    assert "基于人类反馈的强化学习（RLHF）" in request.prompt
+
+
+@pytest.mark.parametrize("model", [PaperSummary, SeedTranslation, FeaturedReading, Comparison])
+def test_wire_schema_fits_strict_mode(model):
+    def objects(node):
+        if isinstance(node, dict):
+            if node.get("type") == "object":
+                yield node
+            for value in node.values():
+                yield from objects(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from objects(value)
+
+    schema = wire_schema(model)
+    found = list(objects(schema))
+    assert found
+    for node in found:
+        assert node["additionalProperties"] is False
+        assert node["required"] == list(node["properties"])
+    text = str(schema)
+    assert "minItems" not in text and "maxItems" not in text and "default" not in text
+    assert all(name.endswith(("_zh", "_en")) or name in {"parts", "rows", "cells", "zh", "en"}
+               for node in found for name in node["properties"])
+
+
+# --- results land on their items ------------------------------------------------------------
+
+
+def test_each_summary_lands_on_its_paper(key, store):
+    with OpenAIServer(delay=0.05) as server:
+        batch = papers(6)
+        found = enricher(settings(server), store).summarise(batch)
+    assert set(found) == {p.id for p in batch}
+    for paper in batch:
+        assert paper.title in found[paper.id].summary_en
+        assert paper.title in found[paper.id].title_zh
+    assert len(server.requests) == 6
+
+
+def test_concurrency_is_bounded(key, store):
+    with OpenAIServer(delay=0.15) as server:
+        enricher(settings(server, concurrency=3), store).summarise(papers(7))
+    assert 2 <= server.max_in_flight <= 3
+
+
+def test_featured_readings_and_comparison_land_on_their_items(key, server, store):
+    items = [Item("arxiv:2605.00004", "PRISM", "PRISM aligns distributions.", 2),
+             ("seed:explorationhacking", "Exploration Hacking", "探索黑客攻击……")]
+    e = enricher(settings(server), store)
+    readings = e.read_featured(items)
+    assert "PRISM" in readings["arxiv:2605.00004"].headline_en
+    assert "Exploration Hacking" in readings["seed:explorationhacking"].headline_en
+    table = e.compare(items)
+    assert table is not None and len(table.rows) == 4
+    assert [c.en.split("/")[0] for c in table.rows[0].cells] == ["PRISM", "Exploration Hacking"]
+    assert e.compare(items[:1]) is None
+    assert server.tasks() == ["featured_reading", "featured_reading", "comparison"]
+
+
+def test_comparison_with_a_cell_missing_is_asked_again(key, server, store):
+    items = [Item("arxiv:1", "A", "a"), Item("arxiv:2", "B", "b")]
+    short = {"rows": [{"label_zh": "视角", "label_en": "View", "cells": [{"zh": "甲", "en": "a"}]}] * 4,
+             "synthesis_zh": "综合", "synthesis_en": "Together"}
+    server.queue(ok(short))
+    table = enricher(settings(server), store).compare(items)
+    assert table is not None and all(len(row.cells) == 2 for row in table.rows)
+    assert "not one for each of the 2 papers" in server.requests[1].user
+
+
+# --- the cache ---------------------------------------------------------------------------------
+
+
+def test_a_rerun_is_served_from_the_cache(key, server, store):
+    first = enricher(settings(server), store).summarise(papers(6))
+    again = enricher(settings(server), store)
+    second = again.summarise(papers(6))
+    assert second == first
+    assert len(server.requests) == 6
+    assert (again.report.calls, again.report.cached) == (0, 6)
+
+
+def test_a_changed_prompt_template_changes_the_key(key, server, store, tmp_path):
+    cfg = settings(server)
+    enricher(cfg, store).summarise(papers(1))
+    user_dir = tmp_path / "templates"
+    (user_dir / "prompts").mkdir(parents=True)
+    source = (BUILTIN_PROMPTS / "paper_summary.j2").read_text(encoding="utf-8")
+    (user_dir / "prompts" / "paper_summary.j2").write_text(source + "Be brief.\n", encoding="utf-8")
+    builtin, changed = enricher(cfg, store), enricher(cfg, store, env=text_env(user_dir))
+    assert builtin.prompt_hash(SUMMARY) != changed.prompt_hash(SUMMARY)
+    assert builtin.cache_key(SUMMARY, "arxiv:1", "1") != changed.cache_key(SUMMARY, "arxiv:1", "1")
+    changed.summarise(papers(1))
+    assert changed.report.calls == 1 and "Be brief." in server.requests[-1].user
+
+
+def test_the_key_follows_version_model_languages_and_glossary(key, server, store):
+    base = enricher(settings(server), store)
+    k = base.cache_key(SUMMARY, "arxiv:1", "1")
+    assert k.startswith("paper_summary:")
+    assert base.cache_key(SUMMARY, "arxiv:1", "2") != k
+    assert base.cache_key(SUMMARY, "arxiv:2", "1") != k
+    assert enricher(settings(server, model="other"), store).cache_key(SUMMARY, "arxiv:1", "1") != k
+    assert enricher(settings(server, glossary={}), store).cache_key(SUMMARY, "arxiv:1", "1") != k
+    zh_only = Enricher(settings(server), ["zh"], store, None, text_env(None))
+    assert zh_only.cache_key(SUMMARY, "arxiv:1", "1") != k
+    swapped = Enricher(settings(server), ["en", "zh"], store, None, text_env(None))
+    assert swapped.cache_key(SUMMARY, "arxiv:1", "1") == k  # a set: order is display only
+
+
+# --- failures fall back, are counted, are not cached, succeed next run -------------------------
+
+
+FAILURES = {  # settings, script, queued replies, requests made, the reason logged
+    "500 every time": ({}, lambda request: error(500), (), 3, "HTTP 500"),
+    "invalid JSON twice": ({}, None, (invalid(), invalid()), 2, "not a JSON object"),
+    "blank twice": ({}, None, (blank(), blank()), 2, "the reply was blank"),
+    "deadline passed": ({"deadline_seconds": 1}, None, (stall(3),), 1, "deadline of 1 s passed"),
+}
+
+
+@pytest.mark.parametrize("name", list(FAILURES))
+def test_a_failure_falls_back_and_succeeds_next_run(key, server, store, caplog, name):
+    changes, script, replies, requests, reason = FAILURES[name]
+    cfg = settings(server, **changes)
+    server.script = script
+    server.queue(*replies)
+    paper = papers(1)
+    e = enricher(cfg, store)
+    started = time.monotonic()
+    assert e.summarise(paper) == {}
+    assert time.monotonic() - started < 2.5
+    assert (e.report.failures, e.report.done) == (1, 0)
+    assert len(server.requests) == requests
+    assert reason in caplog.text
+    assert store.cached(e.cache_key(SUMMARY, paper_key(paper[0].id), "1")) is None
+    server.script = None
+    later = enricher(cfg, store)
+    assert paper[0].title in later.summarise(paper)[paper[0].id].summary_en
+    assert (later.report.calls, later.report.failures) == (1, 0)
+
+
+def test_500s_are_retried_by_the_client(key, server, store):
+    server.script = lambda request: error(500)
+    enricher(settings(server), store, retries=2).summarise(papers(1))
+    assert len(server.requests) == 3  # the first try and the client's two retries
+
+
+def test_an_invalid_reply_is_asked_once_more_with_a_stricter_note(key, server, store):
+    server.queue(invalid())
+    e = enricher(settings(server), store)
+    assert len(e.summarise(papers(1))) == 1
+    first, second = server.requests
+    assert "could not be used" not in first.user
+    assert "Your previous reply could not be used: the reply was not a JSON object" in second.user
+    assert (e.report.calls, e.report.failures) == (2, 0)
+
+
+def test_429_with_retry_after_is_retried(key, server, store):
+    server.queue(error(429, retry_after=1))
+    e = enricher(settings(server), store)
+    started = time.monotonic()
+    assert len(e.summarise(papers(1))) == 1
+    assert time.monotonic() - started >= 0.9  # waited as told
+    assert len(server.requests) == 2 and e.report.calls == 1  # the client's own retry
+
+
+def test_a_retry_after_beyond_the_deadline_gives_up_at_once(key, server, store):
+    server.queue(error(429, retry_after=30))
+    e = enricher(settings(server, deadline_seconds=3), store)
+    started = time.monotonic()
+    assert e.summarise(papers(1)) == {}
+    assert time.monotonic() - started < 1
+    assert len(server.requests) == 1 and e.report.failures == 1
+
+
+def test_a_stalled_request_times_out_and_is_retried(key, server, store):
+    server.queue(stall(3))
+    e = enricher(settings(server, timeout_seconds=0.5, deadline_seconds=5), store)
+    started = time.monotonic()
+    assert len(e.summarise(papers(1))) == 1
+    assert time.monotonic() - started < 2
+    assert len(server.requests) == 2
+
+
+def test_the_deadline_bounds_the_clients_own_retries(key, server, store):
+    server.script = lambda request: stall(3)
+    e = enricher(settings(server, timeout_seconds=0.3, deadline_seconds=1), store, retries=10)
+    started = time.monotonic()
+    assert e.summarise(papers(1)) == {}
+    assert time.monotonic() - started < 1.5
+    assert 2 <= len(server.requests) <= 4 and e.report.failures == 1
+
+
+def test_a_think_block_is_stripped(key, server, store):
+    server.queue(think())
+    e = enricher(settings(server), store)
+    assert len(e.summarise(papers(1))) == 1
+    assert e.report.calls == 1
+
+
+@pytest.mark.parametrize("content", [
+    '<think>a {"b": 1}</think>{"summary_en": "Hi."}',
+    '```json\n{"summary_en": "Hi."}\n```',
+    'Here you are: {"summary_en": "Hi."} Enjoy.',
+])
+def test_parse_reply_finds_the_object(content):
+    assert parse_reply(content, SeedTranslation).summary_en == "Hi."
+
+
+@pytest.mark.parametrize("content", [
+    None, "", "   ", "<think>still thinking", '{"summary_en": "  "}',
+    '{"summary_en": "Hi.", "summary_zh": "你好"}', "[1, 2]",
+])
+def test_parse_reply_refuses_what_it_cannot_use(content):
+    with pytest.raises(ReplyError):
+        parse_reply(content, SeedTranslation)
+
+
+# --- limits --------------------------------------------------------------------------------------
+
+
+def test_max_papers_per_run_the_rest_wait(key, server, store):
+    batch = papers(5)
+    cfg = settings(server, max_papers=2, concurrency=1)
+    e = enricher(cfg, store)
+    assert list(e.summarise(batch)) == [batch[0].id, batch[1].id]
+    assert [r.titles[0] for r in server.requests] == [batch[0].title, batch[1].title]
+    assert e.report.pending == 3
+    nxt = enricher(cfg, store)
+    assert len(nxt.summarise(batch)) == 4  # two cached, two new
+    assert (nxt.report.cached, nxt.report.calls, nxt.report.pending) == (2, 2, 1)
+
+
+def test_the_token_budget_stops_further_calls(key, store):
+    with OpenAIServer(usage=(100, 50)) as server:
+        e = enricher(settings(server, concurrency=1, max_tokens_per_run=250), store)
+        found = e.summarise(papers(5))
+    assert len(server.requests) == 2 and len(found) == 2
+    assert (e.report.tokens_in, e.report.tokens_out, e.report.pending) == (200, 100, 3)
+    assert e.report.failures == 0
+
+
+def test_a_refused_key_stops_the_run_calling(key, server, store):
+    server.script = lambda request: error(401)
+    e = enricher(settings(server, concurrency=1), store)
+    assert e.summarise(papers(4)) == {}
+    assert len(server.requests) == 1
+    assert (e.report.failures, e.report.pending) == (1, 3)
+    assert "OPENAI_API_KEY" in e.report.error
+
+
+# --- secrets ----------------------------------------------------------------------------------
+
+
+def test_the_key_never_reaches_logs_or_the_database(key, server, store, tmp_path, caplog):
+    for name in ("", "openai", "httpx2", "httpcore", "pipeline"):
+        caplog.set_level(logging.DEBUG, logger=name or None)
+    refused = f'{{"error": {{"message": "Incorrect API key provided: {key}"}}}}'
+    echo = Reply(status=401, body=refused.encode())  # the server echoes the key back
+    server.queue(ok(), error(500), invalid(), echo)
+    e = enricher(settings(server, concurrency=1), store, progress=True)
+    e.summarise(papers(3))
+    e.translate_seeds([SeedEntry(title="Seed", source="s.txt", line=1, summary_zh="本文提出了……")])
+    assert caplog.records and e.report.error
+    assert "Sending HTTP Request" in caplog.text  # the client's debug log was on
+    assert key not in caplog.text
+    assert all(key not in record.getMessage() for record in caplog.records)
+    assert key not in str(e.report.as_dict())
+    stored = b"".join(p.read_bytes() for p in tmp_path.glob("s.sqlite3*"))
+    assert b"Paper 1" in stored  # the summary is there, the key is not
+    assert key.encode() not in stored
+
+
+def test_a_missing_key_is_an_error_naming_the_variable(server, monkeypatch):
+    monkeypatch.delenv("MY_LLM_KEY", raising=False)
+    with pytest.raises(DigestError) as caught:
+        make_client(settings(server, api_key_env="MY_LLM_KEY"))
+    assert "set the MY_LLM_KEY environment variable" in str(caught.value)
+
+
+def test_an_empty_but_set_key_is_fine_for_a_local_server(server, store, monkeypatch):
+    monkeypatch.setenv("OLLAMA_KEY", "")
+    cfg = settings(server, api_key_env="OLLAMA_KEY")
+    assert len(enricher(cfg, store).summarise(papers(1))) == 1
+    assert server.requests[0].headers["authorization"] == f"Bearer {enrich.PLACEHOLDER_KEY}"
+
+
+# --- seeds and no-LLM mode ---------------------------------------------------------------------
+
+
+def test_seed_translation_keeps_the_curated_chinese(key, server, store):
+    curated = "PRISM 发现标准 SFT→RLVR 流程中的核心问题：SFT 阶段引入的分布漂移在多模态推理中被放大。"
+    wanted = SeedEntry(title="PRISM: Distribution Alignment", source="004.txt", line=13, summary_zh=curated)
+    done = SeedEntry(title="Done", source="004.txt", line=14, summary_zh="已有",
+                     summary_en="Has one.")
+    bare = SeedEntry(title="Bare", source="004.txt", line=15)
+    found = enricher(settings(server), store).translate_seeds([wanted, done, bare])
+    assert list(found) == [seed_key(wanted.title)]
+    assert found[seed_key(wanted.title)].summary_en == f"English translation for {wanted.title}."
+    assert set(SeedTranslation.model_fields) == {"summary_en"}  # nothing in the reply can touch zh
+    assert wanted.summary_zh == curated
+    (request,) = server.requests
+    assert curated in request.user and request.task == "seed_translation"
+
+
+def test_no_english_shown_means_no_seed_translation(key, server, store):
+    e = Enricher(settings(server), ["zh"], store, make_client(settings(server)), text_env(None))
+    assert e.translate_seeds([SeedEntry(title="T", source="s", line=1, summary_zh="中文")]) == {}
+    assert server.requests == []
+
+
+def test_provider_none_uses_the_cache_and_makes_no_calls(key, server, store):
+    batch = papers(2)
+    enricher(settings(server), store).summarise(batch[:1])
+    calls = len(server.requests)
+    cfg = settings(server, provider="none")
+    assert make_client(cfg) is None
+    offline = Enricher(cfg, ["zh", "en"], store, None, text_env(None))
+    found = offline.summarise(batch)
+    assert list(found) == [batch[0].id]
+    assert (offline.report.cached, offline.report.pending, offline.report.calls) == (1, 1, 0)
+    assert offline.read_featured([Item("arxiv:9", "X", "x")]) == {}
+    assert len(server.requests) == calls
+
+
+def test_a_broken_prompt_template_is_an_error_naming_it(key, server, store, tmp_path):
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "paper_summary.j2").write_text("Title: {{ paper.nope }}\n", encoding="utf-8")
+    with pytest.raises(DigestError) as caught:
+        enricher(settings(server), store, env=text_env(tmp_path)).summarise(papers(1))
+    assert "prompts/paper_summary.j2" in str(caught.value) and server.requests == []

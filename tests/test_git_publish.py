@@ -1,0 +1,194 @@
+"""Publishing the reading list with git: a bare repo in tmp_path is the remote."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from pipeline.config import GitOutput
+from pipeline.deliver.git import publish, state_key
+from pipeline.store import Store
+
+
+def git(*args: str, cwd: Path | None = None) -> str:
+    result = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return result.stdout.strip()
+
+
+@pytest.fixture(autouse=True)
+def fresh_server(tmp_path: Path, monkeypatch) -> None:
+    """No global or system git config: no user.name/user.email, like a fresh server."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "no-gitconfig"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for name in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL",
+                 "EMAIL"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Path:
+    path = tmp_path / "remote.git"
+    git("init", "--quiet", "--bare", "--initial-branch=main", str(path))
+    return path
+
+
+@pytest.fixture
+def checkout(tmp_path: Path, remote: Path) -> Path:
+    path = tmp_path / "checkout"
+    git("clone", "--quiet", str(remote), str(path))
+    return path
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store.open(f"sqlite:///{tmp_path / 'state.sqlite3'}")
+
+
+@pytest.fixture
+def outputs(tmp_path: Path) -> dict[str, Path]:
+    out = tmp_path / "out"
+    (out / "digests").mkdir(parents=True)
+    (out / "READING_LIST.md").write_text("# 强化学习阅读清单\n\n- GRPO\n", encoding="utf-8")
+    (out / "digests" / "2025-01-06.md").write_text("# 周报 2025-01-06\n", encoding="utf-8")
+    return {"READING_LIST.md": out / "READING_LIST.md",
+            "digests/2025-01-06.md": out / "digests" / "2025-01-06.md"}
+
+
+def config(checkout: Path, **over) -> GitOutput:
+    values = {"repo": checkout, "branch": "main", "path": "rl", "message": "Update RL reading list"}
+    return GitOutput(**{**values, **over})
+
+
+def remote_log(remote: Path) -> list[str]:
+    try:
+        return git("--git-dir", str(remote), "log", "--format=%an <%ae>|%cn <%ce>|%s", "main").splitlines()
+    except subprocess.CalledProcessError:
+        return []  # no commits yet
+
+
+def test_publish_commits_and_pushes(checkout: Path, remote: Path, outputs, store: Store) -> None:
+    report = publish(config(checkout), outputs, store)
+    assert report.ok, report.error
+    assert report.commit and report.pushed
+    assert sorted(report.changed) == ["rl/READING_LIST.md", "rl/digests/2025-01-06.md"]
+    assert remote_log(remote) == [
+        "rl-digest <rl-digest@localhost>|rl-digest <rl-digest@localhost>|Update RL reading list"]
+    shown = git("--git-dir", str(remote), "show", "main:rl/READING_LIST.md")
+    assert shown == outputs["READING_LIST.md"].read_text(encoding="utf-8").strip()
+    assert git("rev-parse", "HEAD", cwd=checkout) == report.commit
+
+
+def test_no_change_makes_no_commit(checkout: Path, remote: Path, outputs, store: Store) -> None:
+    publish(config(checkout), outputs, store)
+    again = publish(config(checkout), outputs, store)
+    assert again.ok and again.commit is None and not again.pushed and again.changed == []
+    assert len(remote_log(remote)) == 1
+
+    outputs["READING_LIST.md"].write_text("# 强化学习阅读清单\n\n- GRPO\n- DAPO\n", encoding="utf-8")
+    changed = publish(config(checkout), outputs, store)
+    assert changed.ok and changed.commit and changed.pushed
+    assert changed.changed == ["rl/READING_LIST.md"]
+    assert len(remote_log(remote)) == 2
+
+
+def test_other_changes_in_the_checkout_are_left_alone(checkout: Path, outputs, store: Store) -> None:
+    (checkout / "notes.txt").write_text("someone's draft\n")
+    report = publish(config(checkout), outputs, store)
+    assert report.ok
+    assert git("show", "--name-only", "--format=", "HEAD", cwd=checkout).splitlines() == [
+        "rl/READING_LIST.md", "rl/digests/2025-01-06.md"]
+    assert "?? notes.txt" in git("status", "--porcelain", cwd=checkout)
+
+
+def test_configured_identity_is_used(checkout: Path, remote: Path, outputs, store: Store) -> None:
+    git("config", "user.name", "Reading List Bot", cwd=checkout)
+    git("config", "user.email", "bot@example.org", cwd=checkout)
+    assert publish(config(checkout), outputs, store).ok
+    assert remote_log(remote)[0].startswith("Reading List Bot <bot@example.org>|")
+
+
+def test_rejected_push_is_remembered_and_retried(tmp_path: Path, checkout: Path, remote: Path,
+                                                 outputs, store: Store) -> None:
+    marker = tmp_path / "rejected-once"
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(f"""#!/bin/sh
+if [ ! -e "{marker}" ]; then
+    touch "{marker}"
+    echo "push refused once for the test" >&2
+    exit 1
+fi
+exit 0
+""")
+    hook.chmod(hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+
+    failed = publish(config(checkout), outputs, store)
+    assert not failed.ok and failed.commit and not failed.pushed
+    assert str(checkout) in failed.error and "pre-receive hook declined" in failed.error
+    assert "push refused once for the test" in failed.error
+    assert "\n" not in failed.error
+    assert store.get_state(state_key(checkout.resolve()))["error"] == failed.error
+    assert remote_log(remote) == []
+    with pytest.raises(Exception, match="pre-receive hook declined") as raised:
+        failed.check()
+    assert getattr(raised.value, "exit_code", None) == 1
+
+    retried = publish(config(checkout), outputs, store)  # nothing new changed
+    assert retried.ok, retried.error
+    assert retried.commit is None and retried.pushed
+    assert store.get_state(state_key(checkout.resolve())) is None
+    assert len(remote_log(remote)) == 1
+    assert git("--git-dir", str(remote), "rev-parse", "main") == failed.commit
+
+    quiet = publish(config(checkout), outputs, store)
+    assert quiet.ok and not quiet.pushed  # nothing left to push
+
+
+def test_commits_made_without_push_are_pushed_later(checkout: Path, remote: Path, outputs,
+                                                    store: Store) -> None:
+    held = publish(config(checkout, push=False), outputs, store)
+    assert held.ok and held.commit and not held.pushed
+    assert remote_log(remote) == []
+    later = publish(config(checkout), outputs, store)
+    assert later.ok and later.pushed and later.commit is None
+    assert len(remote_log(remote)) == 1
+
+
+def test_not_a_checkout_is_one_line_naming_it(tmp_path: Path, outputs, store: Store) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    report = publish(config(folder), outputs, store)
+    assert not report.ok and str(folder) in report.error and "not a git checkout" in report.error
+    assert "\n" not in report.error
+    missing = publish(config(tmp_path / "missing"), outputs, store)
+    assert "no such folder" in missing.error
+
+
+def test_wrong_branch_is_refused(checkout: Path, outputs, store: Store) -> None:
+    assert publish(config(checkout), outputs, store).ok
+    git("checkout", "--quiet", "-b", "other", cwd=checkout)
+    report = publish(config(checkout), outputs, store)
+    assert not report.ok and "on branch other, not main" in report.error
+
+
+def test_paths_cannot_leave_the_checkout(checkout: Path, outputs, store: Store) -> None:
+    for name in ("../escape.md", "../../escape.md", "../.git/hooks/post-commit"):
+        report = publish(config(checkout), {name: outputs["READING_LIST.md"]}, store)
+        assert not report.ok and "leaves outputs.git.path 'rl'" in report.error
+    root = publish(config(checkout, path=""), {".git/config": outputs["READING_LIST.md"]}, store)
+    assert not root.ok
+    assert not (checkout / "escape.md").exists() and not (checkout.parent / "escape.md").exists()
+
+
+def test_fresh_server_really_has_no_identity(checkout: Path) -> None:
+    """Guard for the fixture: without our identity env a plain commit would fail."""
+    (checkout / "x").write_text("x")
+    git("add", "x", cwd=checkout)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_AUTHOR")}
+    result = subprocess.run(["git", "-c", "user.useConfigOnly=true", "commit", "-m", "x"],
+                            check=False, cwd=checkout, capture_output=True, text=True, env=env)
+    assert result.returncode != 0
