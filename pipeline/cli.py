@@ -5,14 +5,23 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+from datetime import datetime
 from pathlib import Path
 
 import click
 import yaml
 
-from pipeline import __version__, config as config_mod, lock
-from pipeline.errors import DigestError
-from pipeline.run import Options, parse_as_of, run_digest, seed_documents, summary_line
+from pipeline import __version__, collect, compose, lock, status as status_mod
+from pipeline import schedule as schedule_mod
+from pipeline import config as config_mod
+from pipeline import render as render_mod
+from pipeline.deliver.files import write_atomic
+from pipeline.errors import DeliveryError, DigestError
+from pipeline.models import RunReport, split_arxiv_id
+from pipeline.publish import deliver_email
+from pipeline.run import (
+    Options, digest_entries, parse_as_of, rank_papers, run_digest, seed_documents, summary_line,
+)
 from pipeline.store import Store
 
 log = logging.getLogger("pipeline")
@@ -84,6 +93,124 @@ def run(state: State, as_of: str | None, dry_run: bool, offline: bool, no_email:
     for warning in report.warnings:
         log.warning("%s", warning)
     click.echo(summary_line(report), err=dry_run)
+    _fail_on_delivery_errors(report)
+
+
+@main.command()
+@pass_state
+def schedule(state: State) -> None:
+    """Long-running: collect and publish on the configured crontabs; catch up a missed publish."""
+    config = state.config
+    store = state.store()
+
+    def collect_job() -> None:
+        report = collect.collect(config, store, collect.make_fetcher(config), datetime.now(config.zone))
+        rank_papers(config, store)
+        log.info("collect: fetched %d, new %d, revised %d", report.fetched, len(report.new),
+                 len(report.revised))
+
+    def publish_job() -> None:
+        report = run_digest(config, store, Options(datetime.now(config.zone).replace(microsecond=0)))
+        log.info("%s", summary_line(report))
+        for error in report.delivery_errors:
+            log.error("%s", error)
+
+    schedule_mod.serve(config, collect_job, publish_job, store)
+
+
+@main.command()
+@click.option("--digest", "digest_id", help="Only this digest (YYYY-MM-DD).")
+@pass_state
+def send(state: State, digest_id: str | None) -> None:
+    """Deliver what is still pending in the outbox."""
+    config = state.config
+    report = RunReport(as_of=datetime.now(config.zone).isoformat())
+    with lock.held(config):
+        deliver_email(config, state.store(), report, digest_id)
+    click.echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
+    _fail_on_delivery_errors(report)
+
+
+def _fail_on_delivery_errors(report: RunReport) -> None:
+    for error in report.delivery_errors[1:]:
+        log.error("%s", error)
+    if report.delivery_errors:
+        raise DeliveryError(report.delivery_errors[0], "it stays queued for the next run")
+
+
+@main.command("collect")
+@click.option("--as-of", help="Fix 'now': an ISO date (end of that day) or datetime.")
+@pass_state
+def collect_cmd(state: State, as_of: str | None) -> None:
+    """Fetch new papers from arXiv and store them; publish nothing."""
+    config = state.config
+    moment = parse_as_of(as_of, config)
+    with lock.held(config):
+        store = state.store()
+        report = collect.collect(config, store, collect.make_fetcher(config), moment)
+        rank_papers(config, store)
+    for warning in report.warnings:
+        log.warning("%s", warning)
+    start, end = report.window
+    click.echo(f"{end.date()}: fetched {report.fetched}, new {len(report.new)}, "
+               f"revised {len(report.revised)} ({start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M})")
+
+
+@main.command()
+@click.option("--digest", "digest_id", help="Digest id (YYYY-MM-DD); default: the latest.")
+@click.option("--format", "fmt", type=click.Choice(["md", "html", "txt"]), default="md")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write here instead of stdout.")
+@pass_state
+def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -> None:
+    """Re-render a stored digest."""
+    config = state.config
+    store = state.store()
+    stored = store.digest(digest_id)
+    if stored is None:
+        raise DigestError(f"no digest {digest_id}" if digest_id else "no digest yet",
+                          "run `rl-digest run` first")
+    text = render_mod.digest_as(config, compose.digest_from_dict(stored["data"]), fmt,
+                                reading_count=len(digest_entries(config, store)))
+    if output:
+        write_atomic(output, text)
+        click.echo(str(output))
+    else:
+        click.echo(text, nl=False)
+
+
+@main.command()
+@click.argument("paper_id")
+@click.option("--relevant/--irrelevant", default=None, required=True,
+              help="Your verdict; it overrides the score from now on.")
+@pass_state
+def mark(state: State, paper_id: str, relevant: bool) -> None:
+    """Record your verdict on a paper: the digest learns your taste."""
+    ident, _ = split_arxiv_id(paper_id)
+    if not state.store().set_verdict(ident, relevant):
+        raise DigestError(f"{ident}: no such paper in the database", "run `rl-digest collect` first")
+    click.echo(f"{ident}: marked {'relevant' if relevant else 'irrelevant'}")
+
+
+@main.command()
+@click.option("--paper", "paper_id", help="Show one paper: its score, reasons and topic.")
+@pass_state
+def status(state: State, paper_id: str | None) -> None:
+    """Last runs, counts, watermark, pending deliveries."""
+    store = state.store()
+    if paper_id:
+        click.echo(status_mod.paper(store, split_arxiv_id(paper_id)[0]), nl=False)
+    else:
+        click.echo(status_mod.overview(state.config, store), nl=False)
+
+
+@main.command("eval")
+@click.option("--labels", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+              help="JSONL with id, title, abstract, label (0/1).")
+@pass_state
+def eval_cmd(state: State, labels: Path) -> None:
+    """Precision, recall and F1 of the relevance filter on labelled papers."""
+    rows = status_mod.read_labels(labels)
+    click.echo(status_mod.evaluation(state.config, rows), nl=False)
 
 
 @main.command()

@@ -132,7 +132,7 @@ def make_digest(*, digest_id: str, window: tuple[datetime, datetime], timezone: 
         new=sum(1 for e in entries if not e.curated and not e.revised),
         revised=sum(1 for e in entries if e.revised),
         seeds=sum(1 for e in entries if e.curated),
-        more=len(ranked) - len(shown), model=model, sources=tuple(sources),
+        left_out=tuple(e.key for e in ranked[max_papers:]), model=model, sources=tuple(sources),
         categories=tuple(categories),
     )
 
@@ -158,4 +158,5 @@ def digest_from_dict(data: dict) -> Digest:
         "comparison": tuple(Row(r["label_zh"], r["label_en"], tuple(tuple(c) for c in r["cells"]))
                             for r in data["comparison"]),
         "sources": tuple(data["sources"]), "categories": tuple(data["categories"]),
+        "left_out": tuple(data["left_out"]),
     })

@@ -43,6 +43,7 @@ class ArxivSource(Model):
     categories: list[str]
     terms: list[str] = Field(min_length=1)
     lookback_days: int = Field(ge=1, le=366)
+    overlap_hours: int = Field(ge=0, le=24 * 14)
     page_size: int = Field(ge=1, le=2000)
     delay_seconds: float = Field(ge=0)
     timeout_seconds: float = Field(gt=0)
@@ -73,11 +74,14 @@ class Relevance(Model):
 
     threshold: float
     title_weight: float = Field(2.0, ge=0)
+    title_cap: float = Field(1.5, ge=0)
     rl_terms: dict[str, float]
     lm_terms: dict[str, float]
     negative_terms: dict[str, float] = {}
     background_cues: list[str] = []
     background_weight: float = Field(0.3, ge=0, le=1)
+    method_cues: list[str] = []
+    plain_weight: float = Field(1.0, ge=0, le=1)
     abstract_cap: float = Field(4.0, gt=0)
     lm_full: float = Field(1.0, ge=0)
     seed_weight: float = Field(0.0, ge=0)
@@ -156,6 +160,11 @@ class Schedule(Model):
     timezone: str
     misfire_grace_seconds: int = Field(ge=1)
 
+    @field_validator("collect_cron", "publish_cron")
+    @classmethod
+    def _crontab(cls, value: str) -> str:
+        return crontab(value)
+
     @field_validator("timezone")
     @classmethod
     def _zone(cls, value: str) -> str:
@@ -209,6 +218,40 @@ class Config(Model):
 
     def secret(self, env_name: str | None) -> str | None:
         return os.environ.get(env_name) if env_name else None
+
+
+_DAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+_DOW_PART = re.compile(r"^(\d)(?:-(\d))?$")
+
+
+def crontab(expr: str) -> str:
+    """A five-field crontab, with cron's day-of-week numbers turned into names.
+
+    APScheduler 3 counts day-of-week numbers from Monday = 0, so a cron user's
+    `1-5` would silently mean Tuesday to Saturday; names mean the same to both.
+    """
+    fields = expr.split()
+    if len(fields) != 5:
+        raise ValueError(f"{expr!r}: a crontab has 5 fields (minute hour day month day-of-week)")
+    parts = []
+    for part in fields[4].split(","):
+        if not any(ch.isdigit() for ch in part):
+            parts.append(part)
+            continue
+        match = _DOW_PART.match(part)
+        if not match or int(match[1]) > 7 or (match[2] and int(match[2]) > 7):
+            raise ValueError(f"{expr!r}: write day-of-week as names (mon-fri), not {part!r}")
+        first, last = _DAYS[int(match[1])], _DAYS[int(match[2])] if match[2] else None
+        parts.append(f"{first}-{last}" if last and last != first else first)
+    fields[4] = ",".join(parts)
+    normal = " ".join(fields)
+    from apscheduler.triggers.cron import CronTrigger
+
+    try:
+        CronTrigger.from_crontab(normal)
+    except ValueError as exc:
+        raise ValueError(f"{expr!r}: {exc}") from None
+    return normal
 
 
 def read_recipients(path: Path) -> list[str]:

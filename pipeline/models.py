@@ -181,7 +181,7 @@ class Digest:
     new: int = 0
     revised: int = 0
     seeds: int = 0
-    more: int = 0  # relevant papers left out to keep the email small
+    left_out: tuple[str, ...] = ()  # keys of entries cut to keep the email small
     model: str | None = None  # None: written without an LLM
     sources: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
@@ -208,5 +208,6 @@ class RunReport:
     digest: str | None = None
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    delivery_errors: list[str] = field(default_factory=list)
     sources: dict = field(default_factory=dict)
     elapsed: float = 0.0

@@ -62,3 +62,30 @@ def html_env(user_dir: Path | None = None) -> jinja2.Environment:
     )
     env.filters.update(one_line=one_line)
     return env
+
+
+def common(config) -> dict:
+    """What every template knows about the configuration."""
+    return dict(topic=config.topic, languages=config.languages,
+                topic_names={t.key: f"{t.name.zh} · {t.name.en}" for t in config.topics},
+                base_url=config.outputs.base_url, unsubscribe_url=config.email.unsubscribe_url)
+
+
+def digest_markdown(config, digest, reading_count: int) -> str:
+    return text_env(config.templates.dir).get_template("digest.md.j2").render(
+        d=digest, reading_list_count=reading_count, reading_list_url="../READING_LIST.md",
+        **common(config))
+
+
+def reading_list_markdown(config, sections, total: int, updated: str) -> str:
+    return text_env(config.templates.dir).get_template("reading_list.md.j2").render(
+        sections=[{"topic": s.topic, "name_zh": s.name_zh, "name_en": s.name_en,
+                   "count": len(s.entries), "entries": s.entries} for s in sections],
+        total=total, updated=updated, **common(config))
+
+
+def digest_as(config, digest, fmt: str, reading_count: int) -> str:
+    """A stored digest in one format: md, html or txt."""
+    if fmt == "md":
+        return digest_markdown(config, digest, reading_count)
+    raise NotImplementedError(fmt)

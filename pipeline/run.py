@@ -8,15 +8,17 @@ before anything is published, so the watermark stays where it was.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import dataclass
 from datetime import date, datetime, time as dtime, timedelta
-from pathlib import Path
 
-from pipeline import compose, rank, render
+from pipeline import collect, compose, rank
 from pipeline.config import Config, bundled
-from pipeline.deliver.files import write_atomic
-from pipeline.models import Digest, Entry, RunReport, SeedDocument, SeedEntry
+from pipeline.publish import publish
+from pipeline.errors import ConfigError
+from pipeline.models import Digest, Entry, Paper, RunReport, SeedDocument, SeedEntry
+from pipeline.sources.http import Fetcher
 from pipeline.sources.seeds import load_seeds
 from pipeline.store import Store, paper_key, row_to_seed, seed_key
 
@@ -41,8 +43,6 @@ def parse_as_of(value: str | None, config: Config) -> datetime:
             return datetime.combine(date.fromisoformat(value), dtime(23, 59, 59), zone)
         moment = datetime.fromisoformat(value)
     except ValueError:
-        from pipeline.errors import ConfigError
-
         raise ConfigError(f"--as-of: not an ISO date or datetime: {value!r}") from None
     return moment if moment.tzinfo else moment.replace(tzinfo=zone)
 
@@ -57,102 +57,195 @@ def seed_documents(config: Config) -> list[SeedDocument]:
     return documents
 
 
-def run_digest(config: Config, store: Store, options: Options) -> RunReport:
+STOP = threading.Event()  # set on SIGTERM/SIGINT by the scheduler; checked between stages
+
+
+class Stopped(Exception):
+    """A stop was asked for; every stage so far has committed, so nothing is lost."""
+
+
+def checkpoint() -> None:
+    if STOP.is_set():
+        raise Stopped()
+
+
+def run_digest(config: Config, store: Store, options: Options,
+               fetcher: Fetcher | None = None) -> RunReport:
+    """collect -> rank -> resolve seeds -> enrich -> compose -> render -> deliver.
+
+    Recorded as a `publish` run; a failure marks it failed and propagates.
+    """
+    run_id = None if options.dry_run else store.start_run("publish", options.as_of)
+    try:
+        report = _run(config, store, options, fetcher)
+    except BaseException as exc:
+        if run_id is not None:
+            store.finish_run(run_id, "failed", {}, error=str(exc) or type(exc).__name__)
+        raise
+    if run_id is not None:
+        store.finish_run(run_id, "ok" if not report.delivery_errors else "partial", vars(report))
+    return report
+
+
+def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None) -> RunReport:
     started = time.monotonic()
     report = RunReport(as_of=options.as_of.isoformat())
     documents = seed_documents(config)
-    entries = [e for doc in documents for e in doc.entries]
+    seeds = [e for doc in documents for e in doc.entries]
     report.warnings += [str(w) for doc in documents for w in doc.warnings]
-    if not options.dry_run:
-        store.save_seeds(entries)
-    # Collecting and enrichment arrive with their issues; the offline cycle uses seeds only.
-    digest = build_digest(config, store, options, entries, documents)
-    write_outputs(config, store, options, digest, report)
-    report.seeds = digest.seeds if digest else 0
-    report.relevant = sum(len(s.entries) for s in digest.sections) + len(digest.featured) if digest else 0
+    store.save_seeds(seeds)
+    if not options.offline:
+        fetcher = fetcher or collect.make_fetcher(config)
+        collected = collect.collect(config, store, fetcher, options.as_of)
+        report.fetched, report.new, report.revised = (
+            collected.fetched, len(collected.new), len(collected.revised))
+        report.warnings += collected.warnings
+    checkpoint()
+    rank_papers(config, store)
+    if not options.offline:
+        collect.resolve_seeds(config, store, fetcher)
+        thin = [p.id for p in unpublished_papers(store) if p.submitted is None]
+        collect.complete_thin(config, store, fetcher, thin)
+    checkpoint()
+    enricher = make_enricher(config, store, options, report)
+    summarise(store, enricher)
+    checkpoint()
+    digest = build_digest(config, store, options, documents, enricher)
+    _count_enrichment(report, enricher)
+    publish(config, store, options, digest, digest_entries(config, store), report)
     report.elapsed = time.monotonic() - started
     return report
 
 
-def build_digest(config: Config, store: Store, options: Options, seeds: list[SeedEntry],
-                 documents: list[SeedDocument]) -> Digest | None:
+def make_enricher(config: Config, store: Store, options: Options, report: RunReport) -> Enricher:
+    """With no LLM (provider none, --offline, no key) the enricher serves the cache only."""
+    client = None
+    if not options.offline:
+        try:
+            client = make_client(config.enrich)
+        except DigestError as exc:
+            report.warnings.append(f"enrich: {exc}; summaries fall back for now")
+    return Enricher(config.enrich, config.languages, store, client,
+                    render.text_env(config.templates.dir))
+
+
+def summarise(store: Store, enricher: Enricher) -> None:
+    """Summaries for the papers waiting for a digest (best first), English for curated seeds."""
+    scores = {row["id"]: row["score"] or 0.0 for row in store.score_rows()}
+    papers = sorted(unpublished_papers(store), key=lambda p: -scores.get(p.id, 0.0))
+    enricher.summarise(papers)
+    published = store.published_keys()
+    seeds = [row_to_seed(row) for row in store.seed_rows() if row["key"] not in published]
+    enricher.translate_seeds(seeds)
+
+
+def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
+    done = enricher.report
+    report.summarised, report.cached = done.done + done.cached, done.cached
+    report.llm_failures, report.tokens_in, report.tokens_out = (
+        done.failures, done.tokens_in, done.tokens_out)
+    if done.error:
+        report.warnings.append(f"enrich: {done.error}")
+
+
+def rank_papers(config: Config, store: Store) -> int:
+    """Score papers not yet scored; a user's verdict (rl-digest mark) overrides the score."""
+    rules = rank.compile_rules(config.relevance)
+    exemplars = rank.build_exemplars(exemplar_texts(store))
+    scored = []
+    for paper in store.papers_to_score():
+        result = rank.score(paper.title, paper.abstract, rules, exemplars)
+        primary, others = rank.assign_topics(paper.title, paper.abstract, config.topics)
+        scored.append((paper.id, result.value, result.relevant, list(result.reasons),
+                       primary, list(others)))
+    store.set_scores(scored)
+    return len(scored)
+
+
+def exemplar_texts(store: Store) -> list[tuple[str, str]]:
+    """The user's taste: seed entries, and papers they marked relevant."""
+    items = [(row["title"], row["title"]) for row in store.seed_rows()]
+    items += [(p.title, f"{p.title} {p.abstract}") for p in store.marked(relevant=True)]
+    return items
+
+
+def unpublished_papers(store: Store) -> list[Paper]:
+    published = store.published_keys()
+    return [p for p in store.relevant_papers() if paper_key(p.id) not in published]
+
+
+def build_digest(config: Config, store: Store, options: Options,
+                 documents: list[SeedDocument], enricher: Enricher) -> Digest | None:
     """Everything relevant not yet in a digest; None when there is nothing new."""
     digest_id = options.as_of.date().isoformat()
     existing = store.digest(digest_id)
     if existing is not None:
         return compose.digest_from_dict(existing["data"])
-    published = store.published_keys()
-    fresh = [s for s in seeds if seed_key(s.title) not in published]
-    entries = [compose.seed_entry(s, _topic(config, s.title, s.summary_zh or "")) for s in fresh]
+    entries = digest_entries(config, store, store.published_keys())
     if not entries:
         return None
-    featured = rank.choose_featured(
-        entries, config.digest.featured,
-        topic=lambda e: e.topic, score=lambda e: e.score or 0.0,
-        forced=[e for e, s in zip(entries, fresh) if s.featured],
-    )
-    last = store.last_run("publish", "ok")
-    start = datetime.fromisoformat(last["as_of"]) if last else options.as_of - timedelta(
-        days=config.sources.arxiv.lookback_days)
+    forced = [e for e in entries if e.key in featured_seed_keys(store)]
+    featured = rank.choose_featured(entries, config.digest.featured, key_topic=lambda e: e.topic,
+                                    key_score=lambda e: e.score or 0.0, forced=forced)
+    curated = compose.curated_comparison(featured, documents)
+    items = [Item(e.key, e.title, e.abstract or e.summary_zh or "", e.version or 1) for e in featured]
+    readings = enricher.read_featured(item for item, e in zip(items, featured) if not e.parts)
+    featured = [compose.with_reading(e, _dump(readings.get(e.key))) for e in featured]
+    comparison = None if curated[0] else _dump(enricher.compare(items))
+    llm = any(e.llm for e in entries) or bool(readings) or comparison is not None
+    last = store.last_digest_end()
+    start = last or options.as_of - timedelta(days=config.sources.arxiv.lookback_days)
+    sources = [name for name, on in (("arXiv API", config.sources.arxiv.enabled and not options.offline),
+                                     ("RSS", config.sources.rss.enabled and not options.offline),
+                                     ("seeds", True)) if on]
     return compose.make_digest(
         digest_id=digest_id, window=(start, options.as_of), timezone=config.schedule.timezone,
         entries=entries, featured=featured, topics=config.topics,
-        max_papers=config.digest.max_papers, comparison=None,
-        curated=compose.curated_comparison(featured, documents), model=None,
-        sources=["seeds"], categories=[],
+        max_papers=config.digest.max_papers, comparison=comparison, curated=curated,
+        model=config.enrich.model if llm else None,
+        sources=sources, categories=config.sources.arxiv.categories,
     )
 
 
-def _topic(config: Config, title: str, text: str) -> str:
-    primary, _ = rank.assign_topics(title, text, config.topics)
-    return primary
+def _dump(reply) -> dict | None:
+    return reply.model_dump(mode="json") if reply is not None else None
 
 
-def write_outputs(config: Config, store: Store, options: Options, digest: Digest | None,
-                  report: RunReport) -> None:
-    out = config.outputs.dir
-    env = render.text_env(config.templates.dir)
-    reading = reading_list_entries(config, store)
-    common = dict(topic=config.topic, languages=config.languages,
-                  topic_names={t.key: f"{t.name.zh} · {t.name.en}" for t in config.topics})
-    if digest is not None:
-        text = env.get_template("digest.md.j2").render(
-            d=digest, reading_list_count=len(reading),
-            reading_list_url="../READING_LIST.md",
-            unsubscribe_url=config.email.unsubscribe_url, **common)
-        path = out / "digests" / f"{digest.id}.md"
-        if options.dry_run:
-            print(text)
-        else:
-            write_atomic(path, text)
-            report.files.append(str(path))
-            if store.digest(digest.id) is None:
-                store.save_digest(digest.id, (datetime.fromisoformat(digest.window_start),
-                                              datetime.fromisoformat(digest.window_end)),
-                                  compose.digest_to_dict(digest), _items(digest), [])
-        report.digest = digest.id
-    sections = compose.sections(reading, config.topics)
-    text = env.get_template("reading_list.md.j2").render(
-        sections=[{"topic": s.topic, "name_zh": s.name_zh, "name_en": s.name_en,
-                   "count": len(s.entries), "entries": s.entries} for s in sections],
-        total=len(reading), updated=options.as_of.date().isoformat(), **common)
-    if not options.dry_run:
-        path = write_atomic(out / "READING_LIST.md", text)
-        report.files.append(str(path))
-
-
-def _items(digest: Digest) -> list[tuple[str, bool]]:
-    shown = [(e.key, True) for s in digest.sections for e in s.entries]
-    return shown + [(e.key, True) for e in digest.featured]
-
-
-def reading_list_entries(config: Config, store: Store) -> list[Entry]:
-    """Every relevant paper and seed entry so far."""
-    entries = []
+def featured_seed_keys(store: Store) -> set[str]:
+    keys = set()
     for row in store.seed_rows():
         seed = row_to_seed(row)
-        entries.append(compose.seed_entry(seed, _topic(config, seed.title, seed.summary_zh or "")))
+        if seed.featured:
+            keys.add(paper_key(seed.arxiv_id) if seed.arxiv_id else seed_key(seed.title))
+    return keys
+
+
+def digest_entries(config: Config, store: Store, published: set[str] | None = None) -> list[Entry]:
+    """Relevant papers and seed entries; those already in a digest are left out when asked."""
+    summaries = store.latest_enrichments("paper_summary")
+    translations = store.latest_enrichments("seed_translation")
+    seeds = [row_to_seed(row) for row in store.seed_rows()]
+    by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}
+    topics = {p["id"]: p for p in store.score_rows()}
+    entries = []
+    for paper in store.relevant_papers() + store.papers(by_paper):
+        key = paper_key(paper.id)
+        if published is not None and key in published or key in {e.key for e in entries}:
+            continue
+        row = topics.get(paper.id, {})
+        scored = compose.Scored(row.get("score"), row.get("topic") or _topic(config, paper.title, paper.abstract))
+        entries.append(compose.paper_entry(paper, scored, summaries.get(key), by_paper.get(paper.id)))
+    for seed in seeds:
+        key = seed_key(seed.title)
+        if seed.arxiv_id or published is not None and key in published:
+            continue
+        entries.append(compose.seed_entry(seed, _topic(config, seed.title, seed.summary_zh or ""),
+                                          translations.get(key)))
     return entries
+
+
+def _topic(config: Config, title: str, text: str) -> str:
+    return rank.assign_topics(title, text, config.topics)[0]
 
 
 def summary_line(report: RunReport) -> str:

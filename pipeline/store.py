@@ -247,6 +247,29 @@ class Store:
             for row in result.mappings():
                 yield dict(row)
 
+    def papers_to_score(self) -> list[Paper]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(papers).where(papers.c.score.is_(None))).mappings()
+            return [row_to_paper(row) for row in rows]
+
+    def relevant_papers(self) -> list[Paper]:
+        """Kept by the score, unless the user's verdict says otherwise."""
+        keep = sa.func.coalesce(papers.c.verdict, papers.c.relevant).is_(True)
+        query = sa.select(papers).where(keep).order_by(papers.c.submitted.desc(), papers.c.id)
+        with self.engine.connect() as conn:
+            return [row_to_paper(row) for row in conn.execute(query).mappings()]
+
+    def marked(self, relevant: bool) -> list[Paper]:
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(papers).where(papers.c.verdict.is_(relevant))).mappings()
+            return [row_to_paper(row) for row in rows]
+
+    def score_rows(self) -> list[dict]:
+        query = sa.select(papers.c.id, papers.c.score, papers.c.relevant, papers.c.reasons,
+                          papers.c.topic, papers.c.topics, papers.c.verdict)
+        with self.engine.connect() as conn:
+            return [dict(row) for row in conn.execute(query).mappings()]
+
     def set_scores(self, scored: Iterable[tuple[str, float, bool, list[str], str, list[str]]]) -> None:
         with self.tx() as conn:
             for pid, value, relevant, reasons, topic, topics in scored:
@@ -356,6 +379,10 @@ class Store:
         if row is None:
             return None
         return {**dict(row), "data": json.loads(row["data"])}
+
+    def last_digest_end(self) -> datetime | None:
+        with self.engine.connect() as conn:
+            return parse_dt(conn.execute(sa.select(sa.func.max(digests.c.window_end))).scalar())
 
     def digest_ids(self) -> list[str]:
         with self.engine.connect() as conn:

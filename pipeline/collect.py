@@ -1,0 +1,213 @@
+"""Collect: read the sources for the window (watermark, as_of] and keep a ledger.
+
+RSS tells what arXiv announced today; the API backfills the whole window, so a
+day the scheduler missed is caught up. Papers are stored by version-less id,
+so a paper seen by both sources, in two categories or in a new version is one
+record. The watermark is the end of the last window read completely: a failed
+source raises SourceError before it moves, and the next run reads it all again.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+
+from rapidfuzz import fuzz
+
+from pipeline import __version__
+from pipeline.config import Config
+from pipeline.errors import SourceError
+from pipeline.models import Paper
+from pipeline.sources import arxiv_api, arxiv_rss
+from pipeline.sources.http import Fetcher
+from pipeline.store import Store, merge_papers, now_iso, parse_dt, row_to_seed
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SourceReport:
+    requests: int = 0
+    seen: int = 0
+    new: int = 0
+    revised: int = 0
+    duplicates: int = 0
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class CollectReport:
+    window: tuple[datetime, datetime]
+    sources: dict[str, SourceReport] = field(default_factory=dict)
+    new: list[Paper] = field(default_factory=list)
+    revised: list[Paper] = field(default_factory=list)
+
+    @property
+    def fetched(self) -> int:
+        return sum(s.seen for s in self.sources.values())
+
+    @property
+    def warnings(self) -> list[str]:
+        return [w for s in self.sources.values() for w in s.warnings]
+
+
+def make_fetcher(config: Config) -> Fetcher:
+    arxiv = config.sources.arxiv
+    agent = f"rl-digest/{__version__} (+https://github.com/rl-digest; mailto:{arxiv.contact})"
+    return Fetcher(arxiv.delay_seconds, arxiv.timeout_seconds, arxiv.retries, agent)
+
+
+def window(config: Config, store: Store, as_of: datetime) -> tuple[datetime, datetime]:
+    """From the watermark (less the overlap) or lookback_days, to as_of."""
+    arxiv = config.sources.arxiv
+    mark = store.watermark()
+    start = (mark - timedelta(hours=arxiv.overlap_hours)) if mark else (
+        as_of - timedelta(days=arxiv.lookback_days))
+    return start, as_of
+
+
+def candidate(paper: Paper, categories: list[str], terms: list[str]) -> bool:
+    """The API query's own test, applied to RSS items so both sources see the same papers."""
+    if not set(paper.categories) & set(categories):
+        return False
+    text = f"{paper.title} {paper.abstract}"
+    return any(_phrase(term).search(text) for term in terms)
+
+
+def _phrase(term: str) -> re.Pattern:
+    return re.compile(r"(?<![\w-])" + r"\W+".join(map(re.escape, term.split())) + r"(?![\w-])",
+                      re.IGNORECASE)
+
+
+def collect(config: Config, store: Store, fetcher: Fetcher, as_of: datetime) -> CollectReport:
+    """Read every enabled source for the window and store what they found."""
+    run_id = store.start_run("collect", as_of)
+    report = CollectReport(window(config, store, as_of))
+    try:
+        found = _read_sources(config, store, fetcher, report, as_of)
+    except SourceError as exc:
+        store.finish_run(run_id, "failed", _as_dict(report), error=str(exc))
+        raise
+    new, revised, same = store.upsert_papers(found)
+    report.new, report.revised = new, revised
+    for name, part in report.sources.items():
+        part.new = sum(1 for p in new if name in p.sources)
+        part.revised = sum(1 for p in revised if name in p.sources)
+    store.finish_run(run_id, "ok", _as_dict(report), window=report.window)
+    return report
+
+
+def _read_sources(config: Config, store: Store, fetcher: Fetcher, report: CollectReport,
+                  as_of: datetime) -> list[Paper]:
+    arxiv = config.sources.arxiv
+    found: list[Paper] = []
+    if config.sources.rss.enabled:
+        for url in config.sources.rss.urls:
+            found += _read_feed(store, fetcher, url, report, as_of, arxiv.categories, arxiv.terms)
+    if arxiv.enabled:
+        part = report.sources.setdefault("api", SourceReport())
+        began, before = time.monotonic(), fetcher.requests
+        start, end = report.window
+        papers, stats = arxiv_api.search_window(fetcher, arxiv.api_url, arxiv.categories,
+                                                arxiv.terms, start, end, arxiv.page_size)
+        part.seen += stats.seen
+        part.requests += fetcher.requests - before
+        part.seconds += time.monotonic() - began
+        found += papers
+    unique: dict[str, Paper] = {}
+    for paper in found:
+        if paper.id in unique:
+            report.sources["api" if "api" in paper.sources else "rss"].duplicates += 1
+            unique[paper.id] = merge_papers(unique[paper.id], paper)
+        else:
+            unique[paper.id] = paper
+    return list(unique.values())
+
+
+def _read_feed(store: Store, fetcher: Fetcher, url: str, report: CollectReport, as_of: datetime,
+               categories: list[str], terms: list[str]) -> list[Paper]:
+    part = report.sources.setdefault("rss", SourceReport())
+    began, before = time.monotonic(), fetcher.requests
+    feed = arxiv_rss.fetch_feed(fetcher, url)
+    part.requests += fetcher.requests - before
+    part.seen += feed.items
+    part.warnings += feed.warnings
+    eastern = as_of.astimezone(timezone(timedelta(hours=-5))).date()
+    if not feed.items and arxiv_rss.is_arxiv_announcement_day(eastern):
+        part.warnings.append(f"{url}: empty feed on an announcement day ({eastern})")
+    key = f"rss.last_build:{url}"
+    if feed.last_build is not None and arxiv_rss.is_arxiv_announcement_day(eastern):
+        previous = parse_dt(store.get_state(key))
+        if previous is not None and previous >= feed.last_build:
+            part.warnings.append(f"{url}: lastBuildDate has not moved since {previous.isoformat()}")
+        store.set_state(key, feed.last_build.isoformat())
+    known = {p.id: p for p in store.papers(r.id for r in feed.replacements)}
+    updates = [Paper(id=r.id, title="", version=r.version or known[r.id].version, updated=r.announced,
+                     sources=("rss",)) for r in feed.replacements if r.id in known]
+    part.seconds += time.monotonic() - began
+    return [p for p in feed.papers if candidate(p, categories, terms)] + updates
+
+
+def complete_thin(config: Config, store: Store, fetcher: Fetcher, ids: list[str]) -> int:
+    """RSS records lack the submission date and comment: one id_list request per batch."""
+    if not ids:
+        return 0
+    papers = arxiv_api.fetch_ids(fetcher, config.sources.arxiv.api_url, ids)
+    store.upsert_papers(papers)
+    return len(papers)
+
+
+def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None) -> int:
+    """Tie seed entries to arXiv papers by fuzzy title; return how many are newly tied.
+
+    Stored papers first; then (online) one title search per unresolved seed,
+    not repeated within seeds.resolve_retry_days. A weak match is not forced.
+    """
+    threshold = config.seeds.match_threshold
+    stored = {normal_title(p.title): p for p in store.papers()}
+    retry_after = timedelta(days=config.seeds.resolve_retry_days)
+    tied = 0
+    for row in store.seed_rows():
+        if row["arxiv_id"]:
+            continue
+        seed = row_to_seed(row)
+        match = best_match(seed.title, stored.values(), threshold)
+        tried = parse_dt(row["resolve_tried_at"])
+        if match is None and fetcher is not None and (
+                tried is None or datetime.now(timezone.utc) - tried >= retry_after):
+            candidates = arxiv_api.search_title(fetcher, config.sources.arxiv.api_url, seed.title)
+            match = best_match(seed.title, candidates, threshold)
+            if match is not None:
+                store.upsert_papers([match])
+            store.set_seed_resolution(row["key"], match.id if match else None, now_iso())
+        elif match is not None:
+            store.set_seed_resolution(row["key"], match.id, now_iso())
+        tied += match is not None
+    return tied
+
+
+def normal_title(title: str) -> str:
+    return " ".join(re.sub(r"[^\w\s]", " ", title.casefold()).split())
+
+
+def best_match(title: str, papers, threshold: float) -> Paper | None:
+    """The paper whose whole title is closest; typos and punctuation are forgiven."""
+    wanted = normal_title(title)
+    best, best_score = None, 0.0
+    for paper in papers:
+        score = fuzz.ratio(wanted, normal_title(paper.title))
+        if score > best_score:
+            best, best_score = paper, score
+    return best if best_score >= threshold else None
+
+
+def _as_dict(report: CollectReport) -> dict:
+    return {
+        "window": [report.window[0].isoformat(), report.window[1].isoformat()],
+        "sources": {name: vars(part) for name, part in report.sources.items()},
+        "new": len(report.new), "revised": len(report.revised),
+    }

@@ -1,0 +1,103 @@
+"""Phase two of a run: write the files, record the digest and its outbox, deliver.
+
+Files are written atomically first; then the digest, its items and one outbox
+row per recipient are recorded in one transaction, before any email is sent.
+Email and git failures stay queued and make the run exit 1; they never undo
+what was already published.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from pipeline import compose, render
+from pipeline.config import Config
+from pipeline.deliver import email, git
+from pipeline.deliver.files import write_atomic
+from pipeline.models import Digest, Entry, RunReport
+from pipeline.store import Store
+
+log = logging.getLogger(__name__)
+
+
+def publish(config: Config, store: Store, options, digest: Digest | None,
+            reading: list[Entry], report: RunReport) -> None:
+    out = config.outputs.dir
+    if digest is not None:
+        report.digest = digest.id
+        report.seeds = digest.seeds
+        report.relevant = digest.new + digest.revised + digest.seeds
+    if options.dry_run:
+        _dry_run(config, digest, reading)
+        return
+    files: dict[str, Path] = {}
+    if digest is not None:
+        for fmt in ("md", "html", "txt"):
+            text = render.digest_as(config, digest, fmt, len(reading))
+            files[f"digests/{digest.id}.{fmt}"] = write_atomic(out / "digests" / f"{digest.id}.{fmt}", text)
+        if store.digest(digest.id) is None:
+            recipients = config.recipients() if config.email.enabled and not options.no_email else []
+            store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),
+                              _items(digest), recipients)
+    sections = compose.sections(reading, config.topics)
+    files["READING_LIST.md"] = write_atomic(out / "READING_LIST.md", render.reading_list_markdown(
+        config, sections, len(reading), options.as_of.date().isoformat()))
+    files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(
+        config, stored_digests(store), options.as_of.isoformat()))
+    report.files += [str(path) for path in files.values()]
+    if config.email.enabled and not options.no_email:
+        deliver_email(config, store, report)
+    if config.outputs.git is not None:
+        result = git.publish(config.outputs.git, files, store)
+        if not result.ok:
+            report.delivery_errors.append(result.error or "git publishing failed")
+
+
+def deliver_email(config: Config, store: Store, report: RunReport,
+                  digest_id: str | None = None) -> None:
+    """Send what the outbox holds; what fails stays there for the next run."""
+    result = email.send_pending(store, config.email, lambda did: email_content(config, store, did),
+                                datetime.now(timezone.utc), digest_id=digest_id,
+                                stale_after=timedelta(0))
+    report.sent += result.sent
+    report.pending += result.pending
+    report.failed += result.failed
+    report.delivery_errors += result.errors
+
+
+def email_content(config: Config, store: Store, digest_id: str) -> tuple[str, str, str]:
+    """(subject, text, html) of a stored digest, rendered as it was composed."""
+    stored = store.digest(digest_id)
+    digest = compose.digest_from_dict(stored["data"])
+    count = store.counts()["relevant"] + store.counts()["seeds"]
+    return (render.digest_subject(config, digest), render.digest_as(config, digest, "txt", count),
+            render.digest_as(config, digest, "html", count))
+
+
+def stored_digests(store: Store) -> list[Digest]:
+    return [compose.digest_from_dict(store.digest(did)["data"]) for did in reversed(store.digest_ids())]
+
+
+def _dry_run(config: Config, digest: Digest | None, reading: list[Entry]) -> None:
+    """Print the digest and say what a real run would write and whom it would mail."""
+    out = config.outputs.dir
+    if digest is not None:
+        print(render.digest_as(config, digest, "md", len(reading)))
+        for fmt in ("md", "html", "txt"):
+            log.info("would write %s", out / "digests" / f"{digest.id}.{fmt}")
+        if config.email.enabled:
+            for address in config.recipients():
+                log.info("would mail %s", address)
+    log.info("would write %s and %s", out / "READING_LIST.md", out / "feed.xml")
+
+
+def _window(digest: Digest) -> tuple[datetime, datetime]:
+    return datetime.fromisoformat(digest.window_start), datetime.fromisoformat(digest.window_end)
+
+
+def _items(digest: Digest) -> list[tuple[str, bool]]:
+    """Every entry the digest covers; shown=False for those cut to keep the email small."""
+    shown = [(e.key, True) for s in digest.sections for e in s.entries]
+    return shown + [(e.key, True) for e in digest.featured] + [(k, False) for k in digest.left_out]

@@ -1,0 +1,499 @@
+"""Relevance, topics and featured picks: is a paper about RL for language models?
+
+A transparent rule rather than a trained model, so that a reader sees why a
+paper was kept ("title: GRPO", "abstract: LLM") and can tune it in config.yaml.
+Pure functions, no I/O: the caller reads papers and passes user verdicts in.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# Text is lower-cased once and matched against one regex per rule set: a
+# case-insensitive regex is twice as slow. ASCII boundaries make "PPO" miss
+# "support" and "RL" miss "URL", while "GRPO" still matches in "使用GRPO训练".
+_BEFORE = r"(?<![a-z0-9_])"
+_AFTER = r"(?![a-z0-9_])"
+_PIECE = {" ": r"[\s\-]+", "*": r"[a-z0-9]*"}
+# A sentence ends at ". X"; "e.g. GRPO" and "et al. Then" are filtered below.
+_SENTENCE_END = re.compile(r"[.!?]\s+[A-Z0-9\\$(\[]")
+_ABBREVIATIONS = ("e.g.", "i.e.", "al.", "vs.", "etc.", "cf.", "fig.", "eq.")
+
+
+def _key(term: str) -> str:
+    """The form terms are compared in: lower case, hyphens and spaces alike."""
+    return " ".join(term.lower().replace("-", " ").split())
+
+
+def _trie_regex(keys: Iterable[str]) -> str:
+    """One alternation factored by prefix: far faster than one branch per term."""
+    trie: dict[str, Any] = {}
+    for key in keys:
+        node = trie
+        for char in key:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def walk(node: dict[str, Any]) -> str:
+        branches = [
+            _PIECE.get(char, re.escape(char)) + walk(child)
+            for char, child in sorted(node.items())
+            if char
+        ]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return walk(trie)
+
+
+def _contains(longer: str, shorter: str) -> bool:
+    return longer != shorter and f" {shorter} " in f" {longer} "
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """Named lists of weighted terms, compiled into a single regex.
+
+    The longest term wins at each place ("diffusion language model" is not
+    "diffusion"); a long term still credits the shorter terms inside it that
+    other lists hold ("process reward model" also counts as "reward model").
+    """
+
+    pattern: re.Pattern[str] | None
+    lists: Mapping[str, Mapping[str, float]]  # list name -> key -> weight
+    credits: Mapping[str, tuple[tuple[str, str], ...]]  # matched key -> (list, key) pairs
+    names: Mapping[str, str]  # key -> the term as written in the config
+    prefixes: tuple[str, ...]  # "qwen*" terms, without the star
+    plurals: bool
+
+    @classmethod
+    def compile(cls, lists: Mapping[str, Mapping[str, float] | Iterable[str]], plurals=True):
+        weights: dict[str, dict[str, float]] = {}
+        names: dict[str, str] = {}
+        for name, terms in lists.items():
+            items = terms.items() if isinstance(terms, Mapping) else ((t, 1.0) for t in terms)
+            weights[name] = {}
+            for term, weight in items:
+                if _key(term):
+                    weights[name][_key(term)] = float(weight)
+                    names.setdefault(_key(term), term)
+        every = sorted({k for found in weights.values() for k in found})
+        credits = {}
+        for key in every:
+            pairs = []
+            for name, found in weights.items():
+                if key in found:
+                    pairs.append((name, key))
+                else:  # the longest of this list's terms inside the matched one
+                    inner = [k for k in found if "*" not in k and _contains(key, k)]
+                    if inner:
+                        pairs.append((name, max(inner, key=len)))
+            credits[key] = tuple(pairs)
+        pattern = None
+        if every:
+            tail = "(?:e?s)?" if plurals else ""
+            pattern = re.compile(f"{_BEFORE}(?:{_trie_regex(every)}){tail}{_AFTER}")
+        prefixes = tuple(sorted((k[:-1] for k in every if k.endswith("*")), key=len, reverse=True))
+        return cls(pattern, weights, credits, names, prefixes, plurals)
+
+    def find(self, text: str) -> list[tuple[int, str, str]]:
+        """(offset, list name, key) for each term found in `text`."""
+        if self.pattern is None:
+            return []
+        found = []
+        for match in self.pattern.finditer(text.lower()):
+            key = self._resolve(_key(match.group()))
+            found += [(match.start(), name, k) for name, k in self.credits.get(key, ())]
+        return found
+
+    def _resolve(self, key: str) -> str:
+        if key in self.credits:
+            return key
+        if self.plurals:
+            for singular in (key[:-1], key[:-2]):
+                if singular in self.credits:
+                    return singular
+        return next((p + "*" for p in self.prefixes if key.startswith(p)), key)
+
+    def weight(self, name: str, key: str) -> float:
+        return self.lists[name][key]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The relevance settings, compiled once per config."""
+
+    lexicon: Lexicon
+    threshold: float
+    title_weight: float
+    title_cap: float
+    background_weight: float
+    plain_weight: float
+    abstract_cap: float
+    lm_full: float
+    seed_weight: float
+
+
+def compile_rules(cfg: Any) -> Rules:
+    """Compile a `Relevance` config (or anything with the same attributes)."""
+    lexicon = Lexicon.compile(
+        {
+            "rl": cfg.rl_terms,
+            "lm": cfg.lm_terms,
+            "negative": cfg.negative_terms,
+            "background": cfg.background_cues,
+            "method": cfg.method_cues,
+        }
+    )
+    return Rules(
+        lexicon,
+        threshold=cfg.threshold,
+        title_weight=cfg.title_weight,
+        title_cap=cfg.title_cap,
+        background_weight=cfg.background_weight,
+        plain_weight=cfg.plain_weight,
+        abstract_cap=cfg.abstract_cap,
+        lm_full=cfg.lm_full,
+        seed_weight=cfg.seed_weight,
+    )
+
+
+@dataclass(frozen=True)
+class Score:
+    value: float
+    relevant: bool
+    reasons: tuple[str, ...]
+
+
+def sentence_starts(text: str) -> list[int]:
+    """Offsets where sentences begin (abbreviations such as "e.g." do not end one)."""
+    starts = [0]
+    for match in _SENTENCE_END.finditer(text):
+        if not text[max(0, match.start() - 4) : match.start() + 1].lower().endswith(_ABBREVIATIONS):
+            starts.append(match.end() - 1)
+    return starts
+
+
+def _abstract_rl(rules: Rules, hits: list[tuple[int, str, str]], abstract: str):
+    """RL evidence per sentence: the best RL term of each sentence counts once.
+
+    Mentions in several sentences are what separate a paper *about* RL from one
+    that names RLHF once. A sentence with a background cue ("such as",
+    "existing") counts `background_weight` (LABELING rule 3); one describing
+    the paper's own recipe ("we", "followed by") counts fully; others count
+    `plain_weight`. Returns (evidence, {key: role}).
+    """
+    rl = [(pos, key) for pos, name, key in hits if name == "rl"]
+    if not rl:
+        return 0.0, {}
+    starts = sentence_starts(abstract)
+    cues = {name: {bisect_right(starts, pos) for pos, n, _ in hits if n == name}
+            for name in ("background", "method")}
+    best: dict[int, float] = {}
+    roles: dict[str, str] = {}
+    for pos, key in rl:
+        sentence = bisect_right(starts, pos)
+        if sentence in cues["background"]:
+            role, factor = "background", rules.background_weight
+        elif sentence in cues["method"]:
+            role, factor = "method", 1.0
+        else:
+            role, factor = "plain", rules.plain_weight
+        best[sentence] = max(best.get(sentence, 0.0), rules.lexicon.weight("rl", key) * factor)
+        if _ROLE_RANK[role] > _ROLE_RANK.get(roles.get(key, ""), -1):
+            roles[key] = role
+    return min(sum(best.values()), rules.abstract_cap), roles
+
+
+_ROLE_RANK = {"background": 0, "plain": 1, "method": 2}
+
+
+def _keys(hits: list[tuple[int, str, str]], name: str) -> dict[str, None]:
+    return dict.fromkeys(key for _, n, key in hits if n == name)  # ordered set
+
+
+def score(
+    title: str,
+    abstract: str,
+    rules: Rules,
+    exemplars: Exemplars | None = None,
+    verdict: bool | None = None,
+) -> Score:
+    """(RL evidence) x (language-model factor) - negatives + seed_weight x similarity.
+
+    RL evidence: title terms x title_weight (capped) plus abstract sentences.
+    LM factor: summed LM term weights / lm_full, at most 1 — it only asks
+    whether a language model is involved. A user verdict (`mark`) decides
+    `relevant` whatever the value.
+    """
+    lex = rules.lexicon
+    title_hits, abstract_hits = lex.find(title), lex.find(abstract)
+    names = lex.names
+    reasons: list[str] = []
+
+    rl_title = _keys(title_hits, "rl")
+    rl_abstract, roles = _abstract_rl(rules, abstract_hits, abstract)
+    title_rl = min(sum(lex.weight("rl", k) for k in rl_title), rules.title_cap)
+    rl = rules.title_weight * title_rl + rl_abstract
+    reasons += [f"title: {names[k]}" for k in rl_title]
+    reasons += [
+        f"{'background' if role == 'background' else 'abstract'}: {names[k]}"
+        for k, role in roles.items()
+        if k not in rl_title
+    ]
+
+    lm_title = _keys(title_hits, "lm")
+    lm_abstract = {k: None for k in _keys(abstract_hits, "lm") if k not in lm_title}
+    lm = sum(lex.weight("lm", k) for k in (*lm_title, *lm_abstract))
+    lm_factor = min(1.0, lm / rules.lm_full) if rules.lm_full > 0 else 1.0
+    reasons += [f"title: {names[k]}" for k in lm_title]
+    reasons += [f"abstract: {names[k]}" for k in lm_abstract]
+
+    neg_title = _keys(title_hits, "negative")
+    neg_abstract = {k: None for k in _keys(abstract_hits, "negative") if k not in neg_title}
+    negative = rules.title_weight * sum(lex.weight("negative", k) for k in neg_title)
+    negative += sum(lex.weight("negative", k) for k in neg_abstract)
+    reasons += [f"negative: {names[k]}" for k in (*neg_title, *neg_abstract)
+                if lex.weight("negative", k)]
+
+    value = rl * lm_factor - negative
+    if exemplars is not None and rules.seed_weight:
+        label, similarity = exemplars.best(f"{title} {abstract}")
+        if label is not None:
+            value += rules.seed_weight * similarity
+            reasons.append(f"similar to seed {label} {similarity:.2f}")
+    value = round(value, 4)
+    relevant = value >= rules.threshold
+    if verdict is not None:
+        relevant = verdict
+        reasons.insert(0, f"user: marked {'relevant' if verdict else 'not relevant'}")
+    return Score(value, relevant, tuple(dict.fromkeys(reasons)))
+
+
+# --- similarity to positive exemplars --------------------------------------------------
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+_STOP = frozenset(
+    "a an and are as at be by can do for from how in into is it its of on or our that the "
+    "their this to toward towards via we what when where which why with".split()
+)
+
+
+def _tokens(text: str) -> list[str]:
+    return [t for t in _TOKEN.findall(text.lower()) if t not in _STOP and len(t) > 1]
+
+
+@dataclass(frozen=True)
+class Exemplars:
+    """Positive examples (seed titles, papers marked relevant) as TF-IDF vectors."""
+
+    labels: tuple[str, ...]
+    vectors: tuple[Mapping[str, float], ...]
+    idf: Mapping[str, float]
+    unseen_idf: float
+
+    def best(self, text: str) -> tuple[str | None, float]:
+        """(label, cosine similarity) of the closest exemplar; (None, 0.0) if none is close."""
+        counts = Counter(_tokens(text))
+        query = _unit({t: (1 + math.log(c)) * self.idf.get(t, self.unseen_idf)
+                       for t, c in counts.items()})
+        best_label, best_sim = None, 0.0
+        for label, vector in zip(self.labels, self.vectors):
+            sim = sum(w * vector[t] for t, w in query.items() if t in vector)
+            if sim > best_sim:
+                best_label, best_sim = label, sim
+        return best_label, round(best_sim, 4)
+
+
+def _unit(weights: dict[str, float]) -> dict[str, float]:
+    norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
+    return {t: w / norm for t, w in weights.items()}
+
+
+def build_exemplars(items: Sequence[tuple[str, str]]) -> Exemplars:
+    """Exemplars from (label, text) pairs. IDF comes from the exemplars themselves,
+    so words every exemplar shares ("learning") count least."""
+    docs = [Counter(_tokens(text)) for _, text in items]
+    df = Counter(t for doc in docs for t in doc)
+    n = len(docs)
+    idf = {t: math.log((n + 1) / (d + 0.5)) + 1.0 for t, d in df.items()}
+    unseen = math.log((n + 1) / 0.5) + 1.0
+    vectors = tuple(_unit({t: (1 + math.log(c)) * idf[t] for t, c in doc.items()}) for doc in docs)
+    return Exemplars(tuple(label for label, _ in items), vectors, idf, unseen)
+
+
+# --- topics ---------------------------------------------------------------------------
+
+@lru_cache(maxsize=16)
+def _topic_lexicon(spec: tuple[tuple[str, tuple[tuple[str, float], ...]], ...]) -> Lexicon:
+    return Lexicon.compile({key: dict(terms) for key, terms in spec})
+
+
+def _topic_spec(topics: Sequence[Any]):
+    spec = []
+    for topic in topics:
+        terms = topic.terms if isinstance(topic.terms, Mapping) else dict.fromkeys(topic.terms, 1.0)
+        spec.append((topic.key, tuple(sorted(terms.items()))))
+    return tuple(spec)
+
+
+def assign_topics(title: str, abstract: str, topics: Sequence[Any]) -> tuple[str, tuple[str, ...]]:
+    """(primary topic key, secondary keys) from the topics' terms, title counting double.
+
+    Ties go to the topic listed first. With no evidence at all (a terse seed
+    title) the paper goes to the first topic without terms, else the last one:
+    the catch-all "applications".
+    """
+    lexicon = _topic_lexicon(_topic_spec(topics))
+    scores: Counter[str] = Counter()
+    for text, weight in ((title, 2.0), (abstract or "", 1.0)):
+        for key, term in {(name, k) for _, name, k in lexicon.find(text)}:
+            scores[key] += weight * lexicon.weight(key, term)
+    order = {topic.key: i for i, topic in enumerate(topics)}
+    ranked = sorted((k for k in scores if scores[k] > 0), key=lambda k: (-scores[k], order[k]))
+    if not ranked:
+        fallback = next((t.key for t in topics if not t.terms), topics[-1].key)
+        return fallback, ()
+    top = scores[ranked[0]]
+    secondary = tuple(k for k in ranked[1:] if scores[k] >= max(1.0, top / 2))
+    return ranked[0], secondary
+
+
+# --- featured -------------------------------------------------------------------------
+
+def choose_featured(
+    items: Iterable[T],
+    n: int,
+    key_topic: Callable[[T], str],
+    key_score: Callable[[T], float],
+    forced: Callable[[T], bool] | Collection[T] = (),
+) -> list[T]:
+    """Up to n items: forced ones first (seed entries marked featured), then the
+    best-scored item of each topic not yet featured, then the best of the rest."""
+    is_forced = forced if callable(forced) else (lambda item: item in forced)
+    ranked = sorted(items, key=key_score, reverse=True)
+    chosen = [item for item in ranked if is_forced(item)][:n]
+    taken = {id(item) for item in chosen}
+    topics = {key_topic(item) for item in chosen}
+    for diverse in (True, False):
+        for item in ranked:
+            if len(chosen) >= n:
+                return chosen
+            if id(item) in taken or (diverse and key_topic(item) in topics):
+                continue
+            chosen.append(item)
+            taken.add(id(item))
+            topics.add(key_topic(item))
+    return chosen
+
+
+# --- evaluation -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Miss:
+    id: str
+    title: str
+    score: float
+    reasons: tuple[str, ...]
+    borderline: bool = False
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    n: int
+    tp: int
+    fp: int
+    tn: int
+    fn: int
+    precision: float
+    recall: float
+    f1: float
+    false_positives: tuple[Miss, ...]  # the ten highest-scored
+    false_negatives: tuple[Miss, ...]  # the ten lowest-scored
+    seconds_per_1000: float
+    borderline_errors: int = 0
+
+    @property
+    def papers_per_second(self) -> float:
+        return 1000 / self.seconds_per_1000 if self.seconds_per_1000 else float("inf")
+
+
+def evaluate(rows: Sequence[Mapping[str, Any]], rules: Rules, exemplars: Exemplars | None = None,
+             worst: int = 10) -> Evaluation:
+    """Score labelled rows (dicts with id, title, abstract, label) and count agreement."""
+    start = time.perf_counter()
+    scores = [score(row["title"], row.get("abstract") or "", rules, exemplars) for row in rows]
+    elapsed = time.perf_counter() - start
+    fps, fns = [], []
+    tp = tn = 0
+    for row, result in zip(rows, scores):
+        miss = Miss(str(row.get("id", "")), row["title"], result.value, result.reasons,
+                    bool(row.get("borderline")))
+        if result.relevant and row["label"]:
+            tp += 1
+        elif result.relevant:
+            fps.append(miss)
+        elif row["label"]:
+            fns.append(miss)
+        else:
+            tn += 1
+    precision = tp / (tp + len(fps)) if tp + len(fps) else 0.0
+    recall = tp / (tp + len(fns)) if tp + len(fns) else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return Evaluation(
+        n=len(rows), tp=tp, fp=len(fps), tn=tn, fn=len(fns),
+        precision=round(precision, 4), recall=round(recall, 4), f1=round(f1, 4),
+        false_positives=tuple(sorted(fps, key=lambda m: -m.score)[:worst]),
+        false_negatives=tuple(sorted(fns, key=lambda m: m.score)[:worst]),
+        seconds_per_1000=elapsed * 1000 / max(1, len(rows)),
+        borderline_errors=sum(m.borderline for m in (*fps, *fns)),
+    )
+
+
+@dataclass(frozen=True)
+class Coverage:
+    positives: int
+    candidates: int  # rows, of any label, that the query returns
+    missed_by_category: tuple[str, ...]  # ids of positives outside every configured category
+    missed_by_terms: tuple[str, ...]  # ids of positives without any term in title or abstract
+
+    @property
+    def missed(self) -> int:
+        return len(set(self.missed_by_category) | set(self.missed_by_terms))
+
+
+def query_coverage(rows: Sequence[Mapping[str, Any]], categories: Iterable[str],
+                   terms: Iterable[str]) -> Coverage:
+    """Which positives the arXiv candidate query (any category AND any term) would miss.
+
+    The API's ti:/abs: search is a phrase search; it is approximated by
+    case-insensitive whole-word phrase matching, without plurals.
+    """
+    wanted = set(categories)
+    lexicon = Lexicon.compile({"query": list(terms)}, plurals=False)
+    positives = candidates = 0
+    by_category, by_terms = [], []
+    for row in rows:
+        in_category = bool(wanted & set(row.get("categories") or ()))
+        has_term = bool(lexicon.find(f"{row['title']}\n{row.get('abstract') or ''}"))
+        candidates += in_category and has_term
+        if not row.get("label"):
+            continue
+        positives += 1
+        if not in_category:
+            by_category.append(str(row.get("id", "")))
+        if not has_term:
+            by_terms.append(str(row.get("id", "")))
+    return Coverage(positives, candidates, tuple(by_category), tuple(by_terms))

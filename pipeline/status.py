@@ -1,0 +1,109 @@
+"""What `rl-digest status` and `rl-digest eval` print: plain text a person reads at a glance."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from pipeline import rank, schedule
+from pipeline.config import Config
+from pipeline.errors import DigestError
+from pipeline.store import Store
+
+
+def overview(config: Config, store: Store) -> str:
+    counts = store.counts()
+    mark = store.watermark()
+    lines = [
+        f"database: {config.storage.url}",
+        f"papers {counts['papers']}, relevant {counts['relevant']}, seeds {counts['seeds']}, "
+        f"digests {counts['digests']}",
+        f"watermark: {mark.isoformat() if mark else 'none (the first collect reads lookback_days)'}",
+    ]
+    now = datetime.now(config.zone)
+    for which, fire in schedule.next_fires(config, now).items():
+        lines.append(f"next {which}: {fire.isoformat() if fire else 'never'} "
+                     f"({getattr(config.schedule, which + '_cron')}, {config.schedule.timezone})")
+    for kind in ("collect", "publish"):
+        last = store.last_run(kind)
+        if last:
+            lines.append(f"last {kind}: {last['status']} at {last['finished'] or last['started']}"
+                         + (f" — {last['error']}" if last["error"] else ""))
+    lines.append("recent runs:")
+    for run in store.last_runs(5):
+        report = json.loads(run["report"] or "{}")
+        parts = ", ".join(f"{name}: {src.get('requests', 0)} requests, {src.get('seen', 0)} seen, "
+                          f"{src.get('new', 0)} new, {src.get('revised', 0)} revised, "
+                          f"{src.get('duplicates', 0)} duplicates, {src.get('seconds', 0):.1f} s"
+                          for name, src in report.get("sources", {}).items())
+        lines.append(f"  #{run['id']} {run['kind']} as of {run['as_of']}: {run['status']}"
+                     + (f" ({parts})" if parts else "") + (f" — {run['error']}" if run["error"] else ""))
+        for warning in report.get("warnings", []):
+            lines.append(f"    warning: {warning}")
+    rows = store.deliveries(statuses=("pending", "failed"))
+    lines.append(f"outbox: {counts['pending']} pending, {counts['failed']} failed")
+    for row in rows:
+        lines.append(f"  {row['digest_id']} {row['recipient']}: {row['status']} after "
+                     f"{row['attempts']} attempts — {row['last_error'] or ''}")
+    return "\n".join(lines) + "\n"
+
+
+def paper(store: Store, paper_id: str) -> str:
+    found = store.papers([paper_id])
+    if not found:
+        raise DigestError(f"{paper_id}: no such paper in the database")
+    p = found[0]
+    row = next(r for r in store.score_rows() if r["id"] == paper_id)
+    verdict = {None: "none", True: "relevant", False: "irrelevant"}[row["verdict"]]
+    reasons = "; ".join(json.loads(row["reasons"] or "[]")) or "-"
+    return (f"{p.id}v{p.version}  {p.title}\n"
+            f"  categories: {', '.join(p.categories)}  sources: {', '.join(p.sources)}\n"
+            f"  score: {row['score'] if row['score'] is not None else 'not scored'}  "
+            f"relevant: {row['relevant']}  your verdict: {verdict}\n"
+            f"  topic: {row['topic']} {json.loads(row['topics'] or '[]')}\n"
+            f"  reasons: {reasons}\n")
+
+
+def read_labels(path: Path) -> list[dict]:
+    """JSONL rows with id, title, abstract, label; a bad line names file:line."""
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                rows.append({"id": row["id"], "title": row["title"], "abstract": row.get("abstract", ""),
+                             "label": int(row["label"]), "categories": row.get("categories", [])})
+            except (ValueError, KeyError, TypeError) as exc:
+                raise DigestError(f"{path}:{number}: not a labelled paper ({exc})") from None
+    if not rows:
+        raise DigestError(f"{path}: no labelled papers")
+    return rows
+
+
+def evaluation(config: Config, rows: list[dict]) -> str:
+    """The relevance filter against labels: the figures, then its worst mistakes with reasons."""
+    rules = rank.compile_rules(config.relevance)
+    result = rank.evaluate(rows, rules)
+    coverage = rank.query_coverage(rows, config.sources.arxiv.categories, config.sources.arxiv.terms)
+    lines = [
+        f"papers {result.n}: precision {result.precision:.3f}, recall {result.recall:.3f}, "
+        f"F1 {result.f1:.3f}",
+        f"confusion: tp {result.tp}, fp {result.fp}, tn {result.tn}, fn {result.fn} "
+        f"({result.borderline_errors} of the errors are marked borderline)",
+        f"speed: {result.seconds_per_1000 * 1000:.1f} ms per 1,000 papers "
+        f"({result.papers_per_second:,.0f} papers/s)",
+        f"query coverage: the arXiv query would miss {coverage.missed} of {coverage.positives} "
+        f"positives ({len(coverage.missed_by_category)} outside the categories, "
+        f"{len(coverage.missed_by_terms)} without a query term)",
+    ]
+    for name, misses in (("false positives", result.false_positives),
+                         ("false negatives", result.false_negatives)):
+        lines.append(f"worst {name}:")
+        for miss in misses:
+            flag = " [borderline]" if miss.borderline else ""
+            lines.append(f"  {miss.id} {miss.score:+.2f}{flag} {miss.title[:90]}")
+            lines.append(f"      {'; '.join(miss.reasons) or 'no evidence'}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,88 @@
+"""The real CLI, run as a user or cron would: offline cycle, seeds listing, the lock."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+from tests.conftest import ROOT, cli_command, write_config
+
+
+def test_seeds_lists_all_38_entries_from_any_directory(tmp_path, cli):
+    result = cli("--config", str(ROOT / "config.yaml"), "seeds", cwd=tmp_path)
+    assert result.stdout.strip().endswith("38 entries from 2 files")
+    assert "PRISM" in result.stdout and "2026-05-12" in result.stdout
+    assert "强化学习 第4页" not in result.stdout
+
+
+def test_seeds_reports_a_bad_line_and_keeps_the_rest(tmp_path, cli):
+    config = write_config(tmp_path)
+    (tmp_path / "seeds" / "mine.yaml").write_text(
+        "- title: Good entry\n  summary_zh: 本文提出了一个方法。\n- title: Bad entry\n  colour: red\n",
+        encoding="utf-8")
+    result = cli("--config", str(config), "seeds")
+    assert "Good entry" in result.stdout and "Bad entry" not in result.stdout
+    assert "mine.yaml:4" in result.stderr and "colour" in result.stderr
+    assert "39 entries from 3 files" in result.stdout
+
+
+def test_offline_run_from_root_writes_next_to_the_config(tmp_path, cli):
+    config = write_config(tmp_path)
+    result = cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-30", cwd="/")
+    assert result.stdout.startswith("2026-11-30: fetched 0, relevant 38 (38 seeds), summarised 0")
+    digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+    reading = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
+    assert "## 精选解读 · Featured" in digest or "## 精选 · Featured" in digest
+    assert "### PRISM" in digest and "### Exploration Hacking" in digest
+    assert "综合洞察" in digest  # the seed page's own synthesis, not invented
+    assert "BroRL: Scaling Reinforcement Learning via Broadened Exploration" in digest
+    assert "38 " in reading and "BroRL" in reading
+    assert (tmp_path / "state" / "digest.sqlite3").exists()
+
+
+def test_second_offline_run_publishes_nothing_twice(tmp_path, cli):
+    config = write_config(tmp_path)
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-30")
+    result = cli("--config", str(config), "run", "--offline", "--as-of", "2026-12-07")
+    assert "relevant 0 (0 seeds)" in result.stdout
+    assert not (tmp_path / "out" / "digests" / "2026-12-07.md").exists()
+    assert "BroRL" in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
+
+
+def test_a_second_concurrent_run_exits_75(tmp_path):
+    config = write_config(tmp_path)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from pathlib import Path; from pipeline import config, lock;"
+         "cfg = config.load(Path(sys.argv[1]));"
+         "ctx = lock.held(cfg); ctx.__enter__(); print('held', flush=True); time.sleep(30)",
+         str(config)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        result = subprocess.run([*cli_command(), "--config", str(config), "run", "--offline"],
+                                capture_output=True, text=True, timeout=60, cwd="/",
+                                env=_env())
+        assert result.returncode == 75
+        assert "another rl-digest run holds" in result.stderr
+        assert "digest.sqlite3.lock" in result.stderr
+        assert time.monotonic() - started < 30  # did not wait for the holder
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _env() -> dict:
+    import os
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT)
+    return env
+
+
+def test_help_lists_every_contract_command(cli):
+    out = cli("--help").stdout
+    for command in ("run", "schedule", "collect", "render", "send", "seeds", "status", "eval"):
+        assert f"  {command} " in out or f"  {command}\n" in out, command

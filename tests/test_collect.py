@@ -1,0 +1,160 @@
+"""Collecting end to end through the real CLI against the local arXiv stand-in."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from dataclasses import replace
+
+from pipeline import collect
+from pipeline.config import load
+from pipeline.models import Paper
+from pipeline.store import Store
+from tests.conftest import write_config
+from tests.servers.arxiv_server import ArxivServer, http_error
+
+UTC = timezone.utc
+CATS = ["cs.LG", "cs.CL"]
+
+
+def rl_paper(n: int, day: datetime, version: int = 1, cats=("cs.LG",), title=None) -> Paper:
+    return Paper(
+        id=f"2611.{n:05d}", version=version,
+        title=title or f"GRPO variant {n} for reinforcement learning of large language models",
+        abstract=("We train a large language model with reinforcement learning from verifiable "
+                  f"rewards using GRPO; variant {n} improves reasoning accuracy."),
+        authors=("Ada Lovelace", "Alan Turing"), categories=cats,
+        submitted=day, updated=day + timedelta(days=version - 1),
+    )
+
+
+def config_for(tmp_path, server: ArxivServer, page_size=3, rss=True, **extra):
+    return write_config(tmp_path, {
+        "sources": {
+            "arxiv": {"api_url": server.api_url, "categories": CATS, "page_size": page_size,
+                      "lookback_days": 7, "overlap_hours": 0, "retries": 1},
+            "rss": {"enabled": rss, "urls": [server.rss_url(CATS)]},
+        },
+        "seeds": {"paths": []},
+        **extra,
+    }, seeds=False)
+
+
+def papers_in_db(tmp_path) -> dict[str, dict]:
+    conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3")
+    conn.row_factory = sqlite3.Row
+    return {r["id"]: dict(r) for r in conn.execute("SELECT * FROM papers")}
+
+
+def test_two_weeks_repeat_nothing_and_a_revision_is_not_new(tmp_path, cli):
+    week1 = datetime(2026, 11, 18, 12, tzinfo=UTC)
+    week2 = datetime(2026, 11, 25, 12, tzinfo=UTC)
+    with ArxivServer([rl_paper(i, week1) for i in range(5)]) as server:
+        config = config_for(tmp_path, server, rss=False)
+        first = cli("--config", str(config), "collect", "--as-of", "2026-11-20T00:00:00+00:00")
+        assert "fetched 5, new 5, revised 0" in first.stdout
+        server.papers = [rl_paper(i, week1) for i in range(5)] + [rl_paper(i, week2) for i in range(5, 9)]
+        server.papers[0] = rl_paper(0, week1, version=2)
+        second = cli("--config", str(config), "collect", "--as-of", "2026-11-27T00:00:00+00:00")
+    assert "new 4, revised 0" in second.stdout  # week 1's papers are outside week 2's window
+    stored = papers_in_db(tmp_path)
+    assert len(stored) == 9
+
+
+def test_a_newer_version_seen_by_rss_is_revised_not_new(tmp_path, cli):
+    day = datetime(2026, 11, 18, 12, tzinfo=UTC)
+    with ArxivServer([rl_paper(1, day)]) as server:
+        config = config_for(tmp_path, server)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-19T00:00:00+00:00")
+        server.papers = [replace(rl_paper(1, day, version=2), announce_type="replace")]
+        second = cli("--config", str(config), "collect", "--as-of", "2026-11-19T06:00:00+00:00")
+    assert "new 0, revised 1" in second.stdout
+    assert papers_in_db(tmp_path)["2611.00001"]["version"] == 2
+
+
+def test_the_same_paper_in_rss_api_and_two_categories_is_one_record(tmp_path, cli):
+    day = datetime(2026, 11, 18, 12, tzinfo=UTC)
+    with ArxivServer([rl_paper(7, day, cats=("cs.LG", "cs.CL"))]) as server:
+        config = config_for(tmp_path, server)
+        result = cli("--config", str(config), "collect", "--as-of", "2026-11-19T00:00:00+00:00")
+    assert "new 1" in result.stdout
+    row = papers_in_db(tmp_path)["2611.00007"]
+    assert sorted(json.loads(row["sources"])) == ["api", "rss"]
+    assert json.loads(row["categories"]) == ["cs.LG", "cs.CL"]
+
+
+@pytest.mark.parametrize("count", [7, 9])
+def test_requests_are_ceil_n_over_page_size_plus_the_feeds(tmp_path, cli, count):
+    day = datetime(2026, 11, 18, 12, tzinfo=UTC)
+    with ArxivServer([rl_paper(i, day) for i in range(count)]) as server:
+        config = config_for(tmp_path, server, page_size=3)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-19T00:00:00+00:00")
+        api = [r for r in server.requests if r.path == "/api/query"]
+        rss = [r for r in server.requests if r.path.startswith("/rss/")]
+    assert len(api) == math.ceil(count / 3)
+    assert len(rss) == 1
+
+
+def test_failed_source_exits_3_naming_the_url_and_keeps_the_watermark(tmp_path, cli):
+    day = datetime(2026, 11, 18, 12, tzinfo=UTC)
+    with ArxivServer([rl_paper(1, day)]) as server:
+        config = config_for(tmp_path, server, rss=False)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-19T00:00:00+00:00")
+        server.script("/api/query", http_error(503), http_error(503))
+        failed = cli("--config", str(config), "collect", "--as-of", "2026-11-26T00:00:00+00:00",
+                     check=3)
+        assert failed.stderr.count("\n") == 1
+        assert server.api_url in failed.stderr and "HTTP 503 after 1 retry" in failed.stderr
+        store = Store.open(load(config).storage.url)
+        assert store.watermark() == datetime(2026, 11, 19, tzinfo=UTC)
+        retry = cli("--config", str(config), "collect", "--as-of", "2026-11-26T00:00:00+00:00")
+    assert "2026-11-19 00:00 → 2026-11-26 00:00" in retry.stdout  # the whole window again
+
+
+def test_run_offline_of_network_is_exit_3_with_one_line(tmp_path, cli):
+    config = write_config(tmp_path, {"sources": {"arxiv": {"api_url": "http://127.0.0.1:9/api/query"},
+                                                 "rss": {"urls": ["http://127.0.0.1:9/rss/cs.LG"]}}})
+    result = cli("--config", str(config), "run", check=3)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "127.0.0.1:9" in lines[0]
+    assert not (tmp_path / "out" / "digests").exists()
+
+
+def test_seed_with_a_typo_resolves_to_the_stored_paper(tmp_path):
+    config = load(write_config(tmp_path, {"seeds": {"paths": []}}, seeds=False))
+    store = Store.open(config.storage.url)
+    real = Paper(id="2510.00001", title="Online Process Reward Learning for Agentic Reinforcement Learning",
+                 abstract="x", submitted=datetime(2025, 10, 1, tzinfo=UTC))
+    decoy = Paper(id="2510.00002", title="Online Process Reward Models", abstract="y")
+    store.upsert_papers([real, decoy])
+    from pipeline.models import SeedEntry
+
+    store.save_seeds([SeedEntry(title="Online Process Reward Leanring for Agentic Reinforcement Learning",
+                                source="s.txt", line=1),
+                      SeedEntry(title="PRISM", source="s.txt", line=3)])
+    assert collect.resolve_seeds(config, store, fetcher=None) == 1
+    ids = {row["title"]: row["arxiv_id"] for row in store.seed_rows()}
+    assert ids["Online Process Reward Leanring for Agentic Reinforcement Learning"] == "2510.00001"
+    assert ids["PRISM"] is None  # a weak match is not forced
+
+
+def test_unresolved_seed_is_searched_once_within_the_retry_period(tmp_path):
+    title = "BroRL: Scaling Reinforcement Learning via Broadened Exploration"
+    with ArxivServer([Paper(id="2510.01180", title=title, abstract="RL for LLMs",
+                            submitted=datetime(2025, 10, 1, tzinfo=UTC), categories=("cs.LG",))]) as server:
+        config = load(config_for(tmp_path, server))
+        store = Store.open(config.storage.url)
+        from pipeline.models import SeedEntry
+
+        store.save_seeds([SeedEntry(title=title, source="s.txt", line=1),
+                          SeedEntry(title="A paper arXiv does not have", source="s.txt", line=3)])
+        fetcher = collect.make_fetcher(config)
+        assert collect.resolve_seeds(config, store, fetcher) == 1
+        assert collect.resolve_seeds(config, store, fetcher) == 1
+        searches = [r for r in server.requests if "ti:" in r.query.get("search_query", "")]
+    assert len(searches) == 2  # one per seed, never repeated
+    assert {row["arxiv_id"] for row in store.seed_rows()} == {"2510.01180", None}
