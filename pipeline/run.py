@@ -13,11 +13,12 @@ import time
 from dataclasses import dataclass
 from datetime import date, datetime, time as dtime, timedelta
 
-from pipeline import collect, compose, rank
+from pipeline import collect, compose, rank, render
 from pipeline.config import Config, bundled
+from pipeline.enrich import Enricher, Item, make_client
+from pipeline.errors import ConfigError, DigestError
 from pipeline.publish import publish
-from pipeline.errors import ConfigError
-from pipeline.models import Digest, Entry, Paper, RunReport, SeedDocument, SeedEntry
+from pipeline.models import Digest, Entry, Paper, RunReport, SeedDocument
 from pipeline.sources.http import Fetcher
 from pipeline.sources.seeds import load_seeds
 from pipeline.store import Store, paper_key, row_to_seed, seed_key

@@ -12,7 +12,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import date, datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa

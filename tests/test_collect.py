@@ -154,7 +154,7 @@ def test_unresolved_seed_is_searched_once_within_the_retry_period(tmp_path):
                           SeedEntry(title="A paper arXiv does not have", source="s.txt", line=3)])
         fetcher = collect.make_fetcher(config)
         assert collect.resolve_seeds(config, store, fetcher) == 1
-        assert collect.resolve_seeds(config, store, fetcher) == 1
+        assert collect.resolve_seeds(config, store, fetcher) == 0  # nothing new to tie
         searches = [r for r in server.requests if "ti:" in r.query.get("search_query", "")]
     assert len(searches) == 2  # one per seed, never repeated
     assert {row["arxiv_id"] for row in store.seed_rows()} == {"2510.01180", None}
