@@ -45,10 +45,7 @@ class CollectReport:
     sources: dict[str, SourceReport] = field(default_factory=dict)
     new: list[Paper] = field(default_factory=list)
     revised: list[Paper] = field(default_factory=list)
-
-    @property
-    def fetched(self) -> int:
-        return sum(s.seen for s in self.sources.values())
+    fetched: int = 0  # distinct papers the sources returned
 
     @property
     def warnings(self) -> list[str]:
@@ -92,6 +89,7 @@ def collect(config: Config, store: Store, fetcher: Fetcher, as_of: datetime) -> 
     except SourceError as exc:
         store.finish_run(run_id, "failed", _as_dict(report), error=str(exc))
         raise
+    report.fetched = len(found)
     new, revised, same = store.upsert_papers(found)
     report.new, report.revised = new, revised
     for name, part in report.sources.items():

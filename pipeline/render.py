@@ -1,39 +1,276 @@
-"""One Jinja environment per output kind; Digest -> md / html / txt.
+"""One Jinja environment per output kind; Digest -> md / html / txt / subject / feed.
 
-HTML autoescapes everything; Markdown and text go through filters that keep
-outside text (arXiv titles with TeX, `|`, `*`, `<`, newlines; LLM output) from
-becoming markup, breaking a table row or making a live link.
+HTML (and the Atom feed) autoescape everything; Markdown and text go through
+filters that keep outside text (arXiv titles with TeX, `|`, `*`, `<`, newlines;
+LLM output) from becoming markup, breaking a table row or making a live link.
+All wording lives in the templates (partials/labels.j2); this module only
+chooses templates, shapes values and enforces the email size cap.
 """
 
 from __future__ import annotations
 
 import re
+import string
+import unicodedata
+import uuid
+from dataclasses import replace
+from datetime import UTC, date, datetime, time
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
+import css_inline
 import jinja2
 
 from pipeline.config import bundled
 
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
-_LINKY = re.compile(r"(https?|ftp)://", re.IGNORECASE)
+# Gmail clips a message body over 102 KB ("[Message clipped]"); stay clear of it.
+EMAIL_LIMIT = 100_000  # bytes of the inlined HTML
+CLIP_EN = 160  # characters kept of an English line when the email must shrink
+WIDTH = 72  # columns of the plain-text email
+
+# --- Markdown --------------------------------------------------------------------
+
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
+
+
+def one_line(value: object) -> str:
+    """Runs of whitespace (newlines too) to one space; control characters dropped."""
+    return " ".join(_CONTROL.sub(" ", str(value)).split())
+
+
+_PUNCT = frozenset(string.punctuation)
+_ALWAYS = frozenset("`*[]<>|~")  # inline markup, HTML, autolinks, table cells, strikethrough
+_ENTITY = re.compile(r"&(#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
+_NUMBERED = re.compile(r"^(\d{1,9})[.)]")
+_SCHEME = re.compile(r"\b(https?|ftp|mailto|xmpp):(//)?", re.IGNORECASE)
+_WWW = re.compile(r"\b(www)\.", re.IGNORECASE)
 
 
 def md_escape(value: object) -> str:
-    """Inline Markdown-safe text: one line, no markup, no live link, table-safe."""
-    text = " ".join(str(value).split())
-    text = _MD_SPECIAL.sub(r"\\\1", text)
-    text = _LINKY.sub(lambda m: m.group(1) + ":&#47;&#47;", text)
-    return text.replace("&", "&amp;").replace("&amp;#47;", "&#47;")
+    """Inline Markdown-safe text: one line, no markup, no live link, table-safe.
+
+    Only what could form markup is escaped, so TeX stays readable: `$` is left
+    alone, a backslash is doubled only where it would escape the next
+    character, and `_` inside a word (`$\\alpha_t$`) cannot open emphasis, so
+    it stays as is. Links are defused the way GitHub's parser needs: `http\\:\\/\\/`,
+    `www\\.`, and a word joiner (U+2060, invisible) after the `@` of an address.
+    """
+    text = one_line(value)
+    out: list[str] = []
+    for i, ch in enumerate(text):
+        prev = text[i - 1] if i else ""
+        nxt = text[i + 1] if i + 1 < len(text) else ""
+        if ch == "\\":
+            out.append("\\\\" if not nxt or nxt in _PUNCT else "\\")
+        elif ch in _ALWAYS:
+            out.append("\\" + ch)
+        elif ch == "_":
+            out.append("_" if prev.isalnum() and nxt.isalnum() else "\\_")
+        elif ch == "&" and _ENTITY.match(text, i):
+            out.append("\\&")  # `&lt;` stays the four characters it is
+        elif ch == "@" and prev.isalnum():
+            out.append("@\u2060")  # a word joiner: GFM makes no mailto link of a@b.org
+        else:
+            out.append(ch)
+    text = "".join(out)
+    if text[:1] in ("#", "+", "-", "="):  # a heading, list item or setext underline
+        text = "\\" + text
+    number = _NUMBERED.match(text)  # "1. " would start an ordered list
+    if number:
+        text = number.group(1) + "\\" + text[len(number.group(1)):]
+    text = _SCHEME.sub(lambda m: m.group(1) + "\\:" + ("\\/\\/" if m.group(2) else ""), text)
+    return _WWW.sub(r"\1\\.", text)
+
+
+def safe_url(value: object) -> str:
+    """A link target we are willing to emit: http(s), mailto or a relative path; else '#'."""
+    url = "".join(str(value or "").split())
+    if not url:
+        return "#"
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", url)
+    if scheme and scheme.group(1).lower() not in ("http", "https", "mailto"):
+        return "#"
+    return url
 
 
 def md_url(value: object) -> str:
     """A URL safe inside (...) of a Markdown link."""
-    return str(value).replace(" ", "%20").replace("(", "%28").replace(")", "%29")
+    url = safe_url(value)
+    for raw, enc in ((" ", "%20"), ("(", "%28"), (")", "%29"), ("<", "%3C"), (">", "%3E"),
+                     ("\\", "%5C"), ("`", "%60"), ('"', "%22")):
+        url = url.replace(raw, enc)
+    return url
 
 
-def one_line(value: object) -> str:
-    return " ".join(str(value).split())
+# --- plain text: CJK-aware width and wrapping ---------------------------------------
 
+_NO_LINE_START = frozenset("，。、；：！？）》」』】〉〕｝”’…·,.;:!?)]}%")
+_NO_LINE_END = frozenset("（《「『【〈〔｛“‘([{")
+
+
+def char_width(ch: str) -> int:
+    if unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+        return 0
+    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+
+
+def display_width(value: object) -> int:
+    """Columns a string takes in a terminal: CJK and emoji count 2."""
+    return sum(char_width(ch) for ch in str(value))
+
+
+def _atoms(text: str) -> list[tuple[str, bool]]:
+    """(atom, space_before): English words stay whole, CJK may break between characters."""
+    atoms: list[tuple[str, bool]] = []
+    for n, word in enumerate(text.split()):
+        pieces: list[str] = []
+        for ch in word:
+            wide = char_width(ch) == 2
+            if pieces and (ch in _NO_LINE_START or pieces[-1][-1] in _NO_LINE_END):
+                pieces[-1] += ch  # kinsoku: no closing mark at a line start, no opening at an end
+            elif pieces and not wide and char_width(pieces[-1][-1]) != 2:
+                pieces[-1] += ch  # a run of narrow characters is one word
+            else:
+                pieces.append(ch)
+        if atoms and pieces[0][0] in _NO_LINE_START:  # "word ·": the dot stays with the word
+            atoms[-1] = (atoms[-1][0] + " " + pieces.pop(0), atoms[-1][1])
+        atoms += [(piece, n > 0 and i == 0) for i, piece in enumerate(pieces)]
+    return atoms
+
+
+def wrap(value: object, width: int = WIDTH, indent: str = "", first: str | None = None) -> str:
+    """Wrap one paragraph at `width` display columns; `first` prefixes line one (default indent).
+
+    Newlines in the value are collapsed. A URL longer than a line is kept whole on a
+    line of its own; any other over-long word is cut.
+    """
+    lead = indent if first is None else first
+    lines: list[str] = []
+    line, used = lead, display_width(lead)
+    empty = True
+    for atom, space in _atoms(one_line(value)):
+        w = display_width(atom)
+        gap = 1 if space and not empty else 0
+        if used + gap + w <= width:
+            line, used, empty = line + " " * gap + atom, used + gap + w, False
+            continue
+        if not empty:
+            lines.append(line)
+            line, used, empty = indent, display_width(indent), True
+        if used + w <= width or re.match(r"(?i)https?://", atom):
+            line, used, empty = line + atom, used + w, False
+            continue
+        for ch in atom:  # an over-long non-URL word: cut it
+            cw = char_width(ch)
+            if used + cw > width and not empty:
+                lines.append(line)
+                line, used = indent, display_width(indent)
+            line, used, empty = line + ch, used + cw, False
+    if not empty or not lines:
+        lines.append(line.rstrip() if empty else line)
+    return "\n".join(lines)
+
+
+def underline(value: object, char: str = "=", width: int = WIDTH) -> str:
+    """A rule as wide as the (wrapped) text, at most `width`, for plain-text headings."""
+    widest = max((display_width(line) for line in str(value).splitlines()), default=0)
+    return char * min(width, max(3, widest))
+
+
+# --- shared helpers -----------------------------------------------------------------
+
+def texts(languages, zh: str | None, en: str | None, fallback: bool = True) -> list[tuple[str, str]]:
+    """(lang, text) in the configured order; when none of those is there, whatever is."""
+    have = {"zh": zh, "en": en}
+    found = [(lang, have[lang]) for lang in languages if have.get(lang)]
+    if not found and fallback:
+        found = [(lang, text) for lang, text in have.items() if text]
+    return found
+
+
+def summary_lines(entry, languages) -> list[tuple[str, str]]:
+    """What an entry says, as (kind, text) with kind zh, en or pending, in language order.
+
+    No Chinese summary yet: the pending mark, then the English line even when English
+    is not a configured language (it is the fallback the mark points to).
+    """
+    lines: list[tuple[str, str]] = []
+    for lang in languages:
+        if lang == "zh":
+            lines.append(("zh", entry.summary_zh) if entry.summary_zh else ("pending", ""))
+        elif entry.summary_en:
+            lines.append(("en", entry.summary_en))
+    kinds = {kind for kind, _ in lines}
+    if "pending" in kinds and "en" not in kinds and entry.summary_en:
+        lines.append(("en", entry.summary_en))
+    if not kinds & {"zh", "en"} and "pending" not in kinds and entry.summary_zh:
+        lines.append(("zh", entry.summary_zh))  # English only, none written: Chinese beats nothing
+    return lines
+
+
+def clip(value: object, limit: int | None) -> str:
+    """At most `limit` characters, cut at a word when there is one, with an ellipsis."""
+    text = one_line(value)
+    if limit is None or len(text) <= limit:
+        return text
+    cut = text[:limit]
+    space = cut.rfind(" ")
+    if space > limit // 2:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:.") + "…"
+
+
+def short_title(value: object, limit: int = 40) -> str:
+    """'PRISM: Distribution ...' -> 'PRISM' for table headers; otherwise clipped."""
+    text = one_line(value)
+    head = re.split(r"[:：]", text, maxsplit=1)[0].strip()
+    if head and head != text and len(head) <= limit:
+        return head
+    return clip(text, limit)
+
+
+def local_time(value: object, tz: str | None = None) -> str:
+    """'2026-05-11T08:00+08:00' -> '2026-05-11 08:00' in `tz` (the zone is shown beside it)."""
+    try:
+        moment = datetime.fromisoformat(str(value))
+    except ValueError:
+        return one_line(value)
+    if tz and moment.tzinfo is not None:
+        try:
+            moment = moment.astimezone(ZoneInfo(tz))
+        except (KeyError, ValueError):
+            pass
+    return moment.strftime("%Y-%m-%d %H:%M")
+
+
+def slug(value: object) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", str(value).lower()).strip("-") or "topic"
+
+
+def xml_text(value: object) -> str:
+    """Text XML 1.0 can hold, on one line; escaping is autoescape's job."""
+    return one_line(value)
+
+
+def rfc3339(value: object, tz: str | None = None) -> str:
+    """A date or datetime (object or ISO string) as an Atom timestamp with seconds and zone."""
+    if isinstance(value, datetime):
+        moment = value
+    elif isinstance(value, date):
+        moment = datetime.combine(value, time())
+    else:
+        moment = datetime.fromisoformat(str(value))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=ZoneInfo(tz) if tz else UTC)
+    text = moment.isoformat(timespec="seconds")
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def paper_count(digest) -> int:
+    return sum(len(s.entries) for s in digest.sections) + len(digest.featured)
+
+
+# --- environments -------------------------------------------------------------------
 
 def loader(user_dir: Path | None) -> jinja2.BaseLoader:
     """A user's template folder first, then the built-in templates (pelican's ChoiceLoader)."""
@@ -44,48 +281,171 @@ def loader(user_dir: Path | None) -> jinja2.BaseLoader:
     return jinja2.ChoiceLoader(loaders)
 
 
+def _shared(env: jinja2.Environment) -> jinja2.Environment:
+    env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time,
+                       slug=slug, safe_url=safe_url, width=display_width)
+    env.globals.update(texts=texts, summary_lines=summary_lines)
+    return env
+
+
 def text_env(user_dir: Path | None = None) -> jinja2.Environment:
     """Markdown, plain text and prompts: no autoescape, explicit filters."""
     env = jinja2.Environment(
         loader=loader(user_dir), undefined=jinja2.StrictUndefined, autoescape=False,
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
     )
-    env.filters.update(md=md_escape, md_url=md_url, one_line=one_line)
-    return env
+    env.filters.update(md=md_escape, md_url=md_url, wrap=wrap, underline=underline)
+    return _shared(env)
 
 
 def html_env(user_dir: Path | None = None) -> jinja2.Environment:
-    """HTML with autoescape on for every template (select_autoescape misses *.html.j2)."""
+    """HTML and Atom with autoescape on for every template (select_autoescape misses *.j2)."""
     env = jinja2.Environment(
         loader=loader(user_dir), undefined=jinja2.StrictUndefined, autoescape=True,
         trim_blocks=True, lstrip_blocks=True,
     )
-    env.filters.update(one_line=one_line)
-    return env
+    env.filters.update(url=safe_url, xml=xml_text)
+    return _shared(env)
 
 
 def common(config) -> dict:
     """What every template knows about the configuration."""
-    return dict(topic=config.topic, languages=config.languages,
-                topic_names={t.key: f"{t.name.zh} · {t.name.en}" for t in config.topics},
-                base_url=config.outputs.base_url, unsubscribe_url=config.email.unsubscribe_url)
+    base_url = config.outputs.base_url.rstrip("/") + "/" if config.outputs.base_url else None
+    return {"topic": config.topic, "languages": list(config.languages),
+            "topic_names": {t.key: f"{t.name.zh} · {t.name.en}" for t in config.topics},
+            "base_url": base_url, "unsubscribe_url": config.email.unsubscribe_url}
 
+
+def _digest_context(config, digest, reading_count: int, relative: str) -> dict:
+    ctx = common(config)
+    base = ctx["base_url"]
+    ctx.update(d=digest, sections=digest.sections, paper_count=paper_count(digest),
+               more=len(digest.left_out), reading_list_count=reading_count,
+               reading_list_url=f"{base}READING_LIST.md" if base else relative,
+               digest_url=f"{base}digests/{digest.id}.html" if base else None)
+    return ctx
+
+
+# --- digests ------------------------------------------------------------------------
 
 def digest_markdown(config, digest, reading_count: int) -> str:
     return text_env(config.templates.dir).get_template("digest.md.j2").render(
-        d=digest, reading_list_count=reading_count, reading_list_url="../READING_LIST.md",
-        **common(config))
+        **_digest_context(config, digest, reading_count, "../READING_LIST.md"))
 
 
-def reading_list_markdown(config, sections, total: int, updated: str) -> str:
-    return text_env(config.templates.dir).get_template("reading_list.md.j2").render(
-        sections=[{"topic": s.topic, "name_zh": s.name_zh, "name_en": s.name_en,
-                   "count": len(s.entries), "entries": s.entries} for s in sections],
-        total=total, updated=updated, **common(config))
+def digest_text(config, digest, reading_count: int) -> str:
+    """The text/plain part: same content, wrapped at 72 columns, links as full URLs."""
+    return text_env(config.templates.dir).get_template("email.txt.j2").render(
+        **_digest_context(config, digest, reading_count, "../READING_LIST.md"))
+
+
+def digest_subject(config, digest) -> str:
+    text = text_env(config.templates.dir).get_template("subject.txt.j2").render(
+        d=digest, paper_count=paper_count(digest), **common(config))
+    return one_line(text)
+
+
+def _ranked(entries):
+    """The order entries give way in when the email is too big: seeds last, then by score."""
+    return sorted(entries, key=lambda e: (not e.curated, -(e.score or 0.0), e.key))
+
+
+def _keep(digest, keep: int) -> tuple[tuple, int]:
+    """Sections holding only the `keep` best entries (their order unchanged); and how many went."""
+    everything = [e for s in digest.sections for e in s.entries]
+    kept = {e.key for e in _ranked(everything)[:keep]}
+    sections = tuple(replace(s, entries=tuple(e for e in s.entries if e.key in kept))
+                     for s in digest.sections)
+    return tuple(s for s in sections if s.entries), len(everything) - min(keep, len(everything))
+
+
+def _inline(html: str) -> str:
+    """CSS from the <style> block into style attributes; @media rules stay for phones."""
+    inliner = css_inline.CSSInliner(keep_style_tags=False, keep_at_rules=True, keep_link_tags=False,
+                                    load_remote_stylesheets=False)
+    return inliner.inline(html)
+
+
+def digest_html(config, digest, reading_count: int, limit: int = EMAIL_LIMIT) -> str:
+    """The email HTML, CSS inlined, under `limit` bytes.
+
+    Too big: English lines are clipped, then dropped where a Chinese summary is shown,
+    then the lowest-ranked papers are left to the reading list (a line says how many).
+    """
+    template = html_env(config.templates.dir).get_template("email.html.j2")
+    base = _digest_context(config, digest, reading_count, "../READING_LIST.md")
+    base["subject"] = digest_subject(config, digest)
+    total = sum(len(s.entries) for s in digest.sections)
+
+    def render(clip_en: int | None, drop_en: bool, keep: int) -> str:
+        sections, cut = _keep(digest, keep)
+        page = template.render(**{**base, "sections": sections, "more": base["more"] + cut,
+                                  "clip_en": clip_en, "drop_en": drop_en})
+        return _inline(page)
+
+    def fits(page: str) -> bool:
+        return len(page.encode("utf-8")) <= limit
+
+    page = ""
+    for clip_en, drop_en in ((None, False), (CLIP_EN, False), (CLIP_EN, True)):
+        page = render(clip_en, drop_en, total)
+        if fits(page):
+            return page
+    low, high = 0, total  # the most papers that fit: binary search
+    best = render(CLIP_EN, True, 0)
+    while low < high:
+        mid = (low + high + 1) // 2
+        page = render(CLIP_EN, True, mid)
+        if fits(page):
+            low, best = mid, page
+        else:
+            high = mid - 1
+    return best
 
 
 def digest_as(config, digest, fmt: str, reading_count: int) -> str:
     """A stored digest in one format: md, html or txt."""
     if fmt == "md":
         return digest_markdown(config, digest, reading_count)
-    raise NotImplementedError(fmt)
+    if fmt == "html":
+        return digest_html(config, digest, reading_count)
+    if fmt == "txt":
+        return digest_text(config, digest, reading_count)
+    raise ValueError(f"unknown format {fmt!r}: md, html or txt")
+
+
+# --- the reading list and the feed --------------------------------------------------
+
+def _newest_first(entries):
+    ordered = sorted(entries, key=lambda e: (e.title.casefold(), e.key))
+    return sorted(ordered, key=lambda e: e.date or "", reverse=True)
+
+
+def reading_list_markdown(config, sections, total: int, updated: str) -> str:
+    """Every entry so far, grouped by topic (in the given order), newest first, stable."""
+    return text_env(config.templates.dir).get_template("reading_list.md.j2").render(
+        sections=[{"topic": s.topic, "name_zh": s.name_zh, "name_en": s.name_en,
+                   "count": len(s.entries), "entries": _newest_first(s.entries)}
+                  for s in sections if s.entries],
+        total=total, updated=str(updated), **common(config))
+
+
+def _feed_id(config, name: str) -> str:
+    return f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'rl-digest:{config.topic.name.en}:{name}')}"
+
+
+def feed_xml(config, digests, updated) -> str:
+    """An Atom feed, newest digest first, one entry per digest."""
+    ctx = common(config)
+    base = ctx["base_url"]
+    tz = config.schedule.timezone if getattr(config, "schedule", None) else None
+    entries = []
+    for digest in sorted(digests, key=lambda d: d.id, reverse=True):
+        link = f"{base}digests/{digest.id}.html" if base else f"digests/{digest.id}.html"
+        entries.append({"d": digest, "id": link if base else _feed_id(config, digest.id),
+                        "link": link, "updated": rfc3339(digest.window_end, digest.timezone),
+                        "paper_count": paper_count(digest)})
+    return html_env(config.templates.dir).get_template("feed.xml.j2").render(
+        entries=entries, updated=rfc3339(updated, tz),
+        feed_id=f"{base}feed.xml" if base else _feed_id(config, "feed"),
+        self_url=f"{base}feed.xml" if base else None, **ctx)

@@ -109,7 +109,7 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
         collect.complete_thin(config, store, fetcher, thin)
     checkpoint()
     enricher = make_enricher(config, store, options, report)
-    summarise(store, enricher)
+    summarise(store, enricher, report)
     checkpoint()
     digest = build_digest(config, store, options, documents, enricher)
     _count_enrichment(report, enricher)
@@ -130,19 +130,23 @@ def make_enricher(config: Config, store: Store, options: Options, report: RunRep
                     render.text_env(config.templates.dir))
 
 
-def summarise(store: Store, enricher: Enricher) -> None:
-    """Summaries for the papers waiting for a digest (best first), English for curated seeds."""
+def summarise(store: Store, enricher: Enricher, report: RunReport) -> None:
+    """Summaries for the papers waiting for a digest (best first), then for listed papers
+    whose summary failed before; English for curated seeds."""
     scores = {row["id"]: row["score"] or 0.0 for row in store.score_rows()}
-    papers = sorted(unpublished_papers(store), key=lambda p: -scores.get(p.id, 0.0))
-    enricher.summarise(papers)
+    waiting = sorted(unpublished_papers(store), key=lambda p: -scores.get(p.id, 0.0))
+    have = store.latest_enrichments("paper_summary")
+    listed = [p for p in store.relevant_papers()
+              if paper_key(p.id) not in have and p not in waiting]
+    found = enricher.summarise(waiting + listed)
     published = store.published_keys()
     seeds = [row_to_seed(row) for row in store.seed_rows() if row["key"] not in published]
-    enricher.translate_seeds(seeds)
+    found_seeds = enricher.translate_seeds(seeds)
+    report.summarised, report.cached = len(found) + len(found_seeds), enricher.report.cached
 
 
 def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
     done = enricher.report
-    report.summarised, report.cached = done.done + done.cached, done.cached
     report.llm_failures, report.tokens_in, report.tokens_out = (
         done.failures, done.tokens_in, done.tokens_out)
     if done.error:

@@ -1,0 +1,192 @@
+"""A fixed Digest for the render tests: hostile titles, both languages, every kind of entry.
+
+Nothing here varies between runs, so the golden files compare byte for byte.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+from pipeline.config import Bilingual, Topic, TopicDef
+from pipeline.models import Digest, Entry, Part, Row, Section
+
+TOPICS = [
+    TopicDef(key="algorithms", name=Bilingual(zh="算法与目标", en="Algorithms and objectives"), terms=[]),
+    TopicDef(key="rewards", name=Bilingual(zh="奖励模型与验证器", en="Reward models and verifiers"), terms=[]),
+    TopicDef(key="agentic", name=Bilingual(zh="智能体与多轮强化学习", en="Agentic and multi-turn RL"),
+             terms=[]),
+    TopicDef(key="multimodal", name=Bilingual(zh="多模态强化学习", en="Multimodal RL"), terms=[]),
+    TopicDef(key="analysis", name=Bilingual(zh="综述与分析", en="Surveys and analyses"), terms=[]),
+]
+NAMES = {t.key: t.name for t in TOPICS}
+
+INTRO_ZH = ("强化学习（Reinforcement Learning, RL）是通过与环境交互、根据奖励信号优化策略的机器学习范式。"
+            "在 LLM 领域，RL 被广泛应用于后训练阶段，通过 RLHF、RLVR、DPO、GRPO 等方法对模型进行对齐和能力增强。")
+INTRO_EN = ("Reinforcement learning optimises a policy from reward signals gathered by interacting "
+            "with an environment. For LLMs it drives post-training: RLHF, RLVR, DPO and GRPO align "
+            "models and extend what they can do.")
+
+
+def config(languages=("zh", "en"), templates_dir: Path | None = None, base_url: str | None = None,
+           unsubscribe_url: str | None = None):
+    """What render.py reads of a Config, fixed here so the bundled config.yaml can change freely."""
+    return SimpleNamespace(
+        topic=Topic(name=Bilingual(zh="强化学习", en="Reinforcement Learning for LLMs"),
+                    intro=Bilingual(zh=INTRO_ZH, en=INTRO_EN)),
+        languages=list(languages), topics=TOPICS,
+        outputs=SimpleNamespace(base_url=base_url),
+        email=SimpleNamespace(unsubscribe_url=unsubscribe_url),
+        templates=SimpleNamespace(dir=templates_dir),
+        schedule=SimpleNamespace(timezone="Asia/Shanghai"),
+    )
+
+
+def section(key: str, entries: list[Entry]) -> Section:
+    return Section(key, NAMES[key].zh, NAMES[key].en, tuple(entries))
+
+
+SCRIPT = Entry(
+    key="arxiv:2611.00001", title="<script>alert(1)</script> Policy Optimisation for LLM Reasoning",
+    topic="algorithms", url="https://arxiv.org/abs/2611.00001", date="2026-11-27",
+    authors=("Jane Doe <jane@example.org>", "Wei Zhang", "A. N. Other", "Fourth Author"),
+    categories=("cs.LG", "cs.CL"), score=3.5,
+    summary_zh="我们提出一种新的策略优化方法，在数学推理基准上将 GRPO 的样本效率提高了一倍。",
+    summary_en="A new policy-optimisation method that doubles GRPO's sample efficiency on maths.",
+    abstract="We propose <b>X</b>. It works.", version=3, revised=True, llm=True,
+)
+PIPES = Entry(
+    key="seed:pipes", title="a | b: Pipes in Titles Break Tables", topic="algorithms",
+    url="https://arxiv.org/abs/2611.00002", date="2026-11-25",
+    summary_zh="标题中的竖线 | 不应破坏表格，*星号* 也不应变成强调。", curated=True,
+)
+BOLD = Entry(
+    key="arxiv:2611.00003", title="**bold** claims and [x](http://evil)", topic="algorithms",
+    url="https://arxiv.org/abs/2611.00003", date="2026-11-24",
+    authors=("Solo Author",), categories=("cs.AI",), score=1.5,
+    summary_en="We study credit assignment for multi-turn tool use with <i>sparse</i> rewards.",
+    abstract="We study credit assignment for multi-turn tool use with <i>sparse</i> rewards. More.",
+)
+ALPHA = Entry(
+    key="arxiv:2611.00004", title="$\\alpha_t$ & <b> Advantage:\nMulti-turn Credit Assignment",
+    topic="agentic", url="https://arxiv.org/abs/2611.00004", date="2026-11-28",
+    authors=("Li Hua", "Carol <c@d.org>"), categories=("cs.CL",), score=2.0,
+    summary_zh="我们用优势函数 $\\alpha_t$ 为多轮智能体分配信用 | 并在网页导航任务上验证；详见 http://evil.example/x 。",
+    summary_en="Per-turn advantages $\\alpha_t$ for agents (see www.evil.example and a_b_c); "
+               "\u0008no <img src=x onerror=alert(1)> here.",
+    llm=True,
+)
+LONG = Entry(
+    key="arxiv:2611.00005", title="Recursive Agent Optimization", topic="agentic",
+    url="https://arxiv.org/abs/2611.00005", date="2026-11-26",
+    authors=("Ada Lovelace", "Alan Turing", "Grace Hopper", "Edsger Dijkstra", "Barbara Liskov"),
+    categories=("cs.LG", "cs.AI", "cs.MA"), score=2.5,
+    summary_zh="我们引入了递归代理优化（RAO），这是一种用于训练递归代理的强化学习方法：可以递归地生成子任务"
+               "并将其委托给自身的新实例的代理。实验表明，RAO 在长程任务上显著优于单一代理基线，"
+               "并且在训练和推理时的计算开销都更低。",
+    summary_en="RAO trains agents that recursively spawn sub-tasks and delegate them to fresh "
+               "instances of themselves, beating single-agent baselines on long-horizon tasks "
+               "while costing less compute at training and inference time.",
+    llm=True,
+)
+PRISM = Entry(
+    key="seed:prism", title="PRISM: Distribution Alignment between SFT and RLVR for Multimodal Reasoning",
+    topic="multimodal", url="https://arxiv.org/abs/2611.00006", date="2026-11-20",
+    authors=("Author One", "Author Two"), categories=("cs.CV", "cs.LG"), curated=True,
+    summary_zh="PRISM 在 SFT 与 RLVR 之间插入分布对齐阶段。",
+    headline_zh="PRISM 发现标准 SFT→RLVR 流程中的核心问题：SFT 阶段引入的分布漂移在多模态推理中被放大。",
+    headline_en="PRISM finds the weakness of the usual SFT→RLVR recipe: SFT's drift is amplified.",
+    parts=(
+        Part("解决方案", "Approach", "在 SFT 和 RLVR 之间插入分布对齐阶段。",
+             "An alignment stage between SFT and RLVR."),
+        Part("关键发现", "Key findings", "在 GRPO、DAPO、GSPO 下均获得一致提升。",
+             "Consistent gains under GRPO, DAPO and GSPO <em>everywhere</em>."),
+        Part("启示", "", "训练流程可以改进。", None),
+    ),
+)
+HACKING = Entry(
+    key="arxiv:2611.00007", title="Exploration Hacking: Can LLMs Learn to Resist RL Training?",
+    topic="analysis", url="https://arxiv.org/abs/2611.00007", date="2026-11-21",
+    authors=("Eve Adversary",), categories=("cs.LG",), score=4.0, version=2, revised=True,
+    summary_zh="LLM 可能在 RL 训练中学会策略性地改变探索行为。",
+    summary_en="LLMs may learn to steer their own exploration during RL training.",
+    headline_zh="Exploration Hacking 揭示了一个此前未被关注的风险。",
+    headline_en="A risk nobody had looked at: models that steer their own RL training.",
+    parts=(
+        Part("实验设计", "Experiment", "通过微调创建“选择性 RL 抵抗”的模型生物。",
+             "Model organisms fine-tuned to resist RL | selectively."),
+        Part("核心警示", "Warning", "探索黑客攻击是现实威胁。", "Exploration hacking is a real threat."),
+    ),
+    llm=True,
+)
+
+
+def digest() -> Digest:
+    return Digest(
+        id="2026-11-30", window_start="2026-11-23T08:00+08:00", window_end="2026-11-30T08:00+08:00",
+        timezone="Asia/Shanghai",
+        sections=(section("algorithms", [SCRIPT, PIPES, BOLD]), section("agentic", [ALPHA, LONG])),
+        featured=(PRISM, HACKING),
+        comparison=(
+            Row("视角", "Perspective", (("正面：提出解决方案", "constructive: a fix"),
+                                         ("反面：发现新问题", "critical: a new risk"))),
+            Row("核心问题", "Core problem", (("SFT 分布漂移", "SFT drift"),
+                                              ("探索行为被操纵 | 对抗", "manipulated | exploration"))),
+            Row("涉及算法", "", (("GRPO, DAPO, GSPO", ""), ("通用 RL 训练", ""))),
+            Row("启示", "Implication", (("训练流程可以改进", "the recipe can improve"),)),  # a cell short
+        ),
+        synthesis_zh="LLM 的 RL 训练不仅面临技术效率问题（PRISM），还面临安全性问题（Exploration Hacking）。",
+        synthesis_en="RL for LLMs faces questions of efficiency (PRISM) and of safety (Exploration Hacking).",
+        new=4, revised=2, seeds=2, left_out=("arxiv:2611.99999",), model="gpt-4o-mini",
+        sources=("arXiv API", "RSS", "seeds"),
+        categories=("cs.LG", "cs.CL", "cs.AI", "cs.CV", "cs.MA", "cs.RO", "stat.ML"),
+    )
+
+
+def plain_digest() -> Digest:
+    """No model, no comparison, no synthesis: the facts table and no invented prose."""
+    return Digest(
+        id="2026-12-07", window_start="2026-11-30T08:00+08:00", window_end="2026-12-07T08:00+08:00",
+        timezone="Asia/Shanghai", sections=(section("agentic", [LONG]),),
+        featured=(PRISM, HACKING), new=1, seeds=1, sources=("seeds",), categories=("cs.LG",),
+    )
+
+
+_ZH = ("我们提出一种新的强化学习方法，用于提升大型语言模型在数学推理和代码生成任务上的表现，"
+       "并在多个基准上取得了一致的提升，同时降低了训练成本。")
+_EN = ("We propose a reinforcement-learning method that improves large language models on "
+       "mathematical reasoning and code generation, with consistent gains across benchmarks "
+       "and a lower training cost than GRPO or PPO baselines.")
+
+
+def many(n: int = 40, scale: int = 1) -> Digest:
+    """A full week: `n` papers over five topics; `scale` multiplies the text of each."""
+    keys = [t.key for t in TOPICS]
+    entries: dict[str, list[Entry]] = {k: [] for k in keys}
+    for i in range(n):
+        key = keys[i % len(keys)]
+        entries[key].append(Entry(
+            key=f"arxiv:2611.{i:05d}",
+            title=f"Paper {i}: Scalable Group-Relative Policy Optimisation with Verifiable Rewards",
+            topic=key, url=f"https://arxiv.org/abs/2611.{i:05d}", date=f"2026-11-{1 + i % 28:02d}",
+            authors=("First Author", "Second Author", "Third Author", "Fourth Author", "Fifth"),
+            categories=("cs.LG", "cs.CL", "cs.AI"), score=float(n - i),
+            summary_zh=_ZH * scale if i % 7 else None, summary_en=_EN * scale,
+            abstract=_EN * 3 * scale, curated=i % 9 == 0, version=2 if i % 6 == 0 else 1,
+            revised=i % 6 == 0, llm=True,
+        ))
+    base = digest()
+    return Digest(
+        id="2026-11-30", window_start=base.window_start, window_end=base.window_end,
+        timezone=base.timezone, sections=tuple(section(k, v) for k, v in entries.items() if v),
+        featured=base.featured, comparison=base.comparison, synthesis_zh=base.synthesis_zh,
+        synthesis_en=base.synthesis_en, new=n, revised=n // 6, seeds=n // 9, model="gpt-4o-mini",
+        sources=base.sources, categories=base.categories,
+    )
+
+
+def reading_sections() -> list[Section]:
+    """The reading list's input, deliberately out of order: the renderer sorts newest first."""
+    return [section("algorithms", [BOLD, SCRIPT, PIPES]), section("rewards", []),
+            section("agentic", [LONG, ALPHA]), section("multimodal", [PRISM]),
+            section("analysis", [HACKING])]

@@ -1,0 +1,96 @@
+"""Whole runs of the real CLI against local arXiv, LLM and SMTP servers."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timezone
+
+from tests.conftest import write_config
+from tests.servers.arxiv_server import ArxivServer
+from tests.servers.openai_server import OpenAIServer, error
+from tests.servers.smtp_server import SmtpServer, refused_port
+from tests.test_collect import CATS, rl_paper
+
+DAY = datetime(2026, 11, 26, 12, tzinfo=timezone.utc)
+KEY = "sk-test-secret-value-123"
+
+
+def full_config(tmp_path, arxiv: ArxivServer, llm: OpenAIServer | None = None,
+                smtp_port: int | None = None, **extra):
+    overrides = {
+        "sources": {"arxiv": {"api_url": arxiv.api_url, "categories": CATS, "page_size": 50,
+                              "overlap_hours": 0, "retries": 1},
+                    "rss": {"urls": [arxiv.rss_url(CATS)]}},
+        "seeds": {"paths": []},
+    }
+    if llm is not None:
+        overrides["enrich"] = {"provider": "openai", "base_url": llm.url, "timeout_seconds": 5,
+                               "deadline_seconds": 10, "concurrency": 2}
+    if smtp_port is not None:
+        overrides["email"] = {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp_port,
+                              "security": "none", "timeout_seconds": 5,
+                              "to": ["ada@example.org", "alan@example.org"]}
+    overrides.update(extra)
+    return write_config(tmp_path, overrides, seeds=False)
+
+
+def test_run_summarises_in_both_languages_and_a_rerun_calls_nothing(tmp_path, cli):
+    with ArxivServer([rl_paper(i, DAY) for i in range(3)]) as arxiv, OpenAIServer() as llm:
+        config = full_config(tmp_path, arxiv, llm)
+        first = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        calls = len(llm.requests)
+        assert calls >= 3
+        assert all(r.headers.get("authorization") == f"Bearer {KEY}" for r in llm.requests)
+        second = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        assert len(llm.requests) == calls  # the cache answered everything
+    assert "summarised 3 (0 cached)" in first.stdout
+    digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+    for i in range(3):
+        assert f"GRPO variant {i} for reinforcement learning" in digest
+    assert "中文摘要待生成" not in digest
+    for path in [*(tmp_path / "out").rglob("*"), *(tmp_path / "state").glob("*")]:
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes(), path
+    assert KEY not in first.stdout + first.stderr + second.stdout + second.stderr
+
+
+def test_without_an_llm_the_digest_goes_out_marked_pending(tmp_path, cli):
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer() as llm:
+        llm.script = lambda request: error(500)
+        config = full_config(tmp_path, arxiv, llm)
+        result = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        assert "summarised 0" in result.stdout
+        digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+        assert "⏳ 中文摘要待生成" in digest
+        assert "We train a large language model with reinforcement learning" in digest
+        llm.script = None
+        cli("--config", str(config), "run", "--as-of", "2026-12-07", env={"OPENAI_API_KEY": KEY})
+    reading = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
+    assert "中文摘要待生成" not in reading  # the failed summary was tried again and landed
+
+
+def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli):
+    port = refused_port()
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = full_config(tmp_path, arxiv, smtp_port=port)
+        down = cli("--config", str(config), "run", "--as-of", "2026-11-30", check=1)
+        assert "stays queued" in down.stderr
+        assert (tmp_path / "out" / "digests" / "2026-11-30.md").exists()
+        with SmtpServer(port=port) as smtp:
+            waiting = cli("--config", str(config), "send")
+            assert "sent 0, pending 2" in waiting.stdout  # backing off: not due yet
+            conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3")
+            conn.execute("UPDATE deliveries SET next_attempt = NULL")  # the backoff has passed
+            conn.commit()
+            conn.close()
+            sent = cli("--config", str(config), "send")
+            again = cli("--config", str(config), "run", "--as-of", "2026-11-30")
+            received = list(smtp.messages)
+    assert "sent 2" in sent.stdout
+    assert "sent to 0" in again.stdout
+    assert sorted(r.rcpt_tos[0] for r in received) == ["ada@example.org", "alan@example.org"]
+    for message in received:
+        assert len(message.rcpt_tos) == 1
+        assert message.message["To"] == message.rcpt_tos[0]
+        assert message.message.get_content_type() == "multipart/alternative"
+        assert "2026-11-30" in str(message.message["Subject"])

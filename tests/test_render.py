@@ -1,0 +1,460 @@
+"""Rendering: golden files for every output, escaping of hostile text, the email size cap,
+the 72-column text, template overrides, and a look at the HTML in headless Chromium.
+
+UPDATE_GOLDEN=1 rewrites tests/golden/ from the fixture in tests/fixtures_digest.py.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import struct
+import subprocess
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from pipeline import render
+from pipeline.render import display_width, md_escape, wrap
+from tests import fixtures_digest as fx
+
+GOLDEN = Path(__file__).parent / "golden"
+ARTIFACTS = Path(__file__).parent / "artifacts"
+READING = 215
+UPDATED = "2026-11-30"
+
+
+def golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8", newline="")
+        return
+    assert path.exists(), f"{path} is missing: run with UPDATE_GOLDEN=1 to create it"
+    expected = path.read_bytes().decode("utf-8")
+    assert text == expected, f"{name} differs from its golden file (UPDATE_GOLDEN=1 rewrites it)"
+
+
+@pytest.fixture(scope="module")
+def cfg():
+    return fx.config()
+
+
+@pytest.fixture(scope="module")
+def digest():
+    return fx.digest()
+
+
+@pytest.fixture(scope="module")
+def md(cfg, digest):
+    return render.digest_markdown(cfg, digest, READING)
+
+
+@pytest.fixture(scope="module")
+def html(cfg, digest):
+    return render.digest_html(cfg, digest, READING)
+
+
+@pytest.fixture(scope="module")
+def txt(cfg, digest):
+    return render.digest_text(cfg, digest, READING)
+
+
+def entries(digest):
+    return [e for s in digest.sections for e in s.entries] + list(digest.featured)
+
+
+# --- golden files ------------------------------------------------------------------------
+
+def test_golden_markdown(md):
+    golden("digest.md", md)
+
+
+def test_golden_html(html):
+    golden("digest.html", html)
+
+
+def test_golden_text(txt):
+    golden("digest.txt", txt)
+
+
+def test_golden_subject(cfg, digest):
+    golden("subject.txt", render.digest_subject(cfg, digest) + "\n")
+
+
+def test_golden_reading_list(cfg):
+    golden("reading_list.md", render.reading_list_markdown(cfg, fx.reading_sections(), 7, UPDATED))
+
+
+def test_golden_feed(cfg, digest):
+    golden("feed.xml", render.feed_xml(cfg, [digest, fx.plain_digest()], "2026-12-07T08:00+08:00"))
+
+
+def test_golden_english_only_and_plain_digest():
+    en = fx.config(languages=["en"], base_url="https://digest.example.org/rl",
+                   unsubscribe_url="https://digest.example.org/unsubscribe?u=1")
+    golden("digest.en.md", render.digest_markdown(en, fx.digest(), READING))
+    golden("digest.en.txt", render.digest_text(en, fx.digest(), READING))
+    golden("digest.plain.md", render.digest_markdown(fx.config(), fx.plain_digest(), 3))
+
+
+# --- the digest's shape ------------------------------------------------------------------
+
+def test_markdown_follows_the_seed_page(md, digest):
+    assert md.startswith("# 强化学习 · Reinforcement Learning for LLMs — 周报 Weekly · 2026-11-30\n")
+    assert "本期窗口 Window: 2026-11-23 08:00 → 2026-11-30 08:00 (Asia/Shanghai)" in md
+    order = ["## 本周论文 · This week's papers", "## 精选解读 · Featured", "## 对比 · Comparison",
+             "## 综合洞察 · Synthesis", "\n---\n"]
+    positions = [md.index(heading) for heading in order]
+    assert positions == sorted(positions)
+    # Title（date）：中文摘要, then the English line.
+    assert "(https://arxiv.org/abs/2611.00005)**（2026-11-26）：我们引入了递归代理优化" in md
+    assert "  *RAO trains agents" in md
+    assert "Ada Lovelace, Alan Turing, Grace Hopper et al." in md and "Edsger" not in md
+    assert "`v3 revised`" in md and "📌 收录 Curated" in md
+    # No Chinese summary: the pending mark and the English fallback line.
+    assert "（2026-11-24）：⏳ 中文摘要待生成 · Chinese summary pending  \n  *We study credit" in md
+    assert "- **解决方案 · Approach**：在 SFT 和 RLVR 之间插入分布对齐阶段。 / An alignment stage" in md
+    assert "📄 查看论文 · [Read the paper](https://arxiv.org/abs/2611.00006)" in md
+    assert "… +1 篇论文见阅读清单 more papers in the reading list" in md
+    assert "回复 “unsubscribe”" in md and "[READING_LIST.md](../READING_LIST.md)" in md
+    assert md.count("**[") == sum(len(s.entries) for s in digest.sections)
+
+
+def test_no_synthesis_is_invented_and_facts_table_without_a_model():
+    md = render.digest_markdown(fx.config(), fx.plain_digest(), 3)
+    assert "综合洞察" not in md and "Synthesis" not in md
+    assert "| 主题 Topic | 多模态强化学习 · Multimodal RL | 综述与分析 · Surveys and analyses |" in md
+    assert "| 日期 Date | 2026-11-20 | 2026-11-21 |" in md
+    assert "未使用大模型 no LLM" in md
+
+
+def test_english_only_digest_reads_in_english():
+    cfg = fx.config(languages=["en"], base_url="https://digest.example.org/rl/")
+    md = render.digest_markdown(cfg, fx.digest(), READING)
+    for chinese in ("本周论文", "精选解读", "对比", "本期窗口", "周报", "强化学习 ·"):
+        assert chinese not in md
+    assert "## This week's papers" in md and "## Synthesis" in md
+    assert "(https://arxiv.org/abs/2611.00005)** (2026-11-26): RAO trains agents" in md
+    assert "📄 [Read the paper](https://arxiv.org/abs/2611.00006)" in md
+    assert "https://digest.example.org/rl/READING_LIST.md" in md
+    subject = render.digest_subject(cfg, fx.digest())
+    assert subject == "Reinforcement Learning for LLMs Weekly · 2026-11-30 · 7 papers"
+
+
+def test_subject_is_one_line_with_the_date(cfg, digest):
+    subject = render.digest_subject(cfg, digest)
+    assert subject == "强化学习周报 Reinforcement Learning for LLMs Weekly · 2026-11-30 · 7 papers"
+    assert "\n" not in subject
+
+
+def test_digest_as_every_format(cfg, digest, md, html, txt):
+    assert render.digest_as(cfg, digest, "md", READING) == md
+    assert render.digest_as(cfg, digest, "html", READING) == html
+    assert render.digest_as(cfg, digest, "txt", READING) == txt
+    with pytest.raises(ValueError):
+        render.digest_as(cfg, digest, "pdf", READING)
+
+
+def test_bundled_config_renders_everything():
+    from pipeline.config import load
+
+    config = load(None)
+    d = fx.digest()
+    for fmt in ("md", "html", "txt"):
+        assert d.id in render.digest_as(config, d, fmt, READING)
+    assert d.id in render.digest_subject(config, d)
+    ET.fromstring(render.feed_xml(config, [d], UPDATED).encode("utf-8"))
+    assert render.reading_list_markdown(config, fx.reading_sections(), 7, UPDATED)
+
+
+# --- Markdown safety ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("raw, escaped", [
+    ("$\\alpha_t$ & <b>", "$\\alpha_t$ & \\<b\\>"),
+    ("a | b", "a \\| b"),
+    ("**bold**", "\\*\\*bold\\*\\*"),
+    ("[x](http://evil)", "\\[x\\](http\\:\\/\\/evil)"),
+    ("<script>alert(1)</script>", "\\<script\\>alert(1)\\</script\\>"),
+    ("x__init__ and a_{t}", "x\\_\\_init\\_\\_ and a\\_{t}"),
+    ("`code` ~~gone~~", "\\`code\\` \\~\\~gone\\~\\~"),
+    ("&lt;b&gt; & co", "\\&lt;b\\&gt; & co"),
+    ("# not a heading", "\\# not a heading"),
+    ("- not an item", "\\- not an item"),
+    ("1. not a list", "1\\. not a list"),
+    ("see www.evil.com", "see www\\.evil.com"),
+    ("trailing \\", "trailing \\\\"),
+    ("two\nlines", "two lines"),
+    ("RLHF (PPO) costs 5$!", "RLHF (PPO) costs 5$!"),
+])
+def test_md_escape(raw, escaped):
+    assert md_escape(raw) == escaped
+
+
+def test_md_escape_leaves_no_mail_autolink():
+    assert md_escape("a@b.org") == "a@\u2060b.org"
+
+
+def _pipes(row: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", row))
+
+
+def test_markdown_table_keeps_its_columns_with_a_pipe_in_a_title(digest):
+    piped = replace(digest.featured[0], title="a | b: Pipes | everywhere")
+    d = replace(digest, featured=(piped, digest.featured[1]))
+    for doc in (d, replace(d, comparison=())):
+        md = render.digest_markdown(fx.config(), doc, READING)
+        table = md.split("## 对比 · Comparison\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
+        assert table[0].startswith("| 维度 Dimension | a \\| b |")
+        assert len(table) >= 4 and {_pipes(row) for row in table} == {4}
+
+
+def test_markdown_has_no_live_markup_from_outside_text(md):
+    assert not re.search(r"(?<!\\)<(?!a id=)", md)  # no raw HTML but the reading list's anchors
+    assert "http://evil" not in md and "www.evil" not in md
+    # The only links are ours: arXiv pages and the reading list.
+    targets = re.findall(r"(?<!\\)\]\(([^)]*)\)", md)
+    assert targets and all(t.startswith("https://arxiv.org/abs/") or t == "../READING_LIST.md"
+                           for t in targets)
+    # A list item cannot be broken: every entry is one item and its indented lines.
+    body = md.split("## 本周论文 · This week's papers", 1)[1].split("## 精选解读", 1)[0]
+    for line in body.splitlines():
+        assert not line or line.startswith(("- **[", "  ", "### ", "… +")), line
+
+
+def test_markdown_through_githubs_parser(md, cfg):
+    """Optional (pip install cmarkgfm): GitHub's own parser finds only our markup and links."""
+    cmarkgfm = pytest.importorskip("cmarkgfm")
+    from cmarkgfm.cmark import Options
+
+    for text in (md, render.reading_list_markdown(cfg, fx.reading_sections(), 7, UPDATED)):
+        out = cmarkgfm.github_flavored_markdown_to_html(text, options=Options.CMARK_OPT_UNSAFE)
+        tags = set(re.findall(r"<([a-z][a-z0-9]*)", out))
+        assert tags <= {"a", "blockquote", "br", "code", "em", "h1", "h2", "h3", "hr", "li", "p",
+                        "strong", "table", "tbody", "td", "th", "thead", "tr", "ul"}, tags
+        hrefs = set(re.findall(r'href="([^"]*)"', out))
+        assert all(h.startswith(("https://arxiv.org/abs/", "#")) or h == "../READING_LIST.md"
+                   for h in hrefs), hrefs
+        assert "<script" not in out and "evil" not in "".join(hrefs)
+    assert md.count("<table>") == 0 and "<table>" in cmarkgfm.github_flavored_markdown_to_html(md)
+
+
+def test_reading_list_groups_newest_first_with_contents(cfg):
+    text = render.reading_list_markdown(cfg, fx.reading_sections(), 7, UPDATED)
+    assert "最后更新 Last updated: 2026-11-30 · 7 篇 papers" in text
+    assert "- [算法与目标 · Algorithms and objectives](#algorithms) (3)" in text
+    assert "奖励模型与验证器" not in text  # an empty topic is left out
+    algorithms = text.split('<a id="algorithms"></a>', 1)[1].split("<a id=", 1)[0]
+    dates = re.findall(r"（(\d{4}-\d\d-\d\d)）", algorithms)
+    assert dates == sorted(dates, reverse=True) == ["2026-11-27", "2026-11-25", "2026-11-24"]
+    again = render.reading_list_markdown(cfg, list(reversed(fx.reading_sections())), 7, UPDATED)
+    assert again.index("2611.00001") - again.index("algorithms\"") == \
+        text.index("2611.00001") - text.index("algorithms\"")
+
+
+# --- HTML ---------------------------------------------------------------------------------
+
+ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "table", "tbody", "tr", "td", "th",
+                "h1", "h2", "h3", "p", "a", "strong", "span", "br"}
+
+
+class Page(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, dict]] = []
+        self.text: list[str] = []
+        self.comments: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_startendtag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+    def handle_comment(self, data):
+        self.comments.append(data)
+
+
+def parse(html: str) -> Page:
+    page = Page()
+    page.feed(html)
+    page.close()
+    return page
+
+
+def test_html_has_only_the_templates_own_tags(html):
+    page = parse(html)
+    names = {tag for tag, _ in page.tags}
+    assert names <= ALLOWED_TAGS, names - ALLOWED_TAGS
+    assert "script" not in names and "img" not in names and "link" not in names
+    for tag, attrs in page.tags:
+        assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
+        assert not str(attrs.get("src", "")), (tag, attrs)
+    text = "".join(page.text)
+    for hostile in ("<script>alert(1)</script> Policy", "a | b: Pipes", "**bold** claims and [x](http://evil)",
+                    "$\\alpha_t$ & <b> Advantage: Multi-turn", "Jane Doe <jane@example.org>",
+                    "<img src=x onerror=alert(1)>"):
+        assert hostile in text, hostile
+
+
+def test_html_links_every_paper_to_arxiv(html, digest):
+    hrefs = [attrs.get("href") for tag, attrs in parse(html).tags if tag == "a"]
+    for entry in entries(digest):
+        assert entry.url in hrefs, entry.title
+    assert all(h.startswith(("https://arxiv.org/abs/", "../READING_LIST.md")) for h in hrefs)
+
+
+def test_html_is_an_email_layout(html):
+    assert "<style>" in html and "@media only screen and (max-width: 520px)" in html
+    assert "max-width: 640px" in html and "<!--[if mso]>" in html
+    assert "'PingFang SC'" in html and "'Microsoft YaHei'" in html and "'Noto Sans CJK SC'" in html
+    assert 'class="paper" style="' in html  # inlined
+    assert "<link" not in html and "<img" not in html and "url(" not in html  # nothing remote
+
+
+def test_html_refuses_unsafe_link_schemes(cfg, digest):
+    bad = replace(digest.sections[0].entries[0], url="javascript:alert(1)")
+    d = replace(digest, sections=(replace(digest.sections[0], entries=(bad,)),))
+    assert "javascript:" not in render.digest_html(cfg, d, READING)
+    assert "javascript:" not in render.digest_markdown(cfg, d, READING)
+
+
+def test_forty_papers_fit_in_one_gmail_message():
+    html = render.digest_html(fx.config(), fx.many(40), 500)
+    size = len(html.encode("utf-8"))
+    assert size < 100_000, size
+    assert html.count('class="paper"') == 40 and "篇论文见阅读清单" not in html
+
+
+def test_an_oversized_email_is_trimmed_and_points_to_the_reading_list():
+    d = fx.many(40, scale=12)
+    full = render.digest_markdown(fx.config(), d, 500)
+    assert len(full.encode("utf-8")) > 150_000
+    html = render.digest_html(fx.config(), d, 500)
+    assert len(html.encode("utf-8")) <= render.EMAIL_LIMIT
+    shown = html.count('class="paper"')
+    assert 0 < shown < 40
+    assert f"… +{40 - shown} 篇论文见阅读清单 more papers in the reading list" in html
+    assert "PRISM: Distribution Alignment" in html and "综合洞察" in html  # featured stay
+    # Clipping comes first: a little too big only loses English text.
+    clipped = render.digest_html(fx.config(), fx.many(40, scale=4), 500)
+    assert clipped.count('class="paper"') == 40 and "…" in clipped
+    assert len(clipped.encode("utf-8")) <= render.EMAIL_LIMIT
+
+
+# --- plain text ---------------------------------------------------------------------------
+
+def test_text_lines_fit_72_columns(txt):
+    for line in txt.splitlines():
+        assert display_width(line) <= 72, line
+
+
+def test_text_has_full_urls_and_plain_text(txt, digest):
+    for entry in entries(digest):
+        assert entry.url in txt
+    assert "<script>alert(1)</script> Policy Optimisation" in txt
+    assert "\\|" not in txt and "](" not in txt.replace("[x](http://evil)", "")
+    flat = re.sub(r"\s*\n\s*", "", txt)  # Chinese may wrap between any two characters
+    assert "：⏳ 中文摘要待生成 · Chinese summary pending" in flat
+
+
+def test_wrap_counts_cjk_as_two_columns():
+    zh = "强化学习是通过与环境交互、根据奖励信号优化策略的机器学习范式。" * 4
+    lines = wrap(zh, width=20).splitlines()
+    assert all(display_width(line) <= 20 for line in lines)
+    assert all(not line.startswith(("，", "。", "、")) for line in lines)
+    assert "".join(lines) == zh  # Chinese breaks between characters, nothing lost
+
+
+def test_wrap_breaks_english_at_spaces_and_keeps_urls():
+    text = "A long English sentence with words that must not be split " * 3
+    lines = wrap(text, width=30, indent="  ", first="* ").splitlines()
+    assert lines[0].startswith("* ") and all(line.startswith("  ") for line in lines[1:])
+    assert " ".join(line[2:] for line in lines) == " ".join(text.split())
+    url = "https://example.org/" + "x" * 80
+    assert url in wrap("see " + url, width=30).splitlines()
+    assert wrap("two\nlines") == "two lines"
+
+
+# --- templates: strictness and overrides --------------------------------------------------
+
+def test_strict_undefined_catches_a_missing_variable(tmp_path, digest):
+    (tmp_path / "digest.md.j2").write_text("{{ d.id }} {{ no_such_variable }}\n", encoding="utf-8")
+    with pytest.raises(jinja2.UndefinedError):
+        render.digest_markdown(fx.config(templates_dir=tmp_path), digest, READING)
+    (tmp_path / "email.html.j2").write_text("<p>{{ d.nope }}</p>", encoding="utf-8")
+    with pytest.raises(jinja2.UndefinedError):
+        render.digest_html(fx.config(templates_dir=tmp_path), digest, READING)
+
+
+def test_a_user_override_replaces_one_template_only(tmp_path, digest, md):
+    (tmp_path / "subject.txt.j2").write_text("My digest {{ d.id }} ({{ paper_count }})\n",
+                                             encoding="utf-8")
+    cfg = fx.config(templates_dir=tmp_path)
+    assert render.digest_subject(cfg, digest) == "My digest 2026-11-30 (7)"
+    assert render.digest_markdown(cfg, digest, READING) == md
+
+
+def test_html_env_autoescapes_user_templates(tmp_path, digest):
+    (tmp_path / "email.html.j2").write_text("<p>{{ d.sections[0].entries[0].title }}</p>", encoding="utf-8")
+    out = render.digest_html(fx.config(templates_dir=tmp_path), digest, READING)
+    assert "&lt;script&gt;" in out and "<script>" not in out
+
+
+# --- the feed -----------------------------------------------------------------------------
+
+def test_feed_is_atom_with_one_entry_per_digest(cfg, digest):
+    xml = render.feed_xml(cfg, [digest, fx.plain_digest()], "2026-12-07")
+    root = ET.fromstring(xml.encode("utf-8"))
+    ns = {"a": "http://www.w3.org/2005/Atom"}
+    items = root.findall("a:entry", ns)
+    assert [e.find("a:link", ns).get("href") for e in items] == ["digests/2026-12-07.html",
+                                                                 "digests/2026-11-30.html"]
+    assert len({e.find("a:id", ns).text for e in items}) == 2
+    assert root.find("a:updated", ns).text == "2026-12-07T00:00:00+08:00"
+    text = "".join(items[1].itertext())
+    assert "<script>alert(1)</script> Policy" in text
+    tags = {el.tag.split("}")[1] for el in root.iter()}
+    assert "script" not in tags and "img" not in tags
+    with_base = render.feed_xml(fx.config(base_url="https://x.example/rl"), [digest], UPDATED)
+    assert '<link rel="self" type="application/atom+xml" href="https://x.example/rl/feed.xml"/>' in with_base
+    assert "<id>https://x.example/rl/digests/2026-11-30.html</id>" in with_base
+
+
+# --- a look in a real browser -------------------------------------------------------------
+
+def _png_size(path: Path) -> tuple[int, int]:
+    with path.open("rb") as fh:
+        head = fh.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", head[16:24])
+
+
+@pytest.mark.parametrize("width", [375, 1024])
+def test_html_screenshot_in_headless_chromium(tmp_path, html, width):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium here (apt-get install -y chromium fonts-noto-cjk)")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = tmp_path / "digest.html"
+    page.write_text(html, encoding="utf-8")
+    shot = ARTIFACTS / f"email-{width}.png"
+    shot.unlink(missing_ok=True)
+    subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
+         f"--window-size={width},2400", page.as_uri()],
+        capture_output=True, timeout=120, check=False)
+    if not shot.exists():
+        pytest.skip(f"chromium made no screenshot at {width} px")
+    assert _png_size(shot) == (width, 2400)
+    assert shot.stat().st_size > 20_000  # a page was drawn, not a blank
