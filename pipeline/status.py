@@ -75,7 +75,8 @@ def read_labels(path: Path) -> list[dict]:
             try:
                 row = json.loads(line)
                 rows.append({"id": row["id"], "title": row["title"], "abstract": row.get("abstract", ""),
-                             "label": int(row["label"]), "categories": row.get("categories", [])})
+                             "label": int(row["label"]), "categories": row.get("categories", []),
+                             "borderline": bool(row.get("borderline"))})
             except (ValueError, KeyError, TypeError) as exc:
                 raise DigestError(f"{path}:{number}: not a labelled paper ({exc})") from None
     if not rows:
