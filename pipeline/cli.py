@@ -179,6 +179,23 @@ def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -
 
 
 @main.command()
+@click.option("--digest", "digest_id", help="Digest id (YYYY-MM-DD); default: the latest.")
+@pass_state
+def preview(state: State, digest_id: str | None) -> None:
+    """Write a stored digest's email HTML to a file and print its path, to open in a browser."""
+    config = state.config
+    store = state.store()
+    stored = store.digest(digest_id)
+    if stored is None:
+        raise DigestError(f"no digest {digest_id}" if digest_id else "no digest yet",
+                          "run `rl-digest run` first")
+    path = config.outputs.dir / "preview" / f"{stored['id']}.html"
+    html = render_mod.digest_as(config, compose.digest_from_dict(stored["data"]), "html",
+                                reading_count=len(digest_entries(config, store)))
+    click.echo(str(write_atomic(path, html)))
+
+
+@main.command()
 @click.argument("paper_id")
 @click.option("--relevant/--irrelevant", default=None, required=True,
               help="Your verdict; it overrides the score from now on.")

@@ -86,3 +86,15 @@ def test_help_lists_every_contract_command(cli):
     out = cli("--help").stdout
     for command in ("run", "schedule", "collect", "render", "send", "seeds", "status", "eval"):
         assert f"  {command} " in out or f"  {command}\n" in out, command
+
+
+def test_render_and_preview_rebuild_a_stored_digest(tmp_path, cli):
+    config = write_config(tmp_path)
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-30")
+    text = cli("--config", str(config), "render", "--digest", "2026-11-30", "--format", "txt").stdout
+    assert text == (tmp_path / "out" / "digests" / "2026-11-30.txt").read_text(encoding="utf-8")
+    shown = cli("--config", str(config), "preview").stdout.strip()
+    assert shown.endswith("2026-11-30.html")
+    assert "<html" in open(shown, encoding="utf-8").read()
+    missing = cli("--config", str(config), "render", "--digest", "1999-01-01", check=1)
+    assert "no digest 1999-01-01" in missing.stderr
