@@ -19,9 +19,10 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-# Text is lower-cased once and matched against one regex per rule set: a
-# case-insensitive regex is twice as slow. ASCII boundaries make "PPO" miss
-# "support" and "RL" miss "URL", while "GRPO" still matches in "使用GRPO训练".
+# Text is lower-cased once and scanned by one regex for all term lists: a
+# case-insensitive regex is twice as slow, one regex per list five times. ASCII
+# boundaries make "PPO" miss "support" and "RL" miss "URL", while "GRPO" still
+# matches inside Chinese text ("使用GRPO训练").
 _BEFORE = r"(?<![a-z0-9_])"
 _AFTER = r"(?![a-z0-9_])"
 _PIECE = {" ": r"[\s\-]+", "*": r"[a-z0-9]*"}
@@ -33,6 +34,14 @@ _ABBREVIATIONS = ("e.g.", "i.e.", "al.", "vs.", "etc.", "cf.", "fig.", "eq.")
 def _key(term: str) -> str:
     """The form terms are compared in: lower case, hyphens and spaces alike."""
     return " ".join(term.lower().replace("-", " ").split())
+
+
+def _lower(text: str) -> str:
+    """Lower case with offsets kept (a few letters, like "İ", grow when lowered)."""
+    lowered = text.lower()
+    if len(lowered) == len(text):
+        return lowered
+    return "".join(c.lower() if len(c.lower()) == 1 else " " for c in text)
 
 
 def _trie_regex(keys: Iterable[str]) -> str:
@@ -113,7 +122,7 @@ class Lexicon:
         if self.pattern is None:
             return []
         found = []
-        for match in self.pattern.finditer(text.lower()):
+        for match in self.pattern.finditer(_lower(text)):
             key = self._resolve(_key(match.group()))
             found += [(match.start(), name, k) for name, k in self.credits.get(key, ())]
         return found
@@ -172,6 +181,8 @@ def compile_rules(cfg: Any) -> Rules:
 
 @dataclass(frozen=True)
 class Score:
+    """A paper's relevance: the value, whether it passes, and the evidence for it."""
+
     value: float
     relevant: bool
     reasons: tuple[str, ...]
@@ -218,6 +229,7 @@ def _abstract_rl(rules: Rules, hits: list[tuple[int, str, str]], abstract: str):
 
 
 _ROLE_RANK = {"background": 0, "plain": 1, "method": 2}
+_SIMILAR = 0.3  # similarity worth naming as a reason, even when seed_weight is 0
 
 
 def _keys(hits: list[tuple[int, str, str]], name: str) -> dict[str, None]:
@@ -269,11 +281,13 @@ def score(
                 if lex.weight("negative", k)]
 
     value = rl * lm_factor - negative
-    if exemplars is not None and rules.seed_weight:
-        label, similarity = exemplars.best(f"{title} {abstract}")
-        if label is not None:
-            value += rules.seed_weight * similarity
-            reasons.append(f"similar to seed {label} {similarity:.2f}")
+    # Similarity is a reason worth showing on candidates; with seed_weight 0 it
+    # cannot change anything for a paper without evidence, so skip the work there.
+    if exemplars is not None and (rules.seed_weight or value > 0):
+        label, similarity = exemplars.best(title)  # titles: what seeds have, and quick
+        value += rules.seed_weight * similarity
+        if label is not None and similarity >= _SIMILAR:
+            reasons.append(f"similar to seed {_short(label)} {similarity:.2f}")
     value = round(value, 4)
     relevant = value >= rules.threshold
     if verdict is not None:
@@ -297,24 +311,27 @@ def _tokens(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Exemplars:
-    """Positive examples (seed titles, papers marked relevant) as TF-IDF vectors."""
+    """Positive examples (seed titles, papers marked relevant) as TF-IDF vectors,
+    stored as an inverted index so that a query only touches the words it shares."""
 
     labels: tuple[str, ...]
-    vectors: tuple[Mapping[str, float], ...]
+    postings: Mapping[str, tuple[tuple[int, float], ...]]  # word -> (exemplar, weight)
     idf: Mapping[str, float]
     unseen_idf: float
 
     def best(self, text: str) -> tuple[str | None, float]:
-        """(label, cosine similarity) of the closest exemplar; (None, 0.0) if none is close."""
+        """(label, cosine similarity) of the closest exemplar; (None, 0.0) if none shares a word."""
         counts = Counter(_tokens(text))
         query = _unit({t: (1 + math.log(c)) * self.idf.get(t, self.unseen_idf)
                        for t, c in counts.items()})
-        best_label, best_sim = None, 0.0
-        for label, vector in zip(self.labels, self.vectors):
-            sim = sum(w * vector[t] for t, w in query.items() if t in vector)
-            if sim > best_sim:
-                best_label, best_sim = label, sim
-        return best_label, round(best_sim, 4)
+        sims: dict[int, float] = {}
+        for word, weight in query.items():
+            for index, other in self.postings.get(word, ()):
+                sims[index] = sims.get(index, 0.0) + weight * other
+        if not sims:
+            return None, 0.0
+        index = max(sims, key=lambda i: (sims[i], -i))
+        return self.labels[index], round(sims[index], 4)
 
 
 def _unit(weights: dict[str, float]) -> dict[str, float]:
@@ -329,9 +346,18 @@ def build_exemplars(items: Sequence[tuple[str, str]]) -> Exemplars:
     df = Counter(t for doc in docs for t in doc)
     n = len(docs)
     idf = {t: math.log((n + 1) / (d + 0.5)) + 1.0 for t, d in df.items()}
-    unseen = math.log((n + 1) / 0.5) + 1.0
-    vectors = tuple(_unit({t: (1 + math.log(c)) * idf[t] for t, c in doc.items()}) for doc in docs)
-    return Exemplars(tuple(label for label, _ in items), vectors, idf, unseen)
+    postings: dict[str, list[tuple[int, float]]] = {}
+    for index, doc in enumerate(docs):
+        for word, weight in _unit({t: (1 + math.log(c)) * idf[t] for t, c in doc.items()}).items():
+            postings.setdefault(word, []).append((index, weight))
+    return Exemplars(tuple(label for label, _ in items),
+                     {w: tuple(p) for w, p in postings.items()}, idf, math.log((n + 1) / 0.5) + 1.0)
+
+
+def _short(label: str) -> str:
+    """"BroRL: Scaling ..." -> "BroRL"; long labels are cut."""
+    head = label.split(":", 1)[0].strip() if ":" in label[:60] else label.strip()
+    return head if len(head) <= 60 else head[:57] + "..."
 
 
 # --- topics ---------------------------------------------------------------------------
