@@ -299,10 +299,11 @@ def score(
 # --- similarity to positive exemplars --------------------------------------------------
 
 _TOKEN = re.compile(r"[a-z0-9]+")
-_STOP = frozenset(
-    "a an and are as at be by can do for from how in into is it its of on or our that the "
-    "their this to toward towards via we what when where which why with".split()
-)
+_STOP = frozenset({
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "for", "from", "how", "in",
+    "into", "is", "it", "its", "of", "on", "or", "our", "that", "the", "their", "this", "to",
+    "toward", "towards", "via", "we", "what", "when", "where", "which", "why", "with",
+})
 
 
 def _tokens(text: str) -> list[str]:

@@ -33,91 +33,91 @@ def rules(cfg):
 CASES = {
     "vla-with-rl": (True,
         "Fine-Tuning Vision-Language-Action Models with Online Reinforcement Learning",
-        "Vision-language-action (VLA) models are usually trained by imitation. We fine-tune a "
-        "pretrained VLA policy with PPO in simulation, using sparse task-success rewards. Our "
-        "recipe improves success rates on manipulation benchmarks by 20% over supervised "
-        "fine-tuning."),
+        ("Vision-language-action (VLA) models are usually trained by imitation. We fine-tune a "
+         "pretrained VLA policy with PPO in simulation, using sparse task-success rewards. Our "
+         "recipe improves success rates on manipulation benchmarks by 20% over supervised "
+         "fine-tuning.")),
     "rl-on-text-to-image-diffusion": (False,
         "Flow-GRPO: Group Relative Policy Optimization for Text-to-Image Diffusion Models",
-        "We apply GRPO to text-to-image diffusion models. A vision-language model scores each "
-        "generated image as the reward, and we optimize the diffusion model with policy "
-        "optimization over denoising steps. Image generation quality improves on GenEval."),
+        ("We apply GRPO to text-to-image diffusion models. A vision-language model scores each "
+         "generated image as the reward, and we optimize the diffusion model with policy "
+         "optimization over denoising steps. Image generation quality improves on GenEval.")),
     "diffusion-language-model-with-rl": (True,
         "Reinforcement Learning for Masked Diffusion Language Models",
-        "Diffusion large language models such as LLaDA generate text by iterative unmasking. We "
-        "propose a policy optimization method for diffusion language models that estimates "
-        "sequence likelihoods efficiently, and train with verifiable rewards on math and code. "
-        "Our method improves reasoning accuracy over supervised fine-tuning."),
+        ("Diffusion large language models such as LLaDA generate text by iterative unmasking. We "
+         "propose a policy optimization method for diffusion language models that estimates "
+         "sequence likelihoods efficiently, and train with verifiable rewards on math and code. "
+         "Our method improves reasoning accuracy over supervised fine-tuning.")),
     "on-policy-distillation": (True,
         "On-Policy Distillation as an Alternative to RLVR",
-        "Reinforcement learning with verifiable rewards (RLVR) is costly. We study on-policy "
-        "distillation, where the student samples its own rollouts and a teacher LLM provides "
-        "dense token-level rewards. On math reasoning, on-policy distillation matches GRPO at a "
-        "fraction of the compute."),
+        ("Reinforcement learning with verifiable rewards (RLVR) is costly. We study on-policy "
+         "distillation, where the student samples its own rollouts and a teacher LLM provides "
+         "dense token-level rewards. On math reasoning, on-policy distillation matches GRPO at a "
+         "fraction of the compute.")),
     "plain-sft-distillation": (False,
         "Distilling Long Chain-of-Thought into Small Language Models",
-        "We distill reasoning traces from DeepSeek-R1 into a 7B student with supervised "
-        "fine-tuning on 100K curated problems. The distilled model rivals larger models on AIME "
-        "and outperforms RL baselines such as GRPO trained on the same data."),
+        ("We distill reasoning traces from DeepSeek-R1 into a 7B student with supervised "
+         "fine-tuning on 100K curated problems. The distilled model rivals larger models on AIME "
+         "and outperforms RL baselines such as GRPO trained on the same data.")),
     "reward-model-for-rl": (True,
         "Training Generative Reward Models for RLHF",
-        "Reward models are central to reinforcement learning from human feedback. We train a "
-        "generative reward model that reasons before judging, and use it as the reward in PPO "
-        "training of a 7B LLM. Policies trained with our reward model win more often against "
-        "strong baselines."),
+        ("Reward models are central to reinforcement learning from human feedback. We train a "
+         "generative reward model that reasons before judging, and use it as the reward in PPO "
+         "training of a 7B LLM. Policies trained with our reward model win more often against "
+         "strong baselines.")),
     "judge-benchmark-without-reward": (False,
         "JudgeBench: How Well Do LLM Judges Agree with Human Experts?",
-        "LLM-as-a-judge is widely used for evaluation. We collect 5,000 expert annotations "
-        "across writing, coding and math, and measure the agreement of 20 proprietary and open "
-        "LLM judges. Judges are biased towards longer answers and their own outputs."),
+        ("LLM-as-a-judge is widely used for evaluation. We collect 5,000 expert annotations "
+         "across writing, coding and math, and measure the agreement of 20 proprietary and open "
+         "LLM judges. Judges are biased towards longer answers and their own outputs.")),
     "llm-writes-rewards-for-non-llm-agent": (False,
         "Language Models Write Reward Functions for Quadruped Locomotion",
-        "We prompt GPT-4 to write reward functions for a PPO agent that controls a quadruped "
-        "robot in MuJoCo. The generated rewards match expert-designed rewards on five "
-        "locomotion tasks."),
+        ("We prompt GPT-4 to write reward functions for a PPO agent that controls a quadruped "
+         "robot in MuJoCo. The generated rewards match expert-designed rewards on five "
+         "locomotion tasks.")),
     "rl-trained-llm-router": (True,
         "Router-R1: Teaching LLM Routers to Orchestrate Models with Reinforcement Learning",
-        "We train an LLM-based router with GRPO to decide which candidate model to call at each "
-        "step of a multi-round dialogue, with a reward that balances answer quality and cost. "
-        "Router-R1 outperforms prompt-based and classifier routers on seven QA benchmarks."),
+        ("We train an LLM-based router with GRPO to decide which candidate model to call at each "
+         "step of a multi-round dialogue, with a reward that balances answer quality and cost. "
+         "Router-R1 outperforms prompt-based and classifier routers on seven QA benchmarks.")),
     "jailbreak-with-rl-attacker": (True,
         "Red-Teaming Language Models with Reinforcement Learning Attackers",
-        "We train an attacker language model with reinforcement learning to generate jailbreak "
-        "prompts against a target LLM. The attacker is rewarded for eliciting harmful responses "
-        "while staying diverse. RL-trained attackers find more jailbreaks than prompt-based "
-        "red-teaming."),
+        ("We train an attacker language model with reinforcement learning to generate jailbreak "
+         "prompts against a target LLM. The attacker is rewarded for eliciting harmful responses "
+         "while staying diverse. RL-trained attackers find more jailbreaks than prompt-based "
+         "red-teaming.")),
     "prompt-only-jailbreak": (False,
         "A Simple Prompt-Based Jailbreak of Aligned Language Models",
-        "Safety-aligned LLMs, typically trained with RLHF, still follow harmful instructions "
-        "when they are wrapped in role-play. We present a prompt template that jailbreaks GPT-4 "
-        "and Llama-3 with a 90% success rate without any optimization."),
+        ("Safety-aligned LLMs, typically trained with RLHF, still follow harmful instructions "
+         "when they are wrapped in role-play. We present a prompt template that jailbreaks GPT-4 "
+         "and Llama-3 with a 90% success rate without any optimization.")),
     "rl-survey": (True,
         "A Survey of Reinforcement Learning for Large Reasoning Models",
-        "We survey reinforcement learning for large reasoning models: reward design, policy "
-        "optimization algorithms such as PPO and GRPO, sampling strategies, training resources "
-        "and applications, and discuss open problems in scaling RL for LLM reasoning."),
+        ("We survey reinforcement learning for large reasoning models: reward design, policy "
+         "optimization algorithms such as PPO and GRPO, sampling strategies, training resources "
+         "and applications, and discuss open problems in scaling RL for LLM reasoning.")),
     "broad-llm-survey": (False,
         "A Survey of Large Language Models",
-        "This survey reviews large language models: pre-training data and architectures, "
-        "instruction tuning, alignment methods (e.g., RLHF), prompting, evaluation and "
-        "applications."),
+        ("This survey reviews large language models: pre-training data and architectures, "
+         "instruction tuning, alignment methods (e.g., RLHF), prompting, evaluation and "
+         "applications.")),
     "grpo-only-as-baseline": (False,
         "Self-Consistency Decoding Improves Math Reasoning of LLMs",
-        "We propose a training-free decoding method that aggregates multiple sampled reasoning "
-        "paths of an LLM. Our method outperforms GRPO baselines on GSM8K and MATH without any "
-        "training."),
+        ("We propose a training-free decoding method that aggregates multiple sampled reasoning "
+         "paths of an LLM. Our method outperforms GRPO baselines on GSM8K and MATH without any "
+         "training.")),
     "classical-rl-robot-control": (False,
         "Sim-to-Real Reinforcement Learning for Quadruped Locomotion",
-        "We train a locomotion policy with PPO in simulation with domain randomization and "
-        "deploy it on a real quadruped robot. The policy walks robustly over rough terrain."),
+        ("We train a locomotion policy with PPO in simulation with domain randomization and "
+         "deploy it on a real quadruped robot. The policy walks robustly over rough terrain.")),
     "bandits-for-recommendation": (False,
         "Contextual Bandits for News Recommendation",
-        "We cast news recommendation as a contextual bandit problem and propose an exploration "
-        "strategy with a regret bound. Online experiments show higher click-through rates."),
+        ("We cast news recommendation as a contextual bandit problem and propose an exploration "
+         "strategy with a regret bound. Online experiments show higher click-through rates.")),
     "plain-positive": (True,
         "GRPO for Mathematical Reasoning in Large Language Models",
-        "We study group relative policy optimization for training LLMs on math problems with "
-        "verifiable rewards."),
+        ("We study group relative policy optimization for training LLMs on math problems with "
+         "verifiable rewards.")),
     "no-evidence": (False, "Efficient Attention for Long Documents",
         "We propose a sparse attention kernel that halves memory use on long inputs."),
 }
@@ -127,15 +127,15 @@ CASES = {
 KNOWN_MISSES = {
     "reward-model-only-at-inference": (False,
         "Process Reward Models for Best-of-N Decoding",
-        "We use a process reward model at inference time to rerank best-of-N samples from a "
-        "frozen LLM, without training the policy. Step-level scores select better solutions "
-        "than majority voting on math benchmarks."),
+        ("We use a process reward model at inference time to rerank best-of-N samples from a "
+         "frozen LLM, without training the policy. Step-level scores select better solutions "
+         "than majority voting on math benchmarks.")),
     "rl-trained-small-policy-for-kv-cache": (False,
         "Learning KV Cache Eviction with Reinforcement Learning",
-        "Long contexts make the KV cache of a large language model expensive. We train a "
-        "lightweight policy network with PPO to decide which tokens to evict from the KV cache "
-        "of a frozen LLM, with reward equal to the negative loss increase. The policy halves "
-        "memory with little accuracy loss."),
+        ("Long contexts make the KV cache of a large language model expensive. We train a "
+         "lightweight policy network with PPO to decide which tokens to evict from the KV cache "
+         "of a frozen LLM, with reward equal to the negative loss increase. The policy halves "
+         "memory with little accuracy loss.")),
 }
 
 
