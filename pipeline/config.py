@@ -106,6 +106,7 @@ class Enrich(Model):
     structured: Literal["json_schema", "json_object"]
     timeout_seconds: float = Field(gt=0)
     deadline_seconds: float = Field(gt=0)
+    retries: int = Field(2, ge=0, le=10)
     concurrency: int = Field(ge=1, le=64)
     max_papers: int = Field(ge=0)
     max_tokens_per_run: int | None = Field(None, ge=1)

@@ -188,7 +188,7 @@ def _retry_after(headers: httpx2.Headers) -> float | None:
     return None
 
 
-def make_client(cfg: Enrich, *, max_retries: int = 2) -> openai.OpenAI | None:
+def make_client(cfg: Enrich, *, max_retries: int | None = None) -> openai.OpenAI | None:
     """An OpenAI client for cfg.base_url; None for provider none. The key comes from the env."""
     if cfg.provider == "none":
         return None
@@ -201,7 +201,8 @@ def make_client(cfg: Enrich, *, max_retries: int = 2) -> openai.OpenAI | None:
         )
     return openai.OpenAI(
         api_key=key.strip() or PLACEHOLDER_KEY, base_url=cfg.base_url,
-        timeout=cfg.timeout_seconds, max_retries=max_retries, http_client=DeadlineHttpClient(),
+        timeout=cfg.timeout_seconds,
+        max_retries=cfg.retries if max_retries is None else max_retries, http_client=DeadlineHttpClient(),
     )
 
 

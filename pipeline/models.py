@@ -199,6 +199,7 @@ class RunReport:
     seeds: int = 0
     summarised: int = 0
     cached: int = 0
+    llm_calls: int = 0
     llm_failures: int = 0
     tokens_in: int = 0
     tokens_out: int = 0

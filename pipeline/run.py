@@ -147,8 +147,8 @@ def summarise(store: Store, enricher: Enricher, report: RunReport) -> None:
 
 def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
     done = enricher.report
-    report.llm_failures, report.tokens_in, report.tokens_out = (
-        done.failures, done.tokens_in, done.tokens_out)
+    report.llm_calls, report.llm_failures, report.tokens_in, report.tokens_out = (
+        done.calls, done.failures, done.tokens_in, done.tokens_out)
     if done.error:
         report.warnings.append(f"enrich: {done.error}")
 
@@ -255,6 +255,10 @@ def _topic(config: Config, title: str, text: str) -> str:
 
 def summary_line(report: RunReport) -> str:
     day = report.as_of[:10]
-    return (f"{day}: fetched {report.fetched}, relevant {report.relevant} ({report.seeds} seeds), "
+    line = (f"{day}: fetched {report.fetched}, relevant {report.relevant} ({report.seeds} seeds), "
             f"summarised {report.summarised} ({report.cached} cached), sent to {report.sent}, "
             f"{report.elapsed:.1f} s")
+    if report.llm_calls or report.llm_failures:
+        line += (f"; LLM: {report.llm_calls} calls, {report.tokens_in} tokens in, "
+                 f"{report.tokens_out} out, {report.llm_failures} failed")
+    return line

@@ -37,6 +37,12 @@ def overview(config: Config, store: Store) -> str:
                           f"{src.get('new', 0)} new, {src.get('revised', 0)} revised, "
                           f"{src.get('duplicates', 0)} duplicates, {src.get('seconds', 0):.1f} s"
                           for name, src in report.get("sources", {}).items())
+        if run["kind"] == "publish" and report:
+            parts = (f"digest {report.get('digest') or 'none'}, relevant {report.get('relevant', 0)}, "
+                     f"summarised {report.get('summarised', 0)} ({report.get('cached', 0)} cached), "
+                     f"LLM calls {report.get('llm_calls', 0)}, tokens {report.get('tokens_in', 0)} in / "
+                     f"{report.get('tokens_out', 0)} out, {report.get('llm_failures', 0)} failed, "
+                     f"sent {report.get('sent', 0)}, pending {report.get('pending', 0)}")
         lines.append(f"  #{run['id']} {run['kind']} as of {run['as_of']}: {run['status']}"
                      + (f" ({parts})" if parts else "") + (f" — {run['error']}" if run["error"] else ""))
         for warning in report.get("warnings", []):

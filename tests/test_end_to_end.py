@@ -44,6 +44,10 @@ def test_run_summarises_in_both_languages_and_a_rerun_calls_nothing(tmp_path, cl
         second = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
         assert len(llm.requests) == calls  # the cache answered everything
     assert "summarised 3 (0 cached)" in first.stdout
+    assert f"; LLM: {calls} calls, " in first.stdout and "0 failed" in first.stdout
+    assert "; LLM:" not in second.stdout  # nothing was called
+    status = cli("--config", str(config), "status").stdout
+    assert "summarised 3 (0 cached)" in status and f"LLM calls {calls}" in status
     digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
     for i in range(3):
         assert f"GRPO variant {i} for reinforcement learning" in digest
@@ -60,6 +64,7 @@ def test_without_an_llm_the_digest_goes_out_marked_pending(tmp_path, cli):
         config = full_config(tmp_path, arxiv, llm)
         result = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
         assert "summarised 0" in result.stdout
+        assert "2 failed" in result.stdout  # the summary and the featured reading fell back
         digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
         assert "⏳ 中文摘要待生成" in digest
         assert "We train a large language model with reinforcement learning" in digest
