@@ -45,7 +45,9 @@ def overview(config: Config, store: Store) -> str:
                      f"sent {report.get('sent', 0)}, pending {report.get('pending', 0)}")
         lines.append(f"  #{run['id']} {run['kind']} as of {run['as_of']}: {run['status']}"
                      + (f" ({parts})" if parts else "") + (f" — {run['error']}" if run["error"] else ""))
-        for warning in report.get("warnings", []):
+        warnings = report.get("warnings") or [
+            w for src in report.get("sources", {}).values() for w in src.get("warnings", [])]
+        for warning in warnings:
             lines.append(f"    warning: {warning}")
     rows = store.deliveries(statuses=("pending", "failed"))
     lines.append(f"outbox: {counts['pending']} pending, {counts['failed']} failed")

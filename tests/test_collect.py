@@ -158,3 +158,37 @@ def test_unresolved_seed_is_searched_once_within_the_retry_period(tmp_path):
         searches = [r for r in server.requests if "ti:" in r.query.get("search_query", "")]
     assert len(searches) == 2  # one per seed, never repeated
     assert {row["arxiv_id"] for row in store.seed_rows()} == {"2510.01180", None}
+
+
+def _collect(cli, config, as_of):
+    return cli("--config", str(config), "collect", "--as-of", as_of)
+
+
+def test_empty_weekend_feed_is_quiet_but_an_empty_weekday_feed_is_a_warning(tmp_path, cli):
+    from tests.servers.arxiv_server import EMPTY
+
+    with ArxivServer([]) as server:
+        config = config_for(tmp_path, server)
+        server.script("/rss/", EMPTY, EMPTY)
+        saturday = _collect(cli, config, "2026-11-28T20:00:00+00:00")
+        wednesday = _collect(cli, config, "2026-11-25T20:00:00+00:00")
+    assert "empty feed" not in saturday.stderr
+    assert "empty feed on an announcement day (2026-11-25)" in wednesday.stderr
+    status = cli("--config", str(config), "status").stdout
+    assert "warning:" in status and "empty feed on an announcement day" in status
+    assert "rss: 1 requests" in status and "api: 1 requests" in status
+
+
+def test_feed_error_and_a_stale_feed_are_warnings_not_failures(tmp_path, cli):
+    from tests.servers.arxiv_server import FEED_ERROR
+
+    day = datetime(2026, 11, 24, 12, tzinfo=UTC)
+    with ArxivServer([rl_paper(1, day)], announced=datetime(2026, 11, 25, tzinfo=UTC)) as server:
+        config = config_for(tmp_path, server)
+        first = _collect(cli, config, "2026-11-25T20:00:00+00:00")
+        stale = _collect(cli, config, "2026-11-26T20:00:00+00:00")  # the feed was not rebuilt
+        server.script("/rss/", FEED_ERROR)
+        broken = _collect(cli, config, "2026-11-27T20:00:00+00:00")
+    assert "lastBuildDate" not in first.stderr
+    assert "lastBuildDate has not moved" in stale.stderr
+    assert "arXiv reports a feed error" in broken.stderr
