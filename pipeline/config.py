@@ -86,7 +86,7 @@ class Relevance(Model):
     lm_full: float = Field(1.0, ge=0)
     seed_weight: float = Field(0.0, ge=0)
     llm_judge: bool = False
-    grey_band: float = Field(0.1, ge=0)
+    grey_band: float = Field(0.5, ge=0)
 
 
 class TopicDef(Model):

@@ -70,6 +70,12 @@ class PaperSummary(Reply):
                                       description="the same points in English, same order")
 
 
+class RelevanceVerdict(Reply):
+    relevant: bool = Field(description="true when the paper's main contribution is RL or "
+                                       "preference optimisation applied to a language model")
+    reason_en: Text = Field(description="one short English sentence saying why")
+
+
 class SeedTranslation(Reply):
     summary_en: Text = Field(description="faithful English translation of the curated Chinese")
 
@@ -229,6 +235,7 @@ SUMMARY = Task("paper_summary", "prompts/paper_summary.j2", PaperSummary)
 SEED = Task("seed_translation", "prompts/seed_translation.j2", SeedTranslation)
 FEATURED = Task("featured_reading", "prompts/featured_reading.j2", FeaturedReading)
 COMPARISON = Task("comparison", "prompts/comparison.j2", Comparison)
+JUDGE = Task("relevance_judgement", "prompts/relevance_judgement.j2", RelevanceVerdict)
 SYSTEM = "prompts/system.j2"
 RETRY = "prompts/retry.j2"
 
@@ -318,6 +325,11 @@ class Enricher:
         """Paper id -> summary; calls for at most max_papers, in the order given (best first)."""
         jobs = [Job(SUMMARY, paper_key(p.id), p.id, str(p.version), {"paper": p}) for p in papers]
         return self._run(jobs, "summaries", limit=self.cfg.max_papers)  # type: ignore[return-value]
+
+    def judge(self, papers: Iterable[Paper]) -> dict[str, RelevanceVerdict]:
+        """Paper id -> the LLM's relevance verdict, for papers the term rule is unsure of."""
+        jobs = [Job(JUDGE, paper_key(p.id), p.id, str(p.version), {"paper": p}) for p in papers]
+        return self._run(jobs, "relevance judgements", limit=self.cfg.max_papers)  # type: ignore[return-value]
 
     def translate_seeds(self, entries: Iterable[SeedEntry]) -> dict[str, SeedTranslation]:
         """seed_key(title) -> English for the curated Chinese, which is never changed."""

@@ -7,6 +7,7 @@ before anything is published, so the watermark stays where it was.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -109,6 +110,7 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
         collect.complete_thin(config, store, fetcher, thin)
     checkpoint()
     enricher = make_enricher(config, store, options, report)
+    judge_grey_band(config, store, enricher)
     summarise(store, enricher, report)
     checkpoint()
     digest = build_digest(config, store, options, documents, enricher)
@@ -128,6 +130,28 @@ def make_enricher(config: Config, store: Store, options: Options, report: RunRep
             report.warnings.append(f"enrich: {exc}; summaries fall back for now")
     return Enricher(config.enrich, config.languages, store, client,
                     render.text_env(config.templates.dir))
+
+
+JUDGED = "LLM judge: "
+
+
+def judge_grey_band(config: Config, store: Store, enricher: Enricher) -> int:
+    """Ask the LLM about waiting papers whose score is within grey_band of the threshold."""
+    rel = config.relevance
+    if not rel.llm_judge:
+        return 0
+    published = store.published_keys()
+    rows = {r["id"]: r for r in store.score_rows()
+            if r["score"] is not None and r["verdict"] is None
+            and abs(r["score"] - rel.threshold) <= rel.grey_band
+            and paper_key(r["id"]) not in published
+            and not any(reason.startswith(JUDGED) for reason in json.loads(r["reasons"] or "[]"))}
+    verdicts = enricher.judge(store.papers(rows))
+    for pid, verdict in verdicts.items():
+        said = "relevant" if verdict.relevant else "not relevant"
+        reasons = json.loads(rows[pid]["reasons"] or "[]") + [f"{JUDGED}{said} ({verdict.reason_en})"]
+        store.set_judgement(pid, verdict.relevant, reasons)
+    return len(verdicts)
 
 
 def summarise(store: Store, enricher: Enricher, report: RunReport) -> None:

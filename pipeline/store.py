@@ -279,6 +279,12 @@ class Store:
                     )
                 )
 
+    def set_judgement(self, pid: str, relevant: bool, reasons: list[str]) -> None:
+        """The LLM judge's call on a grey-band paper: it replaces the rule's, not the user's."""
+        with self.tx() as conn:
+            conn.execute(papers.update().where(papers.c.id == pid).values(
+                relevant=relevant, reasons=json.dumps(reasons)))
+
     def set_verdict(self, pid: str, verdict: bool | None) -> bool:
         with self.tx() as conn:
             done = conn.execute(papers.update().where(papers.c.id == pid).values(verdict=verdict))

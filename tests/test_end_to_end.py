@@ -99,3 +99,28 @@ def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli):
         assert message.message["To"] == message.rcpt_tos[0]
         assert message.message.get_content_type() == "multipart/alternative"
         assert "2026-11-30" in str(message.message["Subject"])
+
+
+def test_llm_judge_decides_only_the_grey_band_and_is_cached(tmp_path, cli):
+    from dataclasses import replace
+
+    from tests.servers.openai_server import ok
+
+    grey = replace(rl_paper(2, DAY), title="Routing queries between language models",
+                   abstract="We route queries among large language models with a small policy "
+                            "trained by reinforcement learning to cut cost.")
+    with ArxivServer([rl_paper(1, DAY), grey]) as arxiv, OpenAIServer() as llm:
+        llm.script = lambda request: (ok({"relevant": False, "reason_en": "A router, not LLM RL."})
+                                      if request.task == "relevance_judgement" else None)
+        config = full_config(tmp_path, arxiv, llm,
+                             relevance={"llm_judge": True, "grey_band": 0.5})
+        cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        judged = [r for r in llm.requests if r.task == "relevance_judgement"]
+        cli("--config", str(config), "run", "--as-of", "2026-12-07", env={"OPENAI_API_KEY": KEY})
+        again = [r for r in llm.requests if r.task == "relevance_judgement"]
+    assert [r.titles for r in judged] == [["Routing queries between language models"]]
+    assert len(again) == 1  # judged once, never asked again
+    digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+    assert "GRPO variant 1" in digest and "Routing queries" not in digest
+    shown = cli("--config", str(config), "status", "--paper", grey.id).stdout
+    assert "LLM judge: not relevant (A router, not LLM RL.)" in shown

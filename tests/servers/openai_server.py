@@ -127,6 +127,8 @@ def default_content(request: ChatRequest) -> dict[str, Any]:
             "key_points_zh": [f"{title} 要点一", f"{title} 要点二"],
             "key_points_en": [f"{title} point one", f"{title} point two"],
         }
+    if task == "relevance_judgement":
+        return {"relevant": True, "reason_en": f"{title} trains an LLM with RL."}
     if task == "seed_translation":
         return {"summary_en": f"English translation for {title}."}
     if task == "featured_reading":
