@@ -17,7 +17,7 @@ from pipeline import config as config_mod
 from pipeline import render as render_mod
 from pipeline.deliver.files import write_atomic
 from pipeline.errors import DeliveryError, DigestError
-from pipeline.models import RunReport, split_arxiv_id
+from pipeline.models import Digest, RunReport, split_arxiv_id
 from pipeline.publish import deliver_email
 from pipeline.run import (
     Options, digest_entries, parse_as_of, rank_papers, run_digest, seed_documents, summary_line,
@@ -165,11 +165,7 @@ def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -
     """Re-render a stored digest."""
     config = state.config
     store = state.store()
-    stored = store.digest(digest_id)
-    if stored is None:
-        raise DigestError(f"no digest {digest_id}" if digest_id else "no digest yet",
-                          "run `rl-digest run` first")
-    text = render_mod.digest_as(config, compose.digest_from_dict(stored["data"]), fmt,
+    text = render_mod.digest_as(config, _stored_digest(store, digest_id), fmt,
                                 reading_count=len(digest_entries(config, store)))
     if output:
         write_atomic(output, text)
@@ -185,14 +181,19 @@ def preview(state: State, digest_id: str | None) -> None:
     """Write a stored digest's email HTML to a file and print its path, to open in a browser."""
     config = state.config
     store = state.store()
+    digest = _stored_digest(store, digest_id)
+    path = config.outputs.dir / "preview" / f"{digest.id}.html"
+    html = render_mod.digest_as(config, digest, "html",
+                                reading_count=len(digest_entries(config, store)))
+    click.echo(str(write_atomic(path, html)))
+
+
+def _stored_digest(store: Store, digest_id: str | None) -> Digest:
     stored = store.digest(digest_id)
     if stored is None:
         raise DigestError(f"no digest {digest_id}" if digest_id else "no digest yet",
                           "run `rl-digest run` first")
-    path = config.outputs.dir / "preview" / f"{stored['id']}.html"
-    html = render_mod.digest_as(config, compose.digest_from_dict(stored["data"]), "html",
-                                reading_count=len(digest_entries(config, store)))
-    click.echo(str(write_atomic(path, html)))
+    return compose.digest_from_dict(stored["data"])
 
 
 @main.command()
