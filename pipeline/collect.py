@@ -17,7 +17,7 @@ from datetime import datetime, timedelta, timezone
 
 from rapidfuzz import fuzz
 
-from pipeline import __version__
+from pipeline import __version__, rank
 from pipeline.config import Config
 from pipeline.errors import SourceError
 from pipeline.models import Paper
@@ -65,19 +65,6 @@ def window(config: Config, store: Store, as_of: datetime) -> tuple[datetime, dat
     start = (mark - timedelta(hours=arxiv.overlap_hours)) if mark else (
         as_of - timedelta(days=arxiv.lookback_days))
     return start, as_of
-
-
-def candidate(paper: Paper, categories: list[str], terms: list[str]) -> bool:
-    """The API query's own test, applied to RSS items so both sources see the same papers."""
-    if not set(paper.categories) & set(categories):
-        return False
-    text = f"{paper.title} {paper.abstract}"
-    return any(_phrase(term).search(text) for term in terms)
-
-
-def _phrase(term: str) -> re.Pattern:
-    return re.compile(r"(?<![\w-])" + r"\W+".join(map(re.escape, term.split())) + r"(?![\w-])",
-                      re.IGNORECASE)
 
 
 def collect(config: Config, store: Store, fetcher: Fetcher, as_of: datetime) -> CollectReport:
@@ -147,7 +134,9 @@ def _read_feed(store: Store, fetcher: Fetcher, url: str, report: CollectReport, 
     updates = [Paper(id=r.id, title="", version=r.version or known[r.id].version, updated=r.announced,
                      sources=("rss",)) for r in feed.replacements if r.id in known]
     part.seconds += time.monotonic() - began
-    return [p for p in feed.papers if candidate(p, categories, terms)] + updates
+    query = rank.Query.compile(categories, terms)
+    kept = [p for p in feed.papers if query.matches(p.title, p.abstract, p.categories)]
+    return kept + updates
 
 
 def complete_thin(config: Config, store: Store, fetcher: Fetcher, ids: list[str]) -> int:

@@ -501,20 +501,41 @@ class Coverage:
         return len(set(self.missed_by_category) | set(self.missed_by_terms))
 
 
-def query_coverage(rows: Sequence[Mapping[str, Any]], categories: Iterable[str],
-                   terms: Iterable[str]) -> Coverage:
-    """Which positives the arXiv candidate query (any category AND any term) would miss.
+@dataclass(frozen=True)
+class Query:
+    """The arXiv candidate query as a test: any configured category AND any term.
 
     The API's ti:/abs: search is a phrase search; it is approximated by
-    case-insensitive whole-word phrase matching, without plurals.
+    case-insensitive whole-word phrase matching, without plurals. RSS items go
+    through the same test, so both sources see the same papers.
     """
-    wanted = set(categories)
-    lexicon = Lexicon.compile({"query": list(terms)}, plurals=False)
+
+    categories: frozenset[str]
+    lexicon: Lexicon
+
+    @classmethod
+    def compile(cls, categories: Iterable[str], terms: Iterable[str]) -> Query:
+        return cls(frozenset(categories), Lexicon.compile({"query": list(terms)}, plurals=False))
+
+    def in_categories(self, categories: Iterable[str]) -> bool:
+        return bool(self.categories & set(categories))
+
+    def has_term(self, title: str, abstract: str) -> bool:
+        return bool(self.lexicon.find(f"{title}\n{abstract}"))
+
+    def matches(self, title: str, abstract: str, categories: Iterable[str]) -> bool:
+        return self.in_categories(categories) and self.has_term(title, abstract)
+
+
+def query_coverage(rows: Sequence[Mapping[str, Any]], categories: Iterable[str],
+                   terms: Iterable[str]) -> Coverage:
+    """Which positives the arXiv candidate query (see Query) would miss."""
+    query = Query.compile(categories, terms)
     positives = candidates = 0
     by_category, by_terms = [], []
     for row in rows:
-        in_category = bool(wanted & set(row.get("categories") or ()))
-        has_term = bool(lexicon.find(f"{row['title']}\n{row.get('abstract') or ''}"))
+        in_category = query.in_categories(row.get("categories") or ())
+        has_term = query.has_term(row["title"], row.get("abstract") or "")
         candidates += in_category and has_term
         if not row.get("label"):
             continue
