@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
-from rapidfuzz import fuzz
+from rapidfuzz import fuzz, process
 
 from pipeline import __version__, rank
 from pipeline.config import Config
@@ -154,26 +154,31 @@ def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None) -> int:
     Stored papers first; then (online) one title search per unresolved seed,
     not repeated within seeds.resolve_retry_days. A weak match is not forced.
     """
+    unresolved = [row for row in store.seed_rows() if not row["arxiv_id"]]
+    if not unresolved:
+        return 0
     threshold = config.seeds.match_threshold
-    stored = {normal_title(p.title): p for p in store.papers()}
+    known = store.paper_titles()
+    ids = [pid for pid, _ in known]
+    normals = [normal_title(title) for _, title in known]
     retry_after = timedelta(days=config.seeds.resolve_retry_days)
     tied = 0
-    for row in store.seed_rows():
-        if row["arxiv_id"]:
-            continue
+    for row in unresolved:
         seed = row_to_seed(row)
-        match = best_match(seed.title, stored.values(), threshold)
+        index = closest(seed.title, normals, threshold)
         tried = parse_dt(row["resolve_tried_at"])
-        if match is None and fetcher is not None and (
+        if index is not None:
+            store.set_seed_resolution(row["key"], ids[index], now_iso())
+            tied += 1
+        elif fetcher is not None and (
                 tried is None or datetime.now(timezone.utc) - tried >= retry_after):
-            candidates = arxiv_api.search_title(fetcher, config.sources.arxiv.api_url, seed.title)
-            match = best_match(seed.title, candidates, threshold)
-            if match is not None:
-                store.upsert_papers([match])
-            store.set_seed_resolution(row["key"], match.id if match else None, now_iso())
-        elif match is not None:
-            store.set_seed_resolution(row["key"], match.id, now_iso())
-        tied += match is not None
+            found = arxiv_api.search_title(fetcher, config.sources.arxiv.api_url, seed.title)
+            index = closest(seed.title, [normal_title(p.title) for p in found], threshold)
+            if index is not None:
+                store.upsert_papers([found[index]])
+                tied += 1
+            store.set_seed_resolution(row["key"], found[index].id if index is not None else None,
+                                      now_iso())
     return tied
 
 
@@ -181,15 +186,11 @@ def normal_title(title: str) -> str:
     return " ".join(re.sub(r"[^\w\s]", " ", title.casefold()).split())
 
 
-def best_match(title: str, papers, threshold: float) -> Paper | None:
-    """The paper whose whole title is closest; typos and punctuation are forgiven."""
-    wanted = normal_title(title)
-    best, best_score = None, 0.0
-    for paper in papers:
-        score = fuzz.ratio(wanted, normal_title(paper.title))
-        if score > best_score:
-            best, best_score = paper, score
-    return best if best_score >= threshold else None
+def closest(title: str, normal_titles: list[str], threshold: float) -> int | None:
+    """Index of the whole title closest to `title`; typos and punctuation are forgiven."""
+    found = process.extractOne(normal_title(title), normal_titles, scorer=fuzz.ratio,
+                               score_cutoff=threshold)
+    return found[2] if found else None
 
 
 def _as_dict(report: CollectReport) -> dict:

@@ -246,6 +246,10 @@ class Store:
             for row in result.mappings():
                 yield dict(row)
 
+    def paper_titles(self) -> list[tuple[str, str]]:
+        with self.engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(sa.select(papers.c.id, papers.c.title))]
+
     def papers_to_score(self) -> list[Paper]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(papers).where(papers.c.score.is_(None))).mappings()
