@@ -1,16 +1,27 @@
 """APScheduler wiring only: two cron jobs, catch-up from the database, clean stops.
 
 The job store is memory: what was done lives in the database (runs and
-digests), so a restart asks the database whether a publish is due.
+digests), so a restart asks the database whether a publish is due, and so does
+every publish fire (inside the run lock), which keeps two schedulers on one
+database from publishing twice.
+
+Stopping: SIGTERM/SIGINT set run.STOP and shut the scheduler down without
+waiting; the job that is running sees STOP at its next checkpoint (between
+stages, after the current transaction) and returns; serve() then waits for its
+thread and returns, and the command exits 0.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
+from apscheduler.events import EVENT_JOB_MISSED, EVENT_SCHEDULER_STARTED
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.cron import CronTrigger
 
@@ -21,6 +32,9 @@ from pipeline.run import STOP, Stopped
 from pipeline.store import Store
 
 log = logging.getLogger(__name__)
+
+RETRY_SECONDS = 300  # a publish that found the lock held looks again this much later
+CATCH_UP = "catch-up"
 
 
 def trigger(config: Config, which: str) -> CronTrigger:
@@ -45,58 +59,156 @@ def previous_fire(config: Config, which: str, now: datetime) -> datetime | None:
 
 
 def publish_due(config: Config, store: Store, now: datetime) -> bool:
-    """A publish fire passed with no successful publish since: run it once now."""
+    """A publish fire passed with no publish since: run it once now.
+
+    A `partial` publish counts: its digest is out, and the outbox retries what failed.
+    """
     fire = previous_fire(config, "publish", now)
     if fire is None:
         return False
-    last = store.last_run("publish", "ok")
-    return last is None or datetime.fromisoformat(last["started"]) < fire
+    runs = [store.last_run("publish", status) for status in ("ok", "partial")]
+    starts = [datetime.fromisoformat(run["started"]) for run in runs if run]
+    return not starts or max(starts) < fire
 
 
-def guarded(config: Config, name: str, work: Callable[[], object]) -> Callable[[], None]:
-    """A job body: takes the run lock (skips the fire if it is held) and logs failures."""
+class _Running:
+    """Names of the jobs running now, for the stop message."""
+
+    def __init__(self) -> None:
+        self._names: list[str] = []
+        self._lock = threading.Lock()
+
+    def add(self, name: str) -> None:
+        with self._lock:
+            self._names.append(name)
+
+    def remove(self, name: str) -> None:
+        with self._lock:
+            self._names.remove(name)
+
+    def names(self) -> list[str]:
+        with self._lock:
+            return list(self._names)
+
+
+RUNNING = _Running()
+
+
+def guarded(config: Config, name: str, work: Callable[[], object],
+            due: Callable[[], bool] | None = None,
+            on_locked: Callable[[], None] | None = None) -> Callable[[], None]:
+    """A job body: takes the run lock (skips the fire if it is held), asks `due` inside the
+    lock whether there is still work (another process may have done it), logs failures."""
 
     def job() -> None:
         if STOP.is_set():
             return
+        RUNNING.add(name)
         try:
             with lock.held(config):
+                if due is not None and not due():
+                    log.info("%s: nothing to do: a publish already succeeded since the last fire", name)
+                    return
                 work()
         except LockedError as exc:
             log.warning("%s: skipped this fire: %s", name, exc)
+            if on_locked is not None and not STOP.is_set():
+                on_locked()
         except Stopped:
             log.info("%s: stopped between steps; the next fire picks up from here", name)
         except DigestError as exc:
             log.error("%s failed: %s", name, exc)
+        except Exception as exc:  # keep the scheduler alive; the traceback with -v
+            log.error("%s failed: %s: %s", name, type(exc).__name__, exc,
+                      exc_info=log.isEnabledFor(logging.DEBUG))
+        finally:
+            RUNNING.remove(name)
 
     return job
+
+
+def build(config: Config, collect_job: Callable[[], object], publish_job: Callable[[], object],
+          store: Store, now: datetime | None = None,
+          executor: ThreadPoolExecutor | None = None) -> BlockingScheduler:
+    """The scheduler with its jobs, not started: collect, publish, and a catch-up if due.
+
+    coalesce: fires missed while the process was suspended run once, not once each;
+    misfire_grace_time: a fire late by at most schedule.misfire_grace_seconds still runs;
+    a publish fire missed by more is caught up as after a restart (it asks the database).
+    """
+    defaults = {"coalesce": True, "max_instances": 1,
+                "misfire_grace_time": config.schedule.misfire_grace_seconds}
+    scheduler = BlockingScheduler(
+        timezone=config.schedule.timezone, job_defaults=defaults,
+        executors={"default": executor or ThreadPoolExecutor(max_workers=2)},
+    )
+
+    def is_due() -> bool:
+        return publish_due(config, store, datetime.now(config.zone))
+
+    def catch_up(delay: float = 0) -> None:
+        """One publish soon, if still due then; replaces a catch-up already waiting."""
+        when = datetime.now(config.zone) + timedelta(seconds=delay)
+        scheduler.add_job(publish_body, "date", run_date=when, id=CATCH_UP, name="catch-up publish",
+                          replace_existing=True, **{**defaults, "misfire_grace_time": None})
+        if delay:
+            log.info("publish: trying again at %s", when.isoformat(timespec="seconds"))
+
+    publish_body = guarded(config, "publish", publish_job, due=is_due,
+                           on_locked=lambda: catch_up(RETRY_SECONDS))
+    scheduler.add_job(guarded(config, "collect", collect_job), trigger(config, "collect"),
+                      id="collect", name="collect", **defaults)
+    scheduler.add_job(publish_body, trigger(config, "publish"), id="publish", name="publish",
+                      **defaults)
+
+    def missed(event) -> None:
+        if event.job_id == "publish" and not STOP.is_set():
+            log.warning("publish: the fire at %s was missed by more than "
+                        "schedule.misfire_grace_seconds; catching it up now",
+                        event.scheduled_run_time.isoformat())
+            catch_up()
+
+    scheduler.add_listener(missed, EVENT_JOB_MISSED)
+    if publish_due(config, store, now or datetime.now(config.zone)):
+        log.info("a publish was missed while down: running it now")
+        catch_up()
+    else:
+        log.info("no publish is due: none was missed since the last successful one")
+    return scheduler
 
 
 def serve(config: Config, collect_job: Callable[[], object], publish_job: Callable[[], object],
           store: Store) -> None:
     """Block until SIGTERM or SIGINT; the running step finishes its transaction first."""
-    zone = config.schedule.timezone
-    scheduler = BlockingScheduler(timezone=zone, job_defaults={
-        "coalesce": True, "max_instances": 1,
-        "misfire_grace_time": config.schedule.misfire_grace_seconds,
-    })
-    collect_body = guarded(config, "collect", collect_job)
-    publish_body = guarded(config, "publish", publish_job)
-    scheduler.add_job(collect_body, trigger(config, "collect"), id="collect", name="collect")
-    scheduler.add_job(publish_body, trigger(config, "publish"), id="publish", name="publish")
     now = datetime.now(config.zone)
-    if publish_due(config, store, now):
-        log.info("a publish was missed while down: running it now")
-        scheduler.add_job(publish_body, id="catch-up", name="catch-up publish")
+    executor = ThreadPoolExecutor(max_workers=2)
+    scheduler = build(config, collect_job, publish_job, store, now, executor)
 
     def stop(signum, _frame) -> None:
-        log.info("%s: finishing the current step, then stopping", signal.Signals(signum).name)
-        STOP.set()
-        scheduler.shutdown(wait=False)
+        name = signal.Signals(signum).name
+        if not STOP.is_set():
+            STOP.set()
+            busy = RUNNING.names()
+            log.info("%s: %s", name, f"finishing the current step of {', '.join(busy)}, then stopping"
+                     if busy else "stopping")
+        else:
+            log.info("%s: already stopping; waiting for the current step", name)
+        if scheduler.state != STATE_STOPPED:  # not yet started: the listener below stops it
+            scheduler.shutdown(wait=False)  # returns at once; the job thread is joined below
 
+    def stopped_before_start(_event) -> None:
+        if STOP.is_set() and scheduler.state != STATE_STOPPED:
+            scheduler.shutdown(wait=False)
+
+    scheduler.add_listener(stopped_before_start, EVENT_SCHEDULER_STARTED)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     for which, fire in next_fires(config, now).items():
         log.info("next %s: %s", which, fire.isoformat() if fire else "never")
-    scheduler.start()
+    if not STOP.is_set():
+        scheduler.start()  # blocks until stop() shuts it down
+    busy = RUNNING.names()
+    if busy:
+        log.info("waiting for %s to reach a checkpoint", ", ".join(busy))
+    executor.shutdown(wait=True)  # joins the job threads (queued jobs see STOP and return)
     log.info("scheduler stopped")

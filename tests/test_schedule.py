@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+import logging
+import signal
+from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 import pytest
+from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
+from apscheduler.executors.base import run_job
 
-from pipeline import schedule
+from pipeline import lock, schedule
 from pipeline.config import crontab, load
 from pipeline.errors import ConfigError
+from pipeline.run import STOP, Stopped
 from pipeline.store import Store
 from tests.conftest import ROOT, write_config
 
@@ -40,7 +45,7 @@ def test_publish_keeps_local_time_across_dst_in_new_york(tmp_path):
     assert [f.strftime("%Y-%m-%d %H:%M") for f in got] == [
         "2026-10-26 08:00", "2026-11-02 08:00", "2026-11-09 08:00"]
     assert got[0].utcoffset() == timedelta(hours=-4) and got[1].utcoffset() == timedelta(hours=-5)
-    assert got[1].astimezone(timezone.utc) - got[0].astimezone(timezone.utc) == timedelta(days=7, hours=1)
+    assert got[1].astimezone(UTC) - got[0].astimezone(UTC) == timedelta(days=7, hours=1)
 
 
 @pytest.mark.parametrize(("cron", "expected"), [
@@ -72,7 +77,7 @@ def test_catch_up_after_a_week_down_publishes_exactly_once(tmp_path):
     run = store.start_run("publish", before)
     store.finish_run(run, "ok", {})
     with store.tx() as conn:
-        conn.exec_driver_sql("UPDATE runs SET started = ?", (before.astimezone(timezone.utc).isoformat(),))
+        conn.exec_driver_sql("UPDATE runs SET started = ?", (before.astimezone(UTC).isoformat(),))
     back = datetime(2026, 11, 25, 10, tzinfo=zone)  # restarted Wednesday 25th
     assert schedule.previous_fire(config, "publish", back) == datetime(2026, 11, 23, 8, tzinfo=zone)
     assert schedule.publish_due(config, store, back)
@@ -84,6 +89,150 @@ def test_catch_up_after_a_week_down_publishes_exactly_once(tmp_path):
 def test_nothing_is_due_before_the_first_fire_after_a_publish(tmp_path):
     config = load(write_config(tmp_path, seeds=False))
     store = Store.open(config.storage.url)
-    run = store.start_run("publish", datetime.now(timezone.utc))
+    run = store.start_run("publish", datetime.now(UTC))
     store.finish_run(run, "ok", {})
     assert not schedule.publish_due(config, store, datetime.now(config.zone))
+
+
+def test_a_publish_whose_email_failed_is_not_published_again_by_a_restart(tmp_path):
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    failed = store.start_run("publish", datetime.now(UTC))
+    store.finish_run(failed, "failed", {}, error="Stopped")
+    assert schedule.publish_due(config, store, datetime.now(config.zone))
+    partial = store.start_run("publish", datetime.now(UTC))
+    store.finish_run(partial, "partial", {})  # the digest is out; the outbox retries the email
+    assert not schedule.publish_due(config, store, datetime.now(config.zone))
+
+
+# --- the scheduler as built: job defaults, misfires, the lock, stops -------------------------
+
+
+@pytest.fixture
+def stop_flag():
+    """Tests that set run.STOP leave it clear for the next test."""
+    yield STOP
+    STOP.clear()
+
+
+def recorder(store, calls):
+    """A publish job that records a successful publish run, as run_digest does."""
+    def publish():
+        calls.append("publish")
+        store.finish_run(store.start_run("publish", datetime.now(UTC)), "ok", {})
+    return publish
+
+
+def published_now(store):
+    store.finish_run(store.start_run("publish", datetime.now(UTC)), "ok", {})
+
+
+def test_jobs_coalesce_run_one_at_a_time_and_honour_the_grace(tmp_path):
+    config = load(write_config(tmp_path, {"schedule": {"misfire_grace_seconds": 120}}, seeds=False))
+    store = Store.open(config.storage.url)
+    scheduler = schedule.build(config, lambda: None, lambda: None, store)
+    jobs = {job.id: job for job in scheduler.get_jobs()}
+    assert set(jobs) == {"collect", "publish", "catch-up"}  # a fresh database missed the last fire
+    for name in ("collect", "publish"):
+        assert (jobs[name].coalesce, jobs[name].max_instances, jobs[name].misfire_grace_time) == (
+            True, 1, 120)
+    assert jobs["catch-up"].misfire_grace_time is None  # however late it starts, it runs
+
+
+def test_no_catch_up_when_the_last_publish_is_newer_than_the_last_fire(tmp_path):
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    published_now(store)
+    scheduler = schedule.build(config, lambda: None, lambda: None, store)
+    assert {job.id for job in scheduler.get_jobs()} == {"collect", "publish"}
+
+
+def test_a_late_fire_within_the_grace_runs_once_and_one_beyond_it_is_caught_up(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="pipeline")
+    config = load(write_config(tmp_path, {"schedule": {"misfire_grace_seconds": 120}}, seeds=False))
+    store = Store.open(config.storage.url)
+    calls: list[str] = []
+    scheduler = schedule.build(config, lambda: None, recorder(store, calls), store)
+    job = scheduler.get_job("publish")
+    now = datetime.now(UTC)
+    events = run_job(job, "default", [now - timedelta(seconds=60)], "apscheduler.executors.default")
+    assert [e.code for e in events] == [EVENT_JOB_EXECUTED] and calls == ["publish"]
+    events = run_job(job, "default", [now - timedelta(seconds=60)], "apscheduler.executors.default")
+    assert calls == ["publish"]  # the same fire again (a second scheduler): already done
+    assert "a publish already succeeded since the last fire" in caplog.text
+
+    late = run_job(job, "default", [now - timedelta(hours=2)], "apscheduler.executors.default")
+    assert [e.code for e in late] == [EVENT_JOB_MISSED] and calls == ["publish"]
+    scheduler._dispatch_event(late[0])  # as the executor does after run_job
+    assert "was missed by more than schedule.misfire_grace_seconds" in caplog.text
+    assert [j.id for j in scheduler.get_jobs()].count("catch-up") == 2  # start-up's and this one
+
+
+def test_a_publish_that_finds_the_lock_held_skips_and_tries_again_later(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="pipeline")
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    calls: list[str] = []
+    scheduler = schedule.build(config, lambda: None, recorder(store, calls), store)
+    before = datetime.now(config.zone)
+    with lock.held(config):  # e.g. `rl-digest collect` from cron, or a second scheduler
+        scheduler.get_job("publish").func()
+    assert calls == []
+    assert "publish: skipped this fire: another rl-digest run holds" in caplog.text
+    retry = [j for j in scheduler.get_jobs() if j.id == "catch-up"][-1]
+    assert retry.trigger.run_date - before >= timedelta(seconds=schedule.RETRY_SECONDS - 1)
+    retry.func()  # five minutes later, the lock is free and the publish still due
+    assert calls == ["publish"]
+
+
+def test_a_job_does_not_start_once_stop_was_asked(tmp_path, stop_flag):
+    config = load(write_config(tmp_path, seeds=False))
+    calls: list[str] = []
+    stop_flag.set()
+    schedule.guarded(config, "collect", lambda: calls.append("collect"))()
+    assert calls == []
+
+
+def test_stopped_between_steps_is_logged_not_raised_and_frees_the_lock(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="pipeline")
+    config = load(write_config(tmp_path, seeds=False))
+
+    def work():
+        raise Stopped()
+
+    schedule.guarded(config, "publish", work)()
+    assert "publish: stopped between steps" in caplog.text
+    with lock.held(config):
+        pass
+
+
+def test_an_unexpected_error_is_one_line_and_the_scheduler_lives_on(tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="pipeline")
+    config = load(write_config(tmp_path, seeds=False))
+
+    def work():
+        raise OSError(28, "No space left on device")
+
+    schedule.guarded(config, "collect", work)()
+    assert "collect failed: OSError: [Errno 28] No space left on device" in caplog.text
+    assert "Traceback" not in caplog.text
+
+
+def test_serve_returns_at_once_when_stop_came_before_the_scheduler_started(tmp_path, stop_flag):
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    published_now(store)
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGALRM)}
+
+    def blocked(*_):
+        raise AssertionError("serve() started the scheduler after a stop")
+
+    signal.signal(signal.SIGALRM, blocked)
+    signal.alarm(10)
+    stop_flag.set()  # a SIGTERM during start-up
+    try:
+        schedule.serve(config, lambda: None, lambda: None, store)  # would block if it started
+    finally:
+        signal.alarm(0)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,224 @@
+"""`rl-digest schedule` for real: a subprocess started from /, the local arXiv stand-in, SIGTERM.
+
+No test waits for a cron fire: a fresh database has missed the last publish fire,
+so the scheduler's catch-up publishes at once; the test polls (bounded) for its
+result and stops the process as systemd would.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import INSTALLED, ROOT, cli_command, write_config
+from tests.servers.arxiv_server import ArxivServer, hang
+from tests.test_collect import CATS, rl_paper
+
+READY = "next publish:"  # logged once the signal handlers are in place
+
+
+class Scheduler:
+    """One `rl-digest schedule` process, its stdout and stderr in a log file."""
+
+    def __init__(self, config: Path, log_path: Path):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RL_DIGEST")}
+        if not INSTALLED.exists():
+            env["PYTHONPATH"] = str(ROOT)
+        self.log_path = log_path
+        self._out = log_path.open("w", encoding="utf-8")
+        self.proc = subprocess.Popen([*cli_command(), "--config", str(config), "schedule"], cwd="/",
+                                     env=env, stdin=subprocess.DEVNULL, stdout=self._out,
+                                     stderr=subprocess.STDOUT)
+
+    def log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8")
+
+    def wait_for(self, what: str, check, timeout: float = 20) -> float:
+        """Poll check() until true; fail naming `what`, with the log, if it never is."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout:
+            if check():
+                return time.monotonic() - start
+            if self.proc.poll() is not None:
+                raise AssertionError(f"exited {self.proc.returncode} before {what}:\n{self.log()}")
+            time.sleep(0.05)
+        raise AssertionError(f"no {what} within {timeout} s:\n{self.log()}")
+
+    def ready(self) -> None:
+        self.wait_for("start-up", lambda: READY in self.log())
+
+    def terminate(self, timeout: float = 15, again_when: str | None = None) -> tuple[int, float]:
+        """SIGTERM (and a second one once the log shows `again_when`, as an impatient
+        operator would); the exit code and how long the process took to go."""
+        start = time.monotonic()
+        self.proc.send_signal(signal.SIGTERM)
+        if again_when:
+            self.wait_for(again_when, lambda: again_when in self.log(), timeout)
+            self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running {timeout} s after SIGTERM:\n{self.log()}") from None
+        return code, time.monotonic() - start
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._out.close()
+
+
+@pytest.fixture
+def start(tmp_path):
+    """start(config, name) -> a running Scheduler; any left running is killed afterwards."""
+    started: list[Scheduler] = []
+
+    def _start(config: Path, name: str = "scheduler") -> Scheduler:
+        started.append(Scheduler(config, tmp_path / f"{name}.log"))
+        return started[-1]
+
+    yield _start
+    for scheduler in started:
+        scheduler.close()
+
+
+def papers_now(count: int = 3):
+    yesterday = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
+    return [rl_paper(i, yesterday) for i in range(count)]
+
+
+def config_for(tmp_path: Path, arxiv: ArxivServer) -> Path:
+    return write_config(tmp_path, {
+        "sources": {"arxiv": {"api_url": arxiv.api_url, "categories": CATS, "page_size": 50,
+                              "overlap_hours": 0, "retries": 1},
+                    "rss": {"urls": [arxiv.rss_url(CATS)]}},
+        "seeds": {"paths": []},
+    }, seeds=False)
+
+
+def query(tmp_path: Path, sql: str) -> list[tuple]:
+    conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3", timeout=10)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def publish_runs(tmp_path: Path) -> list[tuple[str, str | None]]:
+    if not (tmp_path / "state" / "digest.sqlite3").exists():
+        return []
+    return query(tmp_path, "SELECT status, error FROM runs WHERE kind = 'publish' ORDER BY id")
+
+
+def published(tmp_path: Path) -> bool:
+    return ("ok", None) in publish_runs(tmp_path)
+
+
+def assert_consistent(tmp_path: Path) -> list[str]:
+    """The database is sound and every digest row has its three files and vice versa."""
+    assert query(tmp_path, "PRAGMA integrity_check") == [("ok",)]
+    rows = sorted(r[0] for r in query(tmp_path, "SELECT id FROM digests"))
+    folder = tmp_path / "out" / "digests"
+    for fmt in ("md", "html", "txt"):
+        assert sorted(p.stem for p in folder.glob(f"*.{fmt}")) == rows, fmt
+    for digest_id in rows:
+        assert query(tmp_path, f"SELECT count(*) FROM digest_items WHERE digest_id = '{digest_id}'")[0][0] > 0
+    return rows
+
+
+def test_status_before_any_publish_shows_the_next_fires(tmp_path, cli):
+    config = write_config(tmp_path, seeds=False)
+    shown = cli("--config", str(config), "status").stdout
+    assert "next collect: " in shown and "(0 14 * * mon-fri, Asia/Shanghai)" in shown
+    assert "next publish: " in shown and "(0 8 * * mon, Asia/Shanghai)" in shown
+    assert "last publish" not in shown
+
+
+def test_scheduler_catches_up_the_missed_publish_then_stops_on_sigterm(tmp_path, start, cli):
+    with ArxivServer(papers_now()) as arxiv:
+        config = config_for(tmp_path, arxiv)
+        scheduler = start(config)
+        scheduler.ready()
+        scheduler.wait_for("publish", lambda: published(tmp_path))
+        code, took = scheduler.terminate()
+        api = [r for r in arxiv.requests if r.path == "/api/query"]
+    log = scheduler.log()
+    assert code == 0, log
+    assert took < 5, log
+    assert "next collect: " in log and "next publish: " in log
+    assert "a publish was missed while down: running it now" in log
+    assert "SIGTERM: stopping" in log and log.rstrip().endswith("scheduler stopped")
+    assert "Traceback" not in log
+    assert api and all("rl-digest" in r.headers.get("User-Agent", "") for r in api)
+    assert publish_runs(tmp_path) == [("ok", None)]
+    [digest_id] = assert_consistent(tmp_path)
+    text = (tmp_path / "out" / "digests" / f"{digest_id}.md").read_text(encoding="utf-8")
+    assert "GRPO variant 2 for reinforcement learning" in text
+    assert (tmp_path / "out" / "READING_LIST.md").exists()
+
+    shown = cli("--config", str(config), "status").stdout
+    assert "next publish: " in shown and "next collect: " in shown
+    assert "last publish: ok at " in shown
+
+
+def test_sigterm_during_a_publish_stops_at_a_checkpoint_and_a_restart_publishes_once(tmp_path, start):
+    with ArxivServer(papers_now()) as arxiv:
+        arxiv.script("/api/query", hang(3))  # the first API page takes 3 s: the run is busy
+        config = config_for(tmp_path, arxiv)
+        first = start(config, "first")
+        first.ready()
+        first.wait_for("the API request", lambda: any(r.path == "/api/query" for r in arxiv.requests))
+        code, took = first.terminate(again_when="waiting for publish to reach a checkpoint")
+        log = first.log()
+        assert code == 0, log
+        assert took < 8, log  # the hung page (3 s), then the checkpoint after collecting
+        assert "SIGTERM: finishing the current step of publish, then stopping" in log
+        assert "SIGTERM: already stopping" in log  # the second SIGTERM does not cut the step short
+        assert "Traceback" not in log
+        assert "publish: stopped between steps" in log
+        assert log.rstrip().endswith("scheduler stopped")
+        assert publish_runs(tmp_path) == [("failed", "Stopped")]
+        assert assert_consistent(tmp_path) == []  # nothing half-published
+
+        second = start(config, "second")
+        second.ready()
+        second.wait_for("publish", lambda: published(tmp_path))
+        code, _ = second.terminate()
+    assert code == 0, second.log()
+    assert "a publish was missed while down: running it now" in second.log()
+    assert publish_runs(tmp_path) == [("failed", "Stopped"), ("ok", None)]
+    assert len(assert_consistent(tmp_path)) == 1
+
+
+def test_two_schedulers_on_one_database_publish_once(tmp_path, start, cli):
+    with ArxivServer(papers_now()) as arxiv:
+        arxiv.script("/api/query", hang(2))  # the winner's run is still going when the other tries
+        config = config_for(tmp_path, arxiv)
+        # create the database first: two processes migrating a brand-new one at once can
+        # collide in Store.migrate ("table schema_migrations already exists")
+        cli("--config", str(config), "status")
+        both = [start(config, "a"), start(config, "b")]
+        for scheduler in both:
+            scheduler.ready()
+        both[0].wait_for("publish", lambda: published(tmp_path))
+        # the other found the lock held (usual), or started late enough to find the publish done
+        held = "publish: skipped this fire: another rl-digest run holds"
+        done = ("no publish is due", "a publish already succeeded since the last fire")
+        both[0].wait_for("the other's skip", lambda: any(
+            held in s.log() or any(d in s.log() for d in done) for s in both))
+        codes = [s.terminate()[0] for s in both]
+    logs = [s.log() for s in both]
+    assert codes == [0, 0], logs
+    assert sum("summarised" in log for log in logs) == 1, logs  # one summary line: one publish
+    loser = next(log for log in logs if "summarised" not in log)
+    assert held in loser and "publish: trying again at " in loser or any(d in loser for d in done)
+    assert "Traceback" not in "".join(logs)
+    assert publish_runs(tmp_path) == [("ok", None)]
+    assert len(assert_consistent(tmp_path)) == 1
