@@ -36,6 +36,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 from pipeline.config import Enrich
 from pipeline.errors import DigestError
 from pipeline.models import Paper, SeedEntry
+from pipeline.stopping import STOP
 from pipeline.store import Store, paper_key, seed_key
 
 log = logging.getLogger(__name__)
@@ -539,6 +540,8 @@ class Enricher:
                 setattr(self.report, name, getattr(self.report, name) + amount)
 
     def _stopped(self) -> str | None:
+        if STOP.is_set():
+            return "a stop was asked for"
         with self._lock:
             if self.report.error:
                 return self.report.error

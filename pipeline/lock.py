@@ -29,15 +29,17 @@ def held(config: Config) -> Iterator[Path]:
     try:
         lock.acquire(timeout=0)
     except filelock.Timeout:
-        raise LockedError(f"another rl-digest run holds {_short(path)}") from None
+        raise LockedError(f"another rl-digest run holds {_short(path, config)}") from None
     try:
         yield path
     finally:
         lock.release()
 
 
-def _short(path: Path) -> str:
+def _short(path: Path, config: Config) -> str:
+    """state/digest.sqlite3.lock when it sits beside the config, else the full path."""
+    root = config.path.parent if config.path else Path.cwd()
     try:
-        return str(path.relative_to(Path.cwd()))
+        return str(path.relative_to(root))
     except ValueError:
         return str(path)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
 from dataclasses import dataclass
 from datetime import date, datetime, time as dtime, timedelta
@@ -21,6 +20,7 @@ from pipeline.errors import ConfigError, DigestError
 from pipeline.publish import publish
 from pipeline.models import Digest, Entry, Paper, RunReport, SeedDocument
 from pipeline.sources.http import Fetcher
+from pipeline.stopping import Stopped, checkpoint
 from pipeline.sources.seeds import load_seeds
 from pipeline.store import Store, paper_key, row_to_seed, seed_key
 
@@ -59,18 +59,6 @@ def seed_documents(config: Config) -> list[SeedDocument]:
     return documents
 
 
-STOP = threading.Event()  # set on SIGTERM/SIGINT by the scheduler; checked between stages
-
-
-class Stopped(Exception):
-    """A stop was asked for; every stage so far has committed, so nothing is lost."""
-
-
-def checkpoint() -> None:
-    if STOP.is_set():
-        raise Stopped()
-
-
 def run_digest(config: Config, store: Store, options: Options,
                fetcher: Fetcher | None = None) -> RunReport:
     """collect -> rank -> resolve seeds -> enrich -> compose -> render -> deliver.
@@ -80,6 +68,10 @@ def run_digest(config: Config, store: Store, options: Options,
     run_id = None if options.dry_run else store.start_run("publish", options.as_of)
     try:
         report = _run(config, store, options, fetcher)
+    except Stopped:
+        if run_id is not None:
+            store.finish_run(run_id, "stopped", {})
+        raise
     except BaseException as exc:
         if run_id is not None:
             store.finish_run(run_id, "failed", {}, error=str(exc) or type(exc).__name__)

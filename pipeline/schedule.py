@@ -28,7 +28,7 @@ from apscheduler.triggers.cron import CronTrigger
 from pipeline import lock
 from pipeline.config import Config
 from pipeline.errors import DigestError, LockedError
-from pipeline.run import STOP, Stopped
+from pipeline.stopping import STOP, Stopped
 from pipeline.store import Store
 
 log = logging.getLogger(__name__)

@@ -14,7 +14,7 @@ from apscheduler.executors.base import run_job
 from pipeline import lock, schedule
 from pipeline.config import crontab, load
 from pipeline.errors import ConfigError
-from pipeline.run import STOP, Stopped
+from pipeline.stopping import STOP, Stopped
 from pipeline.store import Store
 from tests.conftest import ROOT, write_config
 
@@ -98,7 +98,7 @@ def test_a_publish_whose_email_failed_is_not_published_again_by_a_restart(tmp_pa
     config = load(write_config(tmp_path, seeds=False))
     store = Store.open(config.storage.url)
     failed = store.start_run("publish", datetime.now(UTC))
-    store.finish_run(failed, "failed", {}, error="Stopped")
+    store.finish_run(failed, "stopped", {})
     assert schedule.publish_due(config, store, datetime.now(config.zone))
     partial = store.start_run("publish", datetime.now(UTC))
     store.finish_run(partial, "partial", {})  # the digest is out; the outbox retries the email

@@ -184,7 +184,7 @@ def test_sigterm_during_a_publish_stops_at_a_checkpoint_and_a_restart_publishes_
         assert "Traceback" not in log
         assert "publish: stopped between steps" in log
         assert log.rstrip().endswith("scheduler stopped")
-        assert publish_runs(tmp_path) == [("failed", "Stopped")]
+        assert publish_runs(tmp_path) == [("stopped", None)]
         assert assert_consistent(tmp_path) == []  # nothing half-published
 
         second = start(config, "second")
@@ -193,7 +193,7 @@ def test_sigterm_during_a_publish_stops_at_a_checkpoint_and_a_restart_publishes_
         code, _ = second.terminate()
     assert code == 0, second.log()
     assert "a publish was missed while down: running it now" in second.log()
-    assert publish_runs(tmp_path) == [("failed", "Stopped"), ("ok", None)]
+    assert publish_runs(tmp_path) == [("stopped", None), ("ok", None)]
     assert len(assert_consistent(tmp_path)) == 1
 
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import requests
 
 from pipeline.errors import SourceError
+from pipeline.stopping import checkpoint, pause
 
 _ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
 
@@ -84,11 +85,12 @@ class Fetcher:
                 except _Retryable as problem:
                     last = problem
                     if attempt < self.retries:
-                        time.sleep(self._backoff(attempt, problem.retry_after))
+                        pause(self._backoff(attempt, problem.retry_after))
             retries = "1 retry" if self.retries == 1 else f"{self.retries} retries"
             raise SourceError(f"{url}: {last.cause} after {retries}")
 
     def _get_once(self, url: str, retry_when: Callable[[Fetched], str | None] | None) -> Fetched:
+        checkpoint()
         self._wait_turn()
         self.requests += 1
         try:
@@ -117,7 +119,7 @@ class Fetcher:
         if self._last_start is not None:
             remaining = self._last_start + self.delay_seconds - time.monotonic()
             if remaining > 0:
-                time.sleep(remaining)
+                pause(remaining)
         self._last_start = time.monotonic()
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
