@@ -42,10 +42,11 @@ def publish(config: Config, store: Store, options, digest: Digest | None,
             store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),
                               _items(digest), recipients)
     sections = compose.sections(reading, config.topics)
+    changed = last_change(store, options.as_of)
     files["READING_LIST.md"] = write_atomic(out / "READING_LIST.md", render.reading_list_markdown(
-        config, sections, len(reading), options.as_of.date().isoformat()))
+        config, sections, len(reading), changed.date().isoformat()))
     files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(
-        config, stored_digests(store), options.as_of.isoformat()))
+        config, stored_digests(store), changed.isoformat()))
     report.files += [str(path) for path in files.values()]
     if config.email.enabled and not options.no_email:
         deliver_email(config, store, report)
@@ -74,6 +75,15 @@ def email_content(config: Config, store: Store, digest_id: str) -> tuple[str, st
     count = store.counts()["relevant"] + store.counts()["seeds"]
     return (render.digest_subject(config, digest), render.digest_as(config, digest, "txt", count),
             render.digest_as(config, digest, "html", count))
+
+
+def last_change(store: Store, as_of: datetime) -> datetime:
+    """When the reading list and feed last changed: the newest digest's end, else as_of.
+
+    Not the clock: a run with nothing new then writes the same bytes, and git makes
+    no commit that only moves a date.
+    """
+    return store.last_digest_end() or as_of
 
 
 def stored_digests(store: Store) -> list[Digest]:

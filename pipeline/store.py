@@ -8,6 +8,7 @@ older database is brought forward at start and never rebuilt.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -18,7 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from pipeline.config import sqlite_file
-from pipeline.errors import DigestError
+from pipeline.errors import DigestError, LockedError
 from pipeline.models import Paper, SeedEntry
 
 MIGRATIONS: list[list[str]] = [
@@ -153,9 +154,10 @@ class Store:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise DigestError(f"{path.parent}: cannot create state folder: {exc.strerror}") from None
-        engine = sa.create_engine(url, connect_args={"timeout": 30} if path else {})
+        engine = sa.create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_SECONDS} if path else {})
         if path is not None:
             sa.event.listen(engine, "connect", _sqlite_pragmas)
+            sa.event.listen(engine, "handle_error", _one_line_errors(path))
         store = cls(engine)
         try:
             store.migrate()
@@ -455,10 +457,35 @@ def _maybe_tx(store: Store, conn: Connection | None) -> Iterator[Connection]:
             yield new
 
 
+BUSY_TIMEOUT_SECONDS = 30  # how long a write waits for another process's lock on the file
+
+
+def _one_line_errors(path: Any) -> Any:
+    """SQLite's environmental failures (a lock held elsewhere, a damaged file, a full or
+    read-only disk) as one line naming the file, not a traceback. A constraint or
+    programming error is a bug and stays as it is."""
+    def handle(context: Any) -> None:
+        error = context.original_exception
+        if not isinstance(error, (sqlite3.OperationalError, sqlite3.DatabaseError)) or isinstance(
+                error, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+            return
+        words = str(error)
+        if "locked" in words or "busy" in words:
+            raise LockedError(f"{path}: the database is locked by another process "
+                              f"(waited {BUSY_TIMEOUT_SECONDS} s)") from None
+        if "malformed" in words or "not a database" in words:
+            raise DigestError(f"{path}: not a usable database: {words}",
+                              "restore it from a backup, or move it aside to start afresh") from None
+        hint = ("is the disk full?" if "disk" in words
+                else "can this user write the state folder?" if "readonly" in words else None)
+        raise DigestError(f"{path}: {words}", hint) from None
+    return handle
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()

@@ -67,7 +67,7 @@ def test_a_second_concurrent_run_exits_75(tmp_path):
                                 env=_env())
         assert result.returncode == 75
         assert "another rl-digest run holds" in result.stderr
-        assert "digest.sqlite3.lock" in result.stderr
+        assert "another rl-digest run holds state/digest.sqlite3.lock" in result.stderr
         assert time.monotonic() - started < 30  # did not wait for the holder
     finally:
         holder.kill()
