@@ -41,7 +41,7 @@ class State:
         return self._config
 
     def store(self) -> Store:
-        return Store.open(self.config.storage.url)
+        return Store.open(self.config.storage.url, self.config.storage.busy_timeout_seconds)
 
 
 pass_state = click.make_pass_decorator(State)
@@ -135,7 +135,10 @@ def _fail_on_delivery_errors(report: RunReport) -> None:
     for error in report.delivery_errors[1:]:
         log.error("%s", error)
     if report.delivery_errors:
-        raise DeliveryError(report.delivery_errors[0], "it stays queued for the next run")
+        final = report.failed and not report.pending and len(report.delivery_errors) == report.failed
+        hint = "`rl-digest status` shows each reader's row" if final else (
+            "what failed stays queued for the next run")
+        raise DeliveryError(report.delivery_errors[0], hint)
 
 
 @main.command("collect")

@@ -178,6 +178,7 @@ class Schedule(Model):
 
 class Storage(Model):
     url: str
+    busy_timeout_seconds: float = Field(30, gt=0)
 
 
 class Templates(Model):
@@ -373,7 +374,7 @@ def _resolve_paths(config: Config, root: Path, path: Path | None) -> Config:
                 update={"recipients_file": at(config.email.recipients_file)}
             ),
             "templates": Templates(dir=at(config.templates.dir)),
-            "storage": Storage(url=_sqlite_at(config.storage.url, root)),
+            "storage": config.storage.model_copy(update={"url": _sqlite_at(config.storage.url, root)}),
         }
     )
 

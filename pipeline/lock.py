@@ -9,7 +9,7 @@ from pathlib import Path
 import filelock
 
 from pipeline.config import Config, sqlite_file
-from pipeline.errors import LockedError
+from pipeline.errors import DigestError, LockedError
 
 
 def lock_path(config: Config) -> Path:
@@ -24,12 +24,14 @@ def lock_path(config: Config) -> Path:
 @contextmanager
 def held(config: Config) -> Iterator[Path]:
     path = lock_path(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
     lock = filelock.FileLock(str(path))
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         lock.acquire(timeout=0)
     except filelock.Timeout:
         raise LockedError(f"another rl-digest run holds {_short(path, config)}") from None
+    except OSError as exc:
+        raise DigestError(f"{path}: cannot take the run lock: {exc.strerror or exc}") from None
     try:
         yield path
     finally:

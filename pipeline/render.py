@@ -42,8 +42,8 @@ _PUNCT = frozenset(string.punctuation)
 _ALWAYS = frozenset("`*[]<>|~")  # inline markup, HTML, autolinks, table cells, strikethrough
 _ENTITY = re.compile(r"&(#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 _NUMBERED = re.compile(r"^(\d{1,9})[.)]")
-_SCHEME = re.compile(r"\b(https?|ftp|mailto|xmpp):(//)?", re.IGNORECASE)
-_WWW = re.compile(r"\b(www)\.", re.IGNORECASE)
+_SCHEME = re.compile(r"(https?|ftp|mailto|xmpp):(//)?", re.IGNORECASE)
+_WWW = re.compile(r"(www)\.", re.IGNORECASE)
 
 
 def md_escape(value: object) -> str:
@@ -53,7 +53,7 @@ def md_escape(value: object) -> str:
     alone, a backslash is doubled only where it would escape the next
     character, and `_` inside a word (`$\\alpha_t$`) cannot open emphasis, so
     it stays as is. Links are defused the way GitHub's parser needs: `http\\:\\/\\/`,
-    `www\\.`, and a word joiner (U+2060, invisible) after the `@` of an address.
+    `www\\.`, and a word joiner (U+2060, invisible) after every `@`.
     """
     text = one_line(value)
     out: list[str] = []
@@ -68,7 +68,7 @@ def md_escape(value: object) -> str:
             out.append("_" if prev.isalnum() and nxt.isalnum() else "\\_")
         elif ch == "&" and _ENTITY.match(text, i):
             out.append("\\&")  # `&lt;` stays the four characters it is
-        elif ch == "@" and prev.isalnum():
+        elif ch == "@":
             out.append("@\u2060")  # a word joiner: GFM makes no mailto link of a@b.org
         else:
             out.append(ch)

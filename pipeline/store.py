@@ -147,17 +147,17 @@ class Store:
         self.engine = engine
 
     @classmethod
-    def open(cls, url: str) -> Store:
+    def open(cls, url: str, busy_timeout: float = 30) -> Store:
         path = sqlite_file(url)
         if path is not None:
             try:
                 path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise DigestError(f"{path.parent}: cannot create state folder: {exc.strerror}") from None
-        engine = sa.create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_SECONDS} if path else {})
+        engine = sa.create_engine(url, connect_args={"timeout": busy_timeout} if path else {})
         if path is not None:
-            sa.event.listen(engine, "connect", _sqlite_pragmas)
-            sa.event.listen(engine, "handle_error", _one_line_errors(path))
+            sa.event.listen(engine, "connect", _sqlite_pragmas(busy_timeout))
+            sa.event.listen(engine, "handle_error", _one_line_errors(path, busy_timeout))
         store = cls(engine)
         try:
             store.migrate()
@@ -180,14 +180,21 @@ class Store:
     def migrate(self, upto: int | None = None) -> int:
         """Apply the numbered migrations this database lacks, each in its own transaction."""
         target = len(MIGRATIONS) if upto is None else upto
-        with self.tx() as conn:
-            schema_migrations.create(conn, checkfirst=True)
-        current = self.version()
-        for number in range(current + 1, target + 1):
+        try:
             with self.tx() as conn:
-                for statement in MIGRATIONS[number - 1]:
-                    conn.exec_driver_sql(statement)
-                conn.execute(schema_migrations.insert().values(version=number, applied=now_iso()))
+                schema_migrations.create(conn, checkfirst=True)
+        except sa.exc.OperationalError:  # another process created it a moment ago
+            pass
+        for number in range(self.version() + 1, target + 1):
+            try:
+                with self.tx() as conn:
+                    for statement in MIGRATIONS[number - 1]:
+                        conn.exec_driver_sql(statement)
+                    conn.execute(schema_migrations.insert().values(version=number,
+                                                                   applied=now_iso()))
+            except sa.exc.OperationalError:
+                if self.version() < number:  # not a second process racing us: a real failure
+                    raise
         return target
 
     # --- key-value state ---
@@ -457,10 +464,7 @@ def _maybe_tx(store: Store, conn: Connection | None) -> Iterator[Connection]:
             yield new
 
 
-BUSY_TIMEOUT_SECONDS = 30  # how long a write waits for another process's lock on the file
-
-
-def _one_line_errors(path: Any) -> Any:
+def _one_line_errors(path: Any, busy_timeout: float) -> Any:
     """SQLite's environmental failures (a lock held elsewhere, a damaged file, a full or
     read-only disk) as one line naming the file, not a traceback. A constraint or
     programming error is a bug and stays as it is."""
@@ -470,9 +474,11 @@ def _one_line_errors(path: Any) -> Any:
                 error, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)):
             return
         words = str(error)
+        if "already exists" in words:
+            return  # two processes migrating a new database at once: migrate() sorts it out
         if "locked" in words or "busy" in words:
             raise LockedError(f"{path}: the database is locked by another process "
-                              f"(waited {BUSY_TIMEOUT_SECONDS} s)") from None
+                              f"(waited {busy_timeout:g} s)") from None
         if "malformed" in words or "not a database" in words:
             raise DigestError(f"{path}: not a usable database: {words}",
                               "restore it from a backup, or move it aside to start afresh") from None
@@ -482,13 +488,15 @@ def _one_line_errors(path: Any) -> Any:
     return handle
 
 
-def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
-    cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.close()
+def _sqlite_pragmas(busy_timeout: float) -> Any:
+    def connect(dbapi_conn: Any, _record: Any) -> None:
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+    return connect
 
 
 def merge_papers(old: Paper, new: Paper) -> Paper:
