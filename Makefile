@@ -24,6 +24,7 @@ demo: $(VENV)/.installed
 
 test: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall .
+	$(BIN)/ruff check pipeline tests benchmarks
 	$(BIN)/pytest -q
 
 test-slow: $(VENV)/.installed

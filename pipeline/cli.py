@@ -11,16 +11,23 @@ from pathlib import Path
 import click
 import yaml
 
-from pipeline import __version__, collect, compose, lock, status as status_mod
-from pipeline import schedule as schedule_mod
+from pipeline import __version__, collect, compose, lock
 from pipeline import config as config_mod
 from pipeline import render as render_mod
+from pipeline import schedule as schedule_mod
+from pipeline import status as status_mod
 from pipeline.deliver.files import write_atomic
 from pipeline.errors import DeliveryError, DigestError
 from pipeline.models import Digest, RunReport, split_arxiv_id
 from pipeline.publish import deliver_email
 from pipeline.run import (
-    Options, digest_entries, parse_as_of, rank_papers, run_digest, seed_documents, summary_line,
+    Options,
+    digest_entries,
+    parse_as_of,
+    rank_papers,
+    run_digest,
+    seed_documents,
+    summary_line,
 )
 from pipeline.store import Store
 

@@ -13,7 +13,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from rapidfuzz import fuzz, process
 
@@ -171,7 +171,7 @@ def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None) -> int:
             store.set_seed_resolution(row["key"], ids[index], now_iso())
             tied += 1
         elif fetcher is not None and (
-                tried is None or datetime.now(timezone.utc) - tried >= retry_after):
+                tried is None or datetime.now(UTC) - tried >= retry_after):
             found = arxiv_api.search_title(fetcher, config.sources.arxiv.api_url, seed.title)
             index = closest(seed.title, [normal_title(p.title) for p in found], threshold)
             if index is not None:

@@ -419,7 +419,7 @@ class Enricher:
         with _Progress(label, len(todo), self.progress) as progress, \
                 ThreadPoolExecutor(max_workers=workers, thread_name_prefix="enrich") as pool:
             futures = {pool.submit(self._attempt, job, messages): (job, key)
-                       for (job, key), messages in zip(todo, prompts)}
+                       for (job, key), messages in zip(todo, prompts, strict=True)}
             for future in as_completed(futures):
                 job, key = futures[future]
                 reply, tokens = future.result()

@@ -9,7 +9,7 @@ what was already published.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from pipeline import compose, render
@@ -60,7 +60,7 @@ def deliver_email(config: Config, store: Store, report: RunReport,
                   digest_id: str | None = None) -> None:
     """Send what the outbox holds; what fails stays there for the next run."""
     result = email.send_pending(store, config.email, lambda did: email_content(config, store, did),
-                                datetime.now(timezone.utc), digest_id=digest_id,
+                                datetime.now(UTC), digest_id=digest_id,
                                 stale_after=timedelta(0))
     report.sent += result.sent
     report.pending += result.pending

@@ -465,7 +465,7 @@ def evaluate(rows: Sequence[Mapping[str, Any]], rules: Rules, exemplars: Exempla
     elapsed = time.perf_counter() - start
     fps, fns = [], []
     tp = tn = 0
-    for row, result in zip(rows, scores):
+    for row, result in zip(rows, scores, strict=True):
         miss = Miss(str(row.get("id", "")), row["title"], result.value, result.reasons,
                     bool(row.get("borderline")))
         if result.relevant and row["label"]:

@@ -11,17 +11,18 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from datetime import date, datetime, time as dtime, timedelta
+from datetime import date, datetime, timedelta
+from datetime import time as dtime
 
 from pipeline import collect, compose, rank, render
 from pipeline.config import Config, bundled
 from pipeline.enrich import Enricher, Item, make_client
 from pipeline.errors import ConfigError, DigestError
-from pipeline.publish import publish
 from pipeline.models import Digest, Entry, Paper, RunReport, SeedDocument
+from pipeline.publish import publish
 from pipeline.sources.http import Fetcher
-from pipeline.stopping import Stopped, checkpoint
 from pipeline.sources.seeds import load_seeds
+from pipeline.stopping import Stopped, checkpoint
 from pipeline.store import Store, paper_key, row_to_seed, seed_key
 
 log = logging.getLogger(__name__)
@@ -210,7 +211,7 @@ def build_digest(config: Config, store: Store, options: Options,
                                     key_score=lambda e: e.score or 0.0, forced=forced)
     curated = compose.curated_comparison(featured, documents)
     items = [Item(e.key, e.title, e.abstract or e.summary_zh or "", e.version or 1) for e in featured]
-    readings = enricher.read_featured(item for item, e in zip(items, featured) if not e.parts)
+    readings = enricher.read_featured(item for item, e in zip(items, featured, strict=True) if not e.parts)
     featured = [compose.with_reading(e, _dump(readings.get(e.key))) for e in featured]
     comparison = None if curated[0] else _dump(enricher.compare(items))
     llm = any(e.llm for e in entries) or bool(readings) or comparison is not None
@@ -254,7 +255,8 @@ def digest_entries(config: Config, store: Store, published: set[str] | None = No
         if published is not None and key in published or key in {e.key for e in entries}:
             continue
         row = topics.get(paper.id, {})
-        scored = compose.Scored(row.get("score"), row.get("topic") or _topic(config, paper.title, paper.abstract))
+        topic = row.get("topic") or _topic(config, paper.title, paper.abstract)
+        scored = compose.Scored(row.get("score"), topic)
         entries.append(compose.paper_entry(paper, scored, summaries.get(key), by_paper.get(paper.id)))
     for seed in seeds:
         key = seed_key(seed.title)

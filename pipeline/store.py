@@ -12,7 +12,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 import sqlalchemy as sa
@@ -120,7 +120,7 @@ schema_migrations = sa.Table(
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def iso(value: datetime | date | None) -> str | None:
@@ -324,7 +324,8 @@ class Store:
 
     def seed_rows(self) -> list[dict]:
         with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(sa.select(seeds).order_by(seeds.c.first_seen, seeds.c.source, seeds.c.line)).mappings()]
+            query = sa.select(seeds).order_by(seeds.c.first_seen, seeds.c.source, seeds.c.line)
+            return [dict(r) for r in conn.execute(query).mappings()]
 
     def set_seed_resolution(self, key: str, arxiv_id: str | None, tried_at: str) -> None:
         with self.tx() as conn:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
-from datetime import datetime, timedelta, timezone
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from dataclasses import replace
 
 from pipeline import collect
 from pipeline.config import load
@@ -17,7 +17,7 @@ from pipeline.store import Store
 from tests.conftest import write_config
 from tests.servers.arxiv_server import ArxivServer, http_error
 
-UTC = timezone.utc
+UTC = UTC
 CATS = ["cs.LG", "cs.CL"]
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from tests.conftest import write_config
 from tests.servers.arxiv_server import ArxivServer
@@ -11,7 +11,7 @@ from tests.servers.openai_server import OpenAIServer, error
 from tests.servers.smtp_server import SmtpServer, refused_port
 from tests.test_collect import CATS, rl_paper
 
-DAY = datetime(2026, 11, 26, 12, tzinfo=timezone.utc)
+DAY = datetime(2026, 11, 26, 12, tzinfo=UTC)
 KEY = "sk-test-secret-value-123"
 
 

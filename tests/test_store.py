@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import sqlalchemy as sa
@@ -14,7 +14,7 @@ from pipeline.store import MIGRATIONS, Store
 
 def paper(pid="2401.00001", version=1, **fields) -> Paper:
     base = dict(id=pid, title="A title", abstract="An abstract.", version=version,
-                submitted=datetime(2024, 1, 2, tzinfo=timezone.utc), sources=("api",))
+                submitted=datetime(2024, 1, 2, tzinfo=UTC), sources=("api",))
     return Paper(**{**base, **fields})
 
 
@@ -72,7 +72,7 @@ def test_thin_records_never_erase_rich_fields(tmp_path):
 
 def test_a_digest_recipient_pair_exists_once(tmp_path):
     store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     store.save_digest("2026-11-30", (now, now), {}, [("arxiv:1", True)], ["a@example.org"])
     with pytest.raises(sa.exc.IntegrityError):
         with store.tx() as conn:
@@ -83,7 +83,7 @@ def test_a_digest_recipient_pair_exists_once(tmp_path):
 
 def test_a_paper_goes_into_one_digest_only(tmp_path):
     store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     store.save_digest("2026-11-23", (now, now), {}, [("arxiv:1", True)], [])
     with pytest.raises(sa.exc.IntegrityError):
         store.save_digest("2026-11-30", (now, now), {}, [("arxiv:1", True)], [])
@@ -92,8 +92,8 @@ def test_a_paper_goes_into_one_digest_only(tmp_path):
 
 def test_watermark_only_moves_with_successful_runs(tmp_path):
     store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
-    a = datetime(2026, 11, 1, tzinfo=timezone.utc)
-    b = datetime(2026, 11, 8, tzinfo=timezone.utc)
+    a = datetime(2026, 11, 1, tzinfo=UTC)
+    b = datetime(2026, 11, 8, tzinfo=UTC)
     ok = store.start_run("collect", a)
     store.finish_run(ok, "ok", {}, window=(a, a))
     failed = store.start_run("collect", b)

@@ -185,7 +185,8 @@ def connect(cfg: Email, timeout: float | None = None, *,
             try:
                 smtp.login(user, password)
             except smtplib.SMTPAuthenticationError as exc:
-                raise DeliveryError(f"login as {user} refused: {_words(exc.smtp_code, exc.smtp_error)}") from None
+                words = _words(exc.smtp_code, exc.smtp_error)
+                raise DeliveryError(f"login as {user} refused: {words}") from None
     except BaseException:
         _close(smtp)
         raise

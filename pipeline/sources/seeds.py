@@ -343,7 +343,7 @@ def _parse_yaml(source: str, text: str) -> SeedDocument:
 
     entries = [
         _yaml_entry(source, item, item_node, warn)
-        for item, item_node in zip(items, node.value if items else [])
+        for item, item_node in zip(items, node.value if items else [], strict=False)
     ]
     return SeedDocument(
         source=source, entries=tuple(e for e in entries if e), warnings=tuple(warnings)
