@@ -153,8 +153,9 @@ def summarise(store: Store, enricher: Enricher, report: RunReport) -> None:
     scores = {row["id"]: row["score"] or 0.0 for row in store.score_rows()}
     waiting = sorted(unpublished_papers(store), key=lambda p: -scores.get(p.id, 0.0))
     have = store.latest_enrichments("paper_summary")
+    waiting_ids = {p.id for p in waiting}
     listed = [p for p in store.relevant_papers()
-              if paper_key(p.id) not in have and p not in waiting]
+              if paper_key(p.id) not in have and p.id not in waiting_ids]
     found = enricher.summarise(waiting + listed)
     published = store.published_keys()
     seeds = [row_to_seed(row) for row in store.seed_rows() if row["key"] not in published]
@@ -206,7 +207,8 @@ def build_digest(config: Config, store: Store, options: Options,
     entries = digest_entries(config, store, store.published_keys())
     if not entries:
         return None
-    forced = [e for e in entries if e.key in featured_seed_keys(store)]
+    wanted = featured_seed_keys(store)
+    forced = [e for e in entries if e.key in wanted]
     featured = rank.choose_featured(entries, config.digest.featured, key_topic=lambda e: e.topic,
                                     key_score=lambda e: e.score or 0.0, forced=forced)
     curated = compose.curated_comparison(featured, documents)
@@ -249,11 +251,12 @@ def digest_entries(config: Config, store: Store, published: set[str] | None = No
     seeds = [row_to_seed(row) for row in store.seed_rows()]
     by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}
     topics = {p["id"]: p for p in store.score_rows()}
-    entries = []
+    entries, seen = [], set(published or ())
     for paper in store.relevant_papers() + store.papers(by_paper):
         key = paper_key(paper.id)
-        if published is not None and key in published or key in {e.key for e in entries}:
+        if key in seen:
             continue
+        seen.add(key)
         row = topics.get(paper.id, {})
         topic = row.get("topic") or _topic(config, paper.title, paper.abstract)
         scored = compose.Scored(row.get("score"), topic)
