@@ -72,7 +72,8 @@ def email_content(config: Config, store: Store, digest_id: str) -> tuple[str, st
     """(subject, text, html) of a stored digest, rendered as it was composed."""
     stored = store.digest(digest_id)
     digest = compose.digest_from_dict(stored["data"])
-    count = store.counts()["relevant"] + store.counts()["seeds"]
+    counts = store.counts()
+    count = counts["relevant"] + counts["seeds"]
     return (render.digest_subject(config, digest), render.digest_as(config, digest, "txt", count),
             render.digest_as(config, digest, "html", count))
 

@@ -215,45 +215,50 @@ class Store:
         A version only moves forward; a newer one updates the record and is
         noted as revised, never as a new paper.
         """
+        found = list(found)
         new, revised, same = [], [], 0
         stamp = now_iso()
         with self.tx() as conn:
+            known, revised_at = {}, {}
+            for chunk in _chunks([p.id for p in found]):
+                for row in conn.execute(sa.select(papers).where(papers.c.id.in_(chunk))).mappings():
+                    known[row["id"]] = row_to_paper(row)
+                    revised_at[row["id"]] = row["revised_at"]
+            inserts, updates = [], {}
             for paper in found:
-                row = conn.execute(sa.select(papers).where(papers.c.id == paper.id)).mappings().first()
-                if row is None:
-                    conn.execute(papers.insert().values(**_paper_row(paper), first_seen=stamp))
+                old = known.get(paper.id)
+                if old is None:
+                    inserts.append({**_paper_row(paper), "first_seen": stamp, "revised_at": None})
+                    known[paper.id] = paper
                     new.append(paper)
                     continue
-                old = row_to_paper(row)
                 merged = merge_papers(old, paper)
+                known[paper.id] = merged
                 if merged == old:
                     same += 1
                     continue
-                values = _paper_row(merged)
                 if merged.version > old.version:
-                    values["revised_at"] = stamp
+                    revised_at[paper.id] = stamp
                     revised.append(merged)
                 else:
                     same += 1
-                conn.execute(papers.update().where(papers.c.id == paper.id).values(**values))
+                updates[paper.id] = merged
+            if inserts:
+                conn.execute(papers.insert(), inserts)
+            if updates:
+                rows = [{**_paper_row(p), "pid": pid, "revised_at": revised_at.get(pid)}
+                        for pid, p in updates.items()]
+                for row in rows:
+                    del row["id"]
+                conn.execute(papers.update().where(papers.c.id == sa.bindparam("pid")), rows)
         return new, revised, same
 
     def papers(self, ids: Iterable[str] | None = None) -> list[Paper]:
-        query = sa.select(papers)
-        if ids is not None:
-            query = query.where(papers.c.id.in_(list(ids)))
+        """All papers, or those with these ids (asked in slices)."""
+        queries = ([sa.select(papers)] if ids is None else
+                   [sa.select(papers).where(papers.c.id.in_(chunk)) for chunk in _chunks(list(ids))])
         with self.engine.connect() as conn:
-            return [row_to_paper(row) for row in conn.execute(query).mappings()]
-
-    def paper_rows(self, where: Any = None) -> Iterator[dict]:
-        """Stream paper rows (reading list at scale): one row at a time, not a list."""
-        query = sa.select(papers).order_by(papers.c.submitted.desc(), papers.c.id)
-        if where is not None:
-            query = query.where(where)
-        with self.engine.connect() as conn:
-            result = conn.execution_options(stream_results=True, yield_per=1000).execute(query)
-            for row in result.mappings():
-                yield dict(row)
+            return [row_to_paper(row) for query in queries for row in conn.execute(query).mappings()]
 
     def paper_titles(self) -> list[tuple[str, str]]:
         with self.engine.connect() as conn:
@@ -283,14 +288,12 @@ class Store:
             return [dict(row) for row in conn.execute(query).mappings()]
 
     def set_scores(self, scored: Iterable[tuple[str, float, bool, list[str], str, list[str]]]) -> None:
-        with self.tx() as conn:
-            for pid, value, relevant, reasons, topic, topics in scored:
-                conn.execute(
-                    papers.update().where(papers.c.id == pid).values(
-                        score=value, relevant=relevant, reasons=json.dumps(reasons),
-                        topic=topic, topics=json.dumps(topics),
-                    )
-                )
+        rows = [{"pid": pid, "score": value, "relevant": relevant, "reasons": json.dumps(reasons),
+                 "topic": topic, "topics": json.dumps(topics)}
+                for pid, value, relevant, reasons, topic, topics in scored]
+        if rows:
+            with self.tx() as conn:
+                conn.execute(papers.update().where(papers.c.id == sa.bindparam("pid")), rows)
 
     def set_judgement(self, pid: str, relevant: bool, reasons: list[str]) -> None:
         """The LLM judge's call on a grey-band paper: it replaces the rule's, not the user's."""
@@ -487,6 +490,12 @@ def _one_line_errors(path: Any, busy_timeout: float) -> Any:
                 else "can this user write the state folder?" if "readonly" in words else None)
         raise DigestError(f"{path}: {words}", hint) from None
     return handle
+
+
+def _chunks(items: list, size: int = 500) -> Iterator[list]:
+    """SQLite limits the variables in one statement; ask in slices."""
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
 
 
 def _sqlite_pragmas(busy_timeout: float) -> Any:
