@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run demo test test-slow bench clean
+.PHONY: run demo install fresh test test-slow clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -16,19 +16,22 @@ $(VENV)/.installed: pyproject.toml setup.py | $(BIN)/python
 
 install: $(VENV)/.installed
 
-run: $(VENV)/.installed
+run: fresh
 	$(BIN)/rl-digest --config config.yaml run
 
-demo: $(VENV)/.installed
+demo: fresh
 	$(BIN)/rl-digest --config config.yaml run --offline
 
-test: $(VENV)/.installed
+# the tests run the installed command, as users get it: reinstall this tree first
+fresh: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall .
-	$(BIN)/ruff check pipeline tests benchmarks
-	$(BIN)/pytest -q
 
-test-slow: $(VENV)/.installed
-	$(BIN)/pytest -q -m slow --run-slow
+test: fresh
+	$(BIN)/ruff check pipeline tests benchmarks
+	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q
+
+test-slow: fresh
+	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q -m slow --run-slow
 
 clean:
 	rm -rf $(VENV) build *.egg-info state out

@@ -227,7 +227,7 @@ def build_digest(config: Config, store: Store, options: Options,
         entries=entries, featured=featured, topics=config.topics,
         max_papers=config.digest.max_papers, comparison=comparison, curated=curated,
         model=config.enrich.model if llm else None,
-        sources=sources, categories=config.sources.arxiv.categories,
+        sources=sources, categories=[] if options.offline else config.sources.arxiv.categories,
     )
 
 

@@ -13,7 +13,11 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
+# `make test` installs the package (pip install ., not editable) and sets this, so the CLI
+# tests run the installed `rl-digest` with its bundled templates; a developer's plain
+# `pytest` runs the source tree instead, never a stale install.
 INSTALLED = Path(sys.executable).with_name("rl-digest")
+USE_INSTALLED = os.environ.get("RL_DIGEST_TEST_INSTALLED") == "1" and INSTALLED.exists()
 
 
 def pytest_addoption(parser):
@@ -66,14 +70,14 @@ def _merge(base: dict, over: dict) -> dict:
 
 def cli_command() -> list[str]:
     """The installed console script when `make test` installed it, else the module."""
-    return [str(INSTALLED)] if INSTALLED.exists() else [sys.executable, "-m", "pipeline"]
+    return [str(INSTALLED)] if USE_INSTALLED else [sys.executable, "-m", "pipeline"]
 
 
 def run_cli(*args: str, cwd: Path | str = "/", env: dict | None = None, timeout: float = 120,
             check: int | None = 0) -> subprocess.CompletedProcess:
     """Run the real `rl-digest` as a user would (from / by default, like cron)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("RL_DIGEST")}
-    if not INSTALLED.exists():
+    if not USE_INSTALLED:
         full_env["PYTHONPATH"] = str(ROOT)
     full_env.update(env or {})
     result = subprocess.run([*cli_command(), *args], cwd=cwd, env=full_env, capture_output=True,

@@ -36,6 +36,7 @@ def test_offline_run_from_root_writes_next_to_the_config(tmp_path, cli):
     assert "## 精选解读 · Featured" in digest or "## 精选 · Featured" in digest
     assert "### PRISM" in digest and "### Exploration Hacking" in digest
     assert "综合洞察" in digest  # the seed page's own synthesis, not invented
+    assert "cs.LG" not in digest.split("\n\n")[1]  # offline: the header names no arXiv source
     assert "BroRL: Scaling Reinforcement Learning via Broadened Exploration" in digest
     assert "38 " in reading and "BroRL" in reading
     assert (tmp_path / "state" / "digest.sqlite3").exists()

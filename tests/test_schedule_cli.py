@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import INSTALLED, ROOT, cli_command, write_config
+from tests.conftest import ROOT, USE_INSTALLED, cli_command, write_config
 from tests.servers.arxiv_server import ArxivServer, hang
 from tests.test_collect import CATS, rl_paper
 
@@ -29,7 +29,7 @@ class Scheduler:
 
     def __init__(self, config: Path, log_path: Path):
         env = {k: v for k, v in os.environ.items() if not k.startswith("RL_DIGEST")}
-        if not INSTALLED.exists():
+        if not USE_INSTALLED:
             env["PYTHONPATH"] = str(ROOT)
         self.log_path = log_path
         self._out = log_path.open("w", encoding="utf-8")
