@@ -398,9 +398,10 @@ class Enricher:
         jobs = list({job.out_key: job for job in jobs}.values())  # each item once
         results: dict[str, Reply] = {}
         todo: list[tuple[Job, str]] = []
-        for job in jobs:
-            key = self.cache_key(job.task, job.item_key, job.version)
-            hit = self._cached(job, key)
+        keys = [self.cache_key(job.task, job.item_key, job.version) for job in jobs]
+        stored = self.store.cached_many(keys)
+        for job, key in zip(jobs, keys, strict=True):
+            hit = self._cached(job, stored.get(key))
             if hit is not None:
                 results[job.out_key] = hit
             elif self.client is None:
@@ -431,8 +432,7 @@ class Enricher:
                 progress.advance(job.item_key, ok=reply is not None)
         return {job.out_key: results[job.out_key] for job in jobs if job.out_key in results}
 
-    def _cached(self, job: Job, key: str) -> Reply | None:
-        data = self.store.cached(key)
+    def _cached(self, job: Job, data: dict | None) -> Reply | None:
         if data is None:
             return None
         try:

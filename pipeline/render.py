@@ -44,6 +44,7 @@ _ENTITY = re.compile(r"&(#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1
 _NUMBERED = re.compile(r"^(\d{1,9})[.)]")
 _SCHEME = re.compile(r"(https?|ftp|mailto|xmpp):(//)?", re.IGNORECASE)
 _WWW = re.compile(r"(www)\.", re.IGNORECASE)
+_MARKUP = re.compile(r"[\\`*\[\]<>|~_&@]")  # what the loop in md_escape may change
 
 
 def md_escape(value: object) -> str:
@@ -56,23 +57,24 @@ def md_escape(value: object) -> str:
     `www\\.`, and a word joiner (U+2060, invisible) after every `@`.
     """
     text = one_line(value)
-    out: list[str] = []
-    for i, ch in enumerate(text):
-        prev = text[i - 1] if i else ""
-        nxt = text[i + 1] if i + 1 < len(text) else ""
-        if ch == "\\":
-            out.append("\\\\" if not nxt or nxt in _PUNCT else "\\")
-        elif ch in _ALWAYS:
-            out.append("\\" + ch)
-        elif ch == "_":
-            out.append("_" if prev.isalnum() and nxt.isalnum() else "\\_")
-        elif ch == "&" and _ENTITY.match(text, i):
-            out.append("\\&")  # `&lt;` stays the four characters it is
-        elif ch == "@":
-            out.append("@\u2060")  # a word joiner: GFM makes no mailto link of a@b.org
-        else:
-            out.append(ch)
-    text = "".join(out)
+    if _MARKUP.search(text):  # most titles and summaries hold none: skip the loop
+        out: list[str] = []
+        for i, ch in enumerate(text):
+            prev = text[i - 1] if i else ""
+            nxt = text[i + 1] if i + 1 < len(text) else ""
+            if ch == "\\":
+                out.append("\\\\" if not nxt or nxt in _PUNCT else "\\")
+            elif ch in _ALWAYS:
+                out.append("\\" + ch)
+            elif ch == "_":
+                out.append("_" if prev.isalnum() and nxt.isalnum() else "\\_")
+            elif ch == "&" and _ENTITY.match(text, i):
+                out.append("\\&")  # `&lt;` stays the four characters it is
+            elif ch == "@":
+                out.append("@\u2060")  # a word joiner: GFM makes no mailto link of a@b.org
+            else:
+                out.append(ch)
+        text = "".join(out)
     if text[:1] in ("#", "+", "-", "="):  # a heading, list item or setext underline
         text = "\\" + text
     number = _NUMBERED.match(text)  # "1. " would start an ordered list

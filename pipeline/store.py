@@ -229,6 +229,9 @@ class Store:
                 old = known.get(paper.id)
                 if old is None:
                     inserts.append({**_paper_row(paper), "first_seen": stamp, "revised_at": None})
+                    if len(inserts) == 500:  # a slice at a time: the rows are as big as the papers
+                        conn.execute(papers.insert(), inserts)
+                        inserts = []
                     known[paper.id] = paper
                     new.append(paper)
                     continue
@@ -387,8 +390,9 @@ class Store:
                 id=digest_id, created=now_iso(), window_start=window[0].isoformat(),
                 window_end=window[1].isoformat(),
                 data=json.dumps(data, ensure_ascii=False, default=str)))
-            for key, shown in items:
-                conn.execute(digest_items.insert().values(digest_id=digest_id, item_key=key, shown=shown))
+            if items:
+                conn.execute(digest_items.insert(), [dict(digest_id=digest_id, item_key=key, shown=shown)
+                                                     for key, shown in items])
             for address in recipients:
                 conn.execute(deliveries.insert().values(
                     digest_id=digest_id, recipient=address, status="pending", attempts=0))
@@ -411,10 +415,12 @@ class Store:
             return list(conn.execute(sa.select(digests.c.id).order_by(digests.c.id)).scalars())
 
     # --- enrichment cache ---
-    def cached(self, key: str) -> dict | None:
+    def cached_many(self, keys: list[str]) -> dict[str, dict]:
+        """key -> cached data, for those of `keys` in the cache (asked in slices)."""
+        query = sa.select(enrichments.c.key, enrichments.c.data)
         with self.engine.connect() as conn:
-            value = conn.execute(sa.select(enrichments.c.data).where(enrichments.c.key == key)).scalar()
-        return json.loads(value) if value is not None else None
+            return {key: json.loads(data) for chunk in _chunks(keys)
+                    for key, data in conn.execute(query.where(enrichments.c.key.in_(chunk)))}
 
     def cache(self, key: str, item_key: str, kind: str, data: dict, tokens: tuple[int, int]) -> None:
         with self.tx() as conn:

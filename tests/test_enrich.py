@@ -248,7 +248,7 @@ def test_a_failure_falls_back_and_succeeds_next_run(key, server, store, caplog, 
     assert (e.report.failures, e.report.done) == (1, 0)
     assert len(server.requests) == requests
     assert reason in caplog.text
-    assert store.cached(e.cache_key(SUMMARY, paper_key(paper[0].id), "1")) is None
+    assert store.cached_many([e.cache_key(SUMMARY, paper_key(paper[0].id), "1")]) == {}
     server.script = None
     later = enricher(cfg, store)
     assert paper[0].title in later.summarise(paper)[paper[0].id].summary_en

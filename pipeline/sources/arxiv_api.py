@@ -14,11 +14,11 @@ own delay and retries are switched off so they never stack on the Fetcher's.
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from urllib.parse import parse_qs, urlsplit
+from xml.parsers import expat
 
 import arxiv
 
@@ -27,8 +27,9 @@ from pipeline.models import Paper, collapse, split_arxiv_id
 from pipeline.sources.http import Fetched, Fetcher, looks_like_html
 
 MAX_PAGE_SIZE = 2000  # the API's limit per request
-_ATOM = "{http://www.w3.org/2005/Atom}"
-_TOTAL = "{http://a9.com/-/spec/opensearch/1.1/}totalResults"
+_ATOM_FEED = "http://www.w3.org/2005/Atom feed"  # expat's "namespace local" names
+_ATOM_ENTRY = "http://www.w3.org/2005/Atom entry"
+_TOTAL = "http://a9.com/-/spec/opensearch/1.1/ totalResults"
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,16 @@ def search_window(
         sort_order=arxiv.SortOrder.Ascending,
     )
     before = fetcher.requests
-    results = _run(fetcher, api_url, search, max(1, min(page_size, MAX_PAGE_SIZE)))
-    papers = _dedupe(_to_paper(result) for result in results)
-    return papers, SearchStats(requests=fetcher.requests - before, seen=len(results))
+    seen = 0
+
+    def converted():  # page by page: a page's arxiv.Results go once they are Papers
+        nonlocal seen
+        for result in _results(fetcher, api_url, search, max(1, min(page_size, MAX_PAGE_SIZE))):
+            seen += 1
+            yield _to_paper(result)
+
+    papers = _dedupe(converted())
+    return papers, SearchStats(requests=fetcher.requests - before, seen=seen)
 
 
 def fetch_ids(fetcher: Fetcher, api_url: str, ids: list[str], batch: int = 100) -> list[Paper]:
@@ -122,8 +130,15 @@ def _run(
     fetcher: Fetcher, api_url: str, search: arxiv.Search, page_size: int
 ) -> list[arxiv.Result]:
     """All results of a search; anything the arxiv package raises becomes a SourceError."""
+    return list(_results(fetcher, api_url, search, page_size))
+
+
+def _results(
+    fetcher: Fetcher, api_url: str, search: arxiv.Search, page_size: int
+) -> Iterator[arxiv.Result]:
+    """The results one page at a time, as the arxiv package yields them."""
     try:
-        return list(_Client(fetcher, api_url, page_size).results(search))
+        yield from _Client(fetcher, api_url, page_size).results(search)
     except arxiv.ArxivError as err:
         raise SourceError(f"{err.url}: {err.message}") from None
 
@@ -138,17 +153,50 @@ def _check_page(page: Fetched) -> str | None:
     if looks_like_html(page.body, page.content_type):
         raise SourceError(f"{page.url}: an HTML page instead of the API's Atom feed")
     try:
-        root = ET.fromstring(page.body)
-    except ET.ParseError as exc:
+        root, total_text, has_entry = _scan(page.body)
+    except expat.ExpatError as exc:
         raise SourceError(f"{page.url}: malformed XML from the arXiv API ({exc})") from None
-    if root.tag != f"{_ATOM}feed":
-        raise SourceError(f"{page.url}: not an Atom feed (root element <{_local(root.tag)}>)")
-    total_text = (root.findtext(_TOTAL) or "").strip()
+    if root != _ATOM_FEED:
+        raise SourceError(f"{page.url}: not an Atom feed (root element <{_local(root)}>)")
     total = int(total_text) if total_text.isdigit() else 0
     start = int(parse_qs(urlsplit(page.url).query).get("start", ["0"])[0])
-    if root.find(f"{_ATOM}entry") is None and start < total:
+    if not has_entry and start < total:
         return f"empty page at start={start} although totalResults={total}"
     return None
+
+
+def _scan(body: bytes) -> tuple[str, str, bool]:
+    """(root element, totalResults, whether there is an entry); raises ExpatError if malformed.
+
+    expat reads the whole page (so a cut-off page still fails) without building a tree:
+    a 2,000-entry page in ~15 ms, where ElementTree takes ~90-250 ms to build it.
+    """
+    root: list[str] = []
+    total: list[str] = []
+    seen = {"in_total": False, "total": False, "entry": False}
+    parser = expat.ParserCreate(namespace_separator=" ")
+
+    def start(name: str, _attrs: dict) -> None:
+        if not root:
+            root.append(name)
+        seen["in_total"] = name == _TOTAL
+        seen["entry"] = seen["entry"] or name == _ATOM_ENTRY
+        if seen["entry"] and seen["total"]:  # the rest is read for well-formedness only
+            parser.StartElementHandler = parser.EndElementHandler = None
+            parser.CharacterDataHandler = None
+
+    def text(data: str) -> None:
+        if seen["in_total"]:
+            total.append(data)
+
+    def end(name: str) -> None:
+        seen["total"] = seen["total"] or name == _TOTAL
+        seen["in_total"] = False
+
+    parser.StartElementHandler, parser.EndElementHandler = start, end
+    parser.CharacterDataHandler = text
+    parser.Parse(body, True)
+    return (root[0] if root else ""), "".join(total).strip(), seen["entry"]
 
 
 def _to_paper(result: arxiv.Result) -> Paper:
@@ -189,5 +237,5 @@ def _phrase(text: str) -> str:
     return collapse(text.replace('"', " "))
 
 
-def _local(tag: str) -> str:
-    return tag.rsplit("}", 1)[-1]
+def _local(name: str) -> str:
+    return name.rsplit(" ", 1)[-1]
