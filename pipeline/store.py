@@ -342,7 +342,10 @@ class Store:
 
     # --- runs ---
     def start_run(self, kind: str, as_of: datetime) -> int:
+        """Callers hold the run lock, so a row still `running` is from a process that died."""
         with self.tx() as conn:
+            conn.execute(runs.update().where(runs.c.status == "running").values(
+                status="interrupted", finished=now_iso(), error="the process ended mid-run"))
             result = conn.execute(runs.insert().values(
                 kind=kind, as_of=as_of.isoformat(), started=now_iso(), status="running"))
             return result.inserted_primary_key[0]

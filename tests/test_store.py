@@ -116,3 +116,13 @@ def test_integrity_check_passes_after_use(tmp_path):
     store.upsert_papers([paper(pid=f"2401.{i:05d}") for i in range(50)])
     store.engine.dispose()
     assert sqlite3.connect(path).execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_a_run_left_running_by_a_dead_process_is_marked_interrupted(tmp_path):
+    store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
+    moment = datetime(2026, 11, 30, tzinfo=UTC)
+    killed = store.start_run("publish", moment)  # never finished: kill -9
+    store.start_run("publish", moment)
+    rows = {row["id"]: row for row in store.last_runs()}
+    assert rows[killed]["status"] == "interrupted"
+    assert rows[killed]["error"] == "the process ended mid-run"
