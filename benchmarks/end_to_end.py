@@ -19,10 +19,9 @@ import tempfile
 import time
 import tracemalloc
 import urllib.request
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from urllib.parse import urlencode
-from xml.sax.saxutils import escape
 
 from _common import Stages, dev_rows, machine, make_papers, maxrss_mib, mib, table, write_config
 
@@ -41,7 +40,7 @@ def _serve(rows: list[dict], n: int, start: datetime, end: datetime, pipe) -> No
         def __init__(self, papers):
             super().__init__(papers)
             self._found: dict[tuple, list] = {}
-            self._entry: dict[str, str] = {}
+            self._entries: dict[str, str] = {}
             self.busy = 0.0  # seconds spent answering (server-only time)
 
         def answer(self, path, query, fault):
@@ -55,7 +54,10 @@ def _serve(rows: list[dict], n: int, start: datetime, end: datetime, pipe) -> No
                 return 200, "application/json", json.dumps(stats).encode()
             if path == "/_stock":  # what the stock server spends on this request
                 began = time.perf_counter()
-                body = super()._atom(query, False)
+                found = stock.ArxivServer._select(self, query)  # not memoised
+                start, size = int(query.get("start", 0)), int(query.get("max_results", 10))
+                entries = "".join(stock._atom_entry(p) for p in found[start:start + size])
+                body = stock.atom_feed(query.get("search_query", ""), start, size, len(found), entries)
                 return 200, "application/json", json.dumps(
                     {"seconds": time.perf_counter() - began, "bytes": len(body)}).encode()
             began = time.perf_counter()
@@ -64,35 +66,17 @@ def _serve(rows: list[dict], n: int, start: datetime, end: datetime, pipe) -> No
             finally:
                 self.busy += time.perf_counter() - began
 
-        def _atom(self, query, empty):
-            ids = [i for i in query.get("id_list", "").split(",") if i]
-            text = query.get("search_query", "")
-            sort_by, order = query.get("sortBy", "relevance"), query.get("sortOrder", "")
-            key = (text, tuple(ids), sort_by, order)
+        def _select(self, query):
+            key = (query.get("search_query", ""), query.get("id_list", ""),
+                   query.get("sortBy", "relevance"), query.get("sortOrder", ""))
             if key not in self._found:  # the stock server's own selection, once per query
-                matches = stock.compile_query(text) if text else (lambda paper: True)
-                found = [p for p in self.papers if matches(p) and (not ids or stock._listed(p, ids))]
-                if ids and not text:
-                    found.sort(key=lambda p: min(i for i, x in enumerate(ids) if stock._listed(p, [x])))
-                self._found[key] = stock._sorted(found, sort_by, order)
-                for p in self._found[key]:
-                    self._entry.setdefault(p.id, stock._atom_entry(p))
-            found = self._found[key]
-            start, size = int(query.get("start", 0)), int(query.get("max_results", 10))
-            page = [] if empty else found[start:start + size]
-            entries = "".join(self._entry[p.id] for p in page)
-            return (
-                "<?xml version='1.0' encoding='UTF-8'?>\n"
-                '<feed xmlns:opensearch="http://a9.com/-/spec/opensearch/1.1/" '
-                'xmlns:arxiv="http://arxiv.org/schemas/atom" xmlns="http://www.w3.org/2005/Atom">\n'
-                f"  <id>https://arxiv.org/api/stand-in</id>\n"
-                f"  <title>arXiv Query: {escape(text)}</title>\n"
-                f"  <updated>{stock._iso(datetime.now(UTC))}</updated>\n"
-                f"  <opensearch:itemsPerPage>{size}</opensearch:itemsPerPage>\n"
-                f"  <opensearch:totalResults>{len(found)}</opensearch:totalResults>\n"
-                f"  <opensearch:startIndex>{start}</opensearch:startIndex>\n"
-                f"{entries}</feed>\n"
-            ).encode()
+                self._found[key] = super()._select(query)
+            return self._found[key]
+
+        def _entry(self, paper):
+            if paper.id not in self._entries:
+                self._entries[paper.id] = super()._entry(paper)
+            return self._entries[paper.id]
 
     from pipeline import config as cfg
     from pipeline.sources.arxiv_api import build_query

@@ -139,28 +139,24 @@ class ArxivServer:
     # --- API ---------------------------------------------------------------
 
     def _atom(self, query: dict[str, str], empty: bool) -> bytes:
+        found = self._select(query)
+        start, size = int(query.get("start", 0)), int(query.get("max_results", 10))
+        page = [] if empty else found[start : start + size]
+        entries = "".join(self._entry(p) for p in page)
+        return atom_feed(query.get("search_query", ""), start, size, len(found), entries)
+
+    def _select(self, query: dict[str, str]) -> list[Paper]:
+        """The papers a query matches, in the order asked for."""
         ids = [i for i in query.get("id_list", "").split(",") if i]
         text = query.get("search_query", "")
         matches = compile_query(text) if text else (lambda paper: True)
         found = [p for p in self.papers if matches(p) and (not ids or _listed(p, ids))]
         if ids and not text:
             found.sort(key=lambda p: min(i for i, x in enumerate(ids) if _listed(p, [x])))
-        found = _sorted(found, query.get("sortBy", "relevance"), query.get("sortOrder", ""))
-        start, size = int(query.get("start", 0)), int(query.get("max_results", 10))
-        page = [] if empty else found[start : start + size]
-        entries = "".join(_atom_entry(p) for p in page)
-        return (
-            "<?xml version='1.0' encoding='UTF-8'?>\n"
-            '<feed xmlns:opensearch="http://a9.com/-/spec/opensearch/1.1/" '
-            'xmlns:arxiv="http://arxiv.org/schemas/atom" xmlns="http://www.w3.org/2005/Atom">\n'
-            f"  <id>https://arxiv.org/api/stand-in</id>\n"
-            f"  <title>arXiv Query: {escape(text)}</title>\n"
-            f"  <updated>{_iso(datetime.now(UTC))}</updated>\n"
-            f"  <opensearch:itemsPerPage>{size}</opensearch:itemsPerPage>\n"
-            f"  <opensearch:totalResults>{len(found)}</opensearch:totalResults>\n"
-            f"  <opensearch:startIndex>{start}</opensearch:startIndex>\n"
-            f"{entries}</feed>\n"
-        ).encode()
+        return _sorted(found, query.get("sortBy", "relevance"), query.get("sortOrder", ""))
+
+    def _entry(self, paper: Paper) -> str:
+        return _atom_entry(paper)
 
     # --- RSS ---------------------------------------------------------------
 
@@ -324,6 +320,22 @@ def _sorted(papers: list[Paper], sort_by: str, order: str) -> list[Paper]:
 def _in_feed(paper: Paper, wanted: list[str]) -> bool:
     """A feed for 'cs' carries every cs.* paper; one for 'cs.LG' only cs.LG."""
     return any(cat == w or cat.startswith(w + ".") for cat in paper.categories for w in wanted)
+
+
+def atom_feed(text: str, start: int, size: int, total: int, entries: str) -> bytes:
+    """One page of the API's Atom answer."""
+    return (
+        "<?xml version='1.0' encoding='UTF-8'?>\n"
+        '<feed xmlns:opensearch="http://a9.com/-/spec/opensearch/1.1/" '
+        'xmlns:arxiv="http://arxiv.org/schemas/atom" xmlns="http://www.w3.org/2005/Atom">\n'
+        f"  <id>https://arxiv.org/api/stand-in</id>\n"
+        f"  <title>arXiv Query: {escape(text)}</title>\n"
+        f"  <updated>{_iso(datetime.now(UTC))}</updated>\n"
+        f"  <opensearch:itemsPerPage>{size}</opensearch:itemsPerPage>\n"
+        f"  <opensearch:totalResults>{total}</opensearch:totalResults>\n"
+        f"  <opensearch:startIndex>{start}</opensearch:startIndex>\n"
+        f"{entries}</feed>\n"
+    ).encode()
 
 
 # --- rendering (shapes copied from the real samples) -------------------------
