@@ -81,6 +81,7 @@ class Relevance(Model):
     background_cues: list[str] = []
     background_weight: float = Field(0.3, ge=0, le=1)
     method_cues: list[str] = []
+    negation_cues: list[str] = []
     plain_weight: float = Field(1.0, ge=0, le=1)
     abstract_cap: float = Field(4.0, gt=0)
     lm_full: float = Field(1.0, ge=0)

@@ -164,6 +164,7 @@ def compile_rules(cfg: Any) -> Rules:
             "negative": cfg.negative_terms,
             "background": cfg.background_cues,
             "method": cfg.method_cues,
+            "negation": cfg.negation_cues,
         }
     )
     return Rules(
@@ -212,11 +213,15 @@ def _abstract_rl(rules: Rules, hits: list[tuple[int, str, str]], abstract: str):
     starts = sentence_starts(abstract)
     cues = {name: {bisect_right(starts, pos) for pos, n, _ in hits if n == name}
             for name in ("background", "method")}
+    negations = [pos for pos, n, _ in hits if n == "negation"]
     best: dict[int, float] = {}
     roles: dict[str, str] = {}
     for pos, key in rl:
         sentence = bisect_right(starts, pos)
-        if sentence in cues["background"]:
+        if any(pos - _NEGATION_REACH <= q < pos and bisect_right(starts, q) == sentence
+               for q in negations):
+            role, factor = "negated", 0.0
+        elif sentence in cues["background"]:
             role, factor = "background", rules.background_weight
         elif sentence in cues["method"]:
             role, factor = "method", 1.0
@@ -228,7 +233,8 @@ def _abstract_rl(rules: Rules, hits: list[tuple[int, str, str]], abstract: str):
     return min(sum(best.values()), rules.abstract_cap), roles
 
 
-_ROLE_RANK = {"background": 0, "plain": 1, "method": 2}
+_ROLE_RANK = {"negated": 0, "background": 1, "plain": 2, "method": 3}
+_NEGATION_REACH = 60  # characters before an RL term that a negation cue covers
 _SIMILAR = 0.3  # similarity worth naming as a reason, even when seed_weight is 0
 
 
@@ -261,7 +267,7 @@ def score(
     rl = rules.title_weight * title_rl + rl_abstract
     reasons += [f"title: {names[k]}" for k in rl_title]
     reasons += [
-        f"{'background' if role == 'background' else 'abstract'}: {names[k]}"
+        f"{role if role in ('background', 'negated') else 'abstract'}: {names[k]}"
         for k, role in roles.items()
         if k not in rl_title
     ]

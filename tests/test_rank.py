@@ -174,6 +174,19 @@ def test_rl_named_only_in_background_counts_less(rules):
     assert "abstract: grpo" in method.reasons
 
 
+def test_rl_said_not_to_be_used_counts_nothing(rules):
+    negated = rank.score("Self-distillation for code LLMs",
+                         "Can an LLM improve at coding without a verifier, a teacher or reinforcement "
+                         "learning? We fine-tune it on its own samples.", rules)
+    assert negated.value == 0 and not negated.relevant
+    assert "negated: reinforcement learning" in negated.reasons
+    # A negation after the RL term, or in another sentence, does not count.
+    used = rank.score("Self-distillation for code LLMs",
+                      "We train the LLM with reinforcement learning without any human labels. "
+                      "No teacher is used.", rules)
+    assert used.relevant and "abstract: reinforcement learning" in used.reasons
+
+
 def test_no_language_model_no_score(rules):
     result = rank.score("Proximal Policy Optimization for Atari",
                         "We improve PPO with a new advantage estimator on Atari games.", rules)
