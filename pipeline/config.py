@@ -83,8 +83,11 @@ class Relevance(Model):
     method_cues: list[str] = []
     negation_cues: list[str] = []
     plain_weight: float = Field(1.0, ge=0, le=1)
+    edge_weight: float = Field(1.0, ge=0, le=1)
     abstract_cap: float = Field(4.0, gt=0)
     lm_full: float = Field(1.0, ge=0)
+    subject_weight: float = Field(1.0, gt=0)
+    policy_lm_terms: list[str] = []
     seed_weight: float = Field(0.0, ge=0)
     llm_judge: bool = False
     grey_band: float = Field(0.5, ge=0)

@@ -150,8 +150,11 @@ class Rules:
     title_cap: float
     background_weight: float
     plain_weight: float
+    edge_weight: float
     abstract_cap: float
     lm_full: float
+    subject_weight: float
+    policy_lms: frozenset[str]
     seed_weight: float
 
 
@@ -174,8 +177,11 @@ def compile_rules(cfg: Any) -> Rules:
         title_cap=cfg.title_cap,
         background_weight=cfg.background_weight,
         plain_weight=cfg.plain_weight,
+        edge_weight=cfg.edge_weight,
         abstract_cap=cfg.abstract_cap,
         lm_full=cfg.lm_full,
+        subject_weight=cfg.subject_weight,
+        policy_lms=frozenset(_key(t) for t in cfg.policy_lm_terms),
         seed_weight=cfg.seed_weight,
     )
 
@@ -205,7 +211,9 @@ def _abstract_rl(rules: Rules, hits: list[tuple[int, str, str]], abstract: str):
     that names RLHF once. A sentence with a background cue ("such as",
     "existing") counts `background_weight` (LABELING rule 3); one describing
     the paper's own recipe ("we", "followed by") counts fully; others count
-    `plain_weight`. Returns (evidence, {key: role}).
+    `plain_weight`. The first and last sentences of an abstract usually set
+    the scene or draw implications, so there background and plain mentions
+    count `edge_weight` times as much. Returns (evidence, {key: role}).
     """
     rl = [(pos, key) for pos, name, key in hits if name == "rl"]
     if not rl:
@@ -214,6 +222,7 @@ def _abstract_rl(rules: Rules, hits: list[tuple[int, str, str]], abstract: str):
     cues = {name: {bisect_right(starts, pos) for pos, n, _ in hits if n == name}
             for name in ("background", "method")}
     negations = [pos for pos, n, _ in hits if n == "negation"]
+    edges = {1, len(starts)} if len(starts) >= 3 else set()
     best: dict[int, float] = {}
     roles: dict[str, str] = {}
     for pos, key in rl:
@@ -227,6 +236,8 @@ def _abstract_rl(rules: Rules, hits: list[tuple[int, str, str]], abstract: str):
             role, factor = "method", 1.0
         else:
             role, factor = "plain", rules.plain_weight
+        if sentence in edges and role != "method":
+            factor *= rules.edge_weight
         best[sentence] = max(best.get(sentence, 0.0), rules.lexicon.weight("rl", key) * factor)
         if _ROLE_RANK[role] > _ROLE_RANK.get(roles.get(key, ""), -1):
             roles[key] = role
@@ -275,11 +286,22 @@ def score(
     lm_title = _keys(title_hits, "lm")
     lm_abstract = {k: None for k in _keys(abstract_hits, "lm") if k not in lm_title}
     lm = sum(lex.weight("lm", k) for k in (*lm_title, *lm_abstract))
-    lm_factor = min(1.0, lm / rules.lm_full) if rules.lm_full > 0 else 1.0
     reasons += [f"title: {names[k]}" for k in lm_title]
     reasons += [f"abstract: {names[k]}" for k in lm_abstract]
 
     neg_title = _keys(title_hits, "negative")
+    title_lm = sum(lex.weight("lm", k) for k in lm_title)
+    if title_lm < rules.lm_full and any(
+        lex.weight("negative", k) >= rules.subject_weight for k in neg_title
+    ):
+        # The title names a domain whose model is not a language model (driving,
+        # point clouds, image or video diffusion) and names no language model:
+        # language models met only in the abstract are helpers (reward shaping,
+        # advice, encoders, judges) and do not count, unless they are the policy (VLA).
+        lm = title_lm + sum(lex.weight("lm", k) for k in lm_abstract if k in rules.policy_lms)
+        reasons.append("title: not a language-model domain")
+    lm_factor = min(1.0, lm / rules.lm_full) if rules.lm_full > 0 else 1.0
+
     neg_abstract = {k: None for k in _keys(abstract_hits, "negative") if k not in neg_title}
     negative = rules.title_weight * sum(lex.weight("negative", k) for k in neg_title)
     negative += sum(lex.weight("negative", k) for k in neg_abstract)

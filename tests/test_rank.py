@@ -106,6 +106,22 @@ CASES = {
         ("We propose a training-free decoding method that aggregates multiple sampled reasoning "
          "paths of an LLM. Our method outperforms GRPO baselines on GSM8K and MATH without any "
          "training.")),
+    "vlm-shapes-rewards-for-driving-agent": (False,
+        "Reward Shaping for Autonomous Driving Reinforcement Learning",
+        ("Reinforcement learning for autonomous driving suffers from sparse rewards. We query a "
+         "vision-language model (VLM) about each camera frame and turn its answer into a dense "
+         "shaping reward for a PPO driving policy. The agent learns lane keeping twice as fast.")),
+    "vla-driving-policy-with-rl": (True,
+        "Closed-Loop Reinforcement Learning for Autonomous Driving",
+        ("Vision-language-action (VLA) models drive from camera input and instructions. We "
+         "fine-tune a VLA driving policy with GRPO in a closed-loop simulator, rewarding safe "
+         "progress. The VLA reduces collisions by 30% over imitation learning.")),
+    "rl-named-only-as-an-implication": (False,
+        "Probing How Language Models Store Arithmetic Facts",
+        ("We locate the attention heads that store arithmetic facts in large language models. "
+         "Ablating ten heads removes most of the arithmetic ability of Llama-3. Activation "
+         "patching shows that the heads read operands from earlier layers. The findings suggest "
+         "targets for reinforcement learning.")),
     "classical-rl-robot-control": (False,
         "Sim-to-Real Reinforcement Learning for Quadruped Locomotion",
         ("We train a locomotion policy with PPO in simulation with domain randomization and "
@@ -185,6 +201,27 @@ def test_rl_said_not_to_be_used_counts_nothing(rules):
                       "We train the LLM with reinforcement learning without any human labels. "
                       "No teacher is used.", rules)
     assert used.relevant and "abstract: reinforcement learning" in used.reasons
+
+
+def test_first_and_last_sentences_count_less(rules):
+    title = "Math reasoning with LLMs"
+    middle = rank.score(title, "LLMs can solve math problems. Sampling many answers helps. "
+                        "Reinforcement learning sharpens the model. Results are strong.", rules)
+    edge = rank.score(title, "LLMs can solve math problems. Sampling many answers helps. "
+                      "Results are strong. Reinforcement learning sharpens the model.", rules)
+    assert edge.value == pytest.approx(middle.value * rules.edge_weight)
+    recipe = rank.score(title, "LLMs can solve math problems. Sampling many answers helps. "
+                        "Results are strong. We then train the model with reinforcement learning.",
+                        rules)
+    assert recipe.value > middle.value  # a method sentence counts fully wherever it stands
+
+
+def test_language_models_that_only_help_a_non_lm_subject_do_not_count(rules):
+    _, title, abstract = CASES["vlm-shapes-rewards-for-driving-agent"]
+    helper = rank.score(title, abstract, rules)
+    assert "title: not a language-model domain" in helper.reasons and not helper.relevant
+    _, title, abstract = CASES["vla-driving-policy-with-rl"]
+    assert rank.score(title, abstract, rules).relevant  # the VLA is the trained policy
 
 
 def test_no_language_model_no_score(rules):
