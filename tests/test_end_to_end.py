@@ -108,7 +108,7 @@ def test_llm_judge_decides_only_the_grey_band_and_is_cached(tmp_path, cli):
 
     grey = replace(rl_paper(2, DAY), title="Routing queries between language models",
                    abstract="We route queries among large language models with a small policy "
-                            "trained by reinforcement learning to cut cost.")
+                            "trained with RL to cut cost.")
     with ArxivServer([rl_paper(1, DAY), grey]) as arxiv, OpenAIServer() as llm:
         llm.script = lambda request: (ok({"relevant": False, "reason_en": "A router, not LLM RL."})
                                       if request.task == "relevance_judgement" else None)

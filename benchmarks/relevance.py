@@ -1,0 +1,107 @@
+"""The relevance rule on the labelled dev corpus: slices, threshold sweep, ablations, cross-check.
+
+    .venv/bin/python benchmarks/relevance.py [--config config.yaml]
+
+Prints the tables of benchmarks/relevance.md. Each ablation turns one part of the rule
+off through the config alone (no code change), so it shows what that part is worth:
+
+- negation: no `negation_cues` ("without RL" counts like "with RL");
+- edges: `edge_weight` 1 (first and last sentences count like the others);
+- subject: `subject_weight` out of reach (an LM that only helps a non-LM subject counts);
+- sentence roles: every RL mention counts fully (`background_weight`, `plain_weight` 1).
+
+The cross-check re-picks only the threshold on one slice and scores the other, so it shows
+how much the figures move between corpora of a different make.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from _common import ROOT, dev_rows, table
+
+
+def figures(rows, rules) -> list:
+    from pipeline import rank
+
+    e = rank.evaluate(rows, rules)
+    return [len(rows), f"{e.precision:.3f}", f"{e.recall:.3f}", f"{e.f1:.3f}", e.tp, e.fp, e.tn, e.fn]
+
+
+def best_threshold(rows, relevance, floor: float = 0.90) -> float:
+    """The threshold with the best precision at recall >= floor (else the best recall)."""
+    from pipeline import rank
+
+    best = None
+    for step in range(5, 21):
+        cut = step / 10
+        e = rank.evaluate(rows, rank.compile_rules(relevance.model_copy(update={"threshold": cut})))
+        key = (e.recall >= floor, e.precision if e.recall >= floor else e.recall)
+        if best is None or key > best[0]:
+            best = (key, cut)
+    return best[1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "config.yaml")
+    args = parser.parse_args()
+
+    from pipeline import config, rank
+
+    relevance = config.load(args.config).relevance
+    rules = rank.compile_rules(relevance)
+    rows = dev_rows()
+    part1 = [r for r in rows if str(r.get("source", "")).startswith("dw-dengwei")]
+    part2 = [r for r in rows if not str(r.get("source", "")).startswith("dw-dengwei")]
+    clear = [r for r in rows if not r.get("borderline")]
+
+    head = ["slice", "papers", "P", "R", "F1", "tp", "fp", "tn", "fn"]
+    print(table(head, [
+        ["all", *figures(rows, rules)],
+        ["part 1 (keyword-enriched)", *figures(part1, rules)],
+        ["part 2 (natural prevalence)", *figures(part2, rules)],
+        ["borderline rows left out", *figures(clear, rules)],
+    ]))
+
+    print()
+    sweep = []
+    for cut in (0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.5):
+        changed = rank.compile_rules(relevance.model_copy(update={"threshold": cut}))
+        sweep.append([cut, *figures(rows, changed)[1:]])
+    print(table(["threshold", "P", "R", "F1", "tp", "fp", "tn", "fn"], sweep))
+
+    print()
+    ablations = {
+        "shipped": {},
+        "no negation cues": {"negation_cues": []},
+        "edge sentences count fully": {"edge_weight": 1.0},
+        "no subject rule": {"subject_weight": 1e9},
+        "no sentence roles": {"background_weight": 1.0, "plain_weight": 1.0, "edge_weight": 1.0},
+    }
+    print(table(["rule", "P", "R", "F1", "tp", "fp", "tn", "fn"], [
+        [name, *figures(rows, rank.compile_rules(relevance.model_copy(update=change)))[1:]]
+        for name, change in ablations.items()
+    ]))
+
+    print()
+    cross = []
+    for name, fit, held in (("part 1 -> part 2", part1, part2), ("part 2 -> part 1", part2, part1)):
+        cut = best_threshold(fit, relevance)
+        cross.append([name, cut, *figures(held, rank.compile_rules(relevance.model_copy(
+            update={"threshold": cut})))[1:]])
+    print(table(["threshold picked on -> scored on", "threshold", "P", "R", "F1", "tp", "fp", "tn", "fn"],
+                cross))
+
+    start = time.perf_counter()
+    for row in rows:
+        rank.score(row["title"], row.get("abstract") or "", rules)
+    seconds = time.perf_counter() - start
+    print(f"\nspeed: {len(rows) / seconds:,.0f} papers/s ({1000 * seconds / len(rows) * 1000:.1f} ms "
+          "per 1,000 papers, one core)")
+
+
+if __name__ == "__main__":
+    main()
