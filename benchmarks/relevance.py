@@ -11,7 +11,8 @@ off through the config alone (no code change), so it shows what that part is wor
 - sentence roles: every RL mention counts fully (`background_weight`, `plain_weight` 1).
 
 The cross-check re-picks only the threshold on one slice and scores the other, so it shows
-how much the figures move between corpora of a different make.
+how much the figures move between corpora of a different make. Last, `seed_weight`: how much
+similarity to the built-in seed titles would change.
 """
 
 from __future__ import annotations
@@ -94,6 +95,20 @@ def main() -> None:
             update={"threshold": cut})))[1:]])
     print(table(["threshold picked on -> scored on", "threshold", "P", "R", "F1", "tp", "fp", "tn", "fn"],
                 cross))
+
+    print()
+    from pipeline.config import bundled
+    from pipeline.sources.seeds import load_seeds
+
+    seeds = [(e.title, e.title) for doc in load_seeds([bundled("seeds")]) for e in doc.entries]
+    exemplars = rank.build_exemplars(seeds)
+    similar = []
+    for weight in (0.0, 0.5, 1.0, 2.0):
+        changed = rank.compile_rules(relevance.model_copy(update={"seed_weight": weight}))
+        e = rank.evaluate(rows, changed, exemplars)
+        similar.append([weight, f"{e.precision:.3f}", f"{e.recall:.3f}", f"{e.f1:.3f}", e.tp, e.fp])
+    print(f"similarity to the {len(seeds)} built-in seed titles:")
+    print(table(["seed_weight", "P", "R", "F1", "tp", "fp"], similar))
 
     start = time.perf_counter()
     for row in rows:
