@@ -294,12 +294,12 @@ def score(
     if title_lm < rules.lm_full and any(
         lex.weight("negative", k) >= rules.subject_weight for k in neg_title
     ):
-        # The title names a domain whose model is not a language model (driving,
+        # The title names a subject whose model is not a language model (driving,
         # point clouds, image or video diffusion) and names no language model:
         # language models met only in the abstract are helpers (reward shaping,
         # advice, encoders, judges) and do not count, unless they are the policy (VLA).
         lm = title_lm + sum(lex.weight("lm", k) for k in lm_abstract if k in rules.policy_lms)
-        reasons.append("title: not a language-model domain")
+        reasons.append("title: subject is not a language model")
     lm_factor = min(1.0, lm / rules.lm_full) if rules.lm_full > 0 else 1.0
 
     neg_abstract = {k: None for k in _keys(abstract_hits, "negative") if k not in neg_title}

@@ -233,7 +233,7 @@ def test_first_and_last_sentences_count_less(rules):
 def test_language_models_that_only_help_a_non_lm_subject_do_not_count(rules):
     _, title, abstract = CASES["vlm-shapes-rewards-for-driving-agent"]
     helper = rank.score(title, abstract, rules)
-    assert "title: not a language-model domain" in helper.reasons and not helper.relevant
+    assert "title: subject is not a language model" in helper.reasons and not helper.relevant
     _, title, abstract = CASES["vla-driving-policy-with-rl"]
     assert rank.score(title, abstract, rules).relevant  # the VLA is the trained policy
 
