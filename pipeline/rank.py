@@ -285,21 +285,21 @@ def score(
 
     lm_title = _keys(title_hits, "lm")
     lm_abstract = {k: None for k in _keys(abstract_hits, "lm") if k not in lm_title}
-    lm = sum(lex.weight("lm", k) for k in (*lm_title, *lm_abstract))
     reasons += [f"title: {names[k]}" for k in lm_title]
     reasons += [f"abstract: {names[k]}" for k in lm_abstract]
 
     neg_title = _keys(title_hits, "negative")
     title_lm = sum(lex.weight("lm", k) for k in lm_title)
-    if title_lm < rules.lm_full and any(
-        lex.weight("negative", k) >= rules.subject_weight for k in neg_title
-    ):
+    helpers_only = title_lm < rules.lm_full and any(
+        lex.weight("negative", k) >= rules.subject_weight for k in neg_title)
+    if helpers_only:
         # The title names a subject whose model is not a language model (driving,
         # point clouds, image or video diffusion) and names no language model:
         # language models met only in the abstract are helpers (reward shaping,
         # advice, encoders, judges) and do not count, unless they are the policy (VLA).
-        lm = title_lm + sum(lex.weight("lm", k) for k in lm_abstract if k in rules.policy_lms)
         reasons.append("title: subject is not a language model")
+    lm = title_lm + sum(lex.weight("lm", k) for k in lm_abstract
+                        if not helpers_only or k in rules.policy_lms)
     lm_factor = min(1.0, lm / rules.lm_full) if rules.lm_full > 0 else 1.0
 
     neg_abstract = {k: None for k in _keys(abstract_hits, "negative") if k not in neg_title}
