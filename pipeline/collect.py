@@ -55,7 +55,9 @@ class CollectReport:
 def make_fetcher(config: Config) -> Fetcher:
     arxiv = config.sources.arxiv
     agent = f"rl-digest/{__version__} (+https://github.com/rl-digest; mailto:{arxiv.contact})"
-    return Fetcher(arxiv.delay_seconds, arxiv.timeout_seconds, arxiv.retries, agent)
+    return Fetcher(arxiv.delay_seconds, arxiv.timeout_seconds, arxiv.retries, agent,
+                   deadline_seconds=arxiv.deadline_seconds,
+                   max_bytes=int(config.sources.max_response_mb * 2**20))
 
 
 def window(config: Config, store: Store, as_of: datetime) -> tuple[datetime, datetime]:

@@ -47,6 +47,7 @@ class ArxivSource(Model):
     page_size: int = Field(ge=1, le=2000)
     delay_seconds: float = Field(ge=0)
     timeout_seconds: float = Field(gt=0)
+    deadline_seconds: float = Field(300, gt=0)
     retries: int = Field(ge=0, le=10)
     contact: str
 
@@ -59,6 +60,7 @@ class RssSource(Model):
 class Sources(Model):
     arxiv: ArxivSource
     rss: RssSource
+    max_response_mb: float = Field(50, gt=0)
 
 
 class Seeds(Model):

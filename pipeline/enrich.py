@@ -146,10 +146,15 @@ def wire_schema(model: type[BaseModel]) -> dict[str, Any]:
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
 _RETRYABLE = {408, 409, 429} | set(range(500, 600))
 _PHASES = ("connect", "read", "write", "pool")
+MAX_REPLY_BYTES = 16 * 2**20  # far above any reply the bounded reply models accept
 
 
 class DeadlineExceeded(openai.OpenAIError):
     """The item's wall-clock deadline passed; an OpenAIError, so the client stops retrying."""
+
+
+class ReplyTooLarge(openai.OpenAIError):
+    """The reply's body passed MAX_REPLY_BYTES; not worth a retry."""
 
 
 class DeadlineHttpClient(openai.DefaultHttpxClient):
@@ -173,8 +178,11 @@ class DeadlineHttpClient(openai.DefaultHttpxClient):
         capped = {name: left if value is None or value > left else value
                   for name, value in timeouts.items()}
         request.extensions = {**request.extensions, "timeout": capped}
+        stream = kwargs.pop("stream", False)
         try:
-            response = super().send(request, **kwargs)
+            response = super().send(request, stream=True, **kwargs)
+            if not stream:
+                _read_before(response, deadline)
         except httpx2.TimeoutException:
             if capped != timeouts and time.monotonic() >= deadline - 0.05:
                 raise DeadlineExceeded("deadline passed while waiting for the reply") from None
@@ -184,6 +192,24 @@ class DeadlineHttpClient(openai.DefaultHttpxClient):
             if wait is not None and time.monotonic() + wait >= deadline:
                 response.headers["x-should-retry"] = "false"
         return response
+
+
+def _read_before(response: httpx2.Response, deadline: float) -> None:
+    """Read the body piece by piece, so a reply trickling in still ends at the deadline."""
+    pieces, size = [], 0
+    try:
+        for piece in response.iter_bytes():
+            pieces.append(piece)
+            size += len(piece)
+            if size > MAX_REPLY_BYTES:
+                raise ReplyTooLarge(f"the reply is larger than {MAX_REPLY_BYTES // 2**20} MB")
+            if time.monotonic() > deadline:
+                raise DeadlineExceeded("deadline passed while the reply was still arriving")
+    except BaseException:
+        response.close()
+        raise
+    response._content = b"".join(pieces)  # what Response.read() sets; the stream is spent
+    response.close()
 
 
 def _retry_after(headers: httpx2.Headers) -> float | None:
@@ -558,6 +584,8 @@ class Enricher:
         """A short reason, never the key; auth and unknown-model errors stop the run's calls."""
         if isinstance(exc, DeadlineExceeded):
             return f"deadline of {self.cfg.deadline_seconds:g} s passed ({exc})"
+        if isinstance(exc, ReplyTooLarge):
+            return str(exc)
         if isinstance(exc, openai.APITimeoutError):
             return f"no reply within {self.cfg.timeout_seconds:g} s"
         if isinstance(exc, openai.APIConnectionError):

@@ -6,6 +6,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
@@ -76,12 +78,40 @@ def cli_command() -> list[str]:
 def run_cli(*args: str, cwd: Path | str = "/", env: dict | None = None, timeout: float = 120,
             check: int | None = 0) -> subprocess.CompletedProcess:
     """Run the real `rl-digest` as a user would (from / by default, like cron)."""
+    result = subprocess.run([*cli_command(), *args], cwd=cwd, env=cli_env(env), capture_output=True,
+                            text=True, timeout=timeout)
+    return _checked(result, check)
+
+
+def cli_env(env: dict | None = None) -> dict:
+    """The environment the CLI runs with: the test's, minus RL_DIGEST_*, plus `env`."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("RL_DIGEST")}
     if not USE_INSTALLED:
         full_env["PYTHONPATH"] = str(ROOT)
     full_env.update(env or {})
-    result = subprocess.run([*cli_command(), *args], cwd=cwd, env=full_env, capture_output=True,
-                            text=True, timeout=timeout)
+    return full_env
+
+
+def run_cli_measured(*args: str, timeout: float = 120,
+                     check: int | None = 0) -> tuple[subprocess.CompletedProcess, int]:
+    """run_cli, plus the peak resident memory of that one process in bytes (ru_maxrss)."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        process = subprocess.Popen([*cli_command(), *args], cwd="/", env=cli_env(), stdout=out,
+                                   stderr=err, text=True)
+        waiter = threading.Timer(timeout, process.kill)
+        waiter.start()
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        finally:
+            waiter.cancel()
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        result = subprocess.CompletedProcess(process.args, process.returncode, out.read(), err.read())
+    return _checked(result, check), usage.ru_maxrss * 1024  # Linux counts kilobytes
+
+
+def _checked(result: subprocess.CompletedProcess, check: int | None) -> subprocess.CompletedProcess:
     if check is not None and result.returncode != check:
         raise AssertionError(
             f"exit {result.returncode} (wanted {check})\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}")

@@ -1,7 +1,11 @@
-"""One polite HTTP client shared by every arXiv source: pacing, timeouts, retries.
+"""One polite HTTP client shared by every arXiv source: pacing, timeouts, retries, limits.
 
 arXiv asks for one request every three seconds from a client; the API and the
 RSS feed count against the same allowance, so both go through one Fetcher.
+Every request ends: `timeout_seconds` bounds each wait on the socket and
+`deadline_seconds` the whole request (connect and the full body, however slowly it
+trickles in). The body is read in pieces and decompressed as it comes, so a
+response over `max_bytes` (a runaway page, a gzip bomb) fails without being held.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import requests
+import urllib3
 
 from pipeline.errors import SourceError
 from pipeline.stopping import checkpoint, pause
 
+_PIECE = 2**16  # bytes asked for per read; decompression is bounded to as much
 _ERRNO = re.compile(r"\[Errno -?\d+\][^'\")]*")
 
 
@@ -60,6 +66,8 @@ class Fetcher:
         *,
         backoff_seconds: float = 1.0,
         max_wait_seconds: float = 120.0,
+        deadline_seconds: float = 300.0,
+        max_bytes: int = 50 * 2**20,
     ):
         self.delay_seconds = delay_seconds
         self.timeout_seconds = timeout_seconds
@@ -67,6 +75,8 @@ class Fetcher:
         self.user_agent = user_agent
         self.backoff_seconds = backoff_seconds
         self.max_wait_seconds = max_wait_seconds
+        self.deadline_seconds = deadline_seconds
+        self.max_bytes = max_bytes
         self.requests = 0
         self._session = session or requests.Session()
         self._lock = threading.Lock()
@@ -86,6 +96,8 @@ class Fetcher:
                     last = problem
                     if attempt < self.retries:
                         pause(self._backoff(attempt, problem.retry_after))
+            if not self.retries:
+                raise SourceError(f"{url}: {last.cause}")
             retries = "1 retry" if self.retries == 1 else f"{self.retries} retries"
             raise SourceError(f"{url}: {last.cause} after {retries}")
 
@@ -93,26 +105,55 @@ class Fetcher:
         checkpoint()
         self._wait_turn()
         self.requests += 1
+        deadline = time.monotonic() + self.deadline_seconds
+        wait = min(self.timeout_seconds, self.deadline_seconds)
         try:
             response = self._session.get(
-                url, timeout=self.timeout_seconds, headers={"User-Agent": self.user_agent}
+                url, timeout=wait, stream=True, headers={"User-Agent": self.user_agent}
             )
         except requests.Timeout:
-            raise _Retryable(f"no answer within {self.timeout_seconds:g} s") from None
+            raise _Retryable(f"no answer within {wait:g} s") from None
         except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
             raise _Retryable(f"connection failed ({_reason(exc)})") from None
         except requests.RequestException as exc:
             raise SourceError(f"{url}: {exc}") from None
-        status = response.status_code
-        if status == 429 or status >= 500:
-            raise _Retryable(f"HTTP {status}", _retry_after(response))
-        if not 200 <= status < 300:
-            raise SourceError(f"{url}: HTTP {status}")
-        fetched = Fetched(url, status, response.headers.get("Content-Type", ""), response.content)
+        with response:
+            status = response.status_code
+            if status == 429 or status >= 500:
+                raise _Retryable(f"HTTP {status}", _retry_after(response))
+            if not 200 <= status < 300:
+                raise SourceError(f"{url}: HTTP {status}")
+            body = self._body(response, url, deadline)
+        fetched = Fetched(url, status, response.headers.get("Content-Type", ""), body)
         reason = retry_when(fetched) if retry_when else None
         if reason:
             raise _Retryable(reason)
         return fetched
+
+    def _body(self, response: requests.Response, url: str, deadline: float) -> bytes:
+        """The decompressed body, read as it arrives, within the deadline and max_bytes.
+
+        read1 returns whatever one read from the socket gave, so the clock is checked
+        between pieces even when a server sends one byte a second; decompression is
+        bounded per piece, so a gzip bomb never expands in memory.
+        """
+        body = bytearray()
+        try:
+            while piece := response.raw.read1(_PIECE, decode_content=True):
+                body += piece
+                if len(body) > self.max_bytes:
+                    raise SourceError(
+                        f"{url}: the response is larger than {self.max_bytes / 2**20:g} MB "
+                        "(after decompression)",
+                        "raise sources.max_response_mb if this source really sends that much")
+                if time.monotonic() > deadline:
+                    raise _Retryable(f"the answer took longer than {self.deadline_seconds:g} s")
+                checkpoint()
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
+            if isinstance(exc, TimeoutError | urllib3.exceptions.TimeoutError):
+                raise _Retryable(f"the answer stalled for {self.timeout_seconds:g} s") from None
+            raise _Retryable(f"connection failed while reading ({_reason(exc)})") from None
+        return bytes(body)
 
     def _wait_turn(self) -> None:
         """Sleep until delay_seconds have passed since the previous request started."""

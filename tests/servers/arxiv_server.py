@@ -14,8 +14,9 @@ from __future__ import annotations
 import re
 import threading
 import time
+import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from email.utils import format_datetime
@@ -43,6 +44,7 @@ class Fault:
     hang_seconds: float = 0.0  # sleep, then answer (to a client that has likely gone)
     empty: bool = False  # the real header (totalResults, channel) with no entries
     feed_error: bool = False  # RSS: arXiv's "Feed error for query" document
+    stream: Callable[[], Iterator[bytes]] | None = None  # body made piece by piece, no length
 
 
 OK = Fault()
@@ -67,6 +69,45 @@ def http_error(status: int, retry_after: int | None = None) -> Fault:
 
 def hang(seconds: float) -> Fault:
     return Fault(hang_seconds=seconds)
+
+
+def trickle(interval: float = 1.0) -> Fault:
+    """A well-formed start of a feed, one byte every `interval` seconds, forever."""
+    start = atom_feed("", 0, 0, 0, "")
+
+    def pieces() -> Iterator[bytes]:
+        for index in range(len(start)):
+            yield start[index : index + 1]
+            time.sleep(interval)
+        while True:
+            yield b" "
+            time.sleep(interval)
+
+    return Fault(stream=pieces)
+
+
+def huge(megabytes: int) -> Fault:
+    """A feed start followed by `megabytes` MB of whitespace, made as it is sent."""
+    def pieces() -> Iterator[bytes]:
+        yield atom_feed("", 0, 0, 0, "")[:200]
+        blank = b" " * 2**20
+        for _ in range(megabytes):
+            yield blank
+
+    return Fault(stream=pieces)
+
+
+def gzip_bomb(megabytes: int) -> Fault:
+    """`megabytes` MB of zeros gzipped (about 1/1000 of that on the wire), compressed as sent."""
+    def pieces() -> Iterator[bytes]:
+        packer = zlib.compressobj(9, zlib.DEFLATED, 31)
+        zeros = bytes(2**20)
+        for _ in range(megabytes):
+            if out := packer.compress(zeros):
+                yield out
+        yield packer.flush()
+
+    return Fault(stream=pieces, headers=(("Content-Encoding", "gzip"),))
 
 
 def raw(body: bytes, content_type: str = ATOM_TYPE) -> Fault:
@@ -206,6 +247,9 @@ class _Handler(BaseHTTPRequestHandler):
         fault = stand_in._record(parts.path, query, dict(self.headers.items()))
         if fault.hang_seconds:
             time.sleep(fault.hang_seconds)
+        if fault.stream is not None:
+            self._stream(fault)
+            return
         if fault.body is not None:
             status, content_type, body = fault.status, ATOM_TYPE, fault.body
         else:
@@ -223,6 +267,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client timed out and left
+
+    def _stream(self, fault: Fault) -> None:
+        """Headers at once, then the body as it is made, ended by closing the connection."""
+        try:
+            self.send_response(200)
+            for name, value in fault.headers:
+                self.send_header(name, value)
+            self.send_header("Content-Type", fault.content_type or ATOM_TYPE)
+            self.end_headers()
+            self.wfile.flush()
+            for piece in fault.stream():
+                self.wfile.write(piece)
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up, as it should
 
     def log_message(self, *args) -> None:
         pass  # keep test output clean; the request log is ArxivServer.requests

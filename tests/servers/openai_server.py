@@ -42,6 +42,7 @@ class Reply:
     body: bytes | None = None  # the whole HTTP body, instead of a chat completion
     delay: float = 0.0  # wait this long before answering (a stall)
     usage: tuple[int, int] | None = None  # (prompt, completion); None: the server's default
+    trickle: float = 0.0  # send the body one byte every this many seconds
 
 
 def ok(content: Any = _DEFAULT, usage: tuple[int, int] | None = None) -> Reply:
@@ -62,6 +63,11 @@ def error(status: int, retry_after: float | None = None,
 def stall(seconds: float) -> Reply:
     """Answer normally, but only after `seconds` (a client with a shorter timeout has gone)."""
     return Reply(delay=seconds)
+
+
+def trickle(interval: float) -> Reply:
+    """A valid answer, sent one byte every `interval` seconds (a client deadline must end it)."""
+    return Reply(trickle=interval)
 
 
 def invalid() -> Reply:
@@ -259,11 +265,12 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             stand_in._wait(stand_in.delay + reply.delay)
             status, payload = stand_in._answer(request, reply)
-            self._send(status, payload, reply.headers)
+            self._send(status, payload, reply.headers, reply.trickle, stand_in._stop)
         finally:
             stand_in._end()
 
-    def _send(self, status: int, payload: bytes, headers: tuple[tuple[str, str], ...]) -> None:
+    def _send(self, status: int, payload: bytes, headers: tuple[tuple[str, str], ...],
+              trickle: float = 0.0, stop: threading.Event | None = None) -> None:
         try:
             self.send_response(status)
             for name, value in headers:
@@ -271,7 +278,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
-            self.wfile.write(payload)
+            if not trickle:
+                self.wfile.write(payload)
+            for index in range(len(payload) if trickle else 0):
+                self.wfile.write(payload[index:index + 1])
+                self.wfile.flush()
+                if stop is not None and stop.wait(trickle):
+                    return
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client timed out and left
 

@@ -1,0 +1,83 @@
+"""Requests that end and responses that fit: deadlines and size caps through the real CLI."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from tests.conftest import run_cli_measured
+from tests.servers.arxiv_server import ArxivServer, gzip_bomb, huge, trickle
+from tests.servers.openai_server import OpenAIServer
+from tests.servers.openai_server import trickle as trickle_reply
+from tests.test_end_to_end import DAY, full_config
+from tests.conftest import write_config
+from tests.test_collect import CATS, config_for, rl_paper
+
+AS_OF = "2026-11-19T00:00:00+00:00"
+PEAK_LIMIT = 300 * 2**20
+
+
+def limited_config(tmp_path, server: ArxivServer, arxiv: dict | None = None, **sources):
+    return write_config(tmp_path, {"sources": {
+        "arxiv": {"api_url": server.api_url, "categories": CATS, "retries": 0, "overlap_hours": 0,
+                  **(arxiv or {})},
+        "rss": {"urls": [server.rss_url(CATS)]}, **sources}, "seeds": {"paths": []}}, seeds=False)
+
+
+def test_a_trickling_feed_ends_at_the_deadline_with_exit_3_and_frees_the_lock(tmp_path, cli):
+    with ArxivServer([rl_paper(1, datetime(2026, 11, 18, tzinfo=UTC))]) as server:
+        config = limited_config(tmp_path, server, arxiv={"timeout_seconds": 5, "deadline_seconds": 2})
+        server.script("/rss/", trickle(0.2))
+        began = time.monotonic()
+        failed = cli("--config", str(config), "collect", "--as-of", AS_OF, check=3)
+        took = time.monotonic() - began
+
+        assert took < 60  # the trickle never ends by itself
+        assert failed.stderr.strip().count("\n") == 0
+        assert server.rss_url(CATS) in failed.stderr
+        assert "longer than 2 s" in failed.stderr
+        again = cli("--config", str(config), "collect", "--as-of", AS_OF)  # not 75: lock is free
+    assert "new 1" in again.stdout
+
+
+def test_a_200_mb_api_page_is_a_source_failure_within_300_mb(tmp_path):
+    with ArxivServer() as server:
+        config = config_for(tmp_path, server, rss=False)
+        server.script("/api/query", huge(200))
+        failed, peak = run_cli_measured("--config", str(config), "collect", "--as-of", AS_OF,
+                                        check=3)
+
+    assert "larger than 50 MB (after decompression)" in failed.stderr
+    assert server.api_url in failed.stderr
+    assert peak < PEAK_LIMIT, f"peak memory {peak / 2**20:.0f} MB"
+
+
+def test_a_gzip_bomb_feed_is_a_source_failure_within_300_mb(tmp_path):
+    with ArxivServer() as server:
+        config = limited_config(tmp_path, server, max_response_mb=20)
+        server.script("/rss/", gzip_bomb(512))
+        failed, peak = run_cli_measured("--config", str(config), "collect", "--as-of", AS_OF,
+                                        check=3)
+
+    assert "larger than 20 MB (after decompression)" in failed.stderr
+    assert "sources.max_response_mb" in failed.stderr
+    assert peak < PEAK_LIMIT, f"peak memory {peak / 2**20:.0f} MB"
+
+
+def test_a_trickling_llm_reply_ends_at_the_per_paper_deadline_and_falls_back(tmp_path, cli):
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer() as llm:
+        llm.queue(trickle_reply(0.2))
+        config = full_config(tmp_path, arxiv, llm)
+        config.write_text(config.read_text(encoding="utf-8").replace(
+            "deadline_seconds: 10", "deadline_seconds: 2"), encoding="utf-8")
+        began = time.monotonic()
+        result = cli("--config", str(config), "run", "--as-of", "2026-11-30",
+                     env={"OPENAI_API_KEY": "sk-test"})
+        took = time.monotonic() - began
+
+    assert took < 60  # the reply alone would take minutes at 5 bytes a second
+    assert "deadline of 2 s passed (deadline passed while the reply was still arriving)" in result.stderr
+    assert "1 failed" in result.stdout  # the summary fell back; the featured reading did not
+    digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+    assert "English summary of GRPO variant 1" not in digest  # the stand-in's summary never came
+    assert "We train a large language model with reinforcement learning" in digest
