@@ -5,13 +5,12 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from tests.conftest import run_cli_measured
+from tests.conftest import run_cli_measured, write_config
 from tests.servers.arxiv_server import ArxivServer, gzip_bomb, huge, trickle
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.openai_server import trickle as trickle_reply
-from tests.test_end_to_end import DAY, full_config
-from tests.conftest import write_config
 from tests.test_collect import CATS, config_for, rl_paper
+from tests.test_end_to_end import DAY, full_config
 
 AS_OF = "2026-11-19T00:00:00+00:00"
 PEAK_LIMIT = 300 * 2**20
