@@ -30,6 +30,7 @@ from pipeline.run import (
     summary_line,
 )
 from pipeline.store import Store
+from pipeline.text import for_terminal
 
 log = logging.getLogger("pipeline")
 
@@ -54,6 +55,18 @@ class State:
 pass_state = click.make_pass_decorator(State)
 
 
+def echo(message: object = "", err: bool = False, nl: bool = True) -> None:
+    """click.echo without control characters: feed text never drives the terminal."""
+    click.echo(for_terminal(str(message)), err=err, nl=nl)
+
+
+class _TerminalFormatter(logging.Formatter):
+    """Log lines carry feed text too (warnings, titles): no control characters either."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return for_terminal(super().format(record))
+
+
 class Group(click.Group):
     """Turns the project's errors into exit codes; a traceback only with -v."""
 
@@ -64,7 +77,7 @@ class Group(click.Group):
             state = ctx.find_object(State)
             if state is not None and state.verbose:
                 traceback.print_exc()
-            click.echo(f"rl-digest: {exc}", err=True)
+            echo(f"rl-digest: {exc}".replace("\n", " "), err=True)
             ctx.exit(exc.exit_code)
 
 
@@ -78,7 +91,9 @@ class Group(click.Group):
 def main(ctx: click.Context, config_path: Path | None, verbose: int, quiet: bool) -> None:
     """Weekly bilingual digest of reinforcement learning for LLMs papers from arXiv."""
     level = logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_TerminalFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
     if not verbose:
         for noisy in ("httpx", "openai", "arxiv", "urllib3", "apscheduler"):
             logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -99,7 +114,7 @@ def run(state: State, as_of: str | None, dry_run: bool, offline: bool, no_email:
         report = run_digest(config, state.store(), options)
     for warning in report.warnings:
         log.warning("%s", warning)
-    click.echo(summary_line(report), err=dry_run)
+    echo(summary_line(report), err=dry_run)
     _fail_on_delivery_errors(report)
 
 
@@ -134,7 +149,7 @@ def send(state: State, digest_id: str | None) -> None:
     report = RunReport(as_of=datetime.now(config.zone).isoformat())
     with lock.held(config):
         deliver_email(config, state.store(), report, digest_id)
-    click.echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
+    echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
     _fail_on_delivery_errors(report)
 
 
@@ -162,7 +177,7 @@ def collect_cmd(state: State, as_of: str | None) -> None:
     for warning in report.warnings:
         log.warning("%s", warning)
     start, end = report.window
-    click.echo(f"{end.date()}: fetched {report.fetched}, new {len(report.new)}, "
+    echo(f"{end.date()}: fetched {report.fetched}, new {len(report.new)}, "
                f"revised {len(report.revised)} ({start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M})")
 
 
@@ -179,9 +194,9 @@ def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -
                                 reading_count=len(digest_entries(config, store)))
     if output:
         write_atomic(output, text)
-        click.echo(str(output))
+        echo(str(output))
     else:
-        click.echo(text, nl=False)
+        echo(text, nl=False)
 
 
 @main.command()
@@ -195,7 +210,7 @@ def preview(state: State, digest_id: str | None) -> None:
     path = config.outputs.dir / "preview" / f"{digest.id}.html"
     html = render_mod.digest_as(config, digest, "html",
                                 reading_count=len(digest_entries(config, store)))
-    click.echo(str(write_atomic(path, html)))
+    echo(str(write_atomic(path, html)))
 
 
 def _stored_digest(store: Store, digest_id: str | None) -> Digest:
@@ -216,7 +231,7 @@ def mark(state: State, paper_id: str, relevant: bool) -> None:
     ident, _ = split_arxiv_id(paper_id)
     if not state.store().set_verdict(ident, relevant):
         raise DigestError(f"{ident}: no such paper in the database", "run `rl-digest collect` first")
-    click.echo(f"{ident}: marked {'relevant' if relevant else 'irrelevant'}")
+    echo(f"{ident}: marked {'relevant' if relevant else 'irrelevant'}")
 
 
 @main.command()
@@ -226,9 +241,9 @@ def status(state: State, paper_id: str | None) -> None:
     """Last runs, counts, watermark, pending deliveries."""
     store = state.store()
     if paper_id:
-        click.echo(status_mod.paper(store, split_arxiv_id(paper_id)[0]), nl=False)
+        echo(status_mod.paper(store, split_arxiv_id(paper_id)[0]), nl=False)
     else:
-        click.echo(status_mod.overview(state.config, store), nl=False)
+        echo(status_mod.overview(state.config, store), nl=False)
 
 
 @main.command("eval")
@@ -238,7 +253,7 @@ def status(state: State, paper_id: str | None) -> None:
 def eval_cmd(state: State, labels: Path) -> None:
     """Precision, recall and F1 of the relevance filter on labelled papers."""
     rows = status_mod.read_labels(labels)
-    click.echo(status_mod.evaluation(state.config, rows), nl=False)
+    echo(status_mod.evaluation(state.config, rows), nl=False)
 
 
 @main.command()
@@ -252,10 +267,10 @@ def seeds(state: State) -> None:
             count += 1
             flags = f" [{', '.join(entry.flags)}]" if entry.flags else ""
             day = entry.date.isoformat() if entry.date else "----------"
-            click.echo(f"{day}  {entry.title}  ({entry.source}:{entry.line}){flags}")
+            echo(f"{day}  {entry.title}  ({entry.source}:{entry.line}){flags}")
         for warning in doc.warnings:
-            click.echo(f"warning: {warning}", err=True)
-    click.echo(f"{count} entries from {len(documents)} files")
+            echo(f"warning: {warning}", err=True)
+    echo(f"{count} entries from {len(documents)} files")
 
 
 @main.group("config")
@@ -269,11 +284,11 @@ def config_check(state: State) -> None:
     """Validate the configuration; exit 2 naming the key if it is wrong."""
     config = state.config
     config.recipients()
-    click.echo(f"{config.path or 'built-in defaults'}: ok")
+    echo(f"{config.path or 'built-in defaults'}: ok")
 
 
 @config_group.command("show")
 @pass_state
 def config_show(state: State) -> None:
     """Print the effective configuration (defaults merged, secrets masked)."""
-    click.echo(yaml.safe_dump(config_mod.masked(state.config), allow_unicode=True, sort_keys=False))
+    echo(yaml.safe_dump(config_mod.masked(state.config), allow_unicode=True, sort_keys=False))

@@ -31,13 +31,14 @@ from typing import Annotated, Any, NamedTuple, Self
 import httpx2
 import jinja2
 import openai
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from pipeline.config import Enrich
 from pipeline.errors import DigestError
 from pipeline.models import Paper, SeedEntry
 from pipeline.stopping import STOP
 from pipeline.store import Store, paper_key, seed_key
+from pipeline.text import at_sentence, clean, clean_name
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,12 @@ def _not_blank(value: str) -> str:
 
 
 # Checked here, not in the schema: strict mode has no minLength (see wire_schema).
-Text = Annotated[str, AfterValidator(_not_blank)]
+# Every field is bounded: a reply over a bound is refused and asked for again, and the
+# second reply is cut at a sentence (parse_reply(fit=True)). Characters, not bytes.
+Label = Annotated[str, StringConstraints(max_length=40), AfterValidator(_not_blank)]
+Line = Annotated[str, StringConstraints(max_length=400), AfterValidator(_not_blank)]
+Text = Annotated[str, StringConstraints(max_length=1500), AfterValidator(_not_blank)]
+Long = Annotated[str, StringConstraints(max_length=4000), AfterValidator(_not_blank)]
 
 
 class Reply(BaseModel):
@@ -63,47 +69,47 @@ class Reply(BaseModel):
 
 
 class PaperSummary(Reply):
-    title_zh: Text = Field(description="the title in Chinese; method names kept as they are")
+    title_zh: Line = Field(description="the title in Chinese; method names kept as they are")
     summary_zh: Text = Field(description="1-2 sentences: 本文提出了…，通过…，从而…")
     summary_en: Text = Field(description="one sentence in English saying the same")
-    key_points_zh: list[Text] = Field(min_length=2, max_length=4, description="2-4 short points")
-    key_points_en: list[Text] = Field(min_length=2, max_length=4,
+    key_points_zh: list[Line] = Field(min_length=2, max_length=4, description="2-4 short points")
+    key_points_en: list[Line] = Field(min_length=2, max_length=4,
                                       description="the same points in English, same order")
 
 
 class RelevanceVerdict(Reply):
     relevant: bool = Field(description="true when the paper's main contribution is RL or "
                                        "preference optimisation applied to a language model")
-    reason_en: Text = Field(description="one short English sentence saying why")
+    reason_en: Line = Field(description="one short English sentence saying why")
 
 
 class SeedTranslation(Reply):
-    summary_en: Text = Field(description="faithful English translation of the curated Chinese")
+    summary_en: Long = Field(description="faithful English translation of the curated Chinese")
 
 
 class Part(Reply):
-    label_zh: Text = Field(description="2-5 characters, e.g. 解决方案")
-    label_en: Text = Field(description="1-3 words, e.g. Approach")
+    label_zh: Label = Field(description="2-5 characters, e.g. 解决方案")
+    label_en: Label = Field(description="1-3 words, e.g. Approach")
     text_zh: Text
     text_en: Text
 
 
 class FeaturedReading(Reply):
-    headline_zh: Text = Field(description="one sentence: the paper's core problem or finding")
-    headline_en: Text
+    headline_zh: Line = Field(description="one sentence: the paper's core problem or finding")
+    headline_en: Line
     parts: list[Part] = Field(min_length=3, max_length=4, description=(
         "3-4 parts in order: problem or finding; method or design; key results; "
         "caveat or implication"))
 
 
 class Cell(Reply):
-    zh: Text
-    en: Text
+    zh: Line
+    en: Line
 
 
 class Row(Reply):
-    label_zh: Text = Field(description="the dimension, e.g. 核心问题")
-    label_en: Text = Field(description="the dimension, e.g. Core problem")
+    label_zh: Label = Field(description="the dimension, e.g. 核心问题")
+    label_en: Label = Field(description="the dimension, e.g. Core problem")
     cells: list[Cell] = Field(min_length=1, description="one per paper, in the order given")
 
 
@@ -118,7 +124,7 @@ def wire_schema(model: type[BaseModel]) -> dict[str, Any]:
 
     extra="forbid" gives every object additionalProperties: false, and no field has a
     default, so every property is required, as strict mode wants. Length limits
-    (minItems/maxItems) are outside the subset that every strict implementation
+    (minItems/maxItems, maxLength) are outside the subset that every strict implementation
     accepts, so they move into the description and pydantic checks them on return.
     """
     schema = model.model_json_schema()
@@ -126,9 +132,14 @@ def wire_schema(model: type[BaseModel]) -> dict[str, Any]:
     def walk(node: Any) -> None:
         if isinstance(node, dict):
             low, high = node.pop("minItems", None), node.pop("maxItems", None)
+            longest = node.pop("maxLength", None)
+            note = None
             if low is not None or high is not None:
                 span = f"{low}-{high}" if high is not None else f"at least {low}"
                 note = f"{span} items"
+            if longest is not None:
+                note = f"at most {longest} characters"
+            if note:
                 text = node.get("description")
                 node["description"] = f"{text} ({note})" if text else note
             for value in node.values():
@@ -300,8 +311,11 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
 
 
-def parse_reply(content: str | None, model: type[Reply]) -> Reply:
-    """Strip <think> blocks and code fences, parse the JSON object, validate it."""
+def parse_reply(content: str | None, model: type[Reply], fit: bool = False) -> Reply:
+    """Strip <think> blocks and code fences, parse the JSON object, clean and validate it.
+
+    fit: a string over its bound is cut at a sentence instead of refusing the reply.
+    """
     text = _THINK.sub("", content or "")
     if re.match(r"\s*<think>", text, re.IGNORECASE):  # reasoning that never closed
         text = ""
@@ -320,12 +334,39 @@ def parse_reply(content: str | None, model: type[Reply]) -> Reply:
             data = None
         if data is None:
             raise ReplyError("the reply was not a JSON object") from None
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}"
-                    for e in exc.errors()]
-        raise ReplyError("; ".join(problems[:5])) from None
+    data = _cleaned(data)
+    for _ in range(2):
+        try:
+            return model.model_validate(data)
+        except ValidationError as exc:
+            errors = exc.errors()
+            if not fit or any(e["type"] != "string_too_long" for e in errors):
+                problems = [f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}"
+                            for e in errors]
+                raise ReplyError("; ".join(problems[:5])) from None
+            for error in errors:
+                _cut(data, error["loc"], error["ctx"]["max_length"])
+            fit = False
+    raise AssertionError("unreachable")
+
+
+def _cleaned(data: Any, key: str = "") -> Any:
+    """Every string of a reply through clean(): no lone surrogates, controls or overrides."""
+    if isinstance(data, str):
+        return clean_name(data) if key.startswith("title") else clean(data)
+    if isinstance(data, dict):
+        return {k: _cleaned(v, str(k)) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_cleaned(v, key) for v in data]
+    return data
+
+
+def _cut(data: Any, loc: tuple, limit: int) -> None:
+    """Shorten the string at `loc` in place to its last whole sentence within `limit`."""
+    *path, last = loc
+    for step in path:
+        data = data[step]
+    data[last] = at_sentence(data[last].strip(), limit)
 
 
 class Enricher:
@@ -474,7 +515,7 @@ class Enricher:
         deadline = time.monotonic() + self.cfg.deadline_seconds
         spent = [0, 0]
         problem: str | None = None
-        for _ in range(2):
+        for attempt in range(2):
             stop = self._stopped()
             if stop and problem is None:
                 self._count(pending=1)
@@ -492,7 +533,7 @@ class Enricher:
             spent[0] += used[0]
             spent[1] += used[1]
             try:
-                reply = parse_reply(content, job.task.model)
+                reply = parse_reply(content, job.task.model, fit=attempt == 1)
                 if job.check:
                     job.check(reply)
                 return reply, (spent[0], spent[1])

@@ -22,6 +22,7 @@ from xml.parsers import expat
 
 import arxiv
 
+from pipeline import text
 from pipeline.errors import SourceError
 from pipeline.models import Paper, collapse, split_arxiv_id
 from pipeline.sources.http import Fetched, Fetcher, looks_like_html
@@ -106,7 +107,7 @@ class _FetcherSession:
         self._fetcher = fetcher
 
     def get(self, url: str, **_ignored) -> _Answer:
-        return _Answer(content=self._fetcher.get(url, retry_when=_check_page).body)
+        return _Answer(content=text.xml_safe(self._fetcher.get(url, retry_when=_check_page).body))
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def _check_page(page: Fetched) -> str | None:
     if looks_like_html(page.body, page.content_type):
         raise SourceError(f"{page.url}: an HTML page instead of the API's Atom feed")
     try:
-        root, total_text, has_entry = _scan(page.body)
+        root, total_text, has_entry = _scan(text.xml_safe(page.body))
     except expat.ExpatError as exc:
         raise SourceError(f"{page.url}: malformed XML from the arXiv API ({exc})") from None
     if root != _ATOM_FEED:
@@ -205,15 +206,15 @@ def _to_paper(result: arxiv.Result) -> Paper:
     others = [cat for cat in result.categories if cat != primary]
     return Paper(
         id=ident,
-        title=collapse(result.title),
-        abstract=collapse(result.summary),
+        title=text.title(result.title),
+        abstract=text.prose(result.summary),
         version=version or 1,
-        authors=tuple(collapse(author.name) for author in result.authors),
-        categories=tuple(([primary] if primary else []) + others),
+        authors=text.names(author.name for author in result.authors),
+        categories=tuple(text.clean_name(cat) for cat in ([primary] if primary else []) + others),
         submitted=result.published,
         updated=result.updated,
-        comment=collapse(result.comment) or None,
-        journal_ref=collapse(result.journal_ref) or None,
+        comment=text.prose(result.comment, 1000) or None,
+        journal_ref=text.prose(result.journal_ref, 500) or None,
         sources=("api",),
     )
 

@@ -15,8 +15,9 @@ from email.utils import parsedate_to_datetime
 
 import feedparser
 
+from pipeline import text
 from pipeline.errors import SourceError
-from pipeline.models import Paper, collapse, split_arxiv_id
+from pipeline.models import Paper, split_arxiv_id
 from pipeline.sources.http import Fetcher, looks_like_html
 
 KEPT_TYPES = ("new", "cross")
@@ -69,7 +70,8 @@ def parse_feed(data: bytes, url: str) -> FeedResult:
     """
     if looks_like_html(data):
         raise SourceError(f"{url}: an HTML page instead of an RSS feed")
-    parsed = feedparser.parse(io.BytesIO(data), sanitize_html=False, resolve_relative_uris=False)
+    parsed = feedparser.parse(io.BytesIO(text.xml_safe(data)), sanitize_html=False,
+                              resolve_relative_uris=False)
     channel = parsed.feed
     if parsed.bozo and not parsed.entries and not channel.get("title"):
         raise SourceError(f"{url}: malformed feed XML ({parsed.get('bozo_exception')})")
@@ -111,11 +113,10 @@ def split_authors(creator: str) -> tuple[str, ...]:
     dc:creator is one comma-separated string; affiliations in parentheses are
     dropped (their commas must not split) so names match the API's.
     """
-    text = creator
-    while _PARENTHESES.search(text):
-        text = _PARENTHESES.sub("", text)
-    names = (collapse(name) for part in text.split(",") for name in _AND.split(part))
-    return tuple(name for name in names if name)
+    names = creator[:200_000]  # bounded before the regexes below
+    while _PARENTHESES.search(names):
+        names = _PARENTHESES.sub("", names)
+    return text.names(name for part in names.split(",") for name in _AND.split(part))
 
 
 def is_arxiv_announcement_day(day: date) -> bool:
@@ -147,13 +148,13 @@ def _read_item(entry) -> Paper | Replacement | str:
         return f"skipped {ident} with unknown announce type {kind!r}"
     return Paper(
         id=ident,
-        title=collapse(entry.get("title")),
-        abstract=collapse(description[prefix.end() :] if prefix else description),
+        title=text.title(entry.get("title")),
+        abstract=text.prose(description[prefix.end() :] if prefix else description),
         version=version or 1,
         authors=split_authors(entry.get("author", "")),
-        categories=tuple(tag["term"] for tag in entry.get("tags", []) if tag.get("term")),
+        categories=tuple(text.clean_name(tag["term"]) for tag in entry.get("tags", []) if tag.get("term")),
         updated=announced,  # when this version was announced; the API has the exact time
-        journal_ref=collapse(entry.get("arxiv_journal_reference")) or None,
+        journal_ref=text.prose(entry.get("arxiv_journal_reference"), 500) or None,
         sources=("rss",),
         announce_type=kind,
     )

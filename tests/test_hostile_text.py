@@ -1,0 +1,124 @@
+"""Text that cannot break a run: hostile feed and LLM text through the real CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from dataclasses import replace
+
+from pipeline.text import at_sentence, clean, clean_name, xml_safe
+from tests.servers.arxiv_server import OK, RSS_TYPE, ArxivServer, raw
+from tests.servers.openai_server import OpenAIServer, default_content, ok
+from tests.test_collect import CATS, config_for, rl_paper
+from tests.test_end_to_end import DAY, full_config
+
+AS_OF = "2026-11-30"
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# what a hostile feed puts in a title: a lone surrogate (as XML and as a C1 string),
+# an OSC "set the terminal title" in its 8-bit form ending in BEL, ESC, a right-to-left override
+HOSTILE = "&#xD800; &#55296; \u009d0;pwned&#7;\x1b[31m \u202eevil\u202c zero\u200bwidth"
+
+
+def stored(tmp_path, paper_id: str) -> dict:
+    conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3")
+    conn.row_factory = sqlite3.Row
+    return dict(conn.execute("SELECT * FROM papers WHERE id = ?", (paper_id,)).fetchone())
+
+
+def hostile_feed(server: ArxivServer) -> bytes:
+    """The stand-in's feed with the marker in a title and an author replaced by raw hostile XML."""
+    _, _, body = server.answer(f"/rss/{'+'.join(CATS)}", {}, OK)
+    return body.replace(b"MARK", HOSTILE.encode("utf-8"))
+
+
+def test_surrogates_and_control_characters_from_rss_are_cleaned_not_fatal(tmp_path, cli):
+    paper = replace(rl_paper(1, DAY), title="GRPO MARK for reinforcement learning of large language models",
+                    authors=("Ada MARK Lovelace", "Alan Turing"))
+    with ArxivServer([paper]) as server:
+        config = config_for(tmp_path, server, rss=True)
+        server.script("/rss/", raw(hostile_feed(server), RSS_TYPE))
+        server.papers.clear()  # only the feed knows the paper: its text is what is stored
+        collected = cli("--config", str(config), "collect", "--as-of", AS_OF)
+        shown = cli("--config", str(config), "status", "--paper", paper.id)
+
+    assert "new 1" in collected.stdout
+    row = stored(tmp_path, paper.id)
+    for text in (row["title"], row["authors"]):
+        assert not CONTROL.search(text), repr(text)
+        assert "\u202e" not in text and "\u200b" not in text
+    assert row["title"].startswith("GRPO \ufffd \ufffd 0;pwned")  # replaced, not dropped silently
+    assert "evil" in row["title"] and "zerowidth" in row["title"]
+    assert not CONTROL.search(shown.stdout + shown.stderr)
+
+
+def test_surrogates_from_the_llm_are_stored_and_a_rerun_reads_them(tmp_path, cli):
+    def hostile(request):
+        if request.task != "paper_summary":
+            return None
+        content = default_content(request)
+        content["summary_zh"] = "本文\ud800提出了\x1b]0;pwned\x07方法。"
+        content["title_zh"] = "标题\u202e反转"
+        return ok(json.dumps(content))  # ASCII JSON: the surrogate travels as \\ud800
+
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer(hostile) as llm:
+        config = full_config(tmp_path, arxiv, llm, digest={"featured": 0})
+        first = cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": "k"})
+        calls = len(llm.requests)
+        cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": "k"})
+        assert len(llm.requests) == calls  # cached, read back without a crash
+
+    assert "0 failed" in first.stdout
+    digest = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_text(encoding="utf-8")
+    assert "本文\ufffd提出了\\]0;pwned方法。" in digest  # `]` escaped for Markdown
+    assert not CONTROL.search(digest)
+    conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3")
+    (data,) = conn.execute("SELECT data FROM enrichments WHERE kind = 'paper_summary'").fetchone()
+    assert json.loads(data)["title_zh"] == "标题反转"
+
+
+def test_a_1_mb_llm_field_is_refused_then_cut_at_a_sentence_and_the_email_stays_small(tmp_path, cli):
+    huge = "This sentence is one of very many. " * 30_000  # ~1 MB
+
+    def verbose(request):
+        if request.task != "paper_summary":
+            return None
+        content = default_content(request)
+        content["summary_en"] = huge
+        return ok(content)
+
+    papers = [rl_paper(n, DAY) for n in range(1, 8)]
+    with ArxivServer(papers) as arxiv, OpenAIServer(verbose) as llm:
+        config = full_config(tmp_path, arxiv, llm, digest={"featured": 0})
+        result = cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": "k"})
+        summaries = [r for r in llm.requests if r.task == "paper_summary"]
+
+    assert len(summaries) == 14  # each paper asked twice: refused once, then cut
+    retries = [r for r in summaries if "should have at most 1500 characters" in r.user]
+    assert len(retries) == 7  # the retry says why
+    assert "0 failed" in result.stdout
+    html = (tmp_path / "out" / "digests" / f"{AS_OF}.html").read_bytes()
+    assert len(html) < 100_000
+    for paper in papers:  # no paper is pushed out
+        assert paper.title.encode() in html
+    assert "This sentence is one of very many." in html.decode()
+
+
+def test_a_100_kb_title_and_10000_authors_are_bounded_at_the_source(tmp_path, cli):
+    giant = replace(rl_paper(1, DAY), title="GRPO for reinforcement learning of large language models "
+                    + "and more " * 11_000, authors=tuple(f"Author {n}" for n in range(10_000)))
+    with ArxivServer([giant]) as server:
+        config = config_for(tmp_path, server, rss=False)
+        cli("--config", str(config), "collect", "--as-of", AS_OF)
+
+    row = stored(tmp_path, giant.id)
+    assert len(row["title"]) <= 400 and row["title"].endswith("…")
+    assert len(json.loads(row["authors"])) == 100
+
+
+def test_cleaning_keeps_ordinary_text_as_it_is():
+    ordinary = "RLHF 与 DPO：a $1/3<s<1$ bound — naïve “quotes” 😀\nnext line\ttab"
+    assert clean(ordinary) == ordinary
+    assert clean_name("Zoë  O'Brien-Łukasz") == "Zoë O'Brien-Łukasz"
+    assert xml_safe(b"<t>&#x4E2D; &#9; &amp; &#x1F600;</t>") == b"<t>&#x4E2D; &#9; &amp; &#x1F600;</t>"
+    assert at_sentence("One. Two. Three.", 11) == "One. Two."
