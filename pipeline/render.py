@@ -26,6 +26,7 @@ from pipeline.config import bundled
 # Gmail clips a message body over 102 KB ("[Message clipped]"); stay clear of it.
 EMAIL_LIMIT = 100_000  # bytes of the inlined HTML
 CLIP_EN = 160  # characters kept of an English line when the email must shrink
+CLIP_ALL = (600, 200, 60)  # then of each featured, comparison and synthesis text, in steps
 WIDTH = 72  # columns of the plain-text email
 
 # --- Markdown --------------------------------------------------------------------
@@ -372,17 +373,19 @@ def digest_html(config, digest, reading_count: int, limit: int = EMAIL_LIMIT) ->
     """The email HTML, CSS inlined, under `limit` bytes.
 
     Too big: English lines are clipped, then dropped where a Chinese summary is shown,
-    then the lowest-ranked papers are left to the reading list (a line says how many).
+    then the lowest-ranked papers are left to the reading list (a line says how many);
+    if the featured readings, comparison and synthesis alone are too big, they are
+    shortened first.
     """
     template = html_env(config.templates.dir).get_template("email.html.j2")
     base = _digest_context(config, digest, reading_count, "../READING_LIST.md")
     base["subject"] = digest_subject(config, digest)
     total = sum(len(s.entries) for s in digest.sections)
 
-    def render(clip_en: int | None, drop_en: bool, keep: int) -> str:
+    def render(clip_en: int | None, drop_en: bool, keep: int, clip_all: int | None = None) -> str:
         sections, cut = _keep(digest, keep)
         page = template.render(**{**base, "sections": sections, "more": base["more"] + cut,
-                                  "clip_en": clip_en, "drop_en": drop_en})
+                                  "clip_en": clip_en, "drop_en": drop_en, "clip_all": clip_all})
         return _inline(page)
 
     def fits(page: str) -> bool:
@@ -393,11 +396,19 @@ def digest_html(config, digest, reading_count: int, limit: int = EMAIL_LIMIT) ->
         page = render(clip_en, drop_en, total)
         if fits(page):
             return page
-    low, high = 0, total  # the most papers that fit: binary search
+    clip_all = None
     best = render(CLIP_EN, True, 0)
+    for shorter in CLIP_ALL:  # even no paper list is too big: shorten the featured readings
+        if fits(best):
+            break
+        clip_all = shorter
+        best = render(CLIP_EN, True, 0, clip_all)
+    if not fits(best):
+        return best  # the smallest page there is; the web and Markdown copies are whole
+    low, high = 0, total  # the most papers that fit: binary search
     while low < high:
         mid = (low + high + 1) // 2
-        page = render(CLIP_EN, True, mid)
+        page = render(CLIP_EN, True, mid, clip_all)
         if fits(page):
             low, best = mid, page
         else:

@@ -122,3 +122,34 @@ def test_cleaning_keeps_ordinary_text_as_it_is():
     assert clean_name("Zoë  O'Brien-Łukasz") == "Zoë O'Brien-Łukasz"
     assert xml_safe(b"<t>&#x4E2D; &#9; &amp; &#x1F600;</t>") == b"<t>&#x4E2D; &#9; &amp; &#x1F600;</t>"
     assert at_sentence("One. Two. Three.", 11) == "One. Two."
+
+
+def test_featured_readings_comparison_and_synthesis_at_their_bounds_keep_the_email_under_100_kb(
+        tmp_path, cli):
+    zh = "这是一句很长的中文解读，用来把每个字段都写到它的上限。" * 55  # ~1,500 characters
+    en = "A long English reading written up to the bound of its field. " * 24
+
+    def long_answers(request):
+        content = default_content(request)
+        if request.task == "featured_reading":
+            content["parts"] = [{"label_zh": "部分", "label_en": "Part", "text_zh": zh[:1500],
+                                 "text_en": en[:1500]} for _ in range(4)]
+        elif request.task == "comparison":
+            for row in content["rows"]:
+                row["cells"] = [{"zh": zh[:400], "en": en[:400]} for _ in row["cells"]]
+            content["synthesis_zh"], content["synthesis_en"] = zh[:1500], en[:1500]
+        else:
+            return None
+        return ok(content)
+
+    papers = [rl_paper(n, DAY) for n in range(1, 13)]
+    with ArxivServer(papers) as arxiv, OpenAIServer(long_answers) as llm:
+        config = full_config(tmp_path, arxiv, llm, digest={"featured": 10})
+        result = cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": "k"})
+
+    assert "0 failed" in result.stdout
+    html = (tmp_path / "out" / "digests" / f"{AS_OF}.html").read_bytes()
+    markdown = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_bytes()
+    assert len(markdown) > 200_000  # the whole readings are there, in the Markdown copy
+    assert len(html) < 100_000
+    assert "这是一句很长的中文解读".encode() in html  # shortened, not dropped
