@@ -49,7 +49,7 @@ class State:
         return self._config
 
     def store(self) -> Store:
-        return Store.open(self.config.storage.url, self.config.storage.busy_timeout_seconds)
+        return Store.open(self.config.database_url(), self.config.storage.busy_timeout_seconds)
 
 
 pass_state = click.make_pass_decorator(State)
@@ -79,6 +79,15 @@ class Group(click.Group):
                 traceback.print_exc()
             echo(f"rl-digest: {exc}".replace("\n", " "), err=True)
             ctx.exit(exc.exit_code)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a bug or an unforeseen failure: still one line without -v
+            state = ctx.find_object(State)
+            if state is not None and state.verbose:
+                raise
+            what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+            echo(f"rl-digest: unexpected error: {what} (run again with -v for the traceback)", err=True)
+            ctx.exit(1)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -165,20 +174,28 @@ def _fail_on_delivery_errors(report: RunReport) -> None:
 
 @main.command("collect")
 @click.option("--as-of", help="Fix 'now': an ISO date (end of that day) or datetime.")
+@click.option("--since", help="Read again from this date (ISO), whatever the watermark says.")
 @pass_state
-def collect_cmd(state: State, as_of: str | None) -> None:
+def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
     """Fetch new papers from arXiv and store them; publish nothing."""
     config = state.config
     moment = parse_as_of(as_of, config)
+    start = _since(since, config) if since else None
     with lock.held(config):
         store = state.store()
-        report = collect.collect(config, store, collect.make_fetcher(config), moment)
+        report = collect.collect(config, store, collect.make_fetcher(config), moment, start)
         rank_papers(config, store)
     for warning in report.warnings:
         log.warning("%s", warning)
     start, end = report.window
     echo(f"{end.date()}: fetched {report.fetched}, new {len(report.new)}, "
                f"revised {len(report.revised)} ({start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M})")
+
+
+def _since(value: str, config: config_mod.Config) -> datetime:
+    """--since DATE: the start of that day (a datetime as given) in schedule.timezone."""
+    moment = parse_as_of(value, config, "--since")
+    return moment.replace(hour=0, minute=0, second=0) if len(value) == 10 else moment
 
 
 @main.command()

@@ -60,19 +60,27 @@ def make_fetcher(config: Config) -> Fetcher:
                    max_bytes=int(config.sources.max_response_mb * 2**20))
 
 
-def window(config: Config, store: Store, as_of: datetime) -> tuple[datetime, datetime]:
-    """From the watermark (less the overlap) or lookback_days, to as_of."""
+def window(config: Config, store: Store, as_of: datetime,
+           since: datetime | None = None) -> tuple[datetime, datetime]:
+    """From `since`, else the watermark (less the overlap) or lookback_days, to as_of.
+
+    The end is never past the present, so the watermark never is either.
+    """
     arxiv = config.sources.arxiv
     mark = store.watermark()
+    end = min(as_of, datetime.now(UTC).replace(microsecond=0))
+    if since is not None:
+        return min(since, end), end
     start = (mark - timedelta(hours=arxiv.overlap_hours)) if mark else (
         as_of - timedelta(days=arxiv.lookback_days))
-    return start, as_of
+    return min(start, end), end
 
 
-def collect(config: Config, store: Store, fetcher: Fetcher, as_of: datetime) -> CollectReport:
-    """Read every enabled source for the window and store what they found."""
+def collect(config: Config, store: Store, fetcher: Fetcher, as_of: datetime,
+            since: datetime | None = None) -> CollectReport:
+    """Read every enabled source for the window (from `since` when given) and store what they found."""
     run_id = store.start_run("collect", as_of)
-    report = CollectReport(window(config, store, as_of))
+    report = CollectReport(window(config, store, as_of, since))
     try:
         found = _read_sources(config, store, fetcher, report, as_of)
     except SourceError as exc:
@@ -143,7 +151,7 @@ def _read_feed(store: Store, fetcher: Fetcher, url: str, report: CollectReport, 
 
 def complete_thin(config: Config, store: Store, fetcher: Fetcher, ids: list[str]) -> int:
     """RSS records lack the submission date and comment: one id_list request per batch."""
-    if not ids:
+    if not ids or not config.sources.arxiv.enabled:  # disabled means no call at all
         return 0
     papers = arxiv_api.fetch_ids(fetcher, config.sources.arxiv.api_url, ids)
     store.upsert_papers(papers)
@@ -172,7 +180,7 @@ def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None) -> int:
         if index is not None:
             store.set_seed_resolution(row["key"], ids[index], now_iso())
             tied += 1
-        elif fetcher is not None and (
+        elif fetcher is not None and config.sources.arxiv.enabled and (
                 tried is None or datetime.now(UTC) - tried >= retry_after):
             found = arxiv_api.search_title(fetcher, config.sources.arxiv.api_url, seed.title)
             index = closest(seed.title, [normal_title(p.title) for p in found], threshold)

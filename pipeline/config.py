@@ -9,18 +9,31 @@ from __future__ import annotations
 
 import os
 import re
+from email.utils import getaddresses
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from email_validator import EmailNotValidError, validate_email
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from pipeline.errors import ConfigError
 
 SECRET_KEYS = re.compile(r"(password|passwd|api_?key|token|secret)$", re.IGNORECASE)
-EMAIL = re.compile(r"^[^@\s<>]+@[^@\s<>]+\.[^@\s<>]+$")
+# extra_body and header-like names whose values are secrets, however they are spelt
+SECRET_NAMES = re.compile(r"(password|passwd|api[-_]?key|token|secret|authorization|auth)", re.IGNORECASE)
+MASK = "***"
 
 
 class Model(BaseModel):
@@ -139,6 +152,26 @@ class Outputs(Model):
     git: GitOutput | None = None
 
 
+def mailbox(value: str) -> str:
+    """One address, bare or as `Name <addr>`, checked by email-validator; else ValueError."""
+    if any(ch in value for ch in "\r\n"):
+        raise ValueError(f"{value!r}: a line break is not allowed in an address")
+    found = getaddresses([value])
+    if len(found) != 1 or not found[0][1]:
+        raise ValueError(f"{value!r}: one address per entry (a list gets one entry per reader)")
+    name, address = found[0]
+    if value.count("@") != address.count("@") + name.count("@"):
+        raise ValueError(f"{value!r}: one address per entry")
+    try:
+        validate_email(address, check_deliverability=False)
+    except EmailNotValidError as exc:
+        raise ValueError(f"{value!r}: not an email address ({exc})") from None
+    return value.strip()
+
+
+Mailbox = Annotated[str, AfterValidator(mailbox)]
+
+
 class Email(Model):
     enabled: bool
     smtp_host: str
@@ -146,19 +179,21 @@ class Email(Model):
     security: Literal["none", "starttls", "ssl"]
     username_env: str | None = None
     password_env: str | None = None
-    from_: str = Field(alias="from")
-    to: list[str] = []
+    from_: Mailbox = Field(alias="from")
+    to: list[Mailbox] = []
     recipients_file: Path | None = None
     timeout_seconds: float = Field(gt=0)
     unsubscribe_url: str | None = None
 
-    @field_validator("to")
+    @field_validator("unsubscribe_url")
     @classmethod
-    def _addresses(cls, value: list[str]) -> list[str]:
-        for address in value:
-            if not EMAIL.match(address.strip()):
-                raise ValueError(f"not an email address: {address!r}")
-        return [address.strip() for address in value]
+    def _unsubscribe(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if any(ch in value for ch in "\r\n") or urlsplit(value.strip()).scheme.lower() not in (
+                "https", "http", "mailto"):
+            raise ValueError(f"{value!r}: an https:// (or mailto:) address on one line")
+        return value.strip()
 
 
 class Schedule(Model):
@@ -185,6 +220,11 @@ class Schedule(Model):
 class Storage(Model):
     url: str
     busy_timeout_seconds: float = Field(30, gt=0)
+    password_env: str | None = None  # the database password, when the URL needs one
+
+
+class Lock(Model):
+    stale_hours: float = Field(6, gt=0)  # a run holding the lock longer is reported loudly
 
 
 class Templates(Model):
@@ -204,6 +244,7 @@ class Config(Model):
     email: Email
     schedule: Schedule
     storage: Storage
+    lock: Lock = Lock()
     templates: Templates = Templates()
     path: Path | None = Field(None, exclude=True)  # the user's file, if any
 
@@ -226,6 +267,15 @@ class Config(Model):
 
     def secret(self, env_name: str | None) -> str | None:
         return os.environ.get(env_name) if env_name else None
+
+    def database_url(self) -> str:
+        """storage.url with the password from storage.password_env, when that is set."""
+        password = self.secret(self.storage.password_env)
+        if not password:
+            return self.storage.url
+        from sqlalchemy.engine import make_url
+
+        return make_url(self.storage.url).set(password=password).render_as_string(hide_password=False)
 
 
 _DAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun"]
@@ -272,9 +322,10 @@ def read_recipients(path: Path) -> list[str]:
         address = raw.split("#", 1)[0].strip()
         if not address:
             continue
-        if not EMAIL.match(address):
-            raise ConfigError(f"{path}:{number}: not an email address: {address!r}")
-        found.append(address)
+        try:
+            found.append(mailbox(address))
+        except ValueError as exc:
+            raise ConfigError(f"{path}:{number}: {exc}") from None
     return found
 
 
@@ -361,6 +412,7 @@ def _first_error(path: Path, exc: ValidationError) -> str:
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
+    msg = msg.removeprefix("Value error, ")
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     return f"{path}: {loc}: {msg}{more}"
 
@@ -399,10 +451,37 @@ def sqlite_file(url: str) -> Path | None:
 
 
 def masked(config: Config) -> dict[str, Any]:
-    """The effective config for `config show`; secrets are env names, shown with set/unset."""
+    """The effective config for `config show`: secret env names shown with set/unset,
+    passwords and userinfo in URLs and secret-looking extra_body entries as ***."""
     data = config.model_dump(mode="json", by_alias=True, exclude={"path"})
-    for section, key in (("enrich", "api_key_env"), ("email", "username_env"), ("email", "password_env")):
+    for section, key in (("enrich", "api_key_env"), ("email", "username_env"), ("email", "password_env"),
+                         ("storage", "password_env")):
         name = data[section].get(key)
         if name:
             data[section][key] = f"{name} ({'set' if os.environ.get(name) else 'unset'})"
+    data["storage"]["url"] = mask_url(data["storage"]["url"])
+    for section in ("enrich", "outputs", "email"):
+        for key in ("base_url", "unsubscribe_url"):
+            if data[section].get(key):
+                data[section][key] = mask_url(data[section][key])
+    data["enrich"]["extra_body"] = _mask_names(data["enrich"]["extra_body"])
     return data
+
+
+def mask_url(url: str) -> str:
+    """A URL with its userinfo password (or a token given as the user) shown as ***."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    userinfo, host = parts.netloc.rsplit("@", 1)
+    user, has_password, _ = userinfo.partition(":")
+    shown = f"{user}:{MASK}" if has_password else MASK
+    return urlunsplit(parts._replace(netloc=f"{shown}@{host}"))
+
+
+def _mask_names(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: MASK if SECRET_NAMES.search(str(k)) else _mask_names(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mask_names(v) for v in value]
+    return value

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 
 import filelock
@@ -23,19 +25,48 @@ def lock_path(config: Config) -> Path:
 
 @contextmanager
 def held(config: Config) -> Iterator[Path]:
+    """Hold the run lock, with who holds it (pid, start) written beside it for the next run."""
     path = lock_path(config)
-    lock = filelock.FileLock(str(path))
+    lock = filelock.FileLock(str(path), mode=0o600)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         lock.acquire(timeout=0)
     except filelock.Timeout:
-        raise LockedError(f"another rl-digest run holds {_short(path, config)}") from None
+        raise _locked(path, config) from None
     except OSError as exc:
         raise DigestError(f"{path}: cannot take the run lock: {exc.strerror or exc}") from None
+    holder = _holder_path(path)
+    try:
+        holder.write_text(f"{os.getpid()} {datetime.now(UTC).isoformat(timespec='seconds')}\n",
+                          encoding="utf-8")
+    except OSError:
+        pass  # only a nicer message for the next run; the lock itself holds
     try:
         yield path
     finally:
+        holder.unlink(missing_ok=True)
         lock.release()
+
+
+def _locked(path: Path, config: Config) -> LockedError:
+    """Exit 75 naming the holder; loudly when it has held the lock past lock.stale_hours."""
+    where = _short(path, config)
+    try:
+        pid, started_text = _holder_path(path).read_text(encoding="utf-8").split()
+        started = datetime.fromisoformat(started_text)
+    except (OSError, ValueError):
+        return LockedError(f"another rl-digest run holds {where}")
+    hours = (datetime.now(UTC) - started).total_seconds() / 3600
+    who = f"pid {pid}, started {started:%Y-%m-%d %H:%M} UTC"
+    if hours < config.lock.stale_hours:
+        return LockedError(f"another rl-digest run holds {where} ({who})")
+    return LockedError(f"STALE LOCK: another rl-digest run ({who}) has held {where} for {hours:.1f} h, "
+                       f"past lock.stale_hours ({config.lock.stale_hours:g})",
+                       f"it may be hung: check pid {pid} and stop it; the lock frees itself when it ends")
+
+
+def _holder_path(path: Path) -> Path:
+    return path.with_name(path.name + ".holder")
 
 
 def _short(path: Path, config: Config) -> str:

@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
 
 from pipeline import collect, compose, rank, render
@@ -36,18 +36,34 @@ class Options:
     no_email: bool = False
 
 
-def parse_as_of(value: str | None, config: Config) -> datetime:
-    """An ISO date means the end of that day in schedule.timezone; default: now there."""
+ARXIV_BEGAN = datetime(1991, 8, 14, tzinfo=UTC)
+
+
+def parse_as_of(value: str | None, config: Config, option: str = "--as-of") -> datetime:
+    """An ISO date means the end of that day in schedule.timezone; default: now there.
+
+    More than a day ahead is refused: a window reaching into the future would move the
+    watermark past the present, and every later run would miss what arrives meanwhile.
+    """
     zone = config.zone
+    now = datetime.now(zone).replace(microsecond=0)
     if not value:
-        return datetime.now(zone).replace(microsecond=0)
+        return now
     try:
         if len(value) == 10:
-            return datetime.combine(date.fromisoformat(value), dtime(23, 59, 59), zone)
-        moment = datetime.fromisoformat(value)
+            moment = datetime.combine(date.fromisoformat(value), dtime(23, 59, 59), zone)
+        else:
+            moment = datetime.fromisoformat(value)
+            moment = moment if moment.tzinfo else moment.replace(tzinfo=zone)
     except ValueError:
-        raise ConfigError(f"--as-of: not an ISO date or datetime: {value!r}") from None
-    return moment if moment.tzinfo else moment.replace(tzinfo=zone)
+        raise ConfigError(f"{option}: not an ISO date or datetime: {value!r}",
+                          "write it as YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
+    if moment > now + timedelta(days=1):
+        raise ConfigError(f"{option}: {value} is more than a day ahead of now ({now:%Y-%m-%d %H:%M})",
+                          "a digest can only be made for the past or the present")
+    if moment < ARXIV_BEGAN:
+        raise ConfigError(f"{option}: {value} is before arXiv began (1991-08-14)")
+    return moment
 
 
 def seed_documents(config: Config) -> list[SeedDocument]:

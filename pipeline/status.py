@@ -7,7 +7,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pipeline import rank, schedule
-from pipeline.config import Config
+from pipeline.config import Config, mask_url
 from pipeline.errors import DigestError
 from pipeline.store import Store
 
@@ -16,7 +16,7 @@ def overview(config: Config, store: Store) -> str:
     counts = store.counts()
     mark = store.watermark()
     lines = [
-        f"database: {config.storage.url}",
+        f"database: {mask_url(config.storage.url)}",
         f"papers {counts['papers']}, relevant {counts['relevant']}, seeds {counts['seeds']}, "
         f"digests {counts['digests']}",
         f"watermark: {mark.isoformat() if mark else 'none (the first collect reads lookback_days)'}",

@@ -8,18 +8,20 @@ older database is brought forward at start and never rebuilt.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, date, datetime
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from pipeline.config import sqlite_file
-from pipeline.errors import DigestError, LockedError
+from pipeline.config import mask_url, sqlite_file
+from pipeline.errors import ConfigError, DigestError, LockedError
 from pipeline.models import Paper, SeedEntry
 
 MIGRATIONS: list[list[str]] = [
@@ -150,11 +152,13 @@ class Store:
     def open(cls, url: str, busy_timeout: float = 30) -> Store:
         path = sqlite_file(url)
         if path is not None:
-            try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise DigestError(f"{path.parent}: cannot create state folder: {exc.strerror}") from None
-        engine = sa.create_engine(url, connect_args={"timeout": busy_timeout} if path else {})
+            _private(path)
+        try:
+            engine = sa.create_engine(url, connect_args={"timeout": busy_timeout} if path else {})
+        except (ImportError, sa.exc.NoSuchModuleError, sa.exc.ArgumentError) as exc:
+            scheme = url.split(":", 1)[0]
+            raise ConfigError(f"storage.url: cannot use a {scheme} database here ({exc})",
+                              "for PostgreSQL: pip install 'rl-digest[postgres]'") from None
         if path is not None:
             sa.event.listen(engine, "connect", _sqlite_pragmas(busy_timeout))
             sa.event.listen(engine, "handle_error", _one_line_errors(path, busy_timeout))
@@ -162,7 +166,7 @@ class Store:
         try:
             store.migrate()
         except sa.exc.DatabaseError as exc:
-            raise DigestError(f"{path or url}: not a usable database: {exc.orig}") from None
+            raise DigestError(f"{path or mask_url(url)}: not a usable database: {exc.orig}") from None
         return store
 
     @contextmanager
@@ -566,3 +570,23 @@ def row_to_seed(row: dict) -> SeedEntry:
     data["parts_zh"] = tuple(tuple(part) for part in data.get("parts_zh") or ())
     data["arxiv_id"] = row.get("arxiv_id") or data.get("arxiv_id")
     return SeedEntry(**data)
+
+
+def _private(path: Path) -> None:
+    """The database holds reader addresses: its folder 0700 when we make it, the file 0600."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DigestError(f"{path.parent}: cannot create state folder: {exc.strerror}") from None
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+        return
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise DigestError(f"{path}: cannot create the database: {exc.strerror}") from None
+    try:
+        if path.stat().st_mode & 0o077:  # made by an older version, or by hand
+            path.chmod(0o600)
+    except OSError:
+        pass  # not ours to change; SQLite says what it cannot do

@@ -29,9 +29,9 @@ def test_seeds_reports_a_bad_line_and_keeps_the_rest(tmp_path, cli):
 
 def test_offline_run_from_root_writes_next_to_the_config(tmp_path, cli):
     config = write_config(tmp_path)
-    result = cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-30", cwd="/")
-    assert result.stdout.startswith("2026-11-30: fetched 0, relevant 38 (38 seeds), summarised 0")
-    digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+    result = cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02", cwd="/")
+    assert result.stdout.startswith("2026-11-02: fetched 0, relevant 38 (38 seeds), summarised 0")
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     reading = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
     assert "## 精选解读 · Featured" in digest or "## 精选 · Featured" in digest
     assert "### PRISM" in digest and "### Exploration Hacking" in digest
@@ -44,10 +44,10 @@ def test_offline_run_from_root_writes_next_to_the_config(tmp_path, cli):
 
 def test_second_offline_run_publishes_nothing_twice(tmp_path, cli):
     config = write_config(tmp_path)
-    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-30")
-    result = cli("--config", str(config), "run", "--offline", "--as-of", "2026-12-07")
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    result = cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-09")
     assert "relevant 0 (0 seeds)" in result.stdout
-    assert not (tmp_path / "out" / "digests" / "2026-12-07.md").exists()
+    assert not (tmp_path / "out" / "digests" / "2026-11-09.md").exists()
     assert "BroRL" in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
 
 
@@ -91,11 +91,11 @@ def test_help_lists_every_contract_command(cli):
 
 def test_render_and_preview_rebuild_a_stored_digest(tmp_path, cli):
     config = write_config(tmp_path)
-    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-30")
-    text = cli("--config", str(config), "render", "--digest", "2026-11-30", "--format", "txt").stdout
-    assert text == (tmp_path / "out" / "digests" / "2026-11-30.txt").read_text(encoding="utf-8")
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    text = cli("--config", str(config), "render", "--digest", "2026-11-02", "--format", "txt").stdout
+    assert text == (tmp_path / "out" / "digests" / "2026-11-02.txt").read_text(encoding="utf-8")
     shown = cli("--config", str(config), "preview").stdout.strip()
-    assert shown.endswith("2026-11-30.html")
+    assert shown.endswith("2026-11-02.html")
     assert "<html" in open(shown, encoding="utf-8").read()
     missing = cli("--config", str(config), "render", "--digest", "1999-01-01", check=1)
     assert "no digest 1999-01-01" in missing.stderr

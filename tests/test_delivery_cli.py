@@ -31,8 +31,8 @@ from tests.servers.arxiv_server import ArxivServer
 from tests.servers.smtp_server import SmtpServer
 from tests.test_collect import CATS, rl_paper
 
-DAY = datetime(2026, 11, 26, 12, tzinfo=UTC)
-AS_OF = "2026-11-30"
+DAY = datetime(2026, 10, 29, 12, tzinfo=UTC)
+AS_OF = "2026-11-02"
 READERS = ["ada@example.org", "alan@example.org"]
 
 
@@ -168,7 +168,7 @@ def test_kill_after_the_body_went_out_never_sends_that_reader_twice(tmp_path, cl
     assert rows["alan@example.org"]["status"] == "sent"
     assert "sent to 1" in again.stdout
     lines = stderr_lines(again)
-    assert lines[-1].startswith("rl-digest: ada@example.org (digest 2026-11-30): interrupted")
+    assert lines[-1].startswith("rl-digest: ada@example.org (digest 2026-11-02): interrupted")
     assert "Traceback" not in again.stderr
     assert "sent 0, pending 0, failed 0" in sent.stdout
 
@@ -256,13 +256,13 @@ def test_no_email_writes_files_and_that_digest_is_never_mailed_later(tmp_path, c
         assert db_rows(tmp_path, "SELECT id FROM deliveries") == []
         rerun = cli("--config", str(config), "run", "--as-of", AS_OF)
         assert smtp.messages == []
-        arxiv.add(rl_paper(2, datetime(2026, 12, 3, 12, tzinfo=UTC)))
-        week = cli("--config", str(config), "run", "--as-of", "2026-12-07")
+        arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
+        week = cli("--config", str(config), "run", "--as-of", "2026-11-09")
         delivered = [(m.rcpt_tos[0], str(m.message["Subject"])) for m in smtp.messages]
     assert "sent to 0" in quiet.stdout
     assert "sent to 0" in rerun.stdout and "sent to 2" in week.stdout
     assert sorted(r for r, _ in delivered) == READERS
-    assert all("2026-12-07" in subject for _, subject in delivered)
+    assert all("2026-11-09" in subject for _, subject in delivered)
 
 
 # --- git publishing through the CLI ---------------------------------------------------------
@@ -302,7 +302,7 @@ def test_git_publishing_commits_pushes_skips_an_empty_week_and_retries_a_rejecte
         listed = git("--git-dir", str(remote), "show", "main:reading/READING_LIST.md", env=git_env)
         written = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
 
-        empty = cli("--config", str(config), "run", "--as-of", "2026-12-07", env=git_env)
+        empty = cli("--config", str(config), "run", "--as-of", "2026-11-09", env=git_env)
         log2 = remote_commits(remote, git_env)
         moved = git("-C", str(checkout), "diff", "--stat", "HEAD~1", env=git_env) \
             if len(log2) > 1 else ""
@@ -312,11 +312,11 @@ def test_git_publishing_commits_pushes_skips_an_empty_week_and_retries_a_rejecte
         hook.write_text(f'#!/bin/sh\nif [ ! -e "{marker}" ]; then\n  touch "{marker}"\n'
                         '  echo "push refused once for the test" >&2\n  exit 1\nfi\nexit 0\n')
         hook.chmod(hook.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
-        arxiv.add(rl_paper(2, datetime(2026, 12, 10, 12, tzinfo=UTC)))
-        rejected = cli("--config", str(config), "-q", "run", "--as-of", "2026-12-14", env=git_env,
+        arxiv.add(rl_paper(2, datetime(2026, 11, 12, 12, tzinfo=UTC)))
+        rejected = cli("--config", str(config), "-q", "run", "--as-of", "2026-11-16", env=git_env,
                        check=1)
         log3 = remote_commits(remote, git_env)
-        retried = cli("--config", str(config), "run", "--as-of", "2026-12-14", env=git_env)
+        retried = cli("--config", str(config), "run", "--as-of", "2026-11-16", env=git_env)
         log4 = remote_commits(remote, git_env)
         latest = git("--git-dir", str(remote), "show", "main:reading/READING_LIST.md", env=git_env)
     outputs = first.stderr + empty.stderr + rejected.stderr + retried.stderr
@@ -334,6 +334,6 @@ def test_git_publishing_commits_pushes_skips_an_empty_week_and_retries_a_rejecte
     assert str(checkout) in lines[0] and "pre-receive hook declined" in lines[0]
     assert "push refused once for the test" in lines[0]
     assert log3 == log1
-    assert (tmp_path / "out" / "digests" / "2026-12-14.md").exists()  # the rest was published
+    assert (tmp_path / "out" / "digests" / "2026-11-16.md").exists()  # the rest was published
     # The next run (nothing new) pushes the commit it kept.
     assert len(log4) == 2 and "2611.00002" in latest

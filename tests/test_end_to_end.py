@@ -11,7 +11,7 @@ from tests.servers.openai_server import OpenAIServer, error
 from tests.servers.smtp_server import SmtpServer, refused_port
 from tests.test_collect import CATS, rl_paper
 
-DAY = datetime(2026, 11, 26, 12, tzinfo=UTC)
+DAY = datetime(2026, 10, 29, 12, tzinfo=UTC)
 KEY = "sk-test-secret-value-123"
 
 
@@ -37,18 +37,18 @@ def full_config(tmp_path, arxiv: ArxivServer, llm: OpenAIServer | None = None,
 def test_run_summarises_in_both_languages_and_a_rerun_calls_nothing(tmp_path, cli):
     with ArxivServer([rl_paper(i, DAY) for i in range(3)]) as arxiv, OpenAIServer() as llm:
         config = full_config(tmp_path, arxiv, llm)
-        first = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        first = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         calls = len(llm.requests)
         assert calls >= 3
         assert all(r.headers.get("authorization") == f"Bearer {KEY}" for r in llm.requests)
-        second = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        second = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         assert len(llm.requests) == calls  # the cache answered everything
     assert "summarised 3 (0 cached)" in first.stdout
     assert f"; LLM: {calls} calls, " in first.stdout and "0 failed" in first.stdout
     assert "; LLM:" not in second.stdout  # nothing was called
     status = cli("--config", str(config), "status").stdout
     assert "summarised 3 (0 cached)" in status and f"LLM calls {calls}" in status
-    digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     for i in range(3):
         assert f"GRPO variant {i} for reinforcement learning" in digest
     assert "中文摘要待生成" not in digest
@@ -62,14 +62,14 @@ def test_without_an_llm_the_digest_goes_out_marked_pending(tmp_path, cli):
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer() as llm:
         llm.script = lambda request: error(500)
         config = full_config(tmp_path, arxiv, llm)
-        result = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        result = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         assert "summarised 0" in result.stdout
         assert "2 failed" in result.stdout  # the summary and the featured reading fell back
-        digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+        digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
         assert "⏳ 中文摘要待生成" in digest
         assert "We train a large language model with reinforcement learning" in digest
         llm.script = None
-        cli("--config", str(config), "run", "--as-of", "2026-12-07", env={"OPENAI_API_KEY": KEY})
+        cli("--config", str(config), "run", "--as-of", "2026-11-09", env={"OPENAI_API_KEY": KEY})
     reading = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
     assert "中文摘要待生成" not in reading  # the failed summary was tried again and landed
 
@@ -78,9 +78,9 @@ def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli):
     port = refused_port()
     with ArxivServer([rl_paper(1, DAY)]) as arxiv:
         config = full_config(tmp_path, arxiv, smtp_port=port)
-        down = cli("--config", str(config), "run", "--as-of", "2026-11-30", check=1)
+        down = cli("--config", str(config), "run", "--as-of", "2026-11-02", check=1)
         assert "stays queued" in down.stderr
-        assert (tmp_path / "out" / "digests" / "2026-11-30.md").exists()
+        assert (tmp_path / "out" / "digests" / "2026-11-02.md").exists()
         with SmtpServer(port=port) as smtp:
             waiting = cli("--config", str(config), "send")
             assert "sent 0, pending 2" in waiting.stdout  # backing off: not due yet
@@ -89,7 +89,7 @@ def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli):
             conn.commit()
             conn.close()
             sent = cli("--config", str(config), "send")
-            again = cli("--config", str(config), "run", "--as-of", "2026-11-30")
+            again = cli("--config", str(config), "run", "--as-of", "2026-11-02")
             received = list(smtp.messages)
     assert "sent 2" in sent.stdout
     assert "sent to 0" in again.stdout
@@ -98,7 +98,7 @@ def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli):
         assert len(message.rcpt_tos) == 1
         assert message.message["To"] == message.rcpt_tos[0]
         assert message.message.get_content_type() == "multipart/alternative"
-        assert "2026-11-30" in str(message.message["Subject"])
+        assert "2026-11-02" in str(message.message["Subject"])
 
 
 def test_llm_judge_decides_only_the_grey_band_and_is_cached(tmp_path, cli):
@@ -114,13 +114,13 @@ def test_llm_judge_decides_only_the_grey_band_and_is_cached(tmp_path, cli):
                                       if request.task == "relevance_judgement" else None)
         config = full_config(tmp_path, arxiv, llm,
                              relevance={"llm_judge": True, "grey_band": 0.5})
-        cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         judged = [r for r in llm.requests if r.task == "relevance_judgement"]
-        cli("--config", str(config), "run", "--as-of", "2026-12-07", env={"OPENAI_API_KEY": KEY})
+        cli("--config", str(config), "run", "--as-of", "2026-11-09", env={"OPENAI_API_KEY": KEY})
         again = [r for r in llm.requests if r.task == "relevance_judgement"]
     assert [r.titles for r in judged] == [["Routing queries between language models"]]
     assert len(again) == 1  # judged once, never asked again
-    digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     assert "GRPO variant 1" in digest and "Routing queries" not in digest
     shown = cli("--config", str(config), "status", "--paper", grey.id).stdout
     assert "LLM judge: not relevant (A router, not LLM RL.)" in shown

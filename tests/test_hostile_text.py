@@ -13,7 +13,7 @@ from tests.servers.openai_server import OpenAIServer, default_content, ok
 from tests.test_collect import CATS, config_for, rl_paper
 from tests.test_end_to_end import DAY, full_config
 
-AS_OF = "2026-11-30"
+AS_OF = "2026-11-02"
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # what a hostile feed puts in a title: a lone surrogate (as XML and as a C1 string),
 # an OSC "set the terminal title" in its 8-bit form ending in BEL, ESC, a right-to-left override

@@ -12,7 +12,7 @@ from tests.servers.openai_server import trickle as trickle_reply
 from tests.test_collect import CATS, config_for, rl_paper
 from tests.test_end_to_end import DAY, full_config
 
-AS_OF = "2026-11-19T00:00:00+00:00"
+AS_OF = "2026-10-22T00:00:00+00:00"
 PEAK_LIMIT = 300 * 2**20
 
 
@@ -24,7 +24,7 @@ def limited_config(tmp_path, server: ArxivServer, arxiv: dict | None = None, **s
 
 
 def test_a_trickling_feed_ends_at_the_deadline_with_exit_3_and_frees_the_lock(tmp_path, cli):
-    with ArxivServer([rl_paper(1, datetime(2026, 11, 18, tzinfo=UTC))]) as server:
+    with ArxivServer([rl_paper(1, datetime(2026, 10, 21, tzinfo=UTC))]) as server:
         config = limited_config(tmp_path, server, arxiv={"timeout_seconds": 5, "deadline_seconds": 2})
         server.script("/rss/", trickle(0.2))
         began = time.monotonic()
@@ -70,13 +70,13 @@ def test_a_trickling_llm_reply_ends_at_the_per_paper_deadline_and_falls_back(tmp
         config.write_text(config.read_text(encoding="utf-8").replace(
             "deadline_seconds: 10", "deadline_seconds: 2"), encoding="utf-8")
         began = time.monotonic()
-        result = cli("--config", str(config), "run", "--as-of", "2026-11-30",
+        result = cli("--config", str(config), "run", "--as-of", "2026-11-02",
                      env={"OPENAI_API_KEY": "sk-test"})
         took = time.monotonic() - began
 
     assert took < 60  # the reply alone would take minutes at 5 bytes a second
     assert "deadline of 2 s passed (deadline passed while the reply was still arriving)" in result.stderr
     assert "1 failed" in result.stdout  # the summary fell back; the featured reading did not
-    digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     assert "English summary of GRPO variant 1" not in digest  # the stand-in's summary never came
     assert "finds a core problem" in digest  # the next call, the featured reading, came in time

@@ -60,9 +60,9 @@ from tests.test_delivery_cli import (
     wait_for,
 )
 
-DAY = datetime(2026, 11, 26, 12, tzinfo=UTC)
-AS_OF = "2026-11-30"
-NEXT = "2026-12-07"
+DAY = datetime(2026, 10, 29, 12, tzinfo=UTC)
+AS_OF = "2026-11-02"
+NEXT = "2026-11-09"
 KEY = "sk-test-reliability"
 SEED = 20261130  # the crash points below are drawn from this seed, so a failure reproduces
 
@@ -184,7 +184,7 @@ def test_a_full_output_disk_is_one_line_and_keeps_the_previous_files(tmp_path, c
                 pass
             finally:
                 os.close(fd)
-            arxiv.add(rl_paper(2, datetime(2026, 12, 3, 12, tzinfo=UTC)))
+            arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
             full = cli("--config", str(config), "run", "--as-of", NEXT, check=None)
             after = snapshot(tmp_path / "out")
             after.pop("filler")
@@ -207,7 +207,7 @@ def test_a_full_disk_for_the_database_too_is_one_line_and_loses_nothing(tmp_path
         config = config_with(tmp_path, arxiv)
         cli("--config", str(config), "run", "--as-of", AS_OF)
         before = snapshot(tmp_path / "out")
-        arxiv.add(rl_paper(2, datetime(2026, 12, 3, 12, tzinfo=UTC)))
+        arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
         full = run_limited(["--config", str(config), "run", "--as-of", NEXT], 16 * 1024)
         after = snapshot(tmp_path / "out")
         again = cli("--config", str(config), "run", "--as-of", NEXT)
@@ -223,7 +223,7 @@ def test_a_read_only_output_folder_is_one_line_and_keeps_the_previous_files(tmp_
         config = config_with(tmp_path, arxiv)
         cli("--config", str(config), "run", "--as-of", AS_OF)
         before = snapshot(tmp_path / "out")
-        arxiv.add(rl_paper(2, datetime(2026, 12, 3, 12, tzinfo=UTC)))
+        arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
         with read_only(tmp_path / "out") as how:
             refused = cli("--config", str(config), "run", "--as-of", NEXT, check=None)
         after = snapshot(tmp_path / "out")
@@ -252,7 +252,7 @@ def test_a_damaged_database_is_one_line_naming_it(tmp_path, cli):
         cli("--config", str(config), "run", "--as-of", AS_OF)
         before = snapshot(tmp_path / "out")
         good = db.read_bytes()
-        arxiv.add(rl_paper(2, datetime(2026, 12, 3, 12, tzinfo=UTC)))
+        arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
         for extra in db.parent.glob("digest.sqlite3-*"):
             extra.unlink()
         db.write_bytes(good[:8192] + b"\xde\xad\xbe\xef" * 3072 + good[20480:])  # pages 3-5
@@ -291,7 +291,7 @@ def test_a_database_locked_by_another_process_fails_after_the_busy_timeout(tmp_p
         finally:
             holder.kill()
             holder.wait()
-        arxiv.add(rl_paper(2, datetime(2026, 12, 3, 12, tzinfo=UTC)))
+        arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
         again = cli("--config", str(config), "run", "--as-of", NEXT)
     assert "digests 1" in status.stdout
     one_clear_line(locked, str(db), "locked", "waited 2 s")
@@ -306,7 +306,7 @@ def test_a_week_of_daily_collects_with_outages_publishes_each_paper_once(tmp_pat
     """Seven daily collects (one day arXiv is down: exit 3), then the Monday publish while
     the mail server is down (exit 1), then `send`. The digest holds exactly the week's
     relevant papers, each once; each reader gets it once."""
-    days = [datetime(2026, 11, 23, 12, tzinfo=UTC) + timedelta(days=n) for n in range(7)]
+    days = [datetime(2026, 10, 26, 12, tzinfo=UTC) + timedelta(days=n) for n in range(7)]
     week = {day.date(): [rl_paper(10 * n + 1, day), rl_paper(10 * n + 2, day)]
             for n, day in enumerate(days)}
     noise = {days[1].date(): [off_topic(1, days[1])], days[4].date(): [off_topic(2, days[4])]}

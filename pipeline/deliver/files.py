@@ -1,4 +1,8 @@
-"""Atomic file writes: a reader never sees half a digest, a failed write keeps the old file."""
+"""Atomic file writes: a reader never sees half a digest, a failed write keeps the old file.
+
+Published files get the modes of any other new file (0644 under the usual umask 022),
+so a web server can read them.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ def write_atomic(path: Path, text: str) -> Path:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide published files
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
             handle.flush()
@@ -31,6 +36,13 @@ def write_atomic(path: Path, text: str) -> Path:
             except OSError:
                 pass
     return path
+
+
+def _umask() -> int:
+    """The process umask (reading it means setting it; set it straight back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -1,0 +1,197 @@
+"""State and config a careless operator cannot poison, through the real CLI."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import yaml
+
+from pipeline.config import load
+from pipeline.store import Store
+from tests.conftest import ROOT, write_config
+from tests.servers.arxiv_server import ArxivServer, http_error
+from tests.test_collect import CATS, config_for, rl_paper
+
+DAY = datetime(2026, 11, 10, 12, tzinfo=UTC)
+
+
+def one_line(result: subprocess.CompletedProcess, *words: str) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+# --- as-of and the watermark ---------------------------------------------------------------
+
+def test_an_as_of_far_in_the_future_is_refused_and_moves_nothing(tmp_path, cli):
+    config = write_config(tmp_path)
+    for command in ("run", "collect"):
+        refused = cli("--config", str(config), command, "--as-of", "2099-01-01", check=2)
+        one_line(refused, "--as-of: 2099-01-01 is more than a day ahead")
+    too_early = cli("--config", str(config), "run", "--as-of", "0001-01-01", check=2)
+    one_line(too_early, "before arXiv began")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_watermark_never_passes_the_present(tmp_path, cli):
+    tomorrow = (datetime.now(UTC) + timedelta(hours=20)).isoformat(timespec="seconds")
+    with ArxivServer([rl_paper(1, DAY)]) as server:
+        config = config_for(tmp_path, server, rss=False)
+        cli("--config", str(config), "collect", "--as-of", tomorrow)
+    mark = Store.open(load(config).storage.url).watermark()
+    assert mark is not None and mark <= datetime.now(UTC)
+
+
+def test_collect_since_reads_a_window_again_on_purpose(tmp_path, cli):
+    late = rl_paper(2, DAY - timedelta(days=10))  # indexed late, below the watermark
+    with ArxivServer([rl_paper(1, DAY)]) as server:
+        config = config_for(tmp_path, server, rss=False)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-12")
+        server.add(late)
+        again = cli("--config", str(config), "collect", "--as-of", "2026-11-12")
+        assert "new 0" in again.stdout
+        since = cli("--config", str(config), "collect", "--as-of", "2026-11-12", "--since", "2026-10-25")
+    assert "new 1" in since.stdout and "2026-10-25 00:00 →" in since.stdout
+    assert Store.open(load(config).storage.url).watermark() <= datetime(2026, 11, 13, tzinfo=UTC)
+
+
+def test_a_disabled_arxiv_api_is_never_called(tmp_path, cli):
+    (tmp_path / "seeds").mkdir()
+    (tmp_path / "seeds" / "mine.yaml").write_text(yaml.safe_dump([
+        {"title": "A seed paper about RLHF that nobody has resolved", "summary_zh": "本文提出了一个方法。"}],
+        allow_unicode=True), encoding="utf-8")
+    with ArxivServer([rl_paper(1, DAY)]) as server:
+        config = write_config(tmp_path, {"sources": {
+            "arxiv": {"enabled": False, "api_url": server.api_url, "categories": CATS},
+            "rss": {"urls": [server.rss_url(CATS)]}}, "seeds": {"paths": ["seeds"]}}, seeds=False)
+        server.script("/api/query", *[http_error(503)] * 10)
+        cli("--config", str(config), "run", "--as-of", "2026-11-12")
+        paths = [request.path for request in server.requests]
+    assert paths and all(path.startswith("/rss/") for path in paths)
+
+
+# --- file modes ------------------------------------------------------------------------------
+
+@contextmanager
+def umask(mask: int):
+    old = os.umask(mask)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+@pytest.mark.parametrize(("mask", "published"), [(0o022, 0o644), (0o077, 0o600)])
+def test_published_files_follow_the_umask_and_the_database_is_private(tmp_path, cli, mask, published):
+    config = write_config(tmp_path)
+    with umask(mask):
+        cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    files = [tmp_path / "out" / "READING_LIST.md", *(tmp_path / "out" / "digests").glob("*")]
+    assert len(files) >= 4
+    assert {mode(path) for path in files} == {published}
+    assert mode(tmp_path / "state") == 0o700
+    assert mode(tmp_path / "state" / "digest.sqlite3") == 0o600
+
+
+def test_an_old_world_readable_database_is_made_private(tmp_path, cli):
+    config = write_config(tmp_path)
+    cli("--config", str(config), "status")
+    database = tmp_path / "state" / "digest.sqlite3"
+    database.chmod(0o644)
+    cli("--config", str(config), "status")
+    assert mode(database) == 0o600
+
+
+# --- email addresses -------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("email", "key", "words"), [
+    ({"from": "Digest <digest@example.org>\r\nBcc: all@example.org"}, "email.from", "line break"),
+    ({"from": "a@example.org, b@example.org"}, "email.from", "one address per entry"),
+    ({"from": "a@example.org b@example.org"}, "email.from", "one address per entry"),
+    ({"to": ["alice@example.org, bob@example.org"]}, "email.to.0", "one address per entry"),
+    ({"to": ["ok@example.org", "alice"]}, "email.to.1", "not an email address"),
+    ({"unsubscribe_url": "javascript:alert(1)"}, "email.unsubscribe_url", "https://"),
+    ({"unsubscribe_url": "https://example.org/u\r\nX-Evil: 1"}, "email.unsubscribe_url", "one line"),
+])
+def test_bad_email_settings_are_refused_by_config_check_naming_the_key(tmp_path, cli, email, key, words):
+    config = write_config(tmp_path, {"email": email})
+    refused = cli("--config", str(config), "config", "check", check=2)
+    one_line(refused, f"{config}: {key}:", words)
+    cli("--config", str(config), "run", "--offline", check=2)  # every command refuses it
+
+
+def test_names_and_quoted_commas_are_good_addresses(tmp_path, cli):
+    (tmp_path / "readers.txt").write_text("# readers\nZoë <zoe@example.org>\nbob@example.org\n",
+                                          encoding="utf-8")
+    config = write_config(tmp_path, {"email": {
+        "from": "RL Digest <digest@example.org>", "recipients_file": "readers.txt",
+        "to": ['"Doe, Jane" <jane@example.org>', "Alice <alice@example.org>"],
+        "unsubscribe_url": "https://example.org/unsubscribe?r={recipient}"}})
+    cli("--config", str(config), "config", "check")
+
+
+def test_a_bad_line_in_the_recipients_file_names_file_and_line(tmp_path, cli):
+    (tmp_path / "readers.txt").write_text("ok@example.org\nalice, bob@example.org\n", encoding="utf-8")
+    config = write_config(tmp_path, {"email": {"recipients_file": "readers.txt"}})
+    one_line(cli("--config", str(config), "config", "check", check=2), "readers.txt:2:", "one address")
+
+
+# --- secrets ---------------------------------------------------------------------------------
+
+def test_config_show_and_status_mask_secrets_inside_values(tmp_path, cli):
+    config = write_config(tmp_path, {
+        "storage": {"url": f"sqlite:///{tmp_path}/state/digest.sqlite3"},
+        "enrich": {"base_url": "https://user:hunter2@llm.example.org/v1",
+                   "extra_body": {"api-key": "sk-extra-secret", "options": {"Authorization": "Bearer tok"},
+                                  "temperature": 0.2}},
+        "outputs": {"base_url": "https://deploy-token-123@pages.example.org/"}})
+    shown = cli("--config", str(config), "config", "show").stdout
+    for secret in ("hunter2", "sk-extra-secret", "Bearer tok", "deploy-token-123"):
+        assert secret not in shown
+    assert "https://user:***@llm.example.org/v1" in shown and "temperature: 0.2" in shown
+    assert "https://***@pages.example.org/" in shown
+
+
+def test_a_database_password_comes_from_storage_password_env_and_is_never_shown(tmp_path, cli):
+    config = write_config(tmp_path, {"storage": {
+        "url": "postgresql+psycopg://digest:inline-pw@127.0.0.1:9/digest", "password_env": "DB_PW"}})
+    shown = cli("--config", str(config), "config", "show", env={"DB_PW": "env-pw"}).stdout
+    assert "inline-pw" not in shown and "env-pw" not in shown
+    assert "postgresql+psycopg://digest:***@127.0.0.1:9/digest" in shown
+    assert "DB_PW (set)" in shown
+    status = cli("--config", str(config), "status", env={"DB_PW": "env-pw"}, check=None)
+    assert status.returncode in (1, 2)  # no server there, or no driver: one line either way
+    one_line(status)
+    assert "env-pw" not in status.stderr + status.stdout and "inline-pw" not in status.stderr
+
+
+# --- the lock --------------------------------------------------------------------------------
+
+def test_a_lock_held_past_stale_hours_is_reported_loudly_with_pid_and_start(tmp_path, cli):
+    config = write_config(tmp_path, {"lock": {"stale_hours": 0.0001}})  # a third of a second
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from pathlib import Path; from pipeline import config, lock;"
+         "ctx = lock.held(config.load(Path(sys.argv[1]))); ctx.__enter__(); print('held', flush=True);"
+         "time.sleep(60)", str(config)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        locked = cli("--config", str(config), "run", "--offline", check=75)
+    finally:
+        holder.kill()
+        holder.wait()
+    line = one_line(locked, "STALE LOCK", f"pid {holder.pid}", "started ", "lock.stale_hours")
+    assert "it may be hung" in line
