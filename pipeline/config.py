@@ -155,17 +155,17 @@ class Outputs(Model):
 def mailbox(value: str) -> str:
     """One address, bare or as `Name <addr>`, checked by email-validator; else ValueError."""
     if any(ch in value for ch in "\r\n"):
-        raise ValueError(f"{value!r}: a line break is not allowed in an address")
+        raise ValueError(f"a line break is not allowed in an address: {value!r}")
     found = getaddresses([value])
     if len(found) != 1 or not found[0][1]:
-        raise ValueError(f"{value!r}: one address per entry (a list gets one entry per reader)")
+        raise ValueError(f"one address per entry (a list gets one entry per reader): {value!r}")
     name, address = found[0]
     if value.count("@") != address.count("@") + name.count("@"):
-        raise ValueError(f"{value!r}: one address per entry")
+        raise ValueError(f"one address per entry: {value!r}")
     try:
         validate_email(address, check_deliverability=False)
     except EmailNotValidError as exc:
-        raise ValueError(f"{value!r}: not an email address ({exc})") from None
+        raise ValueError(f"not an email address: {value!r} ({exc})") from None
     return value.strip()
 
 
@@ -192,7 +192,7 @@ class Email(Model):
             return None
         if any(ch in value for ch in "\r\n") or urlsplit(value.strip()).scheme.lower() not in (
                 "https", "http", "mailto"):
-            raise ValueError(f"{value!r}: an https:// (or mailto:) address on one line")
+            raise ValueError(f"not an https:// (or mailto:) address on one line: {value!r}")
         return value.strip()
 
 
