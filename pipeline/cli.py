@@ -189,7 +189,7 @@ def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
         log.warning("%s", warning)
     start, end = report.window
     echo(f"{end.date()}: fetched {report.fetched}, new {len(report.new)}, "
-               f"revised {len(report.revised)} ({start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M})")
+         f"revised {len(report.revised)} ({start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M})")
 
 
 def _since(value: str, config: config_mod.Config) -> datetime:
