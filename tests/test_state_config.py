@@ -130,7 +130,12 @@ def test_bad_email_settings_are_refused_by_config_check_naming_the_key(tmp_path,
     config = write_config(tmp_path, {"email": email})
     refused = cli("--config", str(config), "config", "check", check=2)
     one_line(refused, f"{config}: {key}:", words)
-    cli("--config", str(config), "run", "--offline", check=2)  # every command refuses it
+
+
+def test_every_command_refuses_a_header_injection_before_doing_anything(tmp_path, cli):
+    config = write_config(tmp_path, {"email": {"from": "d@example.org\nBcc: all@example.org"}})
+    one_line(cli("--config", str(config), "run", "--offline", check=2), "email.from", "line break")
+    assert not (tmp_path / "out").exists()
 
 
 def test_names_and_quoted_commas_are_good_addresses(tmp_path, cli):
