@@ -1,4 +1,5 @@
-"""One process at a time per state folder: cron runs and the scheduler never overlap."""
+"""One process at a time per database: cron runs and schedulers never overlap, even on
+two machines sharing one PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -9,9 +10,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import filelock
+import sqlalchemy as sa
 
+from pipeline import store
 from pipeline.config import Config, sqlite_file
 from pipeline.errors import DigestError, LockedError
+
+RUN_LOCK = 0x726C6467  # "rldg": the PostgreSQL advisory lock key of a run
 
 
 def lock_path(config: Config) -> Path:
@@ -24,8 +29,13 @@ def lock_path(config: Config) -> Path:
 
 
 @contextmanager
-def held(config: Config) -> Iterator[Path]:
-    """Hold the run lock, with who holds it (pid, start) written beside it for the next run."""
+def held(config: Config) -> Iterator[None]:
+    """Hold the run lock: a PostgreSQL advisory lock when the store is PostgreSQL; else a
+    lock file, with who holds it (pid, start) written beside it for the next run."""
+    if store.backend(config.storage.url) == "postgresql":
+        with _advisory(config):
+            yield
+        return
     path = lock_path(config)
     lock = filelock.FileLock(str(path), mode=0o600)
     try:
@@ -42,7 +52,7 @@ def held(config: Config) -> Iterator[Path]:
     except OSError:
         pass  # only a nicer message for the next run; the lock itself holds
     try:
-        yield path
+        yield
     finally:
         holder.unlink(missing_ok=True)
         lock.release()
@@ -67,6 +77,24 @@ def _locked(path: Path, config: Config) -> LockedError:
 
 def _holder_path(path: Path) -> Path:
     return path.with_name(path.name + ".holder")
+
+
+@contextmanager
+def _advisory(config: Config) -> Iterator[None]:
+    """pg_try_advisory_lock on a connection of its own, held for the run. The lock is the
+    session's: closing the connection lets go of it, and so does the server when the
+    process dies, however it dies, so a killed run never leaves it behind."""
+    engine = store.connect(config.database_url(), config.storage.busy_timeout_seconds,
+                           poolclass=sa.NullPool)
+    try:
+        with engine.connect() as conn:
+            got = conn.execute(sa.select(sa.func.pg_try_advisory_lock(RUN_LOCK))).scalar()
+            conn.commit()  # no transaction stays open for the length of the run
+            if not got:
+                raise LockedError(f"another rl-digest run holds the lock on {store.where(engine)}")
+            yield
+    finally:
+        engine.dispose()
 
 
 def _short(path: Path, config: Config) -> str:

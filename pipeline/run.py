@@ -7,7 +7,6 @@ before anything is published, so the watermark stays where it was.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -154,11 +153,11 @@ def judge_grey_band(config: Config, store: Store, enricher: Enricher) -> int:
             if r["score"] is not None and r["verdict"] is None
             and abs(r["score"] - rel.threshold) <= rel.grey_band
             and paper_key(r["id"]) not in published
-            and not any(reason.startswith(JUDGED) for reason in json.loads(r["reasons"] or "[]"))}
+            and not any(reason.startswith(JUDGED) for reason in r["reasons"] or [])}
     verdicts = enricher.judge(store.papers(rows))
     for pid, verdict in verdicts.items():
         said = "relevant" if verdict.relevant else "not relevant"
-        reasons = json.loads(rows[pid]["reasons"] or "[]") + [f"{JUDGED}{said} ({verdict.reason_en})"]
+        reasons = (rows[pid]["reasons"] or []) + [f"{JUDGED}{said} ({verdict.reason_en})"]
         store.set_judgement(pid, verdict.relevant, reasons)
     return len(verdicts)
 

@@ -32,7 +32,7 @@ def overview(config: Config, store: Store) -> str:
                          + (f" — {last['error']}" if last["error"] else ""))
     lines.append("recent runs:")
     for run in store.last_runs(5):
-        report = json.loads(run["report"] or "{}")
+        report = run["report"] or {}
         parts = ", ".join(f"{name}: {src.get('requests', 0)} requests, {src.get('seen', 0)} seen, "
                           f"{src.get('new', 0)} new, {src.get('revised', 0)} revised, "
                           f"{src.get('duplicates', 0)} duplicates, {src.get('seconds', 0):.1f} s"
@@ -64,12 +64,12 @@ def paper(store: Store, paper_id: str) -> str:
     p = found[0]
     row = next(r for r in store.score_rows() if r["id"] == paper_id)
     verdict = {None: "none", True: "relevant", False: "irrelevant"}[row["verdict"]]
-    reasons = "; ".join(json.loads(row["reasons"] or "[]")) or "-"
+    reasons = "; ".join(row["reasons"] or []) or "-"
     return (f"{p.id}v{p.version}  {p.title}\n"
             f"  categories: {', '.join(p.categories)}  sources: {', '.join(p.sources)}\n"
             f"  score: {row['score'] if row['score'] is not None else 'not scored'}  "
             f"relevant: {row['relevant']}  your verdict: {verdict}\n"
-            f"  topic: {row['topic']} {json.loads(row['topics'] or '[]')}\n"
+            f"  topic: {row['topic']} {row['topics'] or []}\n"
             f"  reasons: {reasons}\n")
 
 

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, date, datetime
@@ -18,107 +17,121 @@ from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
-from pipeline.config import mask_url, sqlite_file
+from pipeline.config import sqlite_file
 from pipeline.errors import ConfigError, DigestError, LockedError
 from pipeline.models import Paper, SeedEntry
 
-MIGRATIONS: list[list[str]] = [
-    [  # 1: the ledger, seeds, runs, digests, enrichment cache, outbox, key-value state
-        """CREATE TABLE papers (
-            id VARCHAR(64) PRIMARY KEY, version INTEGER NOT NULL, title TEXT NOT NULL,
-            abstract TEXT NOT NULL, authors TEXT NOT NULL, categories TEXT NOT NULL,
-            submitted VARCHAR(32), updated VARCHAR(32), comment TEXT, journal_ref TEXT,
-            sources TEXT NOT NULL, first_seen VARCHAR(32) NOT NULL, revised_at VARCHAR(32),
-            score FLOAT, relevant BOOLEAN, reasons TEXT, topic VARCHAR(64), topics TEXT,
-            verdict BOOLEAN)""",
-        "CREATE INDEX ix_papers_submitted ON papers (submitted)",
-        """CREATE TABLE seeds (
-            key VARCHAR(255) PRIMARY KEY, title TEXT NOT NULL, source VARCHAR(255) NOT NULL,
-            line INTEGER NOT NULL, data TEXT NOT NULL, arxiv_id VARCHAR(64),
-            resolve_tried_at VARCHAR(32), first_seen VARCHAR(32) NOT NULL)""",
-        """CREATE TABLE runs (
-            id INTEGER PRIMARY KEY, kind VARCHAR(16) NOT NULL, as_of VARCHAR(32) NOT NULL,
-            started VARCHAR(32) NOT NULL, finished VARCHAR(32), status VARCHAR(16) NOT NULL,
-            window_start VARCHAR(32), window_end VARCHAR(32), report TEXT, error TEXT)""",
-        """CREATE TABLE digests (
-            id VARCHAR(10) PRIMARY KEY, created VARCHAR(32) NOT NULL,
-            window_start VARCHAR(32), window_end VARCHAR(32), data TEXT NOT NULL)""",
-        """CREATE TABLE digest_items (
-            digest_id VARCHAR(10) NOT NULL REFERENCES digests (id), item_key VARCHAR(255) NOT NULL,
-            shown BOOLEAN NOT NULL, PRIMARY KEY (digest_id, item_key), UNIQUE (item_key))""",
-        """CREATE TABLE enrichments (
-            key VARCHAR(255) PRIMARY KEY, item_key VARCHAR(255) NOT NULL, kind VARCHAR(32) NOT NULL,
-            data TEXT NOT NULL, tokens_in INTEGER, tokens_out INTEGER, created VARCHAR(32) NOT NULL)""",
-        "CREATE INDEX ix_enrichments_item ON enrichments (item_key)",
-        """CREATE TABLE deliveries (
-            id INTEGER PRIMARY KEY, digest_id VARCHAR(10) NOT NULL REFERENCES digests (id),
-            recipient VARCHAR(320) NOT NULL, status VARCHAR(16) NOT NULL,
-            attempts INTEGER NOT NULL, last_error TEXT, message_id VARCHAR(255),
-            sent_at VARCHAR(32), next_attempt VARCHAR(32), UNIQUE (digest_id, recipient))""",
-        "CREATE TABLE state (key VARCHAR(255) PRIMARY KEY, value TEXT NOT NULL)",
-    ],
-]
-
 meta = sa.MetaData()
+Stamp = sa.String(32)  # ISO 8601 text, as every release has stored times
+Json = sa.JSON(none_as_null=True)  # JSON on PostgreSQL, text on SQLite; Python None is SQL NULL
+
 papers = sa.Table(
     "papers", meta,
-    sa.Column("id", sa.String, primary_key=True), sa.Column("version", sa.Integer),
-    sa.Column("title", sa.Text), sa.Column("abstract", sa.Text), sa.Column("authors", sa.Text),
-    sa.Column("categories", sa.Text), sa.Column("submitted", sa.String),
-    sa.Column("updated", sa.String), sa.Column("comment", sa.Text),
-    sa.Column("journal_ref", sa.Text), sa.Column("sources", sa.Text),
-    sa.Column("first_seen", sa.String), sa.Column("revised_at", sa.String),
-    sa.Column("score", sa.Float), sa.Column("relevant", sa.Boolean), sa.Column("reasons", sa.Text),
-    sa.Column("topic", sa.String), sa.Column("topics", sa.Text), sa.Column("verdict", sa.Boolean),
+    sa.Column("id", sa.String(64), primary_key=True),
+    sa.Column("version", sa.Integer, nullable=False),
+    sa.Column("title", sa.Text, nullable=False), sa.Column("abstract", sa.Text, nullable=False),
+    sa.Column("authors", Json, nullable=False), sa.Column("categories", Json, nullable=False),
+    sa.Column("submitted", Stamp, index=True), sa.Column("updated", Stamp),
+    sa.Column("comment", sa.Text), sa.Column("journal_ref", sa.Text),
+    sa.Column("sources", Json, nullable=False),
+    sa.Column("first_seen", Stamp, nullable=False), sa.Column("revised_at", Stamp),
+    sa.Column("score", sa.Float), sa.Column("relevant", sa.Boolean), sa.Column("reasons", Json),
+    sa.Column("topic", sa.String(64)), sa.Column("topics", Json), sa.Column("verdict", sa.Boolean),
 )
 seeds = sa.Table(
     "seeds", meta,
-    sa.Column("key", sa.String, primary_key=True), sa.Column("title", sa.Text),
-    sa.Column("source", sa.String), sa.Column("line", sa.Integer), sa.Column("data", sa.Text),
-    sa.Column("arxiv_id", sa.String), sa.Column("resolve_tried_at", sa.String),
-    sa.Column("first_seen", sa.String),
+    sa.Column("key", sa.String(255), primary_key=True), sa.Column("title", sa.Text, nullable=False),
+    sa.Column("source", sa.String(255), nullable=False), sa.Column("line", sa.Integer, nullable=False),
+    sa.Column("data", Json, nullable=False), sa.Column("arxiv_id", sa.String(64)),
+    sa.Column("resolve_tried_at", Stamp), sa.Column("first_seen", Stamp, nullable=False),
 )
 runs = sa.Table(
     "runs", meta,
-    sa.Column("id", sa.Integer, primary_key=True), sa.Column("kind", sa.String),
-    sa.Column("as_of", sa.String), sa.Column("started", sa.String), sa.Column("finished", sa.String),
-    sa.Column("status", sa.String), sa.Column("window_start", sa.String),
-    sa.Column("window_end", sa.String), sa.Column("report", sa.Text), sa.Column("error", sa.Text),
+    sa.Column("id", sa.Integer, sa.Identity(), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False), sa.Column("as_of", Stamp, nullable=False),
+    sa.Column("started", Stamp, nullable=False), sa.Column("finished", Stamp),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("window_start", Stamp), sa.Column("window_end", Stamp),
+    sa.Column("report", Json), sa.Column("error", sa.Text),
 )
 digests = sa.Table(
     "digests", meta,
-    sa.Column("id", sa.String, primary_key=True), sa.Column("created", sa.String),
-    sa.Column("window_start", sa.String), sa.Column("window_end", sa.String),
-    sa.Column("data", sa.Text),
+    sa.Column("id", sa.String(10), primary_key=True), sa.Column("created", Stamp, nullable=False),
+    sa.Column("window_start", Stamp), sa.Column("window_end", Stamp),
+    sa.Column("data", Json, nullable=False),
 )
 digest_items = sa.Table(
     "digest_items", meta,
-    sa.Column("digest_id", sa.String, primary_key=True),
-    sa.Column("item_key", sa.String, primary_key=True), sa.Column("shown", sa.Boolean),
+    sa.Column("digest_id", sa.String(10), sa.ForeignKey("digests.id"), primary_key=True),
+    sa.Column("item_key", sa.String(255), primary_key=True, unique=True),  # one digest per paper
+    sa.Column("shown", sa.Boolean, nullable=False),
 )
 enrichments = sa.Table(
     "enrichments", meta,
-    sa.Column("key", sa.String, primary_key=True), sa.Column("item_key", sa.String),
-    sa.Column("kind", sa.String), sa.Column("data", sa.Text), sa.Column("tokens_in", sa.Integer),
-    sa.Column("tokens_out", sa.Integer), sa.Column("created", sa.String),
+    sa.Column("key", sa.String(255), primary_key=True),
+    sa.Column("item_key", sa.String(255), nullable=False, index=True),
+    sa.Column("kind", sa.String(32), nullable=False), sa.Column("data", Json, nullable=False),
+    sa.Column("tokens_in", sa.Integer), sa.Column("tokens_out", sa.Integer),
+    sa.Column("created", Stamp, nullable=False),
 )
 deliveries = sa.Table(
     "deliveries", meta,
-    sa.Column("id", sa.Integer, primary_key=True), sa.Column("digest_id", sa.String),
-    sa.Column("recipient", sa.String), sa.Column("status", sa.String),
-    sa.Column("attempts", sa.Integer), sa.Column("last_error", sa.Text),
-    sa.Column("message_id", sa.String), sa.Column("sent_at", sa.String),
-    sa.Column("next_attempt", sa.String),
+    sa.Column("id", sa.Integer, sa.Identity(), primary_key=True),
+    sa.Column("digest_id", sa.String(10), sa.ForeignKey("digests.id"), nullable=False),
+    sa.Column("recipient", sa.String(320), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False), sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("last_error", sa.Text), sa.Column("message_id", sa.String(255)),
+    sa.Column("sent_at", Stamp), sa.Column("next_attempt", Stamp),
+    sa.UniqueConstraint("digest_id", "recipient"),  # a reader gets a digest once
 )
 state = sa.Table(
-    "state", meta, sa.Column("key", sa.String, primary_key=True), sa.Column("value", sa.Text)
+    "state", meta,
+    sa.Column("key", sa.String(255), primary_key=True), sa.Column("value", Json, nullable=False),
 )
 schema_migrations = sa.Table(
     "schema_migrations", meta,
-    sa.Column("version", sa.Integer, primary_key=True), sa.Column("applied", sa.String),
+    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("applied", sa.String),
 )
+
+
+def _from_hand_written_sql(conn: Connection) -> None:
+    """Version 1 was SQL text. On PostgreSQL its ids had no default (the first run failed)
+    and its JSON sat in TEXT columns: give them the Table's identity and JSON type. On
+    SQLite it already matches (INTEGER PRIMARY KEY is the rowid; JSON is read from text)."""
+    if conn.dialect.name != "postgresql":
+        return
+    live = sa.inspect(conn)
+    for table in meta.sorted_tables:
+        if not live.has_table(table.name):
+            continue
+        for name in (c["name"] for c in live.get_columns(table.name)):
+            column = table.c.get(name)
+            if column is None:
+                continue
+            target = f"ALTER TABLE {table.name} ALTER COLUMN {name}"
+            if column.identity is not None:
+                conn.execute(sa.DDL(f"{target} ADD GENERATED BY DEFAULT AS IDENTITY"))
+                conn.execute(sa.text(
+                    f"SELECT setval(pg_get_serial_sequence('{table.name}', '{name}'), "
+                    f"coalesce(max({name}), 0) + 1, false) FROM {table.name}"))
+            elif isinstance(column.type, sa.JSON):
+                kind = column.type.compile(dialect=conn.dialect)
+                conn.execute(sa.DDL(f"{target} TYPE {kind} USING {name}::{kind}"))
+
+
+# Steps from an older database's version to the next, written against the Tables above:
+# step N takes version N to N + 1. A new database is made whole by meta.create_all and
+# starts at the latest version. A change to a Table above adds a step here (a new table:
+# `table.create(conn)`; a new column: ALTER TABLE ... ADD COLUMN from
+# `sa.schema.CreateColumn(column).compile(dialect=conn.dialect)`).
+UPGRADES: list[Callable[[Connection], None]] = [
+    _from_hand_written_sql,  # 1 -> 2
+]
+LATEST = len(UPGRADES) + 1
 
 
 def now_iso() -> str:
@@ -150,23 +163,12 @@ class Store:
 
     @classmethod
     def open(cls, url: str, busy_timeout: float = 30) -> Store:
-        path = sqlite_file(url)
-        if path is not None:
-            _private(path)
-        try:
-            engine = sa.create_engine(url, connect_args={"timeout": busy_timeout} if path else {})
-        except (ImportError, sa.exc.NoSuchModuleError, sa.exc.ArgumentError) as exc:
-            scheme = url.split(":", 1)[0]
-            raise ConfigError(f"storage.url: cannot use a {scheme} database here ({exc})",
-                              "for PostgreSQL: pip install 'rl-digest[postgres]'") from None
-        if path is not None:
-            sa.event.listen(engine, "connect", _sqlite_pragmas(busy_timeout))
-            sa.event.listen(engine, "handle_error", _one_line_errors(path, busy_timeout))
+        engine = connect(url, busy_timeout)
         store = cls(engine)
         try:
             store.migrate()
         except sa.exc.DatabaseError as exc:
-            raise DigestError(f"{path or mask_url(url)}: not a usable database: {exc.orig}") from None
+            raise DigestError(f"{where(engine)}: not a usable database: {one_line(exc.orig)}") from None
         return store
 
     @contextmanager
@@ -177,40 +179,39 @@ class Store:
     # --- migrations ---
     def version(self) -> int:
         with self.engine.connect() as conn:
-            if not sa.inspect(conn).has_table("schema_migrations"):
-                return 0
-            return conn.execute(sa.select(sa.func.max(schema_migrations.c.version))).scalar() or 0
+            return _version(conn)
 
-    def migrate(self, upto: int | None = None) -> int:
-        """Apply the numbered migrations this database lacks, each in its own transaction."""
-        target = len(MIGRATIONS) if upto is None else upto
-        try:
-            with self.tx() as conn:
-                schema_migrations.create(conn, checkfirst=True)
-        except sa.exc.OperationalError:  # another process created it a moment ago
-            pass
-        for number in range(self.version() + 1, target + 1):
-            try:
-                with self.tx() as conn:
-                    for statement in MIGRATIONS[number - 1]:
-                        conn.exec_driver_sql(statement)
-                    conn.execute(schema_migrations.insert().values(version=number,
-                                                                   applied=now_iso()))
-            except sa.exc.OperationalError:
-                if self.version() < number:  # not a second process racing us: a real failure
-                    raise
-        return target
+    def migrate(self) -> int:
+        """Make a new database whole, or bring an older one forward step by step, in one
+        transaction that a second process starting at the same moment waits for."""
+        with self.engine.connect() as conn:
+            if conn.dialect.name == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock, before reading the version
+            else:
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK)))
+            found = _version(conn)
+            if found == 0:
+                meta.create_all(conn)
+                conn.execute(schema_migrations.insert().values(version=LATEST, applied=now_iso()))
+                found = LATEST
+            for number in range(found, LATEST):
+                UPGRADES[number - 1](conn)
+                conn.execute(schema_migrations.insert().values(version=number + 1, applied=now_iso()))
+            conn.commit()
+        return LATEST
 
     # --- key-value state ---
     def get_state(self, key: str) -> Any:
         with self.engine.connect() as conn:
-            value = conn.execute(sa.select(state.c.value).where(state.c.key == key)).scalar()
-        return json.loads(value) if value is not None else None
+            return conn.execute(sa.select(state.c.value).where(state.c.key == key)).scalar()
 
     def set_state(self, key: str, value: Any, conn: Connection | None = None) -> None:
+        """None forgets the key."""
         with _maybe_tx(self, conn) as c:
-            c.execute(state.delete().where(state.c.key == key))
-            c.execute(state.insert().values(key=key, value=json.dumps(value)))
+            if value is None:
+                c.execute(state.delete().where(state.c.key == key))
+            else:
+                _upsert(c, state, [{"key": key, "value": value}])
 
     # --- papers ---
     def upsert_papers(self, found: Iterable[Paper]) -> tuple[list[Paper], list[Paper], int]:
@@ -279,7 +280,8 @@ class Store:
     def relevant_papers(self) -> list[Paper]:
         """Kept by the score, unless the user's verdict says otherwise."""
         keep = sa.func.coalesce(papers.c.verdict, papers.c.relevant).is_(True)
-        query = sa.select(papers).where(keep).order_by(papers.c.submitted.desc(), papers.c.id)
+        query = sa.select(papers).where(keep).order_by(papers.c.submitted.desc().nulls_last(),
+                                                       papers.c.id)
         with self.engine.connect() as conn:
             return [row_to_paper(row) for row in conn.execute(query).mappings()]
 
@@ -295,8 +297,8 @@ class Store:
             return [dict(row) for row in conn.execute(query).mappings()]
 
     def set_scores(self, scored: Iterable[tuple[str, float, bool, list[str], str, list[str]]]) -> None:
-        rows = [{"pid": pid, "score": value, "relevant": relevant, "reasons": json.dumps(reasons),
-                 "topic": topic, "topics": json.dumps(topics)}
+        rows = [{"pid": pid, "score": value, "relevant": relevant, "reasons": reasons,
+                 "topic": topic, "topics": topics}
                 for pid, value, relevant, reasons, topic, topics in scored]
         if rows:
             with self.tx() as conn:
@@ -306,7 +308,7 @@ class Store:
         """The LLM judge's call on a grey-band paper: it replaces the rule's, not the user's."""
         with self.tx() as conn:
             conn.execute(papers.update().where(papers.c.id == pid).values(
-                relevant=relevant, reasons=json.dumps(reasons)))
+                relevant=relevant, reasons=reasons))
 
     def set_verdict(self, pid: str, verdict: bool | None) -> bool:
         with self.tx() as conn:
@@ -316,21 +318,16 @@ class Store:
     # --- seeds ---
     def save_seeds(self, entries: Iterable[SeedEntry]) -> int:
         """Insert new seed entries and refresh known ones; return how many are new."""
-        added = 0
         stamp = now_iso()
+        rows = {seed_key(e.title): dict(key=seed_key(e.title), title=e.title, source=e.source,
+                                        line=e.line, data=_seed_data(e), arxiv_id=e.arxiv_id,
+                                        first_seen=stamp)
+                for e in entries}  # the same title twice is one seed: the last one read wins
         with self.tx() as conn:
-            for entry in entries:
-                key = seed_key(entry.title)
-                data = json.dumps(_seed_data(entry), ensure_ascii=False)
-                row = conn.execute(sa.select(seeds.c.key).where(seeds.c.key == key)).first()
-                values = dict(title=entry.title, source=entry.source, line=entry.line, data=data)
-                if row is None:
-                    conn.execute(seeds.insert().values(key=key, first_seen=stamp, **values,
-                                                       arxiv_id=entry.arxiv_id))
-                    added += 1
-                else:
-                    conn.execute(seeds.update().where(seeds.c.key == key).values(**values))
-        return added
+            known = {key for chunk in _chunks(list(rows))
+                     for key in conn.execute(sa.select(seeds.c.key).where(seeds.c.key.in_(chunk))).scalars()}
+            _upsert(conn, seeds, list(rows.values()), refresh=("title", "source", "line", "data"))
+        return len(rows.keys() - known)
 
     def seed_rows(self) -> list[dict]:
         with self.engine.connect() as conn:
@@ -356,8 +353,7 @@ class Store:
 
     def finish_run(self, run_id: int, status: str, report: dict, error: str | None = None,
                    window: tuple[datetime, datetime] | None = None) -> None:
-        values: dict[str, Any] = dict(finished=now_iso(), status=status, error=error,
-                                      report=json.dumps(report, ensure_ascii=False, default=str))
+        values: dict[str, Any] = dict(finished=now_iso(), status=status, error=error, report=report)
         if window:
             values.update(window_start=window[0].isoformat(), window_end=window[1].isoformat())
         with self.tx() as conn:
@@ -395,8 +391,7 @@ class Store:
         with self.tx() as conn:
             conn.execute(digests.insert().values(
                 id=digest_id, created=now_iso(), window_start=window[0].isoformat(),
-                window_end=window[1].isoformat(),
-                data=json.dumps(data, ensure_ascii=False, default=str)))
+                window_end=window[1].isoformat(), data=data))
             if items:
                 conn.execute(digest_items.insert(), [dict(digest_id=digest_id, item_key=key, shown=shown)
                                                      for key, shown in items])
@@ -409,9 +404,7 @@ class Store:
         query = query.where(digests.c.id == digest_id) if digest_id else query.order_by(digests.c.id.desc())
         with self.engine.connect() as conn:
             row = conn.execute(query.limit(1)).mappings().first()
-        if row is None:
-            return None
-        return {**dict(row), "data": json.loads(row["data"])}
+        return dict(row) if row is not None else None
 
     def last_digest_end(self) -> datetime | None:
         with self.engine.connect() as conn:
@@ -426,22 +419,21 @@ class Store:
         """key -> cached data, for those of `keys` in the cache (asked in slices)."""
         query = sa.select(enrichments.c.key, enrichments.c.data)
         with self.engine.connect() as conn:
-            return {key: json.loads(data) for chunk in _chunks(keys)
+            return {key: data for chunk in _chunks(keys)
                     for key, data in conn.execute(query.where(enrichments.c.key.in_(chunk)))}
 
     def cache(self, key: str, item_key: str, kind: str, data: dict, tokens: tuple[int, int]) -> None:
         with self.tx() as conn:
-            conn.execute(enrichments.delete().where(enrichments.c.key == key))
-            conn.execute(enrichments.insert().values(
-                key=key, item_key=item_key, kind=kind, data=json.dumps(data, ensure_ascii=False),
-                tokens_in=tokens[0], tokens_out=tokens[1], created=now_iso()))
+            _upsert(conn, enrichments, [dict(key=key, item_key=item_key, kind=kind, data=data,
+                                             tokens_in=tokens[0], tokens_out=tokens[1],
+                                             created=now_iso())])
 
     def latest_enrichments(self, kind: str) -> dict[str, dict]:
         """item_key -> its newest enrichment of this kind, for the reading list."""
         query = sa.select(enrichments.c.item_key, enrichments.c.data).where(
             enrichments.c.kind == kind).order_by(enrichments.c.created)
         with self.engine.connect() as conn:
-            return {key: json.loads(data) for key, data in conn.execute(query)}
+            return dict(conn.execute(query).tuples().all())
 
     # --- outbox ---
     def deliveries(self, digest_id: str | None = None, statuses: tuple[str, ...] = ()) -> list[dict]:
@@ -481,27 +473,101 @@ def _maybe_tx(store: Store, conn: Connection | None) -> Iterator[Connection]:
             yield new
 
 
-def _one_line_errors(path: Any, busy_timeout: float) -> Any:
-    """SQLite's environmental failures (a lock held elsewhere, a damaged file, a full or
-    read-only disk) as one line naming the file, not a traceback. A constraint or
-    programming error is a bug and stays as it is."""
+def backend(url: str) -> str:
+    """sqlite or postgresql: the two databases the store is tested on."""
+    try:
+        name = sa.engine.make_url(url).get_backend_name()
+    except sa.exc.ArgumentError:
+        raise ConfigError(f"storage.url: not a database URL: {url!r}") from None
+    if name not in ("sqlite", "postgresql"):
+        raise ConfigError(f"storage.url: {name}: not supported (use sqlite:/// or postgresql+psycopg://)")
+    return name
+
+
+def connect(url: str, busy_timeout: float = 30, **engine_options: Any) -> Engine:
+    """An engine for storage.url: SQLite (WAL, busy timeout) or PostgreSQL through psycopg.
+
+    A missing driver or an unknown scheme is a config error naming the scheme; failures of
+    the database itself become one line naming the file or the URL (password hidden)."""
+    kind = backend(url)
+    parsed = sa.engine.make_url(url)
+    if parsed.drivername == "postgresql":  # the driver that [postgres] installs, not psycopg2
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    path = sqlite_file(url)
+    if path is not None:
+        _private(path)
+    options: dict[str, Any] = (
+        {"connect_args": {"timeout": busy_timeout}} if kind == "sqlite" else
+        {"connect_args": {"connect_timeout": max(1, int(busy_timeout))}, "pool_pre_ping": True})
+    try:
+        engine = sa.create_engine(parsed, json_serializer=_json_dumps, **options, **engine_options)
+    except ImportError as exc:
+        raise ConfigError(
+            f"storage.url: {parsed.drivername}:// needs a driver that is not installed ({exc})",
+            "pip install 'rl-digest[postgres]' and use postgresql+psycopg://") from None
+    if kind == "sqlite":
+        sa.event.listen(engine, "connect", _sqlite_pragmas(busy_timeout))
+    sa.event.listen(engine, "handle_error", _one_line_errors(where(engine), busy_timeout))
+    return engine
+
+
+def where(engine: Engine) -> str:
+    """The SQLite file, or the server URL without its password."""
+    path = sqlite_file(str(engine.url))
+    return str(path) if path else engine.url.render_as_string(hide_password=True)
+
+
+def one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())
+
+
+def _json_dumps(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _version(conn: Connection) -> int:
+    if not sa.inspect(conn).has_table("schema_migrations"):
+        return 0
+    return conn.execute(sa.select(sa.func.max(schema_migrations.c.version))).scalar() or 0
+
+
+MIGRATION_LOCK = 0x726C6D69  # "rlmi": PostgreSQL advisory lock key while migrating
+
+
+def _upsert(conn: Connection, table: sa.Table, rows: list[dict[str, Any]],
+            refresh: Iterable[str] | None = None) -> None:
+    """INSERT ... ON CONFLICT (primary key) DO UPDATE, through the dialect's own insert.
+    `refresh` names the columns a known row takes (default: all but the key)."""
+    if not rows:
+        return
+    insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
+    keys = [c.name for c in table.primary_key]
+    names = refresh if refresh is not None else [n for n in rows[0] if n not in keys]
+    conn.execute(insert.on_conflict_do_update(
+        index_elements=keys, set_={name: insert.excluded[name] for name in names}), rows)
+
+
+def _one_line_errors(place: str, busy_timeout: float) -> Any:
+    """The database's environmental failures (a lock held elsewhere, a damaged file, a full or
+    read-only disk, a server that is down) as one line naming the file or URL, not a
+    traceback. A constraint or programming error is a bug and stays as it is."""
     def handle(context: Any) -> None:
-        error = context.original_exception
-        if not isinstance(error, (sqlite3.OperationalError, sqlite3.DatabaseError)) or isinstance(
-                error, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError)):
+        if not isinstance(context.sqlalchemy_exception, sa.exc.OperationalError | sa.exc.DatabaseError) \
+                or isinstance(context.sqlalchemy_exception, sa.exc.IntegrityError | sa.exc.ProgrammingError
+                              | sa.exc.InterfaceError | sa.exc.NotSupportedError):
             return
-        words = str(error)
-        if "already exists" in words:
-            return  # two processes migrating a new database at once: migrate() sorts it out
+        words = one_line(context.original_exception)
+        if context.dialect is not None and context.dialect.name == "postgresql":
+            raise DigestError(f"{place}: {words}", "is the server up, and storage.url right?") from None
         if "locked" in words or "busy" in words:
-            raise LockedError(f"{path}: the database is locked by another process "
+            raise LockedError(f"{place}: the database is locked by another process "
                               f"(waited {busy_timeout:g} s)") from None
         if "malformed" in words or "not a database" in words:
-            raise DigestError(f"{path}: not a usable database: {words}",
+            raise DigestError(f"{place}: not a usable database: {words}",
                               "restore it from a backup, or move it aside to start afresh") from None
         hint = ("is the disk full?" if "disk" in words
                 else "can this user write the state folder?" if "readonly" in words else None)
-        raise DigestError(f"{path}: {words}", hint) from None
+        raise DigestError(f"{place}: {words}", hint) from None
     return handle
 
 
@@ -541,20 +607,19 @@ def merge_papers(old: Paper, new: Paper) -> Paper:
 def _paper_row(p: Paper) -> dict[str, Any]:
     return dict(
         id=p.id, version=p.version, title=p.title, abstract=p.abstract,
-        authors=json.dumps(list(p.authors), ensure_ascii=False),
-        categories=json.dumps(list(p.categories)), submitted=iso(p.submitted),
+        authors=list(p.authors), categories=list(p.categories), submitted=iso(p.submitted),
         updated=iso(p.updated), comment=p.comment, journal_ref=p.journal_ref,
-        sources=json.dumps(list(p.sources)),
+        sources=list(p.sources),
     )
 
 
 def row_to_paper(row: Any) -> Paper:
     return Paper(
         id=row["id"], version=row["version"], title=row["title"], abstract=row["abstract"],
-        authors=tuple(json.loads(row["authors"])), categories=tuple(json.loads(row["categories"])),
+        authors=tuple(row["authors"]), categories=tuple(row["categories"]),
         submitted=parse_dt(row["submitted"]), updated=parse_dt(row["updated"]),
         comment=row["comment"], journal_ref=row["journal_ref"],
-        sources=tuple(json.loads(row["sources"])),
+        sources=tuple(row["sources"]),
     )
 
 
@@ -565,7 +630,7 @@ def _seed_data(entry: SeedEntry) -> dict[str, Any]:
 
 
 def row_to_seed(row: dict) -> SeedEntry:
-    data = json.loads(row["data"])
+    data = dict(row["data"])
     data["date"] = date.fromisoformat(data["date"]) if data.get("date") else None
     data["parts_zh"] = tuple(tuple(part) for part in data.get("parts_zh") or ())
     data["arxiv_id"] = row.get("arxiv_id") or data.get("arxiv_id")

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests import backends
+
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
 # `make test` installs the package (pip install ., not editable) and sets this, so the CLI
@@ -121,3 +123,28 @@ def _checked(result: subprocess.CompletedProcess, check: int | None) -> subproce
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """One throwaway PostgreSQL server for the session, or the reason there is none."""
+    server = backends.start_postgres()
+    yield server
+    if not isinstance(server, str):
+        server.stop()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request, tmp_path):
+    """The store's URL on each backend: a SQLite file in tmp_path, or a fresh PostgreSQL
+    database (skipped, saying why, where no server can start: then SQLite alone runs)."""
+    if request.param == "sqlite":
+        (tmp_path / "state").mkdir(exist_ok=True)
+        yield f"sqlite:///{tmp_path}/state/digest.sqlite3"
+        return
+    server = request.getfixturevalue("postgres")
+    if isinstance(server, str):
+        pytest.skip(f"PostgreSQL: {server}; these cases ran on SQLite only")
+    url = server.create_database()
+    yield url
+    server.drop_database(url)

@@ -1,15 +1,20 @@
-"""The database: migrations forward, the paper ledger's version rule, the outbox's uniqueness."""
+"""The database on SQLite and PostgreSQL: made from the Table objects, an older database
+brought forward, the paper ledger's version rule, the outbox's uniqueness, ids, upserts, JSON."""
 
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+import threading
+from datetime import UTC, date, datetime
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
-from pipeline.models import Paper
-from pipeline.store import MIGRATIONS, Store
+from pipeline.models import Paper, SeedEntry
+from pipeline.store import LATEST, Store, meta
+
+V1 = Path(__file__).parent / "data" / "store_v1.sql"
 
 
 def paper(pid="2401.00001", version=1, **fields) -> Paper:
@@ -18,23 +23,117 @@ def paper(pid="2401.00001", version=1, **fields) -> Paper:
     return Paper(**{**base, **fields})
 
 
-def test_empty_database_is_migrated_to_the_latest_version(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
-    assert store.version() == len(MIGRATIONS)
-    tables = set(sa.inspect(store.engine).get_table_names())
-    assert {"papers", "seeds", "runs", "digests", "digest_items", "enrichments", "deliveries"} <= tables
+def test_empty_database_is_made_from_the_tables(db_url):
+    store = Store.open(db_url)
+    assert store.version() == LATEST
+    live = sa.inspect(store.engine)
+    assert set(live.get_table_names()) == set(meta.tables)
+    for table in meta.tables.values():
+        assert {c["name"] for c in live.get_columns(table.name)} == set(table.c.keys()), table.name
+    assert Store.open(db_url).version() == LATEST  # idempotent
 
 
-@pytest.mark.parametrize("start", range(1, len(MIGRATIONS) + 1))
-def test_older_database_is_brought_forward_and_keeps_its_rows(tmp_path, start):
-    url = f"sqlite:///{tmp_path}/db.sqlite3"
-    old = Store(sa.create_engine(url))
-    old.migrate(upto=start)
-    old.upsert_papers([paper()])
-    store = Store.open(url)
-    assert store.version() == len(MIGRATIONS)
-    assert [p.id for p in store.papers()] == ["2401.00001"]
-    assert Store.open(url).version() == len(MIGRATIONS)  # idempotent
+def load_v1(url: str) -> None:
+    """A database exactly as the previous release made it (schema version 1)."""
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        for statement in V1.read_text(encoding="utf-8").split(";\n"):
+            lines = [line for line in statement.splitlines() if not line.startswith("--")]
+            if "".join(lines).strip():
+                conn.exec_driver_sql("\n".join(lines))
+    engine.dispose()
+
+
+def test_a_database_of_the_previous_release_is_brought_forward_with_its_rows(db_url):
+    load_v1(db_url)
+    store = Store.open(db_url)
+    assert store.version() == LATEST
+    stored = {p.id: p for p in store.papers()}
+    assert stored["2611.00001"].authors == ("Ada Lovelace", "李雷")
+    assert stored["2611.00001"].sources == ("api", "rss") and stored["2611.00001"].version == 2
+    assert [p.id for p in store.relevant_papers()] == ["2611.00001", "2611.00002"]  # the verdict counts
+    scores = {r["id"]: r for r in store.score_rows()}
+    assert scores["2611.00001"]["reasons"] == ["title: GRPO", "abstract: RL"]
+    assert scores["2611.00001"]["topics"] == ["RLHF", "reasoning"]
+    assert store.watermark() == datetime(2026, 11, 30, 23, 59, 59, tzinfo=UTC)
+    assert store.published_keys() == {"arxiv:2611.00001", "seed:deepseekr1"}
+    assert store.digest("2026-11-30")["data"]["entries"][0]["title"] == "GRPO “x”"
+    assert store.cached_many(["paper_summary:arxiv:2611.00001:v2"]) == {
+        "paper_summary:arxiv:2611.00001:v2": {"summary_zh": "中文摘要", "summary_en": "An English summary."}}
+    assert store.get_state("git:out") == {"error": None, "since": "2026-11-30T06:00:00+00:00"}
+    from pipeline.store import row_to_seed
+    seed = row_to_seed(store.seed_rows()[0])
+    assert (seed.title, seed.date, seed.parts_zh) == ("DeepSeek-R1: 强化学习", date(2025, 1, 22), (("方法", "GRPO"),))
+    assert [r["status"] for r in store.deliveries("2026-11-30")] == ["sent", "pending"]
+    # new rows after the old ones: ids continue, the outbox still refuses a second copy
+    run = store.start_run("publish", datetime(2026, 12, 7, tzinfo=UTC))
+    assert run == 3 and [r["id"] for r in store.last_runs()] == [3, 2, 1]
+    store.save_digest("2026-12-07", (datetime(2026, 12, 1, tzinfo=UTC),) * 2, {}, [], ["ada@example.org"])
+    assert [r["id"] for r in store.deliveries("2026-12-07")] == [3]
+    with pytest.raises(sa.exc.IntegrityError):
+        store.save_digest("2026-12-14", (datetime(2026, 12, 8, tzinfo=UTC),) * 2, {},
+                          [("arxiv:2611.00001", True)], [])
+    assert Store.open(db_url).version() == LATEST
+
+
+def test_ids_come_from_the_database_on_every_backend(db_url):
+    store = Store.open(db_url)
+    moment = datetime(2026, 11, 30, tzinfo=UTC)
+    first, second = store.start_run("collect", moment), store.start_run("publish", moment)
+    assert second > first
+    store.save_digest("2026-11-30", (moment, moment), {}, [], ["a@example.org", "b@example.org"])
+    ids = [r["id"] for r in store.deliveries("2026-11-30")]
+    assert len(set(ids)) == 2 and all(isinstance(i, int) for i in ids)
+
+
+def test_json_values_round_trip(db_url):
+    store = Store.open(db_url)
+    report = {"warnings": ["“quoted” 中文 | <b>"], "nested": {"n": 1, "f": 0.5, "none": None},
+              "when": datetime(2026, 11, 30, tzinfo=UTC)}
+    run = store.start_run("publish", datetime(2026, 11, 30, tzinfo=UTC))
+    store.finish_run(run, "ok", report)
+    assert store.last_runs(1)[0]["report"] == {**report, "when": "2026-11-30 00:00:00+00:00"}
+    data = {"z": 1, "a": [1, 2, {"b": "中"}], "m": "x"}
+    store.save_digest("2026-11-30", (datetime(2026, 11, 30, tzinfo=UTC),) * 2, data, [], [])
+    assert list(store.digest("2026-11-30")["data"]) == ["z", "a", "m"]  # key order kept too
+    for value in ("text", 3, 2.5, True, [1, "二"], {"k": None}):
+        store.set_state("k", value)
+        assert store.get_state("k") == value
+    store.set_state("k", None)
+    assert store.get_state("k") is None
+
+
+def test_upserts_refresh_known_rows(db_url):
+    store = Store.open(db_url)
+    store.cache("k", "arxiv:1", "paper_summary", {"v": 1}, (1, 1))
+    store.cache("k", "arxiv:1", "paper_summary", {"v": 2}, (3, 4))
+    assert store.cached_many(["k"]) == {"k": {"v": 2}}
+    first = SeedEntry(title="A seed", source="a.md", line=1, arxiv_id="2401.00001")
+    assert store.save_seeds([first, SeedEntry(title="Another", source="a.md", line=2)]) == 2
+    store.set_seed_resolution("seed:anotherseed", None, "2026-11-30T00:00:00+00:00")
+    moved = SeedEntry(title="A seed", source="b.md", line=7)
+    assert store.save_seeds([moved, moved, SeedEntry(title="Third", source="b.md", line=9)]) == 1
+    rows = {r["key"]: r for r in store.seed_rows()}
+    assert (rows["seed:aseed"]["source"], rows["seed:aseed"]["line"]) == ("b.md", 7)
+    assert rows["seed:aseed"]["arxiv_id"] == "2401.00001"  # a resolution is never undone
+
+
+def test_two_processes_opening_a_new_database_at_once_both_work(db_url):
+    errors = []
+
+    def open_it():
+        try:
+            Store.open(db_url).start_run("collect", datetime(2026, 11, 30, tzinfo=UTC))
+        except Exception as exc:  # collected for the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_it) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert len(Store.open(db_url).last_runs()) == 4
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path):
@@ -43,8 +142,8 @@ def test_sqlite_runs_in_wal_mode(tmp_path):
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
 
-def test_a_newer_version_updates_the_record_and_counts_as_revised(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
+def test_a_newer_version_updates_the_record_and_counts_as_revised(db_url):
+    store = Store.open(db_url)
     new, revised, same = store.upsert_papers([paper()])
     assert (len(new), len(revised), same) == (1, 0, 0)
     new, revised, same = store.upsert_papers([paper(version=2, title="A better title", sources=("rss",))])
@@ -53,8 +152,8 @@ def test_a_newer_version_updates_the_record_and_counts_as_revised(tmp_path):
     assert (stored.version, stored.title, stored.sources) == (2, "A better title", ("api", "rss"))
 
 
-def test_versions_never_move_backwards(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
+def test_versions_never_move_backwards(db_url):
+    store = Store.open(db_url)
     store.upsert_papers([paper(version=3, title="v3 title")])
     new, revised, same = store.upsert_papers([paper(version=1, title="v1 title")])
     assert (len(new), len(revised)) == (0, 0)
@@ -62,16 +161,16 @@ def test_versions_never_move_backwards(tmp_path):
     assert store.papers()[0].title == "v3 title"
 
 
-def test_thin_records_never_erase_rich_fields(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
+def test_thin_records_never_erase_rich_fields(db_url):
+    store = Store.open(db_url)
     store.upsert_papers([paper(authors=("Ada",), categories=("cs.LG",))])
     store.upsert_papers([paper(abstract="", authors=(), categories=())])
     stored = store.papers()[0]
     assert stored.authors == ("Ada",) and stored.abstract == "An abstract."
 
 
-def test_a_digest_recipient_pair_exists_once(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
+def test_a_digest_recipient_pair_exists_once(db_url):
+    store = Store.open(db_url)
     now = datetime.now(UTC)
     store.save_digest("2026-11-30", (now, now), {}, [("arxiv:1", True)], ["a@example.org"])
     with pytest.raises(sa.exc.IntegrityError):
@@ -81,8 +180,8 @@ def test_a_digest_recipient_pair_exists_once(tmp_path):
                 "VALUES ('2026-11-30', 'a@example.org', 'pending', 0)")
 
 
-def test_a_paper_goes_into_one_digest_only(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
+def test_a_paper_goes_into_one_digest_only(db_url):
+    store = Store.open(db_url)
     now = datetime.now(UTC)
     store.save_digest("2026-11-23", (now, now), {}, [("arxiv:1", True)], [])
     with pytest.raises(sa.exc.IntegrityError):
@@ -90,8 +189,8 @@ def test_a_paper_goes_into_one_digest_only(tmp_path):
     assert store.digest_ids() == ["2026-11-23"]  # the failed one left nothing behind
 
 
-def test_watermark_only_moves_with_successful_runs(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
+def test_watermark_only_moves_with_successful_runs(db_url):
+    store = Store.open(db_url)
     a = datetime(2026, 11, 1, tzinfo=UTC)
     b = datetime(2026, 11, 8, tzinfo=UTC)
     ok = store.start_run("collect", a)
@@ -118,8 +217,8 @@ def test_integrity_check_passes_after_use(tmp_path):
     assert sqlite3.connect(path).execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
-def test_a_run_left_running_by_a_dead_process_is_marked_interrupted(tmp_path):
-    store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
+def test_a_run_left_running_by_a_dead_process_is_marked_interrupted(db_url):
+    store = Store.open(db_url)
     moment = datetime(2026, 11, 30, tzinfo=UTC)
     killed = store.start_run("publish", moment)  # never finished: kill -9
     store.start_run("publish", moment)

@@ -1,0 +1,209 @@
+"""The real CLI on each storage backend (SQLite and PostgreSQL): two weeks and a re-run,
+kill -9 mid-run then a run that completes, two runs at once (one exits 75), two
+schedulers on two machines sharing one PostgreSQL database, and the one-line errors of a
+missing driver or a server that is down."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+
+import pytest
+
+from tests import backends
+from tests.conftest import ROOT
+from tests.servers.arxiv_server import ArxivServer, hang
+from tests.servers.openai_server import OpenAIServer, stall
+from tests.test_collect import rl_paper
+from tests.test_delivery_cli import (
+    READERS,
+    WatchedSmtp,
+    config_with,
+    copies,
+    kill9,
+    start_cli,
+    stderr_lines,
+    wait_for,
+)
+from tests.test_schedule_cli import Scheduler, papers_now
+
+WEEK1 = datetime(2026, 11, 26, 12, tzinfo=UTC)
+WEEK2 = datetime(2026, 12, 3, 12, tzinfo=UTC)
+KEY = "sk-test-backends"
+
+
+def ids_in(text: str) -> list[str]:
+    return re.findall(r"https://arxiv\.org/abs/(\d{4}\.\d{5})", text)
+
+
+def on(db_url: str, **extra) -> dict:
+    return {"storage": {"url": db_url}, **extra}
+
+
+def test_two_weeks_and_a_rerun_publish_each_paper_once_and_mail_each_reader_once(tmp_path, cli, db_url):
+    first = [rl_paper(n, WEEK1) for n in (1, 2, 3)]
+    second = [rl_paper(n, WEEK2) for n in (4, 5)]
+    with ArxivServer(first) as arxiv, WatchedSmtp() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, **on(db_url))
+        week1 = cli("--config", str(config), "run", "--as-of", "2026-11-30")
+        arxiv.papers = first + second
+        week2 = cli("--config", str(config), "run", "--as-of", "2026-12-07")
+        again = cli("--config", str(config), "run", "--as-of", "2026-12-07")
+        delivered = copies(smtp)
+        subjects = sorted(str(m.message["Subject"]) for m in smtp.messages)
+    assert "relevant 3" in week1.stdout and "sent to 2" in week1.stdout
+    assert "relevant 2" in week2.stdout and "sent to 2" in week2.stdout
+    assert "sent to 0" in again.stdout
+    assert delivered == {address: 2 for address in READERS}  # two digests, once each
+    assert sum("2026-11-30" in s for s in subjects) == 2 and sum("2026-12-07" in s for s in subjects) == 2
+    digests = tmp_path / "out" / "digests"
+    assert sorted(ids_in((digests / "2026-11-30.md").read_text(encoding="utf-8"))) == [p.id for p in first]
+    assert sorted(ids_in((digests / "2026-12-07.md").read_text(encoding="utf-8"))) == [p.id for p in second]
+    reading = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
+    assert sorted(ids_in(reading)) == sorted(p.id for p in first + second)
+    items = backends.rows(db_url, "SELECT digest_id, item_key FROM digest_items ORDER BY item_key")
+    assert [(r["digest_id"], r["item_key"]) for r in items] == (
+        [("2026-11-30", f"arxiv:{p.id}") for p in first] + [("2026-12-07", f"arxiv:{p.id}") for p in second])
+    status = cli("--config", str(config), "status").stdout
+    assert "last publish: ok" in status and "outbox: 0 pending, 0 failed" in status
+
+
+def test_kill_9_mid_run_then_the_next_run_completes(tmp_path, cli, db_url):
+    papers = [rl_paper(n, WEEK1) for n in (1, 2, 3)]
+    with ArxivServer(papers) as arxiv, OpenAIServer() as llm, WatchedSmtp() as smtp:
+        llm.script = lambda request: stall(60) if len(llm.requests) == 2 else None
+        config = config_with(tmp_path, arxiv, smtp.port, **on(db_url), enrich={
+            "provider": "openai", "base_url": llm.url, "timeout_seconds": 60,
+            "deadline_seconds": 120, "concurrency": 1})
+        proc = start_cli("--config", str(config), "run", "--as-of", "2026-11-30",
+                         env={"OPENAI_API_KEY": KEY})
+        try:
+            wait_for(lambda: len(llm.requests) >= 2, timeout=60, what="the second LLM call", proc=proc)
+            kill9(proc)  # mid-enrichment: papers stored, one summary cached, nothing published
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        llm.script = None
+        assert smtp.messages == [] and not (tmp_path / "out" / "digests" / "2026-11-30.md").exists()
+        rerun = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        delivered = copies(smtp)
+    assert "sent to 2" in rerun.stdout and "1 cached" in rerun.stdout  # the killed run's work kept
+    assert delivered == {address: 1 for address in READERS}
+    digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+    assert sorted(ids_in(digest)) == [p.id for p in papers]
+    runs = backends.rows(db_url, "SELECT status, error FROM runs WHERE kind = 'publish' ORDER BY id")
+    assert [r["status"] for r in runs] == ["interrupted", "ok"]
+    assert backends.integrity(db_url) == "ok"
+
+
+def test_a_second_run_while_one_is_going_exits_75(tmp_path, cli, db_url):
+    with ArxivServer([rl_paper(1, WEEK1)]) as arxiv:
+        arxiv.script("/api/query", hang(4))  # the first run is still fetching
+        config = config_with(tmp_path, arxiv, **on(db_url))
+        cli("--config", str(config), "status")  # the database exists before both start
+        proc = start_cli("--config", str(config), "run", "--as-of", "2026-11-30")
+        wait_for(lambda: arxiv.requests, timeout=30, what="the first run's fetch", proc=proc)
+        started = time.monotonic()
+        second = cli("--config", str(config), "run", "--as-of", "2026-11-30", check=75)
+        waited = time.monotonic() - started
+        assert proc.wait(timeout=60) == 0
+    lines = stderr_lines(second)
+    assert len(lines) == 1 and lines[0].startswith("rl-digest: another rl-digest run holds"), lines
+    assert waited < 4  # it did not wait for the holder
+    assert len(backends.rows(db_url, "SELECT id FROM digests")) == 1
+    assert backends.integrity(db_url) == "ok"  # and the lock went with the first run
+
+
+def test_two_schedulers_on_two_machines_sharing_one_postgresql_publish_once(tmp_path, cli, db_url):
+    """Two state folders (two machines): no file lock is shared, only the database."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("two machines share a database only on a server (PostgreSQL)")
+    with ArxivServer(papers_now()) as arxiv:
+        arxiv.script("/api/query", hang(2))  # the winner's run is still going when the other tries
+        machines = [tmp_path / "a", tmp_path / "b"]
+        configs = []
+        for folder in machines:
+            folder.mkdir()
+            configs.append(config_with(folder, arxiv, **on(db_url)))
+        cli("--config", str(configs[0]), "status")
+        both = [Scheduler(config, folder / "schedule.log") for config, folder in zip(configs, machines, strict=True)]
+        try:
+            for scheduler in both:
+                scheduler.ready()
+            published = lambda: any(r["status"] == "ok" for r in backends.rows(  # noqa: E731
+                db_url, "SELECT status FROM runs WHERE kind = 'publish'"))
+            both[0].wait_for("a publish", published, timeout=60)
+            held = "publish: skipped this fire: another rl-digest run holds the lock on postgresql"
+            done = ("no publish is due", "a publish already succeeded since the last fire")
+            both[0].wait_for("the other's skip", lambda: any(
+                held in s.log() or any(d in s.log() for d in done) for s in both))
+            codes = [s.terminate()[0] for s in both]
+            logs = [s.log() for s in both]
+        finally:
+            for scheduler in both:
+                scheduler.close()
+    assert codes == [0, 0], logs
+    assert sum("summarised" in log for log in logs) == 1, logs  # one publish between them
+    assert "Traceback" not in "".join(logs)
+    runs = backends.rows(db_url, "SELECT status FROM runs WHERE kind = 'publish'")
+    assert [r["status"] for r in runs] == ["ok"]
+    assert len(backends.rows(db_url, "SELECT id FROM digests")) == 1
+    written = [sorted(p.name for p in (folder / "out" / "digests").glob("*.md"))
+               for folder in machines if (folder / "out" / "digests").exists()]
+    assert len(written) == 1  # only the machine that published wrote a digest
+
+
+def test_a_missing_driver_is_one_line_naming_the_scheme_and_the_extra(tmp_path, cli):
+    config = config_with(tmp_path, storage={"url": "postgresql+pg8000://rl@127.0.0.1:1/db"})
+    for command in (["status"], ["run", "--offline"]):
+        result = cli("--config", str(config), *command, check=2)
+        lines = stderr_lines(result)
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith("rl-digest: storage.url: postgresql+pg8000:// needs a driver")
+        assert "pip install 'rl-digest[postgres]'" in lines[0]
+
+
+def test_a_server_that_is_down_is_one_line_without_the_password(tmp_path, cli):
+    port = backends.free_port()  # nothing listens there
+    url = f"postgresql+psycopg://rl:s3cret-pw@127.0.0.1:{port}/digest"
+    pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
+    config = config_with(tmp_path, storage={"url": url, "busy_timeout_seconds": 2})
+    for command in (["status"], ["run", "--offline"]):
+        result = cli("--config", str(config), *command, check=1)
+        lines = stderr_lines(result)
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith(f"rl-digest: postgresql+psycopg://rl:***@127.0.0.1:{port}/digest: ")
+        assert "s3cret" not in result.stderr + result.stdout
+
+
+def test_the_database_lock_is_taken_on_a_dedicated_connection(tmp_path, db_url):
+    """While a run holds it, a second process is refused at once; when the holder dies
+    (kill -9) the lock goes with it."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from pathlib import Path; from pipeline import config, lock;"
+         "cfg = config.load(Path(sys.argv[1]));"
+         "ctx = lock.held(cfg); ctx.__enter__(); print('held', flush=True); time.sleep(60)",
+         str(config_with(tmp_path, **on(db_url)))],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        config = tmp_path / "config.yaml"
+        refused = start_cli("--config", str(config), "run", "--offline")
+        assert refused.wait(timeout=60) == 75
+        kill9(holder)
+        deadline = time.monotonic() + 20
+        while True:
+            result = start_cli("--config", str(config), "run", "--offline").wait(timeout=120)
+            if result == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)  # the server notices the dead session within moments
+        assert result == 0
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
