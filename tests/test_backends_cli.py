@@ -17,7 +17,7 @@ from tests import backends
 from tests.conftest import ROOT
 from tests.servers.arxiv_server import ArxivServer, hang
 from tests.servers.openai_server import OpenAIServer, stall
-from tests.test_collect import rl_paper
+from tests.test_collect import CATS, rl_paper
 from tests.test_delivery_cli import (
     READERS,
     WatchedSmtp,
@@ -102,8 +102,9 @@ def test_kill_9_mid_run_then_the_next_run_completes(tmp_path, cli, db_url):
 
 def test_a_second_run_while_one_is_going_exits_75(tmp_path, cli, db_url):
     with ArxivServer([rl_paper(1, WEEK1)]) as arxiv:
-        arxiv.script("/api/query", hang(4))  # the first run is still fetching
-        config = config_with(tmp_path, arxiv, **on(db_url))
+        arxiv.script("/api/query", hang(12))  # the first run is still fetching
+        config = config_with(tmp_path, arxiv, **on(db_url), sources={"arxiv": {
+            "api_url": arxiv.api_url, "categories": CATS, "retries": 0, "timeout_seconds": 60}})
         cli("--config", str(config), "status")  # the database exists before both start
         proc = start_cli("--config", str(config), "run", "--as-of", "2026-11-30")
         wait_for(lambda: arxiv.requests, timeout=30, what="the first run's fetch", proc=proc)
@@ -113,7 +114,7 @@ def test_a_second_run_while_one_is_going_exits_75(tmp_path, cli, db_url):
         assert proc.wait(timeout=60) == 0
     lines = stderr_lines(second)
     assert len(lines) == 1 and lines[0].startswith("rl-digest: another rl-digest run holds"), lines
-    assert waited < 4  # it did not wait for the holder
+    assert waited < 12  # it did not wait for the holder
     assert len(backends.rows(db_url, "SELECT id FROM digests")) == 1
     assert backends.integrity(db_url) == "ok"  # and the lock went with the first run
 
