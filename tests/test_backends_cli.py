@@ -168,16 +168,17 @@ def test_a_missing_driver_is_one_line_naming_the_scheme_and_the_extra(tmp_path, 
         assert "pip install 'rl-digest[postgres]'" in lines[0]
 
 
-def test_a_server_that_is_down_is_one_line_without_the_password(tmp_path, cli):
-    port = backends.free_port()  # nothing listens there
-    url = f"postgresql+psycopg://rl:s3cret-pw@127.0.0.1:{port}/digest"
+def test_a_server_that_is_down_is_one_line_naming_it(tmp_path, cli):
     pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
-    config = config_with(tmp_path, storage={"url": url, "busy_timeout_seconds": 2})
+    port = backends.free_port()  # nothing listens there
+    config = config_with(tmp_path, storage={"url": f"postgresql+psycopg://rl@127.0.0.1:{port}/digest",
+                                            "password_env": "DB_PW", "busy_timeout_seconds": 2})
     for command in (["status"], ["run", "--offline"]):
-        result = cli("--config", str(config), *command, check=1)
+        result = cli("--config", str(config), *command, check=1, env={"DB_PW": "s3cret-pw"})
         lines = stderr_lines(result)
         assert len(lines) == 1, result.stderr
         assert lines[0].startswith(f"rl-digest: postgresql+psycopg://rl:***@127.0.0.1:{port}/digest: ")
+        assert "is the server up" in lines[0]
         assert "s3cret" not in result.stderr + result.stdout
 
 

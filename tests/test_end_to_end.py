@@ -1,10 +1,11 @@
-"""Whole runs of the real CLI against local arXiv, LLM and SMTP servers."""
+"""Whole runs of the real CLI against local arXiv, LLM and SMTP servers, on SQLite and
+PostgreSQL (`db_url`)."""
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 
+from tests import backends
 from tests.conftest import write_config
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer, error
@@ -16,7 +17,7 @@ KEY = "sk-test-secret-value-123"
 
 
 def full_config(tmp_path, arxiv: ArxivServer, llm: OpenAIServer | None = None,
-                smtp_port: int | None = None, **extra):
+                smtp_port: int | None = None, db_url: str | None = None, **extra):
     overrides = {
         "sources": {"arxiv": {"api_url": arxiv.api_url, "categories": CATS, "page_size": 50,
                               "overlap_hours": 0, "retries": 1},
@@ -30,13 +31,15 @@ def full_config(tmp_path, arxiv: ArxivServer, llm: OpenAIServer | None = None,
         overrides["email"] = {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp_port,
                               "security": "none", "timeout_seconds": 5,
                               "to": ["ada@example.org", "alan@example.org"]}
+    if db_url is not None:
+        overrides["storage"] = {"url": db_url}
     overrides.update(extra)
     return write_config(tmp_path, overrides, seeds=False)
 
 
-def test_run_summarises_in_both_languages_and_a_rerun_calls_nothing(tmp_path, cli):
+def test_run_summarises_in_both_languages_and_a_rerun_calls_nothing(tmp_path, cli, db_url):
     with ArxivServer([rl_paper(i, DAY) for i in range(3)]) as arxiv, OpenAIServer() as llm:
-        config = full_config(tmp_path, arxiv, llm)
+        config = full_config(tmp_path, arxiv, llm, db_url=db_url)
         first = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         calls = len(llm.requests)
         assert calls >= 3
@@ -55,13 +58,15 @@ def test_run_summarises_in_both_languages_and_a_rerun_calls_nothing(tmp_path, cl
     for path in [*(tmp_path / "out").rglob("*"), *(tmp_path / "state").glob("*")]:
         if path.is_file():
             assert KEY.encode() not in path.read_bytes(), path
+    for table in ("papers", "runs", "digests", "enrichments", "state", "deliveries"):
+        assert KEY not in str(backends.rows(db_url, f"SELECT * FROM {table}")), table
     assert KEY not in first.stdout + first.stderr + second.stdout + second.stderr
 
 
-def test_without_an_llm_the_digest_goes_out_marked_pending(tmp_path, cli):
+def test_without_an_llm_the_digest_goes_out_marked_pending(tmp_path, cli, db_url):
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer() as llm:
         llm.script = lambda request: error(500)
-        config = full_config(tmp_path, arxiv, llm)
+        config = full_config(tmp_path, arxiv, llm, db_url=db_url)
         result = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         assert "summarised 0" in result.stdout
         assert "2 failed" in result.stdout  # the summary and the featured reading fell back
@@ -74,20 +79,17 @@ def test_without_an_llm_the_digest_goes_out_marked_pending(tmp_path, cli):
     assert "中文摘要待生成" not in reading  # the failed summary was tried again and landed
 
 
-def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli):
+def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli, db_url):
     port = refused_port()
     with ArxivServer([rl_paper(1, DAY)]) as arxiv:
-        config = full_config(tmp_path, arxiv, smtp_port=port)
+        config = full_config(tmp_path, arxiv, smtp_port=port, db_url=db_url)
         down = cli("--config", str(config), "run", "--as-of", "2026-11-02", check=1)
         assert "stays queued" in down.stderr
         assert (tmp_path / "out" / "digests" / "2026-11-02.md").exists()
         with SmtpServer(port=port) as smtp:
             waiting = cli("--config", str(config), "send")
             assert "sent 0, pending 2" in waiting.stdout  # backing off: not due yet
-            conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3")
-            conn.execute("UPDATE deliveries SET next_attempt = NULL")  # the backoff has passed
-            conn.commit()
-            conn.close()
+            backends.execute(db_url, "UPDATE deliveries SET next_attempt = NULL")  # the backoff passed
             sent = cli("--config", str(config), "send")
             again = cli("--config", str(config), "run", "--as-of", "2026-11-02")
             received = list(smtp.messages)
@@ -101,7 +103,7 @@ def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli):
         assert "2026-11-02" in str(message.message["Subject"])
 
 
-def test_llm_judge_decides_only_the_grey_band_and_is_cached(tmp_path, cli):
+def test_llm_judge_decides_only_the_grey_band_and_is_cached(tmp_path, cli, db_url):
     from dataclasses import replace
 
     from tests.servers.openai_server import ok
@@ -112,7 +114,7 @@ def test_llm_judge_decides_only_the_grey_band_and_is_cached(tmp_path, cli):
     with ArxivServer([rl_paper(1, DAY), grey]) as arxiv, OpenAIServer() as llm:
         llm.script = lambda request: (ok({"relevant": False, "reason_en": "A router, not LLM RL."})
                                       if request.task == "relevance_judgement" else None)
-        config = full_config(tmp_path, arxiv, llm,
+        config = full_config(tmp_path, arxiv, llm, db_url=db_url,
                              relevance={"llm_judge": True, "grey_band": 0.5})
         cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         judged = [r for r in llm.requests if r.task == "relevance_judgement"]

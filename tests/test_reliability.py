@@ -6,6 +6,9 @@ Each failure must give one clear line on stderr (no traceback) and a non-zero ex
 leave nothing half-written: the previous files intact, no temporary files, a database
 that passes PRAGMA integrity_check, and no paper lost once the cause is gone.
 
+The week of operation and the crash matrix run on SQLite and on PostgreSQL (`db_url`);
+the disk, locked-file and damaged-file cases are about the SQLite file.
+
 The crash matrix, the locked database (it waits out SQLite's 30 s busy timeout) and the
 full disk under RLIMIT_FSIZE are `@pytest.mark.slow` (`make test-slow`); the rest runs in
 `make test`.
@@ -40,6 +43,7 @@ from pipeline.config import load
 from pipeline.models import Paper
 from pipeline.render import md_escape, one_line
 from pipeline.sources.seeds import load_seeds
+from tests import backends
 from tests import fixtures_digest as fx
 from tests.conftest import ROOT, cli_command
 from tests.servers.arxiv_server import ArxivServer, hang, http_error
@@ -54,7 +58,6 @@ from tests.test_delivery_cli import (
     copies,
     db_rows,
     kill9,
-    outbox,
     start_cli,
     stderr_lines,
     wait_for,
@@ -302,7 +305,7 @@ def test_a_database_locked_by_another_process_fails_after_the_busy_timeout(tmp_p
 
 # --- a week of operation --------------------------------------------------------------------
 
-def test_a_week_of_daily_collects_with_outages_publishes_each_paper_once(tmp_path, cli):
+def test_a_week_of_daily_collects_with_outages_publishes_each_paper_once(tmp_path, cli, db_url):
     """Seven daily collects (one day arXiv is down: exit 3), then the Monday publish while
     the mail server is down (exit 1), then `send`. The digest holds exactly the week's
     relevant papers, each once; each reader gets it once."""
@@ -314,7 +317,7 @@ def test_a_week_of_daily_collects_with_outages_publishes_each_paper_once(tmp_pat
     relevant = sorted(p.id for papers in week.values() for p in papers)
     port = refused_port()
     with ArxivServer() as arxiv:
-        config = config_with(tmp_path, arxiv, port, email_timeout=5,
+        config = config_with(tmp_path, arxiv, port, email_timeout=5, storage={"url": db_url},
                              sources={"arxiv": {"api_url": arxiv.api_url, "categories": ["cs.LG", "cs.CL"],
                                                 "page_size": 50, "overlap_hours": 48, "retries": 0,
                                                 "lookback_days": 1}})
@@ -329,10 +332,7 @@ def test_a_week_of_daily_collects_with_outages_publishes_each_paper_once(tmp_pat
             collects.append(cli("--config", str(config), "collect", "--as-of", day.date().isoformat(),
                                 check=3 if n == 2 else 0))
         down = cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
-        conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3")
-        conn.execute("UPDATE deliveries SET next_attempt = NULL")  # the 5-minute backoff passed
-        conn.commit()
-        conn.close()
+        backends.execute(db_url, "UPDATE deliveries SET next_attempt = NULL")  # the 5-minute backoff passed
         with SmtpServer(port=port) as smtp:
             sent = cli("--config", str(config), "send")
             delivered = copies(smtp)
@@ -344,12 +344,12 @@ def test_a_week_of_daily_collects_with_outages_publishes_each_paper_once(tmp_pat
     digest = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_text(encoding="utf-8")
     shown = ids_in(digest)
     assert sorted(shown) == relevant  # exactly the week's relevant papers, none twice
-    items = db_rows(tmp_path, "SELECT item_key FROM digest_items WHERE digest_id = ?", AS_OF)
+    items = backends.rows(db_url, "SELECT item_key FROM digest_items WHERE digest_id = :d", d=AS_OF)
     assert sorted(r["item_key"] for r in items) == [f"arxiv:{i}" for i in relevant]
     reading = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
     assert sorted(ids_in(reading)) == relevant
-    assert db_rows(tmp_path, "SELECT version FROM papers WHERE id = ?", revised.id) == [{"version": 2}]
-    assert integrity(tmp_path) == "ok"
+    assert backends.rows(db_url, "SELECT version FROM papers WHERE id = :i", i=revised.id) == [{"version": 2}]
+    assert backends.integrity(db_url) == "ok"
 
 
 # --- kill -9 at (seeded) random points --------------------------------------------------------
@@ -384,10 +384,11 @@ PAPERS = [rl_paper(n, DAY) for n in range(1, 5)]
 
 
 @contextmanager
-def crash_world(folder: Path):
+def crash_world(folder: Path, db_url: str | None = None):
     """arXiv, LLM and SMTP stand-ins and a config using them all."""
+    storage = {"storage": {"url": db_url}} if db_url else {}
     with ArxivServer(PAPERS) as arxiv, OpenAIServer() as llm, WatchedSmtp() as smtp:
-        config = config_with(folder, arxiv, smtp.port, enrich={
+        config = config_with(folder, arxiv, smtp.port, **storage, enrich={
             "provider": "openai", "base_url": llm.url, "timeout_seconds": 60,
             "deadline_seconds": 120, "concurrency": 2})
         yield arxiv, llm, smtp, config
@@ -406,8 +407,8 @@ def run_seconds(tmp_path_factory) -> float:
 @pytest.mark.slow
 @pytest.mark.parametrize("crash", crash_points(), ids=str)
 def test_kill_9_at_any_point_then_a_rerun_loses_nothing_and_mails_nobody_twice(
-        tmp_path, cli, crash, request):
-    with crash_world(tmp_path) as (arxiv, llm, smtp, config):
+        tmp_path, cli, crash, request, db_url):
+    with crash_world(tmp_path, db_url) as (arxiv, llm, smtp, config):
         if crash.stage in ("rss", "api"):
             arxiv.script("/rss/" if crash.stage == "rss" else "/api/query", hang(60))
         elif crash.stage == "llm":
@@ -446,13 +447,13 @@ def test_kill_9_at_any_point_then_a_rerun_loses_nothing_and_mails_nobody_twice(
         delivered = copies(smtp)
     assert rerun.returncode in (0, 1), rerun.stderr
     assert "Traceback" not in rerun.stderr
-    assert integrity(tmp_path) == "ok"
+    assert backends.integrity(db_url) == "ok"
     expected = sorted(p.id for p in PAPERS)
     assert sorted(ids_in((tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8"))) == expected
     assert sorted(ids_in((tmp_path / "out" / "digests" / f"{AS_OF}.md").read_text(encoding="utf-8"))) \
         == expected
     assert leftovers(tmp_path / "out") == []
-    rows = outbox(tmp_path)
+    rows = {r["recipient"]: r for r in backends.rows(db_url, "SELECT * FROM deliveries ORDER BY id")}
     assert sorted(rows) == READERS
     for address, row in rows.items():
         # At most once: never two copies. None only for a row the crash left in the
