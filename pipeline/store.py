@@ -1,8 +1,8 @@
 """State on SQLAlchemy 2 Core: the paper ledger, seeds, runs, digests, cache, outbox.
 
-SQLite by default (WAL, busy timeout); any SQLAlchemy URL such as PostgreSQL
-works. Schema changes are numbered migrations recorded in the database, so an
-older database is brought forward at start and never rebuilt.
+SQLite by default (WAL, busy timeout), or PostgreSQL. The Table objects below are the
+schema on both: a new database is created from them, and an older one is brought
+forward at start by numbered steps written against them, never rebuilt.
 """
 
 from __future__ import annotations
@@ -183,7 +183,10 @@ class Store:
 
     def migrate(self) -> int:
         """Make a new database whole, or bring an older one forward step by step, in one
-        transaction that a second process starting at the same moment waits for."""
+        transaction that a second process starting at the same moment waits for. A current
+        database is only read: a read-only or busy one still opens."""
+        if self.version() == LATEST:
+            return LATEST
         with self.engine.connect() as conn:
             if conn.dialect.name == "sqlite":
                 conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock, before reading the version
@@ -502,9 +505,10 @@ def connect(url: str, busy_timeout: float = 30, **engine_options: Any) -> Engine
     try:
         engine = sa.create_engine(parsed, json_serializer=_json_dumps, **options, **engine_options)
     except ImportError as exc:
+        other = "" if parsed.drivername == "postgresql+psycopg" else " and use postgresql+psycopg://"
         raise ConfigError(
             f"storage.url: {parsed.drivername}:// needs a driver that is not installed ({exc})",
-            "pip install 'rl-digest[postgres]' and use postgresql+psycopg://") from None
+            f"pip install 'rl-digest[postgres]'{other}") from None
     if kind == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas(busy_timeout))
     sa.event.listen(engine, "handle_error", _one_line_errors(where(engine), busy_timeout))

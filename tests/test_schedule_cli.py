@@ -121,6 +121,23 @@ def published(tmp_path: Path) -> bool:
     return ("ok", None) in publish_runs(tmp_path)
 
 
+HELD = "publish: skipped this fire: another rl-digest run holds"
+DONE = ("no publish is due", "a publish already succeeded since the last fire")
+
+
+def one_publishes(both: list[Scheduler], published) -> tuple[list[int], list[str]]:
+    """Two schedulers started together: wait for a publish and for the other's skip (it found
+    the lock held, or started late enough to find the publish done); stop both with SIGTERM.
+    Their exit codes and logs."""
+    for scheduler in both:
+        scheduler.ready()
+    both[0].wait_for("publish", published, timeout=60)
+    both[0].wait_for("the other's skip", lambda: any(
+        HELD in s.log() or any(d in s.log() for d in DONE) for s in both))
+    codes = [s.terminate()[0] for s in both]
+    return codes, [s.log() for s in both]
+
+
 def assert_consistent(tmp_path: Path) -> list[str]:
     """The database is sound and every digest row has its three files and vice versa."""
     assert query(tmp_path, "PRAGMA integrity_check") == [("ok",)]
@@ -204,21 +221,12 @@ def test_two_schedulers_on_one_database_publish_once(tmp_path, start, cli):
         # create the database first: two processes migrating a brand-new one at once can
         # collide in Store.migrate ("table schema_migrations already exists")
         cli("--config", str(config), "status")
-        both = [start(config, "a"), start(config, "b")]
-        for scheduler in both:
-            scheduler.ready()
-        both[0].wait_for("publish", lambda: published(tmp_path))
-        # the other found the lock held (usual), or started late enough to find the publish done
-        held = "publish: skipped this fire: another rl-digest run holds"
-        done = ("no publish is due", "a publish already succeeded since the last fire")
-        both[0].wait_for("the other's skip", lambda: any(
-            held in s.log() or any(d in s.log() for d in done) for s in both))
-        codes = [s.terminate()[0] for s in both]
-    logs = [s.log() for s in both]
+        codes, logs = one_publishes([start(config, "a"), start(config, "b")],
+                                    lambda: published(tmp_path))
     assert codes == [0, 0], logs
     assert sum("summarised" in log for log in logs) == 1, logs  # one summary line: one publish
     loser = next(log for log in logs if "summarised" not in log)
-    assert held in loser and "publish: trying again at " in loser or any(d in loser for d in done)
+    assert HELD in loser and "publish: trying again at " in loser or any(d in loser for d in DONE)
     assert "Traceback" not in "".join(logs)
     assert publish_runs(tmp_path) == [("ok", None)]
     assert len(assert_consistent(tmp_path)) == 1
