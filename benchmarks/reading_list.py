@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import tempfile
 import time
 import tracemalloc
@@ -69,7 +68,7 @@ def build(config, store, n: int) -> list[list]:
                 "key_points_en": ["Point one", "Point two"]}
         key = "paper_summary:" + hashlib.sha256(paper.id.encode()).hexdigest()
         cache.append(dict(key=key, item_key=paper_key(paper.id), kind="paper_summary",
-                          data=json.dumps(data, ensure_ascii=False), tokens_in=100, tokens_out=50,
+                          data=data, tokens_in=100, tokens_out=50,
                           created=stamp))
     with store.tx() as conn:
         conn.execute(sa.insert(enrichments), cache)
