@@ -30,8 +30,8 @@ from tests.test_delivery_cli import (
 )
 from tests.test_schedule_cli import DONE, HELD, Scheduler, one_publishes, papers_now
 
-WEEK1 = datetime(2026, 11, 26, 12, tzinfo=UTC)
-WEEK2 = datetime(2026, 12, 3, 12, tzinfo=UTC)
+WEEK1 = datetime(2026, 10, 29, 12, tzinfo=UTC)
+WEEK2 = datetime(2026, 11, 5, 12, tzinfo=UTC)
 KEY = "sk-test-backends"
 
 
@@ -48,25 +48,25 @@ def test_two_weeks_and_a_rerun_publish_each_paper_once_and_mail_each_reader_once
     second = [rl_paper(n, WEEK2) for n in (4, 5)]
     with ArxivServer(first) as arxiv, WatchedSmtp() as smtp:
         config = config_with(tmp_path, arxiv, smtp.port, **on(db_url))
-        week1 = cli("--config", str(config), "run", "--as-of", "2026-11-30")
+        week1 = cli("--config", str(config), "run", "--as-of", "2026-11-02")
         arxiv.papers = first + second
-        week2 = cli("--config", str(config), "run", "--as-of", "2026-12-07")
-        again = cli("--config", str(config), "run", "--as-of", "2026-12-07")
+        week2 = cli("--config", str(config), "run", "--as-of", "2026-11-09")
+        again = cli("--config", str(config), "run", "--as-of", "2026-11-09")
         delivered = copies(smtp)
         subjects = sorted(str(m.message["Subject"]) for m in smtp.messages)
     assert "relevant 3" in week1.stdout and "sent to 2" in week1.stdout
     assert "relevant 2" in week2.stdout and "sent to 2" in week2.stdout
     assert "sent to 0" in again.stdout
     assert delivered == {address: 2 for address in READERS}  # two digests, once each
-    assert sum("2026-11-30" in s for s in subjects) == 2 and sum("2026-12-07" in s for s in subjects) == 2
+    assert sum("2026-11-02" in s for s in subjects) == 2 and sum("2026-11-09" in s for s in subjects) == 2
     digests = tmp_path / "out" / "digests"
-    assert sorted(ids_in((digests / "2026-11-30.md").read_text(encoding="utf-8"))) == [p.id for p in first]
-    assert sorted(ids_in((digests / "2026-12-07.md").read_text(encoding="utf-8"))) == [p.id for p in second]
+    assert sorted(ids_in((digests / "2026-11-02.md").read_text(encoding="utf-8"))) == [p.id for p in first]
+    assert sorted(ids_in((digests / "2026-11-09.md").read_text(encoding="utf-8"))) == [p.id for p in second]
     reading = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
     assert sorted(ids_in(reading)) == sorted(p.id for p in first + second)
     items = backends.rows(db_url, "SELECT digest_id, item_key FROM digest_items ORDER BY item_key")
     assert [(r["digest_id"], r["item_key"]) for r in items] == (
-        [("2026-11-30", f"arxiv:{p.id}") for p in first] + [("2026-12-07", f"arxiv:{p.id}") for p in second])
+        [("2026-11-02", f"arxiv:{p.id}") for p in first] + [("2026-11-09", f"arxiv:{p.id}") for p in second])
     status = cli("--config", str(config), "status").stdout
     assert "last publish: ok" in status and "outbox: 0 pending, 0 failed" in status
 
@@ -78,7 +78,7 @@ def test_kill_9_mid_run_then_the_next_run_completes(tmp_path, cli, db_url):
         config = config_with(tmp_path, arxiv, smtp.port, **on(db_url), enrich={
             "provider": "openai", "base_url": llm.url, "timeout_seconds": 60,
             "deadline_seconds": 120, "concurrency": 1})
-        proc = start_cli("--config", str(config), "run", "--as-of", "2026-11-30",
+        proc = start_cli("--config", str(config), "run", "--as-of", "2026-11-02",
                          env={"OPENAI_API_KEY": KEY})
         try:
             wait_for(lambda: len(llm.requests) >= 2, timeout=60, what="the second LLM call", proc=proc)
@@ -88,12 +88,12 @@ def test_kill_9_mid_run_then_the_next_run_completes(tmp_path, cli, db_url):
                 proc.kill()
                 proc.wait()
         llm.script = None
-        assert smtp.messages == [] and not (tmp_path / "out" / "digests" / "2026-11-30.md").exists()
-        rerun = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        assert smtp.messages == [] and not (tmp_path / "out" / "digests" / "2026-11-02.md").exists()
+        rerun = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         delivered = copies(smtp)
     assert "sent to 2" in rerun.stdout and "1 cached" in rerun.stdout  # the killed run's work kept
     assert delivered == {address: 1 for address in READERS}
-    digest = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     assert sorted(ids_in(digest)) == [p.id for p in papers]
     runs = backends.rows(db_url, "SELECT status, error FROM runs WHERE kind = 'publish' ORDER BY id")
     assert [r["status"] for r in runs] == ["interrupted", "ok"]
@@ -106,9 +106,9 @@ def test_a_second_run_while_one_is_going_exits_75(tmp_path, cli, db_url):
         config = config_with(tmp_path, arxiv, **on(db_url), sources={"arxiv": {
             "api_url": arxiv.api_url, "categories": CATS, "retries": 0, "timeout_seconds": 60}})
         cli("--config", str(config), "status")  # the database exists before both start
-        proc = start_cli("--config", str(config), "run", "--as-of", "2026-11-30")
+        proc = start_cli("--config", str(config), "run", "--as-of", "2026-11-02")
         wait_for(lambda: arxiv.requests, timeout=30, what="the first run's fetch", proc=proc)
-        second = cli("--config", str(config), "run", "--as-of", "2026-11-30", check=75)
+        second = cli("--config", str(config), "run", "--as-of", "2026-11-02", check=75)
         assert proc.poll() is None  # refused at once, while the first still runs
         assert proc.wait(timeout=90) == 0
     lines = stderr_lines(second)
