@@ -26,7 +26,7 @@ from _common import dev_rows, machine, make_papers, maxrss_mib, mib, table, writ
 def build(config, store, n: int) -> list[list]:
     import sqlalchemy as sa
 
-    from pipeline import compose, rank, run
+    from pipeline import extract, rank, run
     from pipeline.store import enrichments, now_iso, paper_key
 
     rules = rank.compile_rules(config.relevance)
@@ -62,7 +62,7 @@ def build(config, store, n: int) -> list[list]:
     cache = []
     for k, paper in enumerate(papers):
         row = rows[k % len(rows)]
-        english = compose.first_sentence(paper.abstract)
+        english = extract.contribution(paper.abstract)
         data = {"title_zh": paper.title, "summary_zh": row.get("summary_zh") or "中文摘要",
                 "summary_en": english, "key_points_zh": ["要点一", "要点二"],
                 "key_points_en": ["Point one", "Point two"]}

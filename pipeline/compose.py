@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 
 from pipeline.config import TopicDef
-from pipeline.models import Digest, Entry, Paper, Part, Row, Section, SeedDocument, SeedEntry
+from pipeline.extract import contribution, links, readable, venue
+from pipeline.models import Digest, Entry, Paper, Part, Row, Section, SeedDocument, SeedEntry, Update
 from pipeline.store import paper_key, seed_key
-
-_SENTENCE = re.compile(r"(.+?[.!?])(\s|$)")
 
 
 @dataclass(frozen=True)
@@ -23,41 +21,44 @@ class Scored:
     reasons: tuple[str, ...] = ()
 
 
-def first_sentence(text: str) -> str:
-    """The English fallback line: the abstract's first sentence, never invented text."""
-    text = " ".join(text.split())
-    match = _SENTENCE.match(text)
-    return match.group(1) if match else text
-
-
 def paper_entry(paper: Paper, scored: Scored, summary: dict | None = None,
-                seed: SeedEntry | None = None) -> Entry:
-    """A paper as a digest line; a seed's curated Chinese beats the LLM's."""
+                seed: SeedEntry | None = None, translation: dict | None = None) -> Entry:
+    """A paper as a digest line; a seed's curated Chinese beats the LLM's.
+
+    Without a summary the English line is the abstract's contribution sentence. Links
+    and venue are read from the abstract, comment and journal-ref; TeX becomes text.
+    """
     summary = summary or {}
     curated_zh = seed.summary_zh if seed else None
+    curated_en = (seed.summary_en if seed else None) or (translation or {}).get("summary_en")
     day = paper.submitted or paper.updated
     return Entry(
-        key=paper_key(paper.id), title=paper.title, topic=scored.topic, url=paper.abs_url,
+        key=paper_key(paper.id), title=readable(paper.title) or paper.title, topic=scored.topic,
+        url=paper.abs_url,
         date=day.date().isoformat() if day else (seed.date.isoformat() if seed and seed.date else None),
         authors=paper.authors, categories=paper.categories, score=scored.score,
-        title_zh=summary.get("title_zh"),
-        summary_zh=curated_zh or summary.get("summary_zh"),
-        summary_en=(seed.summary_en if seed and seed.summary_en else None)
-        or summary.get("summary_en") or first_sentence(paper.abstract) or None,
-        key_points_zh=tuple(summary.get("key_points_zh") or ()),
-        key_points_en=tuple(summary.get("key_points_en") or ()),
+        title_zh=readable(summary.get("title_zh")),
+        summary_zh=curated_zh or readable(summary.get("summary_zh")),
+        summary_en=(curated_en if curated_zh else None) or readable(summary.get("summary_en"))
+        or readable(contribution(paper.abstract)) or None,
+        key_points_zh=tuple(map(readable, summary.get("key_points_zh") or ())),  # type: ignore[arg-type]
+        key_points_en=tuple(map(readable, summary.get("key_points_en") or ())),  # type: ignore[arg-type]
         abstract=paper.abstract, curated=seed is not None, version=paper.version,
         revised=paper.version > 1, llm=bool(summary),
         headline_zh=seed.headline_zh if seed else None,
         parts=tuple(Part(label, "", text) for label, text in seed.parts_zh) if seed else (),
+        why_zh=readable(summary.get("why_zh")), why_en=readable(summary.get("why_en")),
+        kind=summary.get("kind"), links=links(paper.abstract, paper.comment),
+        venue=venue(paper.comment, paper.journal_ref),
     )
 
 
 def seed_entry(seed: SeedEntry, topic: str, translation: dict | None = None) -> Entry:
-    """A seed entry not (yet) tied to an arXiv paper: its curated text as is."""
+    """A seed entry not (yet) tied to an arXiv paper: its curated text; offline, in
+    English only the title speaks for it."""
     url = f"https://arxiv.org/abs/{seed.arxiv_id}" if seed.arxiv_id else None
     return Entry(
-        key=seed_key(seed.title), title=seed.title, topic=topic, url=url,
+        key=seed_key(seed.title), title=readable(seed.title) or seed.title, topic=topic, url=url,
         date=seed.date.isoformat() if seed.date else None,
         summary_zh=seed.summary_zh,
         summary_en=seed.summary_en or (translation or {}).get("summary_en"),
@@ -113,7 +114,8 @@ def curated_comparison(featured: Sequence[Entry], documents: Sequence[SeedDocume
 def make_digest(*, digest_id: str, window: tuple[datetime, datetime], timezone: str,
                 entries: Sequence[Entry], featured: Sequence[Entry], topics: Sequence[TopicDef],
                 max_papers: int, comparison: dict | None, curated: tuple[tuple[Row, ...], str | None],
-                model: str | None, sources: Sequence[str], categories: Sequence[str]) -> Digest:
+                model: str | None, sources: Sequence[str], categories: Sequence[str],
+                updates: Sequence[Update] = ()) -> Digest:
     """The week's entries, capped at max_papers by score (seeds always fit first)."""
     ranked = sorted(entries, key=lambda e: (not e.curated, -(e.score or 0.0), e.key))
     shown = ranked[:max_papers]
@@ -133,7 +135,8 @@ def make_digest(*, digest_id: str, window: tuple[datetime, datetime], timezone: 
         revised=sum(1 for e in entries if e.revised),
         seeds=sum(1 for e in entries if e.curated),
         left_out=tuple(e.key for e in ranked[max_papers:]), model=model, sources=tuple(sources),
-        categories=tuple(categories),
+        categories=tuple(categories), updates=tuple(updates),
+        pending_zh=sum(1 for e in shown if not e.summary_zh),
     )
 
 
@@ -148,7 +151,8 @@ def digest_from_dict(data: dict) -> Digest:
         return Entry(**{**d, "authors": tuple(d["authors"]), "categories": tuple(d["categories"]),
                         "key_points_zh": tuple(d["key_points_zh"]),
                         "key_points_en": tuple(d["key_points_en"]),
-                        "parts": tuple(Part(**p) for p in d["parts"])})
+                        "parts": tuple(Part(**p) for p in d["parts"]),
+                        "links": tuple(tuple(link) for link in d.get("links") or ())})
 
     return Digest(**{
         **data,
@@ -159,4 +163,6 @@ def digest_from_dict(data: dict) -> Digest:
                             for r in data["comparison"]),
         "sources": tuple(data["sources"]), "categories": tuple(data["categories"]),
         "left_out": tuple(data["left_out"]),
+        "updates": tuple(Update(**{**u, "changes": tuple(tuple(c) for c in u["changes"])})
+                         for u in data.get("updates") or ()),
     })

@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
-from typing import Annotated, Any, NamedTuple, Self
+from typing import Annotated, Any, Literal, NamedTuple, Self
 
 import httpx2
 import jinja2
@@ -68,10 +68,16 @@ class Reply(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+PaperKind = Literal["method", "analysis", "benchmark", "system", "survey", "position"]
+
+
 class PaperSummary(Reply):
     title_zh: Line = Field(description="the title in Chinese; method names kept as they are")
     summary_zh: Text = Field(description="1-2 sentences: 本文提出了…，通过…，从而…")
     summary_en: Text = Field(description="one sentence in English saying the same")
+    why_zh: Text = Field(description="为何值得读: one sentence, grounded in the abstract")
+    why_en: Text = Field(description="why it matters: the same sentence in English")
+    kind: PaperKind = Field(description="what kind of paper it is")
     key_points_zh: list[Line] = Field(min_length=2, max_length=4, description="2-4 short points")
     key_points_en: list[Line] = Field(min_length=2, max_length=4,
                                       description="the same points in English, same order")

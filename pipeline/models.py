@@ -148,6 +148,26 @@ class Entry:
     headline_zh: str | None = None
     headline_en: str | None = None
     parts: tuple[Part, ...] = ()
+    why_zh: str | None = None  # 为何值得读 · Why it matters, one sentence each
+    why_en: str | None = None
+    kind: str | None = None  # method, analysis, benchmark, system, survey, position
+    links: tuple[tuple[str, str], ...] = ()  # (kind, url) from extract.links
+    venue: str | None = None  # as stated in the comment or journal-ref
+
+
+@dataclass(frozen=True)
+class Update:
+    """A paper from an earlier digest with news, listed once under 更新 · Updates.
+
+    changes: (what, before, after) with what in version, venue, code; the wording is
+    the templates'.
+    """
+
+    key: str
+    title: str
+    url: str | None = None
+    title_zh: str | None = None
+    changes: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -185,6 +205,8 @@ class Digest:
     model: str | None = None  # None: written without an LLM
     sources: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
+    updates: tuple[Update, ...] = ()
+    pending_zh: int = 0  # entries whose Chinese summary is not written yet
 
 
 @dataclass

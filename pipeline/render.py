@@ -22,6 +22,7 @@ import css_inline
 import jinja2
 
 from pipeline.config import bundled
+from pipeline.extract import checked_url
 
 # Gmail clips a message body over 102 KB ("[Message clipped]"); stay clear of it.
 EMAIL_LIMIT = 100_000  # bytes of the inlined HTML
@@ -182,33 +183,33 @@ def underline(value: object, char: str = "=", width: int = WIDTH) -> str:
 
 # --- shared helpers -----------------------------------------------------------------
 
-def texts(languages, zh: str | None, en: str | None, fallback: bool = True) -> list[tuple[str, str]]:
-    """(lang, text) in the configured order; when none of those is there, whatever is."""
+def texts(languages, zh: str | None, en: str | None) -> list[tuple[str, str]]:
+    """(lang, text) in the configured order, for the languages shown; never another one."""
     have = {"zh": zh, "en": en}
-    found = [(lang, have[lang]) for lang in languages if have.get(lang)]
-    if not found and fallback:
-        found = [(lang, text) for lang, text in have.items() if text]
-    return found
+    return [(lang, have[lang]) for lang in languages if have.get(lang)]
 
 
 def summary_lines(entry, languages) -> list[tuple[str, str]]:
-    """What an entry says, as (kind, text) with kind zh, en or pending, in language order.
+    """What an entry says, as (lang, text) in the shown languages' order; nothing else.
 
-    No Chinese summary yet: the pending mark, then the English line even when English
-    is not a configured language (it is the fallback the mark points to).
+    A missing Chinese summary gets no mark per entry (the header counts them once), and
+    English-only readers never see Chinese: a seed without English shows its title alone.
     """
-    lines: list[tuple[str, str]] = []
-    for lang in languages:
-        if lang == "zh":
-            lines.append(("zh", entry.summary_zh) if entry.summary_zh else ("pending", ""))
-        elif entry.summary_en:
-            lines.append(("en", entry.summary_en))
-    kinds = {kind for kind, _ in lines}
-    if "pending" in kinds and "en" not in kinds and entry.summary_en:
-        lines.append(("en", entry.summary_en))
-    if not kinds & {"zh", "en"} and "pending" not in kinds and entry.summary_zh:
-        lines.append(("zh", entry.summary_zh))  # English only, none written: Chinese beats nothing
-    return lines
+    have = {"zh": entry.summary_zh, "en": entry.summary_en}
+    return [(lang, have[lang]) for lang in languages if have.get(lang)]
+
+
+def entry_links(entry) -> list[tuple[str, str]]:
+    """(kind, url): arXiv and PDF for an arXiv entry, then those read from its text,
+    each through the same scheme and host check as every other link."""
+    found: list[tuple[str, str]] = []
+    if entry.url and "arxiv.org/abs/" in entry.url:
+        found += [("arxiv", entry.url), ("pdf", entry.url.replace("/abs/", "/pdf/", 1))]
+    for kind, url in entry.links:
+        checked = checked_url(url)
+        if checked and checked.lower().startswith(("http://", "https://")):
+            found.append((kind, checked))
+    return found
 
 
 def clip(value: object, limit: int | None) -> str:
@@ -287,7 +288,7 @@ def loader(user_dir: Path | None) -> jinja2.BaseLoader:
 def _shared(env: jinja2.Environment) -> jinja2.Environment:
     env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time,
                        slug=slug, safe_url=safe_url, width=display_width)
-    env.globals.update(texts=texts, summary_lines=summary_lines)
+    env.globals.update(texts=texts, summary_lines=summary_lines, entry_links=entry_links)
     return env
 
 
@@ -372,43 +373,43 @@ def _inline(html: str) -> str:
 def digest_html(config, digest, reading_count: int, limit: int = EMAIL_LIMIT) -> str:
     """The email HTML, CSS inlined, under `limit` bytes.
 
-    Too big: English lines are clipped, then dropped where a Chinese summary is shown,
-    then the lowest-ranked papers are left to the reading list (a line says how many);
-    if the featured readings, comparison and synthesis alone are too big, they are
-    shortened first.
+    Too big: long English lines are clipped, then the lowest-ranked papers are left to
+    the web and Markdown copies (a line says how many); if the featured readings,
+    comparison and synthesis alone are too big, they are shortened first. A language is
+    never dropped: every entry the email keeps speaks in every shown language.
     """
     template = html_env(config.templates.dir).get_template("email.html.j2")
     base = _digest_context(config, digest, reading_count, "../READING_LIST.md")
     base["subject"] = digest_subject(config, digest)
     total = sum(len(s.entries) for s in digest.sections)
 
-    def render(clip_en: int | None, drop_en: bool, keep: int, clip_all: int | None = None) -> str:
+    def render(clip_en: int | None, keep: int, clip_all: int | None = None) -> str:
         sections, cut = _keep(digest, keep)
         page = template.render(**{**base, "sections": sections, "more": base["more"] + cut,
-                                  "clip_en": clip_en, "drop_en": drop_en, "clip_all": clip_all})
+                                  "clip_en": clip_en, "clip_all": clip_all})
         return _inline(page)
 
     def fits(page: str) -> bool:
         return len(page.encode("utf-8")) <= limit
 
     page = ""
-    for clip_en, drop_en in ((None, False), (CLIP_EN, False), (CLIP_EN, True)):
-        page = render(clip_en, drop_en, total)
+    for clip_en in (None, CLIP_EN):
+        page = render(clip_en, total)
         if fits(page):
             return page
     clip_all = None
-    best = render(CLIP_EN, True, 0)
+    best = render(CLIP_EN, 0)
     for shorter in CLIP_ALL:  # even no paper list is too big: shorten the featured readings
         if fits(best):
             break
         clip_all = shorter
-        best = render(CLIP_EN, True, 0, clip_all)
+        best = render(CLIP_EN, 0, clip_all)
     if not fits(best):
         return best  # the smallest page there is; the web and Markdown copies are whole
     low, high = 0, total  # the most papers that fit: binary search
     while low < high:
         mid = (low + high + 1) // 2
-        page = render(CLIP_EN, True, mid, clip_all)
+        page = render(CLIP_EN, mid, clip_all)
         if fits(page):
             low, best = mid, page
         else:

@@ -275,7 +275,9 @@ def digest_entries(config: Config, store: Store, published: set[str] | None = No
         row = topics.get(paper.id, {})
         topic = row.get("topic") or _topic(config, paper.title, paper.abstract)
         scored = compose.Scored(row.get("score"), topic)
-        entries.append(compose.paper_entry(paper, scored, summaries.get(key), by_paper.get(paper.id)))
+        seed = by_paper.get(paper.id)
+        entries.append(compose.paper_entry(paper, scored, summaries.get(key), seed,
+                                           translations.get(seed_key(seed.title)) if seed else None))
     for seed in seeds:
         key = seed_key(seed.title)
         if seed.arxiv_id or published is not None and key in published:

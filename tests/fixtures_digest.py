@@ -5,11 +5,13 @@ Nothing here varies between runs, so the golden files compare byte for byte.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 
+from pipeline import compose
 from pipeline.config import Bilingual, Topic, TopicDef
-from pipeline.models import Digest, Entry, Part, Row, Section
+from pipeline.models import Digest, Entry, Paper, Part, Row, Section, Update
 
 TOPICS = [
     TopicDef(key="algorithms", name=Bilingual(zh="算法与目标", en="Algorithms and objectives"), terms=[]),
@@ -121,12 +123,54 @@ HACKING = Entry(
 )
 
 
+# Built from a Paper the way a run builds it: TeX in the title, links and a venue in the
+# abstract and comment, and a `javascript:` link that must stay dead text.
+LAMBDA_PAPER = Paper(
+    id="2611.00008", version=1,
+    title="GRPO-$\\lambda$: \\textsc{Eligibility} Traces for $\\alpha$-RL",
+    abstract=("Group-relative policy optimisation assigns one advantage to a whole response. "
+              "We propose GRPO-$\\lambda$, which spreads credit over tokens with eligibility traces. "
+              "Code: https://github.com/example-lab/grpo-lambda. Weights: "
+              "https://huggingface.co/example-lab/grpo-lambda-7b; data at "
+              "huggingface.co/datasets/example-lab/traces. Do not click javascript:alert(1) "
+              "or [this](javascript:alert(document.cookie))."),
+    authors=("Mei Lin", "Omar Haddad"), categories=("cs.LG", "cs.CL"),
+    comment="Accepted at NeurIPS 2026. 9 pages, 3 figures",
+    submitted=datetime(2026, 11, 27, 9, tzinfo=UTC),
+)
+LAMBDA = compose.paper_entry(LAMBDA_PAPER, compose.Scored(3.0, "algorithms"), {
+    "title_zh": "GRPO-$\\lambda$：用资格迹为 $\\alpha$-RL 分配信用",
+    "summary_zh": "本文提出了 GRPO-λ，通过资格迹把奖励分配到各个 token，从而缓解长回答的信用分配问题。",
+    "summary_en": "GRPO-λ spreads each reward over tokens with eligibility traces.",
+    "why_zh": "它让 GRPO 不再对整条回答使用同一个优势值。",
+    "why_en": "It stops GRPO from giving every token of a response the same advantage.",
+    "kind": "method",
+    "key_points_zh": ["资格迹", "token 级信用"], "key_points_en": ["eligibility traces", "token credit"],
+})
+# No LLM: the English line is the abstract's contribution sentence, not its first one.
+OFFLINE = compose.paper_entry(Paper(
+    id="2611.00009", title="Verifier Drift in RLVR", version=2,
+    abstract=("Verifiers are widely used to reward reasoning. However, they drift. "
+              "We show that verifier drift explains most reward hacking in RLVR runs. "
+              "We release our logs."),
+    authors=("Ana Souza",), categories=("cs.LG",), comment="ICLR 2026 (oral)",
+    submitted=datetime(2026, 11, 26, 9, tzinfo=UTC),
+), compose.Scored(1.0, "rewards"))
+UPDATE = Update(
+    key="arxiv:2610.00042", title="Sparse $\\beta$-Rewards for Long Agents",
+    url="https://arxiv.org/abs/2610.00042", title_zh="面向长程智能体的稀疏 β 奖励",
+    changes=(("version", "1", "3"), ("venue", "", "ICLR 2027 <b>"),
+             ("code", "", "https://github.com/example-lab/sparse-beta")),
+)
+
+
 def digest() -> Digest:
     return Digest(
         id="2026-11-30", window_start="2026-11-23T08:00+08:00", window_end="2026-11-30T08:00+08:00",
         timezone="Asia/Shanghai",
-        sections=(section("algorithms", [SCRIPT, PIPES, BOLD]), section("agentic", [ALPHA, LONG])),
-        featured=(PRISM, HACKING),
+        sections=(section("algorithms", [SCRIPT, LAMBDA, PIPES, BOLD]), section("rewards", [OFFLINE]),
+                  section("agentic", [ALPHA, LONG])),
+        featured=(PRISM, HACKING), updates=(UPDATE,), pending_zh=2,
         comparison=(
             Row("视角", "Perspective", (("正面：提出解决方案", "constructive: a fix"),
                                          ("反面：发现新问题", "critical: a new risk"))),
@@ -137,7 +181,7 @@ def digest() -> Digest:
         ),
         synthesis_zh="LLM 的 RL 训练不仅面临技术效率问题（PRISM），还面临安全性问题（Exploration Hacking）。",
         synthesis_en="RL for LLMs faces questions of efficiency (PRISM) and of safety (Exploration Hacking).",
-        new=4, revised=2, seeds=2, left_out=("arxiv:2611.99999",), model="gpt-4o-mini",
+        new=6, revised=3, seeds=2, left_out=("arxiv:2611.99999",), model="gpt-4o-mini",
         sources=("arXiv API", "RSS", "seeds"),
         categories=("cs.LG", "cs.CL", "cs.AI", "cs.CV", "cs.MA", "cs.RO", "stat.ML"),
     )

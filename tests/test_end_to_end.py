@@ -64,15 +64,26 @@ def test_run_summarises_in_both_languages_and_a_rerun_calls_nothing(tmp_path, cl
 
 
 def test_without_an_llm_the_digest_goes_out_marked_pending(tmp_path, cli, db_url):
-    with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer() as llm:
+    from dataclasses import replace
+
+    paper = replace(rl_paper(1, DAY), abstract=(
+        "Large language models are trained with reinforcement learning from verifiable rewards. "
+        "Rollouts are costly. We propose GRPO-Lite, which reuses rollouts across policy steps. "
+        "It matches GRPO at half the cost."))
+    with ArxivServer([paper]) as arxiv, OpenAIServer() as llm:
         llm.script = lambda request: error(500)
         config = full_config(tmp_path, arxiv, llm, db_url=db_url)
         result = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         assert "summarised 0" in result.stdout
         assert "2 failed" in result.stdout  # the summary and the featured reading fell back
-        digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
-        assert "⏳ 中文摘要待生成" in digest
-        assert "We train a large language model with reinforcement learning" in digest
+        digests = tmp_path / "out" / "digests"
+        digest = (digests / "2026-11-02.md").read_text(encoding="utf-8")
+        # One line in the header, no mark on the entry; the English line is the claim.
+        assert "> ⏳ 1 篇论文的中文摘要待生成 · Chinese summaries pending: 1" in digest
+        for fmt in ("md", "html", "txt"):
+            assert (digests / f"2026-11-02.{fmt}").read_text(encoding="utf-8").count("⏳") == 1
+        assert "We propose GRPO-Lite, which reuses rollouts across policy steps." in digest
+        assert "Large language models are trained" not in digest.split("## 本周论文")[1].split("## 精选")[0]
         llm.script = None
         cli("--config", str(config), "run", "--as-of", "2026-11-09", env={"OPENAI_API_KEY": KEY})
     reading = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")

@@ -135,8 +135,8 @@ def test_wire_schema_fits_strict_mode(model):
         assert node["required"] == list(node["properties"])
     text = str(schema)
     assert "minItems" not in text and "maxItems" not in text and "default" not in text
-    assert all(name.endswith(("_zh", "_en")) or name in {"parts", "rows", "cells", "zh", "en"}
-               for node in found for name in node["properties"])
+    assert all(name.endswith(("_zh", "_en")) or name in {"parts", "rows", "cells", "zh", "en", "kind"}
+               for node in found for name in node["properties"])  # kind: an enum, not prose
 
 
 # --- results land on their items ------------------------------------------------------------

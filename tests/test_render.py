@@ -65,6 +65,13 @@ def txt(cfg, digest):
     return render.digest_text(cfg, digest, READING)
 
 
+# Links an output may carry: arXiv pages and PDFs, the reading list, and the code and
+# Hugging Face links read from the fixture's abstract (never its javascript: ones).
+OURS = ("https://arxiv.org/abs/", "https://arxiv.org/pdf/", "https://github.com/example-lab/",
+        "https://huggingface.co/example-lab/", "https://huggingface.co/datasets/example-lab/",
+        "../READING_LIST.md", "#")
+
+
 def entries(digest):
     return [e for s in digest.sections for e in s.entries] + list(digest.featured)
 
@@ -107,23 +114,40 @@ def test_golden_english_only_and_plain_digest():
 
 def test_markdown_follows_the_seed_page(md, digest):
     assert md.startswith("# 强化学习 · Reinforcement Learning for LLMs — 周报 Weekly · 2026-11-30\n")
-    assert "本期窗口 Window: 2026-11-23 08:00 → 2026-11-30 08:00 (Asia/Shanghai)" in md
-    order = ["## 本周论文 · This week's papers", "## 精选解读 · Featured", "## 对比 · Comparison",
+    assert "本期时间窗 Window: 2026-11-23 08:00 → 2026-11-30 08:00 (Asia/Shanghai)" in md
+    order = ["## 本周论文 · This week's papers", "## 更新 · Updates", "## 精选解读 · Featured",
+             "## 对比 · Comparison",
              "## 综合洞察 · Synthesis", "\n---\n"]
     positions = [md.index(heading) for heading in order]
     assert positions == sorted(positions)
-    # Title（date）：中文摘要, then the English line.
-    assert "(https://arxiv.org/abs/2611.00005)**（2026-11-26）：我们引入了递归代理优化" in md
+    # **Title**（date） `kind`, the Chinese title, a line per language, why it matters, links.
+    assert ("- **[GRPO-λ: Eligibility Traces for α-RL](https://arxiv.org/abs/2611.00008)**（2026-11-27）"
+            " `方法 method`  \n  GRPO-λ：用资格迹为 α-RL 分配信用  \n  本文提出了 GRPO-λ") in md
+    assert "  *GRPO-λ spreads each reward over tokens with eligibility traces.*  \n" in md
+    assert ("  为何值得读 · Why it matters：它让 GRPO 不再对整条回答使用同一个优势值。 / "
+            "*It stops GRPO from giving every token of a response the same advantage.*") in md
+    assert ("  [arXiv](https://arxiv.org/abs/2611.00008) · [PDF](https://arxiv.org/pdf/2611.00008) · "
+            "[Code](https://github.com/example-lab/grpo-lambda) · "
+            "[HF model](https://huggingface.co/example-lab/grpo-lambda-7b) · "
+            "[HF dataset](https://huggingface.co/datasets/example-lab/traces) · 发表于 Venue：NeurIPS 2026") in md
+    assert "(https://arxiv.org/abs/2611.00005)**（2026-11-26）  \n  我们引入了递归代理优化" in md
     assert "  *RAO trains agents" in md
     assert "Ada Lovelace, Alan Turing, Grace Hopper et al." in md and "Edsger" not in md
-    assert "`v3 revised`" in md and "📌 收录 Curated" in md
-    # No Chinese summary: the pending mark and the English fallback line.
-    assert "（2026-11-24）：⏳ 中文摘要待生成 · Chinese summary pending  \n  *We study credit" in md
+    assert "`v3 revised`" in md and "📌 精选收录 Curated" in md
+    # No Chinese summary: one line in the header, no mark on the entry, its English line.
+    assert "> ⏳ 2 篇论文的中文摘要待生成 · Chinese summaries pending: 2\n" in md
+    assert md.count("⏳") == 1
+    assert "（2026-11-24）  \n  We study credit" in md
+    assert "（2026-11-26）  \n  We show that verifier drift explains most reward hacking" in md
+    # Updates: what changed, once.
+    assert ("- **[Sparse $\\beta$-Rewards for Long Agents](https://arxiv.org/abs/2610.00042)**"
+            "（面向长程智能体的稀疏 β 奖励）：v1 → v3 · 已被 ICLR 2027 \\<b\\> 接收 / accepted at ICLR 2027 "
+            "\\<b\\> · 已发布代码 / code released：[Code](https://github.com/example-lab/sparse-beta)") in md
     assert "- **解决方案 · Approach**：在 SFT 和 RLVR 之间插入分布对齐阶段。 / An alignment stage" in md
     assert "📄 查看论文 · [Read the paper](https://arxiv.org/abs/2611.00006)" in md
     assert "… +1 篇论文见阅读清单 more papers in the reading list" in md
     assert "回复 “unsubscribe”" in md and "[READING_LIST.md](../READING_LIST.md)" in md
-    assert md.count("**[") == sum(len(s.entries) for s in digest.sections)
+    assert md.count("**[") == sum(len(s.entries) for s in digest.sections) + len(digest.updates)
 
 
 def test_no_synthesis_is_invented_and_facts_table_without_a_model():
@@ -140,16 +164,18 @@ def test_english_only_digest_reads_in_english():
     for chinese in ("本周论文", "精选解读", "对比", "本期窗口", "周报", "强化学习 ·"):
         assert chinese not in md
     assert "## This week's papers" in md and "## Synthesis" in md
-    assert "(https://arxiv.org/abs/2611.00005)** (2026-11-26): RAO trains agents" in md
+    assert "(https://arxiv.org/abs/2611.00005)** (2026-11-26)  \n  RAO trains agents" in md
+    assert "Why it matters: It stops GRPO" in md and "`method`" in md and "[Code](" in md
+    assert not re.search(r"[\u3000-\u9fff\uff00-\uffef]", md.replace("$\\alpha_t$", ""))
     assert "📄 [Read the paper](https://arxiv.org/abs/2611.00006)" in md
     assert "https://digest.example.org/rl/READING_LIST.md" in md
     subject = render.digest_subject(cfg, fx.digest())
-    assert subject == "Reinforcement Learning for LLMs Weekly · 2026-11-30 · 7 papers"
+    assert subject == "Reinforcement Learning for LLMs Weekly · 2026-11-30 · 9 papers"
 
 
 def test_subject_is_one_line_with_the_date(cfg, digest):
     subject = render.digest_subject(cfg, digest)
-    assert subject == "强化学习周报 Reinforcement Learning for LLMs Weekly · 2026-11-30 · 7 papers"
+    assert subject == "强化学习周报 Reinforcement Learning for LLMs Weekly · 2026-11-30 · 9 papers"
     assert "\n" not in subject
 
 
@@ -217,14 +243,14 @@ def test_markdown_table_keeps_its_columns_with_a_pipe_in_a_title(digest):
 def test_markdown_has_no_live_markup_from_outside_text(md):
     assert not re.search(r"(?<!\\)<(?!a id=)", md)  # no raw HTML but the reading list's anchors
     assert "http://evil" not in md and "www.evil" not in md
-    # The only links are ours: arXiv pages and the reading list.
+    # The only links are ours: arXiv pages, links read from abstracts, the reading list.
     targets = re.findall(r"(?<!\\)\]\(([^)]*)\)", md)
-    assert targets and all(t.startswith("https://arxiv.org/abs/") or t == "../READING_LIST.md"
-                           for t in targets)
+    assert targets and all(t.startswith(OURS) for t in targets)
+    assert "javascript" not in "".join(targets)
     # A list item cannot be broken: every entry is one item and its indented lines.
     body = md.split("## 本周论文 · This week's papers", 1)[1].split("## 精选解读", 1)[0]
     for line in body.splitlines():
-        assert not line or line.startswith(("- **[", "  ", "### ", "… +")), line
+        assert not line or line.startswith(("- **[", "  ", "### ", "… +", "## 更新")), line
 
 
 def test_markdown_through_githubs_parser(md, cfg):
@@ -238,8 +264,7 @@ def test_markdown_through_githubs_parser(md, cfg):
         assert tags <= {"a", "blockquote", "br", "code", "em", "h1", "h2", "h3", "hr", "li", "p",
                         "strong", "table", "tbody", "td", "th", "thead", "tr", "ul"}, tags
         hrefs = set(re.findall(r'href="([^"]*)"', out))
-        assert all(h.startswith(("https://arxiv.org/abs/", "#")) or h == "../READING_LIST.md"
-                   for h in hrefs), hrefs
+        assert all(h.startswith(OURS) for h in hrefs), hrefs
         assert "<script" not in out and "evil" not in "".join(hrefs)
     assert md.count("<table>") == 0 and "<table>" in cmarkgfm.github_flavored_markdown_to_html(md)
 
@@ -309,7 +334,8 @@ def test_html_links_every_paper_to_arxiv(html, digest):
     hrefs = [attrs.get("href") for tag, attrs in parse(html).tags if tag == "a"]
     for entry in entries(digest):
         assert entry.url in hrefs, entry.title
-    assert all(h.startswith(("https://arxiv.org/abs/", "../READING_LIST.md")) for h in hrefs)
+    assert all(h.startswith(OURS) for h in hrefs)
+    assert "https://github.com/example-lab/grpo-lambda" in hrefs and "javascript:" not in html
 
 
 def test_html_is_an_email_layout(html):
@@ -363,7 +389,10 @@ def test_text_has_full_urls_and_plain_text(txt, digest):
     assert "<script>alert(1)</script> Policy Optimisation" in txt
     assert "\\|" not in txt and "](" not in txt.replace("[x](http://evil)", "")
     flat = re.sub(r"\s*\n\s*", "", txt)  # Chinese may wrap between any two characters
-    assert "：⏳ 中文摘要待生成 · Chinese summary pending" in flat
+    assert "⏳ 2 篇论文的中文摘要待生成 · Chinese summaries pending: 2" in flat
+    assert txt.count("⏳") == 1
+    assert "Code:\nhttps://github.com/example-lab/grpo-lambda" in txt.replace("Code: ", "Code:\n  ").replace("\n  ", "\n")
+    assert "为何值得读 · Why it matters：它让 GRPO" in flat
 
 
 def test_wrap_counts_cjk_as_two_columns():
@@ -399,7 +428,7 @@ def test_a_user_override_replaces_one_template_only(tmp_path, digest, md):
     (tmp_path / "subject.txt.j2").write_text("My digest {{ d.id }} ({{ paper_count }})\n",
                                              encoding="utf-8")
     cfg = fx.config(templates_dir=tmp_path)
-    assert render.digest_subject(cfg, digest) == "My digest 2026-11-30 (7)"
+    assert render.digest_subject(cfg, digest) == "My digest 2026-11-30 (9)"
     assert render.digest_markdown(cfg, digest, READING) == md
 
 

@@ -130,6 +130,9 @@ def default_content(request: ChatRequest) -> dict[str, Any]:
             "title_zh": f"中文标题：{title}",
             "summary_zh": f"本文提出了{title}，通过强化学习优化策略，从而提升推理能力。",
             "summary_en": f"English summary of {title}.",
+            "why_zh": f"{title} 值得一读：它改变了训练方式。",
+            "why_en": f"Why {title} matters: it changes how training is done.",
+            "kind": "method",
             "key_points_zh": [f"{title} 要点一", f"{title} 要点二"],
             "key_points_en": [f"{title} point one", f"{title} point two"],
         }

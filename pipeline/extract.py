@@ -1,0 +1,180 @@
+"""What an entry can say without an LLM, read from arXiv's own fields. Pure functions.
+
+Links (code, project page, Hugging Face) and the venue come from the abstract, the
+comment and the journal-ref; TeX in titles becomes readable text; the English
+fallback line is the abstract's contribution sentence, not its background opener.
+Nothing here invents: every value is a piece of the given text or None.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from urllib.parse import urlsplit
+
+from pylatexenc.latex2text import LatexNodes2Text
+
+# --- TeX ---------------------------------------------------------------------------------
+
+_MATH = re.compile(r"\$(?!\s)([^$]{1,200}?)(?<!\s)\$")  # "5$ or 6$" is not math
+_COMMAND = re.compile(r"\\[A-Za-z]+\*?(?:\{[^{}$]*\})*")
+_SUP = str.maketrans("0123456789+-=()n", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿ")
+_SUB = str.maketrans("0123456789+-=()", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎")
+_SCRIPT = re.compile(r"([\^_])([0-9]{1,3}(?![0-9])|[+\-n](?![A-Za-z0-9]))")
+
+
+@lru_cache(maxsize=1)
+def _latex() -> LatexNodes2Text:
+    return LatexNodes2Text(math_mode="text", keep_comments=False, strict_latex_spaces=False)
+
+
+def _tex_piece(source: str) -> str:
+    text = _latex().latex_to_text(source)
+    return _SCRIPT.sub(lambda m: m.group(2).translate(_SUP if m.group(1) == "^" else _SUB), text)
+
+
+def readable(text: str | None) -> str | None:
+    """`GRPO-$\\lambda$` -> `GRPO-λ`, `AM$^3$Safety` -> `AM³Safety`, `\\textsc{X}` -> `X`.
+
+    Only `$...$` spans and backslash commands are converted, so `%`, `&` and a lone
+    `$` in plain prose stay what they are. Escaping for a format happens later.
+    """
+    if not text or ("$" not in text and "\\" not in text):
+        return text
+    text = _MATH.sub(lambda m: _tex_piece(m.group(1)), text)
+    return _COMMAND.sub(lambda m: _tex_piece(m.group(0)), text)
+
+
+# --- links -------------------------------------------------------------------------------
+
+# A URL with a scheme, or a bare host we know; trailing punctuation is cut afterwards.
+_URL = re.compile(
+    r"(?:https?://|(?<![\w./@-])(?=(?:www\.)?(?:github\.com|gitlab\.com|huggingface\.co)/))"
+    r"[^\s<>\"'`{}|\\^\[\]]+", re.IGNORECASE)
+_TRAIL = ".,;:!?)]}'\"*"
+_HOST = re.compile(r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
+_PROJECT_HINT = re.compile(r"(?i)(project|home)\s*page|website|demo|\bsite\b")
+_PAGE_HOSTS = (".github.io", ".gitlab.io", ".pages.dev", ".netlify.app", ".vercel.app")
+
+# What each kind of link is, in the order an entry shows them.
+KINDS = ("code", "project", "model", "dataset", "space")
+
+
+def checked_url(raw: str) -> str | None:
+    """http(s) with a real host name and no user part; anything else is not a link."""
+    url = raw if re.match(r"(?i)https?://", raw) else "https://" + raw
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None
+    host = (parts.hostname or "").lower()
+    if parts.scheme.lower() not in ("http", "https") or parts.username or parts.password:
+        return None
+    if not _HOST.match(host):
+        return None
+    return url
+
+
+def _kind(url: str, before: str) -> str | None:
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower().removeprefix("www.")
+    path = [p for p in parts.path.split("/") if p]
+    if host in ("github.com", "gitlab.com"):
+        return "code" if len(path) >= 2 else None
+    if host == "huggingface.co":
+        if not path:
+            return None
+        return {"datasets": "dataset", "spaces": "space", "collections": "model"}.get(path[0], "model")
+    if host.endswith(_PAGE_HOSTS) or _PROJECT_HINT.search(before[-40:]):
+        return "project"
+    return None
+
+
+def links(*texts: str | None) -> tuple[tuple[str, str], ...]:
+    """(kind, url) found in the texts: the first of each kind, in KINDS order."""
+    found: dict[str, str] = {}
+    for text in texts:
+        for match in _URL.finditer(text or ""):
+            raw = match.group(0)
+            while raw and raw[-1] in _TRAIL:
+                raw = raw[:-1]
+            url = checked_url(raw)
+            if url is None:
+                continue
+            kind = _kind(url, text[:match.start()])  # type: ignore[index]
+            if kind and kind not in found:
+                found[kind] = url
+    return tuple((kind, found[kind]) for kind in KINDS if kind in found)
+
+
+# --- venue -------------------------------------------------------------------------------
+
+_ACCEPTED = re.compile(
+    r"(?i)\b(?:accepted|to\s+appear|published|presented)"
+    r"(?:\s+as\s+(?:an?\s+)?(?P<kind>oral|spotlight|poster)(?:\s+(?:paper|presentation))?)?"
+    r"\s+(?:at|to|by|in|for)\s+(?:the\s+)?(?P<venue>[^.;\n]+)")
+_VENUES = (r"NeurIPS|ICML|ICLR|ACL|EMNLP|NAACL|EACL|AACL|COLING|AAAI|IJCAI|CVPR|ICCV|ECCV|KDD|WWW|"
+           r"SIGIR|COLM|CoRL|AISTATS|UAI|TMLR|JMLR|TACL|ICRA|IROS|WSDM|CIKM|MICCAI|ICASSP|Interspeech")
+_NAMED = re.compile(
+    rf"(?:(?P<findings>Findings\s+of\s+(?:the\s+)?)?\b(?P<name>{_VENUES})[-' ]?(?P<year>(?:19|20)?\d{{2}})\b"
+    r"(?:\s*\(?(?P<kind>(?i:oral|spotlight|poster|findings|workshop))\)?)?)")
+_ACRONYM_YEAR = re.compile(r"\(([A-Z][A-Za-z@-]{1,15}[-' ]?(?:19|20)?\d{2})\)")
+_NOT_YET = re.compile(r"(?i)\b(submitted|submission|under\s+review|in\s+review|preprint\s+for)\b")
+_CUT = re.compile(r"(?i)\s*(?:,|\bwith\b|\bwhich\b|\band\s+will\b|\(|\bmanuscript\b|\bcode\b|\bhttps?://)")
+
+
+def _clean(venue: str) -> str:
+    venue = " ".join(venue.split()).strip(" ,:;-")
+    words = venue.split()
+    return " ".join(words[:10]) + (" …" if len(words) > 10 else "")
+
+
+def venue(comment: str | None, journal_ref: str | None) -> str | None:
+    """Where the paper appears, as stated: the journal-ref, else the comment's
+    "Accepted at <venue>" or "<venue> <year> (oral|spotlight|findings)"; None if neither."""
+    if journal_ref and journal_ref.strip():
+        return _clean(journal_ref)
+    text = " ".join((comment or "").split())
+    if not text:
+        return None
+    accepted = _ACCEPTED.search(text)
+    if accepted:
+        tail = accepted.group("venue")
+        acronym = _ACRONYM_YEAR.search(tail)
+        name = acronym.group(1) if acronym else _CUT.split(tail, maxsplit=1)[0]
+        kind = accepted.group("kind")
+        return _clean(f"{name} ({kind})" if kind else name) or None
+    for match in _NAMED.finditer(text):
+        if not (match.group("kind") or match.group("findings")):
+            continue
+        if _NOT_YET.search(text[max(0, match.start() - 40):match.start()]):
+            continue
+        return _clean(match.group(0))
+    return None
+
+
+# --- the contribution sentence -------------------------------------------------------------
+
+_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'\[])")
+_CLAIMS = (
+    re.compile(r"(?i)\b(?:we|this\s+(?:paper|work|study|article))\s+(?:\w+\s+){0,2}?"
+               r"(?:propose|introduce|present|develop|design)s?\b"),
+    re.compile(r"(?i)\b(?:we|this\s+(?:paper|work|study|article))\s+(?:\w+\s+){0,2}?"
+               r"(?:show|find|demonstrate|study|investigate|analy[sz]e|examine|reveal)s?\b"),
+    re.compile(r"(?i)\b(?:in\s+)?this\s+(?:paper|work|study|article)\b|\bhere,?\s+we\b"),
+)
+
+
+def sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCES.split(" ".join((text or "").split())) if s]
+
+
+def contribution(abstract: str) -> str:
+    """The sentence that says what the paper does ("we propose", "we introduce", "we show",
+    "this paper"); the first sentence when none does. Never rewritten."""
+    found = sentences(abstract)
+    for claim in _CLAIMS:
+        for sentence in found:
+            if claim.search(sentence):
+                return sentence
+    return found[0] if found else ""
