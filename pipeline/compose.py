@@ -78,6 +78,47 @@ def with_reading(entry: Entry, reading: dict | None) -> Entry:
                    parts=parts)
 
 
+def snapshot(paper: Paper) -> dict:
+    """What a reader was told about a paper: its version, venue and code link."""
+    code = dict(links(paper.abstract, paper.comment)).get("code")
+    return {"version": paper.version, "venue": venue(paper.comment, paper.journal_ref), "code": code}
+
+
+def snapshots(digest: Digest) -> dict[str, dict]:
+    """The Updates ledger's baseline after this digest: each listed paper as shown."""
+    found = {e.key: {"version": e.version, "venue": e.venue, "code": dict(e.links).get("code")}
+             for e in [*(e for s in digest.sections for e in s.entries), *digest.featured]
+             if e.key.startswith("arxiv:")}
+    found.update({u.key: {"version": u.version, "venue": u.venue, "code": u.code}
+                  for u in digest.updates})
+    return found
+
+
+def updates(papers: Iterable[Paper], ledger: dict[str, dict | None],
+            summaries: dict[str, dict]) -> list[Update]:
+    """Published papers with news since they were last listed: a newer version, a venue,
+    code. A paper listed before the ledger kept snapshots has nothing to compare with."""
+    found: list[Update] = []
+    for paper in papers:
+        key = paper_key(paper.id)
+        before, now = ledger.get(key), snapshot(paper)
+        if before is None or before == now:
+            continue
+        changes = []
+        if before.get("version") and now["version"] > before["version"]:
+            changes.append(("version", str(before.get("version")), str(now["version"])))
+        if now["venue"] and now["venue"] != before.get("venue"):
+            changes.append(("venue", before.get("venue") or "", now["venue"]))
+        if now["code"] and not before.get("code"):
+            changes.append(("code", "", now["code"]))
+        if changes:
+            found.append(Update(key=key, title=readable(paper.title) or paper.title, url=paper.abs_url,
+                                title_zh=readable((summaries.get(key) or {}).get("title_zh")),
+                                changes=tuple(changes), **now))
+    found.sort(key=lambda u: (u.title.casefold(), u.key))
+    return found
+
+
 def sections(entries: Iterable[Entry], topics: Sequence[TopicDef]) -> tuple[Section, ...]:
     """Group by topic in the taxonomy's order; newest first, then title, for stable output."""
     by_topic: dict[str, list[Entry]] = {t.key: [] for t in topics}
@@ -95,8 +136,10 @@ def sections(entries: Iterable[Entry], topics: Sequence[TopicDef]) -> tuple[Sect
     return tuple(result)
 
 
-def curated_comparison(featured: Sequence[Entry], documents: Sequence[SeedDocument]) -> tuple[
-        tuple[Row, ...], str | None]:
+Curated = tuple[tuple[Row, ...], str | None, str | None]  # table, synthesis zh, synthesis en
+
+
+def curated_comparison(featured: Sequence[Entry], documents: Sequence[SeedDocument]) -> Curated:
     """The seed page's own table and synthesis, when the featured pair is that page's."""
     titles = {e.title for e in featured if e.curated}
     for doc in documents:
@@ -107,20 +150,52 @@ def curated_comparison(featured: Sequence[Entry], documents: Sequence[SeedDocume
             if None in order:
                 continue
             table = tuple(Row(r[0], "", tuple((r[i], "") for i in order)) for r in rows)
-            return table, doc.synthesis_zh
-    return (), None
+            return table, doc.synthesis_zh, None
+    return (), None, None
+
+
+def to_translate(featured: Sequence[Entry], curated: Curated) -> list[str]:
+    """The curated Chinese a reader of English would miss: the seed page's featured
+    readings, its table and its synthesis; each text once, in reading order."""
+    found: list[str] = []
+    for e in featured:
+        found += [e.headline_zh] if e.headline_zh and not e.headline_en else []
+        for p in e.parts:
+            found += [zh for zh, en in ((p.label_zh, p.label_en), (p.text_zh, p.text_en)) if zh and not en]
+    rows, synthesis_zh, synthesis_en = curated
+    for r in rows:
+        found += [r.label_zh] if r.label_zh and not r.label_en else []
+        found += [zh for zh, en in r.cells if zh and not en]
+    found += [synthesis_zh] if synthesis_zh and not synthesis_en else []
+    return list(dict.fromkeys(found))
+
+
+def with_english(featured: Sequence[Entry], curated: Curated,
+                 english: dict[str, str]) -> tuple[list[Entry], Curated]:
+    """The same featured entries and table with the English found for their Chinese."""
+    def en(zh: str | None, have: str | None) -> str | None:
+        return have or (english.get(zh) if zh else None)
+
+    entries = [replace(e, headline_en=en(e.headline_zh, e.headline_en),
+                       parts=tuple(replace(p, label_en=en(p.label_zh, p.label_en) or "",
+                                           text_en=en(p.text_zh, p.text_en)) for p in e.parts))
+               for e in featured]
+    rows, synthesis_zh, synthesis_en = curated
+    rows = tuple(Row(r.label_zh, en(r.label_zh, r.label_en) or "",
+                     tuple((zh, en(zh, have) or "") for zh, have in r.cells)) for r in rows)
+    return entries, (rows, synthesis_zh, en(synthesis_zh, synthesis_en))
 
 
 def make_digest(*, digest_id: str, window: tuple[datetime, datetime], timezone: str,
                 entries: Sequence[Entry], featured: Sequence[Entry], topics: Sequence[TopicDef],
-                max_papers: int, comparison: dict | None, curated: tuple[tuple[Row, ...], str | None],
+                max_papers: int, comparison: dict | None, curated: Curated,
                 model: str | None, sources: Sequence[str], categories: Sequence[str],
                 updates: Sequence[Update] = ()) -> Digest:
     """The week's entries, capped at max_papers by score (seeds always fit first)."""
     ranked = sorted(entries, key=lambda e: (not e.curated, -(e.score or 0.0), e.key))
     shown = ranked[:max_papers]
     featured_keys = {e.key for e in featured}
-    rows, synthesis_zh, synthesis_en = curated[0], curated[1], None
+    rows, synthesis_zh, synthesis_en = curated
     if comparison:
         rows = tuple(Row(r["label_zh"], r["label_en"], tuple((c["zh"], c["en"]) for c in r["cells"]))
                      for r in comparison["rows"])

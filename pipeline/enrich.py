@@ -1,12 +1,14 @@
 """Bilingual summaries from any OpenAI-compatible chat endpoint, cached, with fallback.
 
-Four tasks, each one chat completion per item and a pydantic model for its reply:
-paper summaries, English for curated Chinese seed summaries, featured readings and
-the comparison + synthesis. A reply is validated; an invalid or blank one is asked
-for once more with a stricter note; then the item falls back (no result, counted,
-not cached, so the next run tries again). Results are cached in the store under a
-key that changes with the item's version, the model, the prompts and the languages,
-so a re-run of the same week makes no calls.
+Each task is one chat completion per item with a pydantic model for its reply: paper
+summaries, relevance verdicts, English for curated Chinese (seed summaries, and the seed
+page's readings, table and synthesis), featured readings and the comparison + synthesis.
+A reply is validated; an invalid or blank one is asked for once more with a stricter
+note; then the item falls back (no result, counted, not cached, so the next run tries
+again). A valid reply whose Chinese goes against the glossary is kept, flagged and
+counted. Results are cached in the store under a key that changes with the item's
+version, the model, the prompts, the glossary and the languages, so a re-run of the same
+week makes no calls.
 
 Retries of failed requests (429, 5xx, timeouts, honouring Retry-After) are the openai
 client's own; on top of them each item has a wall-clock deadline (see DeadlineHttpClient).
@@ -25,12 +27,13 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, Literal, NamedTuple, Self
 
 import httpx2
 import jinja2
 import openai
+import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from pipeline.config import Enrich
@@ -91,6 +94,10 @@ class RelevanceVerdict(Reply):
 
 class SeedTranslation(Reply):
     summary_en: Long = Field(description="faithful English translation of the curated Chinese")
+
+
+class Translation(Reply):
+    texts_en: list[Text] = Field(description="the English of each numbered text, in order")
 
 
 class Part(Reply):
@@ -277,11 +284,61 @@ class Task:
 
 SUMMARY = Task("paper_summary", "prompts/paper_summary.j2", PaperSummary)
 SEED = Task("seed_translation", "prompts/seed_translation.j2", SeedTranslation)
+TRANSLATION = Task("translation", "prompts/translation.j2", Translation)
 FEATURED = Task("featured_reading", "prompts/featured_reading.j2", FeaturedReading)
 COMPARISON = Task("comparison", "prompts/comparison.j2", Comparison)
 JUDGE = Task("relevance_judgement", "prompts/relevance_judgement.j2", RelevanceVerdict)
 SYSTEM = "prompts/system.j2"
 RETRY = "prompts/retry.j2"
+GLOSSARY = "glossary.yaml"
+
+
+@dataclass(frozen=True)
+class Term:
+    """A glossary entry: the Chinese the digest uses, and renderings the check flags."""
+
+    zh: str
+    avoid: tuple[str, ...] = ()
+
+
+def load_glossary(env: jinja2.Environment, extra: dict[str, str]) -> dict[str, Term]:
+    """templates/glossary.yaml (a user's templates folder may replace it), then the
+    config's enrich.glossary, which adds or overrides terms."""
+    assert env.loader is not None
+    try:
+        data = yaml.safe_load(env.loader.get_source(env, GLOSSARY)[0]) or {}
+        terms = {str(term): Term(str(spec["zh"]), tuple(map(str, spec.get("avoid") or ())))
+                 for term, spec in (data.get("terms") or {}).items()}
+    except (jinja2.TemplateNotFound, yaml.YAMLError, AttributeError, KeyError, TypeError) as exc:
+        raise DigestError(f"{GLOSSARY}: not a glossary ({type(exc).__name__}: {exc})",
+                          "each term needs zh: and may have avoid: [...]") from None
+    terms.update({term: Term(zh, terms[term].avoid if term in terms else ())
+                  for term, zh in extra.items()})
+    return terms
+
+
+def glossary_misses(reply: Reply, terms: dict[str, Term]) -> list[str]:
+    """`term: used (glossary: zh)` for each term the reply's Chinese renders another way."""
+    chinese: list[str] = []
+
+    def walk(node: Any, zh: bool) -> None:
+        if isinstance(node, dict):
+            for name, value in node.items():
+                walk(value, name == "zh" or name.endswith("_zh"))
+        elif isinstance(node, list):
+            for value in node:
+                walk(value, zh)
+        elif zh and isinstance(node, str):
+            chinese.append(node)
+
+    walk(reply.model_dump(mode="json"), False)
+    text = "\n".join(chinese)
+    misses = []
+    for term, spec in terms.items():
+        used = next((variant for variant in spec.avoid if variant in text), None)
+        if used:
+            misses.append(f"{term}: {used} (glossary: {spec.zh})")
+    return misses
 
 
 @dataclass(frozen=True)
@@ -303,6 +360,8 @@ class EnrichReport:
     pending: int = 0  # not attempted: over max_papers, token budget spent, halted or offline
     tokens_in: int = 0
     tokens_out: int = 0
+    glossary_flags: int = 0  # terms a reply's Chinese rendered against the glossary
+    glossary_examples: list[str] = field(default_factory=list)
     error: str | None = None  # why calls stopped early, if they did
 
     def as_dict(self) -> dict[str, Any]:
@@ -393,6 +452,7 @@ class Enricher:
         self.report = EnrichReport()
         self._lock = threading.Lock()
         self._hashes: dict[str, str] = {}
+        self.glossary = load_glossary(env, cfg_enrich.glossary)
 
     # --- the four tasks ---
     def summarise(self, papers: Iterable[Paper]) -> dict[str, PaperSummary]:
@@ -418,6 +478,24 @@ class Enricher:
             jobs.append(Job(SEED, key, key, version, {"entry": entry}))
         found = self._run(jobs, "seed translations", limit=self.cfg.max_papers)
         return found  # type: ignore[return-value]
+
+    def translate(self, texts: Sequence[str]) -> dict[str, str]:
+        """Chinese -> English for curated texts (the seed page's readings, table, synthesis);
+        one request for them all, cached, so each is translated once."""
+        texts = list(texts)
+        if "en" not in self.languages or not texts:
+            return {}
+
+        def one_each(reply: Reply) -> None:
+            got = len(reply.texts_en)  # type: ignore[attr-defined]
+            if got != len(texts):
+                raise ValueError(f"texts_en has {got} items, not one for each of the {len(texts)} texts")
+
+        version = hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()[:16]
+        key = f"translation:{version}"
+        job = Job(TRANSLATION, key, key, version, {"texts": texts}, check=one_each)
+        reply = self._run([job], "translations").get(key)
+        return dict(zip(texts, reply.texts_en, strict=True)) if reply else {}  # type: ignore[attr-defined]
 
     def read_featured(self, items: Iterable[Item | tuple]) -> dict[str, FeaturedReading]:
         """Item key -> an in-depth reading (headline plus labelled parts)."""
@@ -457,7 +535,8 @@ class Enricher:
             for name in (SYSTEM, task.template, RETRY):
                 sha.update(name.encode() + b"\0" + self._source(name).encode("utf-8") + b"\0")
             sha.update(json.dumps(wire_schema(task.model), sort_keys=True).encode())
-            sha.update(json.dumps(self.cfg.glossary, sort_keys=True, ensure_ascii=False).encode())
+            sha.update(json.dumps({t: asdict(v) for t, v in self.glossary.items()}, sort_keys=True,
+                                  ensure_ascii=False).encode())
             self._hashes[task.kind] = sha.hexdigest()
         return self._hashes[task.kind]
 
@@ -542,6 +621,7 @@ class Enricher:
                 reply = parse_reply(content, job.task.model, fit=attempt == 1)
                 if job.check:
                     job.check(reply)
+                self._check_glossary(job, reply)
                 return reply, (spent[0], spent[1])
             except ValueError as exc:
                 problem = str(exc)
@@ -584,8 +664,8 @@ class Enricher:
         schema = None
         if self.cfg.structured == "json_object":
             schema = json.dumps(wire_schema(job.task.model), ensure_ascii=False, indent=1)
-        common = {"glossary": self.cfg.glossary, "languages": self.languages, "schema": schema,
-                      "task": job.task.kind}
+        common = {"glossary": {term: t.zh for term, t in self.glossary.items()},
+                  "languages": self.languages, "schema": schema, "task": job.task.kind}
         try:
             system = self.env.get_template(SYSTEM).render(**common)
             user = self.env.get_template(job.task.template).render(**common, **job.context)
@@ -622,6 +702,17 @@ class Enricher:
             if budget is not None and self.report.tokens_in + self.report.tokens_out >= budget:
                 return f"token budget of {budget} spent"
         return None
+
+    def _check_glossary(self, job: Job, reply: Reply) -> None:
+        """Flag and count a Chinese rendering the glossary avoids; the reply stays usable."""
+        if "zh" not in self.languages:
+            return
+        misses = glossary_misses(reply, self.glossary)
+        if misses:
+            log.info("%s: against the glossary: %s", job.item_key, "; ".join(misses))
+            with self._lock:
+                self.report.glossary_flags += len(misses)
+                self.report.glossary_examples.extend(misses[:3 - len(self.report.glossary_examples)])
 
     def _fail(self, job: Job, why: str) -> None:
         self._count(failures=1)

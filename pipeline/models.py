@@ -168,6 +168,9 @@ class Update:
     url: str | None = None
     title_zh: str | None = None
     changes: tuple[tuple[str, str, str], ...] = ()
+    version: int | None = None  # what the paper looks like now: the ledger's next baseline
+    venue: str | None = None
+    code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -225,6 +228,7 @@ class RunReport:
     llm_failures: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
+    glossary_flags: int = 0  # Chinese terms the LLM rendered against the glossary
     sent: int = 0
     pending: int = 0
     failed: int = 0

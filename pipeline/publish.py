@@ -40,7 +40,7 @@ def publish(config: Config, store: Store, options, digest: Digest | None,
         if store.digest(digest.id) is None:
             recipients = config.recipients() if config.email.enabled and not options.no_email else []
             store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),
-                              _items(digest), recipients)
+                              _items(digest), recipients, snapshots=compose.snapshots(digest))
     sections = compose.sections(reading, config.topics)
     changed = last_change(store, options.as_of)
     files["READING_LIST.md"] = write_atomic(out / "READING_LIST.md", render.reading_list_markdown(

@@ -115,6 +115,7 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
     if not options.offline:
         collect.resolve_seeds(config, store, fetcher)
         thin = [p.id for p in unpublished_papers(store) if p.submitted is None]
+        thin += [p.id for p in collected.revised]  # a new version may bring a venue or code
         collect.complete_thin(config, store, fetcher, thin)
     checkpoint()
     enricher = make_enricher(config, store, options, report)
@@ -184,6 +185,10 @@ def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
         done.calls, done.failures, done.tokens_in, done.tokens_out)
     if done.error:
         report.warnings.append(f"enrich: {done.error}")
+    report.glossary_flags = done.glossary_flags
+    if done.glossary_flags:
+        report.warnings.append(f"glossary: {done.glossary_flags} term(s) in the LLM's Chinese differ "
+                               f"from templates/glossary.yaml, e.g. {'; '.join(done.glossary_examples)}")
 
 
 def rank_papers(config: Config, store: Store) -> int:
@@ -220,13 +225,18 @@ def build_digest(config: Config, store: Store, options: Options,
     if existing is not None:
         return compose.digest_from_dict(existing["data"])
     entries = digest_entries(config, store, store.published_keys())
-    if not entries:
+    ledger = store.snapshots()
+    news = compose.updates(store.papers(k.removeprefix("arxiv:") for k, v in ledger.items() if v),
+                           ledger, store.latest_enrichments("paper_summary"))
+    if not entries and not news:
         return None
     wanted = featured_seed_keys(store)
     forced = [e for e in entries if e.key in wanted]
     featured = rank.choose_featured(entries, config.digest.featured, key_topic=lambda e: e.topic,
                                     key_score=lambda e: e.score or 0.0, forced=forced)
     curated = compose.curated_comparison(featured, documents)
+    english = enricher.translate(compose.to_translate(featured, curated))
+    featured, curated = compose.with_english(featured, curated, english)
     items = [Item(e.key, e.title, e.abstract or e.summary_zh or "", e.version or 1) for e in featured]
     readings = enricher.read_featured(item for item, e in zip(items, featured, strict=True) if not e.parts)
     featured = [compose.with_reading(e, _dump(readings.get(e.key))) for e in featured]
@@ -243,6 +253,7 @@ def build_digest(config: Config, store: Store, options: Options,
         max_papers=config.digest.max_papers, comparison=comparison, curated=curated,
         model=config.enrich.model if llm else None,
         sources=sources, categories=[] if options.offline else config.sources.arxiv.categories,
+        updates=news,
     )
 
 

@@ -42,6 +42,7 @@ def overview(config: Config, store: Store) -> str:
                      f"summarised {report.get('summarised', 0)} ({report.get('cached', 0)} cached), "
                      f"LLM calls {report.get('llm_calls', 0)}, tokens {report.get('tokens_in', 0)} in / "
                      f"{report.get('tokens_out', 0)} out, {report.get('llm_failures', 0)} failed, "
+                     f"glossary flags {report.get('glossary_flags', 0)}, "
                      f"sent {report.get('sent', 0)}, pending {report.get('pending', 0)}")
         lines.append(f"  #{run['id']} {run['kind']} as of {run['as_of']}: {run['status']}"
                      + (f" ({parts})" if parts else "") + (f" — {run['error']}" if run["error"] else ""))

@@ -68,6 +68,7 @@ digest_items = sa.Table(
     sa.Column("digest_id", sa.String(10), sa.ForeignKey("digests.id"), primary_key=True),
     sa.Column("item_key", sa.String(255), primary_key=True, unique=True),  # one digest per paper
     sa.Column("shown", sa.Boolean, nullable=False),
+    sa.Column("snapshot", Json),  # what the paper looked like when listed (Updates)
 )
 enrichments = sa.Table(
     "enrichments", meta,
@@ -128,8 +129,15 @@ def _from_hand_written_sql(conn: Connection) -> None:
 # starts at the latest version. A change to a Table above adds a step here (a new table:
 # `table.create(conn)`; a new column: ALTER TABLE ... ADD COLUMN from
 # `sa.schema.CreateColumn(column).compile(dialect=conn.dialect)`).
+def _digest_item_snapshots(conn: Connection) -> None:
+    """The Updates ledger: what each listed paper looked like (version, venue, code)."""
+    column = sa.schema.CreateColumn(digest_items.c.snapshot).compile(dialect=conn.dialect)
+    conn.execute(sa.DDL(f"ALTER TABLE digest_items ADD COLUMN {column}"))
+
+
 UPGRADES: list[Callable[[Connection], None]] = [
     _from_hand_written_sql,  # 1 -> 2
+    _digest_item_snapshots,  # 2 -> 3
 ]
 LATEST = len(UPGRADES) + 1
 
@@ -384,20 +392,36 @@ class Store:
         return dict(row) if row else None
 
     # --- digests ---
+    def snapshots(self) -> dict[str, dict | None]:
+        """Published item key -> what it looked like when last listed (None: not recorded)."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(sa.select(digest_items.c.item_key, digest_items.c.snapshot))
+            return {key: snap or None for key, snap in rows}
+
     def published_keys(self) -> set[str]:
         with self.engine.connect() as conn:
             return set(conn.execute(sa.select(digest_items.c.item_key)).scalars())
 
     def save_digest(self, digest_id: str, window: tuple[datetime, datetime], data: dict,
-                    items: list[tuple[str, bool]], recipients: list[str]) -> None:
-        """Record a digest, its items and its outbox rows in one transaction."""
+                    items: list[tuple[str, bool]], recipients: list[str],
+                    snapshots: dict[str, dict] | None = None) -> None:
+        """Record a digest, its items and its outbox rows in one transaction; `snapshots`
+        (item key -> what the paper looked like) are the Updates ledger's new baseline."""
+        snapshots = snapshots or {}
         with self.tx() as conn:
             conn.execute(digests.insert().values(
                 id=digest_id, created=now_iso(), window_start=window[0].isoformat(),
                 window_end=window[1].isoformat(), data=data))
+            new = {key for key, _ in items}
             if items:
-                conn.execute(digest_items.insert(), [dict(digest_id=digest_id, item_key=key, shown=shown)
-                                                     for key, shown in items])
+                conn.execute(digest_items.insert(), [
+                    dict(digest_id=digest_id, item_key=key, shown=shown,
+                         snapshot=snapshots.get(key))
+                    for key, shown in items])
+            older = [{"k": key, "snap": snap} for key, snap in snapshots.items() if key not in new]
+            if older:
+                conn.execute(digest_items.update().where(digest_items.c.item_key == sa.bindparam("k"))
+                             .values(snapshot=sa.bindparam("snap")), older)
             for address in recipients:
                 conn.execute(deliveries.insert().values(
                     digest_id=digest_id, recipient=address, status="pending", attempts=0))

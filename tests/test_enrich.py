@@ -216,7 +216,8 @@ def test_the_key_follows_version_model_languages_and_glossary(key, server, store
     assert base.cache_key(SUMMARY, "arxiv:1", "2") != k
     assert base.cache_key(SUMMARY, "arxiv:2", "1") != k
     assert enricher(settings(server, model="other"), store).cache_key(SUMMARY, "arxiv:1", "1") != k
-    assert enricher(settings(server, glossary={}), store).cache_key(SUMMARY, "arxiv:1", "1") != k
+    changed = settings(server, glossary={"RLHF": "人类反馈强化学习"})
+    assert enricher(changed, store).cache_key(SUMMARY, "arxiv:1", "1") != k
     zh_only = Enricher(settings(server), ["zh"], store, None, text_env(None))
     assert zh_only.cache_key(SUMMARY, "arxiv:1", "1") != k
     swapped = Enricher(settings(server), ["en", "zh"], store, None, text_env(None))

@@ -138,6 +138,9 @@ def default_content(request: ChatRequest) -> dict[str, Any]:
         }
     if task == "relevance_judgement":
         return {"relevant": True, "reason_en": f"{title} trains an LLM with RL."}
+    if task == "translation":
+        texts = re.findall(r"^Text \d+: (.+)$", request.user, re.MULTILINE)
+        return {"texts_en": [f"English text {n}" for n in range(1, len(texts) + 1)]}
     if task == "seed_translation":
         return {"summary_en": f"English translation for {title}."}
     if task == "featured_reading":

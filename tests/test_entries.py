@@ -1,0 +1,83 @@
+"""The pieces behind an entry: Updates from the ledger, English for the seed page, the
+glossary check, and an email that keeps both languages in a big week."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import UTC, datetime
+
+from pipeline import compose, render
+from pipeline.enrich import PaperSummary, Term, glossary_misses, load_glossary
+from pipeline.models import Entry, Paper, Part, Row
+from pipeline.render import text_env
+from tests import fixtures_digest as fx
+
+DAY = datetime(2026, 11, 26, tzinfo=UTC)
+
+
+def paper(n: int, **changes) -> Paper:
+    return replace(Paper(id=f"2611.{n:05d}", title=f"Paper {n}", version=1, submitted=DAY,
+                         abstract="We propose a method for RL of LLMs."), **changes)
+
+
+def test_updates_name_what_changed_and_only_that():
+    a, b, c, d = paper(1), paper(2), paper(3), paper(4)
+    ledger = {f"arxiv:{p.id}": compose.snapshot(p) for p in (a, b, c)}
+    ledger["arxiv:2611.00004"] = None  # listed before the ledger kept snapshots
+    now = [replace(a, version=3),
+           replace(b, comment="Accepted at NeurIPS 2026. Code: https://github.com/lab/b"),
+           c, replace(d, version=2), paper(5, version=2)]
+    found = compose.updates(now, ledger, {"arxiv:2611.00001": {"title_zh": "论文一"}})
+    assert [(u.key, u.changes) for u in found] == [
+        ("arxiv:2611.00001", (("version", "1", "3"),)),
+        ("arxiv:2611.00002", (("venue", "", "NeurIPS 2026"), ("code", "", "https://github.com/lab/b"))),
+    ]
+    assert found[0].title_zh == "论文一" and found[0].version == 3
+    # After the digest that lists them, the ledger holds the new state: no repeat.
+    digest = replace(fx.digest(), sections=(), featured=(), updates=tuple(found))
+    ledger.update(compose.snapshots(digest))
+    assert compose.updates(now[:3], ledger, {}) == []
+
+
+def test_the_seed_pages_readings_table_and_synthesis_get_english_once():
+    seed = Entry(key="seed:prism", title="PRISM", topic="x", curated=True, headline_zh="标题句。",
+                 parts=(Part("解决方案", "", "对齐阶段。"), Part("启示", "Implication", "可改进。", "It can improve.")))
+    curated = ((Row("视角", "", (("正面", ""), ("反面", ""))), Row("对齐阶段。", "", (("正面", ""),))),
+               "综合。", None)
+    texts = compose.to_translate([seed], curated)
+    assert texts == ["标题句。", "解决方案", "对齐阶段。", "视角", "正面", "反面", "综合。"]
+    english = {zh: f"EN({zh})" for zh in texts}
+    (entry,), (rows, zh, en) = compose.with_english([seed], curated, english)
+    assert entry.headline_en == "EN(标题句。)"
+    assert entry.parts[0] == Part("解决方案", "EN(解决方案)", "对齐阶段。", "EN(对齐阶段。)")
+    assert entry.parts[1] == seed.parts[1]  # English already there stays
+    assert rows[0] == Row("视角", "EN(视角)", (("正面", "EN(正面)"), ("反面", "EN(反面)")))
+    assert (zh, en) == ("综合。", "EN(综合。)")
+    assert compose.to_translate([entry], (rows, zh, en)) == []
+
+
+def test_glossary_check_flags_a_rendering_the_glossary_avoids():
+    terms = load_glossary(text_env(None), {"agent": "智能体"})
+    assert len(terms) >= 40 and terms["reward model"] == Term("奖励模型", ("奖赏模型", "回报模型"))
+    reply = PaperSummary(title_zh="奖赏模型的训练", summary_zh="本文提出了…", summary_en="A reward model.",
+                         why_zh="值得读。", why_en="Worth it.", kind="method",
+                         key_points_zh=["一", "二"], key_points_en=["reward model", "two"])
+    assert glossary_misses(reply, terms) == ["reward model: 奖赏模型 (glossary: 奖励模型)"]
+    fine = reply.model_copy(update={"title_zh": "奖励模型的训练"})
+    assert glossary_misses(fine, terms) == []
+
+
+def test_a_big_week_keeps_both_languages_in_every_email_entry():
+    week = fx.many(150)
+    # every paper has both lines (fx.many leaves a Chinese line out of every 7th)
+    sections = tuple(replace(s, entries=tuple(replace(e, summary_zh=e.summary_zh or "中文摘要。")
+                                               for e in s.entries)) for s in week.sections)
+    week = replace(week, sections=sections)
+    html = render.digest_html(fx.config(), week, 500)
+    assert len(html.encode("utf-8")) <= render.EMAIL_LIMIT
+    blocks = re.findall(r'<td class="paper".*?</td></tr>', html, re.S)
+    assert 0 < len(blocks) < 150  # some were left to the web copy ...
+    for block in blocks:  # ... but none lost a language
+        assert re.search(r"[\u4e00-\u9fff]", block) and 'class="en"' in block, block[:300]
+    assert "篇论文见阅读清单" in html

@@ -1,0 +1,93 @@
+"""What each paper gives a reader, through the real CLI: Updates across two weeks, an
+English-only digest without Chinese, and the glossary check counted in `status`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from datetime import timedelta
+
+from tests.servers.arxiv_server import ArxivServer
+from tests.servers.openai_server import OpenAIServer, ok
+from tests.test_collect import rl_paper
+from tests.test_end_to_end import DAY, KEY, full_config
+
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
+
+
+def outputs(tmp_path, day: str) -> dict[str, str]:
+    folder = tmp_path / "out" / "digests"
+    return {fmt: (folder / f"{day}.{fmt}").read_text(encoding="utf-8") for fmt in ("md", "html", "txt")}
+
+
+def test_a_revision_and_a_new_venue_are_listed_once_under_updates(tmp_path, cli):
+    week1 = [rl_paper(i, DAY) for i in range(1, 4)]
+    with ArxivServer(week1) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "run", "--as-of", "2026-11-30")
+        first = outputs(tmp_path, "2026-11-30")
+        assert "更新 · Updates" not in first["md"]
+        # Week 2: paper 1 is replaced by v2 (RSS `replace`); paper 2 gets v2 with a
+        # journal-ref; paper 3 is unchanged; paper 4 is new.
+        later = DAY + timedelta(days=7)
+        arxiv.papers = [
+            replace(week1[0], version=2, updated=later, announce_type="replace"),
+            replace(week1[1], version=2, updated=later, announce_type="replace",
+                    journal_ref="ICLR 2027"),
+            week1[2], rl_paper(4, later),
+        ]
+        cli("--config", str(config), "run", "--as-of", "2026-12-07")
+        second = outputs(tmp_path, "2026-12-07")
+        cli("--config", str(config), "run", "--as-of", "2026-12-14")
+    md = second["md"]
+    updates = md.split("## 更新 · Updates", 1)[1].split("\n## ", 1)[0]
+    assert "GRPO variant 1 for" in updates and "v1 → v2" in updates
+    assert "GRPO variant 2 for" in updates and "accepted at ICLR 2027" in updates
+    assert "已被 ICLR 2027 接收" in updates
+    assert "GRPO variant 3" not in md  # nothing changed: not listed again
+    for fmt, text in second.items():  # each revised paper once, under Updates only
+        assert text.count("GRPO variant 1 for") == 1, fmt
+        assert text.count("GRPO variant 2 for") == 1, fmt
+        assert "GRPO variant 4 for" in text
+    assert "v1 → v2" in " ".join(second["txt"].split()) and "accepted at ICLR 2027" in second["html"]
+    week3 = (tmp_path / "out" / "digests" / "2026-12-14.md")
+    assert not week3.exists() or "更新 · Updates" not in week3.read_text(encoding="utf-8")
+
+
+def test_english_only_has_no_chinese_anywhere_seeds_included(tmp_path, cli):
+    paper = replace(rl_paper(1, DAY), title="GRPO-$\\lambda$ for reasoning with reinforcement learning")
+    with ArxivServer([paper]) as arxiv, OpenAIServer() as llm:
+        config = full_config(tmp_path, arxiv, llm, languages=["en"],
+                             seeds={"paths": [], "builtin": True})
+        cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+    files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
+    assert files
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        found = CJK.findall(text)
+        assert not found, (path.name, "".join(found[:20]))
+    md = outputs(tmp_path, "2026-11-30")["md"]
+    assert "GRPO-λ for reasoning" in md and "$\\lambda$" not in md
+    assert "Why it matters: Why GRPO-$" not in md  # the prompt saw the raw title; the page does not
+
+
+def test_the_glossary_check_flags_a_term_and_status_counts_it(tmp_path, cli):
+    def reply(request):
+        if request.task != "paper_summary":
+            return None
+        return ok({"title_zh": "奖赏模型的强化学习", "summary_zh": "本文用奖赏模型训练策略。",
+                   "summary_en": "This paper trains a policy with a reward model.",
+                   "why_zh": "它改进了奖励模型。", "why_en": "It improves reward models.",
+                   "kind": "method", "key_points_zh": ["一", "二"], "key_points_en": ["one", "two"]})
+
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer(script=reply) as llm:
+        config = full_config(tmp_path, arxiv, llm)
+        run = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        request = next(r for r in llm.requests if r.task == "paper_summary")
+    # The glossary goes once into the system prompt, not into each item's text.
+    assert "- reward model: 奖励模型\n" in request.system and request.system.count("- reward model:") == 1
+    assert "奖励模型" not in request.user and len(re.findall(r"^- .+: ", request.system, re.M)) >= 40
+    assert ("glossary: 1 term(s) in the LLM's Chinese differ from templates/glossary.yaml, "
+            "e.g. reward model: 奖赏模型 (glossary: 奖励模型)") in run.stderr
+    status = cli("--config", str(config), "status").stdout
+    assert "glossary flags 1" in status
