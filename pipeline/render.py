@@ -200,11 +200,11 @@ def summary_lines(entry, languages) -> list[tuple[str, str]]:
 
 
 def entry_links(entry) -> list[tuple[str, str]]:
-    """(kind, url): arXiv and PDF for an arXiv entry, then those read from its text,
-    each through the same scheme and host check as every other link."""
+    """(kind, url): the PDF of an arXiv entry (its title links the abstract page), then
+    those read from its text, each through the same scheme and host check as every link."""
     found: list[tuple[str, str]] = []
     if entry.url and "arxiv.org/abs/" in entry.url:
-        found += [("arxiv", entry.url), ("pdf", entry.url.replace("/abs/", "/pdf/", 1))]
+        found.append(("pdf", entry.url.replace("/abs/", "/pdf/", 1)))
     for kind, url in entry.links:
         checked = checked_url(url)
         if checked and checked.lower().startswith(("http://", "https://")):

@@ -81,3 +81,18 @@ def test_a_big_week_keeps_both_languages_in_every_email_entry():
     for block in blocks:  # ... but none lost a language
         assert re.search(r"[\u4e00-\u9fff]", block) and 'class="en"' in block, block[:300]
     assert "篇论文见阅读清单" in html
+
+
+def test_a_javascript_link_in_an_abstract_stays_dead_text_in_every_format():
+    digest = replace(fx.digest(), featured=(fx.LAMBDA, fx.HACKING))  # its abstract is shown
+    cfg = fx.config()
+    md = render.digest_markdown(cfg, digest, 5)
+    html = render.digest_html(cfg, digest, 5)
+    txt = render.digest_text(cfg, digest, 5)
+    assert "javascript:alert(1)" in txt and "javascript:alert(1)" in html  # shown as text ...
+    assert "javascript" not in "".join(re.findall(r'href="([^"]*)"', html))  # ... never a link
+    assert "javascript" not in "".join(re.findall(r"(?<!\\)\]\(([^)]*)\)", md))
+    assert "\\[this\\](javascript:alert(document.cookie))" in md
+    # the abstract's real links are live, after the host check
+    assert 'href="https://github.com/example-lab/grpo-lambda"' in html
+    assert "[Code](https://github.com/example-lab/grpo-lambda)" in md

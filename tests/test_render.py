@@ -126,7 +126,7 @@ def test_markdown_follows_the_seed_page(md, digest):
     assert "  *GRPO-λ spreads each reward over tokens with eligibility traces.*  \n" in md
     assert ("  为何值得读 · Why it matters：它让 GRPO 不再对整条回答使用同一个优势值。 / "
             "*It stops GRPO from giving every token of a response the same advantage.*") in md
-    assert ("  [arXiv](https://arxiv.org/abs/2611.00008) · [PDF](https://arxiv.org/pdf/2611.00008) · "
+    assert ("  [PDF](https://arxiv.org/pdf/2611.00008) · "
             "[Code](https://github.com/example-lab/grpo-lambda) · "
             "[HF model](https://huggingface.co/example-lab/grpo-lambda-7b) · "
             "[HF dataset](https://huggingface.co/datasets/example-lab/traces) · 发表于 Venue：NeurIPS 2026") in md
