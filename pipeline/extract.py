@@ -12,7 +12,6 @@ import re
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-from pylatexenc.latex2text import LatexNodes2Text
 
 # --- TeX ---------------------------------------------------------------------------------
 
@@ -24,7 +23,9 @@ _SCRIPT = re.compile(r"([\^_])([0-9]{1,3}(?![0-9])|[+\-n](?![A-Za-z0-9]))")
 
 
 @lru_cache(maxsize=1)
-def _latex() -> LatexNodes2Text:
+def _latex():  # imported on first use: collecting never pays for it
+    from pylatexenc.latex2text import LatexNodes2Text
+
     return LatexNodes2Text(math_mode="text", keep_comments=False, strict_latex_spaces=False)
 
 
