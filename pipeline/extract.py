@@ -12,7 +12,6 @@ import re
 from functools import lru_cache
 from urllib.parse import urlsplit
 
-
 # --- TeX ---------------------------------------------------------------------------------
 
 _MATH = re.compile(r"\$(?!\s)([^$]{1,200}?)(?<!\s)\$")  # "5$ or 6$" is not math

@@ -20,12 +20,12 @@ def outputs(tmp_path, day: str) -> dict[str, str]:
     return {fmt: (folder / f"{day}.{fmt}").read_text(encoding="utf-8") for fmt in ("md", "html", "txt")}
 
 
-def test_a_revision_and_a_new_venue_are_listed_once_under_updates(tmp_path, cli):
+def test_a_revision_and_a_new_venue_are_listed_once_under_updates(tmp_path, cli, db_url):
     week1 = [rl_paper(i, DAY) for i in range(1, 4)]
     with ArxivServer(week1) as arxiv:
-        config = full_config(tmp_path, arxiv)
-        cli("--config", str(config), "run", "--as-of", "2026-11-30")
-        first = outputs(tmp_path, "2026-11-30")
+        config = full_config(tmp_path, arxiv, db_url=db_url)
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        first = outputs(tmp_path, "2026-11-02")
         assert "更新 · Updates" not in first["md"]
         # Week 2: paper 1 is replaced by v2 (RSS `replace`); paper 2 gets v2 with a
         # journal-ref; paper 3 is unchanged; paper 4 is new.
@@ -36,9 +36,9 @@ def test_a_revision_and_a_new_venue_are_listed_once_under_updates(tmp_path, cli)
                     journal_ref="ICLR 2027"),
             week1[2], rl_paper(4, later),
         ]
-        cli("--config", str(config), "run", "--as-of", "2026-12-07")
-        second = outputs(tmp_path, "2026-12-07")
-        cli("--config", str(config), "run", "--as-of", "2026-12-14")
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+        second = outputs(tmp_path, "2026-11-09")
+        cli("--config", str(config), "run", "--as-of", "2026-11-16")
     md = second["md"]
     updates = md.split("## 更新 · Updates", 1)[1].split("\n## ", 1)[0]
     assert "GRPO variant 1 for" in updates and "v1 → v2" in updates
@@ -50,7 +50,7 @@ def test_a_revision_and_a_new_venue_are_listed_once_under_updates(tmp_path, cli)
         assert text.count("GRPO variant 2 for") == 1, fmt
         assert "GRPO variant 4 for" in text
     assert "v1 → v2" in " ".join(second["txt"].split()) and "accepted at ICLR 2027" in second["html"]
-    week3 = (tmp_path / "out" / "digests" / "2026-12-14.md")
+    week3 = (tmp_path / "out" / "digests" / "2026-11-16.md")
     assert not week3.exists() or "更新 · Updates" not in week3.read_text(encoding="utf-8")
 
 
@@ -59,14 +59,14 @@ def test_english_only_has_no_chinese_anywhere_seeds_included(tmp_path, cli):
     with ArxivServer([paper]) as arxiv, OpenAIServer() as llm:
         config = full_config(tmp_path, arxiv, llm, languages=["en"],
                              seeds={"paths": [], "builtin": True})
-        cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
     files = [p for p in (tmp_path / "out").rglob("*") if p.is_file()]
     assert files
     for path in files:
         text = path.read_text(encoding="utf-8")
         found = CJK.findall(text)
         assert not found, (path.name, "".join(found[:20]))
-    md = outputs(tmp_path, "2026-11-30")["md"]
+    md = outputs(tmp_path, "2026-11-02")["md"]
     assert "GRPO-λ for reasoning" in md and "$\\lambda$" not in md
     assert "Why it matters: Why GRPO-$" not in md  # the prompt saw the raw title; the page does not
 
@@ -82,7 +82,7 @@ def test_the_glossary_check_flags_a_term_and_status_counts_it(tmp_path, cli):
 
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer(script=reply) as llm:
         config = full_config(tmp_path, arxiv, llm)
-        run = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        run = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         request = next(r for r in llm.requests if r.task == "paper_summary")
     # The glossary goes once into the system prompt, not into each item's text.
     assert "- reward model: 奖励模型\n" in request.system and request.system.count("- reward model:") == 1
