@@ -316,7 +316,9 @@ def common(config) -> dict:
     """What every template knows about the configuration."""
     base_url = config.outputs.base_url.rstrip("/") + "/" if config.outputs.base_url else None
     return {"topic": config.topic, "languages": list(config.languages),
-            "topic_names": {t.key: f"{t.name.zh} · {t.name.en}" for t in config.topics},
+            "topic_names": {t.key: " · ".join(text for _, text in texts(config.languages, t.name.zh,
+                                                                        t.name.en))
+                            for t in config.topics},
             "base_url": base_url, "unsubscribe_url": config.email.unsubscribe_url}
 
 

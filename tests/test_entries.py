@@ -96,3 +96,11 @@ def test_a_javascript_link_in_an_abstract_stays_dead_text_in_every_format():
     # the abstract's real links are live, after the host check
     assert 'href="https://github.com/example-lab/grpo-lambda"' in html
     assert "[Code](https://github.com/example-lab/grpo-lambda)" in md
+
+
+def test_english_only_facts_table_names_topics_in_english():
+    cfg = fx.config(languages=["en"])
+    digest = replace(fx.plain_digest(), featured=(fx.LAMBDA, fx.OFFLINE))  # no comparison: facts
+    md = render.digest_markdown(cfg, digest, 3)
+    assert "| Topic | Algorithms and objectives | Reward models and verifiers |" in md
+    assert not re.search(r"[\u4e00-\u9fff]", md)
