@@ -161,8 +161,9 @@ def complete_thin(config: Config, store: Store, fetcher: Fetcher, ids: list[str]
 def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None) -> int:
     """Tie seed entries to arXiv papers by fuzzy title; return how many are newly tied.
 
-    Stored papers first; then (online) one title search per unresolved seed,
-    not repeated within seeds.resolve_retry_days. A weak match is not forced.
+    Stored papers first; then (online) the titles still unresolved, OR-ed into a
+    few API searches and matched here, not repeated within seeds.resolve_retry_days.
+    A weak match is not forced.
     """
     unresolved = [row for row in store.seed_rows() if not row["arxiv_id"]]
     if not unresolved:
@@ -172,7 +173,7 @@ def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None) -> int:
     ids = [pid for pid, _ in known]
     normals = [normal_title(title) for _, title in known]
     retry_after = timedelta(days=config.seeds.resolve_retry_days)
-    tied = 0
+    tied, to_search = 0, []
     for row in unresolved:
         seed = row_to_seed(row)
         index = closest(seed.title, normals, threshold)
@@ -182,13 +183,17 @@ def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None) -> int:
             tied += 1
         elif fetcher is not None and config.sources.arxiv.enabled and (
                 tried is None or datetime.now(UTC) - tried >= retry_after):
-            found = arxiv_api.search_title(fetcher, config.sources.arxiv.api_url, seed.title)
-            index = closest(seed.title, [normal_title(p.title) for p in found], threshold)
-            if index is not None:
-                store.upsert_papers([found[index]])
-                tied += 1
-            store.set_seed_resolution(row["key"], found[index].id if index is not None else None,
-                                      now_iso())
+            to_search.append((row["key"], seed.title))
+    if not to_search:
+        return tied
+    found = arxiv_api.search_titles(fetcher, config.sources.arxiv.api_url, [t for _, t in to_search])
+    found_normals = [normal_title(p.title) for p in found]
+    for key, title in to_search:
+        index = closest(title, found_normals, threshold)
+        if index is not None:
+            store.upsert_papers([found[index]])
+            tied += 1
+        store.set_seed_resolution(key, found[index].id if index is not None else None, now_iso())
     return tied
 
 

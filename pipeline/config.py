@@ -63,17 +63,27 @@ class ArxivSource(Model):
     deadline_seconds: float = Field(300, gt=0)
     retries: int = Field(ge=0, le=10)
     contact: str
+    calendar_files: list[Path] = []  # more announcement calendars (YAML), e.g. next year's
 
 
 class RssSource(Model):
     enabled: bool = True
     urls: list[str]
+    categories_per_feed: int = Field(1, ge=1)  # a feed caps at 2000 items: split the categories
+    poll_minutes: float = Field(90, ge=0)  # wait this long for an expected announcement
+    poll_interval_minutes: float = Field(10, gt=0)
+
+
+class OaiSource(Model):
+    enabled: bool = True
+    url: str
 
 
 class Sources(Model):
     arxiv: ArxivSource
     rss: RssSource
     max_response_mb: float = Field(50, gt=0)
+    oai: OaiSource
 
 
 class Seeds(Model):
@@ -427,6 +437,8 @@ def _resolve_paths(config: Config, root: Path, path: Path | None) -> Config:
         update={
             "path": path.resolve() if path else None,
             "seeds": config.seeds.model_copy(update={"paths": [at(p) for p in config.seeds.paths]}),
+            "sources": config.sources.model_copy(update={"arxiv": config.sources.arxiv.model_copy(
+                update={"calendar_files": [at(p) for p in config.sources.arxiv.calendar_files]})}),
             "outputs": outputs.model_copy(update={"dir": at(outputs.dir), "git": git}),
             "email": config.email.model_copy(
                 update={"recipients_file": at(config.email.recipients_file)}

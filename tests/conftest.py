@@ -54,7 +54,8 @@ def shared_file(*parts: str) -> Path:
 def write_config(folder: Path, overrides: dict | None = None, seeds: bool = True) -> Path:
     """A config in `folder` whose state and outputs stay there; offline-safe defaults."""
     data = {
-        "sources": {"arxiv": {"delay_seconds": 0, "retries": 1, "timeout_seconds": 5}},
+        "sources": {"arxiv": {"delay_seconds": 0, "retries": 1, "timeout_seconds": 5},
+                    "rss": {"poll_minutes": 0}, "oai": {"enabled": False}},
         "enrich": {"provider": "none"},
         "seeds": {"paths": ["seeds"], "builtin": False},
     }

@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.errors import SourceError
 from pipeline.models import Paper
-from pipeline.sources.arxiv_api import build_query, fetch_ids, search_title, search_window
+from pipeline.sources.arxiv_api import build_query, fetch_ids, search_titles, search_window
 from pipeline.sources.http import Fetcher
 from tests.servers.arxiv_server import (
     EMPTY,
@@ -140,8 +140,8 @@ def test_fetch_ids_makes_one_request_per_batch():
 def test_search_title_finds_a_seed_title_in_one_request():
     wanted = paper(1, title="The Art of Scaling Reinforcement Learning Compute for LLMs")
     with ArxivServer([paper(2), wanted]) as server:
-        found = search_title(
-            fetcher(), server.api_url, '  the art of scaling\n reinforcement "learning" compute '
+        found = search_titles(
+            fetcher(), server.api_url, ['  the art of scaling\n reinforcement "learning" compute ']
         )
 
     assert [p.id for p in found] == [wanted.id]
@@ -242,7 +242,7 @@ def test_real_search_sample_every_field_of_the_first_entries():
     with ArxivServer() as server:
         body = sample("arxiv_api_atom_2026_search_query_testing_max10.xml")
         server.script("/api/query", raw(body))
-        found = search_title(fetcher(), server.api_url, "testing", max_results=10)
+        found = search_titles(fetcher(), server.api_url, ["testing"], per_title=10)
 
     assert len(found) == 10 and len(server.requests) == 1  # totalResults=214881 not followed
     first = found[0]
@@ -267,7 +267,7 @@ def test_real_legacy_sample_wrapped_text_and_old_style_ids():
     with ArxivServer() as server:
         body = sample("arxiv_api_atom_legacy_2016_del_maestro_quantum_criticality.xml")
         server.script("/api/query", raw(body))
-        modern, old = search_title(fetcher(), server.api_url, "quantum criticality")
+        modern, old = search_titles(fetcher(), server.api_url, ["quantum criticality"])
 
     assert (modern.id, modern.version) == ("1111.2011", 2)
     assert modern.title == (

@@ -156,7 +156,7 @@ def test_unresolved_seed_is_searched_once_within_the_retry_period(tmp_path):
         assert collect.resolve_seeds(config, store, fetcher) == 1
         assert collect.resolve_seeds(config, store, fetcher) == 0  # nothing new to tie
         searches = [r for r in server.requests if "ti:" in r.query.get("search_query", "")]
-    assert len(searches) == 2  # one per seed, never repeated
+    assert len(searches) == 1  # both titles in one query, never repeated
     assert {row["arxiv_id"] for row in store.seed_rows()} == {"2510.01180", None}
 
 
@@ -192,3 +192,23 @@ def test_feed_error_and_a_stale_feed_are_warnings_not_failures(tmp_path, cli):
     assert "lastBuildDate" not in first.stderr
     assert "lastBuildDate has not moved" in stale.stderr
     assert "arXiv reports a feed error" in broken.stderr
+
+
+def test_the_38_built_in_seeds_resolve_in_at_most_5_api_requests(tmp_path):
+    from pipeline.run import seed_documents
+
+    with ArxivServer() as server:
+        config = load(write_config(tmp_path, {"sources": {"arxiv": {"api_url": server.api_url}},
+                                              "seeds": {"paths": [], "builtin": True}}, seeds=False))
+        seeds = [e for doc in seed_documents(config) for e in doc.entries]
+        assert len(seeds) == 38
+        server.add(*(Paper(id=f"2510.{n:05d}", title=seed.title.upper(), abstract="RL for LLMs",
+                           categories=("cs.LG",), submitted=datetime(2025, 10, 1, tzinfo=UTC))
+                     for n, seed in enumerate(seeds)))
+        store = Store.open(config.storage.url)
+        store.save_seeds(seeds)
+        tied = collect.resolve_seeds(config, store, collect.make_fetcher(config))
+        searches = [r for r in server.requests if r.path == "/api/query"]
+    assert tied == 38
+    assert 1 <= len(searches) <= 5
+    assert all(row["arxiv_id"] for row in store.seed_rows())

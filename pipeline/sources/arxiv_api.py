@@ -28,6 +28,7 @@ from pipeline.models import Paper, collapse, split_arxiv_id
 from pipeline.sources.http import Fetched, Fetcher, looks_like_html
 
 MAX_PAGE_SIZE = 2000  # the API's limit per request
+QUERY_CHARS = 1000  # title searches per request: well inside arXiv's URL limits
 _ATOM_FEED = "http://www.w3.org/2005/Atom feed"  # expat's "namespace local" names
 _ATOM_ENTRY = "http://www.w3.org/2005/Atom entry"
 _TOTAL = "http://a9.com/-/spec/opensearch/1.1/ totalResults"
@@ -94,10 +95,29 @@ def fetch_ids(fetcher: Fetcher, api_url: str, ids: list[str], batch: int = 100) 
     return papers
 
 
-def search_title(fetcher: Fetcher, api_url: str, title: str, max_results: int = 5) -> list[Paper]:
-    """Candidates for a seed entry known only by its title, best match first."""
-    search = arxiv.Search(query=f'ti:"{_phrase(title)}"', max_results=max_results)
-    return [_to_paper(result) for result in _run(fetcher, api_url, search, max_results)]
+def search_titles(fetcher: Fetcher, api_url: str, titles: list[str], per_title: int = 5) -> list[Paper]:
+    """Candidates for seed entries known only by title, in few requests.
+
+    Titles are OR-ed into queries of at most QUERY_CHARS characters (arXiv refuses
+    very long queries); the caller matches each title to its candidate locally.
+    """
+    papers: list[Paper] = []
+    for group in _title_groups([_phrase(title) for title in titles if _phrase(title)]):
+        query = " OR ".join(f'ti:"{title}"' for title in group)
+        search = arxiv.Search(query=query, max_results=per_title * len(group))
+        papers += [_to_paper(result) for result in _run(fetcher, api_url, search, search.max_results)]
+    return _dedupe(papers)
+
+
+def _title_groups(titles: list[str]) -> Iterator[list[str]]:
+    group: list[str] = []
+    for title in titles:
+        if group and len(" OR ".join(f'ti:"{t}"' for t in [*group, title])) > QUERY_CHARS:
+            yield group
+            group = []
+        group.append(title)
+    if group:
+        yield group
 
 
 class _FetcherSession:
@@ -148,8 +168,9 @@ def _check_page(page: Fetched) -> str | None:
     """Refuse what arxiv's forgiving parser would read as 'no results'.
 
     Malformed XML and non-Atom pages (an HTML error page served with 200) fail
-    at once. An empty page while totalResults says there is more is a known
-    transient API fault, so it is returned as a reason to retry.
+    at once. A page without totalResults, or an empty page while totalResults
+    says there is more, is a known transient API fault: a reason to retry, and
+    a SourceError (so the watermark stays) when retries run out.
     """
     if looks_like_html(page.body, page.content_type):
         raise SourceError(f"{page.url}: an HTML page instead of the API's Atom feed")
@@ -159,7 +180,9 @@ def _check_page(page: Fetched) -> str | None:
         raise SourceError(f"{page.url}: malformed XML from the arXiv API ({exc})") from None
     if root != _ATOM_FEED:
         raise SourceError(f"{page.url}: not an Atom feed (root element <{_local(root)}>)")
-    total = int(total_text) if total_text.isdigit() else 0
+    if not total_text.isdigit():  # a throttled or broken answer, not an empty window
+        return "an Atom page without opensearch:totalResults"
+    total = int(total_text)
     start = int(parse_qs(urlsplit(page.url).query).get("start", ["0"])[0])
     if not has_entry and start < total:
         return f"empty page at start={start} although totalResults={total}"

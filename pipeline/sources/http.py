@@ -125,6 +125,8 @@ class Fetcher:
                 raise SourceError(f"{url}: HTTP {status}")
             body = self._body(response, url, deadline)
         fetched = Fetched(url, status, response.headers.get("Content-Type", ""), body)
+        if _rate_exceeded(fetched.body):
+            raise _Retryable("arXiv answered 'Rate exceeded.'")
         reason = retry_when(fetched) if retry_when else None
         if reason:
             raise _Retryable(reason)
@@ -173,6 +175,11 @@ def looks_like_html(body: bytes, content_type: str = "") -> bool:
     """An HTML page where a feed was expected: proxies and outages serve them with 200."""
     head = body.lstrip()[:200].lower()
     return "html" in content_type.lower() or head.startswith((b"<!doctype html", b"<html"))
+
+
+def _rate_exceeded(body: bytes) -> bool:
+    """arXiv's 2026 throttle can answer HTTP 200 with this plain text: never a page of results."""
+    return body.lstrip()[:40].lower().startswith(b"rate exceeded")
 
 
 def _retry_after(response: requests.Response) -> float | None:

@@ -54,6 +54,12 @@ MALFORMED = Fault(  # cut off mid-tag, as by a dropped connection behind a proxy
     body=b"<?xml version='1.0' encoding='UTF-8'?>\n<feed xmlns='http://www.w3.org/2005/Atom'>\n"
     b"  <id>https://arxiv.org/api/x</id>\n  <ti"
 )
+RATE_EXCEEDED = Fault(body=b"Rate exceeded.\n", content_type="text/plain")  # arXiv's 2026 throttle, as 200
+THROTTLED = Fault(status=429, body=b"Rate exceeded.\n", content_type="text/plain")  # no Retry-After
+NO_TOTAL = Fault(  # an Atom page with no opensearch:totalResults: not a result page
+    body=b"<?xml version='1.0' encoding='UTF-8'?>\n<feed xmlns='http://www.w3.org/2005/Atom'>\n"
+    b"  <id>https://arxiv.org/api/x</id>\n  <title>arXiv Query</title>\n</feed>\n"
+)
 HTML_PAGE = Fault(
     body=b"<!DOCTYPE html><html><head><title>arXiv is down for maintenance</title></head>"
     b"<body><h1>Back soon</h1><p>Please try again later.<br></p></body></html>",
