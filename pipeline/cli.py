@@ -190,6 +190,8 @@ def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
     start, end = report.window
     echo(f"{end.date()}: fetched {report.fetched}, new {len(report.new)}, "
          f"revised {len(report.revised)} ({start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M})")
+    for line in report.notes + status_mod.coverage_lines(collect.as_dict(report)["coverage"]):
+        echo(line)
 
 
 def _since(value: str, config: config_mod.Config) -> datetime:

@@ -12,17 +12,18 @@ from __future__ import annotations
 import logging
 import re
 import time
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta, timezone
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
 
 from rapidfuzz import fuzz, process
 
-from pipeline import __version__, rank
+from pipeline import __version__, calendar, coverage, rank
 from pipeline.config import Config
 from pipeline.errors import SourceError
 from pipeline.models import Paper
-from pipeline.sources import arxiv_api, arxiv_rss
+from pipeline.sources import arxiv_api, arxiv_oai, arxiv_rss
 from pipeline.sources.http import Fetcher
+from pipeline.stopping import pause
 from pipeline.store import Store, merge_papers, now_iso, parse_dt, row_to_seed
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ class SourceReport:
     revised: int = 0
     duplicates: int = 0
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # what is normal but worth saying
     seconds: float = 0.0
 
 
@@ -46,10 +48,15 @@ class CollectReport:
     new: list[Paper] = field(default_factory=list)
     revised: list[Paper] = field(default_factory=list)
     fetched: int = 0  # distinct papers the sources returned
+    coverage: coverage.Summary | None = None
 
     @property
     def warnings(self) -> list[str]:
         return [w for s in self.sources.values() for w in s.warnings]
+
+    @property
+    def notes(self) -> list[str]:
+        return [n for s in self.sources.values() for n in s.notes]
 
 
 def make_fetcher(config: Config) -> Fetcher:
@@ -84,7 +91,7 @@ def collect(config: Config, store: Store, fetcher: Fetcher, as_of: datetime,
     try:
         found = _read_sources(config, store, fetcher, report, as_of)
     except SourceError as exc:
-        store.finish_run(run_id, "failed", _as_dict(report), error=str(exc))
+        store.finish_run(run_id, "failed", as_dict(report), error=str(exc))
         raise
     report.fetched = len(found)
     new, revised, same = store.upsert_papers(found)
@@ -92,18 +99,30 @@ def collect(config: Config, store: Store, fetcher: Fetcher, as_of: datetime,
     for name, part in report.sources.items():
         part.new = sum(1 for p in new if name in p.sources)
         part.revised = sum(1 for p in revised if name in p.sources)
-    store.finish_run(run_id, "ok", _as_dict(report), window=report.window)
+    store.finish_run(run_id, "ok", as_dict(report), window=report.window)
     return report
 
 
 def _read_sources(config: Config, store: Store, fetcher: Fetcher, report: CollectReport,
                   as_of: datetime) -> list[Paper]:
-    arxiv = config.sources.arxiv
+    arxiv, rss = config.sources.arxiv, config.sources.rss
+    cal = calendar.load_calendar(arxiv.calendar_files)
+    ledger = coverage.Ledger.load(store)
+    query = rank.Query.compile(arxiv.categories, arxiv.terms)
+    groups = feed_groups(config)
     found: list[Paper] = []
-    if config.sources.rss.enabled:
-        for url in config.sources.rss.urls:
-            found += _read_feed(store, fetcher, url, report, as_of, arxiv.categories, arxiv.terms)
-    if arxiv.enabled:
+    if rss.enabled:
+        found += _read_feeds(config, store, fetcher, report, as_of, cal, ledger, query)
+    first_run = store.watermark() is None
+    missed = ledger.missed(cal, groups, report.window[0], as_of)
+    for group, days in missed.items():
+        for day in days:
+            reading = ledger.get(day, group)
+            if not reading.read and not reading.gap:
+                reading.gap = "before the first collect" if first_run else "not collected"
+    if config.sources.oai.enabled:
+        found += _catch_up(config, fetcher, report, missed, ledger, query, cal)
+    elif arxiv.enabled:
         part = report.sources.setdefault("api", SourceReport())
         began, before = time.monotonic(), fetcher.requests
         start, end = report.window
@@ -113,40 +132,158 @@ def _read_sources(config: Config, store: Store, fetcher: Fetcher, report: Collec
         part.requests += fetcher.requests - before
         part.seconds += time.monotonic() - began
         found += papers
+        for group, days in missed.items():
+            for day in days:
+                ledger.get(day, group).recovered = "the API search"
+    for year in cal.unknown_years(*report.window):
+        report.sources.setdefault("calendar", SourceReport()).warnings.append(
+            f"the arXiv calendar has no holidays for {year}: add a file to sources.arxiv.calendar_files")
+    ledger.save(store, as_of.date())
+    report.coverage = coverage.summarise(ledger, cal, groups, *report.window)
     unique: dict[str, Paper] = {}
     for paper in found:
         if paper.id in unique:
-            report.sources["api" if "api" in paper.sources else "rss"].duplicates += 1
+            report.sources["api" if "api" in paper.sources else paper.sources[0]].duplicates += 1
             unique[paper.id] = merge_papers(unique[paper.id], paper)
         else:
             unique[paper.id] = paper
     return list(unique.values())
 
 
-def _read_feed(store: Store, fetcher: Fetcher, url: str, report: CollectReport, as_of: datetime,
-               categories: list[str], terms: list[str]) -> list[Paper]:
+def feed_groups(config: Config) -> list[str]:
+    """The category groups coverage is kept for: one per feed, or per category without RSS."""
+    if config.sources.rss.enabled:
+        return [arxiv_rss.feed_spec(url) for url in _feed_urls(config)]
+    return list(config.sources.arxiv.categories)
+
+
+def _feed_urls(config: Config) -> list[str]:
+    rss = config.sources.rss
+    return arxiv_rss.split_feeds(rss.urls, rss.categories_per_feed)
+
+
+def _read_feeds(config: Config, store: Store, fetcher: Fetcher, report: CollectReport,
+                as_of: datetime, cal: calendar.Calendar, ledger: coverage.Ledger,
+                query: rank.Query) -> list[Paper]:
+    """Every feed once; the stale ones again every poll interval until the batch is out."""
+    rss = config.sources.rss
+    due, evening = cal.in_feed(as_of)
     part = report.sources.setdefault("rss", SourceReport())
-    began, before = time.monotonic(), fetcher.requests
-    feed = arxiv_rss.fetch_feed(fetcher, url)
-    part.requests += fetcher.requests - before
+    if due is None:
+        part.notes.append(f"no announcement expected: {cal.why_not(evening)}")
+    deadline = time.monotonic() + rss.poll_minutes * 60
+    pending, feeds = _feed_urls(config), {}
+    while True:
+        began, before = time.monotonic(), fetcher.requests
+        for url in pending:
+            feeds[url] = arxiv_rss.fetch_feed(fetcher, url)
+        part.requests += fetcher.requests - before
+        part.seconds += time.monotonic() - began
+        pending = [url for url in pending if due and _stale(store, url, feeds[url], due.day)]
+        wait = rss.poll_interval_minutes * 60
+        if not pending or time.monotonic() + wait > deadline:
+            break
+        log.info("%d feeds show no new announcement yet; looking again in %g min",
+                 len(pending), rss.poll_interval_minutes)
+        pause(wait)
+    found: list[Paper] = []
+    for url, feed in feeds.items():
+        found += _take_feed(store, url, feed, part, due, ledger, query, stale=url in pending)
+    return found
+
+
+def _stale(store: Store, url: str, feed: arxiv_rss.FeedResult, day) -> bool:
+    """No id newer than the newest of the last announcement read from this feed."""
+    last = store.get_state(f"rss.seen:{url}") or {}
+    if last.get("day") == day.isoformat():
+        return False  # this announcement was read before: nothing newer is due
+    newest = arxiv_rss.newest_id(feed)
+    return newest is None or (last.get("newest") is not None
+                              and arxiv_rss.id_order(newest) <= arxiv_rss.id_order(last["newest"]))
+
+
+def _take_feed(store: Store, url: str, feed: arxiv_rss.FeedResult, part: SourceReport,
+               due, ledger: coverage.Ledger, query: rank.Query, stale: bool) -> list[Paper]:
+    group = arxiv_rss.feed_spec(url)
     part.seen += feed.items
     part.warnings += feed.warnings
-    eastern = as_of.astimezone(timezone(timedelta(hours=-5))).date()
-    if not feed.items and arxiv_rss.is_arxiv_announcement_day(eastern):
-        part.warnings.append(f"{url}: empty feed on an announcement day ({eastern})")
-    key = f"rss.last_build:{url}"
-    if feed.last_build is not None and arxiv_rss.is_arxiv_announcement_day(eastern):
-        previous = parse_dt(store.get_state(key))
-        if previous is not None and previous >= feed.last_build:
-            part.warnings.append(f"{url}: lastBuildDate has not moved since {previous.isoformat()}")
-        store.set_state(key, feed.last_build.isoformat())
+    kept = [p for p in feed.papers if query.matches(p.title, p.abstract, p.categories)]
+    if due is not None:
+        reading = ledger.get(due.day, group)
+        last = store.get_state(f"rss.seen:{url}") or {}
+        if stale:
+            was = f"the {last['day'][5:]} announcement's" if last.get("day") else "before"
+            part.warnings.append(
+                f"stale feed: {group} is empty although arXiv announced on {due.day}" if not feed.items
+                else f"stale feed: {group} shows no id newer than {was} ({url})")
+            reading.gap = reading.gap or "feed stale"
+        else:
+            counts = feed.counts()
+            reading.read, reading.kept = "RSS", len(kept)
+            reading.new, reading.cross, reading.replace = counts
+            store.set_state(f"rss.seen:{url}", {"day": due.day.isoformat(),
+                                                 "newest": arxiv_rss.newest_id(feed)})
+            if feed.truncated:
+                part.warnings.append(f"{url}: {feed.items} items, arXiv's cap: the feed was cut; "
+                                     "the rest is read through the catch-up")
+                reading.gap = f"feed cut at {feed.items} items"
     known = {p.id: p for p in store.papers(r.id for r in feed.replacements)}
     updates = [Paper(id=r.id, title="", version=r.version or known[r.id].version, updated=r.announced,
                      sources=("rss",)) for r in feed.replacements if r.id in known]
-    part.seconds += time.monotonic() - began
-    query = rank.Query.compile(categories, terms)
-    kept = [p for p in feed.papers if query.matches(p.title, p.abstract, p.categories)]
-    return kept + updates
+    return kept + updates  # a stale feed's papers were likely read before: dedupe sorts it
+
+
+def _catch_up(config: Config, fetcher: Fetcher, report: CollectReport,
+              missed: dict[str, list], ledger: coverage.Ledger, query: rank.Query,
+              cal: calendar.Calendar) -> list[Paper]:
+    """Harvest each group with a gap through OAI-PMH, from the first missed day on.
+
+    Kept: papers whose first version falls in the missed window (from a day
+    before the announcement preceding the first missed one) and that match the
+    query. A missed day counts as recovered once the harvest reaches it.
+    """
+    part = report.sources.setdefault("oai", SourceReport())
+    found: list[Paper] = []
+    for group, days in missed.items():
+        began, before = time.monotonic(), fetcher.requests
+        first, last = cal.at(days[0]), cal.at(days[-1])
+        earlier = cal.between(first.at - timedelta(days=10), first.at - timedelta(seconds=1))
+        low = (earlier[-1].at if earlier else first.at) - timedelta(days=1)
+        for category in group.split("+"):
+            harvest = arxiv_oai.harvest(fetcher, config.sources.oai.url, category,
+                                        days[0] - timedelta(days=1))
+            part.seen += harvest.records
+            kept = [p for p in harvest.papers if p.submitted and low <= p.submitted <= last.at
+                    and query.matches(p.title, p.abstract, p.categories)]
+            found += kept
+            for day in days:
+                if harvest.latest is None or harvest.latest < day:
+                    continue  # not in OAI-PMH yet: the next collect tries again
+                reading = ledger.get(day, group)
+                reading.recovered = "OAI-PMH"
+                if not reading.read:
+                    on_day = [p for p in harvest.papers if p.submitted and _announced_day(
+                        cal, p.submitted) == day]
+                    reading.new += sum(1 for p in on_day if p.version == 1)
+                    reading.replace += sum(1 for p in on_day if p.version > 1)
+                    reading.kept += sum(1 for p in kept if _announced_day(cal, p.submitted) == day)
+        part.requests += fetcher.requests - before
+        part.seconds += time.monotonic() - began
+        unrecovered = [d for d in days if ledger.get(d, group).open]
+        if unrecovered:
+            days_text = ", ".join(f"{d:%m-%d}" for d in unrecovered)
+            part.warnings.append(f"{group}: OAI-PMH has nothing yet for {days_text}; "
+                                 "the next collect tries again")
+    return found
+
+
+def _announced_day(cal: calendar.Calendar, submitted: datetime):
+    """The evening a paper submitted at this moment is announced (14:00 New York cutoff)."""
+    local = submitted.astimezone(cal.zone)
+    day = local.date() if local.hour < 14 else local.date() + timedelta(days=1)
+    while not cal.announces(day):
+        day += timedelta(days=1)
+    return day
 
 
 def complete_thin(config: Config, store: Store, fetcher: Fetcher, ids: list[str]) -> int:
@@ -208,9 +345,10 @@ def closest(title: str, normal_titles: list[str], threshold: float) -> int | Non
     return found[2] if found else None
 
 
-def _as_dict(report: CollectReport) -> dict:
+def as_dict(report: CollectReport) -> dict:
     return {
         "window": [report.window[0].isoformat(), report.window[1].isoformat()],
         "sources": {name: vars(part) for name, part in report.sources.items()},
         "new": len(report.new), "revised": len(report.revised),
+        "coverage": asdict(report.coverage) if report.coverage else None,
     }

@@ -190,7 +190,7 @@ def make_digest(*, digest_id: str, window: tuple[datetime, datetime], timezone: 
                 entries: Sequence[Entry], featured: Sequence[Entry], topics: Sequence[TopicDef],
                 max_papers: int, comparison: dict | None, curated: Curated,
                 model: str | None, sources: Sequence[str], categories: Sequence[str],
-                updates: Sequence[Update] = ()) -> Digest:
+                updates: Sequence[Update] = (), coverage: dict | None = None) -> Digest:
     """The week's entries, capped at max_papers by score (seeds always fit first)."""
     ranked = sorted(entries, key=lambda e: (not e.curated, -(e.score or 0.0), e.key))
     shown = ranked[:max_papers]
@@ -210,7 +210,7 @@ def make_digest(*, digest_id: str, window: tuple[datetime, datetime], timezone: 
         revised=sum(1 for e in entries if e.revised),
         seeds=sum(1 for e in entries if e.curated),
         left_out=tuple(e.key for e in ranked[max_papers:]), model=model, sources=tuple(sources),
-        categories=tuple(categories), updates=tuple(updates),
+        categories=tuple(categories), updates=tuple(updates), coverage=coverage,
         pending_zh=sum(1 for e in shown if not e.summary_zh),
     )
 

@@ -210,6 +210,7 @@ class Digest:
     categories: tuple[str, ...] = ()
     updates: tuple[Update, ...] = ()
     pending_zh: int = 0  # entries whose Chinese summary is not written yet
+    coverage: dict | None = None  # coverage.Summary as a dict, plus relevant papers per archive
 
 
 @dataclass

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
 
-from pipeline import collect, compose, rank, render
+from pipeline import calendar, collect, compose, coverage, rank, render
 from pipeline.config import Config, bundled
 from pipeline.enrich import Enricher, Item, make_client
 from pipeline.errors import ConfigError, DigestError
@@ -254,7 +254,19 @@ def build_digest(config: Config, store: Store, options: Options,
         model=config.enrich.model if llm else None,
         sources=sources, categories=[] if options.offline else config.sources.arxiv.categories,
         updates=news,
+        coverage=None if options.offline else coverage_of(config, store, (start, options.as_of), entries),
     )
+
+
+def coverage_of(config: Config, store: Store, window: tuple[datetime, datetime],
+                entries: list[Entry]) -> dict:
+    """The header's coverage line: the ledger against the calendar, and what was kept."""
+    cal = calendar.load_calendar(config.sources.arxiv.calendar_files)
+    found = coverage.summarise(coverage.Ledger.load(store), cal, collect.feed_groups(config), *window)
+    relevant = {g.name: sum(1 for e in entries if not e.curated
+                            and any(c.split(".")[0] == g.name for c in e.categories))
+                for g in found.groups}
+    return {**asdict(found), "relevant": relevant}
 
 
 def _dump(reply) -> dict | None:

@@ -46,6 +46,9 @@ def overview(config: Config, store: Store) -> str:
                      f"sent {report.get('sent', 0)}, pending {report.get('pending', 0)}")
         lines.append(f"  #{run['id']} {run['kind']} as of {run['as_of']}: {run['status']}"
                      + (f" ({parts})" if parts else "") + (f" — {run['error']}" if run["error"] else ""))
+        lines += ["    " + line for line in coverage_lines(report.get("coverage"))]
+        sources = report.get("sources", {}).values()
+        lines += [f"    {note}" for src in sources for note in src.get("notes", [])]
         warnings = report.get("warnings") or [
             w for src in report.get("sources", {}).values() for w in src.get("warnings", [])]
         for warning in warnings:
@@ -56,6 +59,23 @@ def overview(config: Config, store: Store) -> str:
         lines.append(f"  {row['digest_id']} {row['recipient']}: {row['status']} after "
                      f"{row['attempts']} attempts — {row['last_error'] or ''}")
     return "\n".join(lines) + "\n"
+
+
+def coverage_lines(summary: dict | None) -> list[str]:
+    """A collect's coverage (coverage.Summary as stored) in plain words, one line each."""
+    if not summary:
+        return []
+    span = f" ({summary['first']} → {summary['last']})" if summary["expected"] else ""
+    groups = "; ".join(
+        f"{g['name']}: {g['read']}/{g['expected']} read, ids {g['new']} new · {g['cross']} cross · "
+        f"{g['replace']} replaced, {g['kept']} matched the query" for g in summary["groups"])
+    lines = [f"coverage: {summary['read']} of {summary['expected']} arXiv announcements read"
+             f"{span}" + (f"; {groups}" if groups else "")]
+    lines += [f"no announcement expected: {why}" for why in summary["no_announcement"]]
+    for gap in summary["gaps"]:
+        fix = f"recovered through {gap['recovered']}" if gap["recovered"] else "NOT recovered yet"
+        lines.append(f"gap: {gap['group']} on {gap['day']}: {gap['cause']}, {fix}")
+    return lines
 
 
 def paper(store: Store, paper_id: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import re
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from email.utils import parsedate_to_datetime
 
 import feedparser
@@ -28,9 +28,8 @@ _PREFIX = re.compile(r"\s*arXiv:(?P<id>\S+)\s+Announce Type:\s*(?P<type>\S+)\s*A
 _ERROR_TEXT = re.compile(r"\b(error|bad archive|invalid)\b", re.IGNORECASE)
 _PARENTHESES = re.compile(r"\([^()]*\)")
 _AND = re.compile(r"^and\s+|\s+and\s+")
-
-# Fixed-date holidays with no mailing; approximate, see is_arxiv_announcement_day.
-_HOLIDAYS = frozenset({(12, 25), (1, 1)})
+CAP = 2000  # rss.arxiv.org lists at most this many items: a feed this long was cut
+_NEW_STYLE_ID = re.compile(r"^(\d{4})\.(\d{4,5})$")
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,48 @@ class FeedResult:
     papers: tuple[Paper, ...] = ()  # announce type new or cross
     replacements: tuple[Replacement, ...] = ()
     warnings: tuple[str, ...] = ()
-    last_build: datetime | None = None  # the channel's lastBuildDate
     items: int = 0  # every <item>, whatever its type
+
+    @property
+    def truncated(self) -> bool:
+        return self.items >= CAP
+
+    def counts(self) -> tuple[int, int, int]:
+        """Ids seen: (new, cross, replace or replace-cross)."""
+        new = sum(1 for p in self.papers if p.announce_type != "cross")
+        return new, len(self.papers) - new, len(self.replacements)
+
+
+def split_feeds(urls: list[str], per_feed: int) -> list[str]:
+    """Each feed URL (…/rss/a+b+c) as feeds of at most per_feed categories, in order, once each.
+
+    One feed of many categories can reach the 2000-item cap on a busy day and
+    silently lose its replacements and cross-lists; several small feeds cannot.
+    """
+    out: list[str] = []
+    for url in urls:
+        base, _, spec = url.rstrip("/").rpartition("/")
+        categories = [c for c in spec.split("+") if c]
+        for i in range(0, len(categories), per_feed):
+            out.append(f"{base}/{'+'.join(categories[i : i + per_feed])}")
+    return list(dict.fromkeys(out))
+
+
+def feed_spec(url: str) -> str:
+    """The categories a feed URL asks for, as written in it (cs.LG, or cs.LG+cs.CL)."""
+    return url.rstrip("/").rpartition("/")[2]
+
+
+def newest_id(feed: FeedResult) -> str | None:
+    """The newest arXiv id a feed lists: freshness is judged by ids, never by dates."""
+    ids = [p.id for p in feed.papers] + [r.id for r in feed.replacements]
+    return max(ids, key=id_order) if ids else None
+
+
+def id_order(ident: str) -> tuple[int, int]:
+    """2611.01234 -> (2611, 1234); old-style ids (cs/0601001) sort first."""
+    match = _NEW_STYLE_ID.match(ident)
+    return (int(match[1]), int(match[2])) if match else (0, 0)
 
 
 def fetch_feed(fetcher: Fetcher, url: str) -> FeedResult:
@@ -102,7 +141,6 @@ def parse_feed(data: bytes, url: str) -> FeedResult:
         papers=tuple(papers),
         replacements=tuple(replacements),
         warnings=tuple(warnings),
-        last_build=_rfc822(channel.get("updated")),
         items=len(parsed.entries),
     )
 
@@ -117,17 +155,6 @@ def split_authors(creator: str) -> tuple[str, ...]:
     while _PARENTHESES.search(names):
         names = _PARENTHESES.sub("", names)
     return text.names(name for part in names.split(",") for name in _AND.split(part))
-
-
-def is_arxiv_announcement_day(day: date) -> bool:
-    """Whether a mailing dated `day` (US-Eastern) should carry papers.
-
-    Approximate: Monday to Friday, minus 25 December and 1 January. arXiv
-    publishes its real holiday schedule each year
-    (https://info.arxiv.org/help/availability.html); a day missed here only
-    turns an expected empty feed into a warning.
-    """
-    return day.weekday() < 5 and (day.month, day.day) not in _HOLIDAYS
 
 
 def _read_item(entry) -> Paper | Replacement | str:
@@ -161,7 +188,7 @@ def _read_item(entry) -> Paper | Replacement | str:
 
 
 def _rfc822(text: str | None) -> datetime | None:
-    """pubDate / lastBuildDate as an aware datetime, keeping arXiv's -0500 offset."""
+    """An item's pubDate as an aware datetime, keeping arXiv's -0500 offset."""
     try:
         return parsedate_to_datetime(text) if text else None
     except (TypeError, ValueError):

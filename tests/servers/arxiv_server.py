@@ -17,8 +17,8 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, timezone
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta, timezone
 from email.utils import format_datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Self
@@ -26,9 +26,13 @@ from urllib.parse import parse_qs, urlsplit
 from xml.sax.saxutils import escape, quoteattr
 
 from pipeline.models import Paper, collapse
+from tests.servers import oai_server
 
 ATOM_TYPE = "application/atom+xml"  # a charset-less text/xml trap: Fault(content_type=...)
 RSS_TYPE = "application/rss+xml"
+OAI_TYPE = "text/xml; charset=utf-8"
+RSS_CAP = 2000  # rss.arxiv.org never lists more items than this in one feed
+_ORDER = {"new": 0, "cross": 1, "replace": 2, "replace-cross": 3}  # arXiv's item order
 EASTERN = timezone(timedelta(hours=-5))
 _EPOCH = datetime(1991, 8, 14, tzinfo=UTC)
 
@@ -130,7 +134,7 @@ class Request:
 
 
 class ArxivServer:
-    """Serves /api/query (Atom) and /rss/<cats joined by +> on 127.0.0.1."""
+    """Serves /api/query (Atom), /rss/<cats joined by +> and /oai (OAI-PMH) on 127.0.0.1."""
 
     def __init__(self, papers=(), announced: datetime = datetime(2024, 11, 28, tzinfo=EASTERN)):
         self.papers: list[Paper] = list(papers)
@@ -144,6 +148,10 @@ class ArxivServer:
         host, port = self._httpd.server_address[:2]
         self.url = f"http://{host}:{port}"
         self.api_url = f"{self.url}/api/query"
+        self.oai_url = f"{self.url}/oai"
+        self.oai_page_size = 100
+        self.datestamps: dict[str, date] = {}  # OAI datestamp by id (default: oai_server's)
+        self._frozen: dict[str, bytes] = {}  # feeds the CDN keeps serving unchanged
         self._thread = threading.Thread(  # a short poll keeps shutdown (teardown) quick
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
         )
@@ -153,6 +161,13 @@ class ArxivServer:
 
     def add(self, *papers: Paper) -> None:
         self.papers.extend(papers)
+
+    def freeze(self, category: str) -> None:
+        """Keep serving this category's feed as it is now (a stale CDN copy)."""
+        self._frozen[category] = self._rss(category, OK)
+
+    def thaw(self, category: str) -> None:
+        self._frozen.pop(category, None)
 
     def script(self, path_prefix: str, *faults: Fault) -> None:
         """Queue faults for requests whose path starts with path_prefix; OK means 'answer normally'."""
@@ -180,7 +195,12 @@ class ArxivServer:
         if path == "/api/query":
             return 200, ATOM_TYPE, self._atom(query, fault.empty)
         if path.startswith("/rss/"):
-            return 200, RSS_TYPE, self._rss(path[len("/rss/") :], fault)
+            spec = path[len("/rss/") :]
+            return 200, RSS_TYPE, self._frozen.get(spec) or self._rss(spec, fault)
+        if path == "/oai":
+            stamp = lambda p: self.datestamps.get(p.id) or oai_server.default_datestamp(p)  # noqa: E731
+            return 200, OAI_TYPE, oai_server.answer(self.papers, query, self.oai_url,
+                                                    self.oai_page_size, stamp)
         return 404, "text/plain", b"not found\n"
 
     # --- API ---------------------------------------------------------------
@@ -222,8 +242,9 @@ class ArxivServer:
         shown = (
             []
             if fault.empty or fault.feed_error
-            else [p for p in self.papers if _in_feed(p, wanted)]
+            else [_as_listed(p, wanted) for p in self.papers if _in_feed(p, wanted)]
         )
+        shown = sorted(shown, key=lambda p: _ORDER.get(p.announce_type or "new", 0))[:RSS_CAP]
         items = "".join(_rss_item(p, self.announced) for p in shown)
         built = self.announced.astimezone(UTC) + timedelta(hours=19, minutes=47)
         return (
@@ -385,6 +406,15 @@ def _sorted(papers: list[Paper], sort_by: str, order: str) -> list[Paper]:
 def _in_feed(paper: Paper, wanted: list[str]) -> bool:
     """A feed for 'cs' carries every cs.* paper; one for 'cs.LG' only cs.LG."""
     return any(cat == w or cat.startswith(w + ".") for cat in paper.categories for w in wanted)
+
+
+def _as_listed(paper: Paper, wanted: list[str]) -> Paper:
+    """A paper whose primary category is not asked for is a cross-list in this feed."""
+    if not paper.categories or any(paper.categories[0] == w or paper.categories[0].startswith(w + ".")
+                                   for w in wanted):
+        return paper
+    kind = {"new": "cross", "replace": "replace-cross"}.get(paper.announce_type or "new")
+    return replace(paper, announce_type=kind or paper.announce_type)
 
 
 def atom_feed(text: str, start: int, size: int, total: int, entries: str) -> bytes:

@@ -1,0 +1,111 @@
+"""arXiv's announcement calendar, from data: which announcements fall in a window.
+
+An empty feed is only a failure when an announcement was due; the calendar
+(shipped as pipeline/data/calendar/*.yaml, extended by sources.arxiv.calendar_files)
+tells the two apart. Times are exact: 20:00 in America/New_York through zoneinfo,
+so daylight saving moves the hour in UTC, not in New York.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from importlib import resources
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import yaml
+
+from pipeline.errors import ConfigError
+
+_WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+
+
+@dataclass(frozen=True)
+class Announcement:
+    """One evening's batch; `day` is the evening's date where arXiv is (its id in ledgers)."""
+
+    at: datetime
+
+    @property
+    def day(self) -> date:
+        return self.at.date()
+
+
+@dataclass(frozen=True)
+class Calendar:
+    zone: ZoneInfo
+    time: time
+    weekdays: frozenset[int]  # Monday = 0
+    no_announcement: dict[date, str] = field(default_factory=dict)
+    years: frozenset[int] = frozenset()  # years whose skipped evenings are known
+
+    def announces(self, day: date) -> bool:
+        return day.weekday() in self.weekdays and day not in self.no_announcement
+
+    def why_not(self, day: date) -> str:
+        """Why no announcement is due on `day`'s evening, in words."""
+        if day in self.no_announcement:
+            return f"{day:%m-%d} is an arXiv holiday ({self.no_announcement[day]})"
+        return f"arXiv does not announce on {day:%A} evenings"
+
+    def at(self, day: date) -> Announcement:
+        return Announcement(datetime.combine(day, self.time, self.zone))
+
+    def between(self, start: datetime, end: datetime) -> list[Announcement]:
+        """Announcements made in (start, end]."""
+        first, last = start.astimezone(self.zone).date(), end.astimezone(self.zone).date()
+        days = (first + timedelta(days=n) for n in range((last - first).days + 1))
+        return [self.at(day) for day in days
+                if self.announces(day) and start < self.at(day).at <= end]
+
+    def in_feed(self, moment: datetime) -> tuple[Announcement | None, date]:
+        """The announcement a feed read at `moment` carries, and that evening's date.
+
+        The feed dated D (rebuilt at midnight in New York) carries the batch of
+        the evening before D; on a day after an evening without one it is empty.
+        """
+        evening = moment.astimezone(self.zone).date() - timedelta(days=1)
+        return (self.at(evening) if self.announces(evening) else None), evening
+
+    def unknown_years(self, start: datetime, end: datetime) -> list[int]:
+        """Years in the window whose holidays no calendar file lists."""
+        first, last = start.astimezone(self.zone).year, end.astimezone(self.zone).year
+        return [year for year in range(first, last + 1) if year not in self.years]
+
+
+def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
+    """The bundled calendars overlaid by the user's files; ConfigError names a bad file."""
+    bundled = resources.files("pipeline") / "data" / "calendar"
+    files = sorted((Path(str(f)) for f in bundled.iterdir() if f.name.endswith(".yaml")),
+                   key=lambda p: p.name)
+    data: dict = {"no_announcement": {}, "years": set()}
+    for path in [*files, *extra]:
+        _overlay(data, path)
+    try:
+        zone = ZoneInfo(data["timezone"])
+        hour, minute = (int(part) for part in str(data["time"]).split(":"))
+        weekdays = frozenset(_WEEKDAYS.index(day) for day in data["weekdays"])
+    except (KeyError, ValueError, ZoneInfoNotFoundError) as exc:
+        raise ConfigError(f"arXiv calendar: timezone, time (HH:MM) and weekdays are needed ({exc})") from None
+    return Calendar(zone, time(hour, minute), weekdays, data["no_announcement"],
+                    frozenset(data["years"]))
+
+
+def _overlay(data: dict, path: Path) -> None:
+    try:
+        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: cannot read the arXiv calendar ({exc})") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: an arXiv calendar is a mapping (timezone, time, weekdays, ...)")
+    for key in ("timezone", "time", "weekdays"):
+        if key in loaded:
+            data[key] = loaded[key]
+    skipped = loaded.get("no_announcement") or {}
+    if not isinstance(skipped, dict) or not all(isinstance(day, date) for day in skipped):
+        raise ConfigError(f"{path}: no_announcement maps dates (YYYY-MM-DD) to a reason")
+    data["no_announcement"].update({day: str(reason) for day, reason in skipped.items()})
+    data["years"].update(int(year) for year in loaded.get("years") or [])
+    data["years"].update(day.year for day in skipped)

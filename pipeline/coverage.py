@@ -1,0 +1,162 @@
+"""The coverage ledger: for each arXiv announcement and feed group, whether it was read.
+
+Every collect writes down, per announcement (the evening's date in New York)
+and per feed group (the categories of one feed), how it was read (RSS, OAI-PMH,
+the API search), the ids it showed (new / cross / replace), how many papers
+matched the query, and any gap with its cause. A gap not yet recovered is tried
+again by later collects; the digest header and `rl-digest status` summarise
+the ledger against what the calendar expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime, timedelta
+
+from pipeline.calendar import Calendar
+from pipeline.store import Store
+
+_KEY = "coverage.ledger"
+KEEP_DAYS = 120  # ledger entries older than this are dropped
+RETRY_DAYS = 14  # an unrecovered gap is tried again for this long
+
+
+@dataclass
+class Reading:
+    """One feed group's share of one announcement."""
+
+    read: str = ""  # how: "RSS", "OAI-PMH", "the API search"; "" = not read
+    new: int = 0
+    cross: int = 0
+    replace: int = 0
+    kept: int = 0  # papers that matched the query
+    gap: str = ""  # why it was not read completely: stale, empty, truncated, not collected
+    recovered: str = ""  # how the gap was filled, if it was
+
+    @property
+    def open(self) -> bool:
+        return (not self.read or bool(self.gap)) and not self.recovered
+
+
+@dataclass
+class Ledger:
+    days: dict[str, dict[str, Reading]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, store: Store) -> Ledger:
+        data = store.get_state(_KEY) or {}
+        return cls({day: {group: Reading(**r) for group, r in groups.items()}
+                    for day, groups in data.items()})
+
+    def save(self, store: Store, today: date) -> None:
+        oldest = (today - timedelta(days=KEEP_DAYS)).isoformat()
+        store.set_state(_KEY, {day: {g: asdict(r) for g, r in groups.items()}
+                               for day, groups in sorted(self.days.items()) if day >= oldest})
+
+    def get(self, day: date, group: str) -> Reading:
+        return self.days.setdefault(day.isoformat(), {}).setdefault(group, Reading())
+
+    def missed(self, calendar: Calendar, groups: Iterable[str], start: datetime,
+               end: datetime) -> dict[str, list[date]]:
+        """Per group, the announcements of (start, end] not read completely, plus
+        open gaps of the last RETRY_DAYS; only announcements a feed could have carried."""
+        cutoff = datetime.combine(end.astimezone(calendar.zone).date(), datetime.min.time(),
+                                  calendar.zone)
+        due = {a.day for a in calendar.between(start, min(end, cutoff))}
+        since = (end.date() - timedelta(days=RETRY_DAYS)).isoformat()
+        found: dict[str, list[date]] = {}
+        for group in groups:
+            days = {day for day in due if self._open(day.isoformat(), group)}
+            days |= {date.fromisoformat(d) for d, entries in self.days.items()
+                     if d >= since and group in entries and entries[group].open}
+            if days:
+                found[group] = sorted(days)
+        return found
+
+    def _open(self, day: str, group: str) -> bool:
+        reading = self.days.get(day, {}).get(group)
+        return reading is None or reading.open
+
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """What the header and status say for one archive (cs, stat, eess)."""
+
+    name: str
+    expected: int
+    read: int
+    new: int
+    cross: int
+    replace: int
+    kept: int
+
+
+@dataclass(frozen=True)
+class Gap:
+    group: str
+    day: str  # MM-DD
+    cause: str
+    recovered: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    first: str | None  # first and last announcement expected (MM-DD)
+    last: str | None
+    expected: int
+    read: int  # announcements every feed group read (directly or recovered)
+    groups: tuple[GroupSummary, ...]
+    gaps: tuple[Gap, ...]
+    no_announcement: tuple[str, ...]  # holidays in the window, in words
+
+    @property
+    def unrecovered(self) -> tuple[Gap, ...]:
+        return tuple(gap for gap in self.gaps if not gap.recovered)
+
+
+def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: datetime,
+              end: datetime) -> Summary:
+    """The window's announcements against the ledger, per archive."""
+    announcements = calendar.between(start, end)
+    days = [a.day.isoformat() for a in announcements]
+    by_archive: dict[str, list[str]] = {}
+    for group in groups:
+        by_archive.setdefault(group.split(".")[0].split("+")[0], []).append(group)
+    summaries, gaps = [], []
+    complete = sum(1 for day in days if all(
+        (r := ledger.days.get(day, {}).get(g)) is not None and not r.open for g in groups))
+    for archive, members in by_archive.items():
+        totals = {"read": 0, "new": 0, "cross": 0, "replace": 0, "kept": 0}
+        for day in days:
+            readings = [ledger.days.get(day, {}).get(g) for g in members]
+            if all(r is not None and not r.open for r in readings):
+                totals["read"] += 1
+            for r in readings:
+                if r is not None:
+                    for key in ("new", "cross", "replace", "kept"):
+                        totals[key] += getattr(r, key)
+        summaries.append(GroupSummary(archive, len(days), **totals))
+    for day in days:
+        for group in groups:
+            r = ledger.days.get(day, {}).get(group)
+            if r is None or r.gap or not r.read:
+                gaps.append(Gap(group, day[5:], r.gap if r and r.gap else "not collected",
+                                r.recovered if r else ""))
+    current, stop = start.astimezone(calendar.zone).date(), end.astimezone(calendar.zone).date()
+    holidays = []
+    while current <= stop:
+        if current in calendar.no_announcement and current.weekday() in calendar.weekdays:
+            holidays.append(calendar.why_not(current))
+        current += timedelta(days=1)
+    return Summary(days[0][5:] if days else None, days[-1][5:] if days else None, len(days), complete,
+                   tuple(summaries), tuple(_merge(gaps)), tuple(holidays))
+
+
+def _merge(gaps: list[Gap]) -> list[Gap]:
+    """Many groups with the same gap on the same day read as one ('17 feeds')."""
+    out: dict[tuple[str, str, str], list[str]] = {}
+    for gap in gaps:
+        out.setdefault((gap.day, gap.cause, gap.recovered), []).append(gap.group)
+    return [Gap(groups[0] if len(groups) == 1 else f"{len(groups)} feeds", day, cause, recovered)
+            for (day, cause, recovered), groups in out.items()]

@@ -1,0 +1,192 @@
+"""Never miss a paper, and say so: per-category feeds, the calendar, stale feeds, OAI-PMH catch-up.
+
+Everything runs through the real CLI against the local arXiv stand-in (RSS with
+the 2000-item cap in arXiv's item order, frozen per-category feeds, OAI-PMH).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import replace
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+from pipeline.calendar import load_calendar
+from pipeline.config import load
+from pipeline.models import Paper
+from tests.conftest import write_config
+from tests.servers.arxiv_server import EMPTY, ArxivServer, http_error
+
+DEFAULT_CATS = load(None).sources.arxiv.categories
+LABELLED = Path(__file__).parent / "data" / "gap_labelled.jsonl"
+
+
+def noise(n: int, cats: tuple[str, ...], kind: str = "new") -> Paper:
+    day = datetime(2026, 11, 23, 15, tzinfo=UTC)
+    return Paper(id=f"2611.{n:05d}", title=f"A study of graph colouring number {n}",
+                 abstract="We bound the chromatic number of sparse graphs.", authors=("A. B.",),
+                 categories=cats, submitted=day, updated=day, announce_type=kind)
+
+
+def relevant(n: int, cats: tuple[str, ...], kind: str = "new", day=None) -> Paper:
+    day = day or datetime(2026, 11, 23, 15, tzinfo=UTC)
+    return Paper(id=f"2611.{n:05d}", title=f"GRPO variant {n} for reinforcement learning of large language models",
+                 abstract="We train a large language model with reinforcement learning from verifiable rewards.",
+                 authors=("Ada Lovelace",), categories=cats, submitted=day, updated=day, announce_type=kind)
+
+
+def config_for(tmp_path, server, cats=DEFAULT_CATS, api=False, oai=False, **rss):
+    return write_config(tmp_path, {
+        "sources": {
+            "arxiv": {"api_url": server.api_url, "categories": list(cats), "enabled": api,
+                      "overlap_hours": 0, "lookback_days": 1},
+            "rss": {"urls": [server.rss_url(list(cats))], "poll_minutes": 0, **rss},
+            "oai": {"enabled": oai, "url": server.oai_url},
+        },
+        "seeds": {"paths": []},
+    }, seeds=False)
+
+
+def stored_ids(tmp_path) -> set[str]:
+    conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3")
+    return {row[0] for row in conn.execute("SELECT id FROM papers")}
+
+
+def collect(cli, config, as_of, check=0):
+    return cli("--config", str(config), "collect", "--as-of", as_of, check=check)
+
+
+# Tuesday 2026-11-24 09:00 New York: the feeds carry Monday evening's announcement.
+TUESDAY = "2026-11-24T14:00:00+00:00"
+
+
+def busy_day() -> list[Paper]:
+    """2600 items over the default categories; the relevant ones sit where a cut feed loses them."""
+    cats = [c for c in DEFAULT_CATS if c != "cs.LG"]
+    papers = [noise(n, ("cs.LG",)) for n in range(1200)]
+    papers += [noise(n, (cats[n % len(cats)],)) for n in range(1200, 2560)]
+    papers += [relevant(n, ("cs.CV", "cs.LG")) for n in range(2560, 2580)]  # cross-listed to cs.LG
+    papers += [relevant(n, (cats[n % len(cats)],)) for n in range(2580, 2600)]
+    return papers
+
+
+def test_a_day_of_2600_items_keeps_every_relevant_paper(tmp_path, cli):
+    papers = busy_day()
+    wanted = {p.id for p in papers if "GRPO" in p.title}
+    with ArxivServer(papers) as server:
+        config = config_for(tmp_path, server)
+        result = collect(cli, config, TUESDAY)
+        feeds = [r for r in server.requests if r.path.startswith("/rss/")]
+    assert len(feeds) == len(DEFAULT_CATS)  # one feed per category, none cut
+    assert all("+" not in r.path for r in feeds)
+    assert wanted <= stored_ids(tmp_path) and len(wanted) == 40
+    assert "cut" not in result.stderr
+    assert "coverage: 1 of 1 arXiv announcements read (11-23 → 11-23)" in result.stdout
+    assert "cs: 1/1 read, ids " in result.stdout and "stat: 1/1 read" in result.stdout
+    assert " 20 cross" in result.stdout  # the cs.CV papers cross-listed to cs.LG
+
+
+def test_one_feed_for_every_category_is_cut_at_2000_and_says_so(tmp_path, cli):
+    with ArxivServer(busy_day()) as server:
+        config = config_for(tmp_path, server, categories_per_feed=len(DEFAULT_CATS))
+        result = collect(cli, config, TUESDAY)
+    assert "2000 items, arXiv's cap: the feed was cut" in result.stderr
+    assert "feed cut at 2000 items, NOT recovered yet" in result.stdout
+
+
+def test_a_holiday_is_expected_not_a_warning(tmp_path, cli):
+    with ArxivServer([]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG", "cs.CL"])
+        server.script("/rss/", EMPTY, EMPTY)
+        # Friday after Thanksgiving, 09:00 New York: no announcement on Thursday 11-26 evening
+        friday = collect(cli, config, "2026-11-27T14:00:00+00:00")
+        server.script("/rss/", EMPTY, EMPTY)
+        tuesday = collect(cli, config, TUESDAY)
+    assert "stale" not in friday.stderr and "WARNING" not in friday.stderr
+    assert "no announcement expected: 11-26 is an arXiv holiday (Thanksgiving)" in friday.stdout
+    assert "stale feed: cs.LG is empty although arXiv announced on 2026-11-23" in tuesday.stderr
+
+
+def test_a_stale_feed_is_polled_then_warned_and_recovered_through_oai_pmh(tmp_path, cli):
+    monday = datetime(2026, 11, 23, 15, tzinfo=UTC)
+    tuesday = datetime(2026, 11, 24, 15, tzinfo=UTC)
+    with ArxivServer([relevant(1, ("cs.CL",), day=monday - timedelta(days=1)),
+                      relevant(2, ("cs.LG",), day=monday - timedelta(days=1))]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG", "cs.CL"], oai=True,
+                            poll_minutes=0.01, poll_interval_minutes=0.002)
+        first = collect(cli, config, TUESDAY)
+        assert "stale" not in first.stderr
+        server.freeze("cs.CL")  # the CDN keeps serving Monday's cs.CL feed
+        server.add(relevant(3, ("cs.CL",), day=tuesday - timedelta(hours=3)),
+                   relevant(4, ("cs.LG",), day=tuesday - timedelta(hours=3)))
+        second = collect(cli, config, "2026-11-25T14:00:00+00:00")
+        cl_reads = [r for r in server.requests if r.path == "/rss/cs.CL"]
+        oai = [r for r in server.requests if r.path == "/oai"]
+        status = cli("--config", str(config), "status").stdout
+    assert len(cl_reads) >= 3  # read, then polled again before giving up
+    assert "stale feed: cs.CL shows no id newer than the 11-23 announcement's" in second.stderr
+    assert {"2611.00003", "2611.00004"} <= stored_ids(tmp_path)
+    assert [r.query.get("set") for r in oai][:1] == ["cs:cs:CL"]
+    assert "gap: cs.CL on 11-24: feed stale, recovered through OAI-PMH" in second.stdout
+    assert "gap: cs.CL on 11-24: feed stale, recovered through OAI-PMH" in status
+
+
+def labelled_gap() -> tuple[list[Paper], set[str]]:
+    """The labelled rows of tests/data, submitted one by one over three weeks of downtime."""
+    rows = [json.loads(line) for line in LABELLED.read_text(encoding="utf-8").splitlines()]
+    start = datetime(2026, 11, 2, 12, tzinfo=UTC)
+    papers = [Paper(id=f"2611.{n + 100:05d}", title=row["title"], abstract=row["abstract"],
+                    authors=tuple(row["authors"]), categories=tuple(row["categories"]),
+                    submitted=start + timedelta(hours=3 * n), updated=start + timedelta(hours=3 * n))
+              for n, row in enumerate(rows)]
+    positives = {p.id for p, row in zip(papers, rows, strict=True) if row["label"] == 1}
+    return papers, positives
+
+
+def test_three_weeks_of_downtime_are_caught_up_through_oai_pmh(tmp_path, cli):
+    papers, positives = labelled_gap()
+    with ArxivServer(papers) as server:
+        server.oai_page_size = 7  # several pages: resumption tokens are followed
+        config = config_for(tmp_path, server, oai=True)
+        server.script("/rss/", *[EMPTY] * 40)
+        cli("--config", str(config), "run", "--as-of", "2026-10-30T14:00:00+00:00", "--no-email")
+        server.script("/oai", http_error(503, retry_after=0))
+        result = cli("--config", str(config), "run", "--as-of", "2026-11-24T14:00:00+00:00",
+                     "--no-email")
+        digest = (tmp_path / "out" / "digests" / "2026-11-24.md").read_text(encoding="utf-8")
+        tokens = [r for r in server.requests if "resumptionToken" in r.query]
+    found = stored_ids(tmp_path) & positives
+    assert len(found) / len(positives) >= 0.95
+    assert tokens
+    assert "OAI-PMH" in digest and "not collected" in digest
+    assert "NOT recovered" not in result.stdout + digest
+
+
+def test_the_calendar_knows_2026_and_daylight_saving():
+    cal = load_calendar()
+    week = cal.between(datetime(2026, 11, 22, tzinfo=UTC), datetime(2026, 11, 29, tzinfo=UTC))
+    assert [a.day for a in week] == [date(2026, 11, d) for d in (22, 23, 24, 25)]  # Thanksgiving: none
+    assert cal.at(date(2026, 7, 1)).at.astimezone(UTC).hour == 0  # 20:00 EDT
+    assert cal.at(date(2026, 12, 1)).at.astimezone(UTC).hour == 1  # 20:00 EST
+    assert cal.unknown_years(datetime(2026, 12, 30, tzinfo=UTC), datetime(2027, 1, 5, tzinfo=UTC)) == [2027]
+
+
+def test_a_user_calendar_file_extends_it_to_2027(tmp_path):
+    extra = tmp_path / "arxiv-2027.yaml"
+    extra.write_text("years: [2027]\nno_announcement:\n  2027-01-18: Martin Luther King Jr. Day\n")
+    cal = load_calendar([extra])
+    assert not cal.announces(date(2027, 1, 18)) and cal.announces(date(2027, 1, 19))
+    assert cal.unknown_years(datetime(2027, 1, 1, tzinfo=UTC), datetime(2027, 2, 1, tzinfo=UTC)) == []
+
+
+def test_feed_order_and_cap_match_arxiv():
+    with ArxivServer([replace(noise(n, ("cs.LG",)), announce_type="replace") for n in range(1500)]
+                     + [noise(n, ("cs.LG",)) for n in range(1500, 2200)]) as server:
+        import requests
+
+        body = requests.get(server.rss_url(["cs.LG"]), timeout=10).text
+    assert body.count("<item>") == 2000
+    kinds = [line.strip() for line in body.splitlines() if "<arxiv:announce_type>" in line]
+    assert kinds[0] == "<arxiv:announce_type>new</arxiv:announce_type>"
+    assert kinds.count("<arxiv:announce_type>new</arxiv:announce_type>") == 700  # new first, replacements cut
