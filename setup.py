@@ -1,4 +1,4 @@
-"""Ship templates/, seeds/ and config.yaml inside the package as pipeline/bundled/.
+"""Ship templates/, seeds/, calendars/ and config.yaml inside the package as pipeline/bundled/.
 
 They live at the top of the repository (the contract's layout); an installed
 `rl-digest` must still find them from any working directory.
@@ -10,7 +10,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-BUNDLED = ("templates", "seeds", "config.yaml")
+BUNDLED = ("templates", "seeds", "calendars", "config.yaml")
 
 
 class BuildWithBundled(build_py):

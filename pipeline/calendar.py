@@ -1,7 +1,7 @@
 """arXiv's announcement calendar, from data: which announcements fall in a window.
 
 An empty feed is only a failure when an announcement was due; the calendar
-(shipped as pipeline/data/calendar/*.yaml, extended by sources.arxiv.calendar_files)
+(calendars/*.yaml, shipped with the package; extended by sources.arxiv.calendar_files)
 tells the two apart. Times are exact: 20:00 in America/New_York through zoneinfo,
 so daylight saving moves the hour in UTC, not in New York.
 """
@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
-from importlib import resources
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
+from pipeline.config import bundled
 from pipeline.errors import ConfigError
 
 _WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
@@ -77,9 +77,7 @@ class Calendar:
 
 def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
     """The bundled calendars overlaid by the user's files; ConfigError names a bad file."""
-    bundled = resources.files("pipeline") / "data" / "calendar"
-    files = sorted((Path(str(f)) for f in bundled.iterdir() if f.name.endswith(".yaml")),
-                   key=lambda p: p.name)
+    files = sorted(bundled("calendars").glob("*.yaml"))
     data: dict = {"no_announcement": {}, "years": set()}
     for path in [*files, *extra]:
         _overlay(data, path)

@@ -244,6 +244,8 @@ def _catch_up(config: Config, fetcher: Fetcher, report: CollectReport,
     """
     part = report.sources.setdefault("oai", SourceReport())
     found: list[Paper] = []
+    reach = None  # the newest datestamp of any set: how far OAI-PMH is up to date
+    harvests: dict[str, list[arxiv_oai.Harvest]] = {}
     for group, days in missed.items():
         began, before = time.monotonic(), fetcher.requests
         first, last = cal.at(days[0]), cal.at(days[-1])
@@ -256,19 +258,23 @@ def _catch_up(config: Config, fetcher: Fetcher, report: CollectReport,
             kept = [p for p in harvest.papers if p.submitted and low <= p.submitted <= last.at
                     and query.matches(p.title, p.abstract, p.categories)]
             found += kept
-            for day in days:
-                if harvest.latest is None or harvest.latest < day:
-                    continue  # not in OAI-PMH yet: the next collect tries again
-                reading = ledger.get(day, group)
-                reading.recovered = "OAI-PMH"
-                if not reading.read:
-                    on_day = [p for p in harvest.papers if p.submitted and _announced_day(
-                        cal, p.submitted) == day]
-                    reading.new += sum(1 for p in on_day if p.version == 1)
-                    reading.replace += sum(1 for p in on_day if p.version > 1)
-                    reading.kept += sum(1 for p in kept if _announced_day(cal, p.submitted) == day)
+            harvests.setdefault(group, []).append(harvest)
+            reach = max(filter(None, (reach, harvest.latest)), default=None)
         part.requests += fetcher.requests - before
         part.seconds += time.monotonic() - began
+    for group, days in missed.items():
+        for day in days:
+            if reach is None or reach < day:
+                continue  # not in OAI-PMH yet: the next collect tries again
+            reading = ledger.get(day, group)
+            reading.recovered = "OAI-PMH"
+            if not reading.read:
+                for harvest in harvests[group]:
+                    on_day = [p for p in harvest.papers if _announced_day(cal, p) == day]
+                    reading.new += sum(1 for p in on_day if p.version == 1)
+                    reading.replace += sum(1 for p in on_day if p.version > 1)
+                    reading.kept += sum(1 for p in on_day
+                                        if query.matches(p.title, p.abstract, p.categories))
         unrecovered = [d for d in days if ledger.get(d, group).open]
         if unrecovered:
             days_text = ", ".join(f"{d:%m-%d}" for d in unrecovered)
@@ -277,9 +283,13 @@ def _catch_up(config: Config, fetcher: Fetcher, report: CollectReport,
     return found
 
 
-def _announced_day(cal: calendar.Calendar, submitted: datetime):
-    """The evening a paper submitted at this moment is announced (14:00 New York cutoff)."""
-    local = submitted.astimezone(cal.zone)
+def _announced_day(cal: calendar.Calendar, paper: Paper):
+    """The evening this version was announced: the first announcing day from its date
+    (after the 14:00 New York cutoff, the next one)."""
+    moment = paper.updated if paper.version > 1 else paper.submitted
+    if moment is None:
+        return None
+    local = moment.astimezone(cal.zone)
     day = local.date() if local.hour < 14 else local.date() + timedelta(days=1)
     while not cal.announces(day):
         day += timedelta(days=1)

@@ -154,9 +154,15 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
 
 
 def _merge(gaps: list[Gap]) -> list[Gap]:
-    """Many groups with the same gap on the same day read as one ('17 feeds')."""
-    out: dict[tuple[str, str, str], list[str]] = {}
+    """Many groups with the same gap on a day read as one ('17 feeds'), and a run of
+    days with the same groups, cause and repair as one span ('11-02 → 11-20, 14 announcements')."""
+    per_day: dict[tuple[str, str, str], list[str]] = {}
     for gap in gaps:
-        out.setdefault((gap.day, gap.cause, gap.recovered), []).append(gap.group)
-    return [Gap(groups[0] if len(groups) == 1 else f"{len(groups)} feeds", day, cause, recovered)
-            for (day, cause, recovered), groups in out.items()]
+        per_day.setdefault((gap.day, gap.cause, gap.recovered), []).append(gap.group)
+    spans: dict[tuple[str, str, str], list[str]] = {}
+    for (day, cause, recovered), groups in per_day.items():
+        label = groups[0] if len(groups) == 1 else f"{len(groups)} feeds"
+        spans.setdefault((label, cause, recovered), []).append(day)
+    return [Gap(label, days[0] if len(days) == 1 else f"{days[0]} → {days[-1]} ({len(days)} announcements)",
+                cause, recovered)
+            for (label, cause, recovered), days in spans.items()]

@@ -96,7 +96,7 @@ def test_requests_are_ceil_n_over_page_size_plus_the_feeds(tmp_path, cli, count)
         api = [r for r in server.requests if r.path == "/api/query"]
         rss = [r for r in server.requests if r.path.startswith("/rss/")]
     assert len(api) == math.ceil(count / 3)
-    assert len(rss) == 1
+    assert sorted(r.path for r in rss) == ["/rss/cs.CL", "/rss/cs.LG"]  # one feed per category
 
 
 def test_failed_source_exits_3_naming_the_url_and_keeps_the_watermark(tmp_path, cli):
@@ -169,14 +169,15 @@ def test_empty_weekend_feed_is_quiet_but_an_empty_weekday_feed_is_a_warning(tmp_
 
     with ArxivServer([]) as server:
         config = config_for(tmp_path, server)
-        server.script("/rss/", EMPTY, EMPTY)
+        server.script("/rss/", *[EMPTY] * 4)
         saturday = _collect(cli, config, "2026-11-28T20:00:00+00:00")
         wednesday = _collect(cli, config, "2026-11-25T20:00:00+00:00")
-    assert "empty feed" not in saturday.stderr
-    assert "empty feed on an announcement day (2026-11-25)" in wednesday.stderr
+    assert "stale" not in saturday.stderr
+    assert "no announcement expected: arXiv does not announce on Friday evenings" in saturday.stdout
+    assert "stale feed: cs.LG is empty although arXiv announced on 2026-11-24" in wednesday.stderr
     status = cli("--config", str(config), "status").stdout
-    assert "warning:" in status and "empty feed on an announcement day" in status
-    assert "rss: 1 requests" in status and "api: 1 requests" in status
+    assert "warning: stale feed: cs.CL is empty although arXiv announced on 2026-11-24" in status
+    assert "rss: 2 requests" in status and "api: 1 requests" in status
 
 
 def test_feed_error_and_a_stale_feed_are_warnings_not_failures(tmp_path, cli):
@@ -188,10 +189,10 @@ def test_feed_error_and_a_stale_feed_are_warnings_not_failures(tmp_path, cli):
         first = _collect(cli, config, "2026-11-25T20:00:00+00:00")
         stale = _collect(cli, config, "2026-11-26T20:00:00+00:00")  # the feed was not rebuilt
         server.script("/rss/", FEED_ERROR)
-        broken = _collect(cli, config, "2026-11-27T20:00:00+00:00")
-    assert "lastBuildDate" not in first.stderr
-    assert "lastBuildDate has not moved" in stale.stderr
-    assert "arXiv reports a feed error" in broken.stderr
+        broken = _collect(cli, config, "2026-11-27T20:00:00+00:00")  # after Thanksgiving evening
+    assert "stale feed: cs.LG" not in first.stderr
+    assert "stale feed: cs.LG shows no id newer than the 11-24 announcement's" in stale.stderr
+    assert "arXiv reports a feed error" in broken.stderr and "stale" not in broken.stderr
 
 
 def test_the_38_built_in_seeds_resolve_in_at_most_5_api_requests(tmp_path):

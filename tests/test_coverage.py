@@ -36,11 +36,11 @@ def relevant(n: int, cats: tuple[str, ...], kind: str = "new", day=None) -> Pape
                  authors=("Ada Lovelace",), categories=cats, submitted=day, updated=day, announce_type=kind)
 
 
-def config_for(tmp_path, server, cats=DEFAULT_CATS, api=False, oai=False, **rss):
+def config_for(tmp_path, server, cats=DEFAULT_CATS, api=False, oai=False, lookback=1, **rss):
     return write_config(tmp_path, {
         "sources": {
             "arxiv": {"api_url": server.api_url, "categories": list(cats), "enabled": api,
-                      "overlap_hours": 0, "lookback_days": 1},
+                      "overlap_hours": 0, "lookback_days": lookback},
             "rss": {"urls": [server.rss_url(list(cats))], "poll_minutes": 0, **rss},
             "oai": {"enabled": oai, "url": server.oai_url},
         },
@@ -148,9 +148,11 @@ def test_three_weeks_of_downtime_are_caught_up_through_oai_pmh(tmp_path, cli):
     papers, positives = labelled_gap()
     with ArxivServer(papers) as server:
         server.oai_page_size = 7  # several pages: resumption tokens are followed
-        config = config_for(tmp_path, server, oai=True)
+        # the digest's window reaches back to the start of the gap (no digest before it)
+        config = config_for(tmp_path, server, oai=True, lookback=22)
         server.script("/rss/", *[EMPTY] * 40)
-        cli("--config", str(config), "run", "--as-of", "2026-10-30T14:00:00+00:00", "--no-email")
+        collect(cli, config, "2026-10-30T14:00:00+00:00")  # the last collect before the gap
+        server.add(relevant(999, ("cs.LG",), day=datetime(2026, 11, 23, 15, tzinfo=UTC)))  # Monday's batch
         server.script("/oai", http_error(503, retry_after=0))
         result = cli("--config", str(config), "run", "--as-of", "2026-11-24T14:00:00+00:00",
                      "--no-email")
@@ -159,7 +161,8 @@ def test_three_weeks_of_downtime_are_caught_up_through_oai_pmh(tmp_path, cli):
     found = stored_ids(tmp_path) & positives
     assert len(found) / len(positives) >= 0.95
     assert tokens
-    assert "OAI-PMH" in digest and "not collected" in digest
+    assert "17 feeds on 11-02 → 11-22 (15 announcements): not collected, recovered through OAI-PMH" in digest
+    assert "17 feeds on 11-23: feed stale, recovered through OAI-PMH" in digest
     assert "NOT recovered" not in result.stdout + digest
 
 
