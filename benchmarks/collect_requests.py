@@ -3,7 +3,7 @@
 Runs the real collect (and the seed resolution of the 38 built-in seeds) against the
 local arXiv stand-in with no delay, counts every request per source, and computes the
 time at arXiv's pace as requests x 3 s: the pace, not the stand-in, sets the time (parsing
-is milliseconds). Busy synthetic days: 600 items per category group and evening.
+is milliseconds). Synthetic days: 100 new papers per category and evening, 1 in 20 about RL.
 
     .venv/bin/python benchmarks/collect_requests.py
 """
@@ -28,8 +28,8 @@ from tests.servers.arxiv_server import ArxivServer
 PACE = 3.0
 
 
-def papers(cats: list[str], start: datetime, days: int, per_day: int) -> list[Paper]:
-    out, n = [], 0
+def papers(cats: list[str], start: datetime, days: int, per_day: int, n: int = 0) -> list[Paper]:
+    out = []
     for day in range(days):
         moment = start + timedelta(days=day)
         for i in range(per_day):
@@ -68,7 +68,8 @@ def measure(config_path: Path, as_of: datetime, seeds: bool) -> dict[str, int]:
 def main() -> None:
     cats = load(None).sources.arxiv.categories
     start = datetime(2026, 11, 16, 12, tzinfo=UTC)
-    with tempfile.TemporaryDirectory() as tmp, ArxivServer(papers(cats, start, 8, 600 * 3)) as server:
+    per_day = 100 * len(cats)  # 100 new papers per category and evening
+    with tempfile.TemporaryDirectory() as tmp, ArxivServer(papers(cats, start, 8, per_day)) as server:
         server.oai_page_size = 1000  # about what arXiv sends per ListRecords page
         folder = Path(tmp)
         config = write_config(folder, {"sources": {
@@ -78,6 +79,7 @@ def main() -> None:
             "seeds": {"paths": [], "builtin": True}}, seeds=False)
         began = time.monotonic()
         first = measure(config, datetime(2026, 11, 24, 14, tzinfo=UTC), seeds=True)
+        server.add(*papers(cats, start + timedelta(days=8), 1, per_day, n=8 * per_day))  # Tuesday's batch
         weekday = measure(config, datetime(2026, 11, 25, 14, tzinfo=UTC), seeds=False)
         local = time.monotonic() - began
     print(f"categories: {len(cats)}, one feed each; pace {PACE:g} s per request "

@@ -246,6 +246,7 @@ def build_digest(config: Config, store: Store, options: Options,
     start = last or options.as_of - timedelta(days=config.sources.arxiv.lookback_days)
     sources = [name for name, on in (("arXiv API", config.sources.arxiv.enabled and not options.offline),
                                      ("RSS", config.sources.rss.enabled and not options.offline),
+                                     ("OAI-PMH", config.sources.oai.enabled and not options.offline),
                                      ("seeds", True)) if on]
     return compose.make_digest(
         digest_id=digest_id, window=(start, options.as_of), timezone=config.schedule.timezone,
