@@ -1,10 +1,11 @@
 # make run: install into .venv and run one cycle with ./config.yaml
 # make test: install with test extras and run the test suite
+# make model: rebuild the shipped relevance model (needs ../shared)
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run demo install fresh test test-slow clean
+.PHONY: run demo install fresh test test-slow model clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,6 +33,11 @@ test: fresh
 
 test-slow: fresh
 	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q -m slow --run-slow
+
+# rebuild pipeline/data/relevance_model.json.gz from ../shared/data/arxiv_dev.jsonl and the
+# seeds (fixed seed: the same file every time); commit the result
+model: $(VENV)/.installed
+	$(BIN)/python benchmarks/relevance_model.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info state out

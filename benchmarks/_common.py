@@ -24,7 +24,8 @@ sys.path[1:1] = list(dict.fromkeys([str(SRC), str(ROOT)]))  # after the script's
 
 import yaml  # noqa: E402  (a project dependency)
 
-DEV = ROOT.parent / "shared" / "data" / "arxiv_dev.jsonl"
+# ../shared beside the checkout; RL_DIGEST_SHARED points elsewhere (a worktree in a subfolder)
+DEV = Path(os.environ.get("RL_DIGEST_SHARED") or ROOT.parent / "shared") / "data" / "arxiv_dev.jsonl"
 
 
 def dev_rows() -> list[dict]:

@@ -109,7 +109,32 @@ def main() -> None:
     print(table(["seed_weight", "P", "R", "F1", "tp", "fp"], similar))
 
     speed = rank.evaluate(rows, rules).papers_per_second
-    print(f"\nspeed: {speed:,.0f} papers/s ({1e6 / speed:.1f} ms per 1,000 papers, one core)")
+    print(f"\nspeed, rule alone: {speed:,.0f} papers/s ({1e6 / speed:.1f} ms per 1,000 papers, one core)")
+    print(hybrid_speed(rows, relevance))
+
+
+def hybrid_speed(rows, relevance) -> str:
+    """Papers per second through rule + shipped model + profile, and the model's load time
+    in a fresh interpreter (what every run pays once)."""
+    import subprocess
+    import sys
+
+    from pipeline import learn, rank
+
+    load = subprocess.run([sys.executable, "-c", (
+        "import sys, time; sys.path.insert(0, sys.argv[1]); t = time.perf_counter(); "
+        "from pipeline import learn; learn.shipped(); print(time.perf_counter() - t)"), str(ROOT)],
+        capture_output=True, text=True, check=True).stdout
+    model, profile = learn.shipped(), learn.Profile.compile(relevance)
+
+    def then(row, rule):
+        return learn.decide(row["title"], row.get("abstract") or "", row.get("authors") or (), rule,
+                            model, profile)
+
+    e = rank.evaluate(rows, rank.compile_rules(relevance), then=then)
+    return (f"speed, rule + model + profile: {e.papers_per_second:,.0f} papers/s "
+            f"({e.seconds_per_1000 * 1000:.1f} ms per 1,000 papers, one core); "
+            f"loading the shipped model {float(load) * 1000:.0f} ms (import included)")
 
 
 if __name__ == "__main__":

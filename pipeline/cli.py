@@ -242,15 +242,19 @@ def _stored_digest(store: Store, digest_id: str | None) -> Digest:
 
 @main.command()
 @click.argument("paper_id")
-@click.option("--relevant/--irrelevant", default=None, required=True,
-              help="Your verdict; it overrides the score from now on.")
+@click.option("--relevant/--irrelevant", default=None,
+              help="Your verdict; it overrides the score and teaches the model from the next run.")
+@click.option("--undo", is_flag=True, help="Take your verdict on this paper back.")
 @pass_state
-def mark(state: State, paper_id: str, relevant: bool) -> None:
+def mark(state: State, paper_id: str, relevant: bool | None, undo: bool) -> None:
     """Record your verdict on a paper: the digest learns your taste."""
+    if undo == (relevant is not None):
+        raise click.UsageError("give --relevant, --irrelevant or --undo")
     ident, _ = split_arxiv_id(paper_id)
-    if not state.store().set_verdict(ident, relevant):
+    if not state.store().set_verdict(ident, None if undo else relevant):
         raise DigestError(f"{ident}: no such paper in the database", "run `rl-digest collect` first")
-    echo(f"{ident}: marked {'relevant' if relevant else 'irrelevant'}")
+    said = "verdict taken back" if undo else f"marked {'relevant' if relevant else 'irrelevant'}"
+    echo(f"{ident}: {said}; the next run refits the model")
 
 
 @main.command()
@@ -260,7 +264,7 @@ def status(state: State, paper_id: str | None) -> None:
     """Last runs, counts, watermark, pending deliveries."""
     store = state.store()
     if paper_id:
-        echo(status_mod.paper(store, split_arxiv_id(paper_id)[0]), nl=False)
+        echo(status_mod.paper(state.config, store, split_arxiv_id(paper_id)[0]), nl=False)
     else:
         echo(status_mod.overview(state.config, store), nl=False)
 
@@ -272,7 +276,7 @@ def status(state: State, paper_id: str | None) -> None:
 def eval_cmd(state: State, labels: Path) -> None:
     """Precision, recall and F1 of the relevance filter on labelled papers."""
     rows = status_mod.read_labels(labels)
-    echo(status_mod.evaluation(state.config, rows), nl=False)
+    echo(status_mod.evaluation(state.config, state.store(), rows), nl=False)
 
 
 @main.command()

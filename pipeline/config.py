@@ -116,6 +116,11 @@ class Relevance(Model):
     seed_weight: float = Field(0.0, ge=0)
     llm_judge: bool = False
     grey_band: float = Field(0.5, ge=0)
+    model: bool = True
+    model_grey_band: float = Field(0.15, ge=0, le=1)
+    include: list[str] = []
+    exclude: list[str] = []
+    follow_authors: list[str] = []
 
 
 class TopicDef(Model):

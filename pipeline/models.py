@@ -238,4 +238,5 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)
     delivery_errors: list[str] = field(default_factory=list)
     sources: dict = field(default_factory=dict)
+    relevance_model: str | None = None  # the relevance model's version ("rule" without one)
     elapsed: float = 0.0

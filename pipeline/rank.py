@@ -1,8 +1,9 @@
 """Relevance, topics and featured picks: is a paper about RL for language models?
 
-A transparent rule rather than a trained model, so that a reader sees why a
-paper was kept ("title: GRPO", "abstract: LLM") and can tune it in config.yaml.
-Pure functions, no I/O: the caller reads papers and passes user verdicts in.
+A transparent rule, so that a reader sees why a paper was kept ("title: GRPO",
+"abstract: LLM") and can tune it in config.yaml; pipeline/learn.py averages it with
+a trained text model. Pure functions, no I/O: the caller reads papers and passes
+user verdicts in.
 """
 
 from __future__ import annotations
@@ -486,10 +487,13 @@ class Evaluation:
 
 
 def evaluate(rows: Sequence[Mapping[str, Any]], rules: Rules, exemplars: Exemplars | None = None,
-             worst: int = 10) -> Evaluation:
-    """Score labelled rows (dicts with id, title, abstract, label) and count agreement."""
+             worst: int = 10, then: Callable[[Mapping[str, Any], Score], Score] | None = None) -> Evaluation:
+    """Score labelled rows (dicts with id, title, abstract, label) and count agreement;
+    `then` turns the rule's score into the final one (the model, pipeline/learn.py)."""
     start = time.perf_counter()
     scores = [score(row["title"], row.get("abstract") or "", rules, exemplars) for row in rows]
+    if then is not None:
+        scores = [then(row, rule) for row, rule in zip(rows, scores, strict=True)]
     elapsed = time.perf_counter() - start
     fps, fns = [], []
     tp = tn = 0

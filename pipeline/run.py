@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
 
-from pipeline import calendar, collect, compose, coverage, rank, render
+from pipeline import calendar, collect, compose, coverage, learn, rank, render
 from pipeline.config import Config, bundled
 from pipeline.enrich import Enricher, Item, make_client
 from pipeline.errors import ConfigError, DigestError
@@ -111,7 +111,7 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
             collected.fetched, len(collected.new), len(collected.revised))
         report.warnings += collected.warnings
     checkpoint()
-    rank_papers(config, store)
+    report.relevance_model = rank_papers(config, store)
     if not options.offline:
         collect.resolve_seeds(config, store, fetcher)
         thin = [p.id for p in unpublished_papers(store) if p.submitted is None]
@@ -145,16 +145,19 @@ JUDGED = "LLM judge: "
 
 
 def judge_grey_band(config: Config, store: Store, enricher: Enricher) -> int:
-    """Ask the LLM about waiting papers whose score is within grey_band of the threshold."""
+    """Ask the LLM about waiting papers whose score is within the grey band of the
+    threshold (the model's, with its band, when relevance.model is on)."""
     rel = config.relevance
     if not rel.llm_judge:
         return 0
+    threshold, band = learn.band(rel)
     published = store.published_keys()
     rows = {r["id"]: r for r in store.score_rows()
             if r["score"] is not None and r["verdict"] is None
-            and abs(r["score"] - rel.threshold) <= rel.grey_band
+            and abs(r["score"] - threshold) <= band
             and paper_key(r["id"]) not in published
-            and not any(reason.startswith(JUDGED) for reason in r["reasons"] or [])}
+            and not learn.reader_decided(reasons := r["reasons"] or [])
+            and not any(reason.startswith(JUDGED) for reason in reasons)}
     verdicts = enricher.judge(store.papers(rows))
     for pid, verdict in verdicts.items():
         said = "relevant" if verdict.relevant else "not relevant"
@@ -191,18 +194,36 @@ def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
                                f"from templates/glossary.yaml, e.g. {'; '.join(done.glossary_examples)}")
 
 
-def rank_papers(config: Config, store: Store) -> int:
-    """Score papers not yet scored; a user's verdict (rl-digest mark) overrides the score."""
+def rank_papers(config: Config, store: Store) -> str:
+    """Score papers not yet scored with the rule, the model and the profile; a user's
+    verdict (rl-digest mark) overrides the score. When the model changed (new verdicts)
+    the week's unpublished papers are scored again. Returns the model's version."""
     rules = rank.compile_rules(config.relevance)
     exemplars = rank.build_exemplars(exemplar_texts(store))
+    model = learn.current(config.relevance, store)
+    profile = learn.Profile.compile(config.relevance)
+    version = model.version if model else "rule"
+    papers = store.papers_to_score()
+    if store.get_state("relevance_scored_with") != version:
+        papers = list({p.id: p for p in papers + rescore_candidates(store)}.values())
     scored = []
-    for paper in store.papers_to_score():
-        result = rank.score(paper.title, paper.abstract, rules, exemplars)
+    for paper in papers:
+        rule = rank.score(paper.title, paper.abstract, rules, exemplars)
+        result = learn.decide(paper.title, paper.abstract, paper.authors, rule, model, profile)
         primary, others = rank.assign_topics(paper.title, paper.abstract, config.topics)
         scored.append((paper.id, result.value, result.relevant, list(result.reasons),
                        primary, list(others)))
     store.set_scores(scored)
-    return len(scored)
+    store.set_state("relevance_scored_with", version)
+    return version
+
+
+def rescore_candidates(store: Store) -> list[Paper]:
+    """Scored papers of the current week (since the last digest) not yet in a digest:
+    older weeks keep the scores they were published or passed over with."""
+    published, since = store.published_keys(), store.last_digest_end()
+    return [p for p in store.papers() if paper_key(p.id) not in published
+            and (since is None or p.submitted is None or p.submitted >= since)]
 
 
 def exemplar_texts(store: Store) -> list[tuple[str, str]]:

@@ -6,9 +6,10 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from pipeline import rank, schedule
+from pipeline import learn, rank, schedule
 from pipeline.config import Config, mask_url
 from pipeline.errors import DigestError
+from pipeline.run import JUDGED
 from pipeline.store import Store
 
 
@@ -53,6 +54,7 @@ def overview(config: Config, store: Store) -> str:
             w for src in report.get("sources", {}).values() for w in src.get("warnings", [])]
         for warning in warnings:
             lines.append(f"    warning: {warning}")
+    lines += judging(config, store)
     rows = store.deliveries(statuses=("pending", "failed"))
     lines.append(f"outbox: {counts['pending']} pending, {counts['failed']} failed")
     for row in rows:
@@ -78,7 +80,8 @@ def coverage_lines(summary: dict | None) -> list[str]:
     return lines
 
 
-def paper(store: Store, paper_id: str) -> str:
+def paper(config: Config, store: Store, paper_id: str) -> str:
+    """One paper: the stored decision, the rule's reasons and the model's strongest terms."""
     found = store.papers([paper_id])
     if not found:
         raise DigestError(f"{paper_id}: no such paper in the database")
@@ -86,12 +89,41 @@ def paper(store: Store, paper_id: str) -> str:
     row = next(r for r in store.score_rows() if r["id"] == paper_id)
     verdict = {None: "none", True: "relevant", False: "irrelevant"}[row["verdict"]]
     reasons = "; ".join(row["reasons"] or []) or "-"
-    return (f"{p.id}v{p.version}  {p.title}\n"
-            f"  categories: {', '.join(p.categories)}  sources: {', '.join(p.sources)}\n"
-            f"  score: {row['score'] if row['score'] is not None else 'not scored'}  "
-            f"relevant: {row['relevant']}  your verdict: {verdict}\n"
-            f"  topic: {row['topic']} {row['topics'] or []}\n"
-            f"  reasons: {reasons}\n")
+    rule = rank.score(p.title, p.abstract, rank.compile_rules(config.relevance))
+    lines = [f"{p.id}v{p.version}  {p.title}",
+             f"  categories: {', '.join(p.categories)}  sources: {', '.join(p.sources)}",
+             f"  score: {row['score'] if row['score'] is not None else 'not scored'}  "
+             f"relevant: {row['relevant']}  your verdict: {verdict}",
+             f"  topic: {row['topic']} {row['topics'] or []}",
+             f"  reasons: {reasons}",
+             f"  rule: {rule.value:+.2f} (threshold {config.relevance.threshold})"]
+    model = learn.current(config.relevance, store, refit_now=False)
+    if model is not None:
+        strongest = model.text.strongest(p.title, p.abstract)
+        terms = ", ".join(f"{gram} {weight:+.2f}" for gram, weight in strongest)
+        lines += [f"  model {model.version}: text {model.text.probability(p.title, p.abstract):.2f}, "
+                  f"rule {model.rule_probability(rule.value):.2f}, mixed "
+                  f"{model.probability(p.title, p.abstract, rule.value):.2f} (threshold {model.threshold})",
+                  f"  model's strongest terms: {terms or '-'}"]
+    return "\n".join(lines) + "\n"
+
+
+def judging(config: Config, store: Store) -> list[str]:
+    """How often the LLM judge was asked and agreed with the scorer; how the scorer does on
+    the reader's verdicts; which model scores."""
+    threshold, _ = learn.band(config.relevance)
+    rows = store.score_rows()
+    judged = [r for r in rows if any(x.startswith(JUDGED) for x in r["reasons"] or [])]
+    agreed = sum((r["score"] >= threshold) == bool(r["relevant"]) for r in judged)
+    marked = [r for r in rows if r["verdict"] is not None and r["relevant"] is not None]
+    matched = sum(bool(r["relevant"]) == r["verdict"] for r in marked)
+    saved = store.get_state(learn.STATE_KEY) if config.relevance.model else None
+    model = ("off (the rule alone)" if not config.relevance.model else
+             f"{saved['version']} (refit with {saved['verdicts']} of your verdicts)" if saved
+             else f"{learn.shipped().version} (shipped)")
+    return [f"relevance model: {model}",
+            f"LLM judge: {len(judged)} judged, {agreed} agreed with the scorer",
+            f"your verdicts: {len(marked)}, the scorer agrees with {matched}"]
 
 
 def read_labels(path: Path) -> list[dict]:
@@ -105,6 +137,7 @@ def read_labels(path: Path) -> list[dict]:
                 row = json.loads(line)
                 rows.append({"id": row["id"], "title": row["title"], "abstract": row.get("abstract", ""),
                              "label": int(row["label"]), "categories": row.get("categories", []),
+                         "authors": row.get("authors", []),
                              "borderline": bool(row.get("borderline"))})
             except (ValueError, KeyError, TypeError) as exc:
                 raise DigestError(f"{path}:{number}: not a labelled paper ({exc})") from None
@@ -113,12 +146,31 @@ def read_labels(path: Path) -> list[dict]:
     return rows
 
 
-def evaluation(config: Config, rows: list[dict]) -> str:
-    """The relevance filter against labels: the figures, then its worst mistakes with reasons."""
+def evaluation(config: Config, store: Store, rows: list[dict]) -> str:
+    """The relevance filter (the current model, else the rule) against labels: the figures,
+    the rule and the text model alone beside it, then its worst mistakes with reasons."""
     rules = rank.compile_rules(config.relevance)
-    result = rank.evaluate(rows, rules)
+    model = learn.current(config.relevance, store)
+    profile = learn.Profile.compile(config.relevance)
+
+    def final(row: dict, rule: rank.Score) -> rank.Score:
+        return learn.decide(row["title"], row["abstract"], row.get("authors") or (), rule, model, profile)
+
+    result = rank.evaluate(rows, rules, then=final)
+    lines = [f"model: {model.version if model else 'off (the rule alone)'}"]
+    if model is not None:
+        rule = rank.evaluate(rows, rules)
+        text = [model.text.probability(r["title"], r["abstract"]) >= 0.5 for r in rows]
+        tp = sum(t and r["label"] for t, r in zip(text, rows, strict=True))
+        lines.append(f"rule alone: precision {rule.precision:.3f}, recall {rule.recall:.3f}; text model "
+                     f"alone: precision {tp / max(1, sum(text)):.3f}, "
+                     f"recall {tp / max(1, sum(r['label'] for r in rows)):.3f}")
+        seen = {r["id"] for r in learn.training_rows()} & {r["id"] for r in rows}
+        if seen:
+            lines.append(f"note: {len(seen)} of these papers are in the model's training data; "
+                         f"figures on them flatter it")
     coverage = rank.query_coverage(rows, config.sources.arxiv.categories, config.sources.arxiv.terms)
-    lines = [
+    lines += [
         f"papers {result.n}: precision {result.precision:.3f}, recall {result.recall:.3f}, "
         f"F1 {result.f1:.3f}",
         f"confusion: tp {result.tp}, fp {result.fp}, tn {result.tn}, fn {result.fn} "

@@ -126,7 +126,7 @@ def test_llm_judge_decides_only_the_grey_band_and_is_cached(tmp_path, cli, db_ur
         llm.script = lambda request: (ok({"relevant": False, "reason_en": "A router, not LLM RL."})
                                       if request.task == "relevance_judgement" else None)
         config = full_config(tmp_path, arxiv, llm, db_url=db_url,
-                             relevance={"llm_judge": True, "grey_band": 0.5})
+                             relevance={"llm_judge": True, "model_grey_band": 0.15})
         cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         judged = [r for r in llm.requests if r.task == "relevance_judgement"]
         cli("--config", str(config), "run", "--as-of", "2026-11-09", env={"OPENAI_API_KEY": KEY})
@@ -137,3 +137,5 @@ def test_llm_judge_decides_only_the_grey_band_and_is_cached(tmp_path, cli, db_ur
     assert "GRPO variant 1" in digest and "Routing queries" not in digest
     shown = cli("--config", str(config), "status", "--paper", grey.id).stdout
     assert "LLM judge: not relevant (A router, not LLM RL.)" in shown
+    status = cli("--config", str(config), "status").stdout
+    assert "LLM judge: 1 judged, 0 agreed with the scorer" in status  # the model had kept it

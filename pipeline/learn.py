@@ -1,0 +1,363 @@
+"""The learned half of relevance, and what a reader teaches it.
+
+A rule explains why; a text model reads what a rule cannot (who is being trained).
+Neither alone generalises best: the hybrid AVERAGES the text model's probability with
+a calibrated version of the rule's score (a sigmoid around the rule's threshold), as
+measured in benchmarks/relevance.md. The rule's output is not a feature of the text
+model, since on the data it was tuned on the model would just copy it.
+
+The text model is TF-IDF over word 1-2-grams (title counted twice) and a logistic
+regression with balanced classes. It ships as vocabulary + coefficients in JSON and
+scores in pure Python, so loading and scoring need neither numpy nor scikit-learn;
+only a refit (after `rl-digest mark`) imports scikit-learn.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from operator import itemgetter
+from typing import Any
+
+from pipeline import rank
+
+MODEL_FILE = "relevance_model.json.gz"
+TRAIN_FILE = "relevance_train.jsonl.gz"
+BORDERLINE_WEIGHT = 0.3  # a row a reasonable annotator could flip teaches less
+VERDICT_WEIGHT = 5.0  # the reader's own verdicts are few and precious
+TAUGHT_C = 10.0  # the "like the reader's marks" model: little regularisation, few positives
+TAUGHT_CUT = 0.1  # its probability from which the reader's marks decide (balanced classes)
+SEED = 0
+
+_WORD = re.compile(r"~?[a-z0-9]+")
+# a negation and up to three words after it in the same clause ("without rl or grpo")
+_NEGATED = re.compile(r"\b(without|no|not|unlike|instead|rather|beyond)((?:[ \t\n]+[a-z0-9]+){1,3})")
+_NEGATED_WORD = re.compile(r"(?<=\s)(?=[a-z0-9])")
+
+
+def _negate(match: re.Match[str]) -> str:
+    return match.group(1) + _NEGATED_WORD.sub("~", match.group(2))
+
+
+def grams(text: str) -> list[str]:
+    """Word 1- and 2-grams of lower-cased text. Up to three words after a negation, within
+    the clause, are read as negated ("without rl" gives "~rl"): a bag of words cannot
+    otherwise tell "trained with RL" from "trained without RL"."""
+    words = _WORD.findall(_NEGATED.sub(_negate, text.lower()))
+    return words + list(map(" ".join, zip(words, words[1:], strict=False)))
+
+
+def features(title: str, abstract: str) -> dict[str, int]:
+    """Term frequency per gram: 1 if in the abstract, plus 2 if in the title (titles are
+    short and say the topic). Presence, not counts, so that scoring runs in set operations."""
+    counts = dict.fromkeys(grams(abstract), 1)
+    for gram in set(grams(title)):
+        counts[gram] = counts.get(gram, 0) + 2
+    return counts
+
+
+_TF = {n: 1.0 + math.log(n) for n in (1, 2, 3)}  # sublinear term frequency, as in training
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+
+
+@dataclass(frozen=True)
+class TextModel:
+    """Logistic regression over sublinear, L2-normalised TF-IDF of `features`."""
+
+    terms: Mapping[str, tuple[float, float]]  # gram -> (idf, coefficient)
+    intercept: float
+
+    def __post_init__(self) -> None:
+        # (idf x coefficient, idf squared): scoring is then set operations and sums in C
+        object.__setattr__(self, "_known", {g: (idf * coef, idf * idf)
+                                            for g, (idf, coef) in self.terms.items()})
+
+    def contributions(self, title: str, abstract: str) -> dict[str, float]:
+        """Each known gram's share of the logit (the normalised TF-IDF times its coefficient)."""
+        weighted = {gram: (_TF[tf] * self.terms[gram][0], self.terms[gram][1])
+                    for gram, tf in features(title, abstract).items() if gram in self.terms}
+        norm = math.sqrt(sum(v * v for v, _ in weighted.values())) or 1.0
+        return {gram: v / norm * coef for gram, (v, coef) in weighted.items()}
+
+    def probability(self, title: str, abstract: str) -> float:
+        """The same sum as `contributions`, without a Python loop (the hot path of ranking)."""
+        body, head = set(grams(abstract)), set(grams(title))
+        both = body & head
+        body -= both
+        head -= both
+        dot = square = 0.0
+        for group, tf in ((body, 1), (head, 2), (both, 3)):
+            found = list(filter(None, map(self._known.get, group)))
+            dot += _TF[tf] * sum(map(_FIRST, found))
+            square += _TF[tf] ** 2 * sum(map(_SECOND, found))
+        return _sigmoid(self.intercept + (dot / math.sqrt(square) if square else 0.0))
+
+    def strongest(self, title: str, abstract: str, n: int = 6) -> list[tuple[str, float]]:
+        """The grams that pushed this paper's probability most, either way."""
+        found = self.contributions(title, abstract)
+        return sorted(found.items(), key=lambda item: -abs(item[1]))[:n]
+
+
+@dataclass(frozen=True)
+class Hybrid:
+    """text weight x P(text) + (1 - text weight) x sigmoid(slope x (rule value - offset)).
+
+    A refit adds `taught`: a model of "papers like those the reader marked" (marked rows
+    against the shipped ones). Where it fires, the reader has said what they want and the
+    rule's generic view steps aside: the refitted text model alone decides.
+    """
+
+    text: TextModel
+    rule_slope: float
+    rule_offset: float
+    text_weight: float
+    threshold: float
+    version: str
+    verdicts: int = 0  # reader verdicts in its training data
+    taught: TextModel | None = None
+
+    def rule_probability(self, value: float) -> float:
+        return _sigmoid(self.rule_slope * (value - self.rule_offset))
+
+    def probability(self, title: str, abstract: str, rule_value: float) -> float:
+        text = self.text.probability(title, abstract)
+        return self.text_weight * text + (1 - self.text_weight) * self.rule_probability(rule_value)
+
+    def decide(self, title: str, abstract: str, rule_value: float) -> tuple[float, bool, bool]:
+        """(probability, relevant, whether the reader's marks decided)."""
+        if self.taught is not None and self.taught.probability(title, abstract) >= TAUGHT_CUT:
+            text = self.text.probability(title, abstract)
+            return text, text >= 0.5, True
+        value = self.probability(title, abstract, rule_value)
+        return value, value >= self.threshold, False
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {"version": self.version, "verdicts": self.verdicts, "intercept": self.text.intercept,
+                "rule_slope": self.rule_slope, "rule_offset": self.rule_offset,
+                "text_weight": self.text_weight, "threshold": self.threshold,
+                "terms": _terms(self.text)}
+        if self.taught is not None:
+            data["taught"] = {"intercept": self.taught.intercept, "terms": _terms(self.taught)}
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Hybrid:
+        taught = data.get("taught")
+        return cls(_text(data), data["rule_slope"], data["rule_offset"], data["text_weight"],
+                   data["threshold"], data["version"], data.get("verdicts", 0),
+                   _text(taught) if taught else None)
+
+
+def _terms(model: TextModel) -> dict[str, list[float]]:
+    return {gram: list(pair) for gram, pair in sorted(model.terms.items())}
+
+
+def _text(data: Mapping[str, Any]) -> TextModel:
+    return TextModel({gram: (pair[0], pair[1]) for gram, pair in data["terms"].items()}, data["intercept"])
+
+
+def _sigmoid(x: float) -> float:
+    if x < -40:
+        return 0.0
+    return 1.0 / (1.0 + math.exp(-x))
+
+
+def version_of(data: Mapping[str, Any]) -> str:
+    """A short hash of everything that decides the scores."""
+    body = {k: v for k, v in data.items() if k not in ("version", "check")}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()[:12]
+
+
+# --- the shipped model and its training rows -------------------------------------------
+
+@cache
+def shipped_data() -> dict[str, Any]:
+    """The model file as built by `make model` (with its recorded check scores)."""
+    return json.loads(gzip.decompress(files("pipeline").joinpath("data", MODEL_FILE).read_bytes()))
+
+
+@cache
+def shipped() -> Hybrid:
+    return Hybrid.from_dict(shipped_data())
+
+
+def training_rows() -> list[dict[str, Any]]:
+    """The labelled rows the shipped model learnt from (dev corpus and seed titles)."""
+    raw = gzip.decompress(files("pipeline").joinpath("data", TRAIN_FILE).read_bytes())
+    return [json.loads(line) for line in raw.decode("utf-8").splitlines() if line.strip()]
+
+
+# --- fitting --------------------------------------------------------------------------
+
+def fit_text(rows: Sequence[Mapping[str, Any]], min_df: int = 3, c: float = 16.0) -> TextModel:
+    """Fit the text model on rows with title, abstract, label and optional borderline,
+    verdict (a reader's own row) flags. Deterministic: liblinear with a fixed seed."""
+    from scipy.sparse import csr_matrix
+    from sklearn.feature_extraction.text import TfidfTransformer
+    from sklearn.linear_model import LogisticRegression
+
+    docs = [features(r["title"], r.get("abstract") or "") for r in rows]
+    df = Counter(gram for doc in docs for gram in doc)
+    keep = {gram for gram, n in df.items() if n >= min_df}
+    keep |= {g for r, doc in zip(rows, docs, strict=True) if r.get("verdict") for g in doc}
+    vocabulary = {gram: i for i, gram in enumerate(sorted(keep))}  # a reader's rare words too
+    data, indices, indptr = [], [], [0]
+    for doc in docs:
+        for gram, n in doc.items():
+            if gram in vocabulary:
+                indices.append(vocabulary[gram])
+                data.append(float(n))
+        indptr.append(len(indices))
+    counts = csr_matrix((data, indices, indptr), shape=(len(docs), len(vocabulary)))
+    tfidf = TfidfTransformer(sublinear_tf=True)
+    x = tfidf.fit_transform(counts)
+    y = [int(r["label"]) for r in rows]
+    weights = [VERDICT_WEIGHT if r.get("verdict") else BORDERLINE_WEIGHT if r.get("borderline") else 1.0
+               for r in rows]
+    model = LogisticRegression(C=c, class_weight="balanced", solver="liblinear", random_state=SEED)
+    model.fit(x, y, sample_weight=weights)
+    coef = model.coef_[0]
+    terms = {gram: (round(float(tfidf.idf_[i]), 5), round(float(coef[i]), 5))
+             for gram, i in vocabulary.items() if abs(coef[i]) >= 1e-4}
+    return TextModel(terms, round(float(model.intercept_[0]), 5))
+
+
+def fit_rule_calibration(values: Sequence[float], labels: Sequence[int]) -> tuple[float, float]:
+    """(slope, offset) of a logistic fit of the label on the rule's value (Platt scaling)."""
+    from sklearn.linear_model import LogisticRegression
+
+    model = LogisticRegression(C=100.0, solver="liblinear", random_state=SEED)
+    model.fit([[v] for v in values], labels)
+    slope = float(model.coef_[0][0])
+    return round(slope, 5), round(-float(model.intercept_[0]) / slope, 5)
+
+
+def build(text: TextModel, slope: float, offset: float, text_weight: float, threshold: float,
+          verdicts: int = 0, taught: TextModel | None = None) -> Hybrid:
+    """A Hybrid whose version is the hash of its contents."""
+    draft = Hybrid(text, slope, offset, text_weight, threshold, "", verdicts, taught)
+    data = draft.to_dict()
+    return Hybrid.from_dict({**data, "version": version_of(data)})
+
+
+def refit(base: Hybrid, verdict_rows: Sequence[Mapping[str, Any]],
+          shipped_rows: Sequence[Mapping[str, Any]] | None = None) -> Hybrid:
+    """The text model refitted on the shipped rows plus the reader's verdicts (weighted up),
+    and the model of papers like the marked ones against the shipped rows; the rule's
+    calibration, the mix and the threshold stay as shipped."""
+    mine = [{**row, "verdict": True} for row in verdict_rows]
+    marked = {row["id"] for row in mine}  # the reader's verdict replaces the shipped label
+    rows = [r for r in (training_rows() if shipped_rows is None else shipped_rows) if r["id"] not in marked]
+    text = fit_text(rows + mine)
+    taught = fit_text([{**r, "label": 0} for r in rows] + [{**r, "label": 1} for r in mine], c=TAUGHT_C)
+    return build(text, base.rule_slope, base.rule_offset, base.text_weight, base.threshold,
+                 len(mine), taught)
+
+
+# --- the reader's profile and the decision ----------------------------------------------
+
+def _name(author: str) -> str:
+    return " ".join(author.casefold().replace(".", " ").split())
+
+
+@dataclass(frozen=True)
+class Profile:
+    """`relevance.include`, `exclude` and `follow_authors`: the reader's standing orders."""
+
+    phrases: rank.Lexicon
+    authors: frozenset[str]
+
+    @classmethod
+    def compile(cls, cfg: Any) -> Profile:
+        return cls(rank.Lexicon.compile({"include": cfg.include, "exclude": cfg.exclude}),
+                   frozenset(_name(a) for a in cfg.follow_authors))
+
+    def order(self, title: str, abstract: str, authors: Iterable[str]) -> tuple[bool | None, str | None]:
+        """(True, reason) to keep, (False, reason) to drop, (None, None) when nothing applies.
+        A followed author wins over an exclude phrase, which wins over an include phrase."""
+        followed = next((a for a in authors if _name(a) in self.authors), None)
+        if followed:
+            return True, f"{FOLLOW}{followed}"
+        found = {name: key for _, name, key in self.phrases.find(f"{title}\n{abstract}")}
+        for name, keep in (("exclude", False), ("include", True)):
+            if name in found:
+                return keep, f"{name}: {self.phrases.names[found[name]]}"
+        return None, None
+
+
+FOLLOW = "follow: "
+TAUGHT = "like papers you marked: "
+PROFILE_REASONS = (FOLLOW, "include: ", "exclude: ", TAUGHT)
+FOLLOW_BOOST = 1.0  # a followed author's paper sorts above every scored one
+
+
+def decide(title: str, abstract: str, authors: Iterable[str], rule: rank.Score,
+           model: Hybrid | None, profile: Profile) -> rank.Score:
+    """The final score: the hybrid's probability (or the rule's value without a model),
+    then the profile's orders; the rule's reasons stay the explanation."""
+    value, relevant, reasons = rule.value, rule.relevant, rule.reasons
+    if model is not None:
+        value, relevant, taught = model.decide(title, abstract, rule.value)
+        value = round(value, 4)
+        if taught:
+            reasons = (f"{TAUGHT}{'relevant' if relevant else 'not relevant'}", *reasons)
+    keep, reason = profile.order(title, abstract, authors)
+    if reason is None:
+        return rank.Score(value, relevant, reasons)
+    if reason.startswith(FOLLOW):
+        value += FOLLOW_BOOST
+    return rank.Score(value, bool(keep), (reason, *reasons))
+
+
+def reader_decided(reasons: Iterable[str]) -> bool:
+    """Whether the profile or the reader's marks decided this paper (the LLM judge leaves it alone)."""
+    return any(r.startswith(PROFILE_REASONS) for r in reasons)
+
+
+# --- the install's own model ------------------------------------------------------------
+
+STATE_KEY = "relevance_model"
+
+
+def verdict_rows(store: Any) -> list[dict[str, Any]]:
+    """The reader's `mark` verdicts as labelled rows."""
+    return [{"id": p.id, "title": p.title, "abstract": p.abstract, "label": int(label)}
+            for label in (True, False) for p in store.marked(relevant=label)]
+
+
+def current(cfg: Any, store: Any, refit_now: bool = True) -> Hybrid | None:
+    """The model this install scores with: None when `relevance.model` is off, the shipped
+    one without verdicts, else a refit on the shipped rows plus the verdicts, kept in the
+    install's state and redone only when the verdicts (or the shipped model) change.
+    refit_now=False (status, eval) takes the last refit as it is."""
+    if not cfg.model:
+        return None
+    base = shipped()
+    saved = store.get_state(STATE_KEY)
+    if not refit_now:
+        return Hybrid.from_dict(saved) if saved else base
+    mine = verdict_rows(store)
+    if not mine:
+        if saved:
+            store.set_state(STATE_KEY, None)  # every verdict taken back
+        return base
+    fingerprint = hashlib.sha256(json.dumps(
+        [base.version, sorted((r["id"], r["label"]) for r in mine)]).encode()).hexdigest()[:16]
+    if saved and saved.get("fingerprint") == fingerprint:
+        return Hybrid.from_dict(saved)
+    model = refit(base, mine)
+    store.set_state(STATE_KEY, {**model.to_dict(), "fingerprint": fingerprint})
+    return model
+
+
+def band(cfg: Any) -> tuple[float, float]:
+    """(threshold, grey band) of the stored score: the model's when it is on, else the rule's."""
+    return (shipped().threshold, cfg.model_grey_band) if cfg.model else (cfg.threshold, cfg.grey_band)

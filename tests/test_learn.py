@@ -1,0 +1,199 @@
+"""The hybrid relevance scorer (pipeline/learn.py): the shipped model, the reader's profile,
+and learning from `mark`, through the real CLI where a reader would use it."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from pipeline import config, learn, rank
+from tests.servers.arxiv_server import ArxivServer
+from tests.test_collect import rl_paper
+from tests.test_end_to_end import full_config
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = Path(__file__).with_name("data") / "relevance_sample.jsonl"
+DAY = datetime(2026, 10, 29, 12, tzinfo=UTC)
+
+
+@pytest.fixture(scope="module")
+def relevance():
+    return config.load(REPO / "config.yaml").relevance
+
+
+def decide(relevance, title: str, abstract: str, authors=(), model=None) -> rank.Score:
+    rule = rank.score(title, abstract, rank.compile_rules(relevance))
+    return learn.decide(title, abstract, authors, rule, model or learn.shipped(),
+                        learn.Profile.compile(relevance))
+
+
+# --- hand-written cases -----------------------------------------------------------------
+
+def test_a_paper_the_rule_negates_stays_out(relevance):
+    """The text model reads "reasoning" and "GRPO" and likes it; the rule reads the negation,
+    and with the shipped weights a rule that finds no evidence cannot be outvoted."""
+    title = "Distilled Reasoning Traces Make Small Language Models Strong Math Solvers"
+    abstract = ("We improve small language models on math word problems by supervised fine-tuning on "
+                "distilled reasoning traces. We use plain imitation instead of reinforcement learning "
+                "with GRPO. The resulting 1.5B model matches larger models on GSM8K.")
+    rule = rank.score(title, abstract, rank.compile_rules(relevance))
+    assert {"negated: reinforcement learning", "negated: grpo"} <= set(rule.reasons)
+    assert rule.value == 0
+    result = decide(relevance, title, abstract)
+    assert not result.relevant
+    assert 0 <= result.value < learn.shipped().threshold
+    model = learn.shipped()
+    assert model.text_weight + (1 - model.text_weight) * model.rule_probability(0) < model.threshold
+
+
+def test_an_llm_trained_policy_without_rl_in_the_title_comes_in(relevance):
+    title = "Self-Improving Code Agents from Execution Feedback"
+    abstract = ("We fine-tune a large language model agent with PPO, using the outcome of unit tests "
+                "as the reward. The policy learns to write, run and repair programs over multiple "
+                "turns, and the trained LLM improves pass@1 on SWE-bench by 12 points.")
+    result = decide(relevance, title, abstract)
+    assert result.relevant
+    assert any("ppo" in reason.lower() for reason in result.reasons)  # the rule's reasons stay
+
+
+def test_the_models_strongest_terms_name_what_it_read():
+    terms = dict(learn.shipped().text.strongest(
+        "GRPO for LLM reasoning", "We train a large language model with GRPO and verifiable rewards."))
+    assert "grpo" in terms and terms["grpo"] > 0
+
+
+# --- the shipped model --------------------------------------------------------------------
+
+def test_the_shipped_model_loads_and_scores_as_the_training_run_recorded():
+    data = learn.shipped_data()
+    model = learn.Hybrid.from_dict(data)
+    assert model.version == learn.version_of(data)
+    assert len(model.text.terms) > 10_000
+    assert 0 < model.text_weight < 1 and 0 < model.threshold < 1
+    for check in data["check"]:
+        assert round(model.text.probability(check["title"], check["abstract"]), 6) == check["text"]
+    assert data["check"][0]["text"] > 0.5 > data["check"][1]["text"]
+
+
+def test_the_shipped_files_are_small_and_inside_the_package():
+    folder = REPO / "pipeline" / "data"
+    for name in (learn.MODEL_FILE, learn.TRAIN_FILE):
+        assert (folder / name).stat().st_size < 3_000_000, name
+    rows = learn.training_rows()
+    assert len(rows) > 2900 and {"title", "abstract", "label"} <= set(rows[0])
+
+
+# --- a labelled sample inside tests/ ------------------------------------------------------
+
+def test_the_hybrid_beats_the_rule_on_a_labelled_sample_it_was_not_trained_on(relevance):
+    """tests/data/relevance_sample.jsonl: the 100 latest dev papers by listing date. The
+    text model is refitted on the shipped rows without them, so they are held out."""
+    sample = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
+    held = {row["id"] for row in sample}
+    train = [r for r in learn.training_rows() if r["id"] not in held]
+    base = learn.shipped()
+    model = learn.build(learn.fit_text(train), base.rule_slope, base.rule_offset, base.text_weight,
+                        base.threshold)
+    rules = rank.compile_rules(relevance)
+    rule_errors = sum(rank.score(r["title"], r["abstract"], rules).relevant != bool(r["label"])
+                      for r in sample)
+    hybrid_errors = sum(decide(relevance, r["title"], r["abstract"], model=model).relevant
+                        != bool(r["label"]) for r in sample)
+    assert hybrid_errors < rule_errors
+
+
+# --- the profile, through the CLI ---------------------------------------------------------
+
+def image_paper(n: int) -> object:
+    return replace(rl_paper(n, DAY), title=f"Reinforcement learning for text-to-image diffusion models {n}",
+                   abstract="We fine-tune a text-to-image diffusion model with reinforcement learning "
+                            "from human preference rewards to improve image aesthetics.",
+                   authors=("Grace Hopper",))
+
+
+def test_include_exclude_and_follow_through_the_cli(tmp_path, cli):
+    followed = replace(rl_paper(3, DAY), title="Robot arm control with deep Q-learning",
+                       abstract="A reinforcement learning policy for a robot arm, trained with deep Q-learning.",
+                       authors=("Edsger Dijkstra",))
+    excluded = replace(rl_paper(2, DAY), title="GRPO for LLM agents in autonomous driving simulators")
+    papers = [rl_paper(1, DAY), excluded, followed, image_paper(4)]
+    with ArxivServer(papers) as arxiv:
+        config = full_config(tmp_path, arxiv, relevance={
+            "include": ["text-to-image"], "exclude": ["autonomous driving"],
+            "follow_authors": ["edsger dijkstra"]})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
+    assert "GRPO variant 1" in digest
+    assert "text-to-image diffusion models 4" in digest
+    assert "Robot arm control" in digest
+    assert "autonomous driving" not in digest
+    # the followed author's paper is ranked first
+    assert digest.index("Robot arm control") < digest.index("GRPO variant 1")
+    shown = {p.id: cli("--config", str(config), "status", "--paper", p.id).stdout for p in papers}
+    assert "reasons: include: text-to-image" in shown[papers[3].id]
+    assert "reasons: exclude: autonomous driving" in shown[excluded.id]
+    assert "reasons: follow: Edsger Dijkstra" in shown[followed.id]
+    assert "model's strongest terms: " in shown[papers[0].id]
+
+
+# --- learning from the reader -------------------------------------------------------------
+
+def run_report(tmp_path: Path) -> dict:
+    with sqlite3.connect(tmp_path / "state" / "digest.sqlite3") as db:
+        row = db.execute("SELECT report FROM runs WHERE kind = 'publish' ORDER BY id DESC").fetchone()
+    return json.loads(row[0])
+
+
+def test_mark_then_run_refits_the_model_and_undo_takes_it_back(tmp_path, cli):
+    first_week = [rl_paper(1, DAY), image_paper(2), image_paper(3)]
+    later = datetime(2026, 11, 5, 12, tzinfo=UTC)
+    second_week = [replace(image_paper(n), id=f"2612.{n:05d}", submitted=later, updated=later)
+                   for n in (4, 5)]
+    with ArxivServer(first_week) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        shipped = run_report(tmp_path)["relevance_model"]
+        assert shipped == learn.shipped().version
+        status = cli("--config", str(config), "status").stdout
+        assert f"relevance model: {shipped} (shipped)" in status
+        for paper in first_week[1:]:
+            assert "relevant: False" in cli("--config", str(config), "status", "--paper", paper.id).stdout
+            out = cli("--config", str(config), "mark", paper.id, "--relevant").stdout
+            assert "marked relevant" in out
+        arxiv.add(*second_week)
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+        refit = run_report(tmp_path)["relevance_model"]
+        assert refit != shipped
+        status = cli("--config", str(config), "status").stdout
+        assert f"relevance model: {refit} (refit with 2 of your verdicts)" in status
+        assert "your verdicts: 2, the scorer agrees with" in status
+        shown = cli("--config", str(config), "status", "--paper", second_week[0].id).stdout
+        assert f"model {refit}:" in shown
+
+        cli("--config", str(config), "mark", first_week[1].id, "--undo")
+        cli("--config", str(config), "mark", first_week[2].id, "--undo")
+        cli("--config", str(config), "run", "--as-of", "2026-11-16")
+        assert run_report(tmp_path)["relevance_model"] == shipped
+    assert "relevance model: " + shipped in cli("--config", str(config), "status").stdout
+
+
+def test_mark_needs_a_verdict_or_undo(tmp_path, cli):
+    config = full_config(tmp_path, ArxivServer())
+    result = cli("--config", str(config), "mark", "2611.00001", check=2)
+    assert "--relevant, --irrelevant or --undo" in result.stderr
+
+
+def test_eval_reports_the_current_model(tmp_path, cli):
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(SAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
+    config = full_config(tmp_path, ArxivServer())
+    out = cli("--config", str(config), "eval", "--labels", str(labels)).stdout
+    assert f"model: {learn.shipped().version}" in out
+    assert "rule alone: precision" in out and "text model alone: precision" in out
+    assert "papers 100: precision" in out
+    assert "of these papers are in the model's training data" in out
