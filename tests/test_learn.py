@@ -36,7 +36,7 @@ def decide(relevance, title: str, abstract: str, authors=(), model=None) -> rank
 
 def test_a_paper_the_rule_negates_stays_out(relevance):
     """The text model reads "reasoning" and "GRPO" and likes it; the rule reads the negation,
-    and with the shipped weights a rule that finds no evidence cannot be outvoted."""
+    and the average follows the rule."""
     title = "Distilled Reasoning Traces Make Small Language Models Strong Math Solvers"
     abstract = ("We improve small language models on math word problems by supervised fine-tuning on "
                 "distilled reasoning traces. We use plain imitation instead of reinforcement learning "
@@ -47,8 +47,7 @@ def test_a_paper_the_rule_negates_stays_out(relevance):
     result = decide(relevance, title, abstract)
     assert not result.relevant
     assert 0 <= result.value < learn.shipped().threshold
-    model = learn.shipped()
-    assert model.text_weight + (1 - model.text_weight) * model.rule_probability(0) < model.threshold
+    assert learn.shipped().text.probability(title, abstract) > 0.5  # alone, the text model keeps it
 
 
 def test_an_llm_trained_policy_without_rl_in_the_title_comes_in(relevance):

@@ -482,6 +482,5 @@ def test_dev_corpus_figures(cfg, rules):
     # The targets of the relevance issue (achieved: P 0.922, R 0.916; benchmarks/relevance.md).
     assert result.precision >= 0.92
     assert result.recall >= 0.90
-    assert result.papers_per_second >= 2000  # ~13,000 on one core; slack for slow CI
     coverage = rank.query_coverage(rows, cfg.sources.arxiv.categories, cfg.sources.arxiv.terms)
     assert coverage.missed <= 5
