@@ -2,9 +2,10 @@
 
 A rule explains why; a text model reads what a rule cannot (who is being trained).
 Neither alone generalises best: the hybrid AVERAGES the text model's probability with
-a calibrated version of the rule's score (a sigmoid around the rule's threshold), as
-measured in benchmarks/relevance.md. The rule's output is not a feature of the text
-model, since on the data it was tuned on the model would just copy it.
+a calibrated version of the rule's score (a logistic fit of the label on the rule's
+value, a sigmoid about its threshold), as measured in benchmarks/relevance.md. The
+rule's output is not a feature of the text model: on the data the rule was tuned on,
+the model would just copy it.
 
 The text model is TF-IDF over word 1-2-grams (title counted twice) and a logistic
 regression with balanced classes. It ships as vocabulary + coefficients in JSON and
