@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import sys
 import traceback
 from datetime import datetime
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 import click
 import yaml
 
-from pipeline import __version__, collect, compose, lock
+from pipeline import __version__, collect, compose, lock, logs
 from pipeline import config as config_mod
 from pipeline import render as render_mod
 from pipeline import schedule as schedule_mod
@@ -60,13 +59,6 @@ def echo(message: object = "", err: bool = False, nl: bool = True) -> None:
     click.echo(for_terminal(str(message)), err=err, nl=nl)
 
 
-class _TerminalFormatter(logging.Formatter):
-    """Log lines carry feed text too (warnings, titles): no control characters either."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return for_terminal(super().format(record))
-
-
 class Group(click.Group):
     """Turns the project's errors into exit codes; a traceback only with -v."""
 
@@ -93,19 +85,14 @@ class Group(click.Group):
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_path", type=click.Path(path_type=Path), envvar="RL_DIGEST_CONFIG",
               help="Config file (default ./config.yaml, or $RL_DIGEST_CONFIG).")
-@click.option("-v", "--verbose", count=True, help="More logging; tracebacks on errors.")
+@click.option("-v", "--verbose", count=True,
+              help="More logging, tracebacks on errors; -vv adds the HTTP libraries' lines.")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors.")
 @click.version_option(__version__, prog_name="rl-digest")
 @click.pass_context
 def main(ctx: click.Context, config_path: Path | None, verbose: int, quiet: bool) -> None:
     """Weekly bilingual digest of reinforcement learning for LLMs papers from arXiv."""
-    level = logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_TerminalFormatter("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
-    if not verbose:
-        for noisy in ("httpx", "openai", "arxiv", "urllib3", "apscheduler"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
+    logs.setup(verbose, quiet)
     ctx.obj = State(config_path, verbose, quiet)
 
 
