@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import traceback
 from datetime import datetime
@@ -242,14 +243,27 @@ def mark(state: State, paper_id: str, relevant: bool) -> None:
 
 @main.command()
 @click.option("--paper", "paper_id", help="Show one paper: its score, reasons and topic.")
+@click.option("--json", "as_json", is_flag=True, help="Everything as one JSON object, for monitoring.")
+@click.option("--check-heartbeat", is_flag=True,
+              help="Only check the scheduler's heartbeat: exit 1 if it is missing, stopped or old.")
 @pass_state
-def status(state: State, paper_id: str | None) -> None:
-    """Last runs, counts, watermark, pending deliveries."""
+def status(state: State, paper_id: str | None, as_json: bool, check_heartbeat: bool) -> None:
+    """Last runs, counts, watermark, pending deliveries, the scheduler's heartbeat."""
+    config = state.config
+    if check_heartbeat:  # the container's healthcheck: reads a file, not the database
+        beat = status_mod.heartbeat(config, datetime.now(config.zone))
+        line = status_mod.heartbeat_line(beat, config)
+        if not (beat and beat["alive"]):
+            raise DigestError(line)
+        echo(line)
+        return
     store = state.store()
     if paper_id:
         echo(status_mod.paper(store, split_arxiv_id(paper_id)[0]), nl=False)
+    elif as_json:
+        echo(json.dumps(status_mod.snapshot(config, store), ensure_ascii=False, indent=1, default=str))
     else:
-        echo(status_mod.overview(state.config, store), nl=False)
+        echo(status_mod.overview(config, store), nl=False)
 
 
 @main.command("eval")

@@ -212,6 +212,7 @@ class Schedule(Model):
     publish_cron: str
     timezone: str
     misfire_grace_seconds: int = Field(ge=1)
+    heartbeat_seconds: int = Field(60, ge=1)
 
     @field_validator("collect_cron", "publish_cron")
     @classmethod
