@@ -11,13 +11,14 @@ from pathlib import Path
 import click
 import yaml
 
-from pipeline import __version__, collect, compose, lock, logs
+from pipeline import __version__, collect, compose, lock, logs, starter
 from pipeline import config as config_mod
+from pipeline import doctor as doctor_mod
 from pipeline import render as render_mod
 from pipeline import schedule as schedule_mod
 from pipeline import status as status_mod
 from pipeline.deliver.files import write_atomic
-from pipeline.errors import DeliveryError, DigestError
+from pipeline.errors import ConfigError, DeliveryError, DigestError
 from pipeline.models import Digest, RunReport, split_arxiv_id
 from pipeline.publish import deliver_email
 from pipeline.run import (
@@ -293,6 +294,28 @@ def seeds(state: State) -> None:
     echo(f"{count} entries from {len(documents)} files")
 
 
+@main.command()
+@pass_state
+def doctor(state: State) -> None:
+    """Check config, database, arXiv, LLM, SMTP and channels, one line each; publish nothing."""
+    checks = doctor_mod.run(state.config)
+    for check in checks:
+        echo(check.line())
+    failed = [check.name for check in checks if check.status == "fail"]
+    if failed:
+        raise DigestError(f"doctor: {', '.join(failed)} failed")
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
+def init(directory: Path) -> None:
+    """Write a starter config.yaml, readers.txt and .env.example into DIRECTORY (default: here)."""
+    written, next_steps = starter.write(directory)
+    for path in written:
+        echo(f"wrote {path}")
+    echo(next_steps)
+
+
 @main.group("config")
 def config_group() -> None:
     """Check or show the effective configuration."""
@@ -304,6 +327,11 @@ def config_check(state: State) -> None:
     """Validate the configuration; exit 2 naming the key if it is wrong."""
     config = state.config
     config.recipients()
+    problems = doctor_mod.config_problems(config)
+    for problem in problems[1:]:
+        echo(f"rl-digest: {config.path or 'built-in defaults'}: {problem}", err=True)
+    if problems:
+        raise ConfigError(f"{config.path or 'built-in defaults'}: {problems[0]}")
     echo(f"{config.path or 'built-in defaults'}: ok")
 
 
