@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from pydantic import Field
 
 from pipeline import collect, enrich, render
-from pipeline.config import Config
+from pipeline.config import Config, mask_url
 from pipeline.deliver import email, git
 from pipeline.errors import DigestError
 from pipeline.sources import arxiv_api, arxiv_rss
@@ -109,7 +109,7 @@ def check_database(config: Config) -> Iterable[Check]:
     if missing_driver(config.storage.url):
         yield skip("database", "no driver (see the config line)")
         return
-    url = sa.engine.make_url(config.storage.url).render_as_string(hide_password=True)
+    url = mask_url(config.storage.url)
     try:
         store = Store.open(config.storage.url, config.storage.busy_timeout_seconds)
         version = store.version()
