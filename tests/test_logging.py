@@ -21,7 +21,7 @@ STAMPED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} (DEBUG|INFO|WARN
 def test_logs_off_a_terminal_are_timestamped_lines_without_http_requests(tmp_path, cli):
     with ArxivServer([rl_paper(i, DAY) for i in range(3)]) as arxiv, OpenAIServer() as llm:
         config = full_config(tmp_path, arxiv, llm)
-        result = cli("--config", str(config), "-v", "run", "--as-of", "2026-11-30",
+        result = cli("--config", str(config), "-v", "run", "--as-of", "2026-11-02",
                      env={"OPENAI_API_KEY": KEY})
         assert llm.requests  # the LLM was called, so its HTTP client had lines to log
     lines = result.stderr.splitlines()
@@ -34,7 +34,7 @@ def test_logs_off_a_terminal_are_timestamped_lines_without_http_requests(tmp_pat
 def test_minus_vv_shows_the_http_client_lines(tmp_path, cli):
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer() as llm:
         config = full_config(tmp_path, arxiv, llm)
-        result = cli("--config", str(config), "-vv", "run", "--as-of", "2026-11-30",
+        result = cli("--config", str(config), "-vv", "run", "--as-of", "2026-11-02",
                      env={"OPENAI_API_KEY": KEY})
     assert re.search(r"DEBUG|INFO", result.stderr)
     assert "httpx2: HTTP Request: POST" in result.stderr
@@ -46,19 +46,19 @@ def test_an_llm_that_is_down_costs_one_line_not_a_retry_chain_per_paper(tmp_path
         config = full_config(tmp_path, arxiv, llm,
                              enrich={"provider": "openai", "base_url": llm.url, "retries": 0,
                                      "concurrency": 1, "failure_limit": 3})
-        result = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
+        result = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         assert len(llm.requests) == 3
     assert "summarised 0" in result.stdout and "3 failed" in result.stdout
     assert result.stderr.count("skipping it for the rest of this run") == 1
     assert len(result.stderr.splitlines()) < 15
-    assert (tmp_path / "out" / "digests" / "2026-11-30.md").exists()  # the digest still went out
+    assert (tmp_path / "out" / "digests" / "2026-11-02.md").exists()  # the digest still went out
 
 
 def test_progress_bars_are_drawn_on_a_terminal_only(tmp_path, cli):
     with ArxivServer([rl_paper(i, DAY) for i in range(3)]) as arxiv, OpenAIServer() as llm:
         config = full_config(tmp_path, arxiv, llm)
-        piped = cli("--config", str(config), "run", "--as-of", "2026-11-30", env={"OPENAI_API_KEY": KEY})
-        code, drawn = _on_a_terminal("--config", str(config), "run", "--as-of", "2026-12-07",
+        piped = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
+        code, drawn = _on_a_terminal("--config", str(config), "run", "--as-of", "2026-11-09",
                                      env={"OPENAI_API_KEY": KEY, "TERM": "xterm"})
     assert code == 0
     assert "fetching from arXiv" in drawn and "requests" in drawn

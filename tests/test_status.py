@@ -14,11 +14,11 @@ from tests.test_schedule_cli import Scheduler, config_for, papers_now, published
 
 def test_status_json_parses_and_holds_the_last_run(tmp_path, cli):
     config = write_config(tmp_path)
-    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-30")
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
     data = json.loads(cli("--config", str(config), "status", "--json").stdout)
     last = data["last"]["publish"]
-    assert last["status"] == "ok" and last["as_of"].startswith("2026-11-30")
-    assert last["report"]["digest"] == "2026-11-30" and last["report"]["seeds"] == 38
+    assert last["status"] == "ok" and last["as_of"].startswith("2026-11-02")
+    assert last["report"]["digest"] == "2026-11-02" and last["report"]["seeds"] == 38
     assert data["runs"][0]["id"] == last["id"]
     assert data["counts"]["digests"] == 1 and data["counts"]["seeds"] == 38
     assert data["outbox"] == {"pending": 0, "failed": 0, "waiting": []}
