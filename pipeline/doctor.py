@@ -17,12 +17,12 @@ import openai
 import sqlalchemy as sa
 from pydantic import Field
 
-from pipeline import collect, enrich, render
+from pipeline import collect, enrich, render, store
 from pipeline.config import Config, mask_url
 from pipeline.deliver import email, git
-from pipeline.errors import DigestError
+from pipeline.errors import ConfigError, DigestError
 from pipeline.sources import arxiv_api, arxiv_rss
-from pipeline.store import MIGRATIONS, Store
+from pipeline.store import Store
 
 
 @dataclass(frozen=True)
@@ -65,23 +65,20 @@ def config_problems(config: Config) -> list[str]:
         if not config.outputs.base_url:
             problems.append("outputs.base_url: not set, so the links in the email are relative and "
                             "lead nowhere (set it to where out/ is published)")
-    driver = missing_driver(config.storage.url)
-    if driver:
-        problems.append(f"storage.url: {driver}")
+    database = database_problem(config.storage.url)
+    if database:
+        problems.append(database)
     return problems
 
 
-def missing_driver(url: str) -> str | None:
-    """Why the database driver of `url` cannot load, or None; SQLAlchemy makes no connection here."""
+def database_problem(url: str) -> str | None:
+    """Why storage.url cannot be used (a scheme not supported, a driver not installed), or None.
+    No connection is made, and no SQLite file is created."""
     try:
-        sa.create_engine(url)
-    except (ImportError, sa.exc.NoSuchModuleError) as exc:
-        dialect = url.split(":", 1)[0]
-        hint = "pip install 'rl-digest[postgres]'" if dialect.startswith("postgresql") else (
-            "install the driver this URL names")
-        return f"the database driver for {dialect} is not installed ({exc}; {hint})"
-    except sa.exc.ArgumentError as exc:
-        return f"not a database URL ({exc})"
+        if store.backend(url) != "sqlite":
+            store.connect(url).dispose()
+    except ConfigError as exc:
+        return str(exc)
     return None
 
 
@@ -106,19 +103,17 @@ def check_config(config: Config) -> Iterable[Check]:
 
 
 def check_database(config: Config) -> Iterable[Check]:
-    if missing_driver(config.storage.url):
-        yield skip("database", "no driver (see the config line)")
+    if database_problem(config.storage.url):
+        yield skip("database", "not usable (see the config line)")
         return
     url = mask_url(config.storage.url)
     try:
-        store = Store.open(config.storage.url, config.storage.busy_timeout_seconds)
-        version = store.version()
+        version = Store.open(config.storage.url, config.storage.busy_timeout_seconds).version()
     except (DigestError, sa.exc.SQLAlchemyError) as exc:
         yield fail("database", f"{url}: {getattr(exc, 'orig', None) or exc}".splitlines()[0])
         return
-    latest = len(MIGRATIONS)
-    if version != latest:
-        yield fail("database", f"{url}: schema version {version}, this rl-digest expects {latest}")
+    if version != store.LATEST:
+        yield fail("database", f"{url}: schema version {version}, this rl-digest expects {store.LATEST}")
     else:
         yield ok("database", f"{url}: connected, schema version {version} is current")
 

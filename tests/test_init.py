@@ -58,8 +58,9 @@ def test_config_check_flags_email_without_readers_or_base_url(tmp_path, cli):
 
 
 def test_config_check_flags_a_missing_database_driver(tmp_path, cli):
-    config = write_config(tmp_path, {"storage": {"url": "mysql+nosuchdriver://u@db.example.org/x"}},
+    config = write_config(tmp_path, {"storage": {"url": "postgresql+pg8000://rl@db.example.org/x"}},
                           seeds=False)
     result = cli("--config", str(config), "config", "check", check=2)
-    assert "storage.url: the database driver for mysql+nosuchdriver is not installed" in result.stderr
+    assert "storage.url: postgresql+pg8000:// needs a driver that is not installed" in result.stderr
+    assert "pip install 'rl-digest[postgres]'" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
