@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import json
 import logging
-import sys
 import traceback
 from datetime import datetime
 from pathlib import Path
@@ -11,13 +11,14 @@ from pathlib import Path
 import click
 import yaml
 
-from pipeline import __version__, collect, compose, lock
+from pipeline import __version__, collect, compose, lock, logs, starter
 from pipeline import config as config_mod
+from pipeline import doctor as doctor_mod
 from pipeline import render as render_mod
 from pipeline import schedule as schedule_mod
 from pipeline import status as status_mod
 from pipeline.deliver.files import write_atomic
-from pipeline.errors import DeliveryError, DigestError
+from pipeline.errors import ConfigError, DeliveryError, DigestError
 from pipeline.models import Digest, RunReport, split_arxiv_id
 from pipeline.publish import deliver_email
 from pipeline.run import (
@@ -60,13 +61,6 @@ def echo(message: object = "", err: bool = False, nl: bool = True) -> None:
     click.echo(for_terminal(str(message)), err=err, nl=nl)
 
 
-class _TerminalFormatter(logging.Formatter):
-    """Log lines carry feed text too (warnings, titles): no control characters either."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        return for_terminal(super().format(record))
-
-
 class Group(click.Group):
     """Turns the project's errors into exit codes; a traceback only with -v."""
 
@@ -93,19 +87,14 @@ class Group(click.Group):
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_path", type=click.Path(path_type=Path), envvar="RL_DIGEST_CONFIG",
               help="Config file (default ./config.yaml, or $RL_DIGEST_CONFIG).")
-@click.option("-v", "--verbose", count=True, help="More logging; tracebacks on errors.")
+@click.option("-v", "--verbose", count=True,
+              help="More logging, tracebacks on errors; -vv adds the HTTP libraries' lines.")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors.")
 @click.version_option(__version__, prog_name="rl-digest")
 @click.pass_context
 def main(ctx: click.Context, config_path: Path | None, verbose: int, quiet: bool) -> None:
     """Weekly bilingual digest of reinforcement learning for LLMs papers from arXiv."""
-    level = logging.ERROR if quiet else logging.DEBUG if verbose else logging.INFO
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_TerminalFormatter("%(levelname)s %(name)s: %(message)s"))
-    logging.basicConfig(level=level, handlers=[handler])
-    if not verbose:
-        for noisy in ("httpx", "openai", "arxiv", "urllib3", "apscheduler"):
-            logging.getLogger(noisy).setLevel(logging.WARNING)
+    logs.setup(verbose, quiet)
     ctx.obj = State(config_path, verbose, quiet)
 
 
@@ -259,14 +248,27 @@ def mark(state: State, paper_id: str, relevant: bool | None, undo: bool) -> None
 
 @main.command()
 @click.option("--paper", "paper_id", help="Show one paper: its score, reasons and topic.")
+@click.option("--json", "as_json", is_flag=True, help="Everything as one JSON object, for monitoring.")
+@click.option("--check-heartbeat", is_flag=True,
+              help="Only check the scheduler's heartbeat: exit 1 if it is missing, stopped or old.")
 @pass_state
-def status(state: State, paper_id: str | None) -> None:
-    """Last runs, counts, watermark, pending deliveries."""
+def status(state: State, paper_id: str | None, as_json: bool, check_heartbeat: bool) -> None:
+    """Last runs, counts, watermark, pending deliveries, the scheduler's heartbeat."""
+    config = state.config
+    if check_heartbeat:  # the container's healthcheck: reads a file, not the database
+        beat = status_mod.heartbeat(config, datetime.now(config.zone))
+        line = status_mod.heartbeat_line(beat, config)
+        if not (beat and beat["alive"]):
+            raise DigestError(line)
+        echo(line)
+        return
     store = state.store()
     if paper_id:
         echo(status_mod.paper(state.config, store, split_arxiv_id(paper_id)[0]), nl=False)
+    elif as_json:
+        echo(json.dumps(status_mod.snapshot(config, store), ensure_ascii=False, indent=1, default=str))
     else:
-        echo(status_mod.overview(state.config, store), nl=False)
+        echo(status_mod.overview(config, store), nl=False)
 
 
 @main.command("eval")
@@ -296,6 +298,28 @@ def seeds(state: State) -> None:
     echo(f"{count} entries from {len(documents)} files")
 
 
+@main.command()
+@pass_state
+def doctor(state: State) -> None:
+    """Check config, database, arXiv, LLM, SMTP and channels, one line each; publish nothing."""
+    checks = doctor_mod.run(state.config)
+    for check in checks:
+        echo(check.line())
+    failed = [check.name for check in checks if check.status == "fail"]
+    if failed:
+        raise DigestError(f"doctor: {', '.join(failed)} failed")
+
+
+@main.command()
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
+def init(directory: Path) -> None:
+    """Write a starter config.yaml, readers.txt and .env.example into DIRECTORY (default: here)."""
+    written, next_steps = starter.write(directory)
+    for path in written:
+        echo(f"wrote {path}")
+    echo(next_steps)
+
+
 @main.group("config")
 def config_group() -> None:
     """Check or show the effective configuration."""
@@ -307,6 +331,11 @@ def config_check(state: State) -> None:
     """Validate the configuration; exit 2 naming the key if it is wrong."""
     config = state.config
     config.recipients()
+    problems = doctor_mod.config_problems(config)
+    for problem in problems[1:]:
+        echo(f"rl-digest: {config.path or 'built-in defaults'}: {problem}", err=True)
+    if problems:
+        raise ConfigError(f"{config.path or 'built-in defaults'}: {problems[0]}")
     echo(f"{config.path or 'built-in defaults'}: ok")
 
 

@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 
 from rapidfuzz import fuzz, process
 
-from pipeline import __version__, calendar, coverage, rank
+from pipeline import __version__, calendar, coverage, progress, rank
 from pipeline.config import Config
 from pipeline.errors import SourceError
 from pipeline.models import Paper
@@ -88,8 +88,10 @@ def collect(config: Config, store: Store, fetcher: Fetcher, as_of: datetime,
     """Read every enabled source for the window (from `since` when given) and store what they found."""
     run_id = store.start_run("collect", as_of)
     report = CollectReport(window(config, store, as_of, since))
+    first = fetcher.requests
     try:
-        found = _read_sources(config, store, fetcher, report, as_of)
+        with progress.bar("fetching from arXiv", count=lambda: fetcher.requests - first, unit="requests"):
+            found = _read_sources(config, store, fetcher, report, as_of)
     except SourceError as exc:
         store.finish_run(run_id, "failed", as_dict(report), error=str(exc))
         raise
@@ -321,7 +323,7 @@ def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None) -> int:
     normals = [normal_title(title) for _, title in known]
     retry_after = timedelta(days=config.seeds.resolve_retry_days)
     tied, to_search = 0, []
-    for row in unresolved:
+    for row in progress.track(unresolved, "resolving seeds", len(unresolved)):
         seed = row_to_seed(row)
         index = closest(seed.title, normals, threshold)
         tried = parse_dt(row["resolve_tried_at"])

@@ -141,6 +141,7 @@ class Enrich(Model):
     timeout_seconds: float = Field(gt=0)
     deadline_seconds: float = Field(gt=0)
     retries: int = Field(2, ge=0, le=10)
+    failure_limit: int = Field(3, ge=1)
     concurrency: int = Field(ge=1, le=64)
     max_papers: int = Field(ge=0)
     max_tokens_per_run: int | None = Field(None, ge=1)
@@ -216,6 +217,7 @@ class Schedule(Model):
     publish_cron: str
     timezone: str
     misfire_grace_seconds: int = Field(ge=1)
+    heartbeat_seconds: int = Field(60, ge=1)
 
     @field_validator("collect_cron", "publish_cron")
     @classmethod

@@ -22,13 +22,12 @@ import json
 import logging
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any, Literal, NamedTuple, Self
+from typing import Annotated, Any, Literal, NamedTuple
 
 import httpx2
 import jinja2
@@ -36,6 +35,7 @@ import openai
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from pipeline import progress
 from pipeline.config import Enrich
 from pipeline.errors import DigestError
 from pipeline.models import Paper, SeedEntry
@@ -448,11 +448,12 @@ class Enricher:
         self.store = store
         self.client = client if cfg_enrich.provider != "none" else None
         self.env = env
-        self.progress = sys.stderr.isatty() if progress is None else progress
+        self.progress = progress  # None: a bar only on a terminal
         self.report = EnrichReport()
         self._lock = threading.Lock()
         self._hashes: dict[str, str] = {}
         self.glossary = load_glossary(env, cfg_enrich.glossary)
+        self._failed_in_a_row = 0  # the circuit breaker (enrich.failure_limit)
 
     # --- the four tasks ---
     def summarise(self, papers: Iterable[Paper]) -> dict[str, PaperSummary]:
@@ -569,7 +570,8 @@ class Enricher:
             return results  # in the order given: all came from the cache
         prompts = [self._messages(job, None) for job, _ in todo]  # a broken template stops here
         workers = min(self.cfg.concurrency, len(todo))
-        with _Progress(label, len(todo), self.progress) as progress, \
+        log.info("%s: %d to enrich", label, len(todo))
+        with progress.bar(label, len(todo), show=self.progress) as advance, \
                 ThreadPoolExecutor(max_workers=workers, thread_name_prefix="enrich") as pool:
             futures = {pool.submit(self._attempt, job, messages): (job, key)
                        for (job, key), messages in zip(todo, prompts, strict=True)}
@@ -581,7 +583,7 @@ class Enricher:
                     self.store.cache(key, job.item_key, job.task.kind, data, tokens)
                     results[job.out_key] = reply
                     self._count(done=1)
-                progress.advance(job.item_key, ok=reply is not None)
+                advance()
         return {job.out_key: results[job.out_key] for job in jobs if job.out_key in results}
 
     def _cached(self, job: Job, data: dict | None) -> Reply | None:
@@ -613,8 +615,11 @@ class Enricher:
             try:
                 content, used = self._call(messages, job.task, deadline)
             except openai.OpenAIError as exc:
-                self._fail(job, self._describe(exc))
+                why = self._describe(exc)
+                self._fail(job, why)
+                self._call_failed(why)
                 return None, (spent[0], spent[1])
+            self._call_failed(None)
             spent[0] += used[0]
             spent[1] += used[1]
             try:
@@ -742,10 +747,23 @@ class Enricher:
             return f"HTTP {exc.status_code}: {_redact(str(exc.message), self._key())[:200]}"
         return type(exc).__name__
 
-    def _halt(self, why: str) -> None:
+    def _halt(self, why: str) -> bool:
         with self._lock:
-            if not self.report.error:
-                self.report.error = why
+            if self.report.error:
+                return False
+            self.report.error = why
+            return True
+
+    def _call_failed(self, why: str | None) -> None:
+        """Count failed calls in a row (None: one succeeded); at the limit the run stops calling,
+        with one warning instead of a retry chain for every paper left."""
+        with self._lock:
+            self._failed_in_a_row = 0 if why is None else self._failed_in_a_row + 1
+            tripped = self._failed_in_a_row == self.cfg.failure_limit
+        if tripped and self._halt(f"{self.cfg.failure_limit} calls failed in a row (last: {why}); "
+                                  "the rest of this run goes without the LLM"):
+            log.warning("enrich: the LLM at %s failed %d times in a row; skipping it for the rest "
+                        "of this run", self.cfg.base_url, self.cfg.failure_limit)
 
     def _key(self) -> str | None:
         return getattr(self.client, "api_key", None)
@@ -757,34 +775,3 @@ def _item(value: Item | tuple) -> Item:
 
 def _redact(text: str, secret: str | None) -> str:
     return text.replace(secret, "***") if secret and secret != PLACEHOLDER_KEY else text
-
-
-class _Progress:
-    """A rich progress bar on a terminal; log lines otherwise."""
-
-    def __init__(self, label: str, total: int, bar: bool):
-        self.label, self.total, self.bar, self.count = label, total, bar, 0
-        self._progress: Any = None
-
-    def __enter__(self) -> Self:
-        log.info("%s: %d to enrich", self.label, self.total)
-        if self.bar:
-            from rich.console import Console
-            from rich.progress import Progress
-
-            self._progress = Progress(console=Console(stderr=True), transient=True)
-            self._progress.start()
-            self._task = self._progress.add_task(self.label, total=self.total)
-        return self
-
-    def advance(self, item_key: str, ok: bool) -> None:
-        self.count += 1
-        if self._progress is not None:
-            self._progress.advance(self._task)
-        else:
-            log.info("%s %d/%d: %s %s", self.label, self.count, self.total, item_key,
-                     "done" if ok else "fell back")
-
-    def __exit__(self, *exc: object) -> None:
-        if self._progress is not None:
-            self._progress.stop()

@@ -13,13 +13,17 @@ thread and returns, and the command exits 0.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import signal
+import socket
 import threading
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
-from apscheduler.events import EVENT_JOB_MISSED, EVENT_SCHEDULER_STARTED
+from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MISSED, EVENT_SCHEDULER_STARTED
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
@@ -27,6 +31,7 @@ from apscheduler.triggers.cron import CronTrigger
 
 from pipeline import lock
 from pipeline.config import Config
+from pipeline.deliver.files import write_atomic
 from pipeline.errors import DigestError, LockedError
 from pipeline.stopping import STOP, Stopped
 from pipeline.store import Store
@@ -35,6 +40,7 @@ log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 300  # a publish that found the lock held looks again this much later
 CATCH_UP = "catch-up"
+HEARTBEAT = "heartbeat"
 
 
 def trigger(config: Config, which: str) -> CronTrigger:
@@ -69,6 +75,28 @@ def publish_due(config: Config, store: Store, now: datetime) -> bool:
     runs = [store.last_run("publish", status) for status in ("ok", "partial")]
     starts = [datetime.fromisoformat(run["started"]) for run in runs if run]
     return not starts or max(starts) < fire
+
+
+def heartbeat_path(config: Config) -> Path:
+    """state/heartbeat.json, beside the run lock: each scheduler process has its own."""
+    return lock.lock_path(config).with_name("heartbeat.json")
+
+
+def beat(config: Config, scheduler: BlockingScheduler | None, stopped: bool = False) -> None:
+    """Write when the scheduler last woke and its next fires; `status` and healthchecks read it."""
+    jobs = scheduler.get_jobs() if scheduler is not None else []
+    data = {
+        "pid": os.getpid(), "host": socket.gethostname(),
+        "wake": datetime.now(UTC).isoformat(timespec="seconds"),
+        "interval_seconds": config.schedule.heartbeat_seconds,
+        "next": {job.id: job.next_run_time.isoformat() for job in jobs
+                 if job.id != HEARTBEAT and job.next_run_time is not None},
+        "running": RUNNING.names(), "stopped": stopped,
+    }
+    try:
+        write_atomic(heartbeat_path(config), json.dumps(data, indent=1) + "\n")
+    except OSError as exc:
+        log.warning("heartbeat: cannot write %s: %s", heartbeat_path(config), exc.strerror or exc)
 
 
 class _Running:
@@ -177,6 +205,21 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Callab
     return scheduler
 
 
+def _keep_heartbeat(config: Config, scheduler: BlockingScheduler) -> None:
+    """A heartbeat now, every schedule.heartbeat_seconds (on its own thread, so it never waits
+    behind a run) and after each job (the next fires moved)."""
+    scheduler.add_executor(ThreadPoolExecutor(max_workers=1), HEARTBEAT)
+    scheduler.add_job(beat, "interval", args=(config, scheduler), id=HEARTBEAT, name=HEARTBEAT,
+                      executor=HEARTBEAT, seconds=config.schedule.heartbeat_seconds,
+                      next_run_time=datetime.now(config.zone), coalesce=True, max_instances=1)
+
+    def job_done(event) -> None:
+        if event.job_id != HEARTBEAT:
+            beat(config, scheduler)
+
+    scheduler.add_listener(job_done, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
+
+
 def serve(config: Config, collect_job: Callable[[], object], publish_job: Callable[[], object],
           store: Store) -> None:
     """Block until SIGTERM or SIGINT; the running step finishes its transaction first."""
@@ -201,6 +244,7 @@ def serve(config: Config, collect_job: Callable[[], object], publish_job: Callab
             scheduler.shutdown(wait=False)
 
     scheduler.add_listener(stopped_before_start, EVENT_SCHEDULER_STARTED)
+    _keep_heartbeat(config, scheduler)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     for which, fire in next_fires(config, now).items():
@@ -211,4 +255,5 @@ def serve(config: Config, collect_job: Callable[[], object], publish_job: Callab
     if busy:
         log.info("waiting for %s to reach a checkpoint", ", ".join(busy))
     executor.shutdown(wait=True)  # joins the job threads (queued jobs see STOP and return)
+    beat(config, None, stopped=True)
     log.info("scheduler stopped")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from pipeline import learn, rank, schedule
 from pipeline.config import Config, mask_url
@@ -13,27 +14,80 @@ from pipeline.run import JUDGED
 from pipeline.store import Store
 
 
-def overview(config: Config, store: Store) -> str:
+def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[str, Any]:
+    """Everything `status` shows, as data: `status --json` prints it for monitoring."""
+    now = now or datetime.now(config.zone)
     counts = store.counts()
     mark = store.watermark()
+    return {
+        "database": mask_url(config.storage.url),
+        "counts": counts,
+        "watermark": mark.isoformat() if mark else None,
+        "next": {which: fire.isoformat() if fire else None
+                 for which, fire in schedule.next_fires(config, now).items()},
+        "last": {kind: _run(run) if (run := store.last_run(kind)) else None
+                 for kind in ("collect", "publish")},
+        "runs": [_run(run) for run in store.last_runs(5)],
+        "outbox": {"pending": counts["pending"], "failed": counts["failed"],
+                   "waiting": [{k: row[k] for k in ("digest_id", "recipient", "status", "attempts",
+                                                    "last_error")}
+                               for row in store.deliveries(statuses=("pending", "failed"))]},
+        "scheduler": heartbeat(config, now),
+    }
+
+
+def _run(row: dict) -> dict[str, Any]:
+    return {**row, "report": row["report"] or {}}
+
+
+def heartbeat(config: Config, now: datetime) -> dict[str, Any] | None:
+    """The scheduler's last heartbeat, its age, and whether it is recent enough to be alive
+    (written within three intervals and not marked stopped); None if no scheduler ever ran here."""
+    path = schedule.heartbeat_path(config)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        age = (now - datetime.fromisoformat(data["wake"])).total_seconds()
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return {"path": str(path), "alive": False, "problem": f"unreadable: {exc}"}
+    limit = 3 * int(data.get("interval_seconds") or config.schedule.heartbeat_seconds)
+    return {**data, "path": str(path), "age_seconds": round(age),
+            "alive": not data.get("stopped") and age <= limit, "max_age_seconds": limit}
+
+
+def heartbeat_line(beat: dict[str, Any] | None, config: Config) -> str:
+    if beat is None:
+        return f"scheduler: no heartbeat at {schedule.heartbeat_path(config)} (not running here)"
+    if "problem" in beat:
+        return f"scheduler: heartbeat {beat['path']} {beat['problem']}"
+    state = ("stopped" if beat.get("stopped") else "alive" if beat["alive"]
+             else f"silent for more than {beat['max_age_seconds']} s")
+    fires = ", ".join(f"{job} {when}" for job, when in beat.get("next", {}).items())
+    return (f"scheduler: {state}, last wake {beat['age_seconds']} s ago (pid {beat['pid']} on "
+            f"{beat['host']})" + (f"; next {fires}" if fires else ""))
+
+
+def overview(config: Config, store: Store) -> str:
+    data = snapshot(config, store)
+    counts = data["counts"]
     lines = [
-        f"database: {mask_url(config.storage.url)}",
+        f"database: {data['database']}",
         f"papers {counts['papers']}, relevant {counts['relevant']}, seeds {counts['seeds']}, "
         f"digests {counts['digests']}",
-        f"watermark: {mark.isoformat() if mark else 'none (the first collect reads lookback_days)'}",
+        f"watermark: {data['watermark'] or 'none (the first collect reads lookback_days)'}",
     ]
-    now = datetime.now(config.zone)
-    for which, fire in schedule.next_fires(config, now).items():
-        lines.append(f"next {which}: {fire.isoformat() if fire else 'never'} "
+    for which, fire in data["next"].items():
+        lines.append(f"next {which}: {fire or 'never'} "
                      f"({getattr(config.schedule, which + '_cron')}, {config.schedule.timezone})")
-    for kind in ("collect", "publish"):
-        last = store.last_run(kind)
+    lines.append(heartbeat_line(data["scheduler"], config))
+    for kind, last in data["last"].items():
         if last:
             lines.append(f"last {kind}: {last['status']} at {last['finished'] or last['started']}"
                          + (f" — {last['error']}" if last["error"] else ""))
     lines.append("recent runs:")
-    for run in store.last_runs(5):
-        report = run["report"] or {}
+    for run in data["runs"]:
+        report = run["report"]
         parts = ", ".join(f"{name}: {src.get('requests', 0)} requests, {src.get('seen', 0)} seen, "
                           f"{src.get('new', 0)} new, {src.get('revised', 0)} revised, "
                           f"{src.get('duplicates', 0)} duplicates, {src.get('seconds', 0):.1f} s"
@@ -55,9 +109,8 @@ def overview(config: Config, store: Store) -> str:
         for warning in warnings:
             lines.append(f"    warning: {warning}")
     lines += judging(config, store)
-    rows = store.deliveries(statuses=("pending", "failed"))
     lines.append(f"outbox: {counts['pending']} pending, {counts['failed']} failed")
-    for row in rows:
+    for row in data["outbox"]["waiting"]:
         lines.append(f"  {row['digest_id']} {row['recipient']}: {row['status']} after "
                      f"{row['attempts']} attempts — {row['last_error'] or ''}")
     return "\n".join(lines) + "\n"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, USE_INSTALLED, cli_command, write_config
+from tests.conftest import cli_command, cli_env, write_config
 from tests.servers import smtp_server
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.smtp_server import SmtpServer
@@ -54,14 +54,6 @@ def config_with(tmp_path: Path, arxiv: ArxivServer | None = None, smtp_port: int
     for key, value in extra.items():
         overrides[key] = {**overrides.get(key, {}), **value} if isinstance(value, dict) else value
     return write_config(tmp_path, overrides, seeds=False)
-
-
-def cli_env(env: dict | None = None) -> dict:
-    full = {k: v for k, v in os.environ.items() if not k.startswith("RL_DIGEST")}
-    if not USE_INSTALLED:
-        full["PYTHONPATH"] = str(ROOT)
-    full.update(env or {})
-    return full
 
 
 def start_cli(*args: str, env: dict | None = None, **popen) -> subprocess.Popen:

@@ -366,6 +366,27 @@ def test_a_refused_key_stops_the_run_calling(key, server, store):
     assert "OPENAI_API_KEY" in e.report.error
 
 
+def test_an_llm_that_keeps_failing_is_skipped_after_failure_limit_calls(key, server, store, caplog):
+    caplog.set_level(logging.INFO, logger="pipeline")
+    server.script = lambda request: error(500)
+    e = enricher(settings(server, concurrency=1, failure_limit=3), store, retries=1)
+    assert e.summarise(papers(20)) == {}
+    assert len(server.requests) == 3 * 2  # three papers, each a call and the client's one retry
+    assert (e.report.failures, e.report.pending, e.report.calls) == (3, 17, 3)
+    assert "3 calls failed in a row (last: HTTP 500" in e.report.error
+    skipped = [r for r in caplog.records if "skipping it for the rest of this run" in r.getMessage()]
+    assert len(skipped) == 1 and skipped[0].levelname == "WARNING"
+    assert len(caplog.records) < 10  # not one retry chain per paper
+
+
+def test_a_success_between_failures_keeps_the_llm_on(key, server, store):
+    server.queue(error(500), error(500), ok(), error(500), error(500), ok())
+    e = enricher(settings(server, concurrency=1, failure_limit=3), store, retries=0)
+    found = e.summarise(papers(6))
+    assert len(found) == 2 and e.report.error is None
+    assert (e.report.failures, e.report.pending) == (4, 0)
+
+
 # --- secrets ----------------------------------------------------------------------------------
 
 

@@ -7,7 +7,6 @@ result and stops the process as systemd would.
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, USE_INSTALLED, cli_command, write_config
+from tests.conftest import cli_command, cli_env, write_config
 from tests.servers.arxiv_server import ArxivServer, hang
 from tests.test_collect import CATS, rl_paper
 
@@ -28,13 +27,10 @@ class Scheduler:
     """One `rl-digest schedule` process, its stdout and stderr in a log file."""
 
     def __init__(self, config: Path, log_path: Path):
-        env = {k: v for k, v in os.environ.items() if not k.startswith("RL_DIGEST")}
-        if not USE_INSTALLED:
-            env["PYTHONPATH"] = str(ROOT)
         self.log_path = log_path
         self._out = log_path.open("w", encoding="utf-8")
         self.proc = subprocess.Popen([*cli_command(), "--config", str(config), "schedule"], cwd="/",
-                                     env=env, stdin=subprocess.DEVNULL, stdout=self._out,
+                                     env=cli_env(), stdin=subprocess.DEVNULL, stdout=self._out,
                                      stderr=subprocess.STDOUT)
 
     def log(self) -> str:

@@ -57,6 +57,7 @@ from email.utils import format_datetime, make_msgid, parseaddr
 from typing import Any
 from urllib.parse import quote
 
+from pipeline import progress
 from pipeline.config import Email
 from pipeline.errors import DeliveryError
 from pipeline.store import Store
@@ -232,7 +233,7 @@ def send_pending(
     texts: dict[str, tuple[str, str, str | None]] = {}
     session = _Session(cfg, ssl_context)
     try:
-        for index, row in enumerate(due):
+        for index, row in enumerate(progress.track(due, "sending", len(due))):
             if row["digest_id"] not in texts:
                 texts[row["digest_id"]] = content(row["digest_id"])
             subject, text, html = texts[row["digest_id"]]

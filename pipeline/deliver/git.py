@@ -204,3 +204,19 @@ def _gist(text: str) -> str:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def reachable(cfg: GitOutput) -> str:
+    """For `doctor`: the checkout is there and, when it pushes, its remote answers. Changes nothing."""
+    repo = Path(cfg.repo)
+    try:
+        if not repo.is_dir():
+            raise _GitError(f"git {repo}: no such folder (outputs.git.repo)")
+        _git(repo, "rev-parse", "--git-dir", what="not a git checkout")
+        if not cfg.push:
+            return f"{repo} is a git checkout (push: false)"
+        remote = _remote(repo, cfg.branch)
+        _git(repo, "ls-remote", "--heads", remote, what=f"remote {remote} does not answer")
+        return f"{repo} pushes to {remote}, which answers"
+    except _GitError as exc:
+        raise DeliveryError(str(exc)) from None

@@ -141,6 +141,8 @@ def default_content(request: ChatRequest) -> dict[str, Any]:
     if task == "translation":
         texts = re.findall(r"^Text \d+: (.+)$", request.user, re.MULTILINE)
         return {"texts_en": [f"English text {n}" for n in range(1, len(texts) + 1)]}
+    if task == "doctor":
+        return {"ok": True}
     if task == "seed_translation":
         return {"summary_en": f"English translation for {title}."}
     if task == "featured_reading":

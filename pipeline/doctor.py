@@ -1,0 +1,230 @@
+"""`rl-digest doctor` and the deeper half of `config check`: what will fail, found before a run.
+
+Each check is a function from the config to one or more `Check` lines; `CHECKS` lists
+them in the order they print, and `CHANNELS` maps a delivery channel to its own check,
+so a new channel adds one entry. Every check sends at most one polite request and
+publishes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import smtplib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import openai
+import sqlalchemy as sa
+from pydantic import Field
+
+from pipeline import collect, enrich, render, store
+from pipeline.config import Config, mask_url
+from pipeline.deliver import email, git
+from pipeline.errors import ConfigError, DigestError
+from pipeline.sources import arxiv_api, arxiv_rss
+from pipeline.store import Store
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # ok | fail | skip
+    detail: str
+
+    def line(self) -> str:
+        return f"{self.name:<10} {self.status.upper():<4}  {self.detail}"
+
+
+def ok(name: str, detail: str) -> Check:
+    return Check(name, "ok", detail)
+
+
+def fail(name: str, detail: str) -> Check:
+    return Check(name, "fail", detail)
+
+
+def skip(name: str, detail: str) -> Check:
+    return Check(name, "skip", detail)
+
+
+# --- config check ---------------------------------------------------------------------------
+
+
+def config_problems(config: Config) -> list[str]:
+    """Settings that validate but will fail at run time, one line each, naming the key."""
+    problems = []
+    cfg = config.enrich
+    if cfg.provider == "openai" and cfg.api_key_env not in os.environ:
+        problems.append(f"enrich.api_key_env: the environment variable {cfg.api_key_env} is not set "
+                        "(summaries would fall back; set it, empty for a local server, "
+                        "or set enrich.provider: none)")
+    if config.email.enabled:
+        if not config.recipients():
+            problems.append("email.to: email is enabled but has no recipients "
+                            "(add email.to or email.recipients_file)")
+        if not config.outputs.base_url:
+            problems.append("outputs.base_url: not set, so the links in the email are relative and "
+                            "lead nowhere (set it to where out/ is published)")
+    database = database_problem(config.storage.url)
+    if database:
+        problems.append(database)
+    return problems
+
+
+def database_problem(url: str) -> str | None:
+    """Why storage.url cannot be used (a scheme not supported, a driver not installed), or None.
+    No connection is made, and no SQLite file is created."""
+    try:
+        if store.backend(url) != "sqlite":
+            store.connect(url).dispose()
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
+# --- doctor ---------------------------------------------------------------------------------
+
+
+def run(config: Config) -> list[Check]:
+    """Every check, in order; a check that raises becomes its own failed line."""
+    found: list[Check] = []
+    for check in CHECKS:
+        try:
+            found += check(config)
+        except DigestError as exc:
+            found.append(fail(check.__name__.removeprefix("check_"), str(exc)))
+    return found
+
+
+def check_config(config: Config) -> Iterable[Check]:
+    problems = config_problems(config)
+    where = str(config.path or "built-in defaults")
+    yield fail("config", f"{where}: " + "; ".join(problems)) if problems else ok("config", where)
+
+
+def check_database(config: Config) -> Iterable[Check]:
+    if database_problem(config.storage.url):
+        yield skip("database", "not usable (see the config line)")
+        return
+    url = mask_url(config.storage.url)
+    try:
+        version = Store.open(config.storage.url, config.storage.busy_timeout_seconds).version()
+    except (DigestError, sa.exc.SQLAlchemyError) as exc:
+        yield fail("database", f"{url}: {getattr(exc, 'orig', None) or exc}".splitlines()[0])
+        return
+    if version != store.LATEST:
+        yield fail("database", f"{url}: schema version {version}, this rl-digest expects {store.LATEST}")
+    else:
+        yield ok("database", f"{url}: connected, schema version {version} is current")
+
+
+def check_arxiv(config: Config) -> Iterable[Check]:
+    """One request to the API and one to each RSS feed, paced as a run paces them."""
+    arxiv = config.sources.arxiv
+    fetcher = collect.make_fetcher(config)
+    fetcher.retries = 0
+    if not arxiv.enabled:
+        yield skip("arxiv api", "sources.arxiv.enabled is false")
+    else:
+        try:
+            found = arxiv_api.search_titles(fetcher, arxiv.api_url, ["reinforcement learning"], 1)
+            yield ok("arxiv api", f"{arxiv.api_url}: answered ({len(found)} paper for a test query)")
+        except DigestError as exc:
+            yield fail("arxiv api", str(exc))
+    if not config.sources.rss.enabled:
+        yield skip("arxiv rss", "sources.rss.enabled is false")
+    for url in config.sources.rss.urls if config.sources.rss.enabled else []:
+        try:
+            feed = arxiv_rss.fetch_feed(fetcher, url)
+            yield ok("arxiv rss", f"{url}: answered ({feed.items} items today)")
+        except DigestError as exc:
+            yield fail("arxiv rss", str(exc))
+
+
+class DoctorReply(enrich.Reply):
+    ok: bool = Field(description="true")
+
+
+def check_llm(config: Config) -> Iterable[Check]:
+    """One tiny structured call, as enrichment makes them, with no retry."""
+    cfg = config.enrich
+    if cfg.provider == "none":
+        yield skip("llm", "enrich.provider is none")
+        return
+    client = enrich.make_client(cfg, max_retries=0)
+    prompt = render.text_env(config.templates.dir).get_template("prompts/doctor.j2").render()
+    fmt = ({"type": "json_object"} if cfg.structured == "json_object" else
+           {"type": "json_schema", "json_schema": {"name": "doctor", "strict": True,
+                                                   "schema": enrich.wire_schema(DoctorReply)}})
+    try:
+        reply = client.chat.completions.create(  # type: ignore[union-attr]
+            model=cfg.model, messages=[{"role": "user", "content": prompt}], response_format=fmt,
+            timeout=cfg.timeout_seconds, extra_body=dict(cfg.extra_body) or None)
+        content = reply.choices[0].message.content if reply.choices else None
+        enrich.parse_reply(content, DoctorReply)
+    except openai.OpenAIError as exc:
+        yield fail("llm", f"{cfg.base_url} ({cfg.model}): {_llm_reason(exc, cfg.api_key_env)}")
+        return
+    except ValueError as exc:
+        yield fail("llm", f"{cfg.base_url} ({cfg.model}): answered, but not the JSON asked for: {exc}")
+        return
+    yield ok("llm", f"{cfg.base_url} ({cfg.model}): a structured reply ({cfg.structured})")
+
+
+def _llm_reason(exc: openai.OpenAIError, key_env: str) -> str:
+    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+        return f"HTTP {exc.status_code}: the key was refused (check {key_env})"
+    if isinstance(exc, openai.NotFoundError):
+        return "HTTP 404: unknown model or wrong base_url"
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    if isinstance(exc, openai.APITimeoutError):
+        return "no answer in time"
+    if isinstance(exc, openai.APIConnectionError):
+        return "cannot connect"
+    return type(exc).__name__
+
+
+def check_channels(config: Config) -> Iterable[Check]:
+    """Each delivery channel that is configured; the email channel's line is its SMTP check."""
+    for name, (configured, check) in CHANNELS.items():
+        if configured(config):
+            try:
+                yield ok(name, check(config))
+            except DigestError as exc:
+                yield fail(name, str(exc))
+        else:
+            yield skip(name, "not configured")
+
+
+def smtp_reachable(config: Config) -> str:
+    """Connect, STARTTLS and log in as a send would; then quit without sending."""
+    cfg = config.email
+    where = f"{cfg.smtp_host}:{cfg.smtp_port}"
+    try:
+        smtp = email.connect(cfg)
+    except smtplib.SMTPResponseException as exc:
+        raise DigestError(f"{where}: {exc.smtp_code} {exc.smtp_error!r}") from None
+    except (smtplib.SMTPException, OSError) as exc:
+        raise DigestError(f"{where}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+    except DigestError as exc:
+        raise DigestError(f"{where}: {exc}") from None
+    try:
+        smtp.quit()
+    except (smtplib.SMTPException, OSError):
+        pass
+    user = os.environ.get(cfg.username_env) if cfg.username_env else None
+    return f"{where}: connected ({cfg.security})" + (f", logged in as {user}" if user else "")
+
+
+def git_reachable(config: Config) -> str:
+    assert config.outputs.git is not None
+    return git.reachable(config.outputs.git)
+
+
+CHANNELS: dict[str, tuple[Callable[[Config], bool], Callable[[Config], str]]] = {
+    "smtp": (lambda config: config.email.enabled, smtp_reachable),
+    "git": (lambda config: config.outputs.git is not None, git_reachable),
+}
+CHECKS: list[Callable[[Config], Iterable[Check]]] = [
+    check_config, check_database, check_arxiv, check_llm, check_channels]

@@ -1,0 +1,31 @@
+"""`rl-digest init`: a starter config, a readers list and a secrets example, never over a file.
+
+The files themselves are in templates/init/ (bundled with the package), so their wording
+is data like every other template.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+from pipeline.config import bundled
+from pipeline.deliver.files import write_atomic
+from pipeline.errors import ConfigError
+
+FILES = {"config.yaml": "config.yaml", "readers.txt": "readers.txt", ".env.example": "env.example"}
+
+
+def write(directory: Path) -> tuple[list[Path], str]:
+    """Write the starter files into `directory`; the paths and what to do next."""
+    source = bundled("templates") / "init"
+    targets = [directory / name for name in FILES]
+    existing = [path for path in targets if path.exists()]
+    if existing:
+        raise ConfigError(f"{existing[0]}: already exists; init writes nothing over your files",
+                          "pick an empty folder: rl-digest init DIR")
+    for target, name in zip(targets, FILES.values(), strict=True):
+        write_atomic(target, (source / name).read_text(encoding="utf-8"))
+    steps = jinja2.Template((source / "next_steps.txt.j2").read_text(encoding="utf-8"))
+    return targets, steps.render(dir=directory)

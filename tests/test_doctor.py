@@ -1,0 +1,114 @@
+"""`rl-digest doctor` against the local stand-ins: all green, then each one down in turn."""
+
+from __future__ import annotations
+
+import subprocess
+from contextlib import ExitStack
+
+import pytest
+
+from tests.conftest import _merge, write_config
+from tests.servers.arxiv_server import ArxivServer
+from tests.servers.openai_server import OpenAIServer
+from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refused_port
+from tests.test_collect import CATS
+
+KEY = "sk-doctor-test-key"
+LINES = ["config", "database", "arxiv api", "arxiv rss", "llm", "smtp", "git"]
+ENV = {"OPENAI_API_KEY": KEY, "SMTP_USERNAME": TEST_USER, "SMTP_PASSWORD": TEST_PASSWORD}
+
+
+@pytest.fixture
+def world(tmp_path):
+    """Every service doctor checks, on 127.0.0.1 or on disk; yields the config overrides."""
+    remote, checkout = tmp_path / "remote.git", tmp_path / "checkout"
+    subprocess.run(["git", "init", "--quiet", "--bare", str(remote)], check=True)
+    subprocess.run(["git", "clone", "--quiet", str(remote), str(checkout)], check=True,
+                   capture_output=True)
+    with ExitStack() as stack:
+        arxiv = stack.enter_context(ArxivServer())
+        llm = stack.enter_context(OpenAIServer())
+        smtp = stack.enter_context(SmtpServer(auth=True))
+        yield {
+            "sources": {"arxiv": {"api_url": arxiv.api_url, "categories": CATS, "retries": 0},
+                        "rss": {"urls": [arxiv.rss_url(CATS)]}},
+            "enrich": {"provider": "openai", "base_url": llm.url, "timeout_seconds": 5},
+            "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp.port,
+                      "security": "none", "timeout_seconds": 5, "to": ["ada@example.org"]},
+            "outputs": {"base_url": "https://digest.example.org/",
+                        "git": {"repo": str(checkout), "branch": "main", "push": True}},
+        }, llm, arxiv
+
+
+def statuses(stdout: str) -> dict[str, str]:
+    """{check name: OK/FAIL/SKIP} from doctor's lines (`name  STATUS  detail`)."""
+    found = {}
+    for line in stdout.splitlines():
+        name, status = line[:10].strip(), line[11:15].strip()
+        found[name] = status
+    return found
+
+
+def test_doctor_all_green_sends_nothing(tmp_path, cli, world):
+    overrides, llm, arxiv = world
+    config = write_config(tmp_path, overrides, seeds=False)
+    result = cli("--config", str(config), "doctor", env=ENV)
+    assert statuses(result.stdout) == dict.fromkeys(LINES, "OK"), result.stdout
+    assert len(result.stdout.splitlines()) == len(LINES)
+    assert [r.task for r in llm.requests] == ["doctor"]  # one tiny structured call
+    assert llm.requests[0].response_format["type"] == "json_schema"
+    assert len(arxiv.requests) == 2  # one API request, one RSS request
+    assert f"logged in as {TEST_USER}" in result.stdout
+    assert KEY not in result.stdout + result.stderr and TEST_PASSWORD not in result.stdout + result.stderr
+    assert not (tmp_path / "out").exists()  # nothing published
+
+
+def _down(name: str, overrides: dict, tmp_path) -> dict:
+    dead = f"http://127.0.0.1:{refused_port()}"
+    if name == "database":
+        (tmp_path / "broken.sqlite3").write_bytes(b"this is not a database file\n" * 200)
+        return {"storage": {"url": f"sqlite:///{tmp_path}/broken.sqlite3"}}
+    if name == "arxiv api":
+        return {"sources": {"arxiv": {"api_url": f"{dead}/api/query"}}}
+    if name == "arxiv rss":
+        return {"sources": {"rss": {"urls": [f"{dead}/rss/cs.LG"]}}}
+    if name == "llm":
+        return {"enrich": {"base_url": f"{dead}/v1"}}
+    if name == "smtp":
+        return {"email": {"smtp_port": refused_port()}}
+    if name == "git":
+        subprocess.run(["rm", "-rf", str(tmp_path / "remote.git")], check=True)
+        return {}
+    raise AssertionError(name)
+
+
+@pytest.mark.parametrize("name", ["database", "arxiv api", "arxiv rss", "llm", "smtp", "git"])
+def test_doctor_names_the_one_service_that_is_down_and_exits_1(tmp_path, cli, world, name):
+    overrides, _, _ = world
+    config = write_config(tmp_path, _merge(overrides, _down(name, overrides, tmp_path)), seeds=False)
+    result = cli("--config", str(config), "doctor", env=ENV, check=1)
+    wanted = {line: "FAIL" if line == name else "OK" for line in LINES}
+    assert statuses(result.stdout) == wanted, result.stdout
+    assert result.stderr.strip().endswith(f"rl-digest: doctor: {name} failed")
+    assert "Traceback" not in result.stderr
+
+
+def test_doctor_with_the_key_unset_fails_config_and_llm(tmp_path, cli, world):
+    overrides, llm, _ = world
+    config = write_config(tmp_path, overrides, seeds=False)
+    result = cli("--config", str(config), "doctor", env={**ENV, "OPENAI_API_KEY": ""})
+    assert statuses(result.stdout)["llm"] == "OK"  # set but empty: fine for a local server
+    env = {k: v for k, v in ENV.items() if k != "OPENAI_API_KEY"}
+    unset = cli("--config", str(config), "doctor", env=env, check=1)
+    found = statuses(unset.stdout)
+    assert (found["config"], found["llm"], found["smtp"]) == ("FAIL", "FAIL", "OK")
+    assert "OPENAI_API_KEY is not set" in unset.stdout
+
+
+def test_doctor_skips_what_is_switched_off(tmp_path, cli):
+    config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}}},
+                          seeds=False)
+    result = cli("--config", str(config), "doctor")
+    found = statuses(result.stdout)
+    assert found == {"config": "OK", "database": "OK", "arxiv api": "SKIP", "arxiv rss": "SKIP",
+                     "llm": "SKIP", "smtp": "SKIP", "git": "SKIP"}

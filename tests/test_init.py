@@ -1,0 +1,66 @@
+"""`rl-digest init` writes a starter that `config check` accepts; `config check` finds the
+settings that validate but would fail a run."""
+
+from __future__ import annotations
+
+from tests.conftest import write_config
+
+
+def env_file(path) -> dict:
+    """NAME=value lines, as systemd's EnvironmentFile= and Compose's env_file read them."""
+    pairs = [line.split("=", 1) for line in path.read_text(encoding="utf-8").splitlines()
+             if line.strip() and not line.startswith("#")]
+    return {name.strip(): value.strip() for name, value in pairs}
+
+
+def test_init_then_config_check_passes(tmp_path, cli):
+    folder = tmp_path / "digest"
+    made = cli("init", str(folder))
+    assert sorted(p.name for p in folder.iterdir()) == [".env.example", "config.yaml", "readers.txt"]
+    assert "config check" in made.stdout and "doctor" in made.stdout
+    secrets = env_file(folder / ".env.example")
+    assert set(secrets) == {"OPENAI_API_KEY", "SMTP_USERNAME", "SMTP_PASSWORD"}
+    checked = cli("--config", str(folder / "config.yaml"), "config", "check", env=secrets)
+    assert checked.stdout.strip() == f"{folder / 'config.yaml'}: ok"
+    text = (folder / "config.yaml").read_text(encoding="utf-8")
+    assert text.count("#") > 20 and len(text.splitlines()) < 60  # commented, and short
+
+
+def test_the_starter_without_its_key_names_the_variable(tmp_path, cli):
+    cli("init", str(tmp_path))
+    result = cli("--config", str(tmp_path / "config.yaml"), "config", "check", check=2)
+    assert "enrich.api_key_env: the environment variable OPENAI_API_KEY is not set" in result.stderr
+
+
+def test_init_refuses_to_overwrite_and_writes_nothing(tmp_path, cli):
+    (tmp_path / "readers.txt").write_text("mine@example.org\n", encoding="utf-8")
+    result = cli("init", str(tmp_path), check=2)
+    assert f"{tmp_path / 'readers.txt'}: already exists" in result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["readers.txt"]
+    assert (tmp_path / "readers.txt").read_text(encoding="utf-8") == "mine@example.org\n"
+
+
+def test_init_from_root_into_the_current_folder(tmp_path, cli):
+    cli("init", cwd=tmp_path)
+    assert (tmp_path / "config.yaml").exists()
+
+
+def test_config_check_flags_email_without_readers_or_base_url(tmp_path, cli):
+    config = write_config(tmp_path, {"email": {"enabled": True, "to": []}}, seeds=False)
+    result = cli("--config", str(config), "config", "check", check=2)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2
+    assert any("email.to: email is enabled but has no recipients" in line for line in lines)
+    assert any("outputs.base_url: not set, so the links in the email are relative" in line for line in lines)
+    fixed = write_config(tmp_path, {"email": {"enabled": True, "to": ["ada@example.org"]},
+                                    "outputs": {"base_url": "https://digest.example.org/"}}, seeds=False)
+    assert cli("--config", str(fixed), "config", "check").stdout.strip().endswith(": ok")
+
+
+def test_config_check_flags_a_missing_database_driver(tmp_path, cli):
+    config = write_config(tmp_path, {"storage": {"url": "postgresql+pg8000://rl@db.example.org/x"}},
+                          seeds=False)
+    result = cli("--config", str(config), "config", "check", check=2)
+    assert "storage.url: postgresql+pg8000:// needs a driver that is not installed" in result.stderr
+    assert "pip install 'rl-digest[postgres]'" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1

@@ -1,0 +1,68 @@
+"""`status --json` for monitoring, and the scheduler's heartbeat that `status` and the
+container's healthcheck read."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import UTC, datetime, timedelta
+
+from tests.conftest import write_config
+from tests.servers.arxiv_server import ArxivServer
+from tests.test_schedule_cli import Scheduler, config_for, papers_now, published
+
+
+def test_status_json_parses_and_holds_the_last_run(tmp_path, cli):
+    config = write_config(tmp_path)
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    data = json.loads(cli("--config", str(config), "status", "--json").stdout)
+    last = data["last"]["publish"]
+    assert last["status"] == "ok" and last["as_of"].startswith("2026-11-02")
+    assert last["report"]["digest"] == "2026-11-02" and last["report"]["seeds"] == 38
+    assert data["runs"][0]["id"] == last["id"]
+    assert data["counts"]["digests"] == 1 and data["counts"]["seeds"] == 38
+    assert data["outbox"] == {"pending": 0, "failed": 0, "waiting": []}
+    assert data["database"].endswith("state/digest.sqlite3")
+    assert set(data["next"]) == {"collect", "publish"}
+    assert data["scheduler"] is None  # no scheduler has run here
+
+
+def test_the_scheduler_writes_a_heartbeat_that_status_and_the_healthcheck_read(tmp_path, cli):
+    with ArxivServer(papers_now()) as arxiv:
+        config = config_for(tmp_path, arxiv)
+        text = config.read_text(encoding="utf-8") + "schedule: {heartbeat_seconds: 1}\n"
+        config.write_text(text, encoding="utf-8")
+        missing = cli("--config", str(config), "status", "--check-heartbeat", check=1)
+        assert "scheduler: no heartbeat at " in missing.stderr
+        scheduler = Scheduler(config, tmp_path / "scheduler.log")
+        try:
+            scheduler.ready()
+            beat = tmp_path / "state" / "heartbeat.json"
+            scheduler.wait_for("a publish", lambda: published(tmp_path), timeout=60)
+            scheduler.wait_for("a heartbeat", lambda: beat.exists())
+            first = json.loads(beat.read_text())["wake"]
+            scheduler.wait_for("the next heartbeat", lambda: json.loads(beat.read_text())["wake"] != first)
+            healthy = cli("--config", str(config), "status", "--check-heartbeat")
+            data = json.loads(cli("--config", str(config), "status", "--json").stdout)
+            code, _ = scheduler.terminate()
+        finally:
+            scheduler.close()
+        stopped = cli("--config", str(config), "status", "--check-heartbeat", check=1)
+    assert healthy.stdout.startswith("scheduler: alive, last wake ")
+    assert data["scheduler"]["alive"] and data["scheduler"]["pid"] == scheduler.proc.pid
+    assert set(data["scheduler"]["next"]) >= {"collect", "publish"}
+    assert data["last"]["publish"]["status"] == "ok"
+    assert code == 0 and "scheduler: stopped" in stopped.stderr
+
+
+def test_an_old_heartbeat_fails_the_healthcheck(tmp_path, cli):
+    config = write_config(tmp_path, seeds=False)
+    (tmp_path / "state").mkdir()
+    old = datetime.now(UTC) - timedelta(minutes=10)
+    (tmp_path / "state" / "heartbeat.json").write_text(json.dumps(
+        {"pid": 1, "host": "box", "wake": old.isoformat(), "interval_seconds": 60, "next": {},
+         "running": [], "stopped": False}), encoding="utf-8")
+    result = cli("--config", str(config), "status", "--check-heartbeat", check=1)
+    assert re.search(r"scheduler: silent for more than 180 s, last wake 6\d\d s ago \(pid 1 on box\)",
+                     result.stderr)
+    assert "scheduler: silent for more than 180 s" in cli("--config", str(config), "status").stdout
