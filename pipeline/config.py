@@ -206,6 +206,14 @@ class Email(Model):
         return value.strip()
 
 
+class ChannelEntry(BaseModel):
+    """`channels.<name>`: `type` names the channel (see pipeline/deliver/channels.py);
+    the other keys are the channel's own options."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: str
+
+
 class Schedule(Model):
     collect_cron: str
     publish_cron: str
@@ -252,6 +260,7 @@ class Config(Model):
     digest: Digest
     outputs: Outputs
     email: Email
+    channels: dict[str, ChannelEntry] = {}
     schedule: Schedule
     storage: Storage
     lock: Lock = Lock()
@@ -262,6 +271,10 @@ class Config(Model):
     def _unique_languages(self) -> Config:
         if len(set(self.languages)) != len(self.languages):
             raise ValueError("languages: each language once")
+        for name in self.channels:
+            if name == "email" or not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
+                raise ValueError(f"channels.{name}: a channel name is lower-case letters, digits, "
+                                 "- or _, and not 'email' (that is the email key)")
         return self
 
     @property
