@@ -207,11 +207,16 @@ class Email(Model):
 
 
 class ChannelEntry(BaseModel):
-    """`channels.<name>`: `type` names the channel (see pipeline/deliver/channels.py);
-    the other keys are the channel's own options."""
+    """One `channels` entry: `type` names the channel (see pipeline/deliver/channels.py),
+    `name` tells two of a type apart (default: the type); other keys are its options."""
 
     model_config = ConfigDict(extra="allow", frozen=True)
     type: str
+    name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.name or self.type
 
 
 class Schedule(Model):
@@ -260,7 +265,7 @@ class Config(Model):
     digest: Digest
     outputs: Outputs
     email: Email
-    channels: dict[str, ChannelEntry] = {}
+    channels: list[ChannelEntry] = []
     schedule: Schedule
     storage: Storage
     lock: Lock = Lock()
@@ -271,10 +276,16 @@ class Config(Model):
     def _unique_languages(self) -> Config:
         if len(set(self.languages)) != len(self.languages):
             raise ValueError("languages: each language once")
-        for name in self.channels:
-            if name == "email" or not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
-                raise ValueError(f"channels.{name}: a channel name is lower-case letters, digits, "
-                                 "- or _, and not 'email' (that is the email key)")
+        seen: set[str] = set()
+        for number, entry in enumerate(self.channels):
+            if not re.fullmatch(r"[a-z][a-z0-9_-]*", entry.key) or entry.key == "email":
+                raise ValueError(f"channels[{number}].name: {entry.key!r} is not a channel name "
+                                 "(lower-case letters, digits, - or _; not 'email', which is the "
+                                 "email key); give one with `name:`")
+            if entry.key in seen:
+                raise ValueError(f"channels[{number}].name: {entry.key!r} twice; give each a "
+                                 "`name:`")
+            seen.add(entry.key)
         return self
 
     @property

@@ -250,8 +250,8 @@ def test_a_toy_channel_from_a_test_module_gets_every_digest_once(tmp_path, cli):
     module:factory in the config) get each digest once beside email; a resend on purpose
     works for them too."""
     notes, archive = tmp_path / "notes", tmp_path / "archive"
-    channels = {"notes": {"type": "toy_file", "folder": str(notes), "readers": ["team", "ada"]},
-                "archive": {"type": "toy_channel:FileChannel", "folder": str(archive)}}
+    channels = [{"type": "toy_file", "name": "notes", "folder": str(notes), "readers": ["team", "ada"]},
+                {"type": "toy_channel:FileChannel", "name": "archive", "folder": str(archive)}]
     env = plugin_env(tmp_path)
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
         config = config_with(tmp_path, arxiv, smtp.port, channels=channels)
@@ -279,10 +279,13 @@ def test_a_toy_channel_from_a_test_module_gets_every_digest_once(tmp_path, cli):
 
 
 def test_an_unknown_channel_type_is_a_config_error_naming_the_key(tmp_path, cli):
-    config = config_with(tmp_path, channels={"chat": {"type": "carrier-pigeon"}})
+    config = config_with(tmp_path, channels=[{"type": "carrier-pigeon"}])
     result = cli("--config", str(config), "run", "--offline", "--as-of", AS_OF, check=2)
     assert stderr_lines(result)[-1].startswith(
-        "rl-digest: channels.chat.type: no channel type 'carrier-pigeon' (known: email")
+        "rl-digest: channels[0].type: no channel type 'carrier-pigeon' (known: email")
+    unnamed = config_with(tmp_path, channels=[{"type": "toy_channel:FileChannel", "folder": "x"}])
+    check = cli("--config", str(unnamed), "config", "check", check=2)
+    assert "channels[0].name: 'toy_channel:FileChannel' is not a channel name" in check.stderr
 
 
 # --- a 550 for one reader -------------------------------------------------------------------

@@ -45,7 +45,8 @@ class Message:
 
 @dataclass(frozen=True)
 class ChannelSetup:
-    """What a factory gets: the config, its own entry's options, the reading-list size."""
+    """What a factory gets: its name (the outbox key), the config, its own entry's options,
+    the reading-list size."""
 
     name: str
     config: Config
@@ -123,8 +124,8 @@ def open_channels(config: Config, reading_count: int, email: bool = True) -> dic
     found: dict[str, Channel] = {}
     if email and config.email.enabled:
         found["email"] = factory("email", "email")(ChannelSetup("email", config, {}, reading_count))
-    for name, entry in config.channels.items():
-        options = entry.model_dump(exclude={"type"})
-        make = factory(entry.type, f"channels.{name}.type")
-        found[name] = make(ChannelSetup(name, config, options, reading_count))
+    for number, entry in enumerate(config.channels):
+        options = entry.model_dump(exclude={"type", "name"})
+        make = factory(entry.type, f"channels[{number}].type")
+        found[entry.key] = make(ChannelSetup(entry.key, config, options, reading_count))
     return found

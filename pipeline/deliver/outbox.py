@@ -148,7 +148,7 @@ class StoreOutbox:
         if not found:
             self.store.add_delivery(digest_id, who)
             return
-        self.store.update_delivery(found[0]["id"], status="pending", message_id=None,
+        self.store.update_delivery(found[0]["id"], status="pending", attempts=0, message_id=None,
                                    next_attempt=None, last_error="queued again by hand",
                                    sent_at=None)
 
