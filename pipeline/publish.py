@@ -16,6 +16,7 @@ from pipeline import compose, render
 from pipeline.config import Config
 from pipeline.deliver import channels, git, outbox
 from pipeline.deliver.files import write_atomic
+from pipeline.errors import DigestError
 from pipeline.models import Digest, Entry, RunReport
 from pipeline.store import Store
 
@@ -74,7 +75,10 @@ def deliver(config: Config, store: Store, report: RunReport, digest_id: str | No
 
 
 def stored_digest(store: Store, digest_id: str) -> Digest:
-    return compose.digest_from_dict(store.digest(digest_id)["data"])
+    stored = store.digest(digest_id)
+    if stored is None:
+        raise DigestError(f"no digest {digest_id} in the database")
+    return compose.digest_from_dict(stored["data"])
 
 
 def last_change(store: Store, as_of: datetime) -> datetime:
