@@ -18,9 +18,10 @@ from pipeline import render as render_mod
 from pipeline import schedule as schedule_mod
 from pipeline import status as status_mod
 from pipeline.deliver.files import write_atomic
+from pipeline.deliver.outbox import StoreOutbox
 from pipeline.errors import ConfigError, DeliveryError, DigestError
 from pipeline.models import Digest, RunReport, split_arxiv_id
-from pipeline.publish import deliver_email
+from pipeline.publish import deliver
 from pipeline.run import (
     Options,
     digest_entries,
@@ -135,19 +136,37 @@ def schedule(state: State) -> None:
         for error in report.delivery_errors:
             log.error("%s", error)
 
-    schedule_mod.serve(config, collect_job, publish_job, store)
+    def outbox_job() -> None:
+        report = RunReport(as_of=datetime.now(config.zone).isoformat())
+        deliver(config, store, report, due_only=True)
+        log.info("outbox: sent %d, pending %d, failed %d", report.sent, report.pending, report.failed)
+        for error in report.delivery_errors:
+            log.error("%s", error)
+
+    schedule_mod.serve(config, collect_job, publish_job, store, outbox_job)
 
 
 @main.command()
 @click.option("--digest", "digest_id", help="Only this digest (YYYY-MM-DD).")
+@click.option("--reader", help="With --digest: send it to this reader again, on purpose, with a "
+                               "new Message-ID (CHANNEL:READER for channels other than email).")
 @pass_state
-def send(state: State, digest_id: str | None) -> None:
-    """Deliver what is still pending in the outbox."""
+def send(state: State, digest_id: str | None, reader: str | None) -> None:
+    """Deliver everything still waiting in the outbox, now (backoff only paces the scheduler)."""
     config = state.config
+    if reader and not digest_id:
+        raise ConfigError("--reader needs --digest ID", "`rl-digest status` lists the digests")
     report = RunReport(as_of=datetime.now(config.zone).isoformat())
     with lock.held(config):
-        deliver_email(config, state.store(), report, digest_id)
+        store = state.store()
+        if reader and digest_id:
+            if store.digest(digest_id) is None:
+                raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` lists them")
+            StoreOutbox(store).requeue(digest_id, reader.strip())
+        deliver(config, store, report, digest_id)
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
+    for line in status_mod.waiting_lines(StoreOutbox(store).pending()):
+        echo(line)
     _fail_on_delivery_errors(report)
 
 

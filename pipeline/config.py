@@ -212,6 +212,19 @@ class Email(Model):
         return value.strip()
 
 
+class ChannelEntry(BaseModel):
+    """One `channels` entry: `type` names the channel (see pipeline/deliver/channels.py),
+    `name` tells two of a type apart (default: the type); other keys are its options."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: str
+    name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.name or self.type
+
+
 class Schedule(Model):
     collect_cron: str
     publish_cron: str
@@ -259,6 +272,7 @@ class Config(Model):
     digest: Digest
     outputs: Outputs
     email: Email
+    channels: list[ChannelEntry] = []
     schedule: Schedule
     storage: Storage
     lock: Lock = Lock()
@@ -269,6 +283,16 @@ class Config(Model):
     def _unique_languages(self) -> Config:
         if len(set(self.languages)) != len(self.languages):
             raise ValueError("languages: each language once")
+        seen: set[str] = set()
+        for number, entry in enumerate(self.channels):
+            if not re.fullmatch(r"[a-z][a-z0-9_-]*", entry.key) or entry.key == "email":
+                raise ValueError(f"channels[{number}].name: {entry.key!r} is not a channel name "
+                                 "(lower-case letters, digits, - or _; not 'email', which is the "
+                                 "email key); give one with `name:`")
+            if entry.key in seen:
+                raise ValueError(f"channels[{number}].name: {entry.key!r} twice; give each a "
+                                 "`name:`")
+            seen.add(entry.key)
         return self
 
     @property

@@ -1,21 +1,22 @@
 """Phase two of a run: write the files, record the digest and its outbox, deliver.
 
 Files are written atomically first; then the digest, its items and one outbox
-row per recipient are recorded in one transaction, before any email is sent.
-Email and git failures stay queued and make the run exit 1; they never undo
-what was already published.
+row per reader of each channel are recorded in one transaction, before anything
+is sent. Delivery and git failures stay queued and make the run exit 1; they
+never undo what was already published.
 """
 
 from __future__ import annotations
 
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 
 from pipeline import compose, render
 from pipeline.config import Config
-from pipeline.deliver import email, git
+from pipeline.deliver import channels, git, outbox
 from pipeline.deliver.files import write_atomic
+from pipeline.errors import DigestError
 from pipeline.models import Digest, Entry, RunReport
 from pipeline.store import Store
 
@@ -38,9 +39,10 @@ def publish(config: Config, store: Store, options, digest: Digest | None,
             text = render.digest_as(config, digest, fmt, len(reading))
             files[f"digests/{digest.id}.{fmt}"] = write_atomic(out / "digests" / f"{digest.id}.{fmt}", text)
         if store.digest(digest.id) is None:
-            recipients = config.recipients() if config.email.enabled and not options.no_email else []
+            readers = outbox.recipients(channels.open_channels(config, len(reading),
+                                                               email=not options.no_email))
             store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),
-                              _items(digest), recipients, snapshots=compose.snapshots(digest))
+                              _items(digest), readers, snapshots=compose.snapshots(digest))
     sections = compose.sections(reading, config.topics)
     changed = last_change(store, options.as_of)
     files["READING_LIST.md"] = write_atomic(out / "READING_LIST.md", render.reading_list_markdown(
@@ -48,34 +50,35 @@ def publish(config: Config, store: Store, options, digest: Digest | None,
     files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(
         config, stored_digests(store), changed.isoformat()))
     report.files += [str(path) for path in files.values()]
-    if config.email.enabled and not options.no_email:
-        deliver_email(config, store, report)
+    deliver(config, store, report, email=not options.no_email, reading_count=len(reading))
     if config.outputs.git is not None:
         result = git.publish(config.outputs.git, files, store)
         if not result.ok:
             report.delivery_errors.append(result.error or "git publishing failed")
 
 
-def deliver_email(config: Config, store: Store, report: RunReport,
-                  digest_id: str | None = None) -> None:
-    """Send what the outbox holds; what fails stays there for the next run."""
-    result = email.send_pending(store, config.email, lambda did: email_content(config, store, did),
-                                datetime.now(UTC), digest_id=digest_id,
-                                stale_after=timedelta(0))
+def deliver(config: Config, store: Store, report: RunReport, digest_id: str | None = None, *,
+            email: bool = True, due_only: bool = False, reading_count: int | None = None) -> None:
+    """Hand over what the outbox holds; what fails stays there. `email=False` (--no-email)
+    leaves email rows alone; `due_only` is the scheduler's pacing."""
+    if reading_count is None:
+        counts = store.counts()
+        reading_count = counts["relevant"] + counts["seeds"]
+    opened = channels.open_channels(config, reading_count, email=email)
+    result = outbox.deliver(outbox.StoreOutbox(store), opened, lambda did: stored_digest(store, did),
+                            datetime.now(UTC), digest_id=digest_id, due_only=due_only,
+                            skip=() if email else ("email",))
     report.sent += result.sent
     report.pending += result.pending
     report.failed += result.failed
     report.delivery_errors += result.errors
 
 
-def email_content(config: Config, store: Store, digest_id: str) -> tuple[str, str, str]:
-    """(subject, text, html) of a stored digest, rendered as it was composed."""
+def stored_digest(store: Store, digest_id: str) -> Digest:
     stored = store.digest(digest_id)
-    digest = compose.digest_from_dict(stored["data"])
-    counts = store.counts()
-    count = counts["relevant"] + counts["seeds"]
-    return (render.digest_subject(config, digest), render.digest_as(config, digest, "txt", count),
-            render.digest_as(config, digest, "html", count))
+    if stored is None:
+        raise DigestError(f"no digest {digest_id} in the database")
+    return compose.digest_from_dict(stored["data"])
 
 
 def last_change(store: Store, as_of: datetime) -> datetime:
@@ -88,7 +91,7 @@ def last_change(store: Store, as_of: datetime) -> datetime:
 
 
 def stored_digests(store: Store) -> list[Digest]:
-    return [compose.digest_from_dict(store.digest(did)["data"]) for did in reversed(store.digest_ids())]
+    return [stored_digest(store, did) for did in reversed(store.digest_ids())]
 
 
 def _dry_run(config: Config, digest: Digest | None, reading: list[Entry]) -> None:

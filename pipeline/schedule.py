@@ -1,9 +1,16 @@
-"""APScheduler wiring only: two cron jobs, catch-up from the database, clean stops.
+"""APScheduler wiring only: two cron jobs, catch-up from the database, outbox retries,
+clean stops.
 
 The job store is memory: what was done lives in the database (runs and
 digests), so a restart asks the database whether a publish is due, and so does
 every publish fire (inside the run lock), which keeps two schedulers on one
-database from publishing twice.
+database from publishing twice. "Due" is keyed on the week: the as-of of the
+digests and publishes that exist, not the clock time they ran at, so a digest
+re-made by hand for last week does not hide this week's missed publish.
+
+The outbox has its own job: it runs when the earliest waiting delivery's backoff
+runs out (and at start), sends what is due, and plans itself again; a publish
+plans it too. So a failed send is retried without waiting for the next publish.
 
 Stopping: SIGTERM/SIGINT set run.STOP and shut the scheduler down without
 waiting; the job that is running sees STOP at its next checkpoint (between
@@ -32,6 +39,7 @@ from apscheduler.triggers.cron import CronTrigger
 from pipeline import lock
 from pipeline.config import Config
 from pipeline.deliver.files import write_atomic
+from pipeline.deliver.outbox import StoreOutbox, next_retry
 from pipeline.errors import DigestError, LockedError
 from pipeline.stopping import STOP, Stopped
 from pipeline.store import Store
@@ -41,6 +49,7 @@ log = logging.getLogger(__name__)
 RETRY_SECONDS = 300  # a publish that found the lock held looks again this much later
 CATCH_UP = "catch-up"
 HEARTBEAT = "heartbeat"
+OUTBOX = "outbox"
 
 
 def trigger(config: Config, which: str) -> CronTrigger:
@@ -65,16 +74,19 @@ def previous_fire(config: Config, which: str, now: datetime) -> datetime | None:
 
 
 def publish_due(config: Config, store: Store, now: datetime) -> bool:
-    """A publish fire passed with no publish since: run it once now.
+    """A publish fire passed and no digest or publish covers it (by as-of): run it once now.
 
     A `partial` publish counts: its digest is out, and the outbox retries what failed.
+    A publish with nothing new makes no digest; its run's as-of counts instead.
     """
     fire = previous_fire(config, "publish", now)
     if fire is None:
         return False
     runs = [store.last_run("publish", status) for status in ("ok", "partial")]
-    starts = [datetime.fromisoformat(run["started"]) for run in runs if run]
-    return not starts or max(starts) < fire
+    covered = [datetime.fromisoformat(run["as_of"]) for run in runs if run]
+    covered += [end for end in [store.last_digest_end()] if end is not None]
+    covered = [c if c.tzinfo else c.replace(tzinfo=config.zone) for c in covered]
+    return not covered or max(covered) < fire
 
 
 def heartbeat_path(config: Config) -> Path:
@@ -157,8 +169,10 @@ def guarded(config: Config, name: str, work: Callable[[], object],
 
 def build(config: Config, collect_job: Callable[[], object], publish_job: Callable[[], object],
           store: Store, now: datetime | None = None,
-          executor: ThreadPoolExecutor | None = None) -> BlockingScheduler:
-    """The scheduler with its jobs, not started: collect, publish, and a catch-up if due.
+          executor: ThreadPoolExecutor | None = None,
+          outbox_job: Callable[[], object] | None = None) -> BlockingScheduler:
+    """The scheduler with its jobs, not started: collect, publish, a catch-up if due, and
+    the outbox retry when something waits in the outbox.
 
     coalesce: fires missed while the process was suspended run once, not once each;
     misfire_grace_time: a fire late by at most schedule.misfire_grace_seconds still runs;
@@ -182,7 +196,29 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Callab
         if delay:
             log.info("publish: trying again at %s", when.isoformat(timespec="seconds"))
 
-    publish_body = guarded(config, "publish", publish_job, due=is_due,
+    def plan_outbox(floor: float = 0) -> None:
+        """The outbox job at the earliest waiting row's next attempt (not before `floor` s)."""
+        if outbox_job is None:
+            return
+        when = next_retry(StoreOutbox(store).pending())
+        if when is None:
+            return
+        soonest = datetime.now(config.zone) + timedelta(seconds=floor)
+        scheduler.add_job(outbox_body, "date", run_date=max(when, soonest), id=OUTBOX,
+                          name="outbox retry", replace_existing=True,
+                          **{**defaults, "misfire_grace_time": None})
+
+    def then_plan(work: Callable[[], object], floor: float) -> Callable[[], None]:
+        def body() -> None:
+            try:
+                work()
+            finally:
+                plan_outbox(floor)
+        return body
+
+    outbox_body = guarded(config, "outbox", then_plan(outbox_job or (lambda: None), RETRY_SECONDS),
+                          on_locked=lambda: plan_outbox(RETRY_SECONDS))
+    publish_body = guarded(config, "publish", then_plan(publish_job, 0), due=is_due,
                            on_locked=lambda: catch_up(RETRY_SECONDS))
     scheduler.add_job(guarded(config, "collect", collect_job), trigger(config, "collect"),
                       id="collect", name="collect", **defaults)
@@ -202,6 +238,7 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Callab
         catch_up()
     else:
         log.info("no publish is due: none was missed since the last successful one")
+    plan_outbox()
     return scheduler
 
 
@@ -221,11 +258,11 @@ def _keep_heartbeat(config: Config, scheduler: BlockingScheduler) -> None:
 
 
 def serve(config: Config, collect_job: Callable[[], object], publish_job: Callable[[], object],
-          store: Store) -> None:
+          store: Store, outbox_job: Callable[[], object] | None = None) -> None:
     """Block until SIGTERM or SIGINT; the running step finishes its transaction first."""
     now = datetime.now(config.zone)
     executor = ThreadPoolExecutor(max_workers=2)
-    scheduler = build(config, collect_job, publish_job, store, now, executor)
+    scheduler = build(config, collect_job, publish_job, store, now, executor, outbox_job)
 
     def stop(signum, _frame) -> None:
         name = signal.Signals(signum).name

@@ -9,6 +9,7 @@ from typing import Any
 
 from pipeline import learn, rank, schedule
 from pipeline.config import Config, mask_url
+from pipeline.deliver.outbox import RESENT, Delivery, StoreOutbox
 from pipeline.errors import DigestError
 from pipeline.run import JUDGED
 from pipeline.store import Store
@@ -109,10 +110,17 @@ def overview(config: Config, store: Store) -> str:
         for warning in warnings:
             lines.append(f"    warning: {warning}")
     lines += judging(config, store)
-    lines.append(f"outbox: {counts['pending']} pending, {counts['failed']} failed")
-    for row in data["outbox"]["waiting"]:
-        lines.append(f"  {row['digest_id']} {row['recipient']}: {row['status']} after "
-                     f"{row['attempts']} attempts — {row['last_error'] or ''}")
+    outbox = StoreOutbox(store)
+    waiting, failed = outbox.pending(), outbox.rows(("failed",))
+    lines.append(f"outbox: {len(waiting)} pending, {len(failed)} failed")
+    lines += waiting_lines(waiting)
+    for row in failed:
+        lines.append(f"  {row.digest_id} {row.who}: failed after {row.attempts} attempts — "
+                     f"{row.last_error or ''}")
+    for row in outbox.rows(("sent",)):
+        if row.last_error and row.last_error.startswith(RESENT):
+            lines.append(f"  {row.digest_id} {row.who}: sent at {row.sent_at}, {row.last_error}; "
+                         "the reader may have two copies with the same Message-ID")
     return "\n".join(lines) + "\n"
 
 
@@ -130,6 +138,18 @@ def coverage_lines(summary: dict | None) -> list[str]:
     for gap in summary["gaps"]:
         fix = f"recovered through {gap['recovered']}" if gap["recovered"] else "NOT recovered yet"
         lines.append(f"gap: {gap['group']} on {gap['day']}: {gap['cause']}, {fix}")
+    return lines
+
+
+def waiting_lines(rows: list[Delivery]) -> list[str]:
+    """Rows still to deliver: when the scheduler tries next (run and send try at once), and why."""
+    lines = []
+    for row in rows:
+        state = "hand-over interrupted" if row.interrupted else "pending"
+        when = (f"the scheduler tries at {row.next_attempt.isoformat(timespec='seconds')}"
+                if row.next_attempt else "the scheduler tries at its next look")
+        lines.append(f"  {row.digest_id} {row.who}: {state} after {row.attempts} attempts; {when}, "
+                     f"run or send at once" + (f" — {row.last_error}" if row.last_error else ""))
     return lines
 
 

@@ -472,6 +472,11 @@ class Store:
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
+    def add_delivery(self, digest_id: str, recipient: str) -> None:
+        with self.tx() as conn:
+            conn.execute(deliveries.insert().values(
+                digest_id=digest_id, recipient=recipient, status="pending", attempts=0))
+
     def update_delivery(self, delivery_id: int, **values: Any) -> None:
         with self.tx() as conn:
             conn.execute(deliveries.update().where(deliveries.c.id == delivery_id).values(**values))

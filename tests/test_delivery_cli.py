@@ -1,13 +1,12 @@
-"""Delivery through the real CLI: a crash mid-send, git publishing, --dry-run and --no-email,
-and a 550 for one reader. Every run is the real `rl-digest` process against local servers.
+"""Delivery through the real CLI: a crash mid-send, a resend on purpose, a channel added from
+a test module, git publishing, --dry-run and --no-email, and a 550 for one reader. Every run
+is the real `rl-digest` process against local servers.
 
-The outbox is AT MOST ONCE (pipeline/deliver/email.py): a row becomes `sending` when the
-server has answered DATA with 354, right before the body goes out, and `sent` after the
-250. A process killed between the two leaves `sending`; the next run cannot know whether
-the server queued the message, so it marks the row `failed` ("not resent (at-most-once)")
-and never sends it again. A reader may therefore miss one digest in that window (a few
-milliseconds per message), but no reader ever gets a digest twice. A process killed
-before the 354 leaves the row `pending`, and the next run sends it once.
+The rule (pipeline/deliver/outbox.py): every reader gets every digest. A row becomes
+`sending`, with its Message-ID, when its hand-over begins, and `sent` after the server's
+250. A process killed in between leaves `sending`; the next run cannot know whether the
+server kept the message, so it sends it again with the SAME Message-ID (mail clients
+collapse the two) and `status` notes it: at most one duplicate, never a loss.
 """
 
 from __future__ import annotations
@@ -25,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_command, cli_env, write_config
+from tests import toy_channel
+from tests.conftest import ROOT, USE_INSTALLED, cli_command, cli_env, write_config
 from tests.servers import smtp_server
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.smtp_server import SmtpServer
@@ -33,6 +33,7 @@ from tests.test_collect import CATS, rl_paper
 
 DAY = datetime(2026, 10, 29, 12, tzinfo=UTC)
 AS_OF = "2026-11-02"
+NEXT = "2026-11-09"
 READERS = ["ada@example.org", "alan@example.org"]
 
 
@@ -127,13 +128,16 @@ def stderr_lines(result: subprocess.CompletedProcess) -> list[str]:
 
 # --- A crash between send and mark ---------------------------------------------------------
 
-def test_kill_after_the_body_went_out_never_sends_that_reader_twice(tmp_path, cli):
-    """kill -9 while the server holds the message but has not yet answered 250.
+def message_ids(smtp: SmtpServer, reader: str) -> list[str]:
+    return [str(m.message["Message-ID"]).strip() for m in smtp.to(reader)]
 
-    At-most-once: the row is `sending` at the kill; the next run marks it `failed` with
-    the Message-ID to look up and does not resend it. The server has exactly one copy
-    (it accepted the message in the end); the other reader, never attempted, is sent once.
-    """
+
+def test_kill_9_mid_data_then_the_next_run_delivers_that_reader_with_the_same_message_id(
+        tmp_path, cli):
+    """kill -9 while the server holds the message but has not yet answered 250: the row is
+    `sending` with its Message-ID; the next run sends it again with that id (the reader has
+    at most two copies that their client shows as one) and `status` says so; the other
+    reader, never attempted, gets one copy."""
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, \
             SmtpServer(stall_at="DATA", stall_seconds=30) as smtp:
         config = config_with(tmp_path, arxiv, smtp.port)
@@ -144,30 +148,31 @@ def test_kill_after_the_body_went_out_never_sends_that_reader_twice(tmp_path, cl
         finally:
             if proc.poll() is None:
                 proc.kill()
-        rows = outbox(tmp_path)
-        assert rows["ada@example.org"]["status"] == "sending"
-        assert rows["ada@example.org"]["message_id"]
-        assert rows["alan@example.org"]["status"] == "pending"
+        cut = outbox(tmp_path)
         smtp.stall_seconds = 0  # the server is well again
-        again = cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
-        sent = cli("--config", str(config), "send")  # nothing is left to send, ever
+        again = cli("--config", str(config), "run", "--as-of", AS_OF)
+        status = cli("--config", str(config), "status")
+        sent = cli("--config", str(config), "send")  # nothing is left to send
         delivered = copies(smtp)
-    assert delivered == {"ada@example.org": 1, "alan@example.org": 1}
+        ada_ids = message_ids(smtp, "ada@example.org")
+    assert cut["ada@example.org"]["status"] == "sending"
+    assert cut["ada@example.org"]["message_id"]
+    assert cut["alan@example.org"]["status"] == "pending"
+    assert delivered == {"ada@example.org": 2, "alan@example.org": 1}
+    assert ada_ids == [cut["ada@example.org"]["message_id"]] * 2
     rows = outbox(tmp_path)
-    assert rows["ada@example.org"]["status"] == "failed"
-    assert "at-most-once" in rows["ada@example.org"]["last_error"]
-    assert rows["ada@example.org"]["message_id"] in rows["ada@example.org"]["last_error"]
-    assert rows["alan@example.org"]["status"] == "sent"
-    assert "sent to 1" in again.stdout
-    lines = stderr_lines(again)
-    assert lines[-1].startswith("rl-digest: ada@example.org (digest 2026-11-02): interrupted")
+    assert {r["status"] for r in rows.values()} == {"sent"}
+    assert "sent to 2" in again.stdout
     assert "Traceback" not in again.stderr
+    assert (f"{AS_OF} ada@example.org: sent at " in status.stdout
+            and "resent after an interrupted hand-over" in status.stdout)
+    assert "outbox: 0 pending, 0 failed" in status.stdout
     assert "sent 0, pending 0, failed 0" in sent.stdout
 
 
 def test_kill_before_the_body_went_out_sends_it_once_next_run(tmp_path, cli):
-    """kill -9 while the server stalls its answer to RCPT TO: nothing left, the row stays
-    `pending`, and the next run sends it exactly once."""
+    """kill -9 while the server stalls its answer to RCPT TO: nothing left, and the next run
+    sends it exactly once (with the Message-ID stored when the hand-over began)."""
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, \
             WatchedSmtp(stall_at="RCPT", stall_seconds=30) as smtp:
         config = config_with(tmp_path, arxiv, smtp.port)
@@ -178,14 +183,101 @@ def test_kill_before_the_body_went_out_sends_it_once_next_run(tmp_path, cli):
         finally:
             if proc.poll() is None:
                 proc.kill()
-        assert {r["status"] for r in outbox(tmp_path).values()} == {"pending"}
+        cut = outbox(tmp_path)
         assert smtp.messages == []
         smtp.stall_seconds = 0
         again = cli("--config", str(config), "run", "--as-of", AS_OF)
         delivered = copies(smtp)
+        ada_ids = message_ids(smtp, "ada@example.org")
+    assert cut["ada@example.org"]["status"] == "sending"
+    assert cut["alan@example.org"]["status"] == "pending"
     assert "sent to 2" in again.stdout
     assert delivered == {"ada@example.org": 1, "alan@example.org": 1}
+    assert ada_ids == [cut["ada@example.org"]["message_id"]]
     assert {r["status"] for r in outbox(tmp_path).values()} == {"sent"}
+
+
+# --- a resend on purpose ----------------------------------------------------------------------
+
+def test_send_digest_reader_resends_one_on_purpose_with_a_new_message_id(tmp_path, cli):
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port)
+        cli("--config", str(config), "run", "--as-of", AS_OF)
+        first = outbox(tmp_path)["ada@example.org"]["message_id"]
+        resent = cli("--config", str(config), "send", "--digest", AS_OF, "--reader", "ada@example.org")
+        newcomer = cli("--config", str(config), "send", "--digest", AS_OF,
+                       "--reader", "grace@example.org")
+        unknown = cli("--config", str(config), "send", "--digest", "2020-01-06",
+                      "--reader", "ada@example.org", check=2)
+        alone = cli("--config", str(config), "send", "--reader", "ada@example.org", check=2)
+        delivered = copies(smtp)
+        ada_ids = message_ids(smtp, "ada@example.org")
+    assert "sent 1, pending 0, failed 0" in resent.stdout
+    assert "sent 1, pending 0, failed 0" in newcomer.stdout  # last week's issue for a new reader
+    assert delivered == {"ada@example.org": 2, "alan@example.org": 1, "grace@example.org": 1}
+    # A new id: the same one would be collapsed into the copy the reader may still have.
+    assert ada_ids[0] == first and ada_ids[1] != first
+    assert outbox(tmp_path)["ada@example.org"]["message_id"] == ada_ids[1]
+    assert stderr_lines(unknown) == ["rl-digest: --digest: no digest 2020-01-06 "
+                                     "(`rl-digest status` lists them)"]
+    assert "--reader needs --digest" in alone.stderr
+
+
+# --- a channel added from a test module ------------------------------------------------------
+
+def plugin_env(tmp_path: Path) -> dict:
+    """An installed-looking plugin: a dist-info declaring `toy_file` in the rl_digest.channels
+    entry-point group, and tests/ on the path for its module (tests/toy_channel.py)."""
+    site = tmp_path / "plugins"
+    info = site / "rl_digest_toy-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rl-digest-toy\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[rl_digest.channels]\ntoy_file = toy_channel:FileChannel\n")
+    paths = [str(site), str(ROOT / "tests")] + ([] if USE_INSTALLED else [str(ROOT)])
+    return {"PYTHONPATH": os.pathsep.join(paths)}
+
+
+def test_a_toy_channel_from_a_test_module_gets_every_digest_once(tmp_path, cli):
+    """Two channels pipeline/ knows nothing of (one through the entry-point group, one as
+    module:factory in the config) get each digest once beside email; a resend on purpose
+    works for them too."""
+    notes, archive = tmp_path / "notes", tmp_path / "archive"
+    channels = [{"type": "toy_file", "name": "notes", "folder": str(notes), "readers": ["team", "ada"]},
+                {"type": "toy_channel:FileChannel", "name": "archive", "folder": str(archive)}]
+    env = plugin_env(tmp_path)
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, channels=channels)
+        first = cli("--config", str(config), "run", "--as-of", AS_OF, env=env)
+        again = cli("--config", str(config), "run", "--as-of", AS_OF, env=env)
+        arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
+        week = cli("--config", str(config), "run", "--as-of", NEXT, env=env)
+        resend = cli("--config", str(config), "send", "--digest", AS_OF, "--reader", "notes:team",
+                     env=env)
+        delivered = copies(smtp)
+    team, ada, inbox = (toy_channel.messages(p) for p in
+                        (notes / "team.md", notes / "ada.md", archive / "inbox.md"))
+    assert "sent to 5" in first.stdout and "sent to 0" in again.stdout and "sent to 5" in week.stdout
+    assert "sent 1, pending 0, failed 0" in resend.stdout
+    assert delivered == {"ada@example.org": 2, "alan@example.org": 2}
+    assert [len(team), len(ada), len(inbox)] == [3, 2, 2]
+    for got in (team, ada, inbox):
+        assert "2611.00001" in got[0] and "2611.00002" in got[1]
+    assert "2611.00001" in team[2]  # the resend of the first digest
+    assert f"Message-ID: <{AS_OF}.team.notes@toy>" in team[0]
+    rows = db_rows(tmp_path, "SELECT recipient, status FROM deliveries WHERE digest_id = ?", AS_OF)
+    assert sorted(r["recipient"] for r in rows) == [
+        "ada@example.org", "alan@example.org", "archive:inbox", "notes:ada", "notes:team"]
+    assert {r["status"] for r in rows} == {"sent"}
+
+
+def test_an_unknown_channel_type_is_a_config_error_naming_the_key(tmp_path, cli):
+    config = config_with(tmp_path, channels=[{"type": "carrier-pigeon"}])
+    result = cli("--config", str(config), "run", "--offline", "--as-of", AS_OF, check=2)
+    assert stderr_lines(result)[-1].startswith(
+        "rl-digest: channels[0].type: no channel type 'carrier-pigeon' (known: email")
+    unnamed = config_with(tmp_path, channels=[{"type": "toy_channel:FileChannel", "folder": "x"}])
+    check = cli("--config", str(unnamed), "config", "check", check=2)
+    assert "channels[0].name: 'toy_channel:FileChannel' is not a channel name" in check.stderr
 
 
 # --- a 550 for one reader -------------------------------------------------------------------

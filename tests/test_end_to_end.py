@@ -91,21 +91,28 @@ def test_without_an_llm_the_digest_goes_out_marked_pending(tmp_path, cli, db_url
 
 
 def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli, db_url):
+    """SMTP down: the run exits 1 and both rows wait; SMTP back: an immediate `run` (within
+    the backoff, which only paces the scheduler) delivers them, and nothing goes twice."""
     port = refused_port()
     with ArxivServer([rl_paper(1, DAY)]) as arxiv:
         config = full_config(tmp_path, arxiv, smtp_port=port, db_url=db_url)
         down = cli("--config", str(config), "run", "--as-of", "2026-11-02", check=1)
         assert "stays queued" in down.stderr
         assert (tmp_path / "out" / "digests" / "2026-11-02.md").exists()
+        waiting = cli("--config", str(config), "send", check=1)
         with SmtpServer(port=port) as smtp:
-            waiting = cli("--config", str(config), "send")
-            assert "sent 0, pending 2" in waiting.stdout  # backing off: not due yet
-            backends.execute(db_url, "UPDATE deliveries SET next_attempt = NULL")  # the backoff passed
+            up = cli("--config", str(config), "run", "--as-of", "2026-11-02")
             sent = cli("--config", str(config), "send")
-            again = cli("--config", str(config), "run", "--as-of", "2026-11-02")
             received = list(smtp.messages)
-    assert "sent 2" in sent.stdout
-    assert "sent to 0" in again.stdout
+    # Still down: `send` tried again at once and lists each waiting row with its next
+    # scheduled try and its last error.
+    assert "sent 0, pending 2, failed 0" in waiting.stdout
+    for reader in ("ada@example.org", "alan@example.org"):
+        line = next(ln for ln in waiting.stdout.splitlines() if f"2026-11-02 {reader}:" in ln)
+        assert "pending after 2 attempts; the scheduler tries at 20" in line
+        assert "run or send at once — smtp 127.0.0.1:" in line and "connection refused" in line
+    assert "sent to 2" in up.stdout
+    assert "sent 0, pending 0, failed 0" in sent.stdout
     assert sorted(r.rcpt_tos[0] for r in received) == ["ada@example.org", "alan@example.org"]
     for message in received:
         assert len(message.rcpt_tos) == 1

@@ -406,7 +406,7 @@ def run_seconds(tmp_path_factory) -> float:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("crash", crash_points(), ids=str)
-def test_kill_9_at_any_point_then_a_rerun_loses_nothing_and_mails_nobody_twice(
+def test_kill_9_at_any_point_then_a_rerun_loses_nothing_and_duplicates_at_most_one_message(
         tmp_path, cli, crash, request, db_url):
     with crash_world(tmp_path, db_url) as (arxiv, llm, smtp, config):
         if crash.stage in ("rss", "api"):
@@ -444,8 +444,8 @@ def test_kill_9_at_any_point_then_a_rerun_loses_nothing_and_mails_nobody_twice(
         llm.script, smtp.stall_seconds = None, 0
         rerun = cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": KEY},
                     check=None)
-        delivered = copies(smtp)
-    assert rerun.returncode in (0, 1), rerun.stderr
+        smtp_messages = list(smtp.messages)
+    assert rerun.returncode == 0, rerun.stderr
     assert "Traceback" not in rerun.stderr
     assert backends.integrity(db_url) == "ok"
     expected = sorted(p.id for p in PAPERS)
@@ -456,17 +456,14 @@ def test_kill_9_at_any_point_then_a_rerun_loses_nothing_and_mails_nobody_twice(
     rows = {r["recipient"]: r for r in backends.rows(db_url, "SELECT * FROM deliveries ORDER BY id")}
     assert sorted(rows) == READERS
     for address, row in rows.items():
-        # At most once: never two copies. None only for a row the crash left in the
-        # hand-over (`sending`), which is failed, not resent; every other reader gets one.
-        assert delivered.get(address, 0) <= 1, (address, delivered)
-        if row["status"] == "sent":
-            assert delivered.get(address) == 1
-        else:
-            assert row["status"] == "failed" and "at-most-once" in row["last_error"], row
-    if crash.stage != "smtp-data" and crash.stage != "time":
-        assert {r["status"] for r in rows.values()} == {"sent"}
-    if rerun.returncode == 1:
-        assert any(r["status"] == "failed" for r in rows.values())
+        # Every reader gets it; at most one duplicate, and only of a hand-over the crash cut
+        # off, with the same Message-ID (mail clients show one).
+        assert row["status"] == "sent", row
+        got = [str(m.message["Message-ID"]).strip() for m in smtp_messages if address in m.rcpt_tos]
+        assert 1 <= len(got) <= 2, (address, got)
+        assert set(got) == {row["message_id"]}
+        if len(got) == 2:
+            assert row["last_error"].startswith("resent after an interrupted hand-over"), row
 
 
 # --- property tests: title matching ---------------------------------------------------------

@@ -236,3 +236,46 @@ def test_serve_returns_at_once_when_stop_came_before_the_scheduler_started(tmp_p
         signal.alarm(0)
         for sig, handler in handlers.items():
             signal.signal(sig, handler)
+
+
+def test_a_digest_remade_by_hand_for_last_week_does_not_hide_this_weeks_missed_publish(tmp_path):
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    zone = ZoneInfo("Asia/Shanghai")
+    monday = datetime(2026, 11, 16, 8, tzinfo=zone)
+    store.finish_run(store.start_run("publish", monday), "ok", {})
+    back = datetime(2026, 11, 25, 10, tzinfo=zone)  # this Monday's (23rd) fire was missed
+    # Today, by hand: `run --as-of 2026-11-16` re-makes last week's digest.
+    by_hand = datetime(2026, 11, 16, 23, 59, 59, tzinfo=zone)
+    store.finish_run(store.start_run("publish", by_hand), "ok", {})
+    store.save_digest("2026-11-16", (by_hand - timedelta(days=7), by_hand), {}, [], [])
+    assert schedule.publish_due(config, store, back)
+    store.finish_run(store.start_run("publish", back), "ok", {})  # the catch-up
+    assert not schedule.publish_due(config, store, back + timedelta(minutes=5))
+
+
+def waiting_row(store, next_attempt):
+    store.save_digest("2026-11-30", (datetime(2026, 11, 23, tzinfo=UTC), datetime(2026, 11, 30, tzinfo=UTC)),
+                      {}, [], ["ada@example.org"])
+    row = store.deliveries()[0]
+    store.update_delivery(row["id"], next_attempt=next_attempt and next_attempt.isoformat())
+
+
+def test_the_outbox_job_runs_when_the_earliest_backoff_runs_out_and_plans_itself_again(tmp_path):
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    published_now(store)
+    assert "outbox" not in {j.id for j in schedule.build(config, lambda: None, lambda: None, store,
+                                                         outbox_job=lambda: None).get_jobs()}
+    due = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=1)
+    waiting_row(store, due)
+    calls: list[str] = []
+    scheduler = schedule.build(config, lambda: None, lambda: None, store,
+                               outbox_job=lambda: calls.append("outbox"))
+    job = scheduler.get_job("outbox")
+    assert job.trigger.run_date == due and job.misfire_grace_time is None
+    before = datetime.now(config.zone)
+    job.func()  # the row is still waiting afterwards (the server is still down, say)
+    assert calls == ["outbox"]
+    again = [j for j in scheduler.get_jobs() if j.id == "outbox"][-1].trigger.run_date
+    assert again - before >= timedelta(seconds=schedule.RETRY_SECONDS - 1)

@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import cli_command, cli_env, write_config
 from tests.servers.arxiv_server import ArxivServer, hang
+from tests.servers.smtp_server import SmtpServer, refused_port
 from tests.test_collect import CATS, rl_paper
 
 READY = "next publish:"  # logged once the signal handlers are in place
@@ -226,3 +227,63 @@ def test_two_schedulers_on_one_database_publish_once(tmp_path, start, cli):
     assert "Traceback" not in "".join(logs)
     assert publish_runs(tmp_path) == [("ok", None)]
     assert len(assert_consistent(tmp_path)) == 1
+
+
+def test_a_digest_made_by_hand_for_last_week_does_not_hide_this_weeks_missed_publish(
+        tmp_path, start, cli):
+    """`run --as-of <last week>` today is not this week's publish: the scheduler decides from
+    the as-of of what exists, so it still catches this week up."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    last_week = (now - timedelta(days=8)).date().isoformat()
+    with ArxivServer([rl_paper(90, now - timedelta(days=9))]) as arxiv:
+        config = config_for(tmp_path, arxiv)
+        by_hand = cli("--config", str(config), "run", "--as-of", last_week)
+        arxiv.add(*papers_now())
+        scheduler = start(config)
+        scheduler.ready()
+        scheduler.wait_for("the catch-up publish", lambda: len(publish_runs(tmp_path)) == 2
+                           and publish_runs(tmp_path)[-1] == ("ok", None))
+        code, _ = scheduler.terminate()
+    log = scheduler.log()
+    assert code == 0, log
+    assert "relevant 1" in by_hand.stdout
+    assert "a publish was missed while down: running it now" in log
+    digests = assert_consistent(tmp_path)
+    assert digests[0] == last_week and len(digests) == 2 and digests[1] > last_week
+    text = (tmp_path / "out" / "digests" / f"{digests[1]}.md").read_text(encoding="utf-8")
+    assert "GRPO variant 2 for reinforcement learning" in text
+
+
+def test_the_scheduler_retries_the_outbox_by_itself_when_the_backoff_runs_out(
+        tmp_path, start, cli):
+    """SMTP down at the publish: the rows wait. The scheduler (no publish due) sends them
+    when their backoff runs out, with no run or send from anyone."""
+    port = refused_port()
+    with ArxivServer(papers_now()) as arxiv:
+        config = write_config(tmp_path, {
+            "sources": {"arxiv": {"api_url": arxiv.api_url, "categories": CATS, "page_size": 50,
+                                  "overlap_hours": 0, "retries": 1},
+                        "rss": {"urls": [arxiv.rss_url(CATS)]}},
+            "seeds": {"paths": []},
+            "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": port,
+                      "security": "none", "to": ["ada@example.org", "alan@example.org"]},
+        }, seeds=False)
+        cli("--config", str(config), "run", check=1)
+        soon = (datetime.now(UTC) + timedelta(seconds=3)).isoformat(timespec="seconds")
+        conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3")
+        conn.execute("UPDATE deliveries SET next_attempt = ?", (soon,))  # the backoff runs out
+        conn.commit()
+        conn.close()
+        assert query(tmp_path, "SELECT DISTINCT status FROM deliveries") == [("pending",)]
+        with SmtpServer(port=port) as smtp:
+            scheduler = start(config)
+            scheduler.ready()
+            scheduler.wait_for("the outbox retry", lambda: query(
+                tmp_path, "SELECT DISTINCT status FROM deliveries") == [("sent",)])
+            code, _ = scheduler.terminate()
+            received = sorted(r for m in smtp.messages for r in m.rcpt_tos)
+    log = scheduler.log()
+    assert code == 0, log
+    assert "no publish is due" in log
+    assert "outbox: sent 2, pending 0, failed 0" in log
+    assert received == ["ada@example.org", "alan@example.org"]

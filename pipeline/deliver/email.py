@@ -1,43 +1,14 @@
-"""Email delivery: one message per recipient, sent from the `deliveries` outbox.
+"""Email, the first channel: one message per reader, handed over by SMTP.
 
 `build_message` makes the message (multipart/alternative: text/plain, then
 text/html; UTF-8; non-ASCII headers encoded per RFC 2047). `connect` opens the
 SMTP connection (`security: none | starttls | ssl`, always a verifying TLS
-context, login from environment variables). `send_pending` walks the outbox.
-
-Outbox rules
-------------
-A row is `pending` until the server has accepted the message for that
-recipient, then `sent` (with its Message-ID and time). A 4xx reply, a refused
-connection or a timeout keeps it `pending` with `attempts + 1`, `last_error` and
-`next_attempt = now + backoff` (5 min x 2^(attempts-1), capped at 6 h); after
-`max_attempts` such tries it becomes `failed`. A 5xx reply makes that recipient
-`failed` at once, with the server's words, and the others go on.
-
-Crash between the server's acceptance and the `sent` mark: AT-MOST-ONCE
-------------------------------------------------------------------------
-The contract says a digest reaches a recipient at most once, and for a weekly
-newsletter a duplicate is worse than a rare miss: it looks like spam, costs
-sender reputation and trust, while the window in which a message can be lost
-is a few milliseconds per message. So:
-
-* MAIL FROM, RCPT TO and DATA are sent one by one. Only when the server has
-  answered DATA with 354, i.e. right before the message itself goes out, is the
-  row marked `sending` (with its Message-ID, and `next_attempt` holding the
-  moment the hand-over began). Everything before that point is unambiguous
-  (refused, deferred or dropped before any content left) and stays retryable.
-* After the server's 250 the row becomes `sent`.
-* If the connection dies or times out after the content went out, nobody knows
-  whether the server queued it: the row is marked `failed` with an "unknown"
-  error naming the Message-ID (so an operator can check the server's log) and
-  is never resent.
-* A row still `sending` when `send_pending` starts belongs to a process that
-  died mid-hand-over. Once it is older than `stale_after` it is marked `failed`
-  the same way, never resent. Callers that hold the run lock (the CLI, the
-  scheduler) know no other process is sending and pass `stale_after=0`; the
-  10-minute default protects a library caller running two senders at once.
-
-An operator who decides to resend sets the row back to `pending` by hand.
+context, login from environment variables). `EmailChannel` is what the outbox
+(outbox.py, which holds the delivery rules) drives: one connection serves a batch,
+and the SMTP replies become the channel outcomes: 250 accepted, 4xx or a dropped
+connection before DATA `Deferred`, no connection at all `Unreachable`, 5xx
+`Refused`, and a connection lost after the content went out `Interrupted` (the
+server may have queued it: the outbox sends it again with the same Message-ID).
 """
 
 from __future__ import annotations
@@ -49,18 +20,18 @@ import smtplib
 import socket
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from email import policy as email_policy
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid, parseaddr
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import quote
 
-from pipeline import progress
+from pipeline import render
 from pipeline.config import Email
+from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import DeliveryError
-from pipeline.store import Store
+from pipeline.models import Digest
 
 log = logging.getLogger(__name__)
 
@@ -70,31 +41,7 @@ BUILD_POLICY = email_policy.default.clone(cte_type="7bit")
 WIRE_POLICY = email_policy.SMTP
 WIRE_POLICY_UTF8 = email_policy.SMTPUTF8
 
-BACKOFF_BASE = timedelta(minutes=5)
-BACKOFF_CAP = timedelta(hours=6)
-MAX_ATTEMPTS = 10
-STALE_AFTER = timedelta(minutes=10)
-
-Content = Callable[[str], tuple[str, str, str | None]]
-
-
-@dataclass
-class DeliveryReport:
-    """What one `send_pending` call did.
-
-    sent / failed: rows this call marked so. pending: rows of the digests in
-    scope still waiting after this call (deferred now, not yet due, or in flight
-    in another process). errors: one line per problem.
-    """
-
-    sent: int = 0
-    pending: int = 0
-    failed: int = 0
-    errors: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.pending == 0 and self.failed == 0
+Content = Callable[[Digest], tuple[str, str, str | None]]
 
 
 # --- the message ---------------------------------------------------------------
@@ -110,6 +57,7 @@ def build_message(
     unsubscribe_mailto: str | None = None,
     unsubscribe_url: str | None = None,
     date: datetime,
+    message_id: str | None = None,
 ) -> EmailMessage:
     """One message for one recipient (`To` holds only them).
 
@@ -117,7 +65,8 @@ def build_message(
     `list_id` an id such as "rl-digest.example.org" (or a full "Name <id>");
     `unsubscribe_mailto` an address that receives "subject=unsubscribe" mails;
     `unsubscribe_url` an https URL for one-click unsubscribe (RFC 8058), in
-    which "{recipient}" is replaced by the URL-quoted address.
+    which "{recipient}" is replaced by the URL-quoted address; `message_id`
+    reuses an id (a resend after an interrupted hand-over), else a new one is made.
     """
     sender_addr = parseaddr(sender)[1]
     if "@" not in sender_addr:
@@ -127,7 +76,7 @@ def build_message(
     msg["To"] = recipient
     msg["Subject"] = " ".join(subject.split())
     msg["Date"] = format_datetime(_aware(date))
-    msg["Message-ID"] = make_msgid(idstring=digest_id, domain=_domain(sender_addr))
+    msg["Message-ID"] = message_id or make_msgid(idstring=digest_id, domain=_domain(sender_addr))
     msg["List-Id"] = list_id if "<" in list_id else f"<{list_id}>"
     targets = []
     if unsubscribe_mailto:
@@ -194,94 +143,51 @@ def connect(cfg: Email, timeout: float | None = None, *,
     return smtp
 
 
-# --- the outbox ------------------------------------------------------------------
-def send_pending(
-    store: Store,
-    cfg: Email,
-    content: Content,
-    now: datetime,
-    max_attempts: int = MAX_ATTEMPTS,
-    *,
-    digest_id: str | None = None,
-    list_id: str | None = None,
-    stale_after: timedelta = STALE_AFTER,
-    ssl_context: ssl.SSLContext | None = None,
-) -> DeliveryReport:
-    """Send every due `pending` delivery (of `digest_id`, or of all digests).
+# --- the channel -----------------------------------------------------------------
+class EmailChannel:
+    """Email as a channel: `content(digest) -> (subject, text, html)` is rendered once
+    per digest; `ssl_context` is for tests that trust their own CA."""
 
-    `content(digest_id) -> (subject, text, html)`. `now` should be the wall
-    clock (it dates the messages and schedules retries). One SMTP connection
-    serves the batch; if the server drops it, one reconnect is tried.
-    """
-    now = _aware(now).astimezone(UTC)
-    report = DeliveryReport()
-    _recover_stale(store, digest_id, now, stale_after, report)
+    def __init__(self, cfg: Email, readers: list[str], content: Content,
+                 ssl_context: ssl.SSLContext | None = None):
+        self.cfg = cfg
+        self._readers = readers
+        self.content = content
+        self.sender_addr = parseaddr(cfg.from_)[1]
+        self.list_id = f"rl-digest.{_domain(self.sender_addr)}"
+        self.session = _Session(cfg, ssl_context)
+        self._texts: dict[str, tuple[str, str, str | None]] = {}
 
-    due, waiting = [], 0
-    for row in store.deliveries(digest_id, ("pending", "sending")):
-        if row["status"] == "sending" or not _is_due(row, now):
-            waiting += 1
-        else:
-            due.append(row)
-    if not due:
-        report.pending += waiting
-        return report
+    def readers(self) -> list[str]:
+        return list(self._readers)
 
-    sender = cfg.from_
-    sender_addr = parseaddr(sender)[1]
-    list_id = list_id or f"rl-digest.{_domain(sender_addr)}"
-    texts: dict[str, tuple[str, str, str | None]] = {}
-    session = _Session(cfg, ssl_context)
-    try:
-        for index, row in enumerate(progress.track(due, "sending", len(due))):
-            if row["digest_id"] not in texts:
-                texts[row["digest_id"]] = content(row["digest_id"])
-            subject, text, html = texts[row["digest_id"]]
-            msg = build_message(
-                sender=sender, recipient=row["recipient"], subject=subject, text=text, html=html,
-                digest_id=row["digest_id"], list_id=list_id, unsubscribe_mailto=sender_addr,
-                unsubscribe_url=cfg.unsubscribe_url, date=now)
-            try:
-                outcome, words = session.deliver(store, row, msg, sender_addr, now)
-            except _ConnectionLost as lost:
-                # No connection to be had: this row and every later one wait.
-                rest = due[index:]
-                for other in rest:
-                    _defer(store, other, lost.reason, now, max_attempts, report, quiet=True)
-                names = ", ".join(r["recipient"] for r in rest[:3]) + (", ..." if len(rest) > 3 else "")
-                report.errors.append(
-                    f"{session.where}: {lost.reason}; {len(rest)} deliveries stay queued ({names})")
-                log.warning("%s: %s; %d deliveries stay queued", session.where, lost.reason, len(rest))
-                break
-            if outcome == "sent":
-                store.update_delivery(row["id"], status="sent", attempts=row["attempts"] + 1,
-                                      message_id=msg["Message-ID"], sent_at=now.isoformat(),
-                                      next_attempt=None, last_error=None)
-                report.sent += 1
-                log.info("sent digest %s to %s %s", row["digest_id"], row["recipient"],
-                         msg["Message-ID"])
-            elif outcome == "failed":
-                _fail(store, row, words, report)
-            elif outcome == "unknown":
-                _fail(store, row, f"{words}; the server may have accepted {msg['Message-ID']}, "
-                                  "so it is not resent (at-most-once)", report, unknown=True)
-            else:
-                _defer(store, row, words, now, max_attempts, report)
-    finally:
-        session.close()
-    report.pending += waiting
-    return report
+    def build(self, digest: Digest, reader: str, message_id: str | None = None) -> Message:
+        if digest.id not in self._texts:
+            self._texts[digest.id] = self.content(digest)
+        subject, text, html = self._texts[digest.id]
+        msg = build_message(
+            sender=self.cfg.from_, recipient=reader, subject=subject, text=text, html=html,
+            digest_id=digest.id, list_id=self.list_id, unsubscribe_mailto=self.sender_addr,
+            unsubscribe_url=self.cfg.unsubscribe_url, date=datetime.now(UTC),
+            message_id=message_id)
+        return Message(reader, str(msg["Message-ID"]), msg)
+
+    def send(self, message: Message) -> str:
+        return self.session.deliver(message.body, self.sender_addr, message.reader)
+
+    def close(self) -> None:
+        self.session.close()
 
 
-def backoff(attempts: int) -> timedelta:
-    """Wait before try number attempts+1: 5, 10, 20, ... minutes, at most 6 hours."""
-    return min(BACKOFF_BASE * (2 ** max(attempts - 1, 0)), BACKOFF_CAP)
+def email_channel(setup: ChannelSetup) -> EmailChannel:
+    """The registered factory: readers from email.to and email.recipients_file."""
+    config, count = setup.config, setup.reading_count
 
+    def content(digest: Digest) -> tuple[str, str, str | None]:
+        return (render.digest_subject(config, digest), render.digest_as(config, digest, "txt", count),
+                render.digest_as(config, digest, "html", count))
 
-class _ConnectionLost(Exception):
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
+    return EmailChannel(config.email, config.recipients(), content)
 
 
 class _Session:
@@ -299,11 +205,11 @@ class _Session:
             try:
                 self.smtp = connect(self.cfg, ssl_context=self.ssl_context)
             except DeliveryError as exc:
-                raise _ConnectionLost(exc.message) from None
+                raise Unreachable(f"{self.where}: {exc.message}") from None
             except smtplib.SMTPResponseException as exc:
-                raise _ConnectionLost(_words(exc.smtp_code, exc.smtp_error)) from None
+                raise Unreachable(f"{self.where}: {_words(exc.smtp_code, exc.smtp_error)}") from None
             except (smtplib.SMTPException, OSError) as exc:
-                raise _ConnectionLost(_reason(exc)) from None
+                raise Unreachable(f"{self.where}: {_reason(exc)}") from None
             self.used = False
         return self.smtp
 
@@ -312,29 +218,24 @@ class _Session:
             _close(self.smtp, polite=True)
             self.smtp = None
 
-    def deliver(self, store: Store, row: dict, msg: EmailMessage, sender_addr: str,
-                now: datetime) -> tuple[str, str]:
-        """("sent" | "failed" | "deferred" | "unknown", server words)."""
+    def deliver(self, msg: EmailMessage, sender_addr: str, recipient: str) -> str:
+        """The server's words on acceptance; otherwise a channel error."""
         while True:
             smtp = self.open()
             reused = self.used
             try:
-                outcome = _transaction(smtp, store, row, msg, sender_addr, now)
+                words = _transaction(smtp, msg, sender_addr, recipient)
             except _Dropped as exc:
                 _close(smtp)
                 self.smtp = None
                 if reused:  # a connection that worked went away (idle, per-connection limit)
                     continue
-                raise _ConnectionLost(exc.reason) from None
-            except _Unknown as exc:
+                raise Unreachable(f"{self.where}: {exc.reason}") from None
+            except Interrupted:
                 self.smtp = None
-                return "unknown", str(exc)
+                raise
             self.used = True
-            return outcome
-
-
-class _Unknown(Exception):
-    """The connection failed after the message content went out: delivery unknown."""
+            return words
 
 
 class _Dropped(Exception):
@@ -345,43 +246,41 @@ class _Dropped(Exception):
         self.reason = reason
 
 
-def _transaction(smtp: smtplib.SMTP, store: Store, row: dict, msg: EmailMessage,
-                 sender_addr: str, now: datetime) -> tuple[str, str]:
-    recipient = row["recipient"]
+def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipient: str) -> str:
     international = not (sender_addr + recipient).isascii()
     options: list[str] = []
     if international:
         if not smtp.has_extn("smtputf8"):
-            return "failed", "non-ASCII address, and the server does not offer SMTPUTF8"
+            raise Refused("non-ASCII address, and the server does not offer SMTPUTF8")
         options = ["SMTPUTF8", "BODY=8BITMIME"]
     data = message_bytes(msg, international)
     try:
         code, resp = smtp.mail(sender_addr, options)
         if code != 250:
-            return _refused(smtp, code, resp, "MAIL FROM")
+            _refused(smtp, code, resp, "MAIL FROM")
         code, resp = smtp.rcpt(recipient)
         if code not in (250, 251):
-            return _refused(smtp, code, resp, "RCPT TO")
+            _refused(smtp, code, resp, "RCPT TO")
         code, resp = smtp.docmd("DATA")
         if code != 354:
-            return _refused(smtp, code, resp, "DATA")
+            _refused(smtp, code, resp, "DATA")
     except (smtplib.SMTPServerDisconnected, OSError) as exc:
         raise _Dropped(_reason(exc)) from None
-    # From here on the server may take the message: mark the row first.
-    store.update_delivery(row["id"], status="sending", message_id=msg["Message-ID"],
-                          next_attempt=now.isoformat())
     try:
         smtp.send(_dot_stuff(data))
         code, resp = smtp.getreply()
     except (smtplib.SMTPServerDisconnected, OSError) as exc:
         _close(smtp)
-        raise _Unknown(_reason(exc) + " after the message was sent") from None
+        raise Interrupted(_reason(exc) + " after the message was sent") from None
+    words = _words(code, resp)
     if code == 250:
-        return "sent", _words(code, resp)
-    return ("failed" if code >= 500 else "deferred"), _words(code, resp) + " (after DATA)"
+        return words
+    if code >= 500:
+        raise Refused(words + " (after DATA)")
+    raise Deferred(words + " (after DATA)")
 
 
-def _refused(smtp: smtplib.SMTP, code: int, resp: bytes, stage: str) -> tuple[str, str]:
+def _refused(smtp: smtplib.SMTP, code: int, resp: bytes, stage: str) -> NoReturn:
     words = f"{_words(code, resp)} ({stage})"
     if code == 421:  # the server is closing the connection
         raise _Dropped(words)
@@ -389,7 +288,7 @@ def _refused(smtp: smtplib.SMTP, code: int, resp: bytes, stage: str) -> tuple[st
         smtp.rset()
     except (smtplib.SMTPException, OSError):
         pass
-    return ("failed" if code >= 500 else "deferred"), words
+    raise Refused(words) if code >= 500 else Deferred(words)
 
 
 def _dot_stuff(data: bytes) -> bytes:
@@ -399,55 +298,7 @@ def _dot_stuff(data: bytes) -> bytes:
     return data + b".\r\n"
 
 
-# --- row bookkeeping -------------------------------------------------------------
-def _recover_stale(store: Store, digest_id: str | None, now: datetime, stale_after: timedelta,
-                   report: DeliveryReport) -> None:
-    for row in store.deliveries(digest_id, ("sending",)):
-        began = _parse(row["next_attempt"])
-        if began is not None and began + stale_after > now:
-            continue  # another live process may be handing it over right now
-        _fail(store, row, "interrupted while the server was receiving "
-                          f"{row['message_id'] or 'the message'}; it may have been delivered, "
-                          "so it is not resent (at-most-once)", report, unknown=True)
-
-
-def _fail(store: Store, row: dict, words: str, report: DeliveryReport,
-          unknown: bool = False) -> None:
-    values: dict[str, Any] = {} if unknown else {"message_id": None}  # keep the id to look up
-    store.update_delivery(row["id"], status="failed", attempts=row["attempts"] + 1,
-                          last_error=words, next_attempt=None, **values)
-    report.failed += 1
-    report.errors.append(f"{row['recipient']} (digest {row['digest_id']}): {words}")
-    log.warning("delivery of digest %s to %s failed: %s", row["digest_id"], row["recipient"], words)
-
-
-def _defer(store: Store, row: dict, words: str, now: datetime, max_attempts: int,
-           report: DeliveryReport, quiet: bool = False) -> None:
-    attempts = row["attempts"] + 1
-    if attempts >= max_attempts:
-        _fail(store, row, f"gave up after {attempts} attempts: {words}", report)
-        return
-    retry = now + backoff(attempts)
-    store.update_delivery(row["id"], status="pending", attempts=attempts, last_error=words,
-                          next_attempt=retry.isoformat(timespec="seconds"), message_id=None)
-    report.pending += 1
-    if not quiet:
-        report.errors.append(f"{row['recipient']} (digest {row['digest_id']}): {words}; "
-                             f"retry after {retry.isoformat(timespec='seconds')}")
-        log.warning("delivery of digest %s to %s deferred: %s", row["digest_id"],
-                    row["recipient"], words)
-
-
 # --- small helpers ---------------------------------------------------------------
-def _is_due(row: dict, now: datetime) -> bool:
-    when = _parse(row["next_attempt"])
-    return when is None or when <= now
-
-
-def _parse(value: str | None) -> datetime | None:
-    return _aware(datetime.fromisoformat(value)) if value else None
-
-
 def _aware(value: datetime) -> datetime:
     return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
 
@@ -484,5 +335,4 @@ def _close(smtp: smtplib.SMTP, polite: bool = False) -> None:
         smtp.close()
 
 
-__all__ = ["DeliveryReport", "backoff", "build_message", "connect", "message_bytes",
-           "send_pending"]
+__all__ = ["EmailChannel", "build_message", "connect", "email_channel", "message_bytes"]

@@ -1,0 +1,131 @@
+"""Channels: how a digest reaches its readers. The outbox (outbox.py) decides when and
+whether to send; a channel only builds a message and hands it over.
+
+A channel is looked up by the `type` of its config entry, in this order:
+the built-in `REGISTRY` below, then the `rl_digest.channels` entry-point group
+(a plugin package declares `[project.entry-points."rl_digest.channels"]
+name = "module:factory"`), then `module:factory` written out in the config.
+So a new channel is a new module plus one line, here or in its own package.
+
+A factory takes a `ChannelSetup` and returns an object with the `Channel` methods.
+`send` says what happened by returning (accepted) or raising one of the
+errors below; anything else it raises is a bug and propagates.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import Any, Protocol
+
+from pipeline.config import Config
+from pipeline.errors import ConfigError
+from pipeline.models import Digest
+
+GROUP = "rl_digest.channels"
+REGISTRY = {
+    "email": "pipeline.deliver.email:email_channel",
+}
+
+
+@dataclass(frozen=True)
+class Message:
+    """One digest for one reader, ready to hand over.
+
+    `id` is stored in the outbox when the hand-over starts; a hand-over that was cut
+    off is built again with the same id, so a reader who got both copies sees one.
+    """
+
+    reader: str
+    id: str
+    body: Any
+
+
+@dataclass(frozen=True)
+class ChannelSetup:
+    """What a factory gets: its name (the outbox key), the config, its own entry's options,
+    the reading-list size."""
+
+    name: str
+    config: Config
+    options: dict[str, Any] = field(default_factory=dict)
+    reading_count: int = 0
+
+
+class Channel(Protocol):
+    def readers(self) -> list[str]:
+        """Who gets each digest on this channel (addresses, chat ids, file names...)."""
+
+    def build(self, digest: Digest, reader: str, message_id: str | None = None) -> Message:
+        """The message for one reader; `message_id` set means: reuse this id."""
+
+    def send(self, message: Message) -> str:
+        """Hand the message over; return the other side's words on success."""
+
+    def close(self) -> None:
+        """Let go of connections; called once after a batch."""
+
+
+class Deferred(Exception):
+    """Not handed over, try again later (a 4xx, a timeout before any content left)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Unreachable(Deferred):
+    """The channel itself is down: every row of it waits, without trying each one."""
+
+
+class Refused(Exception):
+    """Refused for good (a 5xx): that reader's row fails; the others go on."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Interrupted(Exception):
+    """Cut off after content left: the other side may have it. Sent again later with
+    the same id (at most one duplicate, never a loss)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+Factory = Callable[[ChannelSetup], Channel]
+
+
+def factory(kind: str, where: str) -> Factory:
+    """The factory for a channel `type`; `where` names the config key in errors."""
+    target = REGISTRY.get(kind)
+    if target is None:
+        found = [ep for ep in entry_points(group=GROUP) if ep.name == kind]
+        if found:
+            return found[0].load()
+        if ":" not in kind:
+            known = sorted(set(REGISTRY) | {ep.name for ep in entry_points(group=GROUP)})
+            raise ConfigError(f"{where}: no channel type {kind!r} (known: {', '.join(known)}; "
+                              "or module:factory)")
+        target = kind
+    module, _, name = target.partition(":")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"{where}: cannot load channel {target!r}: {exc}") from None
+
+
+def open_channels(config: Config, reading_count: int, email: bool = True) -> dict[str, Channel]:
+    """Every configured channel by name: email (when enabled) and each `channels` entry."""
+    found: dict[str, Channel] = {}
+    if email and config.email.enabled:
+        found["email"] = factory("email", "email")(ChannelSetup("email", config, {}, reading_count))
+    for number, entry in enumerate(config.channels):
+        options = entry.model_dump(exclude={"type", "name"})
+        make = factory(entry.type, f"channels[{number}].type")
+        found[entry.key] = make(ChannelSetup(entry.key, config, options, reading_count))
+    return found

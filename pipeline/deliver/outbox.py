@@ -1,0 +1,283 @@
+"""The outbox: one row per (digest, reader of a channel), and the rules that get every
+row delivered. Channels (channels.py) only build and hand over; this module decides.
+
+The rule (the contract's Outputs): every reader gets every digest, exactly once in
+the normal case, at most one duplicate after a crash, never a silent loss.
+
+States of a row
+---------------
+* `pending`: waiting to be handed over. Saved with the digest, before anything is sent.
+* `sending`: a hand-over began (`claim`, which also stores the Message-ID) and has not
+  been seen to end. A process killed mid-hand-over leaves it so, and so does a
+  connection lost after the content went out: nobody knows whether the other side
+  kept the message. Such a row is sent again by the next run with the SAME
+  Message-ID, so a reader who got both copies sees one (mail clients collapse a
+  duplicate Message-ID); once sent, the row keeps the note "resent after an
+  interrupted hand-over", which `status` shows. At most one duplicate; never a loss.
+  Every caller holds the run lock, so a `sending` row at the start of a batch is
+  never another live process's.
+* `sent`: the other side accepted it.
+* `failed`: refused for good (a 5xx: the server's words are kept), or still not
+  handed over after `MAX_ATTEMPTS` tries. Shown by `status` and in the exit code;
+  `rl-digest send --digest ID --reader ADDR` queues it again.
+
+Retries: a deferral (4xx, refused connection, timeout, interruption) keeps the row
+waiting with `attempts + 1`, `last_error` and `next_attempt = now + backoff`
+(5 min x 2^(attempts-1), at most 6 h). The backoff paces only the scheduler's own
+retries (`due_only=True`); `run` and `send`, started by a person or cron, try every
+waiting row at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+from pipeline import progress
+from pipeline.deliver.channels import Channel, Deferred, Interrupted, Refused, Unreachable
+from pipeline.models import Digest
+from pipeline.store import Store
+
+log = logging.getLogger(__name__)
+
+BACKOFF_BASE = timedelta(minutes=5)
+BACKOFF_CAP = timedelta(hours=6)
+MAX_ATTEMPTS = 10
+RESENT = "resent after an interrupted hand-over"
+EMAIL = "email"
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One outbox row: a digest for one reader of one channel."""
+
+    id: int
+    digest_id: str
+    channel: str
+    reader: str
+    status: str  # pending | sending | sent | failed
+    attempts: int = 0
+    last_error: str | None = None
+    message_id: str | None = None
+    sent_at: str | None = None
+    next_attempt: datetime | None = None
+
+    @property
+    def who(self) -> str:
+        return _column(self.channel, self.reader)
+
+    @property
+    def label(self) -> str:
+        return f"{self.who} (digest {self.digest_id})"
+
+    @property
+    def interrupted(self) -> bool:
+        return self.status == "sending"
+
+
+@dataclass
+class DeliveryReport:
+    """What one `deliver` call did.
+
+    sent / failed: rows this call marked so. pending: rows in scope still waiting
+    after this call. errors: one line per problem.
+    """
+
+    sent: int = 0
+    pending: int = 0
+    failed: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.pending == 0 and self.failed == 0
+
+
+class Outbox(Protocol):
+    """What the state machine needs from storage."""
+
+    def pending(self, digest_id: str | None = None) -> list[Delivery]:
+        """Rows still waiting (`pending` or `sending`), in order."""
+
+    def claim(self, row: Delivery, message_id: str) -> None:
+        """The hand-over begins: `sending`, with the Message-ID to reuse if cut off."""
+
+    def mark_sent(self, row: Delivery, at: datetime, note: str | None = None) -> None:
+        """Accepted by the other side."""
+
+    def mark_failed(self, row: Delivery, error: str, retry_at: datetime | None = None,
+                    interrupted: bool = False) -> None:
+        """Not delivered: waits until `retry_at` (still `sending` if `interrupted`),
+        or `failed` for good when there is no `retry_at`."""
+
+
+class StoreOutbox:
+    """The outbox in the `deliveries` table. A row's `recipient` column holds the
+    reader for email (as it always has) and `channel:reader` for other channels."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def rows(self, statuses: tuple[str, ...] = (), digest_id: str | None = None) -> list[Delivery]:
+        return [_record(row) for row in self.store.deliveries(digest_id, statuses)]
+
+    def pending(self, digest_id: str | None = None) -> list[Delivery]:
+        return self.rows(("pending", "sending"), digest_id)
+
+    def claim(self, row: Delivery, message_id: str) -> None:
+        self.store.update_delivery(row.id, status="sending", message_id=message_id)
+
+    def mark_sent(self, row: Delivery, at: datetime, note: str | None = None) -> None:
+        self.store.update_delivery(row.id, status="sent", attempts=row.attempts + 1,
+                                   sent_at=_iso(at), next_attempt=None, last_error=note)
+
+    def mark_failed(self, row: Delivery, error: str, retry_at: datetime | None = None,
+                    interrupted: bool = False) -> None:
+        status = "failed" if retry_at is None else "sending" if interrupted else "pending"
+        self.store.update_delivery(row.id, status=status, attempts=row.attempts + 1,
+                                   last_error=error,
+                                   next_attempt=_iso(retry_at) if retry_at else None)
+
+    def requeue(self, digest_id: str, who: str) -> None:
+        """Queue one digest for one reader (`who`: an address, or CHANNEL:READER) again, on
+        purpose: a new attempt with a new Message-ID, because a mail client would collapse
+        the same id into the copy the reader may still have, and the resend would not show."""
+        found = [r for r in self.store.deliveries(digest_id) if r["recipient"] == who]
+        if not found:
+            self.store.add_delivery(digest_id, who)
+            return
+        self.store.update_delivery(found[0]["id"], status="pending", attempts=0, message_id=None,
+                                   next_attempt=None, last_error="queued again by hand",
+                                   sent_at=None)
+
+
+def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str], Digest],
+            now: datetime, *, digest_id: str | None = None, due_only: bool = False,
+            skip: Collection[str] = (), max_attempts: int = MAX_ATTEMPTS) -> DeliveryReport:
+    """Hand over every waiting row (of `digest_id`, or all), channel by channel.
+
+    `digest(id)` gives the stored digest. `due_only`: skip rows whose backoff has not
+    run out (the scheduler); otherwise try them all now (a person or cron). Rows of
+    the channels in `skip` are left as they are (`run --no-email`).
+    """
+    now = _aware(now).astimezone(UTC)
+    report = DeliveryReport()
+    down: dict[str, tuple[str, list[Delivery]]] = {}  # a channel that is down: why, and its rows
+    try:
+        rows = outbox.pending(digest_id)
+        for row in progress.track(rows, "sending", len(rows)):
+            if row.channel in skip:
+                continue
+            channel = channels.get(row.channel)
+            if channel is None:
+                report.pending += 1
+                report.errors.append(f"{row.label}: channel {row.channel} is not configured "
+                                     "now; it stays queued")
+                continue
+            if due_only and row.next_attempt is not None and row.next_attempt > now:
+                report.pending += 1
+                continue
+            if row.channel in down:
+                reason, rows = down[row.channel]
+                rows.append(row)
+                _defer(outbox, row, reason, now, max_attempts, report, quiet=True)
+                continue
+            _hand_over(outbox, channel, row, digest, now, max_attempts, report, down)
+    finally:
+        for channel in channels.values():
+            channel.close()
+    for reason, rows in down.values():
+        names = ", ".join(r.who for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
+        report.errors.append(f"{reason}; {len(rows)} deliveries stay queued ({names})")
+    return report
+
+
+def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable[[str], Digest],
+               now: datetime, max_attempts: int, report: DeliveryReport,
+               down: dict[str, tuple[str, list[Delivery]]]) -> None:
+    message = channel.build(digest(row.digest_id), row.reader, row.message_id)
+    outbox.claim(row, message.id)
+    try:
+        words = channel.send(message)
+    except Unreachable as exc:
+        down[row.channel] = (exc.reason, [row])
+        _defer(outbox, row, exc.reason, now, max_attempts, report, quiet=True)
+        log.warning("%s; its deliveries stay queued", exc.reason)
+    except Deferred as exc:
+        _defer(outbox, row, exc.reason, now, max_attempts, report)
+    except Interrupted as exc:
+        _defer(outbox, row, f"{exc.reason} while handing over {message.id}; it is sent again "
+                            "with the same Message-ID", now, max_attempts, report, interrupted=True)
+    except Refused as exc:
+        _fail(outbox, row, exc.reason, report)
+    else:
+        note = f"{RESENT} ({message.id})" if row.interrupted else None
+        outbox.mark_sent(row, now, note)
+        report.sent += 1
+        log.info("sent digest %s to %s %s: %s%s", row.digest_id, row.who, message.id, words,
+                 f" ({RESENT})" if note else "")
+
+
+def backoff(attempts: int) -> timedelta:
+    """Wait before try number attempts+1: 5, 10, 20, ... minutes, at most 6 hours."""
+    return min(BACKOFF_BASE * (2 ** max(attempts - 1, 0)), BACKOFF_CAP)
+
+
+def next_retry(rows: list[Delivery]) -> datetime | None:
+    """When the scheduler should next look at the outbox: the earliest due row."""
+    times = [row.next_attempt or datetime.min.replace(tzinfo=UTC) for row in rows]
+    return min(times) if times else None
+
+
+def _fail(outbox: Outbox, row: Delivery, words: str, report: DeliveryReport) -> None:
+    outbox.mark_failed(row, words)
+    report.failed += 1
+    report.errors.append(f"{row.label}: {words}")
+    log.warning("delivery of digest %s to %s failed: %s", row.digest_id, row.label, words)
+
+
+def _defer(outbox: Outbox, row: Delivery, words: str, now: datetime, max_attempts: int,
+           report: DeliveryReport, quiet: bool = False, interrupted: bool = False) -> None:
+    attempts = row.attempts + 1
+    if attempts >= max_attempts:
+        _fail(outbox, row, f"gave up after {attempts} attempts: {words}", report)
+        return
+    retry = now + backoff(attempts)
+    outbox.mark_failed(row, words, retry, interrupted=interrupted or row.interrupted)
+    report.pending += 1
+    if not quiet:
+        report.errors.append(f"{row.label}: {words}; it stays queued (the scheduler tries again "
+                             f"after {_iso(retry)})")
+        log.warning("delivery of digest %s to %s deferred: %s", row.digest_id, row.label, words)
+
+
+def _column(channel: str, reader: str) -> str:
+    return reader if channel == EMAIL else f"{channel}:{reader}"
+
+
+def _record(row: dict) -> Delivery:
+    recipient = row["recipient"]
+    head, sep, tail = recipient.partition(":")
+    channel, reader = (head, tail) if sep and "@" not in head else (EMAIL, recipient)
+    when = row["next_attempt"]
+    return Delivery(id=row["id"], digest_id=row["digest_id"], channel=channel, reader=reader,
+                    status=row["status"], attempts=row["attempts"], last_error=row["last_error"],
+                    message_id=row["message_id"], sent_at=row["sent_at"],
+                    next_attempt=_aware(datetime.fromisoformat(when)) if when else None)
+
+
+def _iso(value: datetime) -> str:
+    return value.isoformat(timespec="seconds")
+
+
+def _aware(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def recipients(channels: dict[str, Channel]) -> list[str]:
+    """The outbox rows a new digest gets: one per reader of each channel."""
+    return [_column(name, reader) for name, channel in channels.items()
+            for reader in channel.readers()]

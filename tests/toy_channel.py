@@ -1,0 +1,47 @@
+"""A toy channel for tests, added from outside pipeline/: each message is appended to a file
+per reader in `folder`, so a test can count what each reader got.
+
+It imports nothing from tests/, because the CLI under test loads it by itself: through the
+`rl_digest.channels` entry-point group or as `toy_channel:FileChannel` in the config.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline import render
+from pipeline.deliver.channels import ChannelSetup, Message
+from pipeline.models import Digest
+
+SEPARATOR = "\n----- message -----\n"
+
+
+class FileChannel:
+    def __init__(self, setup: ChannelSetup):
+        self.name = setup.name
+        self.config = setup.config
+        self.count = setup.reading_count
+        self.folder = Path(setup.options["folder"])
+        self._readers = list(setup.options.get("readers", ["inbox"]))
+
+    def readers(self) -> list[str]:
+        return self._readers
+
+    def build(self, digest: Digest, reader: str, message_id: str | None = None) -> Message:
+        text = render.digest_as(self.config, digest, "md", self.count)
+        return Message(reader, message_id or f"<{digest.id}.{reader}.{self.name}@toy>", text)
+
+    def send(self, message: Message) -> str:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{message.reader}.md"
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(f"{SEPARATOR}Message-ID: {message.id}\n\n{message.body}")
+        return f"appended to {path}"
+
+    def close(self) -> None:
+        pass
+
+
+def messages(path: Path) -> list[str]:
+    """The messages a reader's file holds."""
+    return path.read_text(encoding="utf-8").split(SEPARATOR)[1:] if path.exists() else []
