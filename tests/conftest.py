@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest
@@ -95,23 +94,24 @@ def cli_env(env: dict | None = None) -> dict:
     return full_env
 
 
+# The peak is read in a small go-between: a child forked from a large pytest process would
+# count the parent's pages in its own ru_maxrss (Linux keeps the high-water mark across exec).
+_MEASURE = ("import resource, subprocess, sys\n"
+            "code = subprocess.call(sys.argv[2:])\n"
+            "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+            "sys.exit(code)\n")
+
+
 def run_cli_measured(*args: str, timeout: float = 120,
                      check: int | None = 0) -> tuple[subprocess.CompletedProcess, int]:
     """run_cli, plus the peak resident memory of that one process in bytes (ru_maxrss)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        process = subprocess.Popen([*cli_command(), *args], cwd="/", env=cli_env(), stdout=out,
-                                   stderr=err, text=True)
-        waiter = threading.Timer(timeout, process.kill)
-        waiter.start()
-        try:
-            _, status, usage = os.wait4(process.pid, 0)
-        finally:
-            waiter.cancel()
-        process.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        result = subprocess.CompletedProcess(process.args, process.returncode, out.read(), err.read())
-    return _checked(result, check), usage.ru_maxrss * 1024  # Linux counts kilobytes
+    with tempfile.TemporaryDirectory() as folder:
+        peak_file = os.path.join(folder, "peak")
+        result = subprocess.run([sys.executable, "-c", _MEASURE, peak_file, *cli_command(), *args],
+                                cwd="/", env=cli_env(), capture_output=True, text=True, timeout=timeout)
+        with open(peak_file) as peak:
+            kilobytes = int(peak.read())
+    return _checked(result, check), kilobytes * 1024  # Linux counts kilobytes
 
 
 def _checked(result: subprocess.CompletedProcess, check: int | None) -> subprocess.CompletedProcess:
