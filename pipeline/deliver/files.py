@@ -6,6 +6,7 @@ so a web server can read them.
 
 from __future__ import annotations
 
+import glob
 import os
 import tempfile
 from pathlib import Path
@@ -18,6 +19,8 @@ def write_atomic(path: Path, text: str) -> Path:
     tmp_name = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # a killed run's
+            stale.unlink(missing_ok=True)  # (runs hold the lock: no other writer is busy)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide published files
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
