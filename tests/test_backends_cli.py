@@ -81,7 +81,9 @@ def test_kill_9_mid_run_then_the_next_run_completes(tmp_path, cli, db_url):
         proc = start_cli("--config", str(config), "run", "--as-of", "2026-11-02",
                          env={"OPENAI_API_KEY": KEY})
         try:
-            wait_for(lambda: len(llm.requests) >= 2, timeout=60, what="the second LLM call", proc=proc)
+            # the first summary is saved while the second call stalls; kill once it is there
+            wait_for(lambda: len(llm.requests) >= 2 and summaries_saved(db_url) >= 1, timeout=60,
+                     what="the second LLM call and the first summary saved", proc=proc)
             kill9(proc)  # mid-enrichment: papers stored, one summary cached, nothing published
         finally:
             if proc.poll() is None:
@@ -98,6 +100,13 @@ def test_kill_9_mid_run_then_the_next_run_completes(tmp_path, cli, db_url):
     runs = backends.rows(db_url, "SELECT status, error FROM runs WHERE kind = 'publish' ORDER BY id")
     assert [r["status"] for r in runs] == ["interrupted", "ok"]
     assert backends.integrity(db_url) == "ok"
+
+
+def summaries_saved(db_url: str) -> int:
+    try:
+        return backends.rows(db_url, "SELECT count(*) AS n FROM enrichments")[0]["n"]
+    except Exception:  # the run may not have made its tables yet
+        return 0
 
 
 def test_a_second_run_while_one_is_going_exits_75(tmp_path, cli, db_url):
