@@ -1,13 +1,36 @@
 """Atomic writes of published files."""
 
+import os
+import subprocess
+import sys
+
 from pipeline.deliver.files import write_atomic
 
 
+def _dead_pid() -> int:
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    return int(child.stdout)
+
+
 def test_the_next_write_clears_what_a_killed_run_left_half_written(tmp_path):
-    (tmp_path / ".READING_LIST.md.k1ll3d.tmp").write_text("half a reading list")
-    (tmp_path / ".feed.xml.k1ll3d.tmp").write_text("another file's, left for its own write")
+    dead = _dead_pid()
+    (tmp_path / f".READING_LIST.md.{dead}.k1ll3d.tmp").write_text("half a reading list")
+    (tmp_path / f".feed.xml.{dead}.k1ll3d.tmp").write_text("another file's, left for its own write")
 
     write_atomic(tmp_path / "READING_LIST.md", "whole")
 
     assert (tmp_path / "READING_LIST.md").read_text() == "whole"
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".feed.xml.k1ll3d.tmp", "READING_LIST.md"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f".feed.xml.{dead}.k1ll3d.tmp",
+                                                          "READING_LIST.md"]
+
+
+def test_a_live_writers_half_written_file_is_left_alone(tmp_path):
+    """Two schedulers write heartbeat.json at once: neither removes the other's file."""
+    busy = tmp_path / f".heartbeat.json.{os.getppid()}.busy.tmp"
+    busy.write_text("being written by a live process")
+
+    write_atomic(tmp_path / "heartbeat.json", "{}")
+
+    assert busy.exists()
+    assert (tmp_path / "heartbeat.json").read_text() == "{}"

@@ -19,9 +19,9 @@ def write_atomic(path: Path, text: str) -> Path:
     tmp_name = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):  # a killed run's
-            stale.unlink(missing_ok=True)  # (runs hold the lock: no other writer is busy)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        _clear_killed_writes(path)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
+                                        dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide published files
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
@@ -39,6 +39,28 @@ def write_atomic(path: Path, text: str) -> Path:
             except OSError:
                 pass
     return path
+
+
+def _clear_killed_writes(path: Path) -> None:
+    """Remove half-written copies of `path` whose writer is gone (a kill -9 during fsync).
+
+    The writer's pid is in the name, so a live writer's file (a second scheduler writing
+    its heartbeat at the same moment) is left alone.
+    """
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        pid = stale.name[len(path.name) + 2:].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            stale.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
 
 
 def _umask() -> int:
