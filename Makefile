@@ -29,7 +29,7 @@ fresh: $(VENV)/.installed
 
 test: fresh
 	$(BIN)/ruff check pipeline tests benchmarks
-	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q
+	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q -n auto
 
 test-slow: fresh
 	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q -m slow --run-slow

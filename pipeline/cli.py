@@ -51,7 +51,10 @@ class State:
         return self._config
 
     def store(self) -> Store:
-        return Store.open(self.config.database_url(), self.config.storage.busy_timeout_seconds)
+        """The database, closed when the command ends."""
+        store = Store.open(self.config.database_url(), self.config.storage.busy_timeout_seconds)
+        click.get_current_context().call_on_close(store.close)
+        return store
 
 
 pass_state = click.make_pass_decorator(State)

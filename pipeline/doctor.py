@@ -108,7 +108,11 @@ def check_database(config: Config) -> Iterable[Check]:
         return
     url = mask_url(config.storage.url)
     try:
-        version = Store.open(config.storage.url, config.storage.busy_timeout_seconds).version()
+        db = Store.open(config.storage.url, config.storage.busy_timeout_seconds)
+        try:
+            version = db.version()
+        finally:
+            db.close()
     except (DigestError, sa.exc.SQLAlchemyError) as exc:
         yield fail("database", f"{url}: {getattr(exc, 'orig', None) or exc}".splitlines()[0])
         return

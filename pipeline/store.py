@@ -179,6 +179,11 @@ class Store:
             raise DigestError(f"{where(engine)}: not a usable database: {one_line(exc.orig)}") from None
         return store
 
+    def close(self) -> None:
+        """Close every connection: SQLite then folds its WAL into the database file, so the
+        file alone is the whole state (backups and the Actions recipe copy just that file)."""
+        self.engine.dispose()
+
     @contextmanager
     def tx(self) -> Iterator[Connection]:
         with self.engine.begin() as conn:

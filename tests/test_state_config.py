@@ -6,6 +6,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
@@ -106,6 +107,21 @@ def test_published_files_follow_the_umask_and_the_database_is_private(tmp_path, 
     assert mode(tmp_path / "state" / "digest.sqlite3") == 0o600
 
 
+def test_after_a_command_the_database_file_alone_holds_the_state(tmp_path, cli):
+    """A backup (or the Actions recipe's commit) copies digest.sqlite3 alone: no WAL is left."""
+    config = write_config(tmp_path)
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    state = tmp_path / "state"
+    assert sorted(p.name for p in state.iterdir() if p.name.startswith("digest.sqlite3")) == \
+        ["digest.sqlite3", "digest.sqlite3.lock"]
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "digest.sqlite3").write_bytes((state / "digest.sqlite3").read_bytes())
+    with Store.open(f"sqlite:///{copy}/digest.sqlite3").engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM seeds").scalar() > 0
+        assert conn.exec_driver_sql("SELECT count(*) FROM runs").scalar() == 1
+
+
 def test_an_old_world_readable_database_is_made_private(tmp_path, cli):
     config = write_config(tmp_path)
     cli("--config", str(config), "status")
@@ -194,6 +210,7 @@ def test_a_lock_held_past_stale_hours_is_reported_loudly_with_pid_and_start(tmp_
          "time.sleep(60)", str(config)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "held"
+        time.sleep(1)  # past stale_hours
         locked = cli("--config", str(config), "run", "--offline", check=75)
     finally:
         holder.kill()

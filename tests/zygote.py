@@ -1,0 +1,83 @@
+"""A warm `rl-digest` for the test suite: imports the CLI once, then forks one process per call.
+
+Starting Python and importing the CLI's libraries (openai, SQLAlchemy, pydantic models)
+takes about 1.5 s, most of a typical test command. Each call here is a fork of a process
+that has done that already; the child sets the call's working folder, environment and
+standard streams, runs the console script's `main` exactly as `rl-digest` would, and
+exits with its status. A call whose environment changes how Python itself starts (any
+PYTHON* variable) runs as a fresh process instead (see conftest.run_cli).
+
+Protocol, one Unix-socket connection per call: the client sends one JSON line
+{"args", "cwd", "env", "umask", "stdout", "stderr"} (the last two are file paths); the
+child answers "pid N", then "exit N" when the command ends, and closes the connection when
+the process has exited.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+
+
+def serve(path: str) -> None:
+    from pipeline.cli import main  # the import this process exists to do once
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    print("ready", flush=True)
+    while True:
+        ready, _, _ = select.select([listener, sys.stdin], [], [])
+        if sys.stdin in ready and not sys.stdin.buffer.read1(1):
+            return  # the test process ended: so does this one
+        if listener in ready:
+            conn, _ = listener.accept()
+            if os.fork() == 0:
+                listener.close()
+                _child(conn, main)
+            conn.close()
+
+
+def _child(conn: socket.socket, main) -> None:
+    """Run one command as a fresh `rl-digest` process would, then exit with its status."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # git and other subprocesses are waited for
+    request = json.loads(conn.makefile("rb").readline())
+    conn.sendall(f"pid {os.getpid()}\n".encode())
+    os.umask(request["umask"])
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    time.tzset()
+    for fd, name, flags in ((0, os.devnull, os.O_RDONLY),
+                            (1, request["stdout"], os.O_WRONLY),
+                            (2, request["stderr"], os.O_WRONLY)):
+        target = os.open(name, flags)
+        os.dup2(target, fd)
+        os.close(target)
+    sys.argv = ["rl-digest", *request["args"]]
+    try:
+        status = main()
+    except SystemExit as exc:
+        status = exc.code
+    except BaseException:  # what the interpreter would print for an uncaught exception
+        traceback.print_exc()
+        status = 1
+    if status is None:
+        status = 0
+    elif not isinstance(status, int):
+        print(status, file=sys.stderr)
+        status = 1
+    conn.sendall(f"exit {status}\n".encode())
+    sys.exit(status)  # a normal interpreter exit (atexit, SQLite's last close); the client
+    # waits for this connection to close, which is when the process has ended
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1])
