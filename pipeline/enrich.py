@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from typing import Annotated, Any, Literal, NamedTuple
 
+import httpcore2
 import httpx2
 import jinja2
 import openai
@@ -218,6 +219,53 @@ class DeadlineHttpClient(openai.DefaultHttpxClient):
         return response
 
 
+class _DeadlineStream(httpcore2.NetworkStream):
+    """A connection whose every read and write ends by the item's deadline.
+
+    Each read is bounded by the timeout, but a server sending a header byte at a time
+    passes every one of them; capping each read at the time left bounds the whole reply.
+    """
+
+    def __init__(self, stream: httpcore2.NetworkStream):
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _time_left(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _time_left(timeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        return _DeadlineStream(self._stream.start_tls(*args, **kwargs))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore2.SyncBackend):
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        return _DeadlineStream(super().connect_tcp(*args, **kwargs))
+
+
+def _time_left(timeout: float | None) -> float | None:
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise httpcore2.ReadTimeout("the deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+def _deadline_transport() -> httpx2.HTTPTransport:
+    transport = httpx2.HTTPTransport()
+    transport._pool._network_backend = _DeadlineBackend()  # httpx2 takes no backend argument
+    return transport
+
+
 def _read_before(response: httpx2.Response, deadline: float) -> None:
     """Read the body piece by piece, so a reply trickling in still ends at the deadline."""
     pieces, size = [], 0
@@ -229,6 +277,11 @@ def _read_before(response: httpx2.Response, deadline: float) -> None:
                 raise ReplyTooLarge(f"the reply is larger than {MAX_REPLY_BYTES // 2**20} MB")
             if time.monotonic() > deadline:
                 raise DeadlineExceeded("deadline passed while the reply was still arriving")
+    except httpx2.TimeoutException:
+        response.close()
+        if time.monotonic() >= deadline - 0.05:  # a read cut short by the deadline
+            raise DeadlineExceeded("deadline passed while the reply was still arriving") from None
+        raise
     except BaseException:
         response.close()
         raise
@@ -259,7 +312,8 @@ def make_client(cfg: Enrich, *, max_retries: int | None = None) -> openai.OpenAI
     return openai.OpenAI(
         api_key=key.strip() or PLACEHOLDER_KEY, base_url=cfg.base_url,
         timeout=cfg.timeout_seconds,
-        max_retries=cfg.retries if max_retries is None else max_retries, http_client=DeadlineHttpClient(),
+        max_retries=cfg.retries if max_retries is None else max_retries,
+        http_client=DeadlineHttpClient(transport=_deadline_transport()),
     )
 
 

@@ -691,5 +691,15 @@ def _private(path: Path) -> None:
     try:
         if path.stat().st_mode & 0o077:  # made by an older version, or by hand
             path.chmod(0o600)
+        if path.parent.stat().st_mode & 0o077 and _only_ours(path):
+            path.parent.chmod(0o700)
     except OSError:
         pass  # not ours to change; SQLite says what it cannot do
+
+
+def _only_ours(database: Path) -> bool:
+    """A folder holding nothing but the store's files (database, WAL, lock, heartbeat) is
+    the state folder an older version made 0755; a folder shared with other files is not
+    ours to close."""
+    return all(entry.name.startswith((database.name, "heartbeat.json", ".heartbeat.json."))
+               for entry in database.parent.iterdir())

@@ -6,9 +6,10 @@ import time
 from datetime import UTC, datetime
 
 from tests.conftest import run_cli_measured, write_config
-from tests.servers.arxiv_server import ArxivServer, gzip_bomb, huge, trickle
+from tests.servers.arxiv_server import ArxivServer, gzip_bomb, huge, trickle, trickle_headers
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.openai_server import trickle as trickle_reply
+from tests.servers.openai_server import trickle_headers as trickle_reply_headers
 from tests.test_collect import CATS, config_for, rl_paper
 from tests.test_end_to_end import DAY, full_config
 
@@ -37,6 +38,19 @@ def test_a_trickling_feed_ends_at_the_deadline_with_exit_3_and_frees_the_lock(tm
         assert "longer than 2 s" in failed.stderr
         again = cli("--config", str(config), "collect", "--as-of", AS_OF)  # not 75: lock is free
     assert "new 1" in again.stdout
+
+
+def test_headers_trickling_in_end_at_the_deadline_too(tmp_path, cli):
+    with ArxivServer([rl_paper(1, datetime(2026, 10, 21, tzinfo=UTC))]) as server:
+        config = limited_config(tmp_path, server, arxiv={"timeout_seconds": 5, "deadline_seconds": 2})
+        server.script("/api/query", trickle_headers(0.2))
+        began = time.monotonic()
+        failed = cli("--config", str(config), "collect", "--as-of", AS_OF, check=3)
+        took = time.monotonic() - began
+
+    assert took < 30  # every read gets a byte within timeout_seconds: only the deadline ends it
+    assert failed.stderr.strip().count("\n") == 0
+    assert server.api_url in failed.stderr and "longer than 2 s" in failed.stderr
 
 
 def test_a_200_mb_api_page_is_a_source_failure_within_300_mb(tmp_path):
@@ -80,3 +94,21 @@ def test_a_trickling_llm_reply_ends_at_the_per_paper_deadline_and_falls_back(tmp
     digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     assert "English summary of GRPO variant 1" not in digest  # the stand-in's summary never came
     assert "finds a core problem" in digest  # the next call, the featured reading, came in time
+
+
+def test_an_llm_reply_trickling_its_headers_ends_at_the_per_paper_deadline(tmp_path, cli):
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer() as llm:
+        llm.queue(trickle_reply_headers(0.2))
+        config = full_config(tmp_path, arxiv, llm)
+        config.write_text(config.read_text(encoding="utf-8").replace(
+            "deadline_seconds: 10", "deadline_seconds: 2"), encoding="utf-8")
+        began = time.monotonic()
+        result = cli("--config", str(config), "run", "--as-of", "2026-11-02",
+                     env={"OPENAI_API_KEY": "sk-test"})
+        took = time.monotonic() - began
+
+    assert took < 60  # each read gets a byte within the timeout: only the deadline ends it
+    assert "deadline of 2 s passed" in result.stderr
+    assert "1 failed" in result.stdout
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
+    assert "finds a core problem" in digest  # the next call came in time

@@ -3,21 +3,27 @@
 arXiv asks for one request every three seconds from a client; the API and the
 RSS feed count against the same allowance, so both go through one Fetcher.
 Every request ends: `timeout_seconds` bounds each wait on the socket and
-`deadline_seconds` the whole request (connect and the full body, however slowly it
-trickles in). The body is read in pieces and decompressed as it comes, so a
+`deadline_seconds` the whole request (connect, the headers and the full body, however
+slowly they trickle in). The body is read in pieces and decompressed as it comes, so a
 response over `max_bytes` (a runaway page, a gzip bomb) fails without being held.
 """
 
 from __future__ import annotations
 
+import contextvars
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import requests
 import urllib3
+from requests.adapters import HTTPAdapter
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from pipeline.errors import SourceError
 from pipeline.stopping import checkpoint, pause
@@ -79,6 +85,8 @@ class Fetcher:
         self.max_bytes = max_bytes
         self.requests = 0
         self._session = session or requests.Session()
+        self._session.mount("http://", _DeadlineAdapter())
+        self._session.mount("https://", _DeadlineAdapter())
         self._lock = threading.Lock()
         self._last_start: float | None = None
 
@@ -107,16 +115,22 @@ class Fetcher:
         self.requests += 1
         deadline = time.monotonic() + self.deadline_seconds
         wait = min(self.timeout_seconds, self.deadline_seconds)
+        token = _DEADLINE.set(deadline)
         try:
             response = self._session.get(
                 url, timeout=wait, stream=True, headers={"User-Agent": self.user_agent}
             )
-        except requests.Timeout:
-            raise _Retryable(f"no answer within {wait:g} s") from None
-        except (requests.ConnectionError, requests.exceptions.ChunkedEncodingError) as exc:
+        except (requests.ConnectionError, requests.Timeout,
+                requests.exceptions.ChunkedEncodingError) as exc:
+            if time.monotonic() >= deadline:  # the watchdog cut a reply trickling its headers
+                raise _Retryable(f"the answer took longer than {self.deadline_seconds:g} s") from None
+            if isinstance(exc, requests.Timeout):
+                raise _Retryable(f"no answer within {wait:g} s") from None
             raise _Retryable(f"connection failed ({_reason(exc)})") from None
         except requests.RequestException as exc:
             raise SourceError(f"{url}: {exc}") from None
+        finally:
+            _DEADLINE.reset(token)
         with response:
             status = response.status_code
             if status == 429 or status >= 500:
@@ -169,6 +183,67 @@ class Fetcher:
         """Exponential backoff, or longer if the server asked; never past max_wait_seconds."""
         wait = max(self.backoff_seconds * 2**attempt, retry_after or 0.0)
         return min(wait, self.max_wait_seconds)
+
+
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
+
+
+class _Watchdog:
+    """Cuts the connection when the request's deadline passes while the headers arrive.
+
+    urllib3's read timeout bounds each wait on the socket, so a server sending one header
+    byte a second would hold a request forever; shutting the socket down ends the read.
+    (The body is read in pieces with the clock checked between them: see Fetcher._body.)
+    """
+
+    sock: socket.socket | None
+
+    def getresponse(self, *args: Any, **kwargs: Any) -> Any:
+        deadline = _DEADLINE.get()
+        if deadline is None:
+            return super().getresponse(*args, **kwargs)  # type: ignore[misc]
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._cut)
+        timer.daemon = True
+        timer.start()
+        try:
+            response = super().getresponse(*args, **kwargs)  # type: ignore[misc]
+        finally:
+            timer.cancel()
+        if time.monotonic() >= deadline:  # cut off: what arrived is not the whole header
+            response.close()
+            raise TimeoutError("the deadline passed while the headers arrived")
+        return response
+
+    def _cut(self) -> None:
+        try:
+            if self.sock is not None:
+                self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+class _HTTPConnection(_Watchdog, HTTPConnection):
+    pass
+
+
+class _HTTPSConnection(_Watchdog, HTTPSConnection):
+    pass
+
+
+class _HTTPPool(HTTPConnectionPool):
+    ConnectionCls = _HTTPConnection
+
+
+class _HTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _HTTPSConnection
+
+
+class _DeadlineAdapter(HTTPAdapter):
+    """requests' adapter with connections that honour the Fetcher's deadline."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {"http": _HTTPPool, "https": _HTTPSPool}
 
 
 def looks_like_html(body: bytes, content_type: str = "") -> bool:

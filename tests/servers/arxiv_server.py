@@ -49,6 +49,7 @@ class Fault:
     empty: bool = False  # the real header (totalResults, channel) with no entries
     feed_error: bool = False  # RSS: arXiv's "Feed error for query" document
     stream: Callable[[], Iterator[bytes]] | None = None  # body made piece by piece, no length
+    raw: bool = False  # the stream is the whole response, status line and headers included
 
 
 OK = Fault()
@@ -94,6 +95,18 @@ def trickle(interval: float = 1.0) -> Fault:
             time.sleep(interval)
 
     return Fault(stream=pieces)
+
+
+def trickle_headers(interval: float = 1.0) -> Fault:
+    """A status line, then a header one byte every `interval` seconds, forever: every read
+    gets a byte in time, so only a deadline on the whole request ends it."""
+    def pieces() -> Iterator[bytes]:
+        yield b"HTTP/1.1 200 OK\r\nX-Slow: "
+        while True:
+            time.sleep(interval)
+            yield b"z"
+
+    return Fault(stream=pieces, raw=True)
 
 
 def huge(megabytes: int) -> Fault:
@@ -298,6 +311,11 @@ class _Handler(BaseHTTPRequestHandler):
     def _stream(self, fault: Fault) -> None:
         """Headers at once, then the body as it is made, ended by closing the connection."""
         try:
+            if fault.raw:
+                for piece in fault.stream():
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+                return
             self.send_response(200)
             for name, value in fault.headers:
                 self.send_header(name, value)

@@ -43,6 +43,7 @@ class Reply:
     delay: float = 0.0  # wait this long before answering (a stall)
     usage: tuple[int, int] | None = None  # (prompt, completion); None: the server's default
     trickle: float = 0.0  # send the body one byte every this many seconds
+    header_trickle: float = 0.0  # send a header one byte every this many seconds, forever
 
 
 def ok(content: Any = _DEFAULT, usage: tuple[int, int] | None = None) -> Reply:
@@ -68,6 +69,11 @@ def stall(seconds: float) -> Reply:
 def trickle(interval: float) -> Reply:
     """A valid answer, sent one byte every `interval` seconds (a client deadline must end it)."""
     return Reply(trickle=interval)
+
+
+def trickle_headers(interval: float) -> Reply:
+    """A status line, then a header one byte every `interval` seconds: never a whole reply."""
+    return Reply(header_trickle=interval)
 
 
 def invalid() -> Reply:
@@ -273,9 +279,22 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             stand_in._wait(stand_in.delay + reply.delay)
             status, payload = stand_in._answer(request, reply)
+            if reply.header_trickle:
+                self._trickle_headers(reply.header_trickle, stand_in._stop)
+                return
             self._send(status, payload, reply.headers, reply.trickle, stand_in._stop)
         finally:
             stand_in._end()
+
+    def _trickle_headers(self, interval: float, stop: threading.Event) -> None:
+        try:
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            self.wfile.flush()
+            while not stop.wait(interval):
+                self.wfile.write(b"z")
+                self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client's deadline passed and it left
 
     def _send(self, status: int, payload: bytes, headers: tuple[tuple[str, str], ...],
               trickle: float = 0.0, stop: threading.Event | None = None) -> None:
