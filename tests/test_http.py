@@ -124,7 +124,7 @@ def test_request_starts_are_spaced_by_delay_even_across_threads(server):
         thread.join()
 
     assert len(server.requests) == 3
-    assert all(gap >= 0.19 for gap in gaps(server))
+    assert all(gap >= 0.18 for gap in gaps(server))  # arrival times jitter on a loaded machine
 
 
 def test_sends_our_user_agent(server):
