@@ -27,6 +27,8 @@ from pipeline.models import Digest
 GROUP = "rl_digest.channels"
 REGISTRY = {
     "email": "pipeline.deliver.email:email_channel",
+    **{kind: f"pipeline.deliver.chat:{kind}" for kind in ("slack", "feishu", "dingtalk", "telegram",
+                                                          "webhook")},
 }
 
 

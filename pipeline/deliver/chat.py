@@ -1,0 +1,373 @@
+"""Chat channels: a Slack, Feishu, DingTalk or Telegram group, or any JSON webhook.
+
+Each gets the compact digest (featured papers with one line each, the top papers of each
+topic, a link to the web edition), worded by templates/channels/ and shaped the way the
+platform's documentation asks:
+
+* slack: incoming webhook, `{"text", "blocks": [section blocks of mrkdwn]}`
+  (https://api.slack.com/messaging/webhooks); answers `ok`.
+* feishu: custom bot webhook, an interactive card with one markdown element; with a
+  signing secret, `timestamp` (seconds) and `sign` = base64(HMAC-SHA256 keyed with
+  "timestamp\\nsecret", over nothing) in the body; answers `{"code": 0}`.
+* dingtalk: custom robot webhook, `{"msgtype": "markdown"}`; with a signing secret,
+  `&timestamp=` (ms) `&sign=` base64(HMAC-SHA256 keyed with the secret, over
+  "timestamp\\nsecret") on the URL; answers `{"errcode": 0}`.
+* telegram: Bot API `sendMessage`, `parse_mode: HTML`, the text split at 4096
+  characters between lines, so never inside a tag or an entity; answers `{"ok": true}`.
+* webhook: the digest's structured content as JSON; any 2xx.
+
+The webhook URL, bot token and signing secret come from the environment variables the
+entry names (`url_env`, `token_env`, `secret_env`), read when sending; they never appear
+in a log line or an error. 429 and 5xx answers are retried here, waiting as long as
+Retry-After asks (up to `max_wait_seconds`); what still fails stays in the outbox.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import html
+import json
+import os
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+from urllib.parse import quote_plus
+
+import requests
+import urllib3
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from pipeline import render
+from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
+from pipeline.errors import ConfigError
+from pipeline.models import Digest, Entry
+from pipeline.stopping import pause
+
+SLACK_BLOCK = 3000  # characters in one section block's text
+SLACK_BLOCKS = 50
+TELEGRAM_LIMIT = 4096  # UTF-16 code units of one message
+
+
+class ChatOptions(BaseModel):
+    """A chat entry's own keys under `channels` (besides `type` and `name`)."""
+
+    model_config = ConfigDict(extra="forbid")
+    url_env: str | None = None  # slack, feishu, dingtalk, webhook: the webhook URL
+    secret_env: str | None = None  # feishu, dingtalk: the signing secret, when set
+    token_env: str | None = None  # telegram: the bot token
+    chat_id: str | None = None  # telegram: the group or channel
+    api_url: str = "https://api.telegram.org"  # telegram: the Bot API
+    languages: list[Literal["zh", "en"]] | None = Field(None, min_length=1)  # default: languages
+    top: int = Field(3, ge=0)  # papers per topic
+    retries: int = Field(3, ge=0)
+    timeout_seconds: float = Field(30, gt=0)
+    max_wait_seconds: float = Field(60, ge=0)  # the longest Retry-After waited for in a run
+
+
+@dataclass(frozen=True)
+class Platform:
+    template: str | None  # under templates/channels/; None: the JSON content itself
+    html: bool  # rendered with HTML autoescape (telegram)
+    needs: tuple[str, ...]  # required options
+    bodies: Callable[[str, str, dict], list[dict]]  # (title, text, content) -> request bodies
+    answer: Callable[[requests.Response], str | None]  # None: accepted; else the refusal
+    busy: Callable[[requests.Response], bool] = lambda response: False  # a rate limit in a 200
+
+
+def _slack(title: str, text: str, content: dict) -> list[dict]:
+    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": chunk}}
+              for block in text.strip().split("\n\n") if block.strip()
+              for chunk in split_lines(block.strip(), SLACK_BLOCK, len)]
+    return [{"text": title, "blocks": blocks[:SLACK_BLOCKS]}]
+
+
+def _feishu(title: str, text: str, content: dict) -> list[dict]:
+    return [{"msg_type": "interactive", "card": {
+        "config": {"wide_screen_mode": True},
+        "header": {"title": {"tag": "plain_text", "content": title}, "template": "blue"},
+        "elements": [{"tag": "markdown", "content": text.strip()}]}}]
+
+
+def _dingtalk(title: str, text: str, content: dict) -> list[dict]:
+    return [{"msgtype": "markdown", "markdown": {"title": title, "text": text.strip()}}]
+
+
+def _telegram(title: str, text: str, content: dict) -> list[dict]:
+    return [{"text": part, "parse_mode": "HTML", "link_preview_options": {"is_disabled": True}}
+            for part in split_html(text.strip(), TELEGRAM_LIMIT)]
+
+
+def _webhook(title: str, text: str, content: dict) -> list[dict]:
+    return [content]
+
+
+def _json(response: requests.Response) -> dict:
+    try:
+        found = response.json()
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _code(response: requests.Response, *keys: str) -> int | None:
+    data = _json(response)
+    for key in keys:
+        if isinstance(data.get(key), int):
+            return data[key]
+    return None
+
+
+PLATFORMS = {
+    "slack": Platform("slack.txt.j2", False, ("url_env",), _slack,
+                      lambda r: None if r.text.strip() == "ok" else _words(r)),
+    "feishu": Platform("markdown.md.j2", False, ("url_env",), _feishu,
+                       lambda r: None if _code(r, "code", "StatusCode") == 0 else _words(r),
+                       busy=lambda r: _code(r, "code") == 11232),
+    "dingtalk": Platform("markdown.md.j2", False, ("url_env",), _dingtalk,
+                         lambda r: None if _code(r, "errcode") == 0 else _words(r),
+                         busy=lambda r: _code(r, "errcode") == 130101),
+    "telegram": Platform("telegram.html.j2", True, ("token_env", "chat_id"), _telegram,
+                         lambda r: None if _json(r).get("ok") is True else _words(r)),
+    "webhook": Platform(None, False, ("url_env",), _webhook, lambda r: None),
+}
+
+
+class ChatChannel:
+    """One chat entry: one reader (the chat id, or the name of the URL's variable)."""
+
+    def __init__(self, setup: ChannelSetup, kind: str):
+        where = f"channels ({setup.name})"
+        try:
+            self.options = ChatOptions(**setup.options)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            key = ".".join(str(part) for part in error["loc"])
+            raise ConfigError(f"{where}.{key}: {error['msg']}") from None
+        for key in PLATFORMS[kind].needs:
+            if not getattr(self.options, key):
+                raise ConfigError(f"{where}.{key}: required for a {kind} channel")
+        self.name, self.kind, self.platform = setup.name, kind, PLATFORMS[kind]
+        languages = self.options.languages or setup.config.languages
+        self.config = setup.config.model_copy(update={"languages": list(languages)})
+        self.session = requests.Session()
+
+    def readers(self) -> list[str]:
+        return [self.options.chat_id if self.kind == "telegram" else str(self.options.url_env)]
+
+    def build(self, digest: Digest, reader: str, message_id: str | None = None) -> Message:
+        title, text, content = compact(self.config, digest, self.platform.template,
+                                       self.platform.html, self.options.top)
+        bodies = self.platform.bodies(title, text, content)
+        return Message(reader, message_id or f"{digest.id}.{self.name}", bodies)
+
+    def send(self, message: Message) -> str:
+        for number, body in enumerate(message.body):
+            try:
+                self._post(body)
+            except (Deferred, Refused, Interrupted) as exc:
+                if number == 0 or isinstance(exc, Unreachable):
+                    raise
+                raise Interrupted(f"{exc.reason} after {number} of {len(message.body)} "
+                                  "messages") from None
+        parts = len(message.body)
+        return f"{self.kind} accepted {parts} message{'s' if parts > 1 else ''}"
+
+    def close(self) -> None:
+        self.session.close()
+
+    def _post(self, body: dict) -> None:
+        url, body = self._address(body)
+        where = f"{self.kind} ({self.name})"
+        for attempt in range(self.options.retries + 1):
+            try:
+                response = self.session.post(url, json=body, timeout=self.options.timeout_seconds)
+            except requests.RequestException as exc:
+                if _before_sending(exc):
+                    raise Unreachable(f"{where}: {_reason(exc)}") from None
+                raise Interrupted(f"{where}: {_reason(exc)}") from None
+            status = response.status_code
+            busy = status == 429 or status >= 500 or (status == 200 and self.platform.busy(response))
+            if not busy:
+                break
+            if attempt == self.options.retries:
+                raise Deferred(f"{where}: {_words(response)} after {attempt} retries")
+            pause(min(max(2.0 ** attempt, retry_after(response) or 0.0), self.options.max_wait_seconds))
+        if not 200 <= status < 300:
+            raise Refused(f"{where}: {_words(response)}")
+        refusal = self.platform.answer(response)
+        if refusal:
+            raise Refused(f"{where}: {refusal}")
+
+    def _address(self, body: dict) -> tuple[str, dict]:
+        """The URL to post to and the body, signed now (a signature is good for an hour)."""
+        if self.kind == "telegram":
+            token = _secret(self.options.token_env, self.name)
+            return (f"{self.options.api_url.rstrip('/')}/bot{token}/sendMessage",
+                    {"chat_id": self.options.chat_id, **body})
+        url = _secret(self.options.url_env, self.name)
+        secret = os.environ.get(self.options.secret_env) if self.options.secret_env else None
+        if not secret:
+            return url, body
+        if self.kind == "feishu":
+            stamp = str(int(time.time()))
+            key = f"{stamp}\n{secret}".encode()
+            sign = base64.b64encode(hmac.new(key, b"", hashlib.sha256).digest()).decode()
+            return url, {"timestamp": stamp, "sign": sign, **body}
+        if self.kind == "dingtalk":
+            stamp = str(int(time.time() * 1000))
+            digest = hmac.new(secret.encode(), f"{stamp}\n{secret}".encode(), hashlib.sha256).digest()
+            sign = quote_plus(base64.b64encode(digest).decode())
+            joiner = "&" if "?" in url else "?"
+            return f"{url}{joiner}timestamp={stamp}&sign={sign}", body
+        return url, body
+
+
+def chat_factory(kind: str) -> Callable[[ChannelSetup], ChatChannel]:
+    def make(setup: ChannelSetup) -> ChatChannel:
+        return ChatChannel(setup, kind)
+
+    return make
+
+
+slack, feishu, dingtalk, telegram, webhook = (chat_factory(kind) for kind in PLATFORMS)
+
+
+# --- the compact digest ----------------------------------------------------------
+
+def compact(config, digest: Digest, template: str | None, as_html: bool,
+            top: int) -> tuple[str, str, dict]:
+    """(title, text, content): the subject line, the compact form rendered from
+    templates/channels/`template`, and the structured content (the webhook's body)."""
+    sections = tuple(replace(s, entries=tuple(sorted(s.entries, key=lambda e: -(e.score or 0.0))[:top]))
+                     for s in digest.sections)
+    sections = tuple(s for s in sections if s.entries)
+    ctx = render.common(config)
+    base = ctx["base_url"]
+    digest_url = f"{base}digests/{digest.id}.html" if base else None
+    title = render.digest_subject(config, digest)
+    content = {"title": title, "date": digest.id, "url": digest_url,
+               "window": {"start": digest.window_start, "end": digest.window_end},
+               "featured": [e.key for e in digest.featured],
+               "papers": list({e.key: _paper(e) for e in (*digest.featured, *(
+                   e for s in digest.sections for e in s.entries))}.values())}
+    if template is None:
+        return title, "", content
+    env = render.html_env(config.templates.dir) if as_html else render.text_env(config.templates.dir)
+    env.filters.update(slack=slack_escape, slack_url=slack_url)
+    text = env.get_template(f"channels/{template}").render(
+        **ctx, d=digest, title=title, sections=sections, digest_url=digest_url)
+    return title, text, content
+
+
+def _paper(entry: Entry) -> dict[str, Any]:
+    return {"id": entry.key, "title": entry.title, "title_zh": entry.title_zh, "url": entry.url,
+            "topic": entry.topic, "date": entry.date, "authors": list(entry.authors),
+            "summary_zh": entry.summary_zh, "summary_en": entry.summary_en,
+            "why_zh": entry.why_zh, "why_en": entry.why_en, "curated": entry.curated}
+
+
+def slack_escape(value: object) -> str:
+    """Slack mrkdwn text: `&`, `<`, `>` as entities (its only escapes), on one line."""
+    text = render.one_line(value)
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def slack_url(value: object) -> str:
+    """A URL inside `<url|text>`: checked, with `|` and `>` percent-encoded."""
+    return render.safe_url(value).replace("|", "%7C").replace(">", "%3E").replace("<", "%3C")
+
+
+# --- splitting -----------------------------------------------------------------
+
+def utf16(text: str) -> int:
+    """Length as Telegram counts it (UTF-16 code units)."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+def split_lines(text: str, limit: int, size: Callable[[str], int]) -> list[str]:
+    """Whole lines packed into pieces of at most `limit`; a longer line is cut."""
+    pieces: list[str] = []
+    for line in text.split("\n"):
+        while size(line) > limit:
+            cut = limit
+            while size(line[:cut]) > limit:
+                cut -= 1
+            pieces.append(line[:cut])
+            line = line[cut:]
+        if pieces and size(pieces[-1]) + 1 + size(line) <= limit:
+            pieces[-1] += "\n" + line
+        else:
+            pieces.append(line)
+    return [piece for piece in pieces if piece.strip()]
+
+
+_TAG = re.compile(r"<[^>]*>")
+
+
+def split_html(text: str, limit: int) -> list[str]:
+    """Telegram HTML in messages of at most `limit`: whole lines (each line of the template
+    closes what it opens); a line longer than a message loses its markup and is cut
+    as text, escaped again per piece, so no piece ends inside a tag or an entity."""
+    lines: list[str] = []
+    for line in text.split("\n"):
+        if utf16(line) <= limit:
+            lines.append(line)
+            continue
+        plain, piece = html.unescape(_TAG.sub("", line)), ""
+        for char in plain:
+            if utf16(piece) + utf16(html.escape(char, quote=False)) > limit:
+                lines.append(piece)
+                piece = ""
+            piece += html.escape(char, quote=False)
+        lines.append(piece)
+    return split_lines("\n".join(lines), limit, utf16)
+
+
+# --- small helpers -----------------------------------------------------------------
+
+def _secret(env_name: str | None, channel: str) -> str:
+    value = os.environ.get(env_name) if env_name else None
+    if not value:
+        raise Unreachable(f"{channel}: the environment variable {env_name} is not set")
+    return value
+
+
+def retry_after(response: requests.Response) -> float | None:
+    """Retry-After in seconds (Telegram also says it in parameters.retry_after)."""
+    value = response.headers.get("Retry-After", "").strip()
+    if value.isdigit():
+        return float(value)
+    asked = _json(response).get("parameters", {})
+    return float(asked["retry_after"]) if isinstance(asked, dict) and isinstance(
+        asked.get("retry_after"), int) else None
+
+
+def _words(response: requests.Response) -> str:
+    """HTTP status and the platform's words, on one line and short (never the URL)."""
+    data = _json(response)
+    said = (data.get("msg") or data.get("errmsg") or data.get("description") or data.get("error")
+            if data else response.text)
+    said = render.one_line(json.dumps(said) if isinstance(said, dict) else said or "")[:200]
+    return f"HTTP {response.status_code}" + (f" {said}" if said else "")
+
+
+def _before_sending(exc: requests.RequestException) -> bool:
+    """Whether the request failed before anything left (no connection was made)."""
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(reason, urllib3.exceptions.NewConnectionError)
+
+
+def _reason(exc: requests.RequestException) -> str:
+    """What went wrong, without the URL (it may hold a token)."""
+    if isinstance(exc, requests.Timeout):
+        return "timed out"
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    if isinstance(reason, urllib3.exceptions.NewConnectionError):
+        return "connection refused" if "refused" in str(reason).lower() else "cannot connect"
+    return f"connection lost ({type(exc).__name__})"

@@ -1,0 +1,163 @@
+"""A local receiver for the chat channels: Slack, Feishu, DingTalk, Telegram or a JSON webhook.
+
+    with ChatServer("feishu", secret="s3cret") as server:
+        server.queue((500, {}), (429, {"Retry-After": "1"}))   # the next answers, then 200
+        ... server.url, server.posts (accepted), server.requests (every one, with its time)
+
+It answers as each platform's documentation says: Slack `ok`, Feishu `{"code": 0}`,
+DingTalk `{"errcode": 0}`, Telegram `{"ok": true, "result": ...}` on
+`/bot<TOKEN>/sendMessage`. A request that does not have the documented shape (or whose
+signature does not check out) is refused with 400 and kept in `malformed`, so a test sees
+why.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Self
+from urllib.parse import parse_qs, urlsplit
+
+
+@dataclass(frozen=True)
+class Request:
+    at: float
+    path: str
+    query: dict[str, str]
+    body: Any
+    status: int  # what the receiver answered
+
+
+class ChatServer:
+    def __init__(self, kind: str, secret: str | None = None, token: str = "123:abc"):
+        self.kind, self.secret, self.token = kind, secret, token
+        self.requests: list[Request] = []
+        self.posts: list[Any] = []  # accepted bodies
+        self.malformed: list[str] = []
+        self._queue: deque[tuple[int, dict]] = deque()
+        self._lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        base = f"http://{host}:{port}"
+        if self.kind == "telegram":
+            return base
+        return f"{base}/robot/send?access_token=tok" if self.kind == "dingtalk" else f"{base}/hook/abc"
+
+    def queue(self, *answers: tuple[int, dict]) -> None:
+        self._queue.extend(answers)
+
+    def __enter__(self) -> Self:
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's name)
+                length = int(self.headers.get("Content-Length", 0))
+                raw = self.rfile.read(length)
+                parts = urlsplit(self.path)
+                query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+                status, headers, body = server._answer(parts.path, query, raw,
+                                                       self.headers.get("Content-Type", ""))
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _answer(self, path: str, query: dict, raw: bytes, content_type: str):
+        with self._lock:
+            try:
+                body = json.loads(raw.decode("utf-8"))
+            except ValueError:
+                body = None
+            if self._queue:
+                status, headers = self._queue.popleft()
+                self.requests.append(Request(time.monotonic(), path, query, body, status))
+                return status, headers, {"error": f"scripted {status}"}
+            problem = None if "application/json" in content_type else "not JSON"
+            problem = problem or self._check(path, query, body)
+            status = 400 if problem else 200
+            self.requests.append(Request(time.monotonic(), path, query, body, status))
+            if problem:
+                self.malformed.append(problem)
+                return 400, {}, {"error": problem}
+            self.posts.append(body)
+            return 200, {}, self._ok()
+
+    def _ok(self) -> Any:
+        return {"slack": b"ok", "feishu": {"code": 0, "msg": "success", "data": {}},
+                "dingtalk": {"errcode": 0, "errmsg": "ok"},
+                "telegram": {"ok": True, "result": {"message_id": len(self.posts)}},
+                "webhook": b""}[self.kind]
+
+    def _check(self, path: str, query: dict, body: Any) -> str | None:
+        """Why a request is not what the platform's documentation asks for; None if it is."""
+        if not isinstance(body, dict):
+            return "the body is not a JSON object"
+        if self.kind == "slack":
+            blocks = body.get("blocks")
+            if not isinstance(body.get("text"), str) or not isinstance(blocks, list) \
+                    or not 0 < len(blocks) <= 50:
+                return "slack: text and 1-50 blocks"
+            for block in blocks:
+                text = block.get("text", {})
+                if block.get("type") != "section" or text.get("type") != "mrkdwn" \
+                        or not 0 < len(text.get("text", "")) <= 3000:
+                    return f"slack: not a mrkdwn section of 1-3000 characters: {block!r:.200}"
+        elif self.kind == "feishu":
+            card = body.get("card", {})
+            if body.get("msg_type") != "interactive" or "header" not in card \
+                    or not card.get("elements") or card["elements"][0].get("tag") != "markdown":
+                return "feishu: an interactive card with a markdown element"
+            if self.secret:
+                stamp = body.get("timestamp", "")
+                key = f"{stamp}\n{self.secret}".encode()
+                want = base64.b64encode(hmac.new(key, b"", hashlib.sha256).digest()).decode()
+                if body.get("sign") != want or abs(time.time() - int(stamp or 0)) > 3600:
+                    return "feishu: sign match fail or timestamp is not within one hour"
+        elif self.kind == "dingtalk":
+            if body.get("msgtype") != "markdown" or not body.get("markdown", {}).get("title") \
+                    or not body["markdown"].get("text"):
+                return "dingtalk: msgtype markdown with title and text"
+            if query.get("access_token") != "tok":
+                return "dingtalk: the access_token is lost"
+            if self.secret:
+                stamp = query.get("timestamp", "0")
+                digest = hmac.new(self.secret.encode(), f"{stamp}\n{self.secret}".encode(),
+                                  hashlib.sha256).digest()
+                if query.get("sign") != base64.b64encode(digest).decode() \
+                        or abs(time.time() * 1000 - int(stamp)) > 3600_000:
+                    return "dingtalk: sign not match"
+        elif self.kind == "telegram":
+            if path != f"/bot{self.token}/sendMessage":
+                return "telegram: not /bot<token>/sendMessage"
+            text = body.get("text", "")
+            if body.get("parse_mode") != "HTML" or not body.get("chat_id") \
+                    or not 0 < len(text.encode("utf-16-le")) // 2 <= 4096:
+                return "telegram: chat_id, parse_mode HTML and 1-4096 characters of text"
+        elif self.kind == "webhook":
+            if not {"title", "date", "papers"} <= body.keys():
+                return "webhook: title, date and papers"
+        return None

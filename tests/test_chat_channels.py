@@ -1,0 +1,193 @@
+"""Chat channels through the real CLI, each against a local receiver that checks the request
+shape its platform documents (tests/servers/chat_server.py): one post per digest, none again
+on a re-run, retries after a 500 and a 429 with Retry-After, a channel that fails does not
+stop the others and stays queued, and Telegram's 4096-character split."""
+
+from __future__ import annotations
+
+import html
+import re
+from datetime import UTC, datetime
+from html.parser import HTMLParser
+from pathlib import Path
+
+from tests.servers.arxiv_server import ArxivServer
+from tests.servers.chat_server import ChatServer
+from tests.test_collect import rl_paper
+from tests.test_delivery_cli import AS_OF, DAY, NEXT, config_with, db_rows
+
+HOSTILE = "Policy <b>bold</b> & [not](a link) | *star* for GRPO reasoning"
+KINDS = ("slack", "feishu", "dingtalk", "telegram", "webhook")
+SECRETS = {"feishu": "feishu-secret", "dingtalk": "SECding-secret"}
+
+
+def channel_entry(kind: str, **more) -> dict:
+    if kind == "telegram":
+        return {"type": "telegram", "token_env": "TG_TOKEN", "chat_id": "-100123",
+                "api_url": "", **more}
+    entry = {"type": kind, "url_env": f"{kind.upper()}_URL", **more}
+    if kind in SECRETS:
+        entry["secret_env"] = f"{kind.upper()}_SECRET"
+    return entry
+
+
+def env_for(servers: dict[str, ChatServer]) -> dict:
+    env = {f"{kind.upper()}_URL": server.url for kind, server in servers.items()}
+    env.update({f"{kind.upper()}_SECRET": SECRETS[kind] for kind in servers if kind in SECRETS})
+    if "telegram" in servers:
+        env["TG_TOKEN"] = servers["telegram"].token
+    return env
+
+
+def chat_config(tmp_path: Path, arxiv: ArxivServer, servers: dict[str, ChatServer],
+                **entry_options) -> Path:
+    entries = [channel_entry(kind, **entry_options) for kind in servers]
+    for entry in entries:
+        if entry["type"] == "telegram":
+            entry["api_url"] = servers["telegram"].url
+    return config_with(tmp_path, arxiv, channels=entries,
+                       outputs={"base_url": "https://digest.example.org/rl/"})
+
+
+def post_text(kind: str, body: dict) -> str:
+    """What a reader sees of one post, as text the platform would show."""
+    if kind == "slack":
+        return "\n".join(block["text"]["text"] for block in body["blocks"])
+    if kind == "feishu":
+        return body["card"]["elements"][0]["content"]
+    if kind == "dingtalk":
+        return body["markdown"]["text"]
+    if kind == "telegram":
+        return body["text"]
+    return str(body)
+
+
+def test_every_chat_channel_gets_one_well_formed_post_per_digest_and_nothing_again(tmp_path, cli):
+    servers = {kind: ChatServer(kind, secret=SECRETS.get(kind)) for kind in KINDS}
+    for server in servers.values():
+        server.__enter__()
+    try:
+        with ArxivServer([rl_paper(1, DAY), rl_paper(3, DAY, title=HOSTILE)]) as arxiv:
+            config = chat_config(tmp_path, arxiv, servers)
+            env = env_for(servers)
+            first = cli("--config", str(config), "run", "--as-of", AS_OF, env=env)
+            again = cli("--config", str(config), "run", "--as-of", AS_OF, env=env)
+            resend = cli("--config", str(config), "send", env=env)
+            arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
+            week = cli("--config", str(config), "run", "--as-of", NEXT, env=env)
+    finally:
+        for server in servers.values():
+            server.__exit__(None, None, None)
+    assert "sent to 5" in first.stdout and "sent to 0" in again.stdout and "sent to 5" in week.stdout
+    assert "sent 0, pending 0, failed 0" in resend.stdout
+    for kind, server in servers.items():
+        assert server.malformed == [], kind
+        assert len(server.posts) == 2, kind
+        assert all(r.status == 200 for r in server.requests), kind
+        first_post, second_post = (post_text(kind, body) for body in server.posts)
+        assert "2611.00001" in first_post or "GRPO variant 1" in first_post, kind
+        assert "GRPO variant 2" in second_post and "GRPO variant 1" not in second_post, kind
+        assert f"digests/{AS_OF}.html" in first_post, kind
+    slack = post_text("slack", servers["slack"].posts[0])
+    assert "&lt;b&gt;bold&lt;/b&gt; &amp; [not](a link)" in slack and "<b>" not in slack
+    assert re.search(r"<https://arxiv\.org/abs/2611\.00003[^|>]*\|Policy &lt;b&gt;", slack)
+    telegram = post_text("telegram", servers["telegram"].posts[0])
+    assert "Policy &lt;b&gt;bold&lt;/b&gt; &amp; [not](a link)" in telegram
+    for kind in ("feishu", "dingtalk"):  # the title stays one link whose text is the whole title
+        text = post_text(kind, servers[kind].posts[0])
+        link = re.search(r"\[(Policy .*?)\]\((https://arxiv\.org/abs/2611\.00003[^)]*)\)", text)
+        assert link and "\\[not\\]" in link.group(1) and "\\<b\\>" in link.group(1), text
+    webhook = servers["webhook"].posts[0]
+    assert webhook["date"] == AS_OF and webhook["url"].endswith(f"digests/{AS_OF}.html")
+    assert {p["title"] for p in webhook["papers"]} >= {HOSTILE}
+    assert all(p["url"].startswith("https://arxiv.org/abs/") for p in webhook["papers"])
+    rows = db_rows(tmp_path, "SELECT recipient, status FROM deliveries WHERE digest_id = ?", AS_OF)
+    assert sorted(r["recipient"] for r in rows) == [
+        "dingtalk:DINGTALK_URL", "feishu:FEISHU_URL", "slack:SLACK_URL", "telegram:-100123",
+        "webhook:WEBHOOK_URL"]
+    assert {r["status"] for r in rows} == {"sent"}
+
+
+def test_a_500_and_a_429_with_retry_after_are_retried_and_one_post_arrives(tmp_path, cli):
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack, \
+            ChatServer("telegram") as telegram:
+        slack.queue((500, {}), (429, {"Retry-After": "2"}))
+        telegram.queue((429, {"Retry-After": "1"}))
+        servers = {"slack": slack, "telegram": telegram}
+        config = chat_config(tmp_path, arxiv, servers)
+        result = cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers))
+    assert "sent to 2" in result.stdout
+    assert [r.status for r in slack.requests] == [500, 429, 200] and len(slack.posts) == 1
+    assert slack.requests[2].at - slack.requests[1].at >= 1.9  # waited as Retry-After asked
+    assert [r.status for r in telegram.requests] == [429, 200] and len(telegram.posts) == 1
+    assert telegram.requests[1].at - telegram.requests[0].at >= 0.9
+
+
+def test_a_failing_channel_stays_queued_without_stopping_the_others_and_no_secret_is_shown(
+        tmp_path, cli):
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack, \
+            ChatServer("webhook") as hook, ChatServer("dingtalk", secret=SECRETS["dingtalk"]) as ding:
+        hook.queue(*[(503, {})] * 4)  # the first try and 3 retries
+        servers = {"slack": slack, "webhook": hook, "dingtalk": ding}
+        config = chat_config(tmp_path, arxiv, servers, retries=3)
+        env = {**env_for(servers), "DINGTALK_SECRET": "SECwrong"}  # refused for good
+        first = cli("--config", str(config), "run", "--as-of", AS_OF, env=env, check=1)
+        later = cli("--config", str(config), "send", env=env_for(servers))
+    assert len(slack.posts) == 1 and len(hook.posts) == 1 and ding.posts == []
+    assert "webhook:WEBHOOK_URL" in first.stderr and "HTTP 503" in first.stderr
+    assert "dingtalk:DINGTALK_URL" in first.stderr and "sign not match" in first.stderr
+    assert "sent 1, pending 0, failed 0" in later.stdout  # the webhook's; dingtalk failed for good
+    rows = {r["recipient"]: r for r in db_rows(tmp_path, "SELECT * FROM deliveries")}
+    assert rows["slack:SLACK_URL"]["attempts"] == 1 and rows["webhook:WEBHOOK_URL"]["status"] == "sent"
+    assert rows["dingtalk:DINGTALK_URL"]["status"] == "failed"
+    logs = "".join(p.read_text(errors="replace") for p in tmp_path.rglob("*.log"))
+    for secret in (slack.url, hook.url, "access_token=tok", "SECwrong", SECRETS["dingtalk"]):
+        for text in (first.stdout, first.stderr, later.stdout, later.stderr, logs):
+            assert secret not in text
+
+
+class _Balanced(HTMLParser):
+    """Telegram's HTML: only b, i, a, closed in order; entities whole."""
+
+    def __init__(self):
+        super().__init__(convert_charrefs=False)
+        self.open: list[str] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        assert tag in ("b", "i", "a"), tag
+        self.open.append(tag)
+
+    def handle_endtag(self, tag):
+        assert self.open and self.open.pop() == tag, tag
+
+    def handle_data(self, data):
+        assert "<" not in data and ">" not in data and not re.search(r"&(?![a-z]+;|#\d+;)", data)
+        self.text.append(data)
+
+    def handle_entityref(self, name):
+        assert name in ("lt", "gt", "amp", "quot"), name
+        self.text.append(html.unescape(f"&{name};"))
+
+    def handle_charref(self, name):
+        self.text.append(html.unescape(f"&#{name};"))
+
+
+def test_a_long_digest_reaches_telegram_in_pieces_of_at_most_4096_never_inside_a_tag(tmp_path, cli):
+    long_title = "Scaling reinforcement learning for LLM reasoning <with> & without verifiers " * 3
+    papers = [rl_paper(n, DAY, title=f"{long_title} number {n}") for n in range(1, 41)]
+    with ArxivServer(papers) as arxiv, ChatServer("telegram") as telegram:
+        config = chat_config(tmp_path, arxiv, {"telegram": telegram}, top=100)
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for({"telegram": telegram}))
+    assert telegram.malformed == []
+    texts = [post["text"] for post in telegram.posts]
+    assert len(texts) >= 3
+    seen = []
+    for text in texts:
+        assert len(text.encode("utf-16-le")) // 2 <= 4096
+        parser = _Balanced()
+        parser.feed(text)
+        parser.close()
+        assert parser.open == []
+        seen += re.findall(r"number (\d+)", "".join(parser.text))
+    assert sorted(map(int, seen)) == list(range(1, 41))  # every paper once, none cut in two
