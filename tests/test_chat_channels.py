@@ -191,3 +191,12 @@ def test_a_long_digest_reaches_telegram_in_pieces_of_at_most_4096_never_inside_a
         assert parser.open == []
         seen += re.findall(r"number (\d+)", "".join(parser.text))
     assert sorted(map(int, seen)) == list(range(1, 41))  # every paper once, none cut in two
+
+
+def test_a_chat_entry_missing_its_chat_id_or_with_an_unknown_key_is_a_config_error(tmp_path, cli):
+    missing = config_with(tmp_path, channels=[{"type": "telegram", "token_env": "TG_TOKEN"}])
+    result = cli("--config", str(missing), "run", "--offline", "--as-of", AS_OF, check=2)
+    assert "channels (telegram).chat_id: required for a telegram channel" in result.stderr
+    unknown = config_with(tmp_path, channels=[{"type": "slack", "url": "https://hooks.example"}])
+    result = cli("--config", str(unknown), "run", "--offline", "--as-of", AS_OF, check=2)
+    assert "channels (slack).url: Extra inputs are not permitted" in result.stderr

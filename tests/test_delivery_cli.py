@@ -274,7 +274,8 @@ def test_an_unknown_channel_type_is_a_config_error_naming_the_key(tmp_path, cli)
     config = config_with(tmp_path, channels=[{"type": "carrier-pigeon"}])
     result = cli("--config", str(config), "run", "--offline", "--as-of", AS_OF, check=2)
     assert stderr_lines(result)[-1].startswith(
-        "rl-digest: channels[0].type: no channel type 'carrier-pigeon' (known: email")
+        "rl-digest: channels[0].type: no channel type 'carrier-pigeon' (known: dingtalk, email, "
+        "feishu, slack, telegram, webhook")
     unnamed = config_with(tmp_path, channels=[{"type": "toy_channel:FileChannel", "folder": "x"}])
     check = cli("--config", str(unnamed), "config", "check", check=2)
     assert "channels[0].name: 'toy_channel:FileChannel' is not a channel name" in check.stderr
