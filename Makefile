@@ -29,6 +29,7 @@ fresh: $(VENV)/.installed
 
 test: fresh
 	$(BIN)/ruff check pipeline tests benchmarks
+	$(BIN)/mypy
 	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q -n auto
 
 test-slow: fresh

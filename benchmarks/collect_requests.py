@@ -20,9 +20,9 @@ import _common  # noqa: F401  (puts this checkout first on the import path)
 from pipeline import collect
 from pipeline.config import load
 from pipeline.models import Paper
-from pipeline.run import seed_documents
+from pipeline.run import complete_thin, resolve_seeds, seed_documents
 from pipeline.store import Store
-from tests.conftest import write_config
+from tests.helpers import write_config
 from tests.servers.arxiv_server import ArxivServer
 
 PACE = 3.0
@@ -52,7 +52,7 @@ def measure(config_path: Path, as_of: datetime, seeds: bool) -> dict[str, int]:
     if seeds:
         store.save_seeds([e for doc in seed_documents(config) for e in doc.entries])
         before = fetcher.requests
-        collect.resolve_seeds(config, store, fetcher)
+        resolve_seeds(config, store, fetcher, store.seeds())
         counts["api (seed titles)"] = fetcher.requests - before
     report = collect.collect(config, store, fetcher, as_of)
     for name, part in report.sources.items():
@@ -60,7 +60,7 @@ def measure(config_path: Path, as_of: datetime, seeds: bool) -> dict[str, int]:
             counts[name] = part.requests
     thin = [p.id for p in report.new if p.submitted is None]
     before = fetcher.requests
-    collect.complete_thin(config, store, fetcher, thin)
+    complete_thin(config, store, fetcher, thin)
     counts["api (id_list)"] = fetcher.requests - before
     return counts
 

@@ -136,8 +136,8 @@ def wrap_stages(stages: Stages) -> None:
         (Store, "upsert_papers", "store: upsert papers"),
         (run, "rank_papers", "rank: score + read"),
         (Store, "set_scores", "store: set scores"),
-        (collect, "resolve_seeds", "resolve seeds"),
-        (collect, "complete_thin", "resolve seeds"),
+        (run, "resolve_seeds", "resolve seeds"),
+        (run, "complete_thin", "resolve seeds"),
         (run, "make_enricher", "enrich (cache only)"),
         (run, "summarise", "enrich (cache only)"),
         (run, "build_digest", "compose: digest"),
@@ -156,7 +156,8 @@ def wrap_stages(stages: Stages) -> None:
 
 def run_pipeline(server: StandIn, memory: bool, profile: str | None = None):
     from pipeline import config as cfg
-    from pipeline.run import Options, parse_as_of, run_digest
+    from pipeline.models import Options
+    from pipeline.run import parse_as_of, run_digest
     from pipeline.store import Store
 
     with tempfile.TemporaryDirectory(prefix="rl-digest-bench-") as tmp:
@@ -192,9 +193,9 @@ def run_pipeline(server: StandIn, memory: bool, profile: str | None = None):
             papers = store.papers()
             records = (tracemalloc.get_traced_memory()[0] - before, len(papers))
             del papers
-            from pipeline.run import digest_entries
+            from pipeline.run import reading_list
             before = tracemalloc.get_traced_memory()[0]
-            entries = digest_entries(config, store)
+            entries = reading_list(config, store)
             reading = (tracemalloc.get_traced_memory()[0] - before, len(entries))
             del entries
             tracemalloc.stop()

@@ -24,9 +24,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--papers", type=int, default=97)
     args = parser.parse_args()
+    from tests.helpers import CATS, rl_paper
     from tests.servers.arxiv_server import ArxivServer
     from tests.servers.openai_server import OpenAIServer, error
-    from tests.test_collect import CATS, rl_paper
 
     day = datetime(2026, 11, 26, 12, tzinfo=UTC)
     print(machine())

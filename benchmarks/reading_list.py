@@ -7,7 +7,7 @@ cached Chinese + English summary for every paper (bulk-inserted into the enrichm
 as if every paper had been summarised) and the built-in seed pages. Every paper is one the
 relevance rule keeps (dev rows it scores relevant, repeated with fresh ids, submitted over
 the last three years), so the list holds them all. Then, timed one by one, the steps of
-publish(): run.digest_entries, compose.sections, render.reading_list_markdown, the write.
+publish(): run.reading_list, compose.sections, render.reading_list_markdown, the write.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def build(config, store, n: int) -> list[list]:
     import sqlalchemy as sa
 
     from pipeline import extract, rank, run
-    from pipeline.store import enrichments, now_iso, paper_key
+    from pipeline.models import paper_key
+    from pipeline.store import enrichments, now_iso
 
     rules = rank.compile_rules(config.relevance)
     rows = []
@@ -96,10 +97,10 @@ def publish_steps(config, store, out: Path, memory: bool) -> tuple[list[list], i
 
     if memory:
         tracemalloc.start()
-    reading = step("run.digest_entries", lambda: run.digest_entries(config, store))
+    reading = step("run.reading_list", lambda: run.reading_list(config, store))
     sections = step("compose.sections", lambda: compose.sections(reading, config.topics))
     text = step("render.reading_list_markdown", lambda: render.reading_list_markdown(
-        config, sections, len(reading), "2026-11-30"))
+        render.Settings.of(config), sections, len(reading), "2026-11-30"))
     step("write_atomic READING_LIST.md", lambda: write_atomic(out / "READING_LIST.md", text))
     held = tracemalloc.get_traced_memory()[0] if memory else 0
     if memory:

@@ -7,11 +7,12 @@ import logging
 import traceback
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 import yaml
 
-from pipeline import __version__, collect, compose, lock, logs, starter
+from pipeline import __version__, collect, compose, lock, logs, sources, starter
 from pipeline import config as config_mod
 from pipeline import doctor as doctor_mod
 from pipeline import render as render_mod
@@ -20,13 +21,12 @@ from pipeline import status as status_mod
 from pipeline.deliver.files import write_atomic
 from pipeline.deliver.outbox import StoreOutbox
 from pipeline.errors import ConfigError, DeliveryError, DigestError
-from pipeline.models import Digest, RunReport, split_arxiv_id
+from pipeline.models import Digest, Options, RunReport, split_arxiv_id
 from pipeline.publish import deliver
 from pipeline.run import (
-    Options,
-    digest_entries,
+    collect_and_rank,
     parse_as_of,
-    rank_papers,
+    reading_count,
     run_digest,
     seed_documents,
     summary_line,
@@ -68,7 +68,7 @@ def echo(message: object = "", err: bool = False, nl: bool = True) -> None:
 class Group(click.Group):
     """Turns the project's errors into exit codes; a traceback only with -v."""
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except DigestError as exc:
@@ -128,8 +128,8 @@ def schedule(state: State) -> None:
     store = state.store()
 
     def collect_job() -> None:
-        report = collect.collect(config, store, collect.make_fetcher(config), datetime.now(config.zone))
-        rank_papers(config, store)
+        report, _, _ = collect_and_rank(config, store, sources.configured(config),
+                                        collect.make_fetcher(config), datetime.now(config.zone))
         log.info("collect: fetched %d, new %d, revised %d", report.fetched, len(report.new),
                  len(report.revised))
 
@@ -141,7 +141,7 @@ def schedule(state: State) -> None:
 
     def outbox_job() -> None:
         report = RunReport(as_of=datetime.now(config.zone).isoformat())
-        deliver(config, store, report, due_only=True)
+        deliver(config, store, report, reading_count(config, store), due_only=True)
         log.info("outbox: sent %d, pending %d, failed %d", report.sent, report.pending, report.failed)
         for error in report.delivery_errors:
             log.error("%s", error)
@@ -166,7 +166,7 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
             if store.digest(digest_id) is None:
                 raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` lists them")
             StoreOutbox(store).requeue(digest_id, reader.strip())
-        deliver(config, store, report, digest_id)
+        deliver(config, store, report, reading_count(config, store), digest_id)
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
     for line in status_mod.waiting_lines(StoreOutbox(store).pending()):
         echo(line)
@@ -194,8 +194,8 @@ def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
     start = _since(since, config) if since else None
     with lock.held(config):
         store = state.store()
-        report = collect.collect(config, store, collect.make_fetcher(config), moment, start)
-        rank_papers(config, store)
+        report, _, _ = collect_and_rank(config, store, sources.configured(config),
+                                        collect.make_fetcher(config), moment, since=start)
     for warning in report.warnings:
         log.warning("%s", warning)
     start, end = report.window
@@ -220,8 +220,8 @@ def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -
     """Re-render a stored digest."""
     config = state.config
     store = state.store()
-    text = render_mod.digest_as(config, _stored_digest(store, digest_id), fmt,
-                                reading_count=len(digest_entries(config, store)))
+    text = render_mod.digest_as(render_mod.Settings.of(config), _stored_digest(store, digest_id), fmt,
+                                reading_count=reading_count(config, store))
     if output:
         write_atomic(output, text)
         echo(str(output))
@@ -238,8 +238,8 @@ def preview(state: State, digest_id: str | None) -> None:
     store = state.store()
     digest = _stored_digest(store, digest_id)
     path = config.outputs.dir / "preview" / f"{digest.id}.html"
-    html = render_mod.digest_as(config, digest, "html",
-                                reading_count=len(digest_entries(config, store)))
+    html = render_mod.digest_as(render_mod.Settings.of(config), digest, "html",
+                                reading_count=reading_count(config, store))
     echo(str(write_atomic(path, html)))
 
 

@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from datetime import datetime
 
 from pipeline.config import TopicDef
 from pipeline.extract import contribution, links, readable, venue
-from pipeline.models import Digest, Entry, Paper, Part, Row, Section, SeedDocument, SeedEntry, Update
-from pipeline.store import paper_key, seed_key
+from pipeline.models import (
+    Digest,
+    Entry,
+    Paper,
+    Part,
+    Row,
+    Section,
+    SeedDocument,
+    SeedEntry,
+    Update,
+    paper_key,
+    seed_key,
+)
 
 
-@dataclass(frozen=True)
-class Scored:
-    """What rank.py decided about one paper, as stored."""
-
-    score: float | None
-    topic: str
-    reasons: tuple[str, ...] = ()
-
-
-def paper_entry(paper: Paper, scored: Scored, summary: dict | None = None,
+def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | None = None,
                 seed: SeedEntry | None = None, translation: dict | None = None) -> Entry:
     """A paper as a digest line; a seed's curated Chinese beats the LLM's.
 
@@ -33,10 +35,10 @@ def paper_entry(paper: Paper, scored: Scored, summary: dict | None = None,
     curated_en = (seed.summary_en if seed else None) or (translation or {}).get("summary_en")
     day = paper.submitted or paper.updated
     return Entry(
-        key=paper_key(paper.id), title=readable(paper.title) or paper.title, topic=scored.topic,
+        key=paper_key(paper.id), title=readable(paper.title) or paper.title, topic=topic,
         url=paper.abs_url,
         date=day.date().isoformat() if day else (seed.date.isoformat() if seed and seed.date else None),
-        authors=paper.authors, categories=paper.categories, score=scored.score,
+        authors=paper.authors, categories=paper.categories, score=score,
         title_zh=readable(summary.get("title_zh")),
         summary_zh=curated_zh or readable(summary.get("summary_zh")),
         summary_en=(curated_en if curated_zh else None) or readable(summary.get("summary_en"))
@@ -146,9 +148,9 @@ def curated_comparison(featured: Sequence[Entry], documents: Sequence[SeedDocume
         own = {e.title for e in doc.entries if e.featured}
         if featured and own and titles == own and len(doc.comparison) > 1:
             header, *rows = doc.comparison
-            order = [header.index(e.title) if e.title in header else None for e in featured]
-            if None in order:
+            if any(e.title not in header for e in featured):
                 continue
+            order = [header.index(e.title) for e in featured]
             table = tuple(Row(r[0], "", tuple((r[i], "") for i in order)) for r in rows)
             return table, doc.synthesis_zh, None
     return (), None, None

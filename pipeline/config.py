@@ -79,11 +79,26 @@ class OaiSource(Model):
     url: str
 
 
+class PluginEntry(BaseModel):
+    """One `channels` or `sources.plugins` entry: `type` names the plug-in (see
+    pipeline/plugins.py), `name` tells two of a type apart (default: the type); other keys
+    are its options."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    type: str
+    name: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.name or self.type
+
+
 class Sources(Model):
     arxiv: ArxivSource
     rss: RssSource
     max_response_mb: float = Field(50, gt=0)
     oai: OaiSource
+    plugins: list[PluginEntry] = []  # more sources (pipeline/sources/__init__.py)
 
 
 class Seeds(Model):
@@ -212,19 +227,6 @@ class Email(Model):
         return value.strip()
 
 
-class ChannelEntry(BaseModel):
-    """One `channels` entry: `type` names the channel (see pipeline/deliver/channels.py),
-    `name` tells two of a type apart (default: the type); other keys are its options."""
-
-    model_config = ConfigDict(extra="allow", frozen=True)
-    type: str
-    name: str | None = None
-
-    @property
-    def key(self) -> str:
-        return self.name or self.type
-
-
 class Schedule(Model):
     collect_cron: str
     publish_cron: str
@@ -272,7 +274,7 @@ class Config(Model):
     digest: Digest
     outputs: Outputs
     email: Email
-    channels: list[ChannelEntry] = []
+    channels: list[PluginEntry] = []
     schedule: Schedule
     storage: Storage
     lock: Lock = Lock()

@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
+from typing import TYPE_CHECKING
 
 from pipeline.calendar import Calendar
-from pipeline.store import Store
+
+if TYPE_CHECKING:
+    from pipeline.store import Store
 
 _KEY = "coverage.ledger"
 KEEP_DAYS = 120  # ledger entries older than this are dropped

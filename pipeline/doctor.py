@@ -161,7 +161,7 @@ def check_llm(config: Config) -> Iterable[Check]:
            {"type": "json_schema", "json_schema": {"name": "doctor", "strict": True,
                                                    "schema": enrich.wire_schema(DoctorReply)}})
     try:
-        reply = client.chat.completions.create(  # type: ignore[union-attr]
+        reply = client.chat.completions.create(  # type: ignore[union-attr,call-overload]
             model=cfg.model, messages=[{"role": "user", "content": prompt}], response_format=fmt,
             timeout=cfg.timeout_seconds, extra_body=dict(cfg.extra_body) or None)
         content = reply.choices[0].message.content if reply.choices else None

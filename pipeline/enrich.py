@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any, Literal, NamedTuple
+from typing import Annotated, Any, Literal, NamedTuple, Protocol
 
 import httpcore2
 import httpx2
@@ -39,9 +39,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 from pipeline import progress
 from pipeline.config import Enrich
 from pipeline.errors import DigestError
-from pipeline.models import Paper, SeedEntry
+from pipeline.models import Enrichment, Paper, SeedEntry, paper_key, seed_key
+from pipeline.retry import retry_after
 from pipeline.stopping import STOP
-from pipeline.store import Store, paper_key, seed_key
 from pipeline.text import at_sentence, clean, clean_name
 
 log = logging.getLogger(__name__)
@@ -213,7 +213,7 @@ class DeadlineHttpClient(openai.DefaultHttpxClient):
                 raise DeadlineExceeded("deadline passed while waiting for the reply") from None
             raise
         if response.status_code in _RETRYABLE:
-            wait = _retry_after(response.headers)
+            wait = retry_after(response.headers)
             if wait is not None and time.monotonic() + wait >= deadline:
                 response.headers["x-should-retry"] = "false"
         return response
@@ -287,15 +287,6 @@ def _read_before(response: httpx2.Response, deadline: float) -> None:
         raise
     response._content = b"".join(pieces)  # what Response.read() sets; the stream is spent
     response.close()
-
-
-def _retry_after(headers: httpx2.Headers) -> float | None:
-    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
-        try:
-            return float(headers[name]) * scale
-        except (KeyError, ValueError):
-            continue
-    return None
 
 
 def make_client(cfg: Enrich, *, max_retries: int | None = None) -> openai.OpenAI | None:
@@ -488,18 +479,26 @@ def _cut(data: Any, loc: tuple, limit: int) -> None:
     data[last] = at_sentence(data[last].strip(), limit)
 
 
+class Cache(Protocol):
+    """Where LLM results are kept between runs (the store is one)."""
+
+    def get_many(self, keys: list[str]) -> dict[str, dict]: ...
+
+    def put_many(self, results: Iterable[Enrichment]) -> None: ...
+
+
 class Enricher:
     """Runs the four tasks through one client, with the cache in front and fallback behind.
 
     client None (provider none, --offline, or no client made) means cached results only.
     """
 
-    def __init__(self, cfg_enrich: Enrich, languages: Sequence[str], store: Store,
+    def __init__(self, cfg_enrich: Enrich, languages: Sequence[str], cache: Cache,
                  client: openai.OpenAI | None, env: jinja2.Environment,
                  progress: bool | None = None):
         self.cfg = cfg_enrich
         self.languages = list(languages)
-        self.store = store
+        self.cache = cache
         self.client = client if cfg_enrich.provider != "none" else None
         self.env = env
         self.progress = progress  # None: a bar only on a terminal
@@ -606,7 +605,7 @@ class Enricher:
         results: dict[str, Reply] = {}
         todo: list[tuple[Job, str]] = []
         keys = [self.cache_key(job.task, job.item_key, job.version) for job in jobs]
-        stored = self.store.cached_many(keys)
+        stored = self.cache.get_many(keys)
         for job, key in zip(jobs, keys, strict=True):
             hit = self._cached(job, stored.get(key))
             if hit is not None:
@@ -633,8 +632,9 @@ class Enricher:
                 job, key = futures[future]
                 reply, tokens = future.result()
                 if reply is not None:
-                    data = reply.model_dump(mode="json")
-                    self.store.cache(key, job.item_key, job.task.kind, data, tokens)
+                    # kept the moment it arrives: a killed run loses no paid-for reply
+                    self.cache.put_many([Enrichment(key, job.item_key, job.task.kind,
+                                                    reply.model_dump(mode="json"), tokens)])
                     results[job.out_key] = reply
                     self._count(done=1)
                 advance()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 from urllib.parse import urlsplit
 
 # --- TeX ---------------------------------------------------------------------------------
@@ -22,7 +23,7 @@ _SCRIPT = re.compile(r"([\^_])([0-9]{1,3}(?![0-9])|[+\-n](?![A-Za-z0-9]))")
 
 
 @lru_cache(maxsize=1)
-def _latex():  # imported on first use: collecting never pays for it
+def _latex() -> Any:  # imported on first use: collecting never pays for it
     from pylatexenc.latex2text import LatexNodes2Text
 
     return LatexNodes2Text(math_mode="text", keep_comments=False, strict_latex_spaces=False)

@@ -96,7 +96,7 @@ class TextModel:
         head -= both
         dot = square = 0.0
         for group, tf in ((body, 1), (head, 2), (both, 3)):
-            found = list(filter(None, map(self._known.get, group)))
+            found = list(filter(None, map(self._known.get, group)))  # type: ignore[attr-defined]
             dot += _TF[tf] * sum(map(_FIRST, found))
             square += _TF[tf] ** 2 * sum(map(_SECOND, found))
         return _sigmoid(self.intercept + (dot / math.sqrt(square) if square else 0.0))
@@ -254,7 +254,7 @@ def refit(base: Hybrid, verdict_rows: Sequence[Mapping[str, Any]],
     """The text model refitted on the shipped rows plus the reader's verdicts (weighted up),
     and the model of papers like the marked ones against the shipped rows; the rule's
     calibration, the mix and the threshold stay as shipped."""
-    mine = [{**row, "verdict": True} for row in verdict_rows]
+    mine: list[Mapping[str, Any]] = [{**row, "verdict": True} for row in verdict_rows]
     marked = {row["id"] for row in mine}  # the reader's verdict replaces the shipped label
     rows = [r for r in (training_rows() if shipped_rows is None else shipped_rows) if r["id"] not in marked]
     text = fit_text(rows + mine)

@@ -1,10 +1,14 @@
-"""Record types passed between stages. Frozen: a stage returns new records."""
+"""The vocabulary: keys and the record types passed between stages.
+
+Frozen: a stage returns new records, never edits the ones it was given.
+"""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from typing import Any
 
 _VERSION = re.compile(r"v(\d+)$")
 
@@ -19,6 +23,16 @@ def split_arxiv_id(raw: str) -> tuple[str, int | None]:
     if match:
         return ident[: match.start()], int(match.group(1))
     return ident, None
+
+
+def paper_key(paper_id: str) -> str:
+    """What a paper is called in digests and the cache: its version-less arXiv id."""
+    return "arxiv:" + paper_id
+
+
+def seed_key(title: str) -> str:
+    """Seeds are identified by their title, folded: the same paper in two files is one."""
+    return "seed:" + "".join(ch for ch in title.casefold() if ch.isalnum())[:200]
 
 
 def collapse(text: str | None) -> str:
@@ -48,12 +62,63 @@ class Paper:
         return f"https://arxiv.org/abs/{self.id}"
 
     @property
-    def pdf_url(self) -> str:
-        return f"https://arxiv.org/pdf/{self.id}"
-
-    @property
     def primary_category(self) -> str | None:
         return self.categories[0] if self.categories else None
+
+
+def merge_papers(old: Paper, new: Paper) -> Paper:
+    """The newest version wins its fields; thin fields never erase richer ones."""
+    newer = new if new.version >= old.version else old
+    other = old if newer is new else new
+    sources = tuple(dict.fromkeys(old.sources + new.sources))
+    return Paper(
+        id=old.id, version=newer.version,
+        title=newer.title or other.title, abstract=newer.abstract or other.abstract,
+        authors=newer.authors or other.authors, categories=newer.categories or other.categories,
+        submitted=old.submitted or new.submitted,
+        updated=newer.updated or other.updated,
+        comment=newer.comment or other.comment, journal_ref=newer.journal_ref or other.journal_ref,
+        sources=sources, announce_type=old.announce_type or new.announce_type,
+    )
+
+
+@dataclass(frozen=True)
+class Options:
+    """How a run was asked for on the command line."""
+
+    as_of: datetime
+    offline: bool = False
+    dry_run: bool = False
+    no_email: bool = False
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What rank decided about one paper, and the reader's verdict (rl-digest mark) if any."""
+
+    paper_id: str
+    score: float | None
+    relevant: bool | None
+    reasons: tuple[str, ...] = ()
+    topic: str | None = None
+    topics: tuple[str, ...] = ()  # secondary topics
+    verdict: bool | None = None
+
+    @property
+    def kept(self) -> bool:
+        """The reader's verdict beats the score."""
+        return self.verdict if self.verdict is not None else bool(self.relevant)
+
+
+@dataclass(frozen=True)
+class Enrichment:
+    """One LLM result as the cache keeps it: about which item, for which task, the reply."""
+
+    key: str  # the cache key: changes with the item's version, the model, prompts, languages
+    item_key: str  # paper_key(...), seed_key(...) or "compare:..."
+    kind: str  # the task: paper_summary, seed_translation, featured_reading, ...
+    data: dict[str, Any]  # the validated reply as JSON data
+    tokens: tuple[int, int] = (0, 0)  # in, out
 
 
 @dataclass(frozen=True)
@@ -237,6 +302,5 @@ class RunReport:
     files: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     delivery_errors: list[str] = field(default_factory=list)
-    sources: dict = field(default_factory=dict)
     relevance_model: str | None = None  # the relevance model's version ("rule" without one)
     elapsed: float = 0.0

@@ -17,15 +17,15 @@ from pipeline.config import Config
 from pipeline.deliver import channels, git, outbox
 from pipeline.deliver.files import write_atomic
 from pipeline.errors import DigestError
-from pipeline.models import Digest, Entry, RunReport
+from pipeline.models import Digest, Entry, Options, RunReport
 from pipeline.store import Store
 
 log = logging.getLogger(__name__)
 
 
-def publish(config: Config, store: Store, options, digest: Digest | None,
+def publish(config: Config, store: Store, options: Options, digest: Digest | None,
             reading: list[Entry], report: RunReport) -> None:
-    out = config.outputs.dir
+    out, settings = config.outputs.dir, render.Settings.of(config)
     if digest is not None:
         report.digest = digest.id
         report.seeds = digest.seeds
@@ -36,7 +36,7 @@ def publish(config: Config, store: Store, options, digest: Digest | None,
     files: dict[str, Path] = {}
     if digest is not None:
         for fmt in ("md", "html", "txt"):
-            text = render.digest_as(config, digest, fmt, len(reading))
+            text = render.digest_as(settings, digest, fmt, len(reading))
             files[f"digests/{digest.id}.{fmt}"] = write_atomic(out / "digests" / f"{digest.id}.{fmt}", text)
         if store.digest(digest.id) is None:
             readers = outbox.recipients(channels.open_channels(config, len(reading),
@@ -46,24 +46,22 @@ def publish(config: Config, store: Store, options, digest: Digest | None,
     sections = compose.sections(reading, config.topics)
     changed = last_change(store, options.as_of)
     files["READING_LIST.md"] = write_atomic(out / "READING_LIST.md", render.reading_list_markdown(
-        config, sections, len(reading), changed.date().isoformat()))
+        settings, sections, len(reading), changed.date().isoformat()))
     files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(
-        config, stored_digests(store), changed.isoformat()))
+        settings, stored_digests(store), changed.isoformat()))
     report.files += [str(path) for path in files.values()]
-    deliver(config, store, report, email=not options.no_email, reading_count=len(reading))
+    deliver(config, store, report, len(reading), email=not options.no_email)
     if config.outputs.git is not None:
         result = git.publish(config.outputs.git, files, store)
         if not result.ok:
             report.delivery_errors.append(result.error or "git publishing failed")
 
 
-def deliver(config: Config, store: Store, report: RunReport, digest_id: str | None = None, *,
-            email: bool = True, due_only: bool = False, reading_count: int | None = None) -> None:
+def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
+            digest_id: str | None = None, *, email: bool = True, due_only: bool = False) -> None:
     """Hand over what the outbox holds; what fails stays there. `email=False` (--no-email)
-    leaves email rows alone; `due_only` is the scheduler's pacing."""
-    if reading_count is None:
-        counts = store.counts()
-        reading_count = counts["relevant"] + counts["seeds"]
+    leaves email rows alone; `due_only` is the scheduler's pacing. `reading_count` is
+    run.reading_count's, the one count every digest shows."""
     opened = channels.open_channels(config, reading_count, email=email)
     result = outbox.deliver(outbox.StoreOutbox(store), opened, lambda did: stored_digest(store, did),
                             datetime.now(UTC), digest_id=digest_id, due_only=due_only,
@@ -98,7 +96,7 @@ def _dry_run(config: Config, digest: Digest | None, reading: list[Entry]) -> Non
     """Print the digest and say what a real run would write and whom it would mail."""
     out = config.outputs.dir
     if digest is not None:
-        print(render.digest_as(config, digest, "md", len(reading)))
+        print(render.digest_as(render.Settings.of(config), digest, "md", len(reading)))
         for fmt in ("md", "html", "txt"):
             log.info("would write %s", out / "digests" / f"{digest.id}.{fmt}")
         if config.email.enabled:

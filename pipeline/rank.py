@@ -89,7 +89,8 @@ class Lexicon:
     plurals: bool
 
     @classmethod
-    def compile(cls, lists: Mapping[str, Mapping[str, float] | Iterable[str]], plurals=True):
+    def compile(cls, lists: Mapping[str, Mapping[str, float] | Iterable[str]],
+                plurals: bool = True) -> Lexicon:
         weights: dict[str, dict[str, float]] = {}
         names: dict[str, str] = {}
         for name, terms in lists.items():
@@ -205,7 +206,8 @@ def sentence_starts(text: str) -> list[int]:
     return starts
 
 
-def _abstract_rl(rules: Rules, hits: list[tuple[int, str, str]], abstract: str):
+def _abstract_rl(rules: Rules, hits: list[tuple[int, str, str]],
+                 abstract: str) -> tuple[float, dict[str, str]]:
     """RL evidence per sentence: the best RL term of each sentence counts once.
 
     Mentions in several sentences are what separate a paper *about* RL from one
@@ -397,7 +399,7 @@ def _topic_lexicon(spec: tuple[tuple[str, tuple[tuple[str, float], ...]], ...]) 
     return Lexicon.compile({key: dict(terms) for key, terms in spec})
 
 
-def _topic_spec(topics: Sequence[Any]):
+def _topic_spec(topics: Sequence[Any]) -> tuple[tuple[str, tuple[tuple[str, float], ...]], ...]:
     spec = []
     for topic in topics:
         terms = topic.terms if isinstance(topic.terms, Mapping) else dict.fromkeys(topic.terms, 1.0)
@@ -413,10 +415,10 @@ def assign_topics(title: str, abstract: str, topics: Sequence[Any]) -> tuple[str
     the catch-all "applications".
     """
     lexicon = _topic_lexicon(_topic_spec(topics))
-    scores: Counter[str] = Counter()
+    scores: dict[str, float] = {}
     for text, weight in ((title, 2.0), (abstract or "", 1.0)):
         for key, term in {(name, k) for _, name, k in lexicon.find(text)}:
-            scores[key] += weight * lexicon.weight(key, term)
+            scores[key] = scores.get(key, 0.0) + weight * lexicon.weight(key, term)
     order = {topic.key: i for i, topic in enumerate(topics)}
     ranked = sorted((k for k in scores if scores[k] > 0), key=lambda k: (-scores[k], order[k]))
     if not ranked:

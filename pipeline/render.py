@@ -13,9 +13,11 @@ import re
 import string
 import unicodedata
 import uuid
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import css_inline
@@ -23,6 +25,10 @@ import jinja2
 
 from pipeline.config import bundled
 from pipeline.extract import checked_url
+from pipeline.models import Digest, Entry, Section
+
+if TYPE_CHECKING:
+    from pipeline.config import Config
 
 # Gmail clips a message body over 102 KB ("[Message clipped]"); stay clear of it.
 EMAIL_LIMIT = 100_000  # bytes of the inlined HTML
@@ -183,23 +189,22 @@ def underline(value: object, char: str = "=", width: int = WIDTH) -> str:
 
 # --- shared helpers -----------------------------------------------------------------
 
-def texts(languages, zh: str | None, en: str | None) -> list[tuple[str, str]]:
+def texts(languages: Sequence[str], zh: str | None, en: str | None) -> list[tuple[str, str]]:
     """(lang, text) in the configured order, for the languages shown; never another one."""
     have = {"zh": zh, "en": en}
-    return [(lang, have[lang]) for lang in languages if have.get(lang)]
+    return [(lang, text) for lang in languages if (text := have.get(lang))]
 
 
-def summary_lines(entry, languages) -> list[tuple[str, str]]:
+def summary_lines(entry: Entry, languages: Sequence[str]) -> list[tuple[str, str]]:
     """What an entry says, as (lang, text) in the shown languages' order; nothing else.
 
     A missing Chinese summary gets no mark per entry (the header counts them once), and
     English-only readers never see Chinese: a seed without English shows its title alone.
     """
-    have = {"zh": entry.summary_zh, "en": entry.summary_en}
-    return [(lang, have[lang]) for lang in languages if have.get(lang)]
+    return texts(languages, entry.summary_zh, entry.summary_en)
 
 
-def entry_links(entry) -> list[tuple[str, str]]:
+def entry_links(entry: Entry) -> list[tuple[str, str]]:
     """(kind, url): the PDF of an arXiv entry (its title links the abstract page), then
     those read from its text, each through the same scheme and host check as every link."""
     found: list[tuple[str, str]] = []
@@ -270,7 +275,7 @@ def rfc3339(value: object, tz: str | None = None) -> str:
     return text[:-6] + "Z" if text.endswith("+00:00") else text
 
 
-def paper_count(digest) -> int:
+def paper_count(digest: Digest) -> int:
     return sum(len(s.entries) for s in digest.sections) + len(digest.featured)
 
 
@@ -312,18 +317,39 @@ def html_env(user_dir: Path | None = None) -> jinja2.Environment:
     return _shared(env)
 
 
-def common(config) -> dict:
+@dataclass(frozen=True)
+class Settings:
+    """What rendering needs of the configuration, and nothing else."""
+
+    topic: Any  # config.Topic: the digest's name and intro in both languages
+    languages: tuple[str, ...]
+    topic_names: Mapping[str, str]  # topic key -> its name in the shown languages
+    base_url: str | None = None  # where the web edition lives, ending in "/"
+    unsubscribe_url: str | None = None
+    templates: Path | None = None  # the user's template overrides
+    timezone: str | None = None  # schedule.timezone, for the feed's own date
+    email_limit: int = EMAIL_LIMIT  # bytes of the email's inlined HTML
+
+    @classmethod
+    def of(cls, config: Config) -> Settings:
+        return cls(
+            topic=config.topic, languages=tuple(config.languages),
+            topic_names={t.key: " · ".join(text for _, text in texts(config.languages, t.name.zh, t.name.en))
+                         for t in config.topics},
+            base_url=config.outputs.base_url.rstrip("/") + "/" if config.outputs.base_url else None,
+            unsubscribe_url=config.email.unsubscribe_url, templates=config.templates.dir,
+            timezone=config.schedule.timezone)
+
+
+def common(settings: Settings) -> dict:
     """What every template knows about the configuration."""
-    base_url = config.outputs.base_url.rstrip("/") + "/" if config.outputs.base_url else None
-    return {"topic": config.topic, "languages": list(config.languages),
-            "topic_names": {t.key: " · ".join(text for _, text in texts(config.languages, t.name.zh,
-                                                                        t.name.en))
-                            for t in config.topics},
-            "base_url": base_url, "unsubscribe_url": config.email.unsubscribe_url}
+    return {"topic": settings.topic, "languages": list(settings.languages),
+            "topic_names": dict(settings.topic_names), "base_url": settings.base_url,
+            "unsubscribe_url": settings.unsubscribe_url}
 
 
-def _digest_context(config, digest, reading_count: int, relative: str) -> dict:
-    ctx = common(config)
+def _digest_context(settings: Settings, digest: Digest, reading_count: int, relative: str) -> dict:
+    ctx = common(settings)
     base = ctx["base_url"]
     ctx.update(d=digest, sections=digest.sections, paper_count=paper_count(digest),
                more=len(digest.left_out), reading_list_count=reading_count,
@@ -334,29 +360,29 @@ def _digest_context(config, digest, reading_count: int, relative: str) -> dict:
 
 # --- digests ------------------------------------------------------------------------
 
-def digest_markdown(config, digest, reading_count: int) -> str:
-    return text_env(config.templates.dir).get_template("digest.md.j2").render(
-        **_digest_context(config, digest, reading_count, "../READING_LIST.md"))
+def digest_markdown(settings: Settings, digest: Digest, reading_count: int) -> str:
+    return text_env(settings.templates).get_template("digest.md.j2").render(
+        **_digest_context(settings, digest, reading_count, "../READING_LIST.md"))
 
 
-def digest_text(config, digest, reading_count: int) -> str:
+def digest_text(settings: Settings, digest: Digest, reading_count: int) -> str:
     """The text/plain part: same content, wrapped at 72 columns, links as full URLs."""
-    return text_env(config.templates.dir).get_template("email.txt.j2").render(
-        **_digest_context(config, digest, reading_count, "../READING_LIST.md"))
+    return text_env(settings.templates).get_template("email.txt.j2").render(
+        **_digest_context(settings, digest, reading_count, "../READING_LIST.md"))
 
 
-def digest_subject(config, digest) -> str:
-    text = text_env(config.templates.dir).get_template("subject.txt.j2").render(
-        d=digest, paper_count=paper_count(digest), **common(config))
+def digest_subject(settings: Settings, digest: Digest) -> str:
+    text = text_env(settings.templates).get_template("subject.txt.j2").render(
+        d=digest, paper_count=paper_count(digest), **common(settings))
     return one_line(text)
 
 
-def _ranked(entries):
+def _ranked(entries: Sequence[Entry]) -> list[Entry]:
     """The order entries give way in when the email is too big: seeds last, then by score."""
     return sorted(entries, key=lambda e: (not e.curated, -(e.score or 0.0), e.key))
 
 
-def _keep(digest, keep: int) -> tuple[tuple, int]:
+def _keep(digest: Digest, keep: int) -> tuple[tuple[Section, ...], int]:
     """Sections holding only the `keep` best entries (their order unchanged); and how many went."""
     everything = [e for s in digest.sections for e in s.entries]
     kept = {e.key for e in _ranked(everything)[:keep]}
@@ -372,7 +398,7 @@ def _inline(html: str) -> str:
     return inliner.inline(html)
 
 
-def digest_html(config, digest, reading_count: int, limit: int = EMAIL_LIMIT) -> str:
+def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: int | None = None) -> str:
     """The email HTML, CSS inlined, under `limit` bytes.
 
     Too big: long English lines are clipped, then the lowest-ranked papers are left to
@@ -380,9 +406,10 @@ def digest_html(config, digest, reading_count: int, limit: int = EMAIL_LIMIT) ->
     comparison and synthesis alone are too big, they are shortened first. A language is
     never dropped: every entry the email keeps speaks in every shown language.
     """
-    template = html_env(config.templates.dir).get_template("email.html.j2")
-    base = _digest_context(config, digest, reading_count, "../READING_LIST.md")
-    base["subject"] = digest_subject(config, digest)
+    limit = settings.email_limit if limit is None else limit
+    template = html_env(settings.templates).get_template("email.html.j2")
+    base = _digest_context(settings, digest, reading_count, "../READING_LIST.md")
+    base["subject"] = digest_subject(settings, digest)
     total = sum(len(s.entries) for s in digest.sections)
 
     def render(clip_en: int | None, keep: int, clip_all: int | None = None) -> str:
@@ -419,49 +446,50 @@ def digest_html(config, digest, reading_count: int, limit: int = EMAIL_LIMIT) ->
     return best
 
 
-def digest_as(config, digest, fmt: str, reading_count: int) -> str:
+def digest_as(settings: Settings, digest: Digest, fmt: str, reading_count: int) -> str:
     """A stored digest in one format: md, html or txt."""
     if fmt == "md":
-        return digest_markdown(config, digest, reading_count)
+        return digest_markdown(settings, digest, reading_count)
     if fmt == "html":
-        return digest_html(config, digest, reading_count)
+        return digest_html(settings, digest, reading_count)
     if fmt == "txt":
-        return digest_text(config, digest, reading_count)
+        return digest_text(settings, digest, reading_count)
     raise ValueError(f"unknown format {fmt!r}: md, html or txt")
 
 
 # --- the reading list and the feed --------------------------------------------------
 
-def _newest_first(entries):
+def _newest_first(entries: Sequence[Entry]) -> list[Entry]:
     ordered = sorted(entries, key=lambda e: (e.title.casefold(), e.key))
     return sorted(ordered, key=lambda e: e.date or "", reverse=True)
 
 
-def reading_list_markdown(config, sections, total: int, updated: str) -> str:
+def reading_list_markdown(settings: Settings, sections: Sequence[Section], total: int,
+                          updated: str) -> str:
     """Every entry so far, grouped by topic (in the given order), newest first, stable."""
-    return text_env(config.templates.dir).get_template("reading_list.md.j2").render(
+    return text_env(settings.templates).get_template("reading_list.md.j2").render(
         sections=[{"topic": s.topic, "name_zh": s.name_zh, "name_en": s.name_en,
                    "count": len(s.entries), "entries": _newest_first(s.entries)}
                   for s in sections if s.entries],
-        total=total, updated=str(updated), **common(config))
+        total=total, updated=str(updated), **common(settings))
 
 
-def _feed_id(config, name: str) -> str:
-    return f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'rl-digest:{config.topic.name.en}:{name}')}"
+def _feed_id(settings: Settings, name: str) -> str:
+    return f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'rl-digest:{settings.topic.name.en}:{name}')}"
 
 
-def feed_xml(config, digests, updated) -> str:
+def feed_xml(settings: Settings, digests: Sequence[Digest], updated: str) -> str:
     """An Atom feed, newest digest first, one entry per digest."""
-    ctx = common(config)
+    ctx = common(settings)
     base = ctx["base_url"]
-    tz = config.schedule.timezone if getattr(config, "schedule", None) else None
+    tz = settings.timezone
     entries = []
     for digest in sorted(digests, key=lambda d: d.id, reverse=True):
         link = f"{base}digests/{digest.id}.html" if base else f"digests/{digest.id}.html"
-        entries.append({"d": digest, "id": link if base else _feed_id(config, digest.id),
+        entries.append({"d": digest, "id": link if base else _feed_id(settings, digest.id),
                         "link": link, "updated": rfc3339(digest.window_end, digest.timezone),
                         "paper_count": paper_count(digest)})
-    return html_env(config.templates.dir).get_template("feed.xml.j2").render(
+    return html_env(settings.templates).get_template("feed.xml.j2").render(
         entries=entries, updated=rfc3339(updated, tz),
-        feed_id=f"{base}feed.xml" if base else _feed_id(config, "feed"),
+        feed_id=f"{base}feed.xml" if base else _feed_id(settings, "feed"),
         self_url=f"{base}feed.xml" if base else None, **ctx)

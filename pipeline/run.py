@@ -1,40 +1,57 @@
 """run_digest(): the stages in order, top to bottom.
 
-Phase one builds the context (seeds, collect, rank, enrich, compose); phase two
-writes it (files, database, outbox, email, git). A failed source stops the run
-before anything is published, so the watermark stays where it was.
+Each phase reads what it needs from the store once, hands records from stage to
+stage, and keeps its results at its end, so a killed run loses at most the phase it
+was in and the next run completes it:
+
+1. collect and rank: the seeds and the sources for the window -> kept; new papers scored -> kept
+2. resolve: seed entries tied to papers, thin RSS records completed -> kept
+3. the week: read once into a `Week`
+4. enrich: grey-band judgements -> kept; summaries and translations -> cached as each arrives
+5. compose the digest; publish it (files, digest and outbox rows, channels, git)
+
+A failed source stops the run before anything is published, so the watermark stays.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
+from typing import Any
 
-from pipeline import calendar, collect, compose, coverage, learn, rank, render
-from pipeline.config import Config, bundled
+from pipeline import calendar, collect, compose, coverage, learn, rank, render, sources
+from pipeline.config import Config
 from pipeline.enrich import Enricher, Item, make_client
-from pipeline.errors import ConfigError, DigestError
-from pipeline.models import Digest, Entry, Paper, RunReport, SeedDocument
+from pipeline.errors import ConfigError, DigestError, SourceError
+from pipeline.models import (
+    Digest,
+    Entry,
+    Options,
+    Paper,
+    RunReport,
+    Scored,
+    SeedDocument,
+    SeedEntry,
+    merge_papers,
+    paper_key,
+    seed_key,
+)
 from pipeline.publish import publish
+from pipeline.sources import Source, SourceSetup, arxiv_api
 from pipeline.sources.http import Fetcher
-from pipeline.sources.seeds import load_seeds
+from pipeline.sources.seeds import seed_source
 from pipeline.stopping import Stopped, checkpoint
-from pipeline.store import Store, paper_key, row_to_seed, seed_key
+from pipeline.store import Store, now_iso
 
 log = logging.getLogger(__name__)
 
-
-@dataclass
-class Options:
-    as_of: datetime
-    offline: bool = False
-    dry_run: bool = False
-    no_email: bool = False
-
-
+JUDGED = "LLM judge: "
+MEMORY = "source:"  # state key prefix: what each source keeps from one window to the next
+SCORED_WITH = "relevance_scored_with"  # state key: the model version the waiting papers were scored with
 ARXIV_BEGAN = datetime(1991, 8, 14, tzinfo=UTC)
 
 
@@ -66,13 +83,43 @@ def parse_as_of(value: str | None, config: Config, option: str = "--as-of") -> d
 
 
 def seed_documents(config: Config) -> list[SeedDocument]:
-    """The user's seed paths, plus the built-in pages unless a file of that name is there."""
-    documents = load_seeds(list(config.seeds.paths))
-    if config.seeds.builtin:
-        have = {doc.source for doc in documents}
-        builtin = [doc for doc in load_seeds([bundled("seeds")]) if doc.source not in have]
-        documents = builtin + documents
-    return documents
+    """The seed documents as the seeds source reads them (for `rl-digest seeds`)."""
+    return seed_source(SourceSetup("seeds", config)).documents()
+
+
+@dataclass
+class Week:
+    """What the stages after collecting need, read from the store once."""
+
+    papers: dict[str, Paper]  # relevant, grey-band and seed-tied papers, by id
+    scores: dict[str, Scored]  # every scored paper's, by id
+    seeds: list[SeedEntry]
+    published: set[str]  # keys of entries already in a digest
+    summaries: dict[str, dict[str, Any]]  # paper key -> its newest summary
+    translations: dict[str, dict[str, Any]]  # seed key -> its newest translation
+    last_digest_end: datetime | None = None
+    existing: Digest | None = None  # the digest of this as-of, if a run already made it
+    snapshots: dict[str, dict | None] = field(default_factory=dict)  # the Updates ledger
+    listed: dict[str, Paper] = field(default_factory=dict)  # papers with a snapshot, by id
+    ledger: coverage.Ledger | None = None  # what collecting covered, for the digest's header
+
+    def kept(self) -> list[Paper]:
+        """Relevant papers (the reader's verdict beats the score), newest first."""
+        found = sorted((p for p in self.papers.values()
+                        if p.id in self.scores and self.scores[p.id].kept), key=lambda p: p.id)
+        found.sort(key=lambda p: p.submitted.isoformat() if p.submitted else "", reverse=True)
+        return found
+
+    def waiting(self) -> list[Paper]:
+        """Relevant papers not yet in a digest."""
+        return [p for p in self.kept() if paper_key(p.id) not in self.published]
+
+    def take(self, papers: Sequence[Paper]) -> None:
+        """Newer records of papers the week holds (completed or revised ones)."""
+        for paper in papers:
+            for held in (self.papers, self.listed):
+                if paper.id in held:
+                    held[paper.id] = merge_papers(held[paper.id], paper)
 
 
 def run_digest(config: Config, store: Store, options: Options,
@@ -100,34 +147,191 @@ def run_digest(config: Config, store: Store, options: Options,
 def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None) -> RunReport:
     started = time.monotonic()
     report = RunReport(as_of=options.as_of.isoformat())
-    documents = seed_documents(config)
-    seeds = [e for doc in documents for e in doc.entries]
-    report.warnings += [str(w) for doc in documents for w in doc.warnings]
-    store.save_seeds(seeds)
-    if not options.offline:
-        fetcher = fetcher or collect.make_fetcher(config)
-        collected = collect.collect(config, store, fetcher, options.as_of)
-        report.fetched, report.new, report.revised = (
-            collected.fetched, len(collected.new), len(collected.revised))
-        report.warnings += collected.warnings
+    fetcher = fetcher or collect.make_fetcher(config)
+    used = sources.configured(config, offline=options.offline)
+    collected, seeds, report.relevance_model = collect_and_rank(
+        config, store, used, fetcher, options.as_of, record=not options.offline)
+    report.warnings += [str(w) for doc in collected.documents for w in doc.warnings]
+    report.warnings += collected.warnings
+    report.fetched, report.new, report.revised = (
+        collected.fetched, len(collected.new), len(collected.revised))
     checkpoint()
-    report.relevance_model = rank_papers(config, store)
-    if not options.offline:
-        collect.resolve_seeds(config, store, fetcher)
-        thin = [p.id for p in unpublished_papers(store) if p.submitted is None]
-        thin += [p.id for p in collected.revised]  # a new version may bring a venue or code
-        collect.complete_thin(config, store, fetcher, thin)
+    online = None if options.offline else fetcher
+    if online is not None:
+        seeds = resolve_seeds(config, store, online, seeds)
+    week = load_week(config, store, seeds, options.as_of)
+    if online is not None:
+        # RSS records lack the submission date and comment; a new version may bring a venue or code
+        thin = [p.id for p in week.waiting() if p.submitted is None] + [p.id for p in collected.revised]
+        week.take(complete_thin(config, store, online, thin))
     checkpoint()
     enricher = make_enricher(config, store, options, report)
-    judge_grey_band(config, store, enricher)
-    summarise(store, enricher, report)
+    store.set_scores(judge_grey_band(config, week, enricher))
+    summarise(week, enricher, report)
     checkpoint()
-    digest = build_digest(config, store, options, documents, enricher)
+    credits = sources.credits(config, used, options.offline)
+    digest = build_digest(config, options, week, collected.documents, enricher, credits)
     _count_enrichment(report, enricher)
-    publish(config, store, options, digest, digest_entries(config, store), report)
+    publish(config, store, options, digest, digest_entries(config, week), report)
     report.elapsed = time.monotonic() - started
     return report
 
+
+# --- phase 1: collect and rank ----------------------------------------------------------------
+
+def collect_and_rank(config: Config, store: Store, used: Sequence[Source], fetcher: Fetcher,
+                     as_of: datetime, record: bool = True, since: datetime | None = None,
+                     ) -> tuple[collect.CollectReport, list[SeedEntry], str]:
+    """Read the sources for the window after the watermark (or from `since`), keep what
+    they found, score the new papers; return the collect report, every kept seed entry
+    and the relevance model's version.
+
+    record=False (an offline run) keeps no `collect` run and no ledger, so the watermark
+    and the coverage stay as they were.
+    """
+    mark = store.watermark()
+    report = collect.CollectReport(collect.window(config, mark, as_of, since))
+    memory = {s.name: store.get_state(MEMORY + s.name) for s in used}
+    ledger = coverage.Ledger.load(store)
+    run_id = store.start_run("collect", as_of) if record else None
+    try:
+        collect.collect(config, used, report, fetcher, as_of, ledger, memory, first_run=mark is None)
+    except SourceError as exc:
+        if run_id is not None:
+            store.finish_run(run_id, "failed", collect.as_dict(report), error=str(exc))
+        raise
+    store.save_seeds([e for doc in report.documents for e in doc.entries])
+    known = {p.id: p for p in store.papers(u.id for u in report.updates)} if report.updates else {}
+    new, revised, _ = store.upsert_papers(report.papers + collect.with_versions(report.updates, known))
+    collect.count_kept(report, new, revised)
+    for name, kept in report.memory.items():
+        store.set_state(MEMORY + name, kept)
+    if run_id is not None:
+        ledger.save(store, as_of.date())
+        store.finish_run(run_id, "ok", collect.as_dict(report), window=report.window)
+    seeds = store.seeds()
+    return report, seeds, rank_papers(config, store, seeds)
+
+
+def rank_papers(config: Config, store: Store, seeds: Sequence[SeedEntry]) -> str:
+    """Score papers not yet scored with the rule, the model and the profile; a reader's
+    verdict (rl-digest mark) overrides the score. When the model changed (new verdicts)
+    the week's unpublished papers are scored again. Returns the model's version."""
+    taste = [(s.title, s.title) for s in seeds]
+    taste += [(p.title, f"{p.title} {p.abstract}") for p in store.marked(relevant=True)]
+    model = learn.current(config.relevance, store)
+    version = model.version if model else "rule"
+    papers = store.papers_to_score()
+    if store.get_state(SCORED_WITH) != version:
+        papers = list({p.id: p for p in papers + rescore_candidates(store)}.values())
+    store.set_scores(rank_papers_with(config, papers, taste, model))
+    store.set_state(SCORED_WITH, version)
+    return version
+
+
+def rank_papers_with(config: Config, papers: Sequence[Paper], taste: Sequence[tuple[str, str]],
+                     model: learn.Hybrid | None) -> list[Scored]:
+    """The rule, the model and the profile over records: a score, its reasons and topics each."""
+    rules = rank.compile_rules(config.relevance)
+    exemplars = rank.build_exemplars(taste)
+    profile = learn.Profile.compile(config.relevance)
+    scored = []
+    for paper in papers:
+        rule = rank.score(paper.title, paper.abstract, rules, exemplars)
+        result = learn.decide(paper.title, paper.abstract, paper.authors, rule, model, profile)
+        primary, others = rank.assign_topics(paper.title, paper.abstract, config.topics)
+        scored.append(Scored(paper.id, result.value, result.relevant, tuple(result.reasons),
+                             primary, tuple(others)))
+    return scored
+
+
+def rescore_candidates(store: Store) -> list[Paper]:
+    """Scored papers of the current week (since the last digest) not yet in a digest:
+    older weeks keep the scores they were published or passed over with."""
+    published, since = store.published_keys(), store.last_digest_end()
+    return [p for p in store.papers() if paper_key(p.id) not in published
+            and (since is None or p.submitted is None or p.submitted >= since)]
+
+
+# --- phase 2: resolve -------------------------------------------------------------------------
+
+def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None,
+                  seeds: list[SeedEntry]) -> list[SeedEntry]:
+    """Tie seed entries to arXiv papers (stored titles first, then a title search);
+    keep the ties and return the seeds with them."""
+    if all(s.arxiv_id for s in seeds):
+        return seeds
+    search = None
+    if fetcher is not None and config.sources.arxiv.enabled:  # disabled means no call at all
+        def search(titles: list[str]) -> list[Paper]:
+            return arxiv_api.search_titles(fetcher, config.sources.arxiv.api_url, titles)
+    found = collect.resolve_seeds(
+        seeds, store.paper_titles(), store.seed_tries(), config.seeds.match_threshold, search,
+        timedelta(days=config.seeds.resolve_retry_days), datetime.now(UTC))
+    store.upsert_papers(found.papers)
+    store.set_seed_resolutions(found.tied, now_iso())
+    return found.apply(seeds)
+
+
+def complete_thin(config: Config, store: Store, fetcher: Fetcher, ids: list[str]) -> list[Paper]:
+    """RSS records lack the submission date and comment: one id_list request per batch."""
+    if not ids or not config.sources.arxiv.enabled:  # disabled means no call at all
+        return []
+    papers = arxiv_api.fetch_ids(fetcher, config.sources.arxiv.api_url, ids)
+    store.upsert_papers(papers)
+    return papers
+
+
+# --- phase 3: the week ------------------------------------------------------------------------
+
+def load_week(config: Config, store: Store, seeds: list[SeedEntry], as_of: datetime | None) -> Week:
+    """Everything the later stages read, in one pass over the store. as_of None: only
+    what the reading list needs."""
+    scores = store.scores()
+    papers = {p.id: p for p in store.relevant_papers()}
+    published = store.published_keys()
+    tied = [s.arxiv_id for s in seeds if s.arxiv_id and s.arxiv_id not in papers]
+    grey = [pid for pid in grey_band(config, scores, published) if pid not in papers]
+    papers.update((p.id, p) for p in store.papers(list(dict.fromkeys(tied + grey))))
+    week = Week(papers=papers, scores=scores, seeds=seeds, published=published,
+                summaries=store.latest_enrichments("paper_summary"),
+                translations=store.latest_enrichments("seed_translation"))
+    if as_of is not None:
+        existing = store.digest(as_of.date().isoformat())
+        week.existing = compose.digest_from_dict(existing["data"]) if existing else None
+        week.last_digest_end = store.last_digest_end()
+        if week.existing is None:
+            week.snapshots = store.snapshots()
+            listed = [k.removeprefix("arxiv:") for k, v in week.snapshots.items() if v]
+            week.listed = {p.id: p for p in store.papers(listed)}
+            week.ledger = coverage.Ledger.load(store)
+    return week
+
+
+def grey_band(config: Config, scores: dict[str, Scored], published: set[str]) -> list[str]:
+    """Waiting papers whose score is within the grey band of the threshold (the model's, with
+    its band, when relevance.model is on), that neither the reader nor the judge decided."""
+    rel = config.relevance
+    if not rel.llm_judge:
+        return []
+    threshold, band = learn.band(rel)
+    return [pid for pid, s in scores.items()
+            if s.score is not None and s.verdict is None and abs(s.score - threshold) <= band
+            and paper_key(pid) not in published and not learn.reader_decided(s.reasons)
+            and not any(reason.startswith(JUDGED) for reason in s.reasons)]
+
+
+def reading_list(config: Config, store: Store) -> list[Entry]:
+    """Every relevant paper and seed entry so far: the reading list's entries."""
+    return digest_entries(config, load_week(config, store, store.seeds(), None))
+
+
+def reading_count(config: Config, store: Store) -> int:
+    """How many entries the reading list holds: the "reading list: N papers" of every digest."""
+    return len(reading_list(config, store))
+
+
+# --- phase 4: enrich --------------------------------------------------------------------------
 
 def make_enricher(config: Config, store: Store, options: Options, report: RunReport) -> Enricher:
     """With no LLM (provider none, --offline, no key) the enricher serves the cache only."""
@@ -141,44 +345,37 @@ def make_enricher(config: Config, store: Store, options: Options, report: RunRep
                     render.text_env(config.templates.dir))
 
 
-JUDGED = "LLM judge: "
-
-
-def judge_grey_band(config: Config, store: Store, enricher: Enricher) -> int:
-    """Ask the LLM about waiting papers whose score is within the grey band of the
-    threshold (the model's, with its band, when relevance.model is on)."""
-    rel = config.relevance
-    if not rel.llm_judge:
-        return 0
-    threshold, band = learn.band(rel)
-    published = store.published_keys()
-    rows = {r["id"]: r for r in store.score_rows()
-            if r["score"] is not None and r["verdict"] is None
-            and abs(r["score"] - threshold) <= band
-            and paper_key(r["id"]) not in published
-            and not learn.reader_decided(reasons := r["reasons"] or [])
-            and not any(reason.startswith(JUDGED) for reason in reasons)}
-    verdicts = enricher.judge(store.papers(rows))
-    for pid, verdict in verdicts.items():
+def judge_grey_band(config: Config, week: Week, enricher: Enricher) -> list[Scored]:
+    """Ask the LLM about the grey band's papers; return their new scores (also applied to
+    the week)."""
+    unsure = [week.papers[pid] for pid in grey_band(config, week.scores, week.published)
+              if pid in week.papers]
+    judged = []
+    for pid, verdict in enricher.judge(unsure).items():
         said = "relevant" if verdict.relevant else "not relevant"
-        reasons = (rows[pid]["reasons"] or []) + [f"{JUDGED}{said} ({verdict.reason_en})"]
-        store.set_judgement(pid, verdict.relevant, reasons)
-    return len(verdicts)
+        old = week.scores[pid]
+        judged.append(replace(old, relevant=verdict.relevant,
+                              reasons=(*old.reasons, f"{JUDGED}{said} ({verdict.reason_en})")))
+    week.scores.update((s.paper_id, s) for s in judged)
+    return judged
 
 
-def summarise(store: Store, enricher: Enricher, report: RunReport) -> None:
+def summarise(week: Week, enricher: Enricher, report: RunReport) -> None:
     """Summaries for the papers waiting for a digest (best first), then for listed papers
-    whose summary failed before; English for curated seeds."""
-    scores = {row["id"]: row["score"] or 0.0 for row in store.score_rows()}
-    waiting = sorted(unpublished_papers(store), key=lambda p: -scores.get(p.id, 0.0))
-    have = store.latest_enrichments("paper_summary")
+    whose summary failed before; English for curated seeds. The week takes them in."""
+    def best(p: Paper) -> float:
+        scored = week.scores.get(p.id)
+        return -((scored.score if scored else None) or 0.0)
+
+    waiting = sorted(week.waiting(), key=best)
     waiting_ids = {p.id for p in waiting}
-    listed = [p for p in store.relevant_papers()
-              if paper_key(p.id) not in have and p.id not in waiting_ids]
+    listed = [p for p in week.kept()
+              if paper_key(p.id) not in week.summaries and p.id not in waiting_ids]
     found = enricher.summarise(waiting + listed)
-    published = store.published_keys()
-    seeds = [row_to_seed(row) for row in store.seed_rows() if row["key"] not in published]
+    week.summaries.update((paper_key(pid), reply.model_dump(mode="json")) for pid, reply in found.items())
+    seeds = [s for s in week.seeds if seed_key(s.title) not in week.published]
     found_seeds = enricher.translate_seeds(seeds)
+    week.translations.update((key, reply.model_dump(mode="json")) for key, reply in found_seeds.items())
     report.summarised, report.cached = len(found) + len(found_seeds), enricher.report.cached
 
 
@@ -194,64 +391,19 @@ def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
                                f"from templates/glossary.yaml, e.g. {'; '.join(done.glossary_examples)}")
 
 
-def rank_papers(config: Config, store: Store) -> str:
-    """Score papers not yet scored with the rule, the model and the profile; a user's
-    verdict (rl-digest mark) overrides the score. When the model changed (new verdicts)
-    the week's unpublished papers are scored again. Returns the model's version."""
-    rules = rank.compile_rules(config.relevance)
-    exemplars = rank.build_exemplars(exemplar_texts(store))
-    model = learn.current(config.relevance, store)
-    profile = learn.Profile.compile(config.relevance)
-    version = model.version if model else "rule"
-    papers = store.papers_to_score()
-    if store.get_state("relevance_scored_with") != version:
-        papers = list({p.id: p for p in papers + rescore_candidates(store)}.values())
-    scored = []
-    for paper in papers:
-        rule = rank.score(paper.title, paper.abstract, rules, exemplars)
-        result = learn.decide(paper.title, paper.abstract, paper.authors, rule, model, profile)
-        primary, others = rank.assign_topics(paper.title, paper.abstract, config.topics)
-        scored.append((paper.id, result.value, result.relevant, list(result.reasons),
-                       primary, list(others)))
-    store.set_scores(scored)
-    store.set_state("relevance_scored_with", version)
-    return version
+# --- phase 5: compose -------------------------------------------------------------------------
 
-
-def rescore_candidates(store: Store) -> list[Paper]:
-    """Scored papers of the current week (since the last digest) not yet in a digest:
-    older weeks keep the scores they were published or passed over with."""
-    published, since = store.published_keys(), store.last_digest_end()
-    return [p for p in store.papers() if paper_key(p.id) not in published
-            and (since is None or p.submitted is None or p.submitted >= since)]
-
-
-def exemplar_texts(store: Store) -> list[tuple[str, str]]:
-    """The user's taste: seed entries, and papers they marked relevant."""
-    items = [(row["title"], row["title"]) for row in store.seed_rows()]
-    items += [(p.title, f"{p.title} {p.abstract}") for p in store.marked(relevant=True)]
-    return items
-
-
-def unpublished_papers(store: Store) -> list[Paper]:
-    published = store.published_keys()
-    return [p for p in store.relevant_papers() if paper_key(p.id) not in published]
-
-
-def build_digest(config: Config, store: Store, options: Options,
-                 documents: list[SeedDocument], enricher: Enricher) -> Digest | None:
+def build_digest(config: Config, options: Options, week: Week, documents: list[SeedDocument],
+                 enricher: Enricher, credits: list[str]) -> Digest | None:
     """Everything relevant not yet in a digest; None when there is nothing new."""
-    digest_id = options.as_of.date().isoformat()
-    existing = store.digest(digest_id)
-    if existing is not None:
-        return compose.digest_from_dict(existing["data"])
-    entries = digest_entries(config, store, store.published_keys())
-    ledger = store.snapshots()
-    news = compose.updates(store.papers(k.removeprefix("arxiv:") for k, v in ledger.items() if v),
-                           ledger, store.latest_enrichments("paper_summary"))
+    if week.existing is not None:
+        return week.existing
+    entries = digest_entries(config, week, week.published)
+    news = compose.updates(week.listed.values(), week.snapshots, week.summaries)
     if not entries and not news:
         return None
-    wanted = featured_seed_keys(store)
+    wanted = {paper_key(s.arxiv_id) if s.arxiv_id else seed_key(s.title)
+              for s in week.seeds if s.featured}
     forced = [e for e in entries if e.key in wanted]
     featured = rank.choose_featured(entries, config.digest.featured, key_topic=lambda e: e.topic,
                                     key_score=lambda e: e.score or 0.0, forced=forced)
@@ -263,72 +415,56 @@ def build_digest(config: Config, store: Store, options: Options,
     featured = [compose.with_reading(e, _dump(readings.get(e.key))) for e in featured]
     comparison = None if curated[0] else _dump(enricher.compare(items))
     llm = any(e.llm for e in entries) or bool(readings) or comparison is not None
-    last = store.last_digest_end()
-    start = last or options.as_of - timedelta(days=config.sources.arxiv.lookback_days)
-    sources = [name for name, on in (("arXiv API", config.sources.arxiv.enabled and not options.offline),
-                                     ("RSS", config.sources.rss.enabled and not options.offline),
-                                     ("OAI-PMH", config.sources.oai.enabled and not options.offline),
-                                     ("seeds", True)) if on]
+    start = week.last_digest_end or options.as_of - timedelta(days=config.sources.arxiv.lookback_days)
     return compose.make_digest(
-        digest_id=digest_id, window=(start, options.as_of), timezone=config.schedule.timezone,
-        entries=entries, featured=featured, topics=config.topics,
+        digest_id=options.as_of.date().isoformat(), window=(start, options.as_of),
+        timezone=config.schedule.timezone, entries=entries, featured=featured, topics=config.topics,
         max_papers=config.digest.max_papers, comparison=comparison, curated=curated,
         model=config.enrich.model if llm else None,
-        sources=sources, categories=[] if options.offline else config.sources.arxiv.categories,
+        sources=credits, categories=[] if options.offline else config.sources.arxiv.categories,
         updates=news,
-        coverage=None if options.offline else coverage_of(config, store, (start, options.as_of), entries),
+        coverage=None if options.offline or week.ledger is None else coverage_of(
+            config, week.ledger, (start, options.as_of), entries),
     )
 
 
-def coverage_of(config: Config, store: Store, window: tuple[datetime, datetime],
+def coverage_of(config: Config, ledger: coverage.Ledger, window: tuple[datetime, datetime],
                 entries: list[Entry]) -> dict:
     """The header's coverage line: the ledger against the calendar, and what was kept."""
     cal = calendar.load_calendar(config.sources.arxiv.calendar_files)
-    found = coverage.summarise(coverage.Ledger.load(store), cal, collect.feed_groups(config), *window)
+    found = coverage.summarise(ledger, cal, collect.feed_groups(config), *window)
     relevant = {g.name: sum(1 for e in entries if not e.curated
                             and any(c.split(".")[0] == g.name for c in e.categories))
                 for g in found.groups}
     return {**asdict(found), "relevant": relevant}
 
 
-def _dump(reply) -> dict | None:
+def _dump(reply: Any) -> dict | None:
     return reply.model_dump(mode="json") if reply is not None else None
 
 
-def featured_seed_keys(store: Store) -> set[str]:
-    keys = set()
-    for row in store.seed_rows():
-        seed = row_to_seed(row)
-        if seed.featured:
-            keys.add(paper_key(seed.arxiv_id) if seed.arxiv_id else seed_key(seed.title))
-    return keys
-
-
-def digest_entries(config: Config, store: Store, published: set[str] | None = None) -> list[Entry]:
+def digest_entries(config: Config, week: Week, published: set[str] | None = None) -> list[Entry]:
     """Relevant papers and seed entries; those already in a digest are left out when asked."""
-    summaries = store.latest_enrichments("paper_summary")
-    translations = store.latest_enrichments("seed_translation")
-    seeds = [row_to_seed(row) for row in store.seed_rows()]
-    by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}
-    topics = {p["id"]: p for p in store.score_rows()}
+    by_paper = {s.arxiv_id: s for s in week.seeds if s.arxiv_id}
+    tied = [week.papers[pid] for pid in by_paper if pid in week.papers]
     entries, seen = [], set(published or ())
-    for paper in store.relevant_papers() + store.papers(by_paper):
+    for paper in week.kept() + tied:
         key = paper_key(paper.id)
         if key in seen:
             continue
         seen.add(key)
-        row = topics.get(paper.id, {})
-        topic = row.get("topic") or _topic(config, paper.title, paper.abstract)
-        scored = compose.Scored(row.get("score"), topic)
+        scored = week.scores.get(paper.id)
+        topic = (scored.topic if scored else None) or _topic(config, paper.title, paper.abstract)
         seed = by_paper.get(paper.id)
-        entries.append(compose.paper_entry(paper, scored, summaries.get(key), seed,
-                                           translations.get(seed_key(seed.title)) if seed else None))
-    for seed in seeds:
+        entries.append(compose.paper_entry(paper, topic, scored.score if scored else None,
+                                           week.summaries.get(key), seed,
+                                           week.translations.get(seed_key(seed.title)) if seed else None))
+    for seed in week.seeds:
         key = seed_key(seed.title)
         if seed.arxiv_id or published is not None and key in published:
             continue
         entries.append(compose.seed_entry(seed, _topic(config, seed.title, seed.summary_zh or ""),
-                                          translations.get(key)))
+                                          week.translations.get(key)))
     return entries
 
 

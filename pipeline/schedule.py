@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MISSED, EVENT_SCHEDULER_STARTED
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -225,7 +226,7 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Callab
     scheduler.add_job(publish_body, trigger(config, "publish"), id="publish", name="publish",
                       **defaults)
 
-    def missed(event) -> None:
+    def missed(event: Any) -> None:
         if event.job_id == "publish" and not STOP.is_set():
             log.warning("publish: the fire at %s was missed by more than "
                         "schedule.misfire_grace_seconds; catching it up now",
@@ -250,7 +251,7 @@ def _keep_heartbeat(config: Config, scheduler: BlockingScheduler) -> None:
                       executor=HEARTBEAT, seconds=config.schedule.heartbeat_seconds,
                       next_run_time=datetime.now(config.zone), coalesce=True, max_instances=1)
 
-    def job_done(event) -> None:
+    def job_done(event: Any) -> None:
         if event.job_id != HEARTBEAT:
             beat(config, scheduler)
 
@@ -264,7 +265,7 @@ def serve(config: Config, collect_job: Callable[[], object], publish_job: Callab
     executor = ThreadPoolExecutor(max_workers=2)
     scheduler = build(config, collect_job, publish_job, store, now, executor, outbox_job)
 
-    def stop(signum, _frame) -> None:
+    def stop(signum: int, _frame: Any) -> None:
         name = signal.Signals(signum).name
         if not STOP.is_set():
             STOP.set()
@@ -276,7 +277,7 @@ def serve(config: Config, collect_job: Callable[[], object], publish_job: Callab
         if scheduler.state != STATE_STOPPED:  # not yet started: the listener below stops it
             scheduler.shutdown(wait=False)  # returns at once; the job thread is joined below
 
-    def stopped_before_start(_event) -> None:
+    def stopped_before_start(_event: Any) -> None:
         if STOP.is_set() and scheduler.state != STATE_STOPPED:
             scheduler.shutdown(wait=False)
 

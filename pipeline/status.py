@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -159,15 +160,15 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
     if not found:
         raise DigestError(f"{paper_id}: no such paper in the database")
     p = found[0]
-    row = next(r for r in store.score_rows() if r["id"] == paper_id)
-    verdict = {None: "none", True: "relevant", False: "irrelevant"}[row["verdict"]]
-    reasons = "; ".join(row["reasons"] or []) or "-"
+    row = store.scores()[paper_id]
+    verdict = {None: "none", True: "relevant", False: "irrelevant"}[row.verdict]
+    reasons = "; ".join(row.reasons) or "-"
     rule = rank.score(p.title, p.abstract, rank.compile_rules(config.relevance))
     lines = [f"{p.id}v{p.version}  {p.title}",
              f"  categories: {', '.join(p.categories)}  sources: {', '.join(p.sources)}",
-             f"  score: {row['score'] if row['score'] is not None else 'not scored'}  "
-             f"relevant: {row['relevant']}  your verdict: {verdict}",
-             f"  topic: {row['topic']} {row['topics'] or []}",
+             f"  score: {row.score if row.score is not None else 'not scored'}  "
+             f"relevant: {row.relevant}  your verdict: {verdict}",
+             f"  topic: {row.topic} {list(row.topics)}",
              f"  reasons: {reasons}",
              f"  rule: {rule.value:+.2f} (threshold {config.relevance.threshold})"]
     model = learn.current(config.relevance, store, refit_now=False)
@@ -185,11 +186,11 @@ def judging(config: Config, store: Store) -> list[str]:
     """How often the LLM judge was asked and agreed with the scorer; how the scorer does on
     the reader's verdicts; which model scores."""
     threshold, _ = learn.band(config.relevance)
-    rows = store.score_rows()
-    judged = [r for r in rows if any(x.startswith(JUDGED) for x in r["reasons"] or [])]
-    agreed = sum((r["score"] >= threshold) == bool(r["relevant"]) for r in judged)
-    marked = [r for r in rows if r["verdict"] is not None and r["relevant"] is not None]
-    matched = sum(bool(r["relevant"]) == r["verdict"] for r in marked)
+    rows = store.scores().values()
+    judged = [r for r in rows if r.score is not None and any(x.startswith(JUDGED) for x in r.reasons)]
+    agreed = sum((r.score >= threshold) == bool(r.relevant) for r in judged)  # type: ignore[operator]
+    marked = [r for r in rows if r.verdict is not None and r.relevant is not None]
+    matched = sum(bool(r.relevant) == r.verdict for r in marked)
     saved = store.get_state(learn.STATE_KEY) if config.relevance.model else None
     model = ("off (the rule alone)" if not config.relevance.model else
              f"{saved['version']} (refit with {saved['verdicts']} of your verdicts)" if saved
@@ -226,7 +227,7 @@ def evaluation(config: Config, store: Store, rows: list[dict]) -> str:
     model = learn.current(config.relevance, store)
     profile = learn.Profile.compile(config.relevance)
 
-    def final(row: dict, rule: rank.Score) -> rank.Score:
+    def final(row: Mapping[str, Any], rule: rank.Score) -> rank.Score:
         return learn.decide(row["title"], row["abstract"], row.get("authors") or (), rule, model, profile)
 
     result = rank.evaluate(rows, rules, then=final)

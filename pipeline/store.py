@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from pipeline.config import sqlite_file
 from pipeline.errors import ConfigError, DigestError, LockedError
-from pipeline.models import Paper, SeedEntry
+from pipeline.models import Enrichment, Paper, Scored, SeedEntry, merge_papers, seed_key
 
 meta = sa.MetaData()
 Stamp = sa.String(32)  # ISO 8601 text, as every release has stored times
@@ -135,9 +135,20 @@ def _digest_item_snapshots(conn: Connection) -> None:
     conn.execute(sa.DDL(f"ALTER TABLE digest_items ADD COLUMN {column}"))
 
 
+def _source_memory(conn: Connection) -> None:
+    """What a source keeps between windows lives under one key per source: the RSS feeds'
+    `rss.seen:<url>` keys become the `source:rss` mapping of url to what was seen."""
+    rows = conn.execute(sa.select(state.c.key, state.c.value).where(state.c.key.like("rss.seen:%"))).all()
+    if rows:
+        _upsert(conn, state, [{"key": "source:rss",
+                               "value": {key.removeprefix("rss.seen:"): value for key, value in rows}}])
+        conn.execute(state.delete().where(state.c.key.like("rss.seen:%")))
+
+
 UPGRADES: list[Callable[[Connection], None]] = [
     _from_hand_written_sql,  # 1 -> 2
     _digest_item_snapshots,  # 2 -> 3
+    _source_memory,  # 3 -> 4
 ]
 LATEST = len(UPGRADES) + 1
 
@@ -154,15 +165,6 @@ def parse_dt(value: str | None) -> datetime | None:
     return datetime.fromisoformat(value) if value else None
 
 
-def seed_key(title: str) -> str:
-    """Seeds are identified by their title, folded: the same paper in two files is one."""
-    return "seed:" + "".join(ch for ch in title.casefold() if ch.isalnum())[:200]
-
-
-def paper_key(paper_id: str) -> str:
-    return "arxiv:" + paper_id
-
-
 class Store:
     """The database behind one config; open() migrates it forward."""
 
@@ -176,7 +178,8 @@ class Store:
         try:
             store.migrate()
         except sa.exc.DatabaseError as exc:
-            raise DigestError(f"{where(engine)}: not a usable database: {one_line(exc.orig)}") from None
+            why = one_line(exc.orig or exc)
+            raise DigestError(f"{where(engine)}: not a usable database: {why}") from None
         return store
 
     def close(self) -> None:
@@ -272,8 +275,8 @@ class Store:
             if updates:
                 rows = [{**_paper_row(p), "pid": pid, "revised_at": revised_at.get(pid)}
                         for pid, p in updates.items()]
-                for row in rows:
-                    del row["id"]
+                for changed in rows:
+                    del changed["id"]
                 conn.execute(papers.update().where(papers.c.id == sa.bindparam("pid")), rows)
         return new, revised, same
 
@@ -306,25 +309,22 @@ class Store:
             rows = conn.execute(sa.select(papers).where(papers.c.verdict.is_(relevant))).mappings()
             return [row_to_paper(row) for row in rows]
 
-    def score_rows(self) -> list[dict]:
+    def scores(self) -> dict[str, Scored]:
+        """Every scored paper's score, reasons, topics and the reader's verdict, by id."""
         query = sa.select(papers.c.id, papers.c.score, papers.c.relevant, papers.c.reasons,
                           papers.c.topic, papers.c.topics, papers.c.verdict)
         with self.engine.connect() as conn:
-            return [dict(row) for row in conn.execute(query).mappings()]
+            return {row.id: Scored(row.id, row.score, row.relevant, tuple(row.reasons or ()),
+                                   row.topic, tuple(row.topics or ()), row.verdict)
+                    for row in conn.execute(query)}
 
-    def set_scores(self, scored: Iterable[tuple[str, float, bool, list[str], str, list[str]]]) -> None:
-        rows = [{"pid": pid, "score": value, "relevant": relevant, "reasons": reasons,
-                 "topic": topic, "topics": topics}
-                for pid, value, relevant, reasons, topic, topics in scored]
+    def set_scores(self, scored: Iterable[Scored]) -> None:
+        """Keep what rank (or the LLM judge) decided; the reader's verdict is left alone."""
+        rows = [{"pid": s.paper_id, "score": s.score, "relevant": s.relevant, "reasons": list(s.reasons),
+                 "topic": s.topic, "topics": list(s.topics)} for s in scored]
         if rows:
             with self.tx() as conn:
                 conn.execute(papers.update().where(papers.c.id == sa.bindparam("pid")), rows)
-
-    def set_judgement(self, pid: str, relevant: bool, reasons: list[str]) -> None:
-        """The LLM judge's call on a grey-band paper: it replaces the rule's, not the user's."""
-        with self.tx() as conn:
-            conn.execute(papers.update().where(papers.c.id == pid).values(
-                relevant=relevant, reasons=reasons))
 
     def set_verdict(self, pid: str, verdict: bool | None) -> bool:
         with self.tx() as conn:
@@ -345,17 +345,26 @@ class Store:
             _upsert(conn, seeds, list(rows.values()), refresh=("title", "source", "line", "data"))
         return len(rows.keys() - known)
 
-    def seed_rows(self) -> list[dict]:
+    def seeds(self) -> list[SeedEntry]:
+        """Every seed entry kept, oldest first, tied to the paper it was resolved to."""
         with self.engine.connect() as conn:
             query = sa.select(seeds).order_by(seeds.c.first_seen, seeds.c.source, seeds.c.line)
-            return [dict(r) for r in conn.execute(query).mappings()]
+            return [row_to_seed(dict(r)) for r in conn.execute(query).mappings()]
 
-    def set_seed_resolution(self, key: str, arxiv_id: str | None, tried_at: str) -> None:
+    def seed_tries(self) -> dict[str, datetime | None]:
+        """Seed key -> when a title search for it last ran (None: never)."""
+        with self.engine.connect() as conn:
+            return {key: parse_dt(tried) for key, tried in
+                    conn.execute(sa.select(seeds.c.key, seeds.c.resolve_tried_at))}
+
+    def set_seed_resolutions(self, tied: dict[str, str | None], tried_at: str) -> None:
+        """Seed key -> the arXiv id it was tied to, or None: searched for, not found."""
         with self.tx() as conn:
-            values: dict[str, Any] = {"resolve_tried_at": tried_at}
-            if arxiv_id:
-                values["arxiv_id"] = arxiv_id
-            conn.execute(seeds.update().where(seeds.c.key == key).values(**values))
+            for key, arxiv_id in tied.items():
+                values: dict[str, Any] = {"resolve_tried_at": tried_at}
+                if arxiv_id:
+                    values["arxiv_id"] = arxiv_id
+                conn.execute(seeds.update().where(seeds.c.key == key).values(**values))
 
     # --- runs ---
     def start_run(self, kind: str, as_of: datetime) -> int:
@@ -365,7 +374,7 @@ class Store:
                 status="interrupted", finished=now_iso(), error="the process ended mid-run"))
             result = conn.execute(runs.insert().values(
                 kind=kind, as_of=as_of.isoformat(), started=now_iso(), status="running"))
-            return result.inserted_primary_key[0]
+            return int(result.inserted_primary_key[0])  # type: ignore[index]
 
     def finish_run(self, run_id: int, status: str, report: dict, error: str | None = None,
                    window: tuple[datetime, datetime] | None = None) -> None:
@@ -447,18 +456,20 @@ class Store:
             return list(conn.execute(sa.select(digests.c.id).order_by(digests.c.id)).scalars())
 
     # --- enrichment cache ---
-    def cached_many(self, keys: list[str]) -> dict[str, dict]:
-        """key -> cached data, for those of `keys` in the cache (asked in slices)."""
+    def get_many(self, keys: list[str]) -> dict[str, dict]:
+        """The enrichment cache: key -> cached data, for those of `keys` in it (asked in slices)."""
         query = sa.select(enrichments.c.key, enrichments.c.data)
         with self.engine.connect() as conn:
             return {key: data for chunk in _chunks(keys)
                     for key, data in conn.execute(query.where(enrichments.c.key.in_(chunk)))}
 
-    def cache(self, key: str, item_key: str, kind: str, data: dict, tokens: tuple[int, int]) -> None:
-        with self.tx() as conn:
-            _upsert(conn, enrichments, [dict(key=key, item_key=item_key, kind=kind, data=data,
-                                             tokens_in=tokens[0], tokens_out=tokens[1],
-                                             created=now_iso())])
+    def put_many(self, results: Iterable[Enrichment]) -> None:
+        """Keep LLM results in the enrichment cache, in one transaction."""
+        rows = [dict(key=r.key, item_key=r.item_key, kind=r.kind, data=r.data, tokens_in=r.tokens[0],
+                     tokens_out=r.tokens[1], created=now_iso()) for r in results]
+        if rows:
+            with self.tx() as conn:
+                _upsert(conn, enrichments, rows)
 
     def latest_enrichments(self, kind: str) -> dict[str, dict]:
         """item_key -> its newest enrichment of this kind, for the reading list."""
@@ -624,22 +635,6 @@ def _sqlite_pragmas(busy_timeout: float) -> Any:
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
     return connect
-
-
-def merge_papers(old: Paper, new: Paper) -> Paper:
-    """The newest version wins its fields; thin fields never erase richer ones."""
-    newer = new if new.version >= old.version else old
-    other = old if newer is new else new
-    sources = tuple(dict.fromkeys(old.sources + new.sources))
-    return Paper(
-        id=old.id, version=newer.version,
-        title=newer.title or other.title, abstract=newer.abstract or other.abstract,
-        authors=newer.authors or other.authors, categories=newer.categories or other.categories,
-        submitted=old.submitted or new.submitted,
-        updated=newer.updated or other.updated,
-        comment=newer.comment or other.comment, journal_ref=newer.journal_ref or other.journal_ref,
-        sources=sources, announce_type=old.announce_type or new.announce_type,
-    )
 
 
 def _paper_row(p: Paper) -> dict[str, Any]:

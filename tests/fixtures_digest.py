@@ -7,9 +7,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from pathlib import Path
-from types import SimpleNamespace
 
-from pipeline import compose
+from pipeline import compose, render
 from pipeline.config import Bilingual, Topic, TopicDef
 from pipeline.models import Digest, Entry, Paper, Part, Row, Section, Update
 
@@ -31,16 +30,16 @@ INTRO_EN = ("Reinforcement learning optimises a policy from reward signals gathe
 
 
 def config(languages=("zh", "en"), templates_dir: Path | None = None, base_url: str | None = None,
-           unsubscribe_url: str | None = None):
-    """What render.py reads of a Config, fixed here so the bundled config.yaml can change freely."""
-    return SimpleNamespace(
+           unsubscribe_url: str | None = None) -> render.Settings:
+    """render's settings, fixed here so the bundled config.yaml can change freely."""
+    return render.Settings(
         topic=Topic(name=Bilingual(zh="强化学习", en="Reinforcement Learning for LLMs"),
                     intro=Bilingual(zh=INTRO_ZH, en=INTRO_EN)),
-        languages=list(languages), topics=TOPICS,
-        outputs=SimpleNamespace(base_url=base_url),
-        email=SimpleNamespace(unsubscribe_url=unsubscribe_url),
-        templates=SimpleNamespace(dir=templates_dir),
-        schedule=SimpleNamespace(timezone="Asia/Shanghai"),
+        languages=tuple(languages),
+        topic_names={t.key: " · ".join(text for _, text in render.texts(languages, t.name.zh, t.name.en))
+                     for t in TOPICS},
+        base_url=base_url.rstrip("/") + "/" if base_url else None,
+        unsubscribe_url=unsubscribe_url, templates=templates_dir, timezone="Asia/Shanghai",
     )
 
 
@@ -138,7 +137,7 @@ LAMBDA_PAPER = Paper(
     comment="Accepted at NeurIPS 2026. 9 pages, 3 figures",
     submitted=datetime(2026, 11, 27, 9, tzinfo=UTC),
 )
-LAMBDA = compose.paper_entry(LAMBDA_PAPER, compose.Scored(3.0, "algorithms"), {
+LAMBDA = compose.paper_entry(LAMBDA_PAPER, "algorithms", 3.0, {
     "title_zh": "GRPO-$\\lambda$：用资格迹为 $\\alpha$-RL 分配信用",
     "summary_zh": "本文提出了 GRPO-λ，通过资格迹把奖励分配到各个 token，从而缓解长回答的信用分配问题。",
     "summary_en": "GRPO-λ spreads each reward over tokens with eligibility traces.",
@@ -155,7 +154,7 @@ OFFLINE = compose.paper_entry(Paper(
               "We release our logs."),
     authors=("Ana Souza",), categories=("cs.LG",), comment="ICLR 2026 (oral)",
     submitted=datetime(2026, 11, 26, 9, tzinfo=UTC),
-), compose.Scored(1.0, "rewards"))
+), "rewards", 1.0)
 UPDATE = Update(
     key="arxiv:2610.00042", title="Sparse $\\beta$-Rewards for Long Agents",
     url="https://arxiv.org/abs/2610.00042", title_zh="面向长程智能体的稀疏 β 奖励",

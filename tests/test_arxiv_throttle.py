@@ -14,7 +14,7 @@ from pipeline.sources.arxiv_api import fetch_ids, search_window
 from pipeline.sources.arxiv_rss import fetch_feed
 from pipeline.sources.http import Fetcher
 from pipeline.store import Store
-from tests.conftest import write_config
+from tests.helpers import write_config
 from tests.servers.arxiv_server import NO_TOTAL, RATE_EXCEEDED, THROTTLED, ArxivServer
 
 DAY = datetime(2026, 11, 18, 12, tzinfo=UTC)

@@ -14,21 +14,24 @@ from datetime import UTC, datetime
 import pytest
 
 from tests import backends
-from tests.conftest import ROOT
-from tests.servers.arxiv_server import ArxivServer, hang
-from tests.servers.openai_server import OpenAIServer, stall
-from tests.test_collect import CATS, rl_paper
-from tests.test_delivery_cli import (
+from tests.helpers import CATS, ROOT, rl_paper
+from tests.processes import (
+    DONE,
+    HELD,
     READERS,
+    Scheduler,
     WatchedSmtp,
     config_with,
     copies,
     kill9,
+    one_publishes,
+    papers_now,
     start_cli,
     stderr_lines,
     wait_for,
 )
-from tests.test_schedule_cli import DONE, HELD, Scheduler, one_publishes, papers_now
+from tests.servers.arxiv_server import ArxivServer, hang
+from tests.servers.openai_server import OpenAIServer, stall
 
 WEEK1 = datetime(2026, 10, 29, 12, tzinfo=UTC)
 WEEK2 = datetime(2026, 11, 5, 12, tzinfo=UTC)

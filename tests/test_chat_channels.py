@@ -11,10 +11,14 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
+from tests.helpers import rl_paper
+from tests.processes import config_with, db_rows
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.chat_server import ChatServer
-from tests.test_collect import rl_paper
-from tests.test_delivery_cli import AS_OF, DAY, NEXT, config_with, db_rows
+
+DAY = datetime(2026, 10, 29, 12, tzinfo=UTC)
+AS_OF = "2026-11-02"
+NEXT = "2026-11-09"
 
 HOSTILE = "Policy <b>bold</b> & [not](a link) | *star* for GRPO reasoning"
 KINDS = ("slack", "feishu", "dingtalk", "telegram", "webhook")

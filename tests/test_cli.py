@@ -6,7 +6,7 @@ import subprocess
 import sys
 import time
 
-from tests.conftest import ROOT, cli_command, write_config
+from tests.helpers import ROOT, cli_command, write_config
 
 
 def test_seeds_lists_all_38_entries_from_any_directory(tmp_path, cli):

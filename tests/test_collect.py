@@ -6,42 +6,17 @@ import json
 import math
 import sqlite3
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import pytest
 
 from pipeline import collect
 from pipeline.config import load
 from pipeline.models import Paper
+from pipeline.run import resolve_seeds
 from pipeline.store import Store
-from tests.conftest import write_config
+from tests.helpers import config_for, rl_paper, write_config
 from tests.servers.arxiv_server import ArxivServer, http_error
-
-UTC = UTC
-CATS = ["cs.LG", "cs.CL"]
-
-
-def rl_paper(n: int, day: datetime, version: int = 1, cats=("cs.LG",), title=None) -> Paper:
-    return Paper(
-        id=f"2611.{n:05d}", version=version,
-        title=title or f"GRPO variant {n} for reinforcement learning of large language models",
-        abstract=("We train a large language model with reinforcement learning from verifiable "
-                  f"rewards using GRPO; variant {n} improves reasoning accuracy."),
-        authors=("Ada Lovelace", "Alan Turing"), categories=cats,
-        submitted=day, updated=day + timedelta(days=version - 1),
-    )
-
-
-def config_for(tmp_path, server: ArxivServer, page_size=3, rss=True, **extra):
-    return write_config(tmp_path, {
-        "sources": {
-            "arxiv": {"api_url": server.api_url, "categories": CATS, "page_size": page_size,
-                      "lookback_days": 7, "overlap_hours": 0, "retries": 1},
-            "rss": {"enabled": rss, "urls": [server.rss_url(CATS)]},
-        },
-        "seeds": {"paths": []},
-        **extra,
-    }, seeds=False)
 
 
 def papers_in_db(tmp_path) -> dict[str, dict]:
@@ -136,8 +111,8 @@ def test_seed_with_a_typo_resolves_to_the_stored_paper(tmp_path):
     store.save_seeds([SeedEntry(title="Online Process Reward Leanring for Agentic Reinforcement Learning",
                                 source="s.txt", line=1),
                       SeedEntry(title="PRISM", source="s.txt", line=3)])
-    assert collect.resolve_seeds(config, store, fetcher=None) == 1
-    ids = {row["title"]: row["arxiv_id"] for row in store.seed_rows()}
+    assert _tied(resolve_seeds(config, store, None, store.seeds())) == 1
+    ids = {seed.title: seed.arxiv_id for seed in store.seeds()}
     assert ids["Online Process Reward Leanring for Agentic Reinforcement Learning"] == "2510.00001"
     assert ids["PRISM"] is None  # a weak match is not forced
 
@@ -153,11 +128,15 @@ def test_unresolved_seed_is_searched_once_within_the_retry_period(tmp_path):
         store.save_seeds([SeedEntry(title=title, source="s.txt", line=1),
                           SeedEntry(title="A paper arXiv does not have", source="s.txt", line=3)])
         fetcher = collect.make_fetcher(config)
-        assert collect.resolve_seeds(config, store, fetcher) == 1
-        assert collect.resolve_seeds(config, store, fetcher) == 0  # nothing new to tie
+        assert _tied(resolve_seeds(config, store, fetcher, store.seeds())) == 1
+        resolve_seeds(config, store, fetcher, store.seeds())  # nothing new to tie
         searches = [r for r in server.requests if "ti:" in r.query.get("search_query", "")]
     assert len(searches) == 1  # both titles in one query, never repeated
-    assert {row["arxiv_id"] for row in store.seed_rows()} == {"2510.01180", None}
+    assert {seed.arxiv_id for seed in store.seeds()} == {"2510.01180", None}
+
+
+def _tied(seeds):
+    return sum(1 for seed in seeds if seed.arxiv_id)
 
 
 def _collect(cli, config, as_of):
@@ -208,8 +187,8 @@ def test_the_38_built_in_seeds_resolve_in_at_most_5_api_requests(tmp_path):
                      for n, seed in enumerate(seeds)))
         store = Store.open(config.storage.url)
         store.save_seeds(seeds)
-        tied = collect.resolve_seeds(config, store, collect.make_fetcher(config))
+        tied = _tied(resolve_seeds(config, store, collect.make_fetcher(config), store.seeds()))
         searches = [r for r in server.requests if r.path == "/api/query"]
     assert tied == 38
     assert 1 <= len(searches) <= 5
-    assert all(row["arxiv_id"] for row in store.seed_rows())
+    assert all(seed.arxiv_id for seed in store.seeds())

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline import config
 from pipeline.errors import ConfigError
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def test_bundled_config_is_valid_and_complete():

@@ -14,7 +14,7 @@ import zipfile
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 
 def instructions() -> list[tuple[str, str]]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from pipeline.calendar import load_calendar
 from pipeline.config import load
 from pipeline.models import Paper
-from tests.conftest import write_config
+from tests.helpers import write_config
 from tests.servers.arxiv_server import EMPTY, ArxivServer, http_error
 
 DEFAULT_CATS = load(None).sources.arxiv.categories

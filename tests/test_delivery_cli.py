@@ -12,118 +12,36 @@ collapse the two) and `status` notes it: at most one duplicate, never a loss.
 from __future__ import annotations
 
 import os
-import signal
-import sqlite3
 import stat
 import subprocess
-import threading
-import time
-from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from tests import toy_channel
-from tests.conftest import ROOT, USE_INSTALLED, cli_command, cli_env, write_config
-from tests.servers import smtp_server
+from tests.helpers import plugin_env, rl_paper
+from tests.processes import (
+    READERS,
+    WatchedSmtp,
+    config_with,
+    copies,
+    db_rows,
+    kill9,
+    start_cli,
+    stderr_lines,
+    wait_for,
+)
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.smtp_server import SmtpServer
-from tests.test_collect import CATS, rl_paper
 
 DAY = datetime(2026, 10, 29, 12, tzinfo=UTC)
 AS_OF = "2026-11-02"
 NEXT = "2026-11-09"
-READERS = ["ada@example.org", "alan@example.org"]
-
-
-# --- helpers shared with tests/test_reliability.py ------------------------------------------
-
-def config_with(tmp_path: Path, arxiv: ArxivServer | None = None, smtp_port: int | None = None,
-                recipients: list[str] = READERS, email_timeout: float = 30, **extra) -> Path:
-    """A config for whole runs against the local stand-ins (no seeds, no LLM by default)."""
-    overrides: dict = {"seeds": {"paths": []}}
-    if arxiv is not None:
-        overrides["sources"] = {
-            "arxiv": {"api_url": arxiv.api_url, "categories": CATS, "page_size": 50,
-                      "overlap_hours": 0, "retries": 0},
-            "rss": {"urls": [arxiv.rss_url(CATS)]}}
-    if smtp_port is not None:
-        overrides["email"] = {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp_port,
-                              "security": "none", "timeout_seconds": email_timeout,
-                              "to": list(recipients)}
-    for key, value in extra.items():
-        overrides[key] = {**overrides.get(key, {}), **value} if isinstance(value, dict) else value
-    return write_config(tmp_path, overrides, seeds=False)
-
-
-def start_cli(*args: str, env: dict | None = None, **popen) -> subprocess.Popen:
-    """The real CLI in the background, to be killed; its output is dropped (an unread pipe
-    could block it)."""
-    return subprocess.Popen([*cli_command(), *args], cwd="/", env=cli_env(env),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen)
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 20, what: str = "condition",
-             proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"the process ended (exit {proc.returncode}) before {what}")
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def kill9(proc: subprocess.Popen) -> None:
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
-    assert proc.returncode == -signal.SIGKILL, f"it had ended already (exit {proc.returncode})"
-
-
-def db_rows(tmp_path: Path, sql: str, *params) -> list[dict]:
-    conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3")
-    conn.row_factory = sqlite3.Row
-    try:
-        return [dict(r) for r in conn.execute(sql, params)]
-    finally:
-        conn.close()
 
 
 def outbox(tmp_path: Path) -> dict[str, dict]:
     return {r["recipient"]: r for r in db_rows(tmp_path, "SELECT * FROM deliveries ORDER BY id")}
-
-
-def copies(smtp: SmtpServer) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for address in smtp.recipients:
-        counts[address] = counts.get(address, 0) + 1
-    return counts
-
-
-class _WatchedHandler(smtp_server._Handler):
-    async def _stall(self, command: str) -> None:
-        if self.server.stall_at == command and self.server.stall_seconds > 0:
-            self.server.stalling.set()
-        await super()._stall(command)
-
-
-class WatchedSmtp(SmtpServer):
-    """The SMTP stand-in, telling (`stalling`) when it has begun to stall a command."""
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        self.stalling = threading.Event()
-
-    def start(self):
-        super().start()
-        self._controller.handler = _WatchedHandler(self)  # used for each new connection
-        return self
-
-
-def stderr_lines(result: subprocess.CompletedProcess) -> list[str]:
-    return [line for line in result.stderr.splitlines() if line.strip()]
 
 
 # --- A crash between send and mark ---------------------------------------------------------
@@ -225,18 +143,6 @@ def test_send_digest_reader_resends_one_on_purpose_with_a_new_message_id(tmp_pat
 
 # --- a channel added from a test module ------------------------------------------------------
 
-def plugin_env(tmp_path: Path) -> dict:
-    """An installed-looking plugin: a dist-info declaring `toy_file` in the rl_digest.channels
-    entry-point group, and tests/ on the path for its module (tests/toy_channel.py)."""
-    site = tmp_path / "plugins"
-    info = site / "rl_digest_toy-1.0.dist-info"
-    info.mkdir(parents=True)
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rl-digest-toy\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[rl_digest.channels]\ntoy_file = toy_channel:FileChannel\n")
-    paths = [str(site), str(ROOT / "tests")] + ([] if USE_INSTALLED else [str(ROOT)])
-    return {"PYTHONPATH": os.pathsep.join(paths)}
-
-
 def test_a_toy_channel_from_a_test_module_gets_every_digest_once(tmp_path, cli):
     """Two channels pipeline/ knows nothing of (one through the entry-point group, one as
     module:factory in the config) get each digest once beside email; a resend on purpose
@@ -244,7 +150,7 @@ def test_a_toy_channel_from_a_test_module_gets_every_digest_once(tmp_path, cli):
     notes, archive = tmp_path / "notes", tmp_path / "archive"
     channels = [{"type": "toy_file", "name": "notes", "folder": str(notes), "readers": ["team", "ada"]},
                 {"type": "toy_channel:FileChannel", "name": "archive", "folder": str(archive)}]
-    env = plugin_env(tmp_path)
+    env = plugin_env(tmp_path, "[rl_digest.channels]\ntoy_file = toy_channel:FileChannel\n")
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
         config = config_with(tmp_path, arxiv, smtp.port, channels=channels)
         first = cli("--config", str(config), "run", "--as-of", AS_OF, env=env)

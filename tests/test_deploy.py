@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import ROOT
+from tests.helpers import ROOT
 
 DEPLOY = ROOT / "deploy"
 

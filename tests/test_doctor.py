@@ -7,11 +7,10 @@ from contextlib import ExitStack
 
 import pytest
 
-from tests.conftest import _merge, write_config
+from tests.helpers import CATS, _merge, write_config
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refused_port
-from tests.test_collect import CATS
 
 KEY = "sk-doctor-test-key"
 LINES = ["config", "database", "arxiv api", "arxiv rss", "llm", "smtp", "git"]

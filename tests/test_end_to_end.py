@@ -3,38 +3,11 @@ PostgreSQL (`db_url`)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from tests import backends
-from tests.conftest import write_config
+from tests.helpers import DAY, KEY, full_config, rl_paper
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer, error
 from tests.servers.smtp_server import SmtpServer, refused_port
-from tests.test_collect import CATS, rl_paper
-
-DAY = datetime(2026, 10, 29, 12, tzinfo=UTC)
-KEY = "sk-test-secret-value-123"
-
-
-def full_config(tmp_path, arxiv: ArxivServer, llm: OpenAIServer | None = None,
-                smtp_port: int | None = None, db_url: str | None = None, **extra):
-    overrides = {
-        "sources": {"arxiv": {"api_url": arxiv.api_url, "categories": CATS, "page_size": 50,
-                              "overlap_hours": 0, "retries": 1},
-                    "rss": {"urls": [arxiv.rss_url(CATS)]}},
-        "seeds": {"paths": []},
-    }
-    if llm is not None:
-        overrides["enrich"] = {"provider": "openai", "base_url": llm.url, "timeout_seconds": 5,
-                               "deadline_seconds": 10, "concurrency": 2}
-    if smtp_port is not None:
-        overrides["email"] = {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp_port,
-                              "security": "none", "timeout_seconds": 5,
-                              "to": ["ada@example.org", "alan@example.org"]}
-    if db_url is not None:
-        overrides["storage"] = {"url": db_url}
-    overrides.update(extra)
-    return write_config(tmp_path, overrides, seeds=False)
 
 
 def test_run_summarises_in_both_languages_and_a_rerun_calls_nothing(tmp_path, cli, db_url):

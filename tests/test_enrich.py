@@ -25,9 +25,9 @@ from pipeline.enrich import (
     wire_schema,
 )
 from pipeline.errors import DigestError
-from pipeline.models import Paper, SeedEntry
+from pipeline.models import Paper, SeedEntry, paper_key, seed_key
 from pipeline.render import text_env
-from pipeline.store import Store, paper_key, seed_key
+from pipeline.store import Store
 from tests.servers.openai_server import (
     OpenAIServer,
     Reply,
@@ -249,7 +249,7 @@ def test_a_failure_falls_back_and_succeeds_next_run(key, server, store, caplog, 
     assert (e.report.failures, e.report.done) == (1, 0)
     assert len(server.requests) == requests
     assert reason in caplog.text
-    assert store.cached_many([e.cache_key(SUMMARY, paper_key(paper[0].id), "1")]) == {}
+    assert store.get_many([e.cache_key(SUMMARY, paper_key(paper[0].id), "1")]) == {}
     server.script = None
     later = enricher(cfg, store)
     assert paper[0].title in later.summarise(paper)[paper[0].id].summary_en

@@ -7,10 +7,9 @@ import re
 from dataclasses import replace
 from datetime import timedelta
 
+from tests.helpers import DAY, KEY, full_config, rl_paper
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer, ok
-from tests.test_collect import rl_paper
-from tests.test_end_to_end import DAY, KEY, full_config
 
 CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
 

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from pipeline.extract import checked_url, contribution, links, readable, venue
-from tests.conftest import shared_file
+from tests.helpers import shared_file
 
 
 @pytest.mark.parametrize("texts, expected", [

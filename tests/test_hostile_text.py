@@ -8,10 +8,9 @@ import sqlite3
 from dataclasses import replace
 
 from pipeline.text import at_sentence, clean, clean_name, xml_safe
+from tests.helpers import CATS, DAY, config_for, full_config, rl_paper
 from tests.servers.arxiv_server import OK, RSS_TYPE, ArxivServer, raw
 from tests.servers.openai_server import OpenAIServer, default_content, ok
-from tests.test_collect import CATS, config_for, rl_paper
-from tests.test_end_to_end import DAY, full_config
 
 AS_OF = "2026-11-02"
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")

@@ -3,7 +3,7 @@ settings that validate but would fail a run."""
 
 from __future__ import annotations
 
-from tests.conftest import write_config
+from tests.helpers import write_config
 
 
 def env_file(path) -> dict:

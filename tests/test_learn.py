@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from pipeline import config, learn, rank
+from tests.helpers import full_config, rl_paper
 from tests.servers.arxiv_server import ArxivServer
-from tests.test_collect import rl_paper
-from tests.test_end_to_end import full_config
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = Path(__file__).with_name("data") / "relevance_sample.jsonl"

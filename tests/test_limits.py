@@ -7,13 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from tests.conftest import run_cli_measured, write_config
+from tests.helpers import CATS, DAY, config_for, full_config, rl_paper, run_cli_measured, write_config
 from tests.servers.arxiv_server import ArxivServer, gzip_bomb, huge, trickle, trickle_headers
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.openai_server import trickle as trickle_reply
 from tests.servers.openai_server import trickle_headers as trickle_reply_headers
-from tests.test_collect import CATS, config_for, rl_paper
-from tests.test_end_to_end import DAY, full_config
 
 AS_OF = "2026-10-22T00:00:00+00:00"
 PEAK_LIMIT = 300 * 2**20

@@ -9,11 +9,9 @@ import re
 import subprocess
 import threading
 
-from tests.conftest import cli_command, cli_env
+from tests.helpers import DAY, KEY, cli_command, cli_env, full_config, rl_paper
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer, error
-from tests.test_collect import rl_paper
-from tests.test_end_to_end import DAY, KEY, full_config
 
 STAMPED = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d{4} (DEBUG|INFO|WARNING|ERROR) [\w.]+: ")
 

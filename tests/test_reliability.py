@@ -45,15 +45,10 @@ from pipeline.render import md_escape, one_line
 from pipeline.sources.seeds import load_seeds
 from tests import backends
 from tests import fixtures_digest as fx
-from tests.conftest import ROOT, cli_command
-from tests.servers.arxiv_server import ArxivServer, hang, http_error
-from tests.servers.openai_server import OpenAIServer, stall
-from tests.servers.smtp_server import SmtpServer, refused_port
-from tests.test_collect import rl_paper
-from tests.test_delivery_cli import (
+from tests.helpers import ROOT, cli_command, cli_env, rl_paper
+from tests.processes import (
     READERS,
     WatchedSmtp,
-    cli_env,
     config_with,
     copies,
     db_rows,
@@ -62,6 +57,9 @@ from tests.test_delivery_cli import (
     stderr_lines,
     wait_for,
 )
+from tests.servers.arxiv_server import ArxivServer, hang, http_error
+from tests.servers.openai_server import OpenAIServer, stall
+from tests.servers.smtp_server import SmtpServer, refused_port
 
 DAY = datetime(2026, 10, 29, 12, tzinfo=UTC)
 AS_OF = "2026-11-02"

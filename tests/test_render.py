@@ -190,7 +190,7 @@ def test_digest_as_every_format(cfg, digest, md, html, txt):
 def test_bundled_config_renders_everything():
     from pipeline.config import load
 
-    config = load(None)
+    config = render.Settings.of(load(None))
     d = fx.digest()
     for fmt in ("md", "html", "txt"):
         assert d.id in render.digest_as(config, d, fmt, READING)

@@ -16,7 +16,7 @@ from pipeline.config import crontab, load
 from pipeline.errors import ConfigError
 from pipeline.stopping import STOP, Stopped
 from pipeline.store import Store
-from tests.conftest import ROOT, write_config
+from tests.helpers import ROOT, write_config
 
 
 def fires(config, which, start, count):

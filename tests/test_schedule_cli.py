@@ -7,69 +7,26 @@ result and stops the process as systemd would.
 
 from __future__ import annotations
 
-import signal
 import sqlite3
-import subprocess
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import cli_command, cli_env, write_config
+from tests.helpers import CATS, rl_paper, write_config
+from tests.processes import (
+    DONE,
+    HELD,
+    Scheduler,
+    one_publishes,
+    papers_now,
+    publish_runs,
+    published,
+    query,
+    scheduler_config,
+)
 from tests.servers.arxiv_server import ArxivServer, hang
 from tests.servers.smtp_server import SmtpServer, refused_port
-from tests.test_collect import CATS, rl_paper
-
-READY = "next publish:"  # logged once the signal handlers are in place
-
-
-class Scheduler:
-    """One `rl-digest schedule` process, its stdout and stderr in a log file."""
-
-    def __init__(self, config: Path, log_path: Path):
-        self.log_path = log_path
-        self._out = log_path.open("w", encoding="utf-8")
-        self.proc = subprocess.Popen([*cli_command(), "--config", str(config), "schedule"], cwd="/",
-                                     env=cli_env(), stdin=subprocess.DEVNULL, stdout=self._out,
-                                     stderr=subprocess.STDOUT)
-
-    def log(self) -> str:
-        return self.log_path.read_text(encoding="utf-8")
-
-    def wait_for(self, what: str, check, timeout: float = 20) -> float:
-        """Poll check() until true; fail naming `what`, with the log, if it never is."""
-        start = time.monotonic()
-        while time.monotonic() - start < timeout:
-            if check():
-                return time.monotonic() - start
-            if self.proc.poll() is not None:
-                raise AssertionError(f"exited {self.proc.returncode} before {what}:\n{self.log()}")
-            time.sleep(0.05)
-        raise AssertionError(f"no {what} within {timeout} s:\n{self.log()}")
-
-    def ready(self) -> None:
-        self.wait_for("start-up", lambda: READY in self.log())
-
-    def terminate(self, timeout: float = 15, again_when: str | None = None) -> tuple[int, float]:
-        """SIGTERM (and a second one once the log shows `again_when`, as an impatient
-        operator would); the exit code and how long the process took to go."""
-        start = time.monotonic()
-        self.proc.send_signal(signal.SIGTERM)
-        if again_when:
-            self.wait_for(again_when, lambda: again_when in self.log(), timeout)
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"still running {timeout} s after SIGTERM:\n{self.log()}") from None
-        return code, time.monotonic() - start
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._out.close()
 
 
 @pytest.fixture
@@ -84,55 +41,6 @@ def start(tmp_path):
     yield _start
     for scheduler in started:
         scheduler.close()
-
-
-def papers_now(count: int = 3):
-    yesterday = datetime.now(UTC).replace(microsecond=0) - timedelta(days=1)
-    return [rl_paper(i, yesterday) for i in range(count)]
-
-
-def config_for(tmp_path: Path, arxiv: ArxivServer) -> Path:
-    return write_config(tmp_path, {
-        "sources": {"arxiv": {"api_url": arxiv.api_url, "categories": CATS, "page_size": 50,
-                              "overlap_hours": 0, "retries": 1},
-                    "rss": {"urls": [arxiv.rss_url(CATS)]}},
-        "seeds": {"paths": []},
-    }, seeds=False)
-
-
-def query(tmp_path: Path, sql: str) -> list[tuple]:
-    conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3", timeout=10)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
-def publish_runs(tmp_path: Path) -> list[tuple[str, str | None]]:
-    if not (tmp_path / "state" / "digest.sqlite3").exists():
-        return []
-    return query(tmp_path, "SELECT status, error FROM runs WHERE kind = 'publish' ORDER BY id")
-
-
-def published(tmp_path: Path) -> bool:
-    return ("ok", None) in publish_runs(tmp_path)
-
-
-HELD = "publish: skipped this fire: another rl-digest run holds"
-DONE = ("no publish is due", "a publish already succeeded since the last fire")
-
-
-def one_publishes(both: list[Scheduler], published) -> tuple[list[int], list[str]]:
-    """Two schedulers started together: wait for a publish and for the other's skip (it found
-    the lock held, or started late enough to find the publish done); stop both with SIGTERM.
-    Their exit codes and logs."""
-    for scheduler in both:
-        scheduler.ready()
-    both[0].wait_for("publish", published, timeout=60)
-    both[0].wait_for("the other's skip", lambda: any(
-        HELD in s.log() or any(d in s.log() for d in DONE) for s in both))
-    codes = [s.terminate()[0] for s in both]
-    return codes, [s.log() for s in both]
 
 
 def assert_consistent(tmp_path: Path) -> list[str]:
@@ -157,7 +65,7 @@ def test_status_before_any_publish_shows_the_next_fires(tmp_path, cli):
 
 def test_scheduler_catches_up_the_missed_publish_then_stops_on_sigterm(tmp_path, start, cli):
     with ArxivServer(papers_now()) as arxiv:
-        config = config_for(tmp_path, arxiv)
+        config = scheduler_config(tmp_path, arxiv)
         scheduler = start(config)
         scheduler.ready()
         scheduler.wait_for("publish", lambda: published(tmp_path))
@@ -185,7 +93,7 @@ def test_scheduler_catches_up_the_missed_publish_then_stops_on_sigterm(tmp_path,
 def test_sigterm_during_a_publish_stops_at_a_checkpoint_and_a_restart_publishes_once(tmp_path, start):
     with ArxivServer(papers_now()) as arxiv:
         arxiv.script("/api/query", hang(3))  # the first API page takes 3 s: the run is busy
-        config = config_for(tmp_path, arxiv)
+        config = scheduler_config(tmp_path, arxiv)
         first = start(config, "first")
         first.ready()
         first.wait_for("the API request", lambda: any(r.path == "/api/query" for r in arxiv.requests))
@@ -214,7 +122,7 @@ def test_sigterm_during_a_publish_stops_at_a_checkpoint_and_a_restart_publishes_
 def test_two_schedulers_on_one_database_publish_once(tmp_path, start, cli):
     with ArxivServer(papers_now()) as arxiv:
         arxiv.script("/api/query", hang(2))  # the winner's run is still going when the other tries
-        config = config_for(tmp_path, arxiv)
+        config = scheduler_config(tmp_path, arxiv)
         # create the database first: two processes migrating a brand-new one at once can
         # collide in Store.migrate ("table schema_migrations already exists")
         cli("--config", str(config), "status")
@@ -236,7 +144,7 @@ def test_a_digest_made_by_hand_for_last_week_does_not_hide_this_weeks_missed_pub
     now = datetime.now(UTC).replace(microsecond=0)
     last_week = (now - timedelta(days=8)).date().isoformat()
     with ArxivServer([rl_paper(90, now - timedelta(days=9))]) as arxiv:
-        config = config_for(tmp_path, arxiv)
+        config = scheduler_config(tmp_path, arxiv)
         by_hand = cli("--config", str(config), "run", "--as-of", last_week)
         arxiv.add(*papers_now())
         scheduler = start(config)

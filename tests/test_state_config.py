@@ -15,9 +15,8 @@ import yaml
 
 from pipeline.config import load
 from pipeline.store import Store
-from tests.conftest import ROOT, write_config
+from tests.helpers import CATS, ROOT, config_for, rl_paper, write_config
 from tests.servers.arxiv_server import ArxivServer, http_error
-from tests.test_collect import CATS, config_for, rl_paper
 
 DAY = datetime(2026, 11, 10, 12, tzinfo=UTC)
 

@@ -7,9 +7,9 @@ import json
 import re
 from datetime import UTC, datetime, timedelta
 
-from tests.conftest import write_config
+from tests.helpers import write_config
+from tests.processes import Scheduler, papers_now, published, scheduler_config
 from tests.servers.arxiv_server import ArxivServer
-from tests.test_schedule_cli import Scheduler, config_for, papers_now, published
 
 
 def test_status_json_parses_and_holds_the_last_run(tmp_path, cli):
@@ -29,7 +29,7 @@ def test_status_json_parses_and_holds_the_last_run(tmp_path, cli):
 
 def test_the_scheduler_writes_a_heartbeat_that_status_and_the_healthcheck_read(tmp_path, cli):
     with ArxivServer(papers_now()) as arxiv:
-        config = config_for(tmp_path, arxiv)
+        config = scheduler_config(tmp_path, arxiv)
         text = config.read_text(encoding="utf-8") + "schedule: {heartbeat_seconds: 1}\n"
         config.write_text(text, encoding="utf-8")
         missing = cli("--config", str(config), "status", "--check-heartbeat", check=1)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pipeline.models import Paper, SeedEntry
+from pipeline.models import Enrichment, Paper, SeedEntry
 from pipeline.store import LATEST, Store, meta
 
 V1 = Path(__file__).parent / "data" / "store_v1.sql"
@@ -52,17 +52,16 @@ def test_a_database_of_the_previous_release_is_brought_forward_with_its_rows(db_
     assert stored["2611.00001"].authors == ("Ada Lovelace", "李雷")
     assert stored["2611.00001"].sources == ("api", "rss") and stored["2611.00001"].version == 2
     assert [p.id for p in store.relevant_papers()] == ["2611.00001", "2611.00002"]  # the verdict counts
-    scores = {r["id"]: r for r in store.score_rows()}
-    assert scores["2611.00001"]["reasons"] == ["title: GRPO", "abstract: RL"]
-    assert scores["2611.00001"]["topics"] == ["RLHF", "reasoning"]
+    scores = store.scores()
+    assert scores["2611.00001"].reasons == ("title: GRPO", "abstract: RL")
+    assert scores["2611.00001"].topics == ("RLHF", "reasoning")
     assert store.watermark() == datetime(2026, 11, 30, 23, 59, 59, tzinfo=UTC)
     assert store.published_keys() == {"arxiv:2611.00001", "seed:deepseekr1"}
     assert store.digest("2026-11-30")["data"]["entries"][0]["title"] == "GRPO “x”"
-    assert store.cached_many(["paper_summary:arxiv:2611.00001:v2"]) == {
+    assert store.get_many(["paper_summary:arxiv:2611.00001:v2"]) == {
         "paper_summary:arxiv:2611.00001:v2": {"summary_zh": "中文摘要", "summary_en": "An English summary."}}
     assert store.get_state("git:out") == {"error": None, "since": "2026-11-30T06:00:00+00:00"}
-    from pipeline.store import row_to_seed
-    seed = row_to_seed(store.seed_rows()[0])
+    seed = store.seeds()[0]
     assert (seed.title, seed.date, seed.parts_zh) == ("DeepSeek-R1: 强化学习", date(2025, 1, 22), (("方法", "GRPO"),))
     assert [r["status"] for r in store.deliveries("2026-11-30")] == ["sent", "pending"]
     # new rows after the old ones: ids continue, the outbox still refuses a second copy
@@ -74,6 +73,16 @@ def test_a_database_of_the_previous_release_is_brought_forward_with_its_rows(db_
         store.save_digest("2026-12-14", (datetime(2026, 12, 8, tzinfo=UTC),) * 2, {},
                           [("arxiv:2611.00001", True)], [])
     assert Store.open(db_url).version() == LATEST
+
+
+def test_the_feeds_memory_moves_under_one_key_for_the_rss_source(db_url):
+    Store.open(db_url).set_state("rss.seen:https://rss.arxiv.org/rss/cs.LG", {"day": "2026-11-24"})
+    with sa.create_engine(db_url).begin() as conn:  # as the release before this one left it
+        conn.execute(sa.text("UPDATE schema_migrations SET version = 3"))
+    store = Store.open(db_url)
+    assert store.version() == LATEST
+    assert store.get_state("source:rss") == {"https://rss.arxiv.org/rss/cs.LG": {"day": "2026-11-24"}}
+    assert store.get_state("rss.seen:https://rss.arxiv.org/rss/cs.LG") is None
 
 
 def test_ids_come_from_the_database_on_every_backend(db_url):
@@ -105,17 +114,17 @@ def test_json_values_round_trip(db_url):
 
 def test_upserts_refresh_known_rows(db_url):
     store = Store.open(db_url)
-    store.cache("k", "arxiv:1", "paper_summary", {"v": 1}, (1, 1))
-    store.cache("k", "arxiv:1", "paper_summary", {"v": 2}, (3, 4))
-    assert store.cached_many(["k"]) == {"k": {"v": 2}}
+    store.put_many([Enrichment("k", "arxiv:1", "paper_summary", {"v": 1}, (1, 1))])
+    store.put_many([Enrichment("k", "arxiv:1", "paper_summary", {"v": 2}, (3, 4))])
+    assert store.get_many(["k"]) == {"k": {"v": 2}}
     first = SeedEntry(title="A seed", source="a.md", line=1, arxiv_id="2401.00001")
     assert store.save_seeds([first, SeedEntry(title="Another", source="a.md", line=2)]) == 2
-    store.set_seed_resolution("seed:anotherseed", None, "2026-11-30T00:00:00+00:00")
+    store.set_seed_resolutions({"seed:anotherseed": None}, "2026-11-30T00:00:00+00:00")
     moved = SeedEntry(title="A seed", source="b.md", line=7)
     assert store.save_seeds([moved, moved, SeedEntry(title="Third", source="b.md", line=9)]) == 1
-    rows = {r["key"]: r for r in store.seed_rows()}
-    assert (rows["seed:aseed"]["source"], rows["seed:aseed"]["line"]) == ("b.md", 7)
-    assert rows["seed:aseed"]["arxiv_id"] == "2401.00001"  # a resolution is never undone
+    rows = {seed.title: seed for seed in store.seeds()}
+    assert (rows["A seed"].source, rows["A seed"].line) == ("b.md", 7)
+    assert rows["A seed"].arxiv_id == "2401.00001"  # a resolution is never undone
 
 
 def test_two_processes_opening_a_new_database_at_once_both_work(db_url):

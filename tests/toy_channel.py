@@ -28,7 +28,7 @@ class FileChannel:
         return self._readers
 
     def build(self, digest: Digest, reader: str, message_id: str | None = None) -> Message:
-        text = render.digest_as(self.config, digest, "md", self.count)
+        text = render.digest_as(render.Settings.of(self.config), digest, "md", self.count)
         return Message(reader, message_id or f"<{digest.id}.{reader}.{self.name}@toy>", text)
 
     def send(self, message: Message) -> str:

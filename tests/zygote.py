@@ -5,7 +5,7 @@ takes about 1.5 s, most of a typical test command. Each call here is a fork of a
 that has done that already; the child sets the call's working folder, environment and
 standard streams, runs the console script's `main` exactly as `rl-digest` would, and
 exits with its status. A call whose environment changes how Python itself starts (any
-PYTHON* variable) runs as a fresh process instead (see conftest.run_cli).
+PYTHON* variable) runs as a fresh process instead (see tests/helpers.py: run_cli).
 
 Protocol, one Unix-socket connection per call: the client sends one JSON line
 {"args", "cwd", "env", "umask", "stdout", "stderr"} (the last two are file paths); the

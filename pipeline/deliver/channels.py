@@ -1,11 +1,9 @@
 """Channels: how a digest reaches its readers. The outbox (outbox.py) decides when and
 whether to send; a channel only builds a message and hands it over.
 
-A channel is looked up by the `type` of its config entry, in this order:
-the built-in `REGISTRY` below, then the `rl_digest.channels` entry-point group
-(a plugin package declares `[project.entry-points."rl_digest.channels"]
-name = "module:factory"`), then `module:factory` written out in the config.
-So a new channel is a new module plus one line, here or in its own package.
+A channel is looked up by the `type` of its config entry (pipeline/plugins.py): the
+built-in `REGISTRY` below, the `rl_digest.channels` entry-point group, or
+`module:factory` written out in the config.
 
 A factory takes a `ChannelSetup` and returns an object with the `Channel` methods.
 `send` says what happened by returning (accepted) or raising one of the
@@ -14,14 +12,12 @@ errors below; anything else it raises is a bug and propagates.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 from typing import Any, Protocol
 
+from pipeline import plugins
 from pipeline.config import Config
-from pipeline.errors import ConfigError
 from pipeline.models import Digest
 
 GROUP = "rl_digest.channels"
@@ -104,21 +100,8 @@ Factory = Callable[[ChannelSetup], Channel]
 
 def factory(kind: str, where: str) -> Factory:
     """The factory for a channel `type`; `where` names the config key in errors."""
-    target = REGISTRY.get(kind)
-    if target is None:
-        found = [ep for ep in entry_points(group=GROUP) if ep.name == kind]
-        if found:
-            return found[0].load()
-        if ":" not in kind:
-            known = sorted(set(REGISTRY) | {ep.name for ep in entry_points(group=GROUP)})
-            raise ConfigError(f"{where}: no channel type {kind!r} (known: {', '.join(known)}; "
-                              "or module:factory)")
-        target = kind
-    module, _, name = target.partition(":")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"{where}: cannot load channel {target!r}: {exc}") from None
+    factory: Factory = plugins.load(kind, where, REGISTRY, GROUP, "channel")
+    return factory
 
 
 def open_channels(config: Config, reading_count: int, email: bool = True) -> dict[str, Channel]:

@@ -182,10 +182,11 @@ class EmailChannel:
 def email_channel(setup: ChannelSetup) -> EmailChannel:
     """The registered factory: readers from email.to and email.recipients_file."""
     config, count = setup.config, setup.reading_count
+    settings = render.Settings.of(config)
 
     def content(digest: Digest) -> tuple[str, str, str | None]:
-        return (render.digest_subject(config, digest), render.digest_as(config, digest, "txt", count),
-                render.digest_as(config, digest, "html", count))
+        return (render.digest_subject(settings, digest), render.digest_as(settings, digest, "txt", count),
+                render.digest_as(settings, digest, "html", count))
 
     return EmailChannel(config.email, config.recipients(), content)
 

@@ -34,12 +34,14 @@ import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from pipeline import progress
+from pipeline import progress, retry
 from pipeline.deliver.channels import Channel, Deferred, Interrupted, Refused, Unreachable
 from pipeline.models import Digest
-from pipeline.store import Store
+
+if TYPE_CHECKING:
+    from pipeline.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -223,7 +225,8 @@ def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable
 
 def backoff(attempts: int) -> timedelta:
     """Wait before try number attempts+1: 5, 10, 20, ... minutes, at most 6 hours."""
-    return min(BACKOFF_BASE * (2 ** max(attempts - 1, 0)), BACKOFF_CAP)
+    return timedelta(seconds=retry.backoff(attempts - 1, BACKOFF_BASE.total_seconds(),
+                                           BACKOFF_CAP.total_seconds()))
 
 
 def next_retry(rows: list[Delivery]) -> datetime | None:

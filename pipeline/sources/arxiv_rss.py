@@ -8,17 +8,26 @@ search index has them. Its records are thin (no submission date, no comment);
 from __future__ import annotations
 
 import io
+import logging
 import re
+import time
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from email.utils import parsedate_to_datetime
+from typing import Any
 
 import feedparser
 
 from pipeline import text
+from pipeline.calendar import Announcement
 from pipeline.errors import SourceError
 from pipeline.models import Paper, split_arxiv_id
+from pipeline.rank import Query
+from pipeline.sources import Found, SourceSetup, Window
 from pipeline.sources.http import Fetcher, looks_like_html
+from pipeline.stopping import pause
+
+log = logging.getLogger(__name__)
 
 KEPT_TYPES = ("new", "cross")
 REPLACED_TYPES = ("replace", "replace-cross")
@@ -60,6 +69,96 @@ class FeedResult:
         """Ids seen: (new, cross, replace or replace-cross)."""
         new = sum(1 for p in self.papers if p.announce_type != "cross")
         return new, len(self.papers) - new, len(self.replacements)
+
+
+class ArxivRss:
+    """Each feed once; the stale ones again every poll interval until the batch is out.
+
+    Kept: the papers that match the query, and the replacements (a new version of a paper
+    perhaps held). Remembers, per feed, the last announcement read and its newest id, to
+    tell a feed that was not rebuilt from one with nothing new.
+    """
+
+    name, label, online = "rss", "RSS", True
+
+    def __init__(self, urls: list[str], query: Query, poll_minutes: float, poll_interval_minutes: float):
+        self.urls, self.query = urls, query
+        self.poll_minutes, self.poll_interval_minutes = poll_minutes, poll_interval_minutes
+
+    def fetch(self, window: Window, fetcher: Fetcher) -> Found:
+        seen: dict[str, dict] = dict(window.memory or {})  # feed URL -> {"day", "newest"}
+        found = Found(memory=seen)
+        part = found.report
+        assert part is not None
+        due, evening = window.calendar.in_feed(window.as_of)
+        if due is None:
+            part.notes.append(f"no announcement expected: {window.calendar.why_not(evening)}")
+        deadline = time.monotonic() + self.poll_minutes * 60
+        pending, feeds = list(self.urls), {}
+        while True:
+            began, before = time.monotonic(), fetcher.requests
+            for url in pending:
+                feeds[url] = fetch_feed(fetcher, url)
+            part.requests += fetcher.requests - before
+            part.seconds += time.monotonic() - began
+            pending = [url for url in pending if due and _stale(seen.get(url) or {}, feeds[url], due.day)]
+            wait = self.poll_interval_minutes * 60
+            if not pending or time.monotonic() + wait > deadline:
+                break
+            log.info("%d feeds show no new announcement yet; looking again in %g min",
+                     len(pending), self.poll_interval_minutes)
+            pause(wait)
+        for url, feed in feeds.items():
+            self._take(url, feed, found, due, window, stale=url in pending)
+        return found
+
+    def _take(self, url: str, feed: FeedResult, found: Found, due: Announcement | None,
+              window: Window, stale: bool) -> None:
+        group, part, seen = feed_spec(url), found.report, found.memory
+        assert part is not None
+        part.seen += feed.items
+        part.warnings += feed.warnings
+        kept = [p for p in feed.papers if self.query.matches(p.title, p.abstract, p.categories)]
+        if due is not None:
+            reading = window.ledger.get(due.day, group)
+            last = seen.get(url) or {}
+            if stale:
+                was = f"the {last['day'][5:]} announcement's" if last.get("day") else "before"
+                part.warnings.append(
+                    f"stale feed: {group} is empty although arXiv announced on {due.day}" if not feed.items
+                    else f"stale feed: {group} shows no id newer than {was} ({url})")
+                reading.gap = reading.gap or "feed stale"
+            else:
+                counts = feed.counts()
+                reading.read, reading.kept = "RSS", len(kept)
+                reading.new, reading.cross, reading.replace = counts
+                seen[url] = {"day": due.day.isoformat(), "newest": newest_id(feed)}
+                if feed.truncated:
+                    part.warnings.append(f"{url}: {feed.items} items, arXiv's cap: the feed was cut; "
+                                         "the rest is read through the catch-up")
+                    reading.gap = f"feed cut at {feed.items} items"
+        found.papers += kept  # a stale feed's papers were likely read before: dedupe sorts it
+        found.updates += [Paper(id=r.id, title="", version=r.version or 0, updated=r.announced,
+                                sources=("rss",)) for r in feed.replacements]
+
+
+def rss_source(setup: SourceSetup) -> ArxivRss | None:
+    """The registered factory: the configured feeds, split to categories_per_feed."""
+    arxiv, rss = setup.config.sources.arxiv, setup.config.sources.rss
+    if not rss.enabled:
+        return None
+    query = Query.compile(arxiv.categories, arxiv.terms)
+    return ArxivRss(split_feeds(rss.urls, rss.categories_per_feed), query, rss.poll_minutes,
+                    rss.poll_interval_minutes)
+
+
+def _stale(last: dict, feed: FeedResult, day: date) -> bool:
+    """No id newer than the newest of the last announcement read from this feed."""
+    if last.get("day") == day.isoformat():
+        return False  # this announcement was read before: nothing newer is due
+    newest = newest_id(feed)
+    return newest is None or (last.get("newest") is not None
+                              and id_order(newest) <= id_order(last["newest"]))
 
 
 def split_feeds(urls: list[str], per_feed: int) -> list[str]:
@@ -157,7 +256,7 @@ def split_authors(creator: str) -> tuple[str, ...]:
     return text.names(name for part in names.split(",") for name in _AND.split(part))
 
 
-def _read_item(entry) -> Paper | Replacement | str:
+def _read_item(entry: Any) -> Paper | Replacement | str:
     """One <item> as a Paper, a Replacement, or a warning explaining the skip."""
     description = entry.get("summary", "")
     prefix = _PREFIX.match(description)

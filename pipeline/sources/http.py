@@ -26,6 +26,7 @@ from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
 from pipeline.errors import SourceError
+from pipeline.retry import backoff, retry_after
 from pipeline.stopping import checkpoint, pause
 
 _PIECE = 2**16  # bytes asked for per read; decompression is bounded to as much
@@ -103,7 +104,8 @@ class Fetcher:
                 except _Retryable as problem:
                     last = problem
                     if attempt < self.retries:
-                        pause(self._backoff(attempt, problem.retry_after))
+                        pause(backoff(attempt, self.backoff_seconds, self.max_wait_seconds,
+                                      problem.retry_after))
             if not self.retries:
                 raise SourceError(f"{url}: {last.cause}")
             retries = "1 retry" if self.retries == 1 else f"{self.retries} retries"
@@ -134,7 +136,7 @@ class Fetcher:
         with response:
             status = response.status_code
             if status == 429 or status >= 500:
-                raise _Retryable(f"HTTP {status}", _retry_after(response))
+                raise _Retryable(f"HTTP {status}", retry_after(response.headers))
             if not 200 <= status < 300:
                 raise SourceError(f"{url}: HTTP {status}")
             body = self._body(response, url, deadline)
@@ -178,11 +180,6 @@ class Fetcher:
             if remaining > 0:
                 pause(remaining)
         self._last_start = time.monotonic()
-
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        """Exponential backoff, or longer if the server asked; never past max_wait_seconds."""
-        wait = max(self.backoff_seconds * 2**attempt, retry_after or 0.0)
-        return min(wait, self.max_wait_seconds)
 
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
@@ -255,12 +252,6 @@ def looks_like_html(body: bytes, content_type: str = "") -> bool:
 def _rate_exceeded(body: bytes) -> bool:
     """arXiv's 2026 throttle can answer HTTP 200 with this plain text: never a page of results."""
     return body.lstrip()[:40].lower().startswith(b"rate exceeded")
-
-
-def _retry_after(response: requests.Response) -> float | None:
-    """Retry-After in its seconds form; the rare HTTP-date form falls back to backoff."""
-    value = response.headers.get("Retry-After", "").strip()
-    return float(value) if value.isdigit() else None
 
 
 def _reason(exc: Exception) -> str:

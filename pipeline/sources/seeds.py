@@ -8,13 +8,18 @@ skipped, so one odd line never costs the rest of the file.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import yaml
 
+from pipeline.config import bundled
 from pipeline.models import SeedDocument, SeedEntry, SeedWarning, collapse
+from pipeline.sources import Found, SourceSetup, Window
+from pipeline.sources.http import Fetcher
 
 SEED_SUFFIXES = (".txt", ".yaml", ".yml")
 YAML_KEYS = ("title", "summary_zh", "summary_en", "arxiv_id", "date", "topic", "featured")
@@ -34,6 +39,33 @@ _HEADING = re.compile(rf"^([A-Za-z0-9][^{_HAN}：:]*?)\s*[{_HAN}]")  # "PRISM �
 _SYNTHESIS = re.compile(r"^综合洞察\s*[：:]\s*(.*)$")
 _TABLE_SEPARATOR = re.compile(r"^:?-{3,}:?$")
 CJK_PROSE_RATIO = 0.3  # summaries mix in English terms; titles carry almost no CJK
+
+
+class SeedFiles:
+    """The user's seed paths, plus the built-in pages unless a file of that name is there."""
+
+    name, label, online = "seeds", "seeds", False
+
+    def __init__(self, paths: list[Path], builtin: Path | None):
+        self.paths, self.builtin = paths, builtin
+
+    def documents(self) -> list[SeedDocument]:
+        documents = load_seeds(self.paths)
+        if self.builtin is not None:
+            have = {doc.source for doc in documents}
+            documents = [doc for doc in load_seeds([self.builtin]) if doc.source not in have] + documents
+        return documents
+
+    def fetch(self, window: Window, fetcher: Fetcher) -> Found:
+        """The documents as they are now, whatever the window: seeds are not dated by arXiv.
+        Their warnings go to the run's, not to the collect report."""
+        return Found(documents=self.documents(), report=None)
+
+
+def seed_source(setup: SourceSetup) -> SeedFiles:
+    """The registered factory: seeds.paths, and the bundled pages when seeds.builtin is on."""
+    seeds = setup.config.seeds
+    return SeedFiles(list(seeds.paths), bundled("seeds") if seeds.builtin else None)
 
 
 def load_seeds(paths: list[Path]) -> list[SeedDocument]:
@@ -243,7 +275,8 @@ class _Page:
         elif not _is_prose(line):
             self.pending = (number, collapse(line))
         elif _is_heading(line, following):
-            name = collapse(_HEADING.match(line).group(1))
+            heading = _HEADING.match(line)
+            name = collapse(heading.group(1) if heading else line)
             self.featured = (number, name, collapse(line))
         elif self.is_page and not self.entries and not self.comparison:
             self.intro.append(collapse(line))
@@ -302,7 +335,12 @@ class _Loader(yaml.SafeLoader):
     """Safe loader that leaves dates as text, so one bad date costs an entry, not the file."""
 
 
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_scalar)
+def _as_text(loader: _Loader, node: yaml.Node) -> str:
+    assert isinstance(node, yaml.ScalarNode)  # a timestamp is always a scalar
+    return str(loader.construct_scalar(node))
+
+
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _as_text)
 
 
 def _parse_yaml(source: str, text: str) -> SeedDocument:
@@ -326,7 +364,7 @@ def _parse_yaml(source: str, text: str) -> SeedDocument:
         return SeedDocument(source=source, warnings=tuple(warnings))
 
     items, node = data, root
-    if isinstance(data, dict) and "entries" in data:
+    if isinstance(data, dict) and "entries" in data and root is not None:
         fields = _fields(root)
         for key in data:
             if key != "entries":
@@ -338,12 +376,14 @@ def _parse_yaml(source: str, text: str) -> SeedDocument:
     if items is None:
         items = []
     if not isinstance(items, list):
-        warn(node.start_mark.line + 1, "expected a list of entries (or 'entries:' with a list)")
+        warn(node.start_mark.line + 1 if node is not None else 1,
+             "expected a list of entries (or 'entries:' with a list)")
         items = []
 
     entries = [
         _yaml_entry(source, item, item_node, warn)
-        for item, item_node in zip(items, node.value if items else [], strict=False)
+        for item, item_node in zip(items, node.value if items and node is not None else [],
+                                   strict=False)
     ]
     return SeedDocument(
         source=source, entries=tuple(e for e in entries if e), warnings=tuple(warnings)
@@ -369,14 +409,15 @@ def _fields(node: yaml.Node) -> dict[str, tuple[int, yaml.Node]]:
     }
 
 
-def _yaml_entry(source: str, item: object, node: yaml.Node, warn) -> SeedEntry | None:
+def _yaml_entry(source: str, item: object, node: yaml.Node,
+                warn: Callable[[int, str], None]) -> SeedEntry | None:
     """One mapping -> SeedEntry; any unknown key or wrong type skips just this entry."""
     line = node.start_mark.line + 1
     if not isinstance(item, dict):
         warn(line, "entry is not a mapping (expected 'title: ...')")
         return None
     fields = _fields(node)
-    values: dict[str, object] = {}
+    values: dict[str, Any] = {}
     for key, value in item.items():
         where, value_node = fields.get(str(key), (line, None))
         if key not in YAML_KEYS:

@@ -1,0 +1,258 @@
+"""What many test files share: running the real CLI, configs over the local stand-ins, papers.
+
+Test files import these from here, never from one another; conftest.py only holds fixtures.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pipeline.models import Paper
+from tests.servers.arxiv_server import ArxivServer
+from tests.servers.openai_server import OpenAIServer
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+SHARED = ROOT.parent / "shared"
+
+
+# `make test` installs the package (pip install ., not editable) and sets this, so the CLI
+# tests run the installed `rl-digest` with its bundled templates; a developer's plain
+# `pytest` runs the source tree instead, never a stale install.
+INSTALLED = Path(sys.executable).with_name("rl-digest")
+
+
+USE_INSTALLED = os.environ.get("RL_DIGEST_TEST_INSTALLED") == "1" and INSTALLED.exists()
+
+
+def shared_file(*parts: str) -> Path:
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"{path} is not here (../shared is optional)")
+    return path
+
+
+def write_config(folder: Path, overrides: dict | None = None, seeds: bool = True) -> Path:
+    """A config in `folder` whose state and outputs stay there; offline-safe defaults."""
+    data = {
+        "sources": {"arxiv": {"delay_seconds": 0, "retries": 1, "timeout_seconds": 5},
+                    "rss": {"poll_minutes": 0}, "oai": {"enabled": False}},
+        "enrich": {"provider": "none"},
+        "seeds": {"paths": ["seeds"], "builtin": False},
+    }
+    if seeds:
+        shutil.copytree(ROOT / "seeds", folder / "seeds", dirs_exist_ok=True)
+    path = folder / "config.yaml"
+    path.write_text(yaml.safe_dump(_merge(data, overrides or {}), allow_unicode=True), encoding="utf-8")
+    return path
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merge(base[key], value) if isinstance(value, dict) and isinstance(base.get(key), dict) else value
+    return out
+
+
+def cli_command() -> list[str]:
+    """The installed console script when `make test` installed it, else the module."""
+    return [str(INSTALLED)] if USE_INSTALLED else [sys.executable, "-m", "pipeline"]
+
+
+def run_cli(*args: str, cwd: Path | str = "/", env: dict | None = None, timeout: float = 120,
+            check: int | None = 0) -> subprocess.CompletedProcess:
+    """Run the real `rl-digest` as a user would (from / by default, like cron).
+
+    The command runs in a fork of a process that has imported the CLI already
+    (tests/zygote.py), which saves about 1.5 s a call; RL_DIGEST_TEST_FRESH=1, or an
+    environment that changes how Python starts, runs a fresh process instead.
+    """
+    full_env = cli_env(env)
+    if FRESH or any(full_env.get(k) != v for k, v in _python_vars(cli_env()).items()) \
+            or _python_vars(full_env).keys() - _python_vars(cli_env()).keys():
+        result = subprocess.run([*cli_command(), *args], cwd=cwd, env=full_env, capture_output=True,
+                                text=True, timeout=timeout)
+    else:
+        result = _warm().run(list(args), str(cwd), full_env, timeout)
+    return _checked(result, check)
+
+
+FRESH = os.environ.get("RL_DIGEST_TEST_FRESH") == "1"
+
+
+def _python_vars(env: dict) -> dict:
+    return {k: v for k, v in env.items() if k.startswith("PYTHON")}
+
+
+class _Warm:
+    """The client side of tests/zygote.py: one warm CLI per test process."""
+
+    def __init__(self) -> None:
+        self.folder = tempfile.mkdtemp(prefix="rl-digest-zygote-")
+        self.socket = os.path.join(self.folder, "socket")
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("zygote.py")), self.socket],
+            cwd="/", env=cli_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        if self.process.stdout.readline() != b"ready\n":
+            raise RuntimeError("tests/zygote.py did not start: run with RL_DIGEST_TEST_FRESH=1 to see why")
+
+    def run(self, args: list[str], cwd: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
+        with tempfile.TemporaryDirectory() as folder, \
+                socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            out, err = Path(folder, "stdout"), Path(folder, "stderr")
+            out.touch()
+            err.touch()
+            conn.connect(self.socket)
+            conn.sendall(json.dumps({"args": args, "cwd": cwd, "env": env, "umask": _umask(),
+                                     "stdout": str(out), "stderr": str(err)}).encode() + b"\n")
+            conn.settimeout(timeout)
+            replies = conn.makefile("rb")
+            pid = int(replies.readline().split()[1])
+            try:
+                line = replies.readline()
+                replies.read()  # the end: the process has exited
+            except TimeoutError:
+                os.kill(pid, signal.SIGKILL)
+                raise subprocess.TimeoutExpired(["rl-digest", *args], timeout) from None
+            status = int(line.split()[1]) if line.startswith(b"exit ") else -signal.SIGKILL
+            return subprocess.CompletedProcess(["rl-digest", *args], status,
+                                               out.read_text(errors="replace"),
+                                               err.read_text(errors="replace"))
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait(timeout=10)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+_WARM: list[_Warm] = []
+
+
+def _warm() -> _Warm:
+    if not _WARM:
+        _WARM.append(_Warm())
+        atexit.register(_WARM[0].close)
+    return _WARM[0]
+
+
+def cli_env(env: dict | None = None) -> dict:
+    """The environment the CLI runs with: the test's, minus RL_DIGEST_*, plus `env`."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith("RL_DIGEST")}
+    if not USE_INSTALLED:
+        full_env["PYTHONPATH"] = str(ROOT)
+    full_env.update(env or {})
+    return full_env
+
+
+# The peak is read in a small go-between: a child forked from a large pytest process would
+# count the parent's pages in its own ru_maxrss (Linux keeps the high-water mark across exec).
+_MEASURE = ("import resource, subprocess, sys\n"
+            "code = subprocess.call(sys.argv[2:])\n"
+            "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
+            "sys.exit(code)\n")
+
+
+def run_cli_measured(*args: str, timeout: float = 120,
+                     check: int | None = 0) -> tuple[subprocess.CompletedProcess, int]:
+    """run_cli, plus the peak resident memory of that one process in bytes (ru_maxrss)."""
+    with tempfile.TemporaryDirectory() as folder:
+        peak_file = os.path.join(folder, "peak")
+        result = subprocess.run([sys.executable, "-c", _MEASURE, peak_file, *cli_command(), *args],
+                                cwd="/", env=cli_env(), capture_output=True, text=True, timeout=timeout)
+        with open(peak_file) as peak:
+            kilobytes = int(peak.read())
+    return _checked(result, check), kilobytes * 1024  # Linux counts kilobytes
+
+
+def _checked(result: subprocess.CompletedProcess, check: int | None) -> subprocess.CompletedProcess:
+    if check is not None and result.returncode != check:
+        raise AssertionError(
+            f"exit {result.returncode} (wanted {check})\nstdout:\n{result.stdout}\nstderr:\n{result.stderr}")
+    return result
+
+
+CATS = ["cs.LG", "cs.CL"]
+
+
+def rl_paper(n: int, day: datetime, version: int = 1, cats=("cs.LG",), title=None) -> Paper:
+    return Paper(
+        id=f"2611.{n:05d}", version=version,
+        title=title or f"GRPO variant {n} for reinforcement learning of large language models",
+        abstract=("We train a large language model with reinforcement learning from verifiable "
+                  f"rewards using GRPO; variant {n} improves reasoning accuracy."),
+        authors=("Ada Lovelace", "Alan Turing"), categories=cats,
+        submitted=day, updated=day + timedelta(days=version - 1),
+    )
+
+
+def config_for(tmp_path, server: ArxivServer, page_size=3, rss=True, **extra):
+    return write_config(tmp_path, {
+        "sources": {
+            "arxiv": {"api_url": server.api_url, "categories": CATS, "page_size": page_size,
+                      "lookback_days": 7, "overlap_hours": 0, "retries": 1},
+            "rss": {"enabled": rss, "urls": [server.rss_url(CATS)]},
+        },
+        "seeds": {"paths": []},
+        **extra,
+    }, seeds=False)
+
+
+DAY = datetime(2026, 10, 29, 12, tzinfo=UTC)
+
+
+KEY = "sk-test-secret-value-123"
+
+
+def full_config(tmp_path, arxiv: ArxivServer, llm: OpenAIServer | None = None,
+                smtp_port: int | None = None, db_url: str | None = None, **extra):
+    overrides = {
+        "sources": {"arxiv": {"api_url": arxiv.api_url, "categories": CATS, "page_size": 50,
+                              "overlap_hours": 0, "retries": 1},
+                    "rss": {"urls": [arxiv.rss_url(CATS)]}},
+        "seeds": {"paths": []},
+    }
+    if llm is not None:
+        overrides["enrich"] = {"provider": "openai", "base_url": llm.url, "timeout_seconds": 5,
+                               "deadline_seconds": 10, "concurrency": 2}
+    if smtp_port is not None:
+        overrides["email"] = {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp_port,
+                              "security": "none", "timeout_seconds": 5,
+                              "to": ["ada@example.org", "alan@example.org"]}
+    if db_url is not None:
+        overrides["storage"] = {"url": db_url}
+    overrides.update(extra)
+    return write_config(tmp_path, overrides, seeds=False)
+
+
+
+def plugin_env(tmp_path: Path, entry_points: str) -> dict:
+    """An installed-looking plug-in package: a dist-info declaring `entry_points` (the text
+    of an entry_points.txt), and tests/ on the path for the modules they name
+    (tests/toy_channel.py, tests/toy_source.py)."""
+    site = tmp_path / "plugins"
+    info = site / "rl_digest_toy-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: rl-digest-toy\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(entry_points)
+    paths = [str(site), str(ROOT / "tests")] + ([] if USE_INSTALLED else [str(ROOT)])
+    return {"PYTHONPATH": os.pathsep.join(paths)}

@@ -1,0 +1,54 @@
+"""Sources and channels plug in from outside pipeline/: a toy JSONL source and a toy file
+channel, both from test modules, through the entry-point groups and as module:factory,
+in one real run of the CLI."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+from tests import toy_channel
+from tests.helpers import plugin_env, rl_paper
+from tests.processes import config_with
+from tests.servers.arxiv_server import ArxivServer
+
+AS_OF = "2026-11-02"
+ENTRY_POINTS = ("[rl_digest.sources]\ntoy_jsonl = toy_source:JsonlSource\n"
+                "[rl_digest.channels]\ntoy_file = toy_channel:FileChannel\n")
+
+
+def jsonl(path, papers) -> str:
+    path.write_text("".join(json.dumps({"id": p.id, "title": p.title, "abstract": p.abstract,
+                                        "categories": list(p.categories),
+                                        "submitted": p.submitted.isoformat()}) + "\n" for p in papers),
+                    encoding="utf-8")
+    return str(path)
+
+
+def test_a_run_reads_a_toy_source_and_delivers_through_a_toy_channel(tmp_path, cli):
+    day = datetime(2026, 10, 29, 12, tzinfo=UTC)
+    arxiv_paper, first, second = rl_paper(1, day), rl_paper(7, day), rl_paper(8, day)
+    toy = [{"type": "toy_jsonl", "name": "toy", "path": jsonl(tmp_path / "a.jsonl", [first])},
+           {"type": "toy_source:JsonlSource", "name": "more", "path": jsonl(tmp_path / "b.jsonl", [second])}]
+    channel = [{"type": "toy_file", "name": "notes", "folder": str(tmp_path / "notes")}]
+    with ArxivServer([arxiv_paper]) as arxiv:
+        config = config_with(tmp_path, arxiv, channels=channel,
+                             sources={"plugins": toy})  # beside the stand-in's API and feeds
+        run = cli("--config", str(config), "run", "--as-of", AS_OF,
+                  env=plugin_env(tmp_path, ENTRY_POINTS))
+        status = cli("--config", str(config), "status", env=plugin_env(tmp_path / "again", ENTRY_POINTS))
+    digest = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_text(encoding="utf-8")
+    for paper in (arxiv_paper, first, second):
+        assert f"https://arxiv.org/abs/{paper.id}" in digest
+    assert "toy JSONL" in digest  # the digest names its sources
+    assert "sent to 1" in run.stdout
+    [message] = toy_channel.messages(tmp_path / "notes" / "inbox.md")
+    assert first.id in message and second.id in message and arxiv_paper.id in message
+    assert "toy: 0 requests, 1 seen" in status.stdout and "more: 0 requests, 1 seen" in status.stdout
+
+
+def test_an_unknown_source_type_is_a_config_error_naming_the_key(tmp_path, cli):
+    with ArxivServer([]) as arxiv:
+        config = config_with(tmp_path, arxiv, sources={"plugins": [{"type": "nowhere"}]})
+        result = cli("--config", str(config), "run", "--as-of", AS_OF, check=2)
+    assert "sources.plugins[0].type: no source type 'nowhere'" in result.stderr
