@@ -13,12 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
-from typing import TYPE_CHECKING
 
 from pipeline.calendar import Calendar
-
-if TYPE_CHECKING:
-    from pipeline.store import Store
+from pipeline.models import State
 
 _KEY = "coverage.ledger"
 KEEP_DAYS = 120  # ledger entries older than this are dropped
@@ -47,12 +44,12 @@ class Ledger:
     days: dict[str, dict[str, Reading]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, store: Store) -> Ledger:
+    def load(cls, store: State) -> Ledger:
         data = store.get_state(_KEY) or {}
         return cls({day: {group: Reading(**r) for group, r in groups.items()}
                     for day, groups in data.items()})
 
-    def save(self, store: Store, today: date) -> None:
+    def save(self, store: State, today: date) -> None:
         oldest = (today - timedelta(days=KEEP_DAYS)).isoformat()
         store.set_state(_KEY, {day: {g: asdict(r) for g, r in groups.items()}
                                for day, groups in sorted(self.days.items()) if day >= oldest})

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any
+from typing import Any, Protocol
 
 _VERSION = re.compile(r"v(\d+)$")
 
@@ -23,6 +23,15 @@ def split_arxiv_id(raw: str) -> tuple[str, int | None]:
     if match:
         return ident[: match.start()], int(match.group(1))
     return ident, None
+
+
+class State(Protocol):
+    """Small values a stage keeps between runs (the store is one): a narrow interface, so
+    the stage needs no database."""
+
+    def get_state(self, key: str) -> Any: ...
+
+    def set_state(self, key: str, value: Any) -> None: ...
 
 
 def paper_key(paper_id: str) -> str:

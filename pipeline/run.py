@@ -166,7 +166,9 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
         week.take(complete_thin(config, store, online, thin))
     checkpoint()
     enricher = make_enricher(config, store, options, report)
-    store.set_scores(judge_grey_band(config, week, enricher))
+    judged = judge_grey_band(config, week, enricher)
+    if judged:
+        store.set_scores(judged)
     summarise(week, enricher, report)
     checkpoint()
     credits = sources.credits(config, used, options.offline)
@@ -268,8 +270,10 @@ def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None,
     found = collect.resolve_seeds(
         seeds, store.paper_titles(), store.seed_tries(), config.seeds.match_threshold, search,
         timedelta(days=config.seeds.resolve_retry_days), datetime.now(UTC))
-    store.upsert_papers(found.papers)
-    store.set_seed_resolutions(found.tied, now_iso())
+    if found.papers:
+        store.upsert_papers(found.papers)
+    if found.tied:
+        store.set_seed_resolutions(found.tied, now_iso())
     return found.apply(seeds)
 
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from pipeline.config import GitOutput
 from pipeline.deliver.files import write_atomic
 from pipeline.errors import DeliveryError, DigestError
-from pipeline.store import Store
+from pipeline.models import State
 
 IDENTITY = ("rl-digest", "rl-digest@localhost")
 TIMEOUT_SECONDS = 120
@@ -60,7 +60,7 @@ def state_key(repo: Path) -> str:
     return f"git.push_pending:{repo}"
 
 
-def publish(cfg: GitOutput, files: dict[str, Path], store: Store) -> GitReport:
+def publish(cfg: GitOutput, files: dict[str, Path], store: State) -> GitReport:
     """Copy `files` ({name under cfg.path: source file}) in, commit if changed, push."""
     repo = Path(cfg.repo)
     report = GitReport(repo)
