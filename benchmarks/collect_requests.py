@@ -17,10 +17,10 @@ from pathlib import Path
 
 import _common  # noqa: F401  (puts this checkout first on the import path)
 
-from pipeline import collect
+from pipeline import collect, sources
 from pipeline.config import load
 from pipeline.models import Paper
-from pipeline.run import complete_thin, resolve_seeds, seed_documents
+from pipeline.run import collect_and_rank, complete_thin, resolve_seeds, seed_documents
 from pipeline.store import Store
 from tests.helpers import write_config
 from tests.servers.arxiv_server import ArxivServer
@@ -54,7 +54,7 @@ def measure(config_path: Path, as_of: datetime, seeds: bool) -> dict[str, int]:
         before = fetcher.requests
         resolve_seeds(config, store, fetcher, store.seeds())
         counts["api (seed titles)"] = fetcher.requests - before
-    report = collect.collect(config, store, fetcher, as_of)
+    report, _, _ = collect_and_rank(config, store, sources.configured(config), fetcher, as_of)
     for name, part in report.sources.items():
         if part.requests:
             counts[name] = part.requests

@@ -39,10 +39,7 @@ class CollectReport:
     new: list[Paper] = field(default_factory=list)  # set once kept: what was not held before
     revised: list[Paper] = field(default_factory=list)
     coverage: coverage.Summary | None = None
-
-    @property
-    def fetched(self) -> int:  # distinct papers the sources returned
-        return len(self.papers)
+    fetched: int = 0  # distinct papers the sources returned, new versions of held ones too
 
     @property
     def warnings(self) -> list[str]:
@@ -111,6 +108,7 @@ def collect(config: Config, sources: Sequence[Source], report: CollectReport, fe
         else:
             unique[paper.id] = paper
     report.papers = list(unique.values())
+    report.fetched = len(report.papers)
 
 
 def with_versions(updates: Iterable[Paper], known: Mapping[str, Paper]) -> list[Paper]:

@@ -204,7 +204,9 @@ def collect_and_rank(config: Config, store: Store, used: Sequence[Source], fetch
         raise
     store.save_seeds([e for doc in report.documents for e in doc.entries])
     known = {p.id: p for p in store.papers(u.id for u in report.updates)} if report.updates else {}
-    new, revised, _ = store.upsert_papers(report.papers + collect.with_versions(report.updates, known))
+    updates = collect.with_versions(report.updates, known)
+    report.fetched = len({p.id for p in report.papers} | {u.id for u in updates})
+    new, revised, _ = store.upsert_papers(report.papers + updates)
     collect.count_kept(report, new, revised)
     for name, kept in report.memory.items():
         store.set_state(MEMORY + name, kept)
@@ -450,7 +452,7 @@ def _dump(reply: Any) -> dict | None:
 def digest_entries(config: Config, week: Week, published: set[str] | None = None) -> list[Entry]:
     """Relevant papers and seed entries; those already in a digest are left out when asked."""
     by_paper = {s.arxiv_id: s for s in week.seeds if s.arxiv_id}
-    tied = [week.papers[pid] for pid in by_paper if pid in week.papers]
+    tied = [week.papers[pid] for pid in sorted(by_paper) if pid in week.papers]
     entries, seen = [], set(published or ())
     for paper in week.kept() + tied:
         key = paper_key(paper.id)
