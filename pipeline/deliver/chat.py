@@ -41,7 +41,7 @@ import requests
 import urllib3
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline import render
+from pipeline import render, retry
 from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import ConfigError
 from pipeline.models import Digest, Entry
@@ -152,14 +152,14 @@ class ChatChannel:
                 raise ConfigError(f"{where}.{key}: required for a {kind} channel")
         self.name, self.kind, self.platform = setup.name, kind, PLATFORMS[kind]
         languages = self.options.languages or setup.config.languages
-        self.config = setup.config.model_copy(update={"languages": list(languages)})
+        self.settings = render.Settings.of(setup.config.model_copy(update={"languages": list(languages)}))
         self.session = requests.Session()
 
     def readers(self) -> list[str]:
-        return [self.options.chat_id if self.kind == "telegram" else str(self.options.url_env)]
+        return [str(self.options.chat_id) if self.kind == "telegram" else str(self.options.url_env)]
 
     def build(self, digest: Digest, reader: str, message_id: str | None = None) -> Message:
-        title, text, content = compact(self.config, digest, self.platform.template,
+        title, text, content = compact(self.settings, digest, self.platform.template,
                                        self.platform.html, self.options.top)
         bodies = self.platform.bodies(title, text, content)
         return Message(reader, message_id or f"{digest.id}.{self.name}", bodies)
@@ -195,7 +195,7 @@ class ChatChannel:
                 break
             if attempt == self.options.retries:
                 raise Deferred(f"{where}: {_words(response)} after {attempt} retries")
-            pause(min(max(2.0 ** attempt, retry_after(response) or 0.0), self.options.max_wait_seconds))
+            pause(retry.backoff(attempt, 1.0, self.options.max_wait_seconds, retry_after(response)))
         if not 200 <= status < 300:
             raise Refused(f"{where}: {_words(response)}")
         refusal = self.platform.answer(response)
@@ -238,17 +238,17 @@ slack, feishu, dingtalk, telegram, webhook = (chat_factory(kind) for kind in PLA
 
 # --- the compact digest ----------------------------------------------------------
 
-def compact(config, digest: Digest, template: str | None, as_html: bool,
+def compact(settings: render.Settings, digest: Digest, template: str | None, as_html: bool,
             top: int) -> tuple[str, str, dict]:
     """(title, text, content): the subject line, the compact form rendered from
     templates/channels/`template`, and the structured content (the webhook's body)."""
     sections = tuple(replace(s, entries=tuple(sorted(s.entries, key=lambda e: -(e.score or 0.0))[:top]))
                      for s in digest.sections)
     sections = tuple(s for s in sections if s.entries)
-    ctx = render.common(config)
+    ctx = render.common(settings)
     base = ctx["base_url"]
     digest_url = f"{base}digests/{digest.id}.html" if base else None
-    title = render.digest_subject(config, digest)
+    title = render.digest_subject(settings, digest)
     content = {"title": title, "date": digest.id, "url": digest_url,
                "window": {"start": digest.window_start, "end": digest.window_end},
                "featured": [e.key for e in digest.featured],
@@ -256,7 +256,7 @@ def compact(config, digest: Digest, template: str | None, as_html: bool,
                    e for s in digest.sections for e in s.entries))}.values())}
     if template is None:
         return title, "", content
-    env = render.html_env(config.templates.dir) if as_html else render.text_env(config.templates.dir)
+    env = render.html_env(settings.templates) if as_html else render.text_env(settings.templates)
     env.filters.update(slack=slack_escape, slack_url=slack_url)
     text = env.get_template(f"channels/{template}").render(
         **ctx, d=digest, title=title, sections=sections, digest_url=digest_url)
@@ -337,10 +337,11 @@ def _secret(env_name: str | None, channel: str) -> str:
 
 
 def retry_after(response: requests.Response) -> float | None:
-    """Retry-After in seconds (Telegram also says it in parameters.retry_after)."""
-    value = response.headers.get("Retry-After", "").strip()
-    if value.isdigit():
-        return float(value)
+    """Retry-After as every client reads it (pipeline/retry.py); Telegram also says it in
+    parameters.retry_after."""
+    header = retry.retry_after(response.headers)
+    if header is not None:
+        return header
     asked = _json(response).get("parameters", {})
     return float(asked["retry_after"]) if isinstance(asked, dict) and isinstance(
         asked.get("retry_after"), int) else None
