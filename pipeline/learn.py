@@ -26,9 +26,13 @@ from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline import rank
+from pipeline.models import Paper
+
+if TYPE_CHECKING:
+    from pipeline.config import Relevance
 
 MODEL_FILE = "relevance_model.json.gz"
 TRAIN_FILE = "relevance_train.jsonl.gz"
@@ -328,13 +332,23 @@ def reader_decided(reasons: Iterable[str]) -> bool:
 STATE_KEY = "relevance_model"
 
 
-def verdict_rows(store: Any) -> list[dict[str, Any]]:
+class Verdicts(Protocol):
+    """What the learning needs of the store: the reader's marks, and where its refit lives."""
+
+    def marked(self, relevant: bool) -> list[Paper]: ...
+
+    def get_state(self, key: str) -> Any: ...
+
+    def set_state(self, key: str, value: Any) -> None: ...
+
+
+def verdict_rows(store: Verdicts) -> list[dict[str, Any]]:
     """The reader's `mark` verdicts as labelled rows."""
     return [{"id": p.id, "title": p.title, "abstract": p.abstract, "label": int(label)}
             for label in (True, False) for p in store.marked(relevant=label)]
 
 
-def current(cfg: Any, store: Any, refit_now: bool = True) -> Hybrid | None:
+def current(cfg: Relevance, store: Verdicts, refit_now: bool = True) -> Hybrid | None:
     """The model this install scores with: None when `relevance.model` is off, the shipped
     one without verdicts, else a refit on the shipped rows plus the verdicts, kept in the
     install's state and redone only when the verdicts (or the shipped model) change.
