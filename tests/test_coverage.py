@@ -95,6 +95,38 @@ def test_one_feed_for_every_category_is_cut_at_2000_and_says_so(tmp_path, cli):
     assert "feed cut at 2000 items, NOT recovered yet" in result.stdout
 
 
+def test_a_cut_feed_is_backfilled_through_oai_pmh_when_it_is_on(tmp_path, cli):
+    papers = busy_day()
+    wanted = {p.id for p in papers if "GRPO" in p.title}
+    with ArxivServer(papers) as server:
+        config = config_for(tmp_path, server, oai=True, categories_per_feed=len(DEFAULT_CATS))
+        result = collect(cli, config, TUESDAY)
+        harvested = [r for r in server.requests if r.path == "/oai"]
+    assert "2000 items, arXiv's cap: the feed was cut" in result.stderr
+    assert harvested
+    assert wanted <= stored_ids(tmp_path)  # the ones the cut lost came through OAI-PMH
+    assert "feed cut at 2000 items, recovered through OAI-PMH" in result.stdout
+
+
+def test_a_revision_during_downtime_updates_the_held_paper_through_oai_pmh(tmp_path, cli):
+    held = relevant(7, ("cs.LG",), day=datetime(2026, 10, 28, 15, tzinfo=UTC))
+    with ArxivServer([held]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"], oai=True, lookback=22)
+        server.script("/rss/", *[EMPTY] * 40)
+        cli("--config", str(config), "run", "--as-of", "2026-10-30T14:00:00+00:00", "--no-email")
+        revised = replace(held, version=2, updated=datetime(2026, 11, 10, 15, tzinfo=UTC),
+                          journal_ref="NeurIPS 2026")  # v1 published; the feeds go quiet
+        server.papers[server.papers.index(held)] = revised
+        cli("--config", str(config), "run", "--as-of", "2026-11-24T14:00:00+00:00", "--no-email")
+    digest = (tmp_path / "out" / "digests" / "2026-11-24.md").read_text(encoding="utf-8")
+    updates = digest[digest.index("Updates"):]
+    assert "v1 → v2" in updates and "GRPO variant 7" in updates
+    conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3")
+    version, journal_ref = conn.execute("SELECT version, journal_ref FROM papers WHERE id = ?",
+                                        (held.id,)).fetchone()
+    assert (version, journal_ref) == (2, "NeurIPS 2026")
+
+
 def test_a_holiday_is_expected_not_a_warning(tmp_path, cli):
     with ArxivServer([]) as server:
         config = config_for(tmp_path, server, cats=["cs.LG", "cs.CL"])

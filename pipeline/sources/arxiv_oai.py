@@ -48,8 +48,10 @@ class OaiCatchUp:
     """Harvest each group with a gap through OAI-PMH, from the first missed day on.
 
     Kept: papers whose first version falls in the missed window (from a day before the
-    announcement preceding the first missed one) and that match the query. A missed day
-    counts as recovered once the harvest reaches it.
+    announcement preceding the first missed one) and that match the query, and as updates
+    the older papers revised in that window (the run keeps those it holds: a new version,
+    venue or code for the Updates section). A missed day counts as recovered once the
+    harvest reaches it.
     """
 
     name, label, online = "oai", "OAI-PMH", True
@@ -73,6 +75,9 @@ class OaiCatchUp:
                 part.seen += got.records
                 found.papers += [p for p in got.papers if p.submitted and low <= p.submitted <= last.at
                                  and self.query.matches(p.title, p.abstract, p.categories)]
+                found.updates += [p for p in got.papers  # revised in the gap: news for a held paper
+                                  if p.version > 1 and p.submitted and p.submitted < low
+                                  and p.updated and low <= p.updated <= last.at]
                 harvests.setdefault(group, []).append(got)
                 reach = max(filter(None, (reach, got.latest)), default=None)
             part.requests += fetcher.requests - before
