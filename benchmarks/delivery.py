@@ -28,7 +28,7 @@ def _serve(pipe) -> None:
 
 
 def main() -> None:
-    from pipeline.config import Email
+    from pipeline.config import Email, Reader
     from pipeline.deliver.email import EmailChannel
     from pipeline.deliver.outbox import StoreOutbox, deliver
     from pipeline.store import Store
@@ -52,7 +52,8 @@ def main() -> None:
         store.save_digest("2026-11-30", (now - timedelta(days=7), now), {}, [], readers)
         rows = []
         for name in ("first pass", "second pass"):
-            channel = EmailChannel(cfg, readers, lambda digest: ("RL digest", text, html))
+            channel = EmailChannel(cfg, [Reader(address=a) for a in readers],
+                                   lambda digest, languages: ("RL digest", text, html), ["en"])
             began = time.perf_counter()
             report = deliver(StoreOutbox(store), {"email": channel},
                              lambda did: SimpleNamespace(id=did), now)  # type: ignore[arg-type,return-value]

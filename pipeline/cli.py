@@ -12,7 +12,7 @@ from typing import Any
 import click
 import yaml
 
-from pipeline import __version__, collect, compose, lock, logs, sources, starter
+from pipeline import __version__, collect, compose, lock, logs, readers, sources, starter
 from pipeline import config as config_mod
 from pipeline import doctor as doctor_mod
 from pipeline import render as render_mod
@@ -293,6 +293,32 @@ def status(state: State, paper_id: str | None, as_json: bool, check_heartbeat: b
         echo(status_mod.overview(config, store), nl=False)
 
 
+@main.command("readers")
+@pass_state
+def readers_cmd(state: State) -> None:
+    """Each email reader: languages, status (active, unsubscribed, removed), last delivery."""
+    for row in readers.listing(state.config, state.store()):
+        who = f"{row['name']} <{row['address']}>" if row["name"] else row["address"]
+        languages = ",".join(row["languages"] or []) or "-"
+        echo(f"{who}  lang={languages}  {row['status']}  last delivery: "
+             f"{row['last_delivery'] or 'never'}")
+
+
+@main.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", default=8080, show_default=True, type=int, help="Port to listen on.")
+@pass_state
+def serve(state: State, host: str, port: int) -> None:
+    """Serve the web edition (out/site/) and the reader links: unsubscribe, 👍/👎."""
+    from pipeline import serve as serve_mod
+    from pipeline.links import Links
+
+    config = state.config
+    links = Links.of(config, f"http://{host}:{port}/")
+    echo(f"serving on http://{host}:{port}/ (links signed for {links.base})")
+    serve_mod.run(config, state.store(), links, host, port)
+
+
 @main.command("eval")
 @click.option("--labels", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
               help="JSONL with id, title, abstract, label (0/1).")
@@ -352,7 +378,7 @@ def config_group() -> None:
 def config_check(state: State) -> None:
     """Validate the configuration; exit 2 naming the key if it is wrong."""
     config = state.config
-    config.recipients()
+    config.readers()
     problems = doctor_mod.config_problems(config)
     for problem in problems[1:]:
         echo(f"rl-digest: {config.path or 'built-in defaults'}: {problem}", err=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 import re
-from email.utils import getaddresses
+from email.headerregistry import Address
+from email.utils import getaddresses, parseaddr
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -203,6 +204,37 @@ def mailbox(value: str) -> str:
 Mailbox = Annotated[str, AfterValidator(mailbox)]
 
 
+Language = Literal["zh", "en"]
+
+
+class Reader(Model):
+    """One email reader: the address keys them (outbox rows, status, verdicts); the name
+    goes in To; `languages` (default: the top-level `languages`) picks their email's."""
+
+    address: str
+    name: str | None = None
+    languages: list[Language] | None = Field(None, min_length=1)
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        checked = mailbox(value)
+        if parseaddr(checked)[0]:
+            raise ValueError(f"the address alone (the name goes in `name`): {value!r}")
+        return checked
+
+    @property
+    def mailbox(self) -> str:
+        return str(Address(display_name=self.name, addr_spec=self.address)) if self.name \
+            else self.address
+
+    @classmethod
+    def parse(cls, value: str, languages: list[str] | None = None) -> Reader:
+        """`addr` or `Name <addr>`, already checked by `mailbox`."""
+        name, address = parseaddr(value)
+        return cls(address=address, name=name or None, languages=languages)
+
+
 class Email(Model):
     enabled: bool
     smtp_host: str
@@ -211,7 +243,7 @@ class Email(Model):
     username_env: str | None = None
     password_env: str | None = None
     from_: Mailbox = Field(alias="from")
-    to: list[Mailbox] = []
+    to: list[Mailbox | Reader] = []
     recipients_file: Path | None = None
     timeout_seconds: float = Field(gt=0)
     unsubscribe_url: str | None = None
@@ -225,6 +257,18 @@ class Email(Model):
                 "https", "http", "mailto"):
             raise ValueError(f"not an https:// (or mailto:) address on one line: {value!r}")
         return value.strip()
+
+
+class Serve(Model):
+    base_url: str | None = None  # public URL of `rl-digest serve`: emails carry its links
+    secret_env: str = "RL_DIGEST_SECRET"  # signs the links
+
+    @field_validator("base_url")
+    @classmethod
+    def _base(cls, value: str | None) -> str | None:
+        if value is not None and urlsplit(value).scheme not in ("https", "http"):
+            raise ValueError(f"not an http(s):// address: {value!r}")
+        return value
 
 
 class Schedule(Model):
@@ -275,6 +319,7 @@ class Config(Model):
     outputs: Outputs
     email: Email
     channels: list[PluginEntry] = []
+    serve: Serve = Serve()
     schedule: Schedule
     storage: Storage
     lock: Lock = Lock()
@@ -301,12 +346,16 @@ class Config(Model):
     def zone(self) -> ZoneInfo:
         return ZoneInfo(self.schedule.timezone)
 
-    def recipients(self) -> list[str]:
-        """email.to plus the lines of email.recipients_file (# comments allowed)."""
-        found = list(self.email.to)
+    def readers(self) -> list[Reader]:
+        """email.to plus the lines of email.recipients_file, once per address (the first
+        mention wins)."""
+        found = [Reader.parse(item) if isinstance(item, str) else item for item in self.email.to]
         if self.email.recipients_file:
             found += read_recipients(self.email.recipients_file)
-        return list(dict.fromkeys(found))
+        first: dict[str, Reader] = {}
+        for reader in found:
+            first.setdefault(reader.address.lower(), reader)
+        return list(first.values())
 
     def secret(self, env_name: str | None) -> str | None:
         return os.environ.get(env_name) if env_name else None
@@ -355,18 +404,30 @@ def crontab(expr: str) -> str:
     return normal
 
 
-def read_recipients(path: Path) -> list[str]:
+_LANG = re.compile(r"(.*?)\s+lang=(\S*)")
+
+
+def read_recipients(path: Path) -> list[Reader]:
+    """One reader a line: `addr` or `Name <addr>`, then optionally `lang=en`, `lang=zh`
+    or `lang=zh,en`; `#` starts a comment."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
     found = []
     for number, raw in enumerate(lines, 1):
-        address = raw.split("#", 1)[0].strip()
-        if not address:
+        line = raw.split("#", 1)[0].strip()
+        if not line:
             continue
+        languages = None
+        match = _LANG.fullmatch(line)
+        if match:
+            line, languages = match.group(1), match.group(2).split(",")
+            if not set(languages) <= {"zh", "en"} or len(set(languages)) != len(languages):
+                raise ConfigError(f"{path}:{number}: lang= takes zh, en or zh,en, not "
+                                  f"{match.group(2)!r}")
         try:
-            found.append(mailbox(address))
+            found.append(Reader.parse(mailbox(line), languages))
         except ValueError as exc:
             raise ConfigError(f"{path}:{number}: {exc}") from None
     return found

@@ -59,7 +59,7 @@ def config_problems(config: Config) -> list[str]:
                         "(summaries would fall back; set it, empty for a local server, "
                         "or set enrich.provider: none)")
     if config.email.enabled:
-        if not config.recipients():
+        if not config.readers():
             problems.append("email.to: email is enabled but has no recipients "
                             "(add email.to or email.recipients_file)")
         if not config.outputs.base_url:

@@ -12,7 +12,7 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline import compose, render
+from pipeline import compose, readers, render
 from pipeline.config import Config
 from pipeline.deliver import channels, git, outbox
 from pipeline.deliver.files import write_atomic
@@ -39,10 +39,11 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
             text = render.digest_as(settings, digest, fmt, len(reading))
             files[f"digests/{digest.id}.{fmt}"] = write_atomic(out / "digests" / f"{digest.id}.{fmt}", text)
         if store.digest(digest.id) is None:
-            readers = outbox.recipients(channels.open_channels(config, len(reading),
-                                                               email=not options.no_email))
+            opened = channels.open_channels(config, len(reading), email=not options.no_email,
+                                            unsubscribed=readers.unsubscribed(store))
             store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),
-                              _items(digest), readers, snapshots=compose.snapshots(digest))
+                              _items(digest), outbox.recipients(opened),
+                              snapshots=compose.snapshots(digest))
     sections = compose.sections(reading, config.topics)
     changed = last_change(store, options.as_of)
     files["READING_LIST.md"] = write_atomic(out / "READING_LIST.md", render.reading_list_markdown(
@@ -62,7 +63,8 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     """Hand over what the outbox holds; what fails stays there. `email=False` (--no-email)
     leaves email rows alone; `due_only` is the scheduler's pacing. `reading_count` is
     run.reading_count's, the one count every digest shows."""
-    opened = channels.open_channels(config, reading_count, email=email)
+    opened = channels.open_channels(config, reading_count, email=email,
+                                    unsubscribed=readers.unsubscribed(store))
     result = outbox.deliver(outbox.StoreOutbox(store), opened, lambda did: stored_digest(store, did),
                             datetime.now(UTC), digest_id=digest_id, due_only=due_only,
                             skip=() if email else ("email",))
@@ -100,8 +102,8 @@ def _dry_run(config: Config, digest: Digest | None, reading: list[Entry]) -> Non
         for fmt in ("md", "html", "txt"):
             log.info("would write %s", out / "digests" / f"{digest.id}.{fmt}")
         if config.email.enabled:
-            for address in config.recipients():
-                log.info("would mail %s", address)
+            for reader in config.readers():
+                log.info("would mail %s", reader.address)
     log.info("would write %s and %s", out / "READING_LIST.md", out / "feed.xml")
 
 

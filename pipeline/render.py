@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -23,6 +24,7 @@ from zoneinfo import ZoneInfo
 import css_inline
 import jinja2
 
+from pipeline import links
 from pipeline.config import bundled
 from pipeline.extract import checked_url
 from pipeline.models import Digest, Entry, Section
@@ -329,6 +331,7 @@ class Settings:
     templates: Path | None = None  # the user's template overrides
     timezone: str | None = None  # schedule.timezone, for the feed's own date
     email_limit: int = EMAIL_LIMIT  # bytes of the email's inlined HTML
+    serve_url: str | None = None  # serve.base_url: where an email's reader links go
 
     @classmethod
     def of(cls, config: Config) -> Settings:
@@ -338,7 +341,7 @@ class Settings:
                          for t in config.topics},
             base_url=config.outputs.base_url.rstrip("/") + "/" if config.outputs.base_url else None,
             unsubscribe_url=config.email.unsubscribe_url, templates=config.templates.dir,
-            timezone=config.schedule.timezone)
+            timezone=config.schedule.timezone, serve_url=config.serve.base_url)
 
 
 def common(settings: Settings) -> dict:
@@ -348,8 +351,15 @@ def common(settings: Settings) -> dict:
             "unsubscribe_url": settings.unsubscribe_url}
 
 
-def _digest_context(settings: Settings, digest: Digest, reading_count: int, relative: str) -> dict:
+def _digest_context(settings: Settings, digest: Digest, reading_count: int, relative: str,
+                    personal: bool = False) -> dict:
+    """`personal`: an email, whose unsubscribe and 👍/👎 links get each reader's token
+    (pipeline/links.py) when `serve.base_url` is set."""
     ctx = common(settings)
+    serve = settings.serve_url if personal else None
+    ctx["feedback"] = partial(links.placeholder, serve) if serve else None
+    if serve:
+        ctx["unsubscribe_url"] = links.placeholder(serve, "unsubscribe")
     base = ctx["base_url"]
     ctx.update(d=digest, sections=digest.sections, paper_count=paper_count(digest),
                more=len(digest.left_out), reading_list_count=reading_count,
@@ -365,10 +375,10 @@ def digest_markdown(settings: Settings, digest: Digest, reading_count: int) -> s
         **_digest_context(settings, digest, reading_count, "../READING_LIST.md"))
 
 
-def digest_text(settings: Settings, digest: Digest, reading_count: int) -> str:
+def digest_text(settings: Settings, digest: Digest, reading_count: int, personal: bool = False) -> str:
     """The text/plain part: same content, wrapped at 72 columns, links as full URLs."""
     return text_env(settings.templates).get_template("email.txt.j2").render(
-        **_digest_context(settings, digest, reading_count, "../READING_LIST.md"))
+        **_digest_context(settings, digest, reading_count, "../READING_LIST.md", personal))
 
 
 def digest_subject(settings: Settings, digest: Digest) -> str:
@@ -398,7 +408,8 @@ def _inline(html: str) -> str:
     return inliner.inline(html)
 
 
-def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: int | None = None) -> str:
+def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: int | None = None,
+                personal: bool = False) -> str:
     """The email HTML, CSS inlined, under `limit` bytes.
 
     Too big: long English lines are clipped, then the lowest-ranked papers are left to
@@ -408,7 +419,7 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     """
     limit = settings.email_limit if limit is None else limit
     template = html_env(settings.templates).get_template("email.html.j2")
-    base = _digest_context(settings, digest, reading_count, "../READING_LIST.md")
+    base = _digest_context(settings, digest, reading_count, "../READING_LIST.md", personal)
     base["subject"] = digest_subject(settings, digest)
     total = sum(len(s.entries) for s in digest.sections)
 

@@ -8,12 +8,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline import learn, rank, schedule
+from pipeline import learn, rank, readers, schedule
 from pipeline.config import Config, mask_url
 from pipeline.deliver.outbox import RESENT, Delivery, StoreOutbox
 from pipeline.errors import DigestError
 from pipeline.run import JUDGED
-from pipeline.store import Store
+from pipeline.store import Store, paper_key
 
 
 def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[str, Any]:
@@ -171,6 +171,10 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
              f"  topic: {row.topic} {list(row.topics)}",
              f"  reasons: {reasons}",
              f"  rule: {rule.value:+.2f} (threshold {config.relevance.threshold})"]
+    said = readers.verdicts(store, paper_key(paper_id))
+    if said:
+        marks = {"up": "👍", "down": "👎"}
+        lines.append(f"  readers: {' '.join(f'{a} {marks[v]}' for a, v in sorted(said.items()))}")
     model = learn.current(config.relevance, store, refit_now=False)
     if model is not None:
         strongest = model.text.strongest(p.title, p.abstract)

@@ -74,15 +74,38 @@ def test_recipients_file_is_read_with_comments(tmp_path):
     (tmp_path / "people.txt").write_text("# readers\na@example.org\n\nb@example.org # lab\n", encoding="utf-8")
     path = tmp_path / "config.yaml"
     path.write_text("email: {to: [c@example.org], recipients_file: people.txt}\n", encoding="utf-8")
-    assert config.load(path).recipients() == ["c@example.org", "a@example.org", "b@example.org"]
+    assert [r.address for r in config.load(path).readers()] == [
+        "c@example.org", "a@example.org", "b@example.org"]
 
 
-def test_bad_recipient_line_names_file_and_line(tmp_path):
-    (tmp_path / "people.txt").write_text("a@example.org\nnobody\n", encoding="utf-8")
+def test_readers_with_names_and_languages_from_the_list_and_the_file(tmp_path):
+    (tmp_path / "people.txt").write_text(
+        "# readers\nAda Lovelace <ada@example.org> lang=en\n李雷 <li@example.org>  lang=zh,en # lab\n"
+        "bo@example.org\nADA@example.org lang=zh\n", encoding="utf-8")
+    path = tmp_path / "config.yaml"
+    path.write_text("email: {to: ['Alan <alan@example.org>', {address: bo@example.org, name: Bo, "
+                    "languages: [zh]}], recipients_file: people.txt}\n", encoding="utf-8")
+    found = [(r.mailbox, r.languages) for r in config.load(path).readers()]
+    assert found == [("Alan <alan@example.org>", None), ("Bo <bo@example.org>", ["zh"]),
+                     ("Ada Lovelace <ada@example.org>", ["en"]), ("李雷 <li@example.org>", ["zh", "en"])]
+
+
+@pytest.mark.parametrize("lines, error", [
+    ("a@example.org\nnobody\n", r"people.txt:2: not an email address"),
+    ("a@example.org lang=fr\n", r"people.txt:1: lang= takes zh, en or zh,en, not 'fr'")])
+def test_bad_recipient_line_names_file_and_line(tmp_path, lines, error):
+    (tmp_path / "people.txt").write_text(lines, encoding="utf-8")
     path = tmp_path / "config.yaml"
     path.write_text("email: {recipients_file: people.txt}\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"people.txt:2: not an email address"):
-        config.load(path).recipients()
+    with pytest.raises(ConfigError, match=error):
+        config.load(path).readers()
+
+
+def test_a_reader_entry_keeps_the_name_out_of_its_address(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("email: {to: [{address: 'A <a@example.org>'}]}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"email.to"):
+        config.load(path)
 
 
 def test_show_masks_secrets_and_says_whether_they_are_set(monkeypatch):

@@ -44,7 +44,8 @@ def send_pending(store: Store, cfg: Email, content, now: datetime, *, due_only: 
                  max_attempts: int = MAX_ATTEMPTS,
                  ssl_context: ssl.SSLContext | None = None) -> DeliveryReport:
     """One batch as `run`/`send` (due_only=False) or the scheduler (due_only=True) does it."""
-    channel = EmailChannel(cfg, [], lambda digest: content(digest.id), ssl_context)
+    channel = EmailChannel(cfg, [], lambda digest, languages: content(digest.id), ["zh", "en"],
+                           ssl_context=ssl_context)
     return deliver(StoreOutbox(store), {"email": channel}, lambda did: SimpleNamespace(id=did), now,
                    due_only=due_only, max_attempts=max_attempts)
 

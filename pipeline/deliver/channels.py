@@ -44,12 +44,13 @@ class Message:
 @dataclass(frozen=True)
 class ChannelSetup:
     """What a factory gets: its name (the outbox key), the config, its own entry's options,
-    the reading-list size."""
+    the reading-list size, and the readers who unsubscribed (lower-case addresses)."""
 
     name: str
     config: Config
     options: dict[str, Any] = field(default_factory=dict)
     reading_count: int = 0
+    unsubscribed: frozenset[str] = frozenset()
 
 
 class Channel(Protocol):
@@ -104,11 +105,13 @@ def factory(kind: str, where: str) -> Factory:
     return factory
 
 
-def open_channels(config: Config, reading_count: int, email: bool = True) -> dict[str, Channel]:
+def open_channels(config: Config, reading_count: int, email: bool = True,
+                  unsubscribed: frozenset[str] = frozenset()) -> dict[str, Channel]:
     """Every configured channel by name: email (when enabled) and each `channels` entry."""
     found: dict[str, Channel] = {}
     if email and config.email.enabled:
-        found["email"] = factory("email", "email")(ChannelSetup("email", config, {}, reading_count))
+        found["email"] = factory("email", "email")(
+            ChannelSetup("email", config, {}, reading_count, unsubscribed))
     for number, entry in enumerate(config.channels):
         options = entry.model_dump(exclude={"type", "name"})
         make = factory(entry.type, f"channels[{number}].type")

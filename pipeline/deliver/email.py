@@ -28,9 +28,10 @@ from typing import Any, NoReturn
 from urllib.parse import quote
 
 from pipeline import render
-from pipeline.config import Email
+from pipeline.config import Email, Reader
 from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import DeliveryError
+from pipeline.links import Links
 from pipeline.models import Digest
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ BUILD_POLICY = email_policy.default.clone(cte_type="7bit")
 WIRE_POLICY = email_policy.SMTP
 WIRE_POLICY_UTF8 = email_policy.SMTPUTF8
 
-Content = Callable[[Digest], tuple[str, str, str | None]]
+Content = Callable[[Digest, tuple[str, ...]], tuple[str, str, str | None]]
 
 
 # --- the message ---------------------------------------------------------------
@@ -145,50 +146,68 @@ def connect(cfg: Email, timeout: float | None = None, *,
 
 # --- the channel -----------------------------------------------------------------
 class EmailChannel:
-    """Email as a channel: `content(digest) -> (subject, text, html)` is rendered once
-    per digest; `ssl_context` is for tests that trust their own CA."""
+    """Email as a channel: `content(digest, languages) -> (subject, text, html)` is rendered
+    once per digest and set of languages, then made each reader's (their unsubscribe and
+    feedback links, when `links` is set); `ssl_context` is for tests that trust their own CA."""
 
-    def __init__(self, cfg: Email, readers: list[str], content: Content,
+    def __init__(self, cfg: Email, readers: list[Reader], content: Content,
+                 languages: list[str], links: Links | None = None,
                  ssl_context: ssl.SSLContext | None = None):
         self.cfg = cfg
-        self._readers = readers
+        self._readers = {reader.address.lower(): reader for reader in readers}
         self.content = content
+        self.languages = tuple(languages)
+        self.links = links
         self.sender_addr = parseaddr(cfg.from_)[1]
         self.list_id = f"rl-digest.{_domain(self.sender_addr)}"
         self.session = _Session(cfg, ssl_context)
-        self._texts: dict[str, tuple[str, str, str | None]] = {}
+        self._texts: dict[tuple[str, tuple[str, ...]], tuple[str, str, str | None]] = {}
 
     def readers(self) -> list[str]:
-        return list(self._readers)
+        return [reader.address for reader in self._readers.values()]
 
     def build(self, digest: Digest, reader: str, message_id: str | None = None) -> Message:
-        if digest.id not in self._texts:
-            self._texts[digest.id] = self.content(digest)
-        subject, text, html = self._texts[digest.id]
+        who = self.reader(reader)
+        key = (digest.id, tuple(who.languages or self.languages))
+        if key not in self._texts:
+            self._texts[key] = self.content(digest, key[1])
+        subject, text, html = self._texts[key]
+        unsubscribe = self.cfg.unsubscribe_url
+        if self.links is not None:
+            text = self.links.personal(text, who.address)
+            html = self.links.personal(html, who.address) if html is not None else None
+            unsubscribe = self.links.url("unsubscribe", who.address)
         msg = build_message(
-            sender=self.cfg.from_, recipient=reader, subject=subject, text=text, html=html,
+            sender=self.cfg.from_, recipient=who.mailbox, subject=subject, text=text, html=html,
             digest_id=digest.id, list_id=self.list_id, unsubscribe_mailto=self.sender_addr,
-            unsubscribe_url=self.cfg.unsubscribe_url, date=datetime.now(UTC),
-            message_id=message_id)
+            unsubscribe_url=unsubscribe, date=datetime.now(UTC), message_id=message_id)
         return Message(reader, str(msg["Message-ID"]), msg)
 
+    def reader(self, key: str) -> Reader:
+        """A reader by outbox key: their address (older rows may hold `Name <addr>`)."""
+        found = self._readers.get(parseaddr(key)[1].lower())
+        return found or Reader.parse(key)
+
     def send(self, message: Message) -> str:
-        return self.session.deliver(message.body, self.sender_addr, message.reader)
+        return self.session.deliver(message.body, self.sender_addr, self.reader(message.reader).address)
 
     def close(self) -> None:
         self.session.close()
 
 
 def email_channel(setup: ChannelSetup) -> EmailChannel:
-    """The registered factory: readers from email.to and email.recipients_file."""
+    """The registered factory: readers from email.to and email.recipients_file, less those
+    who unsubscribed; each in their languages."""
     config, count = setup.config, setup.reading_count
-    settings = render.Settings.of(config)
 
-    def content(digest: Digest) -> tuple[str, str, str | None]:
-        return (render.digest_subject(settings, digest), render.digest_as(settings, digest, "txt", count),
-                render.digest_as(settings, digest, "html", count))
+    def content(digest: Digest, languages: tuple[str, ...]) -> tuple[str, str, str | None]:
+        shown = render.Settings.of(config.model_copy(update={"languages": list(languages)}))
+        return (render.digest_subject(shown, digest),
+                render.digest_text(shown, digest, count, personal=True),
+                render.digest_html(shown, digest, count, personal=True))
 
-    return EmailChannel(config.email, config.recipients(), content)
+    readers = [r for r in config.readers() if r.address.lower() not in setup.unsubscribed]
+    return EmailChannel(config.email, readers, content, config.languages, Links.of(config))
 
 
 class _Session:

@@ -1,0 +1,95 @@
+"""The reader links an email carries: one-click unsubscribe (`/u/TOKEN`), resubscribe
+(`/r/TOKEN`) and per-paper feedback (`/f/TOKEN`), answered by `rl-digest serve`.
+
+A token is `payload.signature`: the payload names the action, the paper and the reader
+by an opaque id (an HMAC of the address, so no address is in clear), the signature is an
+HMAC-SHA256 of the payload with the secret from `serve.secret_env`. A token that does not
+check out is refused (403) and changes nothing.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+from pipeline.config import Config
+from pipeline.errors import ConfigError
+
+PATHS = {"unsubscribe": "u", "resubscribe": "r", "up": "f", "down": "f"}
+MARK = "rl-digest-reader-link"  # where a reader's token goes, in an email rendered once for all
+_MARKED = re.compile(re.escape(MARK) + r"\.(\w+)\.([^\s\"'<>)\]]*)")
+
+
+def placeholder(base_url: str, action: str, paper: str = "") -> str:
+    """A link for whoever reads the email: `Links.personal` puts the reader's token in."""
+    return f"{base_url.rstrip('/')}/{PATHS[action]}/{MARK}.{action}.{quote(paper, safe='')}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What a valid token says: `action` on `paper` (feedback) by the reader `rid`."""
+
+    action: str
+    rid: str
+    paper: str
+
+
+class Links:
+    def __init__(self, base_url: str, secret: str):
+        self.base = base_url.rstrip("/") + "/"
+        self.key = secret.encode()
+
+    @classmethod
+    def of(cls, config: Config, base_url: str | None = None) -> Links | None:
+        """The links at `serve.base_url` (else `base_url`; None without either); the secret
+        must be in the environment then."""
+        base = config.serve.base_url or base_url
+        if not base:
+            return None
+        secret = config.secret(config.serve.secret_env)
+        if not secret:
+            raise ConfigError(f"serve.secret_env: {config.serve.secret_env} is not set (the "
+                              "secret that signs the reader links)")
+        return cls(base, secret)
+
+    def rid(self, address: str) -> str:
+        return _b64(hmac.new(self.key, b"reader:" + address.lower().encode(), hashlib.sha256)
+                    .digest()[:12])
+
+    def token(self, action: str, address: str, paper: str = "") -> str:
+        payload = _b64(f"{action}\n{self.rid(address)}\n{paper}".encode())
+        return f"{payload}.{self._sign(payload)}"
+
+    def url(self, action: str, address: str, paper: str = "") -> str:
+        return f"{self.base}{PATHS[action]}/{self.token(action, address, paper)}"
+
+    def personal(self, text: str, address: str) -> str:
+        """`text` with each placeholder link made this reader's."""
+        return _MARKED.sub(lambda m: self.token(m[1], address, unquote(m[2])), text)
+
+    def check(self, token: str) -> Claim | None:
+        """The claim of a token signed with our secret; None for anything else."""
+        payload, _, signature = token.partition(".")
+        if not hmac.compare_digest(signature.encode(), self._sign(payload).encode()):
+            return None
+        try:
+            action, rid, paper = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)) \
+                .decode().split("\n")
+        except ValueError:
+            return None
+        return Claim(action, rid, paper) if action in PATHS else None
+
+    def reader(self, claim: Claim, addresses: list[str]) -> str | None:
+        """The address among `addresses` the claim is about."""
+        return next((a for a in addresses if hmac.compare_digest(self.rid(a), claim.rid)), None)
+
+    def _sign(self, payload: str) -> str:
+        return _b64(hmac.new(self.key, payload.encode(), hashlib.sha256).digest()[:18])
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode().rstrip("=")
