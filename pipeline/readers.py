@@ -18,7 +18,7 @@ from pipeline.store import Store
 READERS = "readers"
 FEEDBACK = "feedback"
 ACTIVE, UNSUBSCRIBED = "active", "unsubscribed"
-VERDICTS = {"up": True, "down": False}
+VERDICTS = ("up", "down")
 
 
 def statuses(store: Store) -> dict[str, dict[str, Any]]:

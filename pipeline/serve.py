@@ -21,7 +21,7 @@ from starlette.staticfiles import StaticFiles
 
 from pipeline import readers, render
 from pipeline.config import Config
-from pipeline.links import Links
+from pipeline.links import Claim, Links
 from pipeline.store import Store
 
 _WRITE = threading.Lock()
@@ -35,13 +35,14 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         context = {**known, "page": name, "action": None, "other": None, "verdict": None, **more}
         return HTMLResponse(page.render(**context), status_code=status)
 
-    def reader_of(token: str, actions: tuple[str, ...]) -> tuple[str, str] | None:
+    def reader_of(token: str, actions: tuple[str, ...]) -> tuple[str, Claim] | None:
+        """The reader's address and what the token says, when it checks out."""
         claim = links.check(token)
         if claim is None or claim.action not in actions:
             return None
         addresses = [r.address for r in config.readers()] + list(readers.statuses(store))
         address = links.reader(claim, addresses)
-        return (address, claim.paper) if address else None
+        return (address, claim) if address else None
 
     def subscription(request: Request) -> HTMLResponse:
         token = request.path_params["token"]
@@ -60,13 +61,12 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         return answer("resubscribed")
 
     def feedback(request: Request) -> HTMLResponse:
-        found = reader_of(request.path_params["token"], tuple(readers.VERDICTS))
-        claim = links.check(request.path_params["token"])
-        if found is None or claim is None or not found[1]:
+        found = reader_of(request.path_params["token"], readers.VERDICTS)
+        if found is None or not found[1].paper:
             return answer("refused", 403)
-        address, paper = found
+        address, claim = found
         with _WRITE:
-            readers.record_verdict(store, address, paper, claim.action)
+            readers.record_verdict(store, address, claim.paper, claim.action)
         return answer("thanks", verdict=claim.action)
 
     routes = [Route("/u/{token}", subscription, methods=["GET", "POST"]),
