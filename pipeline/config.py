@@ -223,6 +223,11 @@ class Reader(Model):
             raise ValueError(f"the address alone (the name goes in `name`): {value!r}")
         return checked
 
+    @model_validator(mode="before")
+    @classmethod
+    def _text(cls, value: Any) -> Any:
+        return cls.parse(value).model_dump() if isinstance(value, str) else value
+
     @property
     def mailbox(self) -> str:
         return str(Address(display_name=self.name, addr_spec=self.address)) if self.name \
@@ -230,8 +235,8 @@ class Reader(Model):
 
     @classmethod
     def parse(cls, value: str, languages: list[str] | None = None) -> Reader:
-        """`addr` or `Name <addr>`, already checked by `mailbox`."""
-        name, address = parseaddr(value)
+        """`addr` or `Name <addr>`; ValueError naming what is wrong with it."""
+        name, address = parseaddr(mailbox(value))
         return cls(address=address, name=name or None, languages=languages)
 
 
@@ -243,7 +248,7 @@ class Email(Model):
     username_env: str | None = None
     password_env: str | None = None
     from_: Mailbox = Field(alias="from")
-    to: list[Mailbox | Reader] = []
+    to: list[Reader] = []
     recipients_file: Path | None = None
     timeout_seconds: float = Field(gt=0)
     unsubscribe_url: str | None = None
@@ -349,7 +354,7 @@ class Config(Model):
     def readers(self) -> list[Reader]:
         """email.to plus the lines of email.recipients_file, once per address (the first
         mention wins)."""
-        found = [Reader.parse(item) if isinstance(item, str) else item for item in self.email.to]
+        found = list(self.email.to)
         if self.email.recipients_file:
             found += read_recipients(self.email.recipients_file)
         first: dict[str, Reader] = {}
@@ -427,7 +432,7 @@ def read_recipients(path: Path) -> list[Reader]:
                 raise ConfigError(f"{path}:{number}: lang= takes zh, en or zh,en, not "
                                   f"{match.group(2)!r}")
         try:
-            found.append(Reader.parse(mailbox(line), languages))
+            found.append(Reader.parse(line, languages))
         except ValueError as exc:
             raise ConfigError(f"{path}:{number}: {exc}") from None
     return found
