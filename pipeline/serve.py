@@ -28,8 +28,9 @@ _WRITE = threading.Lock()
 
 
 def app(config: Config, store: Store, links: Links) -> Starlette:
-    page = render.html_env(config.templates.dir).get_template("serve/page.html.j2")
-    known = render.common(config)
+    settings = render.Settings.of(config)
+    page = render.html_env(settings.templates).get_template("serve/page.html.j2")
+    known = render.common(settings)
 
     def answer(name: str, status: int = 200, **more: object) -> HTMLResponse:
         context = {**known, "page": name, "action": None, "other": None, "verdict": None, **more}

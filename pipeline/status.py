@@ -12,8 +12,9 @@ from pipeline import learn, rank, readers, schedule
 from pipeline.config import Config, mask_url
 from pipeline.deliver.outbox import RESENT, Delivery, StoreOutbox
 from pipeline.errors import DigestError
+from pipeline.models import paper_key
 from pipeline.run import JUDGED
-from pipeline.store import Store, paper_key
+from pipeline.store import Store
 
 
 def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[str, Any]:
