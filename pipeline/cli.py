@@ -314,7 +314,7 @@ def serve(state: State, host: str, port: int) -> None:
     from pipeline.links import Links
 
     config = state.config
-    links = Links.of(config, f"http://{host}:{port}/")
+    links = Links.signed(config, config.serve.base_url or f"http://{host}:{port}/")
     echo(f"serving on http://{host}:{port}/ (links signed for {links.base})")
     serve_mod.run(config, state.store(), links, host, port)
 

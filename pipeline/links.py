@@ -44,17 +44,18 @@ class Links:
         self.key = secret.encode()
 
     @classmethod
-    def of(cls, config: Config, base_url: str | None = None) -> Links | None:
-        """The links at `serve.base_url` (else `base_url`; None without either); the secret
-        must be in the environment then."""
-        base = config.serve.base_url or base_url
-        if not base:
-            return None
+    def of(cls, config: Config) -> Links | None:
+        """The links at `serve.base_url`; None when it is not set."""
+        return cls.signed(config, config.serve.base_url) if config.serve.base_url else None
+
+    @classmethod
+    def signed(cls, config: Config, base_url: str) -> Links:
+        """Links at `base_url`, signed with the secret `serve.secret_env` names."""
         secret = config.secret(config.serve.secret_env)
         if not secret:
             raise ConfigError(f"serve.secret_env: {config.serve.secret_env} is not set (the "
                               "secret that signs the reader links)")
-        return cls(base, secret)
+        return cls(base_url, secret)
 
     def rid(self, address: str) -> str:
         return _b64(hmac.new(self.key, b"reader:" + address.lower().encode(), hashlib.sha256)

@@ -16,7 +16,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from pipeline import readers, render
@@ -70,7 +70,7 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
             readers.record_verdict(store, address, claim.paper, claim.action)
         return answer("thanks", verdict=claim.action)
 
-    routes = [Route("/u/{token}", subscription, methods=["GET", "POST"]),
+    routes: list[BaseRoute] = [Route("/u/{token}", subscription, methods=["GET", "POST"]),
               Route("/r/{token}", subscription, methods=["GET", "POST"]),
               Route("/f/{token}", feedback, methods=["GET"])]
     site = Path(config.outputs.dir) / "site"

@@ -19,7 +19,7 @@ import re
 import smtplib
 import socket
 import ssl
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from email import policy as email_policy
 from email.message import EmailMessage
@@ -151,7 +151,7 @@ class EmailChannel:
     feedback links, when `links` is set); `ssl_context` is for tests that trust their own CA."""
 
     def __init__(self, cfg: Email, readers: list[Reader], content: Content,
-                 languages: list[str], links: Links | None = None,
+                 languages: Sequence[str], links: Links | None = None,
                  ssl_context: ssl.SSLContext | None = None):
         self.cfg = cfg
         self._readers = {reader.address.lower(): reader for reader in readers}
