@@ -11,6 +11,7 @@ from pipeline.extract import contribution, links, readable, venue
 from pipeline.models import (
     Digest,
     Entry,
+    Highlight,
     Paper,
     Part,
     Row,
@@ -80,6 +81,27 @@ def with_reading(entry: Entry, reading: dict | None) -> Entry:
                    parts=parts)
 
 
+def highlight_candidates(featured: Sequence[Entry], entries: Iterable[Entry],
+                         limit: int = 10) -> list[Entry]:
+    """The papers the highlights speak of: the featured ones, then the week's best."""
+    keys = {e.key for e in featured}
+    rest = sorted((e for e in entries if not e.curated and e.key not in keys),
+                  key=lambda e: (-(e.score or 0.0), e.key))
+    return [*featured, *rest][:limit]
+
+
+def highlights(reply: dict | None, papers: Sequence[Entry]) -> tuple[Highlight, ...]:
+    """The LLM's takeaways, each tied to the paper it names (by its number in the prompt)."""
+    if not reply:
+        return ()
+    found = []
+    for item in reply["items"]:
+        paper = papers[item["paper"] - 1]
+        found.append(Highlight(paper.key, paper.title, paper.url, readable(item["zh"]) or item["zh"],
+                               readable(item["en"]) or item["en"]))
+    return tuple(found)
+
+
 def snapshot(paper: Paper) -> dict:
     """What a reader was told about a paper: its version, venue and code link."""
     code = dict(links(paper.abstract, paper.comment)).get("code")
@@ -121,20 +143,32 @@ def updates(papers: Iterable[Paper], ledger: dict[str, dict | None],
     return found
 
 
-def sections(entries: Iterable[Entry], topics: Sequence[TopicDef]) -> tuple[Section, ...]:
-    """Group by topic in the taxonomy's order; newest first, then title, for stable output."""
-    by_topic: dict[str, list[Entry]] = {t.key: [] for t in topics}
+def newest_first(items: Iterable[Entry]) -> list[Entry]:
+    """Newest first, then by title and key: a stable order."""
+    ordered = sorted(items, key=lambda e: (e.title.casefold(), e.key))
+    return sorted(ordered, key=lambda e: e.date or "", reverse=True)
+
+
+def sections(entries: Iterable[Entry], topics: Sequence[TopicDef],
+             brief: Iterable[Entry] = ()) -> tuple[Section, ...]:
+    """Group by topic in the taxonomy's order; newest first, then title, for stable output.
+    `brief` entries (one line each) go under their topic after the full ones."""
+    full: dict[str, list[Entry]] = {t.key: [] for t in topics}
+    short: dict[str, list[Entry]] = {t.key: [] for t in topics}
     for entry in entries:
-        by_topic.setdefault(entry.topic, []).append(entry)
+        full.setdefault(entry.topic, []).append(entry)
+        short.setdefault(entry.topic, [])
+    for entry in brief:
+        short.setdefault(entry.topic, []).append(entry)
+        full.setdefault(entry.topic, [])
     names = {t.key: t.name for t in topics}
     result = []
-    for key, items in by_topic.items():
-        if not items:
+    for key in full:
+        if not full[key] and not short[key]:
             continue
-        items.sort(key=lambda e: e.title.casefold())
-        items.sort(key=lambda e: e.date or "", reverse=True)
         name = names.get(key)
-        result.append(Section(key, name.zh if name else key, name.en if name else key, tuple(items)))
+        result.append(Section(key, name.zh if name else key, name.en if name else key,
+                              tuple(newest_first(full[key])), tuple(newest_first(short[key]))))
     return tuple(result)
 
 
@@ -192,29 +226,44 @@ def make_digest(*, digest_id: str, window: tuple[datetime, datetime], timezone: 
                 entries: Sequence[Entry], featured: Sequence[Entry], topics: Sequence[TopicDef],
                 max_papers: int, comparison: dict | None, curated: Curated,
                 model: str | None, sources: Sequence[str], categories: Sequence[str],
-                updates: Sequence[Update] = (), coverage: dict | None = None) -> Digest:
-    """The week's entries, capped at max_papers by score (seeds always fit first)."""
-    ranked = sorted(entries, key=lambda e: (not e.curated, -(e.score or 0.0), e.key))
-    shown = ranked[:max_papers]
+                updates: Sequence[Update] = (), coverage: dict | None = None,
+                max_curated: int = 5, first: bool = False,
+                highlights: Sequence[Highlight] = (),
+                question: tuple[str | None, str | None] = (None, None)) -> Digest:
+    """Every relevant paper of the week: the best max_papers as full entries, the rest as
+    one-line entries under their topic. Seed entries are never this week's papers: at
+    most max_curated of them, newest first, go to their own section."""
     featured_keys = {e.key for e in featured}
+    papers = sorted((e for e in entries if not e.curated and e.key not in featured_keys),
+                    key=lambda e: (-(e.score or 0.0), e.key))
+    seeds = newest_first(e for e in entries if e.curated and e.key not in featured_keys)
+    full, brief = papers[:max_papers], papers[max_papers:]
+    listed = [*featured, *full]
     rows, synthesis_zh, synthesis_en = curated
     if comparison:
         rows = tuple(Row(r["label_zh"], r["label_en"], tuple((c["zh"], c["en"]) for c in r["cells"]))
                      for r in comparison["rows"])
         synthesis_zh, synthesis_en = comparison["synthesis_zh"], comparison["synthesis_en"]
+    week = [e for e in entries if not e.curated]
     return Digest(
         id=digest_id, window_start=window[0].isoformat(timespec="minutes"),
         window_end=window[1].isoformat(timespec="minutes"), timezone=timezone,
-        sections=sections((e for e in shown if e.key not in featured_keys), topics),
+        sections=sections(full, topics, brief),
         featured=tuple(featured), comparison=rows,
         synthesis_zh=synthesis_zh, synthesis_en=synthesis_en,
-        new=sum(1 for e in entries if not e.curated and not e.revised),
-        revised=sum(1 for e in entries if e.revised),
-        seeds=sum(1 for e in entries if e.curated),
-        left_out=tuple(e.key for e in ranked[max_papers:]), model=model, sources=tuple(sources),
-        categories=tuple(categories), updates=tuple(updates), coverage=coverage,
-        pending_zh=sum(1 for e in shown if not e.summary_zh),
+        new=sum(1 for e in week if not e.revised), revised=sum(1 for e in week if e.revised),
+        seeds=min(len(seeds), max_curated) + sum(1 for e in featured if e.curated),
+        model=model, sources=tuple(sources), categories=tuple(categories), updates=tuple(updates),
+        coverage=coverage, pending_zh=sum(1 for e in listed if not e.summary_zh and not e.curated),
+        curated=tuple(seeds[:max_curated]), first=first, highlights=tuple(highlights),
+        question_zh=question[0], question_en=question[1],
     )
+
+
+def listed_keys(digest: Digest) -> list[str]:
+    """Every item the digest lists, which is what publishing marks as published."""
+    return [e.key for e in (*digest.featured, *digest.curated,
+                            *(e for s in digest.sections for e in (*s.entries, *s.brief)))]
 
 
 def digest_to_dict(digest: Digest) -> dict:
@@ -234,12 +283,16 @@ def digest_from_dict(data: dict) -> Digest:
     return Digest(**{
         **data,
         "sections": tuple(Section(s["topic"], s["name_zh"], s["name_en"],
-                                  tuple(entry(e) for e in s["entries"])) for s in data["sections"]),
+                                  tuple(entry(e) for e in s["entries"]),
+                                  tuple(entry(e) for e in s.get("brief") or ()))
+                          for s in data["sections"]),
         "featured": tuple(entry(e) for e in data["featured"]),
+        "curated": tuple(entry(e) for e in data.get("curated") or ()),
+        "highlights": tuple(Highlight(**h) for h in data.get("highlights") or ()),
         "comparison": tuple(Row(r["label_zh"], r["label_en"], tuple(tuple(c) for c in r["cells"]))
                             for r in data["comparison"]),
         "sources": tuple(data["sources"]), "categories": tuple(data["categories"]),
-        "left_out": tuple(data["left_out"]),
+        "left_out": tuple(data.get("left_out") or ()),
         "updates": tuple(Update(**{**u, "changes": tuple(tuple(c) for c in u["changes"])})
                          for u in data.get("updates") or ()),
     })

@@ -54,6 +54,7 @@ class Topic(Model):
 class ArxivSource(Model):
     enabled: bool = True
     api_url: str
+    html_url: str = "https://arxiv.org/html"  # full text of featured papers: <html_url>/<id>v<N>
     categories: list[str]
     terms: list[str] = Field(min_length=1)
     lookback_days: int = Field(ge=1, le=366)
@@ -161,13 +162,29 @@ class Enrich(Model):
     concurrency: int = Field(ge=1, le=64)
     max_papers: int = Field(ge=0)
     max_tokens_per_run: int | None = Field(None, ge=1)
+    fulltext_tokens: int = Field(6000, ge=0)
     extra_body: dict[str, Any] = {}
     glossary: dict[str, str] = {}
 
 
+class Importance(Model):
+    """Weights of the parts of a paper's importance (pipeline/importance.py)."""
+
+    relevance: float = Field(1.0, ge=0)
+    similarity: float = Field(1.0, ge=0)
+    code: float = Field(0.1, ge=0)
+    venue: float = Field(0.1, ge=0)
+    authors: float = Field(0.5, ge=0)
+    revision: float = Field(0.3, ge=0)
+    irrelevant: float = Field(1.0, ge=0)
+
+
 class Digest(Model):
     max_papers: int = Field(ge=1)
+    max_curated: int = Field(5, ge=0)
     featured: int = Field(ge=0, le=10)
+    pair_similarity: float = Field(0.25, ge=0, le=1)
+    importance: Importance = Importance()
 
 
 class GitOutput(Model):

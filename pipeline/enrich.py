@@ -133,6 +133,27 @@ class Comparison(Reply):
     synthesis_en: Text
 
 
+class FeaturedPick(Reply):
+    papers: list[int] = Field(max_length=10, description=(
+        "the numbers of the papers that speak to one shared question, best first; "
+        "empty when no two papers share one"))
+    question_zh: Annotated[str, StringConstraints(max_length=200)] = Field(
+        description="the shared question in Chinese, one short sentence; empty when none")
+    question_en: Annotated[str, StringConstraints(max_length=300)] = Field(
+        description="the same question in English; empty when none")
+
+
+class Takeaway(Reply):
+    paper: int = Field(description="the number of the paper it is about, as listed")
+    zh: Line = Field(description="the takeaway in Chinese, one sentence")
+    en: Line = Field(description="the same takeaway in English")
+
+
+class Highlights(Reply):
+    items: list[Takeaway] = Field(min_length=3, max_length=5,
+                                  description="3-5 takeaways of the week, the most important first")
+
+
 def wire_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The model's JSON Schema in the subset OpenAI's strict mode accepts.
 
@@ -332,6 +353,8 @@ SEED = Task("seed_translation", "prompts/seed_translation.j2", SeedTranslation)
 TRANSLATION = Task("translation", "prompts/translation.j2", Translation)
 FEATURED = Task("featured_reading", "prompts/featured_reading.j2", FeaturedReading)
 COMPARISON = Task("comparison", "prompts/comparison.j2", Comparison)
+PICK = Task("featured_pick", "prompts/featured_pick.j2", FeaturedPick)
+HIGHLIGHTS = Task("highlights", "prompts/highlights.j2", Highlights)
 JUDGE = Task("relevance_judgement", "prompts/relevance_judgement.j2", RelevanceVerdict)
 SYSTEM = "prompts/system.j2"
 RETRY = "prompts/retry.j2"
@@ -488,7 +511,7 @@ class Cache(Protocol):
 
 
 class Enricher:
-    """Runs the four tasks through one client, with the cache in front and fallback behind.
+    """Runs the tasks through one client, with the cache in front and fallback behind.
 
     client None (provider none, --offline, or no client made) means cached results only.
     """
@@ -508,7 +531,7 @@ class Enricher:
         self.glossary = load_glossary(env, cfg_enrich.glossary)
         self._failed_in_a_row = 0  # the circuit breaker (enrich.failure_limit)
 
-    # --- the four tasks ---
+    # --- the tasks ---
     def summarise(self, papers: Iterable[Paper]) -> dict[str, PaperSummary]:
         """Paper id -> summary; calls for at most max_papers, in the order given (best first)."""
         jobs = [Job(SUMMARY, paper_key(p.id), p.id, str(p.version), {"paper": p}) for p in papers]
@@ -557,8 +580,9 @@ class Enricher:
                 for it in map(_item, items)]
         return self._run(jobs, "featured readings")  # type: ignore[return-value]
 
-    def compare(self, items: Iterable[Item | tuple]) -> Comparison | None:
-        """A comparison table (one cell per item per row) and the synthesis; None if < 2 items."""
+    def compare(self, items: Iterable[Item | tuple], question: str | None = None) -> Comparison | None:
+        """A comparison table (one cell per item per row) and the synthesis, along the
+        `question` the papers share when it is known; None if < 2 items."""
         found = [_item(it) for it in items]
         if len(found) < 2:
             return None
@@ -570,9 +594,34 @@ class Enricher:
                                      f"not one for each of the {len(found)} papers")
 
         key = "compare:" + "+".join(it.key for it in found)
-        version = "+".join(str(it.version) for it in found)
-        job = Job(COMPARISON, key, key, version, {"papers": found}, check=one_cell_each)
+        version = "+".join(str(it.version) for it in found) + (f"?{question}" if question else "")
+        job = Job(COMPARISON, key, key, version, {"papers": found, "question": question},
+                  check=one_cell_each)
         return self._run([job], "comparison").get(key)  # type: ignore[return-value]
+
+    def pick_featured(self, items: Sequence[Item], n: int) -> FeaturedPick | None:
+        """From the week's top papers, the (up to) n that share one question, and the question."""
+        found = [_item(it) for it in items]
+        key = f"pick{n}:" + "+".join(it.key for it in found)
+        version = "+".join(str(it.version) for it in found)
+        job = Job(PICK, key, key, version, {"papers": found, "n": n})
+        return self._run([job], "featured pick").get(key)  # type: ignore[return-value]
+
+    def highlights(self, items: Sequence[Item]) -> Highlights | None:
+        """3-5 one-line takeaways of the week, each naming one of `items` (best first)."""
+        found = [_item(it) for it in items]
+        if len(found) < 3:
+            return None
+
+        def names_a_paper(reply: Reply) -> None:
+            for taken in reply.items:  # type: ignore[attr-defined]
+                if not 1 <= taken.paper <= len(found):
+                    raise ValueError(f"paper {taken.paper} is not one of the {len(found)} listed")
+
+        key = "highlights:" + "+".join(it.key for it in found)
+        version = "+".join(str(it.version) for it in found)
+        job = Job(HIGHLIGHTS, key, key, version, {"papers": found}, check=names_a_paper)
+        return self._run([job], "highlights").get(key)  # type: ignore[return-value]
 
     # --- cache ---
     def cache_key(self, task: Task, item_key: str, version: str) -> str:

@@ -269,7 +269,7 @@ def refit(base: Hybrid, verdict_rows: Sequence[Mapping[str, Any]],
 
 # --- the reader's profile and the decision ----------------------------------------------
 
-def _name(author: str) -> str:
+def author_name(author: str) -> str:
     return " ".join(author.casefold().replace(".", " ").split())
 
 
@@ -283,12 +283,12 @@ class Profile:
     @classmethod
     def compile(cls, cfg: Any) -> Profile:
         return cls(rank.Lexicon.compile({"include": cfg.include, "exclude": cfg.exclude}),
-                   frozenset(_name(a) for a in cfg.follow_authors))
+                   frozenset(author_name(a) for a in cfg.follow_authors))
 
     def order(self, title: str, abstract: str, authors: Iterable[str]) -> tuple[bool | None, str | None]:
         """(True, reason) to keep, (False, reason) to drop, (None, None) when nothing applies.
         A followed author wins over an exclude phrase, which wins over an include phrase."""
-        followed = next((a for a in authors if _name(a) in self.authors), None)
+        followed = next((a for a in authors if author_name(a) in self.authors), None)
         if followed:
             return True, f"{FOLLOW}{followed}"
         found = {name: key for _, name, key in self.phrases.find(f"{title}\n{abstract}")}

@@ -208,7 +208,7 @@ class Entry:
     date: str | None = None
     authors: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
-    score: float | None = None
+    score: float | None = None  # relevance; in a digest, importance (importance.py) orders by it
     title_zh: str | None = None
     summary_zh: str | None = None
     summary_en: str | None = None
@@ -252,7 +252,19 @@ class Section:
     topic: str
     name_zh: str
     name_en: str
-    entries: tuple[Entry, ...]
+    entries: tuple[Entry, ...]  # full entries
+    brief: tuple[Entry, ...] = ()  # one line each: every other relevant paper of the week
+
+
+@dataclass(frozen=True)
+class Highlight:
+    """本周看点 · Highlights: one takeaway of the week, naming its paper."""
+
+    key: str
+    title: str
+    url: str | None
+    zh: str
+    en: str
 
 
 @dataclass(frozen=True)
@@ -285,6 +297,11 @@ class Digest:
     updates: tuple[Update, ...] = ()
     pending_zh: int = 0  # entries whose Chinese summary is not written yet
     coverage: dict | None = None  # coverage.Summary as a dict, plus relevant papers per archive
+    curated: tuple[Entry, ...] = ()  # 收录 · From the reading list: seed entries not shown before
+    first: bool = False  # the first digest of this database: the topic intro is shown in full
+    highlights: tuple[Highlight, ...] = ()
+    question_zh: str | None = None  # the question the featured papers share, compared along
+    question_en: str | None = None  # the LLM's takeaways; none: the templates list what is known
 
 
 @dataclass

@@ -1,5 +1,8 @@
 """Phase two of a run: write the files, record the digest and its outbox, deliver.
 
+An offline run is a preview: it writes the files and stops there, so a later online
+run of the same day publishes normally.
+
 Files are written atomically first; then the digest, its items and one outbox
 row per reader of each channel are recorded in one transaction, before anything
 is sent. Delivery and git failures stay queued and make the run exit 1; they
@@ -38,7 +41,7 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
         for fmt in ("md", "html", "txt"):
             text = render.digest_as(settings, digest, fmt, len(reading))
             files[f"digests/{digest.id}.{fmt}"] = write_atomic(out / "digests" / f"{digest.id}.{fmt}", text)
-        if store.digest(digest.id) is None:
+        if store.digest(digest.id) is None and not options.offline:  # offline is a preview
             opened = channels.open_channels(config, len(reading), email=not options.no_email,
                                             unsubscribed=readers.unsubscribed(store))
             store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),
@@ -51,6 +54,9 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
     files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(
         settings, stored_digests(store), changed.isoformat()))
     report.files += [str(path) for path in files.values()]
+    if options.offline:  # a preview: files only, nothing sent, nothing recorded
+        channels.open_channels(config, len(reading), email=False)  # a bad channel still fails here
+        return
     deliver(config, store, report, len(reading), email=not options.no_email)
     if config.outputs.git is not None:
         result = git.publish(config.outputs.git, files, store)
@@ -112,6 +118,5 @@ def _window(digest: Digest) -> tuple[datetime, datetime]:
 
 
 def _items(digest: Digest) -> list[tuple[str, bool]]:
-    """Every entry the digest covers; shown=False for those cut to keep the email small."""
-    shown = [(e.key, True) for s in digest.sections for e in s.entries]
-    return shown + [(e.key, True) for e in digest.featured] + [(k, False) for k in digest.left_out]
+    """Every entry the digest lists (an older digest may name some it left out)."""
+    return [(key, True) for key in compose.listed_keys(digest)] + [(k, False) for k in digest.left_out]

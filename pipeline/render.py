@@ -25,6 +25,7 @@ import css_inline
 import jinja2
 
 from pipeline import links
+from pipeline.compose import newest_first
 from pipeline.config import bundled
 from pipeline.extract import checked_url
 from pipeline.models import Digest, Entry, Section
@@ -278,7 +279,7 @@ def rfc3339(value: object, tz: str | None = None) -> str:
 
 
 def paper_count(digest: Digest) -> int:
-    return sum(len(s.entries) for s in digest.sections) + len(digest.featured)
+    return sum(len(s.entries) + len(s.brief) for s in digest.sections) + len(digest.featured)
 
 
 # --- environments -------------------------------------------------------------------
@@ -361,7 +362,9 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
     if serve:
         ctx["unsubscribe_url"] = links.placeholder(serve, "unsubscribe")
     base = ctx["base_url"]
-    ctx.update(d=digest, sections=digest.sections, paper_count=paper_count(digest),
+    counts = sorted(((s.name_zh, s.name_en, len(s.entries) + len(s.brief)) for s in digest.sections),
+                    key=lambda t: -t[2])
+    ctx.update(d=digest, sections=digest.sections, paper_count=paper_count(digest), top_topics=counts[:3],
                more=len(digest.left_out), reading_list_count=reading_count,
                reading_list_url=f"{base}READING_LIST.md" if base else relative,
                digest_url=f"{base}digests/{digest.id}.html" if base else None)
@@ -392,13 +395,17 @@ def _ranked(entries: Sequence[Entry]) -> list[Entry]:
     return sorted(entries, key=lambda e: (not e.curated, -(e.score or 0.0), e.key))
 
 
-def _keep(digest: Digest, keep: int) -> tuple[tuple[Section, ...], int]:
-    """Sections holding only the `keep` best entries (their order unchanged); and how many went."""
+def _keep(digest: Digest, keep: int, brief: bool) -> tuple[tuple[Section, ...], int]:
+    """Sections holding only the `keep` best full entries (their order unchanged), and the
+    one-line entries when `brief`; and how many went."""
     everything = [e for s in digest.sections for e in s.entries]
     kept = {e.key for e in _ranked(everything)[:keep]}
-    sections = tuple(replace(s, entries=tuple(e for e in s.entries if e.key in kept))
+    sections = tuple(replace(s, entries=tuple(e for e in s.entries if e.key in kept),
+                             brief=s.brief if brief else ())
                      for s in digest.sections)
-    return tuple(s for s in sections if s.entries), len(everything) - min(keep, len(everything))
+    gone = len(everything) - min(keep, len(everything))
+    gone += 0 if brief else sum(len(s.brief) for s in digest.sections)
+    return tuple(s for s in sections if s.entries or s.brief), gone
 
 
 def _inline(html: str) -> str:
@@ -412,10 +419,10 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
                 personal: bool = False) -> str:
     """The email HTML, CSS inlined, under `limit` bytes.
 
-    Too big: long English lines are clipped, then the lowest-ranked papers are left to
-    the web and Markdown copies (a line says how many); if the featured readings,
-    comparison and synthesis alone are too big, they are shortened first. A language is
-    never dropped: every entry the email keeps speaks in every shown language.
+    Too big: the one-line entries go first, then long English lines are clipped, then the
+    lowest-ranked full entries are left to the web and Markdown copies (a line says how
+    many); if the featured readings, comparison and synthesis alone are too big, they are
+    shortened first. A language is never dropped: every entry kept speaks in each of them.
     """
     limit = settings.email_limit if limit is None else limit
     template = html_env(settings.templates).get_template("email.html.j2")
@@ -423,8 +430,8 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     base["subject"] = digest_subject(settings, digest)
     total = sum(len(s.entries) for s in digest.sections)
 
-    def render(clip_en: int | None, keep: int, clip_all: int | None = None) -> str:
-        sections, cut = _keep(digest, keep)
+    def render(clip_en: int | None, keep: int, clip_all: int | None = None, brief: bool = False) -> str:
+        sections, cut = _keep(digest, keep, brief)
         page = template.render(**{**base, "sections": sections, "more": base["more"] + cut,
                                   "clip_en": clip_en, "clip_all": clip_all})
         return _inline(page)
@@ -433,8 +440,8 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
         return len(page.encode("utf-8")) <= limit
 
     page = ""
-    for clip_en in (None, CLIP_EN):
-        page = render(clip_en, total)
+    for clip_en, brief in ((None, True), (None, False), (CLIP_EN, False)):
+        page = render(clip_en, total, brief=brief)
         if fits(page):
             return page
     clip_all = None
@@ -470,17 +477,12 @@ def digest_as(settings: Settings, digest: Digest, fmt: str, reading_count: int) 
 
 # --- the reading list and the feed --------------------------------------------------
 
-def _newest_first(entries: Sequence[Entry]) -> list[Entry]:
-    ordered = sorted(entries, key=lambda e: (e.title.casefold(), e.key))
-    return sorted(ordered, key=lambda e: e.date or "", reverse=True)
-
-
 def reading_list_markdown(settings: Settings, sections: Sequence[Section], total: int,
                           updated: str) -> str:
     """Every entry so far, grouped by topic (in the given order), newest first, stable."""
     return text_env(settings.templates).get_template("reading_list.md.j2").render(
         sections=[{"topic": s.topic, "name_zh": s.name_zh, "name_en": s.name_en,
-                   "count": len(s.entries), "entries": _newest_first(s.entries)}
+                   "count": len(s.entries), "entries": newest_first(s.entries)}
                   for s in sections if s.entries],
         total=total, updated=str(updated), **common(settings))
 

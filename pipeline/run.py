@@ -17,13 +17,25 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
 from typing import Any
 
-from pipeline import calendar, collect, compose, coverage, learn, rank, render, sources
+from pipeline import (
+    calendar,
+    collect,
+    compose,
+    coverage,
+    feature,
+    fulltext,
+    importance,
+    learn,
+    rank,
+    render,
+    sources,
+)
 from pipeline.config import Config
 from pipeline.enrich import Enricher, Item, make_client
 from pipeline.errors import ConfigError, DigestError, SourceError
@@ -102,6 +114,8 @@ class Week:
     snapshots: dict[str, dict | None] = field(default_factory=dict)  # the Updates ledger
     listed: dict[str, Paper] = field(default_factory=dict)  # papers with a snapshot, by id
     ledger: coverage.Ledger | None = None  # what collecting covered, for the digest's header
+    first: bool = False  # no digest yet: a digest of seeds alone may be made
+    taste: importance.Taste = field(default_factory=importance.Taste)  # what the reader likes
 
     def kept(self) -> list[Paper]:
         """Relevant papers (the reader's verdict beats the score), newest first."""
@@ -172,7 +186,8 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
     summarise(week, enricher, report)
     checkpoint()
     credits = sources.credits(config, used, options.offline)
-    digest = build_digest(config, options, week, collected.documents, enricher, credits)
+    digest = build_digest(config, options, week, collected.documents, enricher, credits,
+                          read=None if online is None else lambda e: full_text(config, store, online, e))
     _count_enrichment(report, enricher)
     publish(config, store, options, digest, digest_entries(config, week), report)
     report.elapsed = time.monotonic() - started
@@ -311,6 +326,10 @@ def load_week(config: Config, store: Store, seeds: list[SeedEntry], as_of: datet
             listed = [k.removeprefix("arxiv:") for k, v in week.snapshots.items() if v]
             week.listed = {p.id: p for p in store.papers(listed)}
             week.ledger = coverage.Ledger.load(store)
+            week.first = not store.digest_ids()
+            week.taste = importance.taste(seeds, store.papers(s.arxiv_id for s in seeds if s.arxiv_id),
+                                          store.marked(relevant=True), store.marked(relevant=False),
+                                          config.relevance.follow_authors)
     return week
 
 
@@ -400,26 +419,28 @@ def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
 # --- phase 5: compose -------------------------------------------------------------------------
 
 def build_digest(config: Config, options: Options, week: Week, documents: list[SeedDocument],
-                 enricher: Enricher, credits: list[str]) -> Digest | None:
-    """Everything relevant not yet in a digest; None when there is nothing new."""
+                 enricher: Enricher, credits: list[str],
+                 read: Callable[[Entry], str | None] | None = None) -> Digest | None:
+    """Everything relevant not yet in a digest; None when there is nothing new. `read`
+    gives a featured paper's full text (None: the abstract)."""
     if week.existing is not None:
         return week.existing
-    entries = digest_entries(config, week, week.published)
+    entries = by_importance(config, week, digest_entries(config, week, week.published))
     news = compose.updates(week.listed.values(), week.snapshots, week.summaries)
-    if not entries and not news:
+    papers = [e for e in entries if not e.curated]
+    if not papers and not news and not (week.first and entries):
         return None
-    wanted = {paper_key(s.arxiv_id) if s.arxiv_id else seed_key(s.title)
-              for s in week.seeds if s.featured}
-    forced = [e for e in entries if e.key in wanted]
-    featured = rank.choose_featured(entries, config.digest.featured, key_topic=lambda e: e.topic,
-                                    key_score=lambda e: e.score or 0.0, forced=forced)
+    pick = choose_featured(config, week, enricher, papers, entries)
+    featured = list(pick.entries)
     curated = compose.curated_comparison(featured, documents)
     english = enricher.translate(compose.to_translate(featured, curated))
     featured, curated = compose.with_english(featured, curated, english)
-    items = [Item(e.key, e.title, e.abstract or e.summary_zh or "", e.version or 1) for e in featured]
-    readings = enricher.read_featured(item for item, e in zip(items, featured, strict=True) if not e.parts)
+    items = [_item(e) for e in featured]
+    readings = enricher.read_featured(_item(e, read(e) if read else None) for e in featured if not e.parts)
     featured = [compose.with_reading(e, _dump(readings.get(e.key))) for e in featured]
-    comparison = None if curated[0] else _dump(enricher.compare(items))
+    comparison = None if curated[0] else _dump(enricher.compare(items, pick.question_en))
+    told = compose.highlight_candidates(featured, entries)
+    takeaways = compose.highlights(_dump(enricher.highlights([_item(e) for e in told])), told)
     llm = any(e.llm for e in entries) or bool(readings) or comparison is not None
     start = week.last_digest_end or options.as_of - timedelta(days=config.sources.arxiv.lookback_days)
     return compose.make_digest(
@@ -428,10 +449,53 @@ def build_digest(config: Config, options: Options, week: Week, documents: list[S
         max_papers=config.digest.max_papers, comparison=comparison, curated=curated,
         model=config.enrich.model if llm else None,
         sources=credits, categories=[] if options.offline else config.sources.arxiv.categories,
-        updates=news,
+        updates=news, max_curated=config.digest.max_curated, first=week.first, highlights=takeaways,
+        question=(pick.question_zh, pick.question_en),
         coverage=None if options.offline or week.ledger is None else coverage_of(
             config, week.ledger, (start, options.as_of), entries),
     )
+
+
+def by_importance(config: Config, week: Week, entries: list[Entry]) -> list[Entry]:
+    """The week's papers with their importance as the score they are ordered by
+    (relevance plus the parts importance.py documents); seed entries as they are."""
+    keys = {e.key.removeprefix("arxiv:"): e for e in entries if e.key.startswith("arxiv:")}
+    found = importance.weigh([week.papers[pid] for pid in keys if pid in week.papers],
+                             {pid: e.score or 0.0 for pid, e in keys.items()},
+                             week.taste, config.digest.importance)
+    return [replace(e, score=found[pid].total) if (pid := e.key.removeprefix("arxiv:")) in found else e
+            for e in entries]
+
+
+def choose_featured(config: Config, week: Week, enricher: Enricher, papers: list[Entry],
+                    entries: list[Entry]) -> feature.Pick:
+    """This week's papers that share a question; the seed page's own pair only in a
+    digest of seeds alone."""
+    n = config.digest.featured
+    if not papers:
+        wanted = {paper_key(s.arxiv_id) if s.arxiv_id else seed_key(s.title)
+                  for s in week.seeds if s.featured}
+        return feature.Pick(tuple(rank.choose_featured(
+            entries, n, key_topic=lambda e: e.topic, key_score=lambda e: e.score or 0.0,
+            forced=[e for e in entries if e.key in wanted])))
+    top = feature.candidates(papers)
+    reply = enricher.pick_featured([_item(e) for e in top], n) if n > 1 and len(top) > 1 else None
+    return feature.choose(papers, n, config.digest.pair_similarity, _dump(reply))
+
+
+def _item(entry: Entry, text: str | None = None) -> Item:
+    """A paper as the LLM reads it: `text` (its full text), else the abstract, else what
+    the seed page says."""
+    return Item(entry.key, entry.title, text or entry.abstract or entry.summary_zh or entry.summary_en or "",
+                entry.version or 1)
+
+
+def full_text(config: Config, store: Store, fetcher: Fetcher, entry: Entry) -> str | None:
+    """A featured arXiv paper's main text from its HTML page; None without one."""
+    if not entry.key.startswith("arxiv:") or not config.enrich.fulltext_tokens:
+        return None
+    return fulltext.read(fetcher, store, config.sources.arxiv.html_url, entry.key.removeprefix("arxiv:"),
+                         entry.version or 1, config.enrich.fulltext_tokens)
 
 
 def coverage_of(config: Config, ledger: coverage.Ledger, window: tuple[datetime, datetime],

@@ -8,7 +8,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline import learn, rank, readers, schedule
+from pipeline import importance, learn, rank, readers, schedule
 from pipeline.config import Config, mask_url
 from pipeline.deliver.outbox import RESENT, Delivery, StoreOutbox
 from pipeline.errors import DigestError
@@ -176,6 +176,13 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
     if said:
         marks = {"up": "👍", "down": "👎"}
         lines.append(f"  readers: {' '.join(f'{a} {marks[v]}' for a, v in sorted(said.items()))}")
+    seeds = store.seeds()
+    taste = importance.taste(seeds, store.papers(s.arxiv_id for s in seeds if s.arxiv_id),
+                             store.marked(relevant=True), store.marked(relevant=False),
+                             config.relevance.follow_authors)
+    weighed = importance.weigh([p], {p.id: row.score or 0.0}, taste, config.digest.importance)[p.id]
+    lines.append(f"  importance: {weighed.total:.2f} = " + " ".join(
+        f"{name} {value:+.2f}" for name, value in weighed.parts()))
     model = learn.current(config.relevance, store, refit_now=False)
     if model is not None:
         strongest = model.text.strongest(p.title, p.abstract)

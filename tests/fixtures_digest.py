@@ -5,12 +5,13 @@ Nothing here varies between runs, so the golden files compare byte for byte.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from pipeline import compose, render
 from pipeline.config import Bilingual, Topic, TopicDef
-from pipeline.models import Digest, Entry, Paper, Part, Row, Section, Update
+from pipeline.models import Digest, Entry, Highlight, Paper, Part, Row, Section, Update
 
 TOPICS = [
     TopicDef(key="algorithms", name=Bilingual(zh="算法与目标", en="Algorithms and objectives"), terms=[]),
@@ -163,13 +164,22 @@ UPDATE = Update(
 )
 
 
+# A paper beyond digest.max_papers: one line under its topic.
+BRIEF = Entry(
+    key="arxiv:2611.00010", title="Rubric Rewards | for Open-Ended Writing", topic="rewards",
+    url="https://arxiv.org/abs/2611.00010", date="2026-11-25", score=0.5,
+    title_zh="面向开放式写作的评分细则奖励", summary_en="Rubric rewards for writing.", llm=True,
+)
+
+
 def digest() -> Digest:
     return Digest(
         id="2026-11-30", window_start="2026-11-23T08:00+08:00", window_end="2026-11-30T08:00+08:00",
         timezone="Asia/Shanghai",
-        sections=(section("algorithms", [SCRIPT, LAMBDA, PIPES, BOLD]), section("rewards", [OFFLINE]),
+        sections=(section("algorithms", [SCRIPT, LAMBDA, BOLD]),
+                  replace(section("rewards", [OFFLINE]), brief=(BRIEF,)),
                   section("agentic", [ALPHA, LONG])),
-        featured=(PRISM, HACKING), updates=(UPDATE,), pending_zh=2,
+        featured=(PRISM, HACKING), updates=(UPDATE,), pending_zh=2, curated=(PIPES,), first=True,
         comparison=(
             Row("视角", "Perspective", (("正面：提出解决方案", "constructive: a fix"),
                                          ("反面：发现新问题", "critical: a new risk"))),
@@ -180,7 +190,17 @@ def digest() -> Digest:
         ),
         synthesis_zh="LLM 的 RL 训练不仅面临技术效率问题（PRISM），还面临安全性问题（Exploration Hacking）。",
         synthesis_en="RL for LLMs faces questions of efficiency (PRISM) and of safety (Exploration Hacking).",
-        new=6, revised=3, seeds=2, left_out=("arxiv:2611.99999",), model="gpt-4o-mini",
+        new=7, revised=3, seeds=2, model="gpt-4o-mini",
+        highlights=(
+            Highlight(PRISM.key, PRISM.title, PRISM.url, "PRISM 在 SFT 与 RLVR 之间加入分布对齐，三种 RL 算法下均有提升。",
+                      "PRISM aligns distributions between SFT and RLVR and gains under GRPO, DAPO and GSPO."),
+            Highlight(HACKING.key, HACKING.title, HACKING.url, "模型可以在 RL 训练中操纵自己的探索 <b>。",
+                      "Models can steer their own RL exploration | and so evade training."),
+            Highlight(SCRIPT.key, SCRIPT.title, SCRIPT.url, "标题里的 <script> 不会变成标记。",
+                      "A *hostile* title stays text."),
+        ),
+        question_zh="RL 后训练会出什么问题，如何修正？",
+        question_en="What goes wrong in RL post-training of LLMs, and how is it fixed?",
         sources=("arXiv API", "RSS", "seeds"),
         categories=("cs.LG", "cs.CL", "cs.AI", "cs.CV", "cs.MA", "cs.RO", "stat.ML"),
     )

@@ -39,6 +39,9 @@ KEY = "sk-test-backends"
 
 
 def ids_in(text: str) -> list[str]:
+    """The arXiv ids a digest or reading list links, leaving out the highlights (they
+    link papers that are listed below them)."""
+    text = re.sub(r"## 本周看点 · Highlights\n.*?(?=\n## )", "", text, flags=re.S)
     return re.findall(r"https://arxiv\.org/abs/(\d{4}\.\d{5})", text)
 
 

@@ -30,24 +30,27 @@ def test_seeds_reports_a_bad_line_and_keeps_the_rest(tmp_path, cli):
 def test_offline_run_from_root_writes_next_to_the_config(tmp_path, cli):
     config = write_config(tmp_path)
     result = cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02", cwd="/")
-    assert result.stdout.startswith("2026-11-02: fetched 0, relevant 38 (38 seeds), summarised 0")
+    assert result.stdout.startswith("2026-11-02: fetched 0, relevant 7 (7 seeds), summarised 0")
     digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     reading = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
     assert "## 精选解读 · Featured" in digest or "## 精选 · Featured" in digest
     assert "### PRISM" in digest and "### Exploration Hacking" in digest
     assert "综合洞察" in digest  # the seed page's own synthesis, not invented
     assert "cs.LG" not in digest.split("\n\n")[1]  # offline: the header names no arXiv source
-    assert "BroRL: Scaling Reinforcement Learning via Broadened Exploration" in digest
-    assert "38 " in reading and "BroRL" in reading
+    # Seeds are never this week's papers: at most max_curated (5) in their own section.
+    assert "## 本周论文" not in digest or "📌" not in digest.split("## 本周论文", 1)[1].split("## 收录", 1)[0]
+    curated = digest.split("## 收录 · From the reading list", 1)[1].split("\n---\n", 1)[0]
+    assert curated.count("- **") == 5
+    assert "38 " in reading and "BroRL: Scaling Reinforcement Learning via Broadened Exploration" in reading
     assert (tmp_path / "state" / "digest.sqlite3").exists()
 
 
-def test_second_offline_run_publishes_nothing_twice(tmp_path, cli):
+def test_offline_is_a_preview_that_records_nothing(tmp_path, cli):
     config = write_config(tmp_path)
     cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
-    result = cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-09")
-    assert "relevant 0 (0 seeds)" in result.stdout
-    assert not (tmp_path / "out" / "digests" / "2026-11-09.md").exists()
+    again = cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    assert "relevant 7 (7 seeds)" in again.stdout  # the same preview: nothing was marked published
+    assert "digests 0" in cli("--config", str(config), "status").stdout
     assert "BroRL" in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
 
 
@@ -90,8 +93,14 @@ def test_help_lists_every_contract_command(cli):
 
 
 def test_render_and_preview_rebuild_a_stored_digest(tmp_path, cli):
-    config = write_config(tmp_path)
-    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    from tests.servers.arxiv_server import ArxivServer
+
+    with ArxivServer() as arxiv:  # an online run records the digest; it finds nothing new
+        config = write_config(tmp_path, {
+            "sources": {"arxiv": {"api_url": arxiv.api_url, "retries": 1},
+                        "rss": {"urls": [arxiv.rss_url(["cs.LG"])]}},
+            "enrich": {"provider": "none"}})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
     text = cli("--config", str(config), "render", "--digest", "2026-11-02", "--format", "txt").stdout
     assert text == (tmp_path / "out" / "digests" / "2026-11-02.txt").read_text(encoding="utf-8")
     shown = cli("--config", str(config), "preview").stdout.strip()

@@ -54,7 +54,7 @@ def test_sections_follow_the_taxonomy_newest_first_then_title():
         ("algorithms", ["c"]), ("rewards", ["d", "b", "a"])]
 
 
-def test_make_digest_caps_by_score_seeds_first_and_counts_what_it_covers():
+def test_make_digest_lists_every_paper_full_or_one_line_and_seeds_in_their_own_section():
     papers = [replace(fx.SCRIPT, key=f"arxiv:{n}", curated=False, revised=n == 1, score=float(n))
               for n in range(1, 6)]
     seed = replace(fx.SCRIPT, key="seed:x", curated=True, revised=False, score=None)
@@ -62,10 +62,12 @@ def test_make_digest_caps_by_score_seeds_first_and_counts_what_it_covers():
         digest_id="2026-11-30", window=(DAY, DAY), timezone="UTC", entries=[*papers, seed],
         featured=[], topics=fx.TOPICS, max_papers=3, comparison=None, curated=((), None, None),
         model=None, sources=["seeds"], categories=[])
-    shown = {e.key for s in digest.sections for e in s.entries}
-    assert shown == {"seed:x", "arxiv:5", "arxiv:4"}
-    assert set(digest.left_out) == {"arxiv:1", "arxiv:2", "arxiv:3"}
+    full = {e.key for s in digest.sections for e in s.entries}
+    brief = {e.key for s in digest.sections for e in s.brief}
+    assert full == {"arxiv:5", "arxiv:4", "arxiv:3"} and brief == {"arxiv:1", "arxiv:2"}
+    assert [e.key for e in digest.curated] == ["seed:x"] and digest.left_out == ()
     assert (digest.new, digest.revised, digest.seeds) == (4, 1, 1)
+    assert set(compose.listed_keys(digest)) == {e.key for e in [*papers, seed]}
 
 
 def test_the_seed_pages_own_comparison_is_used_for_its_featured_pair():

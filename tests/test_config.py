@@ -23,7 +23,7 @@ def test_a_partial_config_takes_the_rest_from_defaults(tmp_path):
     path.write_text("digest: {featured: 3}\n", encoding="utf-8")
     cfg = config.load(path)
     assert cfg.digest.featured == 3
-    assert cfg.digest.max_papers == 40
+    assert cfg.digest.max_papers == 30
 
 
 def test_paths_resolve_relative_to_the_config_file_not_the_cwd(tmp_path, monkeypatch):

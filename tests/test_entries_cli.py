@@ -55,7 +55,8 @@ def test_a_revision_and_a_new_venue_are_listed_once_under_updates(tmp_path, cli,
 
 def test_english_only_has_no_chinese_anywhere_seeds_included(tmp_path, cli):
     paper = replace(rl_paper(1, DAY), title="GRPO-$\\lambda$ for reasoning with reinforcement learning")
-    with ArxivServer([paper]) as arxiv, OpenAIServer() as llm:
+    week = [paper, *(rl_paper(i, DAY) for i in range(2, 5))]  # enough for highlights and a pair
+    with ArxivServer(week) as arxiv, OpenAIServer() as llm:
         config = full_config(tmp_path, arxiv, llm, languages=["en"],
                              seeds={"paths": [], "builtin": True})
         cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
@@ -66,6 +67,9 @@ def test_english_only_has_no_chinese_anywhere_seeds_included(tmp_path, cli):
         found = CJK.findall(text)
         assert not found, (path.name, "".join(found[:20]))
     md = outputs(tmp_path, "2026-11-02")["md"]
+    for heading in ("## Highlights", "## Featured", "**Shared question**", "## Comparison", "## Synthesis",
+                    "## This week's papers", "## From the reading list"):
+        assert heading in md, heading
     assert "GRPO-λ for reasoning" in md and "$\\lambda$" not in md
     assert "Why it matters: Why GRPO-$" not in md  # the prompt saw the raw title; the page does not
 
@@ -90,3 +94,42 @@ def test_the_glossary_check_flags_a_term_and_status_counts_it(tmp_path, cli):
             "e.g. reward model: 奖赏模型 (glossary: 奖励模型)") in run.stderr
     status = cli("--config", str(config), "status").stdout
     assert "glossary flags 1" in status
+
+
+def test_every_relevant_paper_is_listed_seeds_in_their_place_and_offline_is_a_preview(tmp_path, cli):
+    from tests.servers.smtp_server import SmtpServer, refused_port
+
+    papers = [rl_paper(i, DAY) for i in range(1, 6)]
+    port = refused_port()
+    with ArxivServer(papers) as arxiv, SmtpServer(port=port) as smtp:
+        config = full_config(tmp_path, arxiv, smtp_port=port, digest={"max_papers": 2, "featured": 1},
+                             seeds={"paths": [], "builtin": True})
+        # A preview first: files, no email, nothing recorded.
+        cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+        assert not smtp.messages
+        assert "digests 0" in cli("--config", str(config), "status").stdout
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        first = outputs(tmp_path, "2026-11-02")
+        sent = len(smtp.messages)
+        arxiv.papers = papers + [rl_paper(9, DAY + timedelta(days=7))]
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+        second = outputs(tmp_path, "2026-11-09")
+    assert sent == 2  # the online run mailed each reader once
+    md = first["md"]
+    week = md.split("## 本周论文 · This week's papers", 1)[1].split("\n## ", 1)[0]
+    for i in range(1, 6):  # every relevant paper: featured, full or one line
+        assert f"GRPO variant {i} for" in md
+    assert week.count("- **[") == 2 and week.count("\n- [") == 2  # 2 full, 2 one-line (1 featured)
+    assert "📌" not in week  # no seed under this week's papers
+    curated = md.split("## 收录 · From the reading list", 1)[1].split("\n---\n", 1)[0]
+    assert 1 <= curated.count("📌") <= 5  # at most digest.max_curated seed entries
+    # The contract's reading order, in every format.
+    for fmt, text in first.items():
+        heads = ["本周看点 · Highlights", "精选解读 · Featured", "本周论文 · This week's papers",
+                 "收录 · From the reading list"]
+        spots = [text.index(h) for h in heads]
+        assert spots == sorted(spots), fmt
+    # Week 2: nothing from week 1 again, but the new paper.
+    assert "GRPO variant 9 for" in second["md"]
+    for i in range(1, 6):
+        assert f"GRPO variant {i} for" not in second["md"]

@@ -72,6 +72,9 @@ OURS = ("https://arxiv.org/abs/", "https://arxiv.org/pdf/", "https://github.com/
         "../READING_LIST.md", "#")
 
 
+INTRO_START = fx.INTRO_ZH[:20]
+
+
 def entries(digest):
     return [e for s in digest.sections for e in s.entries] + list(digest.featured)
 
@@ -115,9 +118,10 @@ def test_golden_english_only_and_plain_digest():
 def test_markdown_follows_the_seed_page(md, digest):
     assert md.startswith("# 强化学习 · Reinforcement Learning for LLMs — 周报 Weekly · 2026-11-30\n")
     assert "本期时间窗 Window: 2026-11-23 08:00 → 2026-11-30 08:00 (Asia/Shanghai)" in md
-    order = ["## 本周论文 · This week's papers", "## 更新 · Updates", "## 精选解读 · Featured",
-             "## 对比 · Comparison",
-             "## 综合洞察 · Synthesis", "\n---\n"]
+    # The contract's reading order.
+    order = ["## 本周看点 · Highlights", INTRO_START, "## 精选解读 · Featured", "## 对比 · Comparison",
+             "## 综合洞察 · Synthesis", "## 本周论文 · This week's papers", "## 更新 · Updates",
+             "## 收录 · From the reading list", "\n---\n"]
     positions = [md.index(heading) for heading in order]
     assert positions == sorted(positions)
     # **Title**（date） `kind`, the Chinese title, a line per language, why it matters, links.
@@ -145,9 +149,16 @@ def test_markdown_follows_the_seed_page(md, digest):
             "\\<b\\> · 已发布代码 / code released：[Code](https://github.com/example-lab/sparse-beta)") in md
     assert "- **解决方案 · Approach**：在 SFT 和 RLVR 之间插入分布对齐阶段。 / An alignment stage" in md
     assert "📄 查看论文 · [Read the paper](https://arxiv.org/abs/2611.00006)" in md
-    assert "… +1 篇论文见阅读清单 more papers in the reading list" in md
+    # Nothing relevant is left out: a paper beyond max_papers gets one line under its topic.
+    assert ("- [Rubric Rewards \\| for Open-Ended Writing](https://arxiv.org/abs/2611.00010)（2026-11-25）"
+            " · 面向开放式写作的评分细则奖励\n") in md
+    assert "… +" not in md  # the Markdown copy never trims
+    # Seeds are never this week's papers: their own section, after the updates.
+    papers = md.split("## 本周论文 · This week's papers", 1)[1].split("## 更新", 1)[0]
+    assert "Pipes in Titles" not in papers
+    assert "Pipes in Titles" in md.split("## 收录 · From the reading list", 1)[1]
     assert "回复 “unsubscribe”" in md and "[READING_LIST.md](../READING_LIST.md)" in md
-    assert md.count("**[") == sum(len(s.entries) for s in digest.sections) + len(digest.updates)
+    assert md.count("**[") == sum(len(s.entries) for s in digest.sections) + len(digest.updates) + len(digest.curated)
 
 
 def test_no_synthesis_is_invented_and_facts_table_without_a_model():
@@ -232,7 +243,7 @@ def _pipes(row: str) -> int:
 
 def test_markdown_table_keeps_its_columns_with_a_pipe_in_a_title(digest):
     piped = replace(digest.featured[0], title="a | b: Pipes | everywhere")
-    d = replace(digest, featured=(piped, digest.featured[1]))
+    d = replace(digest, featured=(piped, digest.featured[1]), question_zh=None, question_en=None)
     for doc in (d, replace(d, comparison=())):
         md = render.digest_markdown(fx.config(), doc, READING)
         table = md.split("## 对比 · Comparison\n\n", 1)[1].split("\n\n", 1)[0].splitlines()
@@ -248,9 +259,9 @@ def test_markdown_has_no_live_markup_from_outside_text(md):
     assert targets and all(t.startswith(OURS) for t in targets)
     assert "javascript" not in "".join(targets)
     # A list item cannot be broken: every entry is one item and its indented lines.
-    body = md.split("## 本周论文 · This week's papers", 1)[1].split("## 精选解读", 1)[0]
+    body = md.split("## 本周论文 · This week's papers", 1)[1].split("## 更新", 1)[0]
     for line in body.splitlines():
-        assert not line or line.startswith(("- **[", "  ", "### ", "… +", "## 更新")), line
+        assert not line or line.startswith(("- **[", "  ", "### ", "- [")), line
 
 
 def test_markdown_through_githubs_parser(md, cfg):
@@ -285,7 +296,7 @@ def test_reading_list_groups_newest_first_with_contents(cfg):
 # --- HTML ---------------------------------------------------------------------------------
 
 ALLOWED_TAGS = {"html", "head", "meta", "title", "style", "body", "table", "tbody", "tr", "td", "th",
-                "h1", "h2", "h3", "p", "a", "strong", "span", "br"}
+                "h1", "h2", "h3", "p", "a", "strong", "span", "br", "div"}  # div: the preheader
 
 
 class Page(HTMLParser):
@@ -467,23 +478,75 @@ def _png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", head[16:24])
 
 
-@pytest.mark.parametrize("width", [375, 1024])
-def test_html_screenshot_in_headless_chromium(tmp_path, html, width):
+PHONE_SCREEN = 812  # px: the height of a phone's screen (iPhone 13 mini, 375 × 812)
+
+
+def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         pytest.skip("no chromium here (apt-get install -y chromium fonts-noto-cjk)")
+    return subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}", *args],
+        capture_output=True, timeout=120, check=False, text=True)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("width", [375, 1024])
+def test_html_screenshot_in_headless_chromium(tmp_path, html, width, scheme):
+    """Kept in tests/artifacts/ (email-375-dark.png ...) for a look by eye."""
     ARTIFACTS.mkdir(exist_ok=True)
     page = tmp_path / "digest.html"
     page.write_text(html, encoding="utf-8")
-    shot = ARTIFACTS / f"email-{width}.png"
+    shot = ARTIFACTS / f"email-{width}-{scheme}.png"
     shot.unlink(missing_ok=True)
-    subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}", f"--screenshot={shot}",
-         f"--window-size={width},2400", page.as_uri()],
-        capture_output=True, timeout=120, check=False)
+    dark = ["--force-dark-mode"] if scheme == "dark" else []
+    chromium(tmp_path, *dark, f"--screenshot={shot}", f"--window-size={width},2400", page.as_uri())
     if not shot.exists():
         pytest.skip(f"chromium made no screenshot at {width} px")
     assert _png_size(shot) == (width, 2400)
     assert shot.stat().st_size > 20_000  # a page was drawn, not a blank
+
+
+def _measure(tmp_path: Path, html: str, width: int, dark: bool) -> dict[str, str]:
+    """Lay the email out in a `width` px frame (headless windows are at least 500 px
+    wide) and read where the featured section starts and the page's colours."""
+    import html as escape
+
+    script = """<script>
+document.getElementById('m').addEventListener('load', function () {
+  var d = this.contentDocument, w = this.contentWindow, b = document.body;
+  b.setAttribute('data-width', String(w.innerWidth));
+  b.setAttribute('data-featured', String(d.getElementById('featured').getBoundingClientRect().top));
+  b.setAttribute('data-bg', w.getComputedStyle(d.body).backgroundColor);
+  b.setAttribute('data-text', w.getComputedStyle(d.querySelector('h2')).color);
+});
+</script>"""
+    host = tmp_path / "host.html"
+    host.write_text(f'<html><body><iframe id="m" width="{width}" height="{PHONE_SCREEN}" '
+                    f'srcdoc="{escape.escape(html, quote=True)}"></iframe>{script}</body></html>',
+                    encoding="utf-8")
+    done = chromium(tmp_path, *(["--force-dark-mode"] if dark else []), "--window-size=1024,900",
+                    "--dump-dom", host.as_uri())
+    found = dict(re.findall(r'data-(\w+)="([^"]*)"', done.stdout.split("<iframe", 1)[0]))
+    if "featured" not in found:
+        pytest.skip("chromium laid out no page")
+    return found
+
+
+def test_on_a_phone_the_featured_section_starts_within_two_screens(tmp_path, cfg):
+    html = render.digest_html(cfg, replace(fx.many(40), first=False), READING)
+    found = _measure(tmp_path, html, 375, dark=False)
+    assert found["width"] == "375"
+    assert 0 < float(found["featured"]) < 2 * PHONE_SCREEN, found
+
+
+def test_dark_mode_turns_the_page_dark_and_keeps_it_readable(tmp_path, html):
+    light, dark = _measure(tmp_path, html, 375, dark=False), _measure(tmp_path, html, 375, dark=True)
+
+    def brightness(css: str) -> int:
+        return sum(int(v) for v in re.findall(r"\d+", css)[:3])
+
+    assert brightness(light["bg"]) > 600 and brightness(light["text"]) < 200  # dark on light
+    assert brightness(dark["bg"]) < 150 and brightness(dark["text"]) > 600  # light on dark

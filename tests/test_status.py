@@ -18,9 +18,11 @@ def test_status_json_parses_and_holds_the_last_run(tmp_path, cli):
     data = json.loads(cli("--config", str(config), "status", "--json").stdout)
     last = data["last"]["publish"]
     assert last["status"] == "ok" and last["as_of"].startswith("2026-11-02")
-    assert last["report"]["digest"] == "2026-11-02" and last["report"]["seeds"] == 38
+    # a digest of seeds alone: their featured pair and at most digest.max_curated more
+    assert last["report"]["digest"] == "2026-11-02" and last["report"]["seeds"] == 7
     assert data["runs"][0]["id"] == last["id"]
-    assert data["counts"]["digests"] == 1 and data["counts"]["seeds"] == 38
+    assert data["counts"]["digests"] == 0  # offline is a preview: no digest recorded
+    assert data["counts"]["seeds"] == 38
     assert data["outbox"] == {"pending": 0, "failed": 0, "waiting": []}
     assert data["database"].endswith("state/digest.sqlite3")
     assert set(data["next"]) == {"collect", "publish"}

@@ -147,7 +147,8 @@ class Request:
 
 
 class ArxivServer:
-    """Serves /api/query (Atom), /rss/<cats joined by +> and /oai (OAI-PMH) on 127.0.0.1."""
+    """Serves /api/query (Atom), /rss/<cats joined by +>, /oai (OAI-PMH) and
+    /html/<id>v<N> (the full-text pages in `html`, else 404) on 127.0.0.1."""
 
     def __init__(self, papers=(), announced: datetime = datetime(2024, 11, 28, tzinfo=EASTERN)):
         self.papers: list[Paper] = list(papers)
@@ -162,6 +163,8 @@ class ArxivServer:
         self.url = f"http://{host}:{port}"
         self.api_url = f"{self.url}/api/query"
         self.oai_url = f"{self.url}/oai"
+        self.html_url = f"{self.url}/html"
+        self.html: dict[str, str] = {}  # "2611.00001v1" -> an arXiv-like HTML page
         self.oai_page_size = 100
         self.datestamps: dict[str, date] = {}  # OAI datestamp by id (default: oai_server's)
         self._frozen: dict[str, bytes] = {}  # feeds the CDN keeps serving unchanged
@@ -210,6 +213,8 @@ class ArxivServer:
         if path.startswith("/rss/"):
             spec = path[len("/rss/") :]
             return 200, RSS_TYPE, self._frozen.get(spec) or self._rss(spec, fault)
+        if path.startswith("/html/") and path[len("/html/"):] in self.html:
+            return 200, "text/html; charset=utf-8", self.html[path[len("/html/"):]].encode()
         if path == "/oai":
             stamp = lambda p: self.datestamps.get(p.id) or oai_server.default_datestamp(p)  # noqa: E731
             return 200, OAI_TYPE, oai_server.answer(self.papers, query, self.oai_url,

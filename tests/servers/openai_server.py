@@ -162,6 +162,16 @@ def default_content(request: ChatRequest) -> dict[str, Any]:
                 for zh, en in labels
             ],
         }
+    if task == "featured_pick":
+        wanted = re.search(r"featured papers: the (\d+) papers", request.user)
+        count = min(int(wanted.group(1)) if wanted else 2, len(titles))
+        return {"papers": list(range(1, count + 1)), "question_zh": f"共同问题：{titles[0]}",
+                "question_en": f"Shared question of {', '.join(titles[:2])}"}
+    if task == "highlights":
+        picks = list(range(1, len(titles) + 1))[:5]
+        picks += [1] * (3 - len(picks))
+        return {"items": [{"paper": n, "zh": f"看点：{titles[n - 1]}",
+                           "en": f"Takeaway: {titles[n - 1]}"} for n in picks]}
     if task == "comparison":
         labels = [("视角", "Perspective"), ("核心问题", "Core problem"), ("方法论", "Method"),
                   ("启示", "Implication")]

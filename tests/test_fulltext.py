@@ -1,0 +1,56 @@
+"""Deep reading from the paper: the featured reading is written from the main text of
+arXiv's HTML page (served here by the local arXiv stand-in), never its navigation; a
+paper without HTML is read from its abstract; the page is fetched once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pipeline import fulltext
+from tests.helpers import CATS, DAY, KEY, full_config, rl_paper
+from tests.servers.arxiv_server import ArxivServer
+from tests.servers.openai_server import OpenAIServer
+from tests.test_entries_cli import outputs
+
+PAGE = (Path(__file__).parent / "data" / "arxiv_fulltext.html").read_text(encoding="utf-8")
+CHROME = ("NAVIGATION-MENU-TEXT", "TABLE-OF-CONTENTS-TEXT", "PACKAGE-ALERT-TEXT", "AUTHOR-BLOCK",
+          "BIBLIOGRAPHY-TEXT", "APPENDIX-TEXT", "FOOTER-TEXT", "SITE-FOOTER-TEXT", "RELATED-WORK-TEXT")
+
+
+def test_the_main_text_keeps_the_sections_that_matter_first_and_nothing_around_them():
+    text = fulltext.main_text(PAGE, 6000)
+    assert text is not None
+    for part in ("INTRODUCTION-TEXT", "METHOD-SECTION-TEXT", "PROBE-TRAINING-TEXT", "RESULTS-SECTION-TEXT"):
+        assert part in text
+    assert text.index("INTRODUCTION-TEXT") < text.index("METHOD-SECTION-TEXT") < text.index("RESULTS-SECTION-TEXT")
+    for chrome in CHROME:
+        assert chrome not in text, chrome
+    assert "r_{\\phi}" not in text  # the TeX source of formulas is not read twice
+    short = fulltext.main_text(PAGE, 10)
+    assert short and len(short) <= 40 and short.startswith("1 Introduction")
+    assert fulltext.main_text("<html><body><p>No article here.</p></body></html>", 6000) is None
+
+
+def test_the_featured_reading_is_written_from_the_html_page_or_else_the_abstract(tmp_path, cli):
+    with_html, without = rl_paper(1, DAY), rl_paper(2, DAY)
+    with ArxivServer([with_html, without]) as arxiv, OpenAIServer() as llm:
+        arxiv.html[f"{with_html.id}v1"] = PAGE
+        config = full_config(tmp_path, arxiv, llm, sources={
+            "arxiv": {"api_url": arxiv.api_url, "html_url": arxiv.html_url, "categories": CATS,
+                      "page_size": 50, "overlap_hours": 0, "retries": 0},
+            "rss": {"urls": [arxiv.rss_url(CATS)]}})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
+        readings = {r.titles[0]: r.user for r in llm.requests if r.task == "featured_reading"}
+        fetched = [r.path for r in arxiv.requests if r.path.startswith("/html/")]
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
+        again = [r.path for r in arxiv.requests if r.path.startswith("/html/")]
+    assert len(readings) == 2
+    read = readings[with_html.title]
+    assert "METHOD-SECTION-TEXT" in read and "RESULTS-SECTION-TEXT" in read
+    assert not any(chrome in read for chrome in CHROME)
+    fallback = readings[without.title]
+    assert without.abstract in fallback and "METHOD-SECTION-TEXT" not in fallback
+    assert sorted(fetched) == [f"/html/{with_html.id}v1", f"/html/{without.id}v1"]
+    assert again == fetched  # cached: each page asked for once
+    for fmt, text in outputs(tmp_path, "2026-11-02").items():  # the reading, never the paper's text
+        assert "METHOD-SECTION-TEXT" not in text, fmt
