@@ -168,3 +168,24 @@ def test_chinese_only_shows_no_english_prose_outside_names_and_titles(tmp_path, 
             assert not re.search(rf"(?<![\w-]){re.escape(label)}(?![\w-])", visible), (fmt, label)
     md = outputs(tmp_path, "2026-11-02")["md"]
     assert md.index("## 本周看点") < md.index("## 精选解读") < md.index("## 本周论文") < md.index("## 收录")
+
+
+def test_an_offline_preview_changes_nothing_the_online_run_publishes(tmp_path, cli):
+    from tests.servers.smtp_server import SmtpServer, refused_port
+
+    papers = [rl_paper(i, DAY) for i in range(1, 4)]
+    made = {}
+    for name, preview in (("direct", False), ("previewed", True)):
+        folder = tmp_path / name
+        folder.mkdir()
+        port = refused_port()
+        with ArxivServer(papers) as arxiv, SmtpServer(port=port) as smtp:
+            config = full_config(folder, arxiv, smtp_port=port, enrich={"provider": "none"},
+                                 seeds={"paths": [], "builtin": True})
+            if preview:
+                cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+                assert not smtp.messages  # a preview sends nothing
+            cli("--config", str(config), "run", "--as-of", "2026-11-02")
+            made[name] = (outputs(folder, "2026-11-02"), sorted(m.rcpt_tos[0] for m in smtp.messages))
+    assert made["previewed"] == made["direct"]
+    assert made["direct"][1] == ["ada@example.org", "alan@example.org"]

@@ -550,3 +550,13 @@ def test_dark_mode_turns_the_page_dark_and_keeps_it_readable(tmp_path, html):
 
     assert brightness(light["bg"]) > 600 and brightness(light["text"]) < 200  # dark on light
     assert brightness(dark["bg"]) < 150 and brightness(dark["text"]) > 600  # light on dark
+
+
+def test_after_the_first_digest_the_topic_intro_is_one_line(cfg, digest):
+    later = replace(digest, first=False)
+    for make in (render.digest_markdown, render.digest_text, render.digest_html):
+        first, after = make(cfg, digest, READING), make(cfg, later, READING)
+        assert fx.INTRO_ZH in first.replace("\n", "") or fx.INTRO_ZH[:30] in first
+        assert fx.INTRO_EN[:60] in " ".join(first.split())
+        assert fx.INTRO_ZH[:20] in after and fx.INTRO_ZH[40:60] not in after.replace("\n", "")
+        assert fx.INTRO_EN[:30] not in " ".join(after.split())
