@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import logging
 import re
+from typing import TYPE_CHECKING
 
 from pipeline.errors import SourceError
 from pipeline.models import Enrichment
+
+if TYPE_CHECKING:
+    from pipeline.sources.http import Fetcher
+    from pipeline.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +58,8 @@ def main_text(html: str, budget_tokens: int) -> str | None:
     return _clip(text, budget_tokens) or None
 
 
-def read(fetcher, store, base_url: str, paper_id: str, version: int, budget_tokens: int) -> str | None:
+def read(fetcher: Fetcher, store: Store, base_url: str, paper_id: str, version: int,
+         budget_tokens: int) -> str | None:
     """The featured paper's main text (cached per version); None: no HTML, use the abstract."""
     key = f"{KIND}:{paper_id}v{version}:{budget_tokens}"
     cached = store.get_many([key]).get(key)

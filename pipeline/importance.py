@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
+from pipeline.config import Importance as Weights
 from pipeline.extract import links, venue
 from pipeline.learn import author_name
 from pipeline.models import Paper, SeedEntry
@@ -69,7 +70,7 @@ def text_of(title: str, abstract: str = "") -> str:
 
 
 def weigh(papers: Sequence[Paper], relevance: dict[str, float], taste: Taste,
-          weights) -> dict[str, Importance]:
+          weights: Weights) -> dict[str, Importance]:
     """Paper id -> its importance, each part weighted by `weights` (digest.importance)."""
     if not papers:
         return {}
