@@ -70,8 +70,12 @@ def write_config(folder: Path, overrides: dict) -> Path:
         "outputs": {"dir": "out"},
         "storage": {"url": "sqlite:///state/digest.sqlite3"},
     }
+    merged = _merge(data, overrides)
+    arxiv = merged["sources"]["arxiv"]
+    if "api_url" in arxiv and "html_url" not in arxiv:  # full text from the same stand-in, never arxiv.org
+        arxiv["html_url"] = arxiv["api_url"].rsplit("/api/", 1)[0] + "/html"
     path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump(_merge(data, overrides), allow_unicode=True), encoding="utf-8")
+    path.write_text(yaml.safe_dump(merged, allow_unicode=True), encoding="utf-8")
     return path
 
 

@@ -69,7 +69,7 @@ def read(fetcher: Fetcher, store: Store, base_url: str, paper_id: str, version: 
     try:
         page = fetcher.get(url)
     except SourceError as exc:
-        log.info("no full text for %s: %s; the reading uses the abstract", paper_id, exc)
+        log.debug("no full text for %s: %s; the reading uses the abstract", paper_id, exc)
         if "HTTP 404" in str(exc):  # no HTML for this version: do not ask again
             store.put_many([Enrichment(key, f"arxiv:{paper_id}", KIND, {"text": None})])
         return None

@@ -56,8 +56,12 @@ def write_config(folder: Path, overrides: dict | None = None, seeds: bool = True
     }
     if seeds:
         shutil.copytree(ROOT / "seeds", folder / "seeds", dirs_exist_ok=True)
+    merged = _merge(data, overrides or {})
+    arxiv = merged["sources"]["arxiv"]
+    if "api_url" in arxiv and "html_url" not in arxiv:  # full text from the same stand-in, never arxiv.org
+        arxiv["html_url"] = arxiv["api_url"].rsplit("/api/", 1)[0] + "/html"
     path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump(_merge(data, overrides or {}), allow_unicode=True), encoding="utf-8")
+    path.write_text(yaml.safe_dump(merged, allow_unicode=True), encoding="utf-8")
     return path
 
 
