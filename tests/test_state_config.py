@@ -76,7 +76,7 @@ def test_a_disabled_arxiv_api_is_never_called(tmp_path, cli):
         server.script("/api/query", *[http_error(503)] * 10)
         cli("--config", str(config), "run", "--as-of", "2026-11-12")
         paths = [request.path for request in server.requests]
-    assert paths and all(path.startswith("/rss/") for path in paths)
+    assert paths and not any(path.startswith("/api/") for path in paths)  # RSS, and full text (HTML)
 
 
 # --- file modes ------------------------------------------------------------------------------

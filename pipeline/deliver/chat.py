@@ -242,7 +242,8 @@ def compact(settings: render.Settings, digest: Digest, template: str | None, as_
             top: int) -> tuple[str, str, dict]:
     """(title, text, content): the subject line, the compact form rendered from
     templates/channels/`template`, and the structured content (the webhook's body)."""
-    sections = tuple(replace(s, entries=tuple(sorted(s.entries, key=lambda e: -(e.score or 0.0))[:top]))
+    sections = tuple(replace(s, entries=tuple(sorted((*s.entries, *s.brief),  # one-line ones too
+                                                     key=lambda e: -(e.score or 0.0))[:top]), brief=())
                      for s in digest.sections)
     sections = tuple(s for s in sections if s.entries)
     ctx = render.common(settings)
