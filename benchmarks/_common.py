@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = Path(os.environ.get("RL_DIGEST_SRC") or ROOT)
 sys.path[1:1] = list(dict.fromkeys([str(SRC), str(ROOT)]))  # after the script's own folder
 
-import yaml  # noqa: E402  (a project dependency)
+from tests.helpers import config_file  # noqa: E402  (the tests' config writer)
 
 # ../shared beside the checkout; RL_DIGEST_SHARED points elsewhere (a worktree in a subfolder)
 DEV = Path(os.environ.get("RL_DIGEST_SHARED") or ROOT.parent / "shared") / "data" / "arxiv_dev.jsonl"
@@ -70,21 +70,7 @@ def write_config(folder: Path, overrides: dict) -> Path:
         "outputs": {"dir": "out"},
         "storage": {"url": "sqlite:///state/digest.sqlite3"},
     }
-    merged = _merge(data, overrides)
-    arxiv = merged["sources"]["arxiv"]
-    if "api_url" in arxiv and "html_url" not in arxiv:  # full text from the same stand-in, never arxiv.org
-        arxiv["html_url"] = arxiv["api_url"].rsplit("/api/", 1)[0] + "/html"
-    path = folder / "config.yaml"
-    path.write_text(yaml.safe_dump(merged, allow_unicode=True), encoding="utf-8")
-    return path
-
-
-def _merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for key, value in over.items():
-        out[key] = _merge(base[key], value) if isinstance(value, dict) and isinstance(
-            base.get(key), dict) else value
-    return out
+    return config_file(folder, data, overrides)
 
 
 class Stages:

@@ -56,9 +56,15 @@ def write_config(folder: Path, overrides: dict | None = None, seeds: bool = True
     }
     if seeds:
         shutil.copytree(ROOT / "seeds", folder / "seeds", dirs_exist_ok=True)
-    merged = _merge(data, overrides or {})
+    return config_file(folder, data, overrides or {})
+
+
+def config_file(folder: Path, data: dict, overrides: dict) -> Path:
+    """folder/config.yaml: `data` under `overrides`; full text from the arXiv stand-in
+    beside api_url, never arxiv.org. The tests' and the benchmarks' configs both use it."""
+    merged = _merge(data, overrides)
     arxiv = merged["sources"]["arxiv"]
-    if "api_url" in arxiv and "html_url" not in arxiv:  # full text from the same stand-in, never arxiv.org
+    if "api_url" in arxiv and "html_url" not in arxiv:
         arxiv["html_url"] = arxiv["api_url"].rsplit("/api/", 1)[0] + "/html"
     path = folder / "config.yaml"
     path.write_text(yaml.safe_dump(merged, allow_unicode=True), encoding="utf-8")
