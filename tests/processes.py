@@ -59,9 +59,14 @@ def wait_for(predicate: Callable[[], object], timeout: float = 20, what: str = "
 
 
 def kill9(proc: subprocess.Popen) -> None:
+    assert try_kill9(proc), f"it had ended already (exit {proc.returncode})"
+
+
+def try_kill9(proc: subprocess.Popen) -> bool:
+    """kill -9; False when the process had ended by itself first."""
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait(timeout=10)
-    assert proc.returncode == -signal.SIGKILL, f"it had ended already (exit {proc.returncode})"
+    return proc.returncode == -signal.SIGKILL
 
 
 def db_rows(tmp_path: Path, sql: str, *params) -> list[dict]:
