@@ -133,3 +133,46 @@ def test_every_relevant_paper_is_listed_seeds_in_their_place_and_offline_is_a_pr
     assert "GRPO variant 9 for" in second["md"]
     for i in range(1, 6):
         assert f"GRPO variant {i} for" not in second["md"]
+
+
+def test_two_weeks_with_the_default_digest_and_an_llm_list_every_relevant_paper_once(tmp_path, cli):
+    """The default digest settings (30 full entries, 2 featured, 5 curated) with the LLM on:
+    a week of 40 relevant papers lists all of them, a week later only the new ones and the
+    revised one under Updates."""
+    from tests.servers.smtp_server import SmtpServer, refused_port
+
+    week1 = [rl_paper(i, DAY) for i in range(1, 41)]
+    port = refused_port()
+    with ArxivServer(week1) as arxiv, OpenAIServer() as llm, SmtpServer(port=port) as smtp:
+        config = full_config(tmp_path, arxiv, llm, smtp_port=port, seeds={"paths": [], "builtin": True})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
+        first = outputs(tmp_path, "2026-11-02")
+        later = DAY + timedelta(days=7)
+        arxiv.papers = [*week1[1:], replace(week1[0], version=2, updated=later, announce_type="replace"),
+                        rl_paper(41, later), rl_paper(42, later)]
+        cli("--config", str(config), "run", "--as-of", "2026-11-09", env={"OPENAI_API_KEY": KEY})
+        second = outputs(tmp_path, "2026-11-09")
+        mailed = len(smtp.messages)
+    assert mailed == 4  # two readers, two digests
+    md = first["md"]
+    featured = md.split("## 精选解读 · Featured", 1)[1].split("\n## ", 1)[0]
+    week = md.split("## 本周论文 · This week's papers", 1)[1].split("\n## ", 1)[0]
+    for i in range(1, 41):  # every relevant paper, once: featured, full entry or one line
+        assert (featured + week).count(f"abs/2611.{i:05d})") == 1, i
+    assert featured.count("📄") == 2
+    assert week.count("- **[") == 30 and week.count("\n- [") == 8
+    assert "📌" not in week
+    curated = md.split("## 收录 · From the reading list", 1)[1].split("\n---\n", 1)[0]
+    assert 1 <= curated.count("📌") <= 5
+    assert "对比 · Comparison" in md and "综合洞察 · Synthesis" in md  # the LLM wrote them
+    for fmt, text in first.items():
+        heads = ["本周看点 · Highlights", "精选解读 · Featured", "本周论文 · This week's papers",
+                 "收录 · From the reading list"]
+        spots = [text.index(h) for h in heads]
+        assert spots == sorted(spots), fmt
+    md2 = second["md"]
+    updates = md2.split("## 更新 · Updates", 1)[1].split("\n## ", 1)[0]
+    assert "abs/2611.00001)" in updates and md2.count("abs/2611.00001)") == 1
+    for i in range(2, 41):
+        assert f"abs/2611.{i:05d})" not in md2, i
+    assert "GRPO variant 41 for" in md2 and "GRPO variant 42 for" in md2
