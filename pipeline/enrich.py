@@ -614,9 +614,15 @@ class Enricher:
             return None
 
         def names_a_paper(reply: Reply) -> None:
+            """Each takeaway names a listed paper, and a different one: five lines on one
+            paper would crowd out the week."""
+            named: set[int] = set()
             for taken in reply.items:  # type: ignore[attr-defined]
                 if not 1 <= taken.paper <= len(found):
                     raise ValueError(f"paper {taken.paper} is not one of the {len(found)} listed")
+                if taken.paper in named:
+                    raise ValueError(f"paper {taken.paper} has two takeaways; one each")
+                named.add(taken.paper)
 
         key = "highlights:" + "+".join(it.key for it in found)
         version = "+".join(str(it.version) for it in found)

@@ -43,6 +43,29 @@ def test_highlights_name_and_link_their_papers_and_lead_the_inbox_preview(tmp_pa
     assert first in txt and "Takeaway:" in txt
 
 
+def test_two_takeaways_on_one_paper_are_sent_back_and_the_digest_names_each_paper_once(tmp_path, cli):
+    said = []
+
+    def twice(request):
+        if request.task != "highlights":
+            return None
+        said.append(request)
+        if len(said) > 1:
+            return None  # the stand-in's own answer: one takeaway per paper
+        return ok({"items": [{"paper": n, "zh": f"看点 {k}", "en": f"Takeaway {k}"}
+                             for k, n in enumerate((1, 1, 2), 1)]})
+
+    papers = [rl_paper(i, DAY) for i in range(1, 5)]
+    with ArxivServer(papers) as arxiv, OpenAIServer(script=twice) as llm:
+        config = full_config(tmp_path, arxiv, llm)
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
+    assert len(said) == 2 and "two takeaways" in said[1].prompt  # the retry says what was wrong
+    md = outputs(tmp_path, "2026-11-02")["md"]
+    block = md.split("## 本周看点 · Highlights", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r"\]\((https://arxiv.org/abs/[^)]+)\)", block)
+    assert len(named) >= 3 and len(set(named)) == len(named)
+
+
 def test_highlights_without_an_llm_invent_nothing(tmp_path, cli):
     papers = [rl_paper(i, DAY) for i in range(1, 5)]
     with ArxivServer(papers) as arxiv:
