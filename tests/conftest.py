@@ -2,10 +2,31 @@
 
 from __future__ import annotations
 
+import fcntl
+import os
+import sys
+import tempfile
+from pathlib import Path
+
 import pytest
 
 from tests import backends
 from tests.helpers import run_cli
+
+
+def pytest_configure(config):
+    """One whole suite at a time on a machine: the suite's timing tests (deadlines, retry
+    spacing) read wrong when several suites share the cores, so a second suite waits for
+    the first (the controller holds the lock; xdist's workers run under it)."""
+    if hasattr(config, "workerinput") or config.getoption("-k") or config.args != config.getini("testpaths"):
+        return  # a worker, or a few chosen tests: no wait
+    lock = Path(tempfile.gettempdir()) / f"rl-digest-suite-{os.getuid()}.lock"
+    config._suite_lock = handle = lock.open("w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print("waiting for another rl-digest test suite on this machine to finish", file=sys.stderr)
+        fcntl.flock(handle, fcntl.LOCK_EX)
 
 
 def pytest_addoption(parser):
