@@ -6,28 +6,31 @@ The database is built through the product (Store.upsert_papers, Store.set_scores
 cached Chinese + English summary for every paper (bulk-inserted into the enrichment cache,
 as if every paper had been summarised) and the built-in seed pages. Every paper is one the
 relevance rule keeps (dev rows it scores relevant, repeated with fresh ids, submitted over
-the last three years), so the list holds them all. Then, timed one by one, the steps of
-publish(): run.reading_list, compose.sections, render.reading_list_markdown, the write.
+the last three years), so the list holds them all. Then, in a fresh process
+(so its peak RSS is the writer's own), reading_list.publish: READING_LIST.md and the files of
+reading-list/, streamed from the store; then again, when every file is already as it should be.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import json
+import subprocess
+import sys
 import tempfile
 import time
-import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from _common import dev_rows, machine, make_papers, maxrss_mib, mib, table, write_config
+from _common import dev_rows, machine, make_papers, maxrss_mib, table, write_config
 
 
 def build(config, store, n: int) -> list[list]:
     import sqlalchemy as sa
 
     from pipeline import extract, rank, run
-    from pipeline.models import paper_key
+    from pipeline.models import Scored, paper_key
     from pipeline.store import enrichments, now_iso
 
     rules = rank.compile_rules(config.relevance)
@@ -54,7 +57,7 @@ def build(config, store, n: int) -> list[list]:
     for k, paper in enumerate(papers):
         row = rows[k % len(rows)]
         s, (topic, others) = row["_score"], row["_topics"]
-        scored.append((paper.id, s.value, s.relevant, list(s.reasons), topic, list(others)))
+        scored.append(Scored(paper.id, s.value, s.relevant, tuple(s.reasons), topic, tuple(others)))
     store.set_scores(scored)
     steps.append([f"Store.set_scores ({n:,})", time.perf_counter() - began])
 
@@ -77,79 +80,65 @@ def build(config, store, n: int) -> list[list]:
     return steps
 
 
-def publish_steps(config, store, out: Path, memory: bool) -> tuple[list[list], int, int]:
-    """publish()'s reading-list half, step by step: (seconds, tracemalloc peak) each."""
-    from pipeline import compose, render, run
-    from pipeline.deliver.files import write_atomic
+def publish(config_path: str) -> None:
+    """The child process: the reading list written from the store, twice (the second run
+    finds every file as it is), with its times and its own peak RSS as JSON on stdout."""
+    from pipeline import config as cfg
+    from pipeline import reading_list
+    from pipeline.store import Store
 
-    results = []
-
-    def step(label, action):
-        if memory:
-            tracemalloc.reset_peak()
-            base = tracemalloc.get_traced_memory()[0]
+    config = cfg.load(Path(config_path))
+    store = Store.open(config.storage.url)
+    times = []
+    for _ in range(2):
         began = time.perf_counter()
-        value = action()
-        seconds = time.perf_counter() - began
-        peak = tracemalloc.get_traced_memory()[1] - base if memory else 0
-        results.append([label, seconds, peak])
-        return value
-
-    if memory:
-        tracemalloc.start()
-    reading = step("run.reading_list", lambda: run.reading_list(config, store))
-    sections = step("compose.sections", lambda: compose.sections(reading, config.topics))
-    text = step("render.reading_list_markdown", lambda: render.reading_list_markdown(
-        render.Settings.of(config), sections, len(reading), "2026-11-30"))
-    step("write_atomic READING_LIST.md", lambda: write_atomic(out / "READING_LIST.md", text))
-    held = tracemalloc.get_traced_memory()[0] if memory else 0
-    if memory:
-        tracemalloc.stop()
-    return results, len(reading), held
+        files = reading_list.publish(config, store, "2026-11-30")
+        times.append(time.perf_counter() - began)
+    sizes = sorted(path.stat().st_size for path in files.values())
+    print(json.dumps({"seconds": times, "rss": maxrss_mib(), "files": len(files), "largest": sizes[-1],
+                      "bytes": sum(sizes), "count": reading_list.count(store),
+                      "index": (config.outputs.dir / "READING_LIST.md").stat().st_size}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--papers", type=int, default=100_000)
-    parser.add_argument("--no-memory", action="store_true", help="skip the tracemalloc pass")
+    parser.add_argument("--publish", metavar="CONFIG", help=argparse.SUPPRESS)  # the child process
     args = parser.parse_args()
+    if args.publish:
+        publish(args.publish)
+        return
     from pipeline import config as cfg
     from pipeline.store import Store
 
     dev_rows()  # exits with a message when ../shared is missing
     print(machine())
     with tempfile.TemporaryDirectory(prefix="rl-digest-bench-") as tmp:
-        config = cfg.load(write_config(Path(tmp), {}))
+        path = write_config(Path(tmp), {})
+        config = cfg.load(path)
         store = Store.open(config.storage.url)
         print(f"building a database of {args.papers:,} relevant papers ...", flush=True)
         built = build(config, store, args.papers)
+        store.close()
         db = Path(tmp, "state", "digest.sqlite3")
         size = sum(p.stat().st_size for p in db.parent.glob("digest.sqlite3*"))
-        timed, count, _ = publish_steps(config, store, Path(tmp) / "out", memory=False)
-        rss = maxrss_mib()
-        memory = held = None
-        if not args.no_memory:
-            memory, _, held = publish_steps(config, store, Path(tmp) / "out", memory=True)
-        out = (Path(tmp) / "out" / "READING_LIST.md").stat().st_size
-        store.engine.dispose()
+        child = subprocess.run([sys.executable, __file__, "--publish", str(path)], check=True,
+                               capture_output=True, text=True)
+        got = json.loads(child.stdout.strip().splitlines()[-1])
 
     print(f"\n## Building the database ({args.papers:,} papers, {size / 2**20:,.0f} MiB on disk)\n")
     print(table(["step", "seconds", "papers/s"],
                 [[label, f"{sec:.2f}", f"{args.papers / sec:,.0f}" if "seed" not in label else "-"]
                  for label, sec in built]))
-    total = sum(sec for _, sec, _ in timed)
-    print(f"\n## The reading list of {count:,} entries, as publish() builds it\n")
-    rows = [[label, f"{sec:.2f}", f"{100 * sec / total:.0f}%",
-             mib(memory[i][2]) if memory else "-"] for i, (label, sec, _) in enumerate(timed)]
-    rows.append(["total", f"{total:.2f}", "100%", mib(max(m[2] for m in memory)) if memory else "-"])
-    print(table(["step", "seconds", "share", "tracemalloc peak MiB"], rows))
-    print()
+    first, again = got["seconds"]
+    print(f"\n## The reading list of {got['count']:,} entries, in a fresh process\n")
     print(table(["measure", "value"], [
-        ["entries per second", f"{count / total:,.0f}"],
-        ["READING_LIST.md", f"{out / 2**20:.1f} MiB"],
-        ["ru_maxrss after the timed pass", f"{rss:,.0f} MiB"],
-        ["Entry list + text held at the end (tracemalloc)",
-         f"{mib(held)} MiB ({held / count / 1024:.1f} KiB per entry)" if held else "-"],
+        ["write, first time", f"{first:.2f} s ({got['count'] / first:,.0f} entries/s)"],
+        ["write again, nothing changed", f"{again:.2f} s"],
+        ["peak RSS of the process (ru_maxrss)", f"{got['rss']:,.0f} MiB"],
+        ["files", f"{got['files']:,} ({got['bytes'] / 2**20:.1f} MiB in all)"],
+        ["largest file", f"{got['largest'] / 1000:,.0f} KB"],
+        ["READING_LIST.md", f"{got['index'] / 1000:,.0f} KB"],
     ]))
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import click
 import yaml
 
-from pipeline import __version__, collect, compose, lock, logs, readers, sources, starter
+from pipeline import __version__, collect, compose, lock, logs, readers, reading_list, sources, starter
 from pipeline import config as config_mod
 from pipeline import doctor as doctor_mod
 from pipeline import render as render_mod
@@ -26,7 +26,6 @@ from pipeline.publish import deliver
 from pipeline.run import (
     collect_and_rank,
     parse_as_of,
-    reading_count,
     run_digest,
     seed_documents,
     summary_line,
@@ -141,7 +140,7 @@ def schedule(state: State) -> None:
 
     def outbox_job() -> None:
         report = RunReport(as_of=datetime.now(config.zone).isoformat())
-        deliver(config, store, report, reading_count(config, store), due_only=True)
+        deliver(config, store, report, reading_list.count(store), due_only=True)
         log.info("outbox: sent %d, pending %d, failed %d", report.sent, report.pending, report.failed)
         for error in report.delivery_errors:
             log.error("%s", error)
@@ -166,7 +165,7 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
             if store.digest(digest_id) is None:
                 raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` lists them")
             StoreOutbox(store).requeue(digest_id, reader.strip())
-        deliver(config, store, report, reading_count(config, store), digest_id)
+        deliver(config, store, report, reading_list.count(store), digest_id)
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
     for line in status_mod.waiting_lines(StoreOutbox(store).pending()):
         echo(line)
@@ -221,7 +220,7 @@ def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -
     config = state.config
     store = state.store()
     text = render_mod.digest_as(render_mod.Settings.of(config), _stored_digest(store, digest_id), fmt,
-                                reading_count=reading_count(config, store))
+                                reading_count=reading_list.count(store))
     if output:
         write_atomic(output, text)
         echo(str(output))
@@ -239,7 +238,7 @@ def preview(state: State, digest_id: str | None) -> None:
     digest = _stored_digest(store, digest_id)
     path = config.outputs.dir / "preview" / f"{digest.id}.html"
     html = render_mod.digest_as(render_mod.Settings.of(config), digest, "html",
-                                reading_count=reading_count(config, store))
+                                reading_count=reading_list.count(store))
     echo(str(write_atomic(path, html)))
 
 

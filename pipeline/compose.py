@@ -52,7 +52,7 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
         parts=tuple(Part(label, "", text) for label, text in seed.parts_zh) if seed else (),
         why_zh=readable(summary.get("why_zh")), why_en=readable(summary.get("why_en")),
         kind=summary.get("kind"), links=links(paper.abstract, paper.comment),
-        venue=venue(paper.comment, paper.journal_ref),
+        venue=venue(paper.comment, paper.journal_ref), origin=seed.source if seed else None,
     )
 
 
@@ -67,7 +67,7 @@ def seed_entry(seed: SeedEntry, topic: str, translation: dict | None = None) -> 
         summary_en=seed.summary_en or (translation or {}).get("summary_en"),
         curated=True, llm=bool(translation),
         headline_zh=seed.headline_zh,
-        parts=tuple(Part(label, "", text) for label, text in seed.parts_zh),
+        parts=tuple(Part(label, "", text) for label, text in seed.parts_zh), origin=seed.source,
     )
 
 

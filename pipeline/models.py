@@ -227,6 +227,7 @@ class Entry:
     kind: str | None = None  # method, analysis, benchmark, system, survey, position
     links: tuple[tuple[str, str], ...] = ()  # (kind, url) from extract.links
     venue: str | None = None  # as stated in the comment or journal-ref
+    origin: str | None = None  # the seed document a curated entry comes from
 
 
 @dataclass(frozen=True)

@@ -15,51 +15,50 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline import compose, readers, render
+from pipeline import compose, readers, reading_list, render
 from pipeline.config import Config
 from pipeline.deliver import channels, git, outbox
 from pipeline.deliver.files import write_atomic
 from pipeline.errors import DigestError
-from pipeline.models import Digest, Entry, Options, RunReport
+from pipeline.models import Digest, Options, RunReport
 from pipeline.store import Store
 
 log = logging.getLogger(__name__)
 
 
 def publish(config: Config, store: Store, options: Options, digest: Digest | None,
-            reading: list[Entry], report: RunReport) -> None:
+             report: RunReport) -> None:
     out, settings = config.outputs.dir, render.Settings.of(config)
+    count = reading_list.count(store)
     if digest is not None:
         report.digest = digest.id
         report.seeds = digest.seeds
         report.relevant = digest.new + digest.revised + digest.seeds
     if options.dry_run:
-        _dry_run(config, digest, reading)
+        _dry_run(config, digest, count)
         return
     files: dict[str, Path] = {}
     if digest is not None:
         for fmt in ("md", "html", "txt"):
-            text = render.digest_as(settings, digest, fmt, len(reading))
+            text = render.digest_as(settings, digest, fmt, count)
             files[f"digests/{digest.id}.{fmt}"] = write_atomic(out / "digests" / f"{digest.id}.{fmt}", text)
         if store.digest(digest.id) is None and not options.offline:  # offline is a preview
-            opened = channels.open_channels(config, len(reading), email=not options.no_email,
+            opened = channels.open_channels(config, count, email=not options.no_email,
                                             unsubscribed=readers.unsubscribed(store))
             store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),
                               _items(digest), outbox.recipients(opened),
                               snapshots=compose.snapshots(digest))
-    sections = compose.sections(reading, config.topics)
     changed = last_change(store, options.as_of)
-    files["READING_LIST.md"] = write_atomic(out / "READING_LIST.md", render.reading_list_markdown(
-        settings, sections, len(reading), changed.date().isoformat()))
+    files.update(reading_list.publish(config, store, changed.date().isoformat()))
     files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(
         settings, stored_digests(store), changed.isoformat()))
     report.files += [str(path) for path in files.values()]
     if options.offline:  # a preview: files only, nothing sent, nothing recorded
-        channels.open_channels(config, len(reading), email=False)  # a bad channel still fails here
+        channels.open_channels(config, count, email=False)  # a bad channel still fails here
         return
-    deliver(config, store, report, len(reading), email=not options.no_email)
+    deliver(config, store, report, count, email=not options.no_email)
     if config.outputs.git is not None:
-        result = git.publish(config.outputs.git, files, store)
+        result = git.publish(config.outputs.git, files, store, prune=(reading_list.FOLDER,))
         if not result.ok:
             report.delivery_errors.append(result.error or "git publishing failed")
 
@@ -68,7 +67,7 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
             digest_id: str | None = None, *, email: bool = True, due_only: bool = False) -> None:
     """Hand over what the outbox holds; what fails stays there. `email=False` (--no-email)
     leaves email rows alone; `due_only` is the scheduler's pacing. `reading_count` is
-    run.reading_count's, the one count every digest shows."""
+    reading_list.count's, the one count every digest shows."""
     opened = channels.open_channels(config, reading_count, email=email,
                                     unsubscribed=readers.unsubscribed(store))
     result = outbox.deliver(outbox.StoreOutbox(store), opened, lambda did: stored_digest(store, did),
@@ -100,11 +99,11 @@ def stored_digests(store: Store) -> list[Digest]:
     return [stored_digest(store, did) for did in reversed(store.digest_ids())]
 
 
-def _dry_run(config: Config, digest: Digest | None, reading: list[Entry]) -> None:
+def _dry_run(config: Config, digest: Digest | None, count: int) -> None:
     """Print the digest and say what a real run would write and whom it would mail."""
     out = config.outputs.dir
     if digest is not None:
-        print(render.digest_as(render.Settings.of(config), digest, "md", len(reading)))
+        print(render.digest_as(render.Settings.of(config), digest, "md", count))
         for fmt in ("md", "html", "txt"):
             log.info("would write %s", out / "digests" / f"{digest.id}.{fmt}")
         if config.email.enabled:

@@ -25,7 +25,6 @@ import css_inline
 import jinja2
 
 from pipeline import links
-from pipeline.compose import newest_first
 from pipeline.config import bundled
 from pipeline.extract import checked_url
 from pipeline.models import Digest, Entry, Section
@@ -475,17 +474,7 @@ def digest_as(settings: Settings, digest: Digest, fmt: str, reading_count: int) 
     raise ValueError(f"unknown format {fmt!r}: md, html or txt")
 
 
-# --- the reading list and the feed --------------------------------------------------
-
-def reading_list_markdown(settings: Settings, sections: Sequence[Section], total: int,
-                          updated: str) -> str:
-    """Every entry so far, grouped by topic (in the given order), newest first, stable."""
-    return text_env(settings.templates).get_template("reading_list.md.j2").render(
-        sections=[{"topic": s.topic, "name_zh": s.name_zh, "name_en": s.name_en,
-                   "count": len(s.entries), "entries": newest_first(s.entries)}
-                  for s in sections if s.entries],
-        total=total, updated=str(updated), **common(settings))
-
+# --- the feed --------------------------------------------------
 
 def _feed_id(settings: Settings, name: str) -> str:
     return f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'rl-digest:{settings.topic.name.en}:{name}')}"

@@ -33,6 +33,7 @@ from pipeline import (
     importance,
     learn,
     rank,
+    reading_list,
     render,
     sources,
 )
@@ -189,7 +190,7 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
     digest = build_digest(config, options, week, collected.documents, enricher, credits,
                           read=None if online is None else lambda e: full_text(config, store, online, e))
     _count_enrichment(report, enricher)
-    publish(config, store, options, digest, digest_entries(config, week), report)
+    publish(config, store, options, digest, report)
     report.elapsed = time.monotonic() - started
     return report
 
@@ -344,16 +345,6 @@ def grey_band(config: Config, scores: dict[str, Scored], published: set[str]) ->
             if s.score is not None and s.verdict is None and abs(s.score - threshold) <= band
             and paper_key(pid) not in published and not learn.reader_decided(s.reasons)
             and not any(reason.startswith(JUDGED) for reason in s.reasons)]
-
-
-def reading_list(config: Config, store: Store) -> list[Entry]:
-    """Every relevant paper and seed entry so far: the reading list's entries."""
-    return digest_entries(config, load_week(config, store, store.seeds(), None))
-
-
-def reading_count(config: Config, store: Store) -> int:
-    """How many entries the reading list holds: the "reading list: N papers" of every digest."""
-    return len(reading_list(config, store))
 
 
 # --- phase 4: enrich --------------------------------------------------------------------------
@@ -523,23 +514,14 @@ def digest_entries(config: Config, week: Week, published: set[str] | None = None
         if key in seen:
             continue
         seen.add(key)
-        scored = week.scores.get(paper.id)
-        topic = (scored.topic if scored else None) or _topic(config, paper.title, paper.abstract)
-        seed = by_paper.get(paper.id)
-        entries.append(compose.paper_entry(paper, topic, scored.score if scored else None,
-                                           week.summaries.get(key), seed,
-                                           week.translations.get(seed_key(seed.title)) if seed else None))
+        entries.append(reading_list.paper_entry(config.topics, paper, week.scores.get(paper.id),
+                                                week.summaries.get(key), by_paper.get(paper.id),
+                                                week.translations))
     for seed in week.seeds:
-        key = seed_key(seed.title)
-        if seed.arxiv_id or published is not None and key in published:
+        if seed.arxiv_id or published is not None and seed_key(seed.title) in published:
             continue
-        entries.append(compose.seed_entry(seed, _topic(config, seed.title, seed.summary_zh or ""),
-                                          week.translations.get(key)))
+        entries.append(reading_list.seed_entry(config.topics, seed, week.translations))
     return entries
-
-
-def _topic(config: Config, title: str, text: str) -> str:
-    return rank.assign_topics(title, text, config.topics)[0]
 
 
 def summary_line(report: RunReport) -> str:

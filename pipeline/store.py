@@ -304,6 +304,29 @@ class Store:
         with self.engine.connect() as conn:
             return [row_to_paper(row) for row in conn.execute(query).mappings()]
 
+    def reading_rows(self, batch: int = 500) -> Iterator[list[tuple[Paper, Scored, dict | None]]]:
+        """The reading list's papers (kept, or tied to a seed entry), newest day first, ties
+        by id, each with its score and newest cached summary: `batch` rows at a time, so
+        memory stays flat however many there are."""
+        summary = (sa.select(enrichments.c.data)
+                   .where(enrichments.c.item_key == sa.literal("arxiv:") + papers.c.id,
+                          enrichments.c.kind == "paper_summary")
+                   .order_by(enrichments.c.created.desc(), enrichments.c.key.desc())
+                   .limit(1).correlate(papers).scalar_subquery())
+        query = (sa.select(papers, summary.label("summary")).where(_in_reading_list())
+                 .order_by(_day().desc().nulls_last(), papers.c.id))
+        with self.engine.connect() as conn:
+            result = conn.execution_options(yield_per=batch).execute(query).mappings()
+            for rows in result.partitions():
+                yield [(row_to_paper(row), _row_scored(row), row["summary"]) for row in rows]
+
+    def reading_count(self) -> int:
+        """How many entries the reading list holds: its papers and the untied seed entries."""
+        untied = sa.select(sa.func.count()).select_from(seeds).where(_seed_arxiv_id().is_(None))
+        counted = sa.select(sa.func.count()).select_from(papers).where(_in_reading_list())
+        with self.engine.connect() as conn:
+            return (conn.execute(counted).scalar() or 0) + (conn.execute(untied).scalar() or 0)
+
     def marked(self, relevant: bool) -> list[Paper]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(papers).where(papers.c.verdict.is_(relevant))).mappings()
@@ -314,9 +337,7 @@ class Store:
         query = sa.select(papers.c.id, papers.c.score, papers.c.relevant, papers.c.reasons,
                           papers.c.topic, papers.c.topics, papers.c.verdict)
         with self.engine.connect() as conn:
-            return {row.id: Scored(row.id, row.score, row.relevant, tuple(row.reasons or ()),
-                                   row.topic, tuple(row.topics or ()), row.verdict)
-                    for row in conn.execute(query)}
+            return {row.id: _row_scored(row._mapping) for row in conn.execute(query)}
 
     def set_scores(self, scored: Iterable[Scored]) -> None:
         """Keep what rank (or the LLM judge) decided; the reader's verdict is left alone."""
@@ -654,6 +675,28 @@ def row_to_paper(row: Any) -> Paper:
         comment=row["comment"], journal_ref=row["journal_ref"],
         sources=tuple(row["sources"]),
     )
+
+
+def _row_scored(row: Any) -> Scored:
+    return Scored(row["id"], row["score"], row["relevant"], tuple(row["reasons"] or ()),
+                  row["topic"], tuple(row["topics"] or ()), row["verdict"])
+
+
+def _seed_arxiv_id() -> sa.ColumnElement:
+    """The paper a seed entry is tied to: its resolution, else what its document names
+    (row_to_seed's rule)."""
+    return sa.func.coalesce(seeds.c.arxiv_id, seeds.c.data["arxiv_id"].as_string())
+
+
+def _in_reading_list() -> sa.ColumnElement:
+    """Kept by the score unless the reader's verdict says otherwise, or tied to a seed entry."""
+    kept = sa.func.coalesce(papers.c.verdict, papers.c.relevant).is_(True)
+    return sa.or_(kept, papers.c.id.in_(sa.select(_seed_arxiv_id())))
+
+
+def _day() -> sa.ColumnElement:
+    """The day a paper's entry shows (submitted, else this version's date): the list's order."""
+    return sa.func.substr(sa.func.coalesce(papers.c.submitted, papers.c.updated), 1, 10)
 
 
 def _seed_data(entry: SeedEntry) -> dict[str, Any]:

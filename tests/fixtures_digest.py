@@ -248,8 +248,6 @@ def many(n: int = 40, scale: int = 1) -> Digest:
     )
 
 
-def reading_sections() -> list[Section]:
-    """The reading list's input, deliberately out of order: the renderer sorts newest first."""
-    return [section("algorithms", [BOLD, SCRIPT, PIPES]), section("rewards", []),
-            section("agentic", [LONG, ALPHA]), section("multimodal", [PRISM]),
-            section("analysis", [HACKING])]
+def reading_entries() -> list[Entry]:
+    """The reading list's input, in no particular order: the writer is handed them sorted."""
+    return [BOLD, SCRIPT, PIPES, LONG, ALPHA, PRISM, HACKING, LAMBDA, OFFLINE]

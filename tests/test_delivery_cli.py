@@ -314,7 +314,9 @@ def test_git_publishing_commits_pushes_skips_an_empty_week_and_retries_a_rejecte
     assert "Traceback" not in outputs
     assert [c.split(" ", 1)[1] for c in log1] == ["Update RL reading list"]
     assert {"reading/READING_LIST.md", f"reading/digests/{AS_OF}.md", f"reading/digests/{AS_OF}.html",
-            f"reading/digests/{AS_OF}.txt", "reading/feed.xml"} <= set(files)
+            f"reading/digests/{AS_OF}.txt", "reading/feed.xml", "reading/reading-list/2026-10.md"} <= set(files)
+    topics = [f for f in files if f.startswith("reading/reading-list/") and not f[21].isdigit()]
+    assert len(topics) == 1  # the one paper's topic file, beside its month's
     assert listed == written.strip() and "2611.00001" in listed
     # A week with nothing new: the same bytes, so no commit (and no push).
     assert "relevant 0" in empty.stdout

@@ -192,3 +192,22 @@ def test_fresh_server_really_has_no_identity(checkout: Path) -> None:
     result = subprocess.run(["git", "-c", "user.useConfigOnly=true", "commit", "-m", "x"],
                             check=False, cwd=checkout, capture_output=True, text=True, env=env)
     assert result.returncode != 0
+
+
+def test_files_an_older_layout_had_are_removed_from_the_folders_pruned(checkout: Path, remote: Path,
+                                                                      outputs, store: Store) -> None:
+    out = outputs["READING_LIST.md"].parent
+    for name in ("agentic.md", "agentic-2025.md", "agentic-2026.md"):
+        (out / "reading-list").mkdir(exist_ok=True)
+        (out / "reading-list" / name).write_text(f"# {name}\n", encoding="utf-8")
+    whole = {**outputs, "reading-list/agentic.md": out / "reading-list" / "agentic.md"}
+    publish(config(checkout), whole, store, prune=("reading-list",))
+    split = {**outputs, **{f"reading-list/agentic-{y}.md": out / "reading-list" / f"agentic-{y}.md"
+                           for y in (2025, 2026)}}
+    report = publish(config(checkout), split, store, prune=("reading-list",))
+    assert report.ok and report.commit
+    assert sorted(report.changed) == ["rl/reading-list/agentic-2025.md", "rl/reading-list/agentic-2026.md",
+                                      "rl/reading-list/agentic.md"]
+    tree = git("--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main").splitlines()
+    assert sorted(t for t in tree if "reading-list" in t) == [
+        "rl/reading-list/agentic-2025.md", "rl/reading-list/agentic-2026.md"]

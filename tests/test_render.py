@@ -97,8 +97,6 @@ def test_golden_subject(cfg, digest):
     golden("subject.txt", render.digest_subject(cfg, digest) + "\n")
 
 
-def test_golden_reading_list(cfg):
-    golden("reading_list.md", render.reading_list_markdown(cfg, fx.reading_sections(), 7, UPDATED))
 
 
 def test_golden_feed(cfg, digest):
@@ -207,7 +205,6 @@ def test_bundled_config_renders_everything():
         assert d.id in render.digest_as(config, d, fmt, READING)
     assert d.id in render.digest_subject(config, d)
     ET.fromstring(render.feed_xml(config, [d], UPDATED).encode("utf-8"))
-    assert render.reading_list_markdown(config, fx.reading_sections(), 7, UPDATED)
 
 
 # --- Markdown safety ---------------------------------------------------------------------
@@ -269,7 +266,7 @@ def test_markdown_through_githubs_parser(md, cfg):
     cmarkgfm = pytest.importorskip("cmarkgfm")
     from cmarkgfm.cmark import Options
 
-    for text in (md, render.reading_list_markdown(cfg, fx.reading_sections(), 7, UPDATED)):
+    for text in (md,):
         out = cmarkgfm.github_flavored_markdown_to_html(text, options=Options.CMARK_OPT_UNSAFE)
         tags = set(re.findall(r"<([a-z][a-z0-9]*)", out))
         assert tags <= {"a", "blockquote", "br", "code", "em", "h1", "h2", "h3", "hr", "li", "p",
@@ -278,19 +275,6 @@ def test_markdown_through_githubs_parser(md, cfg):
         assert all(h.startswith(OURS) for h in hrefs), hrefs
         assert "<script" not in out and "evil" not in "".join(hrefs)
     assert md.count("<table>") == 0 and "<table>" in cmarkgfm.github_flavored_markdown_to_html(md)
-
-
-def test_reading_list_groups_newest_first_with_contents(cfg):
-    text = render.reading_list_markdown(cfg, fx.reading_sections(), 7, UPDATED)
-    assert "最后更新 Last updated: 2026-11-30 · 7 篇 papers" in text
-    assert "- [算法与目标 · Algorithms and objectives](#algorithms) (3)" in text
-    assert "奖励模型与验证器" not in text  # an empty topic is left out
-    algorithms = text.split('<a id="algorithms"></a>', 1)[1].split("<a id=", 1)[0]
-    dates = re.findall(r"（(\d{4}-\d\d-\d\d)）", algorithms)
-    assert dates == sorted(dates, reverse=True) == ["2026-11-27", "2026-11-25", "2026-11-24"]
-    again = render.reading_list_markdown(cfg, list(reversed(fx.reading_sections())), 7, UPDATED)
-    assert again.index("2611.00001") - again.index("algorithms\"") == \
-        text.index("2611.00001") - text.index("algorithms\"")
 
 
 # --- HTML ---------------------------------------------------------------------------------

@@ -60,8 +60,9 @@ def state_key(repo: Path) -> str:
     return f"git.push_pending:{repo}"
 
 
-def publish(cfg: GitOutput, files: dict[str, Path], store: State) -> GitReport:
-    """Copy `files` ({name under cfg.path: source file}) in, commit if changed, push."""
+def publish(cfg: GitOutput, files: dict[str, Path], store: State, prune: tuple[str, ...] = ()) -> GitReport:
+    """Copy `files` ({name under cfg.path: source file}) in, commit if changed, push. Files
+    under the `prune` folders that `files` no longer names (an older layout) are removed."""
     repo = Path(cfg.repo)
     report = GitReport(repo)
     key = state_key(repo.resolve() if repo.exists() else repo)
@@ -70,7 +71,7 @@ def publish(cfg: GitOutput, files: dict[str, Path], store: State) -> GitReport:
             raise _GitError(f"git {repo}: no such folder (outputs.git.repo)")
         _git(repo, "rev-parse", "--git-dir", what="not a git checkout")
         _on_branch(repo, cfg.branch)
-        paths = _copy_in(repo, cfg.path, files, report)
+        paths = _copy_in(repo, cfg.path, files, report) + _prune(repo, cfg.path, files, prune, report)
         if paths:
             _git(repo, "add", "--", *paths)
             staged = _git(repo, "diff", "--cached", "--quiet", "--", *paths, check=False)
@@ -120,6 +121,22 @@ def _copy_in(repo: Path, subdir: str, files: dict[str, Path], report: GitReport)
             report.changed.append(relative)
         paths.append(relative)
     return paths
+
+
+def _prune(repo: Path, subdir: str, files: dict[str, Path], folders: tuple[str, ...],
+           report: GitReport) -> list[str]:
+    """Remove files of the `folders` that are not published any more; their paths, to stage."""
+    root = repo.resolve()
+    gone = []
+    for folder in folders:
+        for target in sorted((root / subdir / folder).glob("*")):
+            name = target.relative_to(root / subdir).as_posix()
+            if target.is_file() and name not in files:
+                target.unlink()
+                relative = target.relative_to(root).as_posix()
+                report.changed.append(relative)
+                gone.append(relative)
+    return gone
 
 
 def _on_branch(repo: Path, branch: str) -> None:

@@ -1,0 +1,252 @@
+"""The reading list, streamed from the store and written as small Markdown files.
+
+Its entries are the digest's Entry records, read a batch at a time in one stable order
+(newest day first, ties by key), so memory stays flat at any size. The Markdown is an
+index (`READING_LIST.md`: per topic its count and newest entries) beside
+`reading-list/<topic>.md` and `reading-list/<YYYY-MM>.md`, one table row per paper. A
+topic file that would pass LIMIT is split by year (a year that would still pass it, by
+month). Rows are spooled to a temporary file per topic while the months, which the
+order keeps together, are written as they complete. A file is rewritten only when its
+bytes change, so a weekly run touches the files that gained or changed a paper.
+"""
+
+from __future__ import annotations
+
+import heapq
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from itertools import islice
+from pathlib import Path
+from typing import IO, Any
+
+from pipeline import compose, rank, render
+from pipeline.config import Config, TopicDef
+from pipeline.deliver.files import write_atomic
+from pipeline.models import Entry, Paper, Scored, SeedEntry, seed_key
+from pipeline.store import Store
+
+LIMIT = 500_000  # bytes per file: GitHub stops rendering long Markdown files, diffs get unreadable
+ROOM = 8_000  # of LIMIT, kept for a file's heading, table header and links
+NEWEST = 20  # entries per topic in the index
+FOLDER = "reading-list"
+
+
+# --- the entries -------------------------------------------------------------------------
+
+def topic_of(topics: Sequence[TopicDef], scored: Scored | None, title: str, text: str) -> str:
+    """The topic rank gave a paper, else the one its words point to."""
+    return (scored.topic if scored else None) or rank.assign_topics(title, text, topics)[0]
+
+
+def paper_entry(topics: Sequence[TopicDef], paper: Paper, scored: Scored | None, summary: dict | None,
+                seed: SeedEntry | None, translations: Mapping[str, dict]) -> Entry:
+    """A paper as an entry, with the curated words of the seed entry tied to it."""
+    return compose.paper_entry(paper, topic_of(topics, scored, paper.title, paper.abstract),
+                               scored.score if scored else None, summary, seed,
+                               translations.get(seed_key(seed.title)) if seed else None)
+
+
+def seed_entry(topics: Sequence[TopicDef], seed: SeedEntry, translations: Mapping[str, dict]) -> Entry:
+    """A seed entry not tied to a paper."""
+    return compose.seed_entry(seed, topic_of(topics, None, seed.title, seed.summary_zh or ""),
+                              translations.get(seed_key(seed.title)))
+
+
+def order(entry: Entry) -> tuple:
+    """Newest day first, undated last, ties by key: the one order of every list."""
+    day = date.fromisoformat(entry.date).toordinal() if entry.date else 0
+    return (not entry.date, -day, entry.key)
+
+
+def entries(config: Config, store: Store, batch: int = 500) -> Iterator[Entry]:
+    """Every relevant paper and seed entry so far, in `order`, read `batch` papers at a time."""
+    seeds = store.seeds()
+    by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}
+    translations = store.latest_enrichments("seed_translation")
+
+    def papers() -> Iterator[Entry]:
+        for rows in store.reading_rows(batch):
+            for paper, scored, summary in rows:
+                yield paper_entry(config.topics, paper, scored, summary, by_paper.get(paper.id),
+                                  translations)
+
+    untied = sorted((seed_entry(config.topics, s, translations) for s in seeds if not s.arxiv_id),
+                    key=order)
+    return heapq.merge(papers(), untied, key=order)
+
+
+def count(store: Store) -> int:
+    """How many entries the reading list holds, counted by the database."""
+    return store.reading_count()
+
+
+# --- the Markdown files ----------------------------------------------------------------------
+
+@dataclass
+class _Part:
+    """A stretch of a topic's spooled rows: one year or one month."""
+
+    start: int
+    end: int = 0
+    count: int = 0
+
+
+@dataclass
+class _Topic:
+    spool: IO[bytes]
+    count: int = 0
+    newest: list[str] = field(default_factory=list)
+    years: dict[str, _Part] = field(default_factory=dict)
+    months: dict[str, _Part] = field(default_factory=dict)
+
+    def add(self, day: str | None, row: str) -> None:
+        data = (row + "\n").encode("utf-8")
+        at = self.spool.tell()
+        for parts, key in ((self.years, (day or "undated")[:4]), (self.months, (day or "undated")[:7])):
+            part = parts.setdefault(key, _Part(at))
+            part.end, part.count = at + len(data), part.count + 1
+        self.spool.write(data)
+        self.count += 1
+        if len(self.newest) < NEWEST:
+            self.newest.append(row)
+
+    def rows(self, part: _Part) -> list[str]:
+        self.spool.flush()
+        self.spool.seek(part.start)
+        text = self.spool.read(part.end - part.start).decode("utf-8")
+        self.spool.seek(0, 2)
+        return text.splitlines()
+
+    def files(self, slug: str) -> list[tuple[str, str, _Part]]:
+        """(file name, period, rows): one file, or one per year, or per month of a big year."""
+        whole = _Part(0, self.spool.tell(), self.count)
+        if whole.end <= LIMIT - ROOM:
+            return [(f"{slug}.md", "", whole)]
+        found = []
+        for year, part in self.years.items():
+            if part.end - part.start <= LIMIT - ROOM:
+                found.append((f"{slug}-{year}.md", year, part))
+            else:
+                found += [(f"{slug}-{month}.md", month, sub) for month, sub in self.months.items()
+                          if month.startswith(year)]
+        return found
+
+
+class Rows:
+    """Table rows rendered by the templates, a batch of entries per call."""
+
+    def __init__(self, settings: render.Settings):
+        self.env = render.text_env(settings.templates)
+        self.context = render.common(settings)
+        self.template = self.env.get_template("reading_list/rows.md.j2")
+
+    def rows(self, found: Sequence[Entry], with_topic: bool = False) -> list[str]:
+        text = self.template.render(entries=found, with_topic=with_topic, **self.context)
+        return text.splitlines()
+
+    def page(self, template: str, **values: Any) -> str:
+        return self.env.get_template(template).render(**values, **self.context)
+
+
+def write_markdown(settings: render.Settings, topics: Sequence[TopicDef], found: Iterable[Entry],
+                   out: Path, updated: str) -> dict[str, Path]:
+    """READING_LIST.md and the files of reading-list/ from entries in `order`; returns
+    {name under out: path} of every file the reading list now has (for git)."""
+    rows = Rows(settings)
+    written: dict[str, Path] = {}
+    state: dict[str, _Topic] = {}
+    months: list[dict] = []
+    month: list[str] = []
+    current, total = "", 0
+
+    def close_month(name: str) -> None:
+        if month:
+            months.append({"month": name, "href": f"{FOLDER}/{name}.md", "count": len(month)})
+            _write(out, f"{FOLDER}/{name}.md", written, rows.page(
+                "reading_list/file.md.j2", name=None, heading=name, rows=month, with_topic=True))
+            month.clear()
+
+    with tempfile.TemporaryDirectory(prefix="rl-digest-reading-") as tmp:
+        for batch in _batches(found):
+            total += len(batch)
+            plain, dated = rows.rows(batch), rows.rows(batch, with_topic=True)
+            for entry, row, month_row in zip(batch, plain, dated, strict=True):
+                if entry.date:
+                    if month and entry.date[:7] != current:
+                        close_month(current)
+                    current = entry.date[:7]
+                    month.append(month_row)
+                topic = state.get(entry.topic)
+                if topic is None:
+                    spool = open(Path(tmp, f"{len(state)}.rows"), "w+b")  # noqa: SIM115 (closed below)
+                    topic = state[entry.topic] = _Topic(spool)
+                topic.add(entry.date, row)
+        if month:
+            close_month(current)
+        sections = [_topic_files(rows, out, written, key, topic, topics)
+                    for key, topic in _in_order(state, topics)]
+    _write(out, "READING_LIST.md", written, rows.page(
+        "reading_list.md.j2", sections=sections, total=total, updated=str(updated), months=months,
+        newest=NEWEST, limit_kb=LIMIT // 1000))
+    _remove_stale(out / FOLDER, written)
+    return written
+
+
+def _batches(found: Iterable[Entry], size: int = 500) -> Iterator[list[Entry]]:
+    it = iter(found)
+    while batch := list(islice(it, size)):
+        yield batch
+
+
+def _in_order(state: dict[str, _Topic], topics: Sequence[TopicDef]) -> list[tuple[str, _Topic]]:
+    """The taxonomy's order, then topics it no longer names."""
+    known = [t.key for t in topics]
+    return [(key, state[key]) for key in known + sorted(state.keys() - set(known)) if key in state]
+
+
+def _topic_files(rows: Rows, out: Path, written: dict[str, Path], key: str, topic: _Topic,
+                 topics: Sequence[TopicDef]) -> dict:
+    """Write a topic's file (or its files by year); return its section of the index."""
+    name = next((t.name for t in topics if t.key == key), None)
+    zh, en = (name.zh, name.en) if name else (key, key)
+    files = []
+    for file, period, part in topic.files(render.slug(key)):
+        files.append({"href": f"{FOLDER}/{file}", "period": period, "count": part.count})
+        _write(out, f"{FOLDER}/{file}", written, rows.page(
+            "reading_list/file.md.j2", name={"zh": zh, "en": en}, heading=period,
+            rows=topic.rows(part), with_topic=False))
+    topic.spool.close()
+    return {"topic": key, "name_zh": zh, "name_en": en, "count": topic.count,
+            "newest": topic.newest, "files": files, "split": len(files) > 1}
+
+
+def _write(out: Path, name: str, written: dict[str, Path], text: str) -> None:
+    """Write `text` unless the file already holds it (a weekly run rewrites what changed)."""
+    path = out / name
+    data = text.encode("utf-8")
+    try:
+        same = path.stat().st_size == len(data) and path.read_bytes() == data
+    except OSError:
+        same = False
+    if not same:
+        write_atomic(path, text)
+    written[name] = path
+
+
+def _remove_stale(folder: Path, written: dict[str, Path]) -> None:
+    """Files of an older layout (a topic since split by year, a topic renamed) go."""
+    if not folder.is_dir():
+        return
+    kept = {path.resolve() for path in written.values()}
+    for path in folder.glob("*.md"):
+        if path.resolve() not in kept:
+            path.unlink(missing_ok=True)
+
+
+def publish(config: Config, store: Store, updated: str) -> dict[str, Path]:
+    """The reading list from the store into outputs.dir."""
+    return write_markdown(render.Settings.of(config), config.topics, entries(config, store),
+                          config.outputs.dir, updated)
+
