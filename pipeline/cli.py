@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import traceback
-from datetime import datetime
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,11 @@ import yaml
 from pipeline import __version__, collect, compose, lock, logs, readers, reading_list, sources, starter
 from pipeline import config as config_mod
 from pipeline import doctor as doctor_mod
+from pipeline import export as export_mod
 from pipeline import render as render_mod
 from pipeline import schedule as schedule_mod
 from pipeline import status as status_mod
-from pipeline.deliver.files import write_atomic
+from pipeline.deliver.files import atomic, write_atomic
 from pipeline.deliver.outbox import StoreOutbox
 from pipeline.errors import ConfigError, DeliveryError, DigestError
 from pipeline.models import Digest, Options, RunReport, split_arxiv_id
@@ -226,6 +228,32 @@ def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -
         echo(str(output))
     else:
         echo(text, nl=False)
+
+
+@main.command()
+@click.option("--format", "fmt", type=click.Choice(list(export_mod.FORMATS)), required=True)
+@click.option("--topic", help="Only this topic (its key in the config's topics).")
+@click.option("--since", help="Only papers dated this day (YYYY-MM-DD) or later.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write here instead of stdout.")
+@pass_state
+def export(state: State, fmt: str, topic: str | None, since: str | None, output: Path | None) -> None:
+    """The reading list for reference managers: BibTeX, RIS, CSL-JSON or JSON lines."""
+    config = state.config
+    keys = [t.key for t in config.topics]
+    if topic is not None and topic not in keys:
+        raise ConfigError(f"--topic: no topic {topic!r}", f"one of {', '.join(keys)}")
+    try:
+        day = date.fromisoformat(since) if since else None
+    except ValueError:
+        raise ConfigError(f"--since: not a date: {since!r}", "write it as YYYY-MM-DD") from None
+    found = export_mod.select(reading_list.entries(config, state.store()), topic, day)
+    if output:
+        with atomic(output) as handle:
+            n = export_mod.write(fmt, found, handle)
+        log.info("%s: %d entries", output, n)
+        echo(str(output))
+    else:
+        export_mod.write(fmt, found, sys.stdout)
 
 
 @main.command()

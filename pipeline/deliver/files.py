@@ -9,13 +9,25 @@ from __future__ import annotations
 import glob
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TextIO
 
 from pipeline.errors import DigestError
 
 
 def write_atomic(path: Path, text: str) -> Path:
     """Write to a temporary file in the same folder, fsync, then rename over `path`."""
+    with atomic(path) as handle:
+        handle.write(text)
+    return path
+
+
+@contextmanager
+def atomic(path: Path) -> Iterator[TextIO]:
+    """A text handle on a temporary file beside `path` that replaces `path` (fsynced) when
+    the block ends, and is removed if it fails: for output written piece by piece."""
     tmp_name = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -24,7 +36,7 @@ def write_atomic(path: Path, text: str) -> Path:
                                         dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide published files
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
@@ -38,7 +50,6 @@ def write_atomic(path: Path, text: str) -> Path:
                 os.unlink(tmp_name)
             except OSError:
                 pass
-    return path
 
 
 def _clear_killed_writes(path: Path) -> None:

@@ -1,0 +1,172 @@
+"""The reading list for reference managers (Zotero and friends): BibTeX, RIS, CSL-JSON, JSONL.
+
+Entries stream in the reading list's order and are written one at a time, so an export
+of 100,000 papers needs no more memory than one of ten. Titles arrive as text (TeX
+already turned into Unicode by compose); each format escapes what it must.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict
+from datetime import date
+from typing import TextIO
+
+from pipeline.models import Entry
+
+FORMATS = {"bibtex": "bib", "ris": "ris", "csljson": "json", "jsonl": "jsonl"}  # format -> file suffix
+ARXIV_DOI = "10.48550/arXiv.{}"  # the DOI arXiv registers for every paper
+
+
+def select(found: Iterable[Entry], topic: str | None = None, since: date | None = None) -> Iterator[Entry]:
+    """Entries of `topic` dated `since` or later (an undated entry has no date to pass)."""
+    for entry in found:
+        if topic is not None and entry.topic != topic:
+            continue
+        if since is not None and (not entry.date or entry.date < since.isoformat()):
+            continue
+        yield entry
+
+
+def write(fmt: str, found: Iterable[Entry], out: TextIO) -> int:
+    """Write the entries in `fmt` to `out`; return how many."""
+    writer = {"bibtex": _bibtex, "ris": _ris, "csljson": _csljson, "jsonl": _jsonl}[fmt]
+    return writer(found, out)
+
+
+# --- the fields every format shares ---------------------------------------------------------
+
+def cite_key(entry: Entry) -> str:
+    """arxiv:2611.00001 -> arxiv-2611.00001: the site's anchor rule, safe in every format."""
+    return re.sub(r"[^A-Za-z0-9._-]", "-", entry.key)
+
+
+def arxiv_id(entry: Entry) -> str | None:
+    return entry.key.removeprefix("arxiv:") if entry.key.startswith("arxiv:") else None
+
+
+def name_parts(name: str) -> tuple[str, str]:
+    """(family, given): 'Jane Q. Doe' -> ('Doe', 'Jane Q.'); one word is a family name."""
+    words = name.split()
+    return (words[-1], " ".join(words[:-1])) if words else ("", "")
+
+
+def _code(entry: Entry) -> str | None:
+    return dict(entry.links).get("code")
+
+
+def _abstract(entry: Entry) -> str:
+    return " ".join((entry.abstract or entry.summary_en or "").split())
+
+
+# --- BibTeX --------------------------------------------------------------------------------
+
+_TEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "%": r"\%", "&": r"\&", "$": r"\$",
+        "#": r"\#", "_": r"\_", "^": r"\textasciicircum{}", "~": r"\textasciitilde{}"}
+# BibTeX counts every brace, escaped or not: braces that do not pair up become commands.
+_UNPAIRED = {"{": r"\textbraceleft{}", "}": r"\textbraceright{}"}
+_TEX_CHARS = re.compile("[" + re.escape("".join(_TEX)) + "]")
+
+
+def _paired(text: str) -> bool:
+    depth = 0
+    for ch in text:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+def bibtex_text(value: str) -> str:
+    """Text as a BibTeX field value that LaTeX prints (and parsers read back) as it was."""
+    text = " ".join(value.split())
+    table = _TEX if _paired(text) else {**_TEX, **_UNPAIRED}
+    return _TEX_CHARS.sub(lambda m: table[m.group(0)], text)
+
+
+def _bibtex(found: Iterable[Entry], out: TextIO) -> int:
+    n = 0
+    for entry in found:
+        ident = arxiv_id(entry)
+        fields = [("title", "{" + bibtex_text(entry.title) + "}"),  # double braces keep its case
+                  ("author", " and ".join("{" + bibtex_text(a) + "}" if " and " in a else
+                                          bibtex_text(", ".join(p for p in name_parts(a) if p))
+                                          for a in entry.authors))]
+        if entry.date:
+            fields += [("year", entry.date[:4]), ("date", entry.date)]
+        if ident:
+            fields += [("eprint", ident), ("archiveprefix", "arXiv"), ("doi", ARXIV_DOI.format(ident))]
+            if entry.categories:
+                fields.append(("primaryclass", entry.categories[0]))
+        fields += [("url", entry.url or ""), ("abstract", bibtex_text(_abstract(entry))),
+                   ("keywords", bibtex_text(entry.topic)), ("note", bibtex_text(entry.venue or ""))]
+        body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields if value)
+        out.write(f"@misc{{{cite_key(entry)},\n{body}\n}}\n\n")
+        n += 1
+    return n
+
+
+# --- RIS -----------------------------------------------------------------------------------
+
+def _ris(found: Iterable[Entry], out: TextIO) -> int:
+    n = 0
+    for entry in found:
+        ident = arxiv_id(entry)
+        lines = [("TY", "GEN"), ("ID", cite_key(entry)), ("TI", entry.title)]
+        lines += [("AU", ", ".join(p for p in name_parts(a) if p)) for a in entry.authors]
+        if entry.date:
+            lines += [("PY", entry.date[:4]), ("DA", entry.date.replace("-", "/"))]
+        lines += [("UR", entry.url or ""), ("AB", _abstract(entry)), ("KW", entry.topic),
+                  ("DO", ARXIV_DOI.format(ident) if ident else ""), ("PB", "arXiv" if ident else ""),
+                  ("N1", f"arXiv:{ident}" if ident else ""), ("N1", entry.venue or ""),
+                  ("L1", entry.url.replace("/abs/", "/pdf/", 1) if ident and entry.url else ""),
+                  ("L2", _code(entry) or "")]
+        for tag, value in lines:
+            if value:
+                out.write(f"{tag}  - {' '.join(value.split())}\n")
+        out.write("ER  - \n\n")
+        n += 1
+    return n
+
+
+# --- CSL-JSON and JSONL ----------------------------------------------------------------------
+
+def csl(entry: Entry) -> dict:
+    """The CSL-JSON item Zotero reads: a preprint ("article") with its arXiv number and DOI."""
+    ident = arxiv_id(entry)
+    item: dict = {"id": cite_key(entry), "type": "article", "title": entry.title,
+                  "author": [{"family": f, "given": g} if g else {"family": f}
+                             for f, g in map(name_parts, entry.authors)]}
+    if entry.date:
+        item["issued"] = {"date-parts": [[int(part) for part in entry.date.split("-")]]}
+    if entry.url:
+        item["URL"] = entry.url
+    if ident:
+        item.update(DOI=ARXIV_DOI.format(ident), number=ident, publisher="arXiv")
+    if _abstract(entry):
+        item["abstract"] = _abstract(entry)
+    if entry.venue:
+        item["note"] = entry.venue
+    item["keyword"] = entry.topic
+    return item
+
+
+def _csljson(found: Iterable[Entry], out: TextIO) -> int:
+    n = 0
+    out.write("[")
+    for entry in found:
+        out.write(("," if n else "") + "\n" + json.dumps(csl(entry), ensure_ascii=False))
+        n += 1
+    out.write("\n]\n")
+    return n
+
+
+def _jsonl(found: Iterable[Entry], out: TextIO) -> int:
+    """The entry record itself, one JSON object a line."""
+    n = 0
+    for entry in found:
+        out.write(json.dumps(asdict(entry), ensure_ascii=False) + "\n")
+        n += 1
+    return n

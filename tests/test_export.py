@@ -1,0 +1,125 @@
+"""`rl-digest export`: the reading list as BibTeX, RIS, CSL-JSON and JSON lines, read back
+by the parsers reference managers use (bibtexparser, rispy), every field as it was."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from dataclasses import replace
+from datetime import UTC, date, datetime
+
+import pytest
+
+from pipeline import export
+from pipeline.models import Entry
+from tests.helpers import DAY, full_config, rl_paper
+from tests.processes import stderr_lines
+from tests.servers.arxiv_server import ArxivServer
+
+HOSTILE = "{Braces} at 50% & more: a_b $x$ #1 \\emph ^hat ~tilde"
+ENTRY = Entry(
+    key="arxiv:2611.00001", title=HOSTILE, topic="algorithms", url="https://arxiv.org/abs/2611.00001",
+    date="2026-11-27", authors=("Jane Q. Doe", "Wei Zhang", "Plato", "Smith and Sons"),
+    categories=("cs.LG", "cs.CL"), abstract="We double GRPO's sample efficiency (50% fewer rollouts) & more.",
+    links=(("code", "https://github.com/example/grpo"),), venue="NeurIPS 2026",
+)
+SEED = Entry(key="seed:anundatedseed", title="An undated seed: 强化学习 } unpaired {", topic="agentic",
+             summary_zh="人工挑选", curated=True, origin="mine.md")
+
+
+def latex_text():
+    """LaTeX's own reading of a field: pylatexenc, told what textcomp's \\textbraceleft,
+    \\textbraceright and \\textasciicircum print."""
+    from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
+
+    db = get_default_latex_context_db()
+    db.add_context_category("textcomp", prepend=True, macros=[
+        MacroTextSpec("textbraceleft", simplify_repl="{"), MacroTextSpec("textbraceright", simplify_repl="}"),
+        MacroTextSpec("textasciicircum", simplify_repl="^")])
+    return LatexNodes2Text(latex_context=db, math_mode="verbatim", strict_latex_spaces=True)
+
+
+def written(fmt: str, found: list[Entry]) -> str:
+    out = io.StringIO()
+    assert export.write(fmt, found, out) == len(found)
+    return out.getvalue()
+
+
+def test_bibtex_parses_back_to_the_same_text():
+    bibtexparser = pytest.importorskip("bibtexparser")
+    parsed = bibtexparser.loads(written("bibtex", [ENTRY, SEED])).entries
+    plain = latex_text()
+    first, seed = parsed
+    assert first["ID"] == "arxiv-2611.00001" and first["ENTRYTYPE"] == "misc"
+    assert plain.latex_to_text(first["title"]) == HOSTILE  # {, %, &, _, $, #, \, ^, ~ survive
+    assert plain.latex_to_text(first["abstract"]) == ENTRY.abstract
+    names = re.split(r" and (?![^{}]*\})", first["author"])  # BibTeX's rule: " and " outside braces
+    assert [plain.latex_to_text(a) for a in names] == ["Doe, Jane Q.", "Zhang, Wei", "Plato", "Smith and Sons"]
+    assert (first["year"], first["eprint"], first["archiveprefix"], first["primaryclass"]) == (
+        "2026", "2611.00001", "arXiv", "cs.LG")
+    assert first["doi"] == "10.48550/arXiv.2611.00001" and first["url"] == ENTRY.url
+    assert plain.latex_to_text(seed["title"]) == SEED.title and "year" not in seed
+
+
+def test_ris_reads_back_with_rispy():
+    rispy = pytest.importorskip("rispy")
+    first, seed = rispy.loads(written("ris", [ENTRY, SEED]))
+    assert first["type_of_reference"] == "GEN" and first["title"] == HOSTILE
+    assert first["authors"][:3] == ["Doe, Jane Q.", "Zhang, Wei", "Plato"]
+    assert (first["year"], first["date"], first["urls"]) == ("2026", "2026/11/27", [ENTRY.url])
+    assert first["doi"] == "10.48550/arXiv.2611.00001" and first["abstract"] == ENTRY.abstract
+    assert first["keywords"] == ["algorithms"] and "NeurIPS 2026" in first["notes"]
+    assert seed["title"] == SEED.title and "year" not in seed
+
+
+def test_csl_json_has_the_fields_zotero_reads():
+    items = json.loads(written("csljson", [ENTRY, SEED]))
+    first = items[0]
+    assert first["id"] == "arxiv-2611.00001" and first["type"] == "article"
+    assert first["title"] == HOSTILE
+    assert first["author"][:3] == [{"family": "Doe", "given": "Jane Q."}, {"family": "Zhang", "given": "Wei"},
+                                   {"family": "Plato"}]
+    assert first["issued"] == {"date-parts": [[2026, 11, 27]]}
+    assert first["URL"] == ENTRY.url and first["DOI"] == "10.48550/arXiv.2611.00001"
+    assert first["abstract"] == ENTRY.abstract
+    assert items[1]["title"] == SEED.title and "issued" not in items[1] and "DOI" not in items[1]
+    assert json.loads(written("csljson", [])) == []
+
+
+def test_json_lines_carry_the_whole_entry():
+    lines = written("jsonl", [ENTRY, SEED]).splitlines()
+    back = [json.loads(line) for line in lines]
+    assert back[0]["title"] == HOSTILE and back[0]["links"] == [["code", "https://github.com/example/grpo"]]
+    assert back[1]["origin"] == "mine.md" and back[1]["curated"] is True
+
+
+def test_topic_and_since_select(tmp_path):
+    older = replace(ENTRY, key="arxiv:2610.00001", date="2026-10-01")
+    found = [ENTRY, older, SEED]
+    assert [e.key for e in export.select(found, since=date(2026, 11, 1))] == [ENTRY.key]
+    assert [e.key for e in export.select(found, topic="agentic")] == [SEED.key]
+
+
+def test_export_through_the_cli(tmp_path, cli):
+    papers = [rl_paper(1, DAY), rl_paper(2, DAY, title="GRPO with {braces} & 100% $\\alpha$ reward_shaping"),
+              rl_paper(3, datetime(2026, 10, 20, 12, tzinfo=UTC))]
+    with ArxivServer(papers) as arxiv:
+        config = full_config(tmp_path, arxiv, enrich={"provider": "none"})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+    out = cli("--config", str(config), "export", "--format", "csljson").stdout
+    items = json.loads(out)
+    assert sorted(i["number"] for i in items) == ["2611.00001", "2611.00002", "2611.00003"]
+    hostile = next(i for i in items if i["number"] == "2611.00002")
+    assert hostile["title"] == "GRPO with {braces} & 100% α reward_shaping"  # TeX read, the rest kept
+    target = tmp_path / "recent.bib"
+    done = cli("--config", str(config), "export", "--format", "bibtex", "--since", "2026-10-25",
+               "-o", str(target))
+    assert done.stdout.strip() == str(target)
+    text = target.read_text(encoding="utf-8")
+    assert "2611.00001" in text and "2611.00003" not in text
+    assert "GRPO with \\{braces\\} \\& 100\\% α reward\\_shaping" in text
+    bad = cli("--config", str(config), "export", "--format", "ris", "--since", "last week", check=2)
+    assert stderr_lines(bad) == ["rl-digest: --since: not a date: 'last week' (write it as YYYY-MM-DD)"]
+    empty = cli("--config", str(config), "export", "--format", "jsonl", "--topic", "systems")
+    assert empty.stdout == ""
