@@ -32,8 +32,26 @@ def select(found: Iterable[Entry], topic: str | None = None, since: date | None 
 
 def write(fmt: str, found: Iterable[Entry], out: TextIO) -> int:
     """Write the entries in `fmt` to `out`; return how many."""
-    writer = {"bibtex": _bibtex, "ris": _ris, "csljson": _csljson, "jsonl": _jsonl}[fmt]
-    return writer(found, out)
+    writer = Writer(fmt, out)
+    for entry in found:
+        writer.add(entry)
+    return writer.close()
+
+
+class Writer:
+    """One format's file, an entry at a time (the web edition writes all four in one pass)."""
+
+    def __init__(self, fmt: str, out: TextIO):
+        self.record, self.out, self.count = RECORDS[fmt], out, 0
+        self.head, self.sep, self.tail = ("[\n", ",\n", "\n]\n") if fmt == "csljson" else ("", "", "")
+
+    def add(self, entry: Entry) -> None:
+        self.out.write((self.sep if self.count else self.head) + self.record(entry))
+        self.count += 1
+
+    def close(self) -> int:
+        self.out.write(self.tail if self.count else self.head + self.tail.lstrip("\n"))
+        return self.count
 
 
 # --- the fields every format shares ---------------------------------------------------------
@@ -86,49 +104,38 @@ def bibtex_text(value: str) -> str:
     return _TEX_CHARS.sub(lambda m: table[m.group(0)], text)
 
 
-def _bibtex(found: Iterable[Entry], out: TextIO) -> int:
-    n = 0
-    for entry in found:
-        ident = arxiv_id(entry)
-        fields = [("title", "{" + bibtex_text(entry.title) + "}"),  # double braces keep its case
-                  ("author", " and ".join("{" + bibtex_text(a) + "}" if " and " in a else
-                                          bibtex_text(", ".join(p for p in name_parts(a) if p))
-                                          for a in entry.authors))]
-        if entry.date:
-            fields += [("year", entry.date[:4]), ("date", entry.date)]
-        if ident:
-            fields += [("eprint", ident), ("archiveprefix", "arXiv"), ("doi", ARXIV_DOI.format(ident))]
-            if entry.categories:
-                fields.append(("primaryclass", entry.categories[0]))
-        fields += [("url", entry.url or ""), ("abstract", bibtex_text(_abstract(entry))),
-                   ("keywords", bibtex_text(entry.topic)), ("note", bibtex_text(entry.venue or ""))]
-        body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields if value)
-        out.write(f"@misc{{{cite_key(entry)},\n{body}\n}}\n\n")
-        n += 1
-    return n
+def bibtex(entry: Entry) -> str:
+    ident = arxiv_id(entry)
+    fields = [("title", "{" + bibtex_text(entry.title) + "}"),  # double braces keep its case
+              ("author", " and ".join("{" + bibtex_text(a) + "}" if " and " in a else
+                                      bibtex_text(", ".join(p for p in name_parts(a) if p))
+                                      for a in entry.authors))]
+    if entry.date:
+        fields += [("year", entry.date[:4]), ("date", entry.date)]
+    if ident:
+        fields += [("eprint", ident), ("archiveprefix", "arXiv"), ("doi", ARXIV_DOI.format(ident))]
+        if entry.categories:
+            fields.append(("primaryclass", entry.categories[0]))
+    fields += [("url", entry.url or ""), ("abstract", bibtex_text(_abstract(entry))),
+               ("keywords", bibtex_text(entry.topic)), ("note", bibtex_text(entry.venue or ""))]
+    body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields if value)
+    return f"@misc{{{cite_key(entry)},\n{body}\n}}\n\n"
 
 
 # --- RIS -----------------------------------------------------------------------------------
 
-def _ris(found: Iterable[Entry], out: TextIO) -> int:
-    n = 0
-    for entry in found:
-        ident = arxiv_id(entry)
-        lines = [("TY", "GEN"), ("ID", cite_key(entry)), ("TI", entry.title)]
-        lines += [("AU", ", ".join(p for p in name_parts(a) if p)) for a in entry.authors]
-        if entry.date:
-            lines += [("PY", entry.date[:4]), ("DA", entry.date.replace("-", "/"))]
-        lines += [("UR", entry.url or ""), ("AB", _abstract(entry)), ("KW", entry.topic),
-                  ("DO", ARXIV_DOI.format(ident) if ident else ""), ("PB", "arXiv" if ident else ""),
-                  ("N1", f"arXiv:{ident}" if ident else ""), ("N1", entry.venue or ""),
-                  ("L1", entry.url.replace("/abs/", "/pdf/", 1) if ident and entry.url else ""),
-                  ("L2", _code(entry) or "")]
-        for tag, value in lines:
-            if value:
-                out.write(f"{tag}  - {' '.join(value.split())}\n")
-        out.write("ER  - \n\n")
-        n += 1
-    return n
+def ris(entry: Entry) -> str:
+    ident = arxiv_id(entry)
+    lines = [("TY", "GEN"), ("ID", cite_key(entry)), ("TI", entry.title)]
+    lines += [("AU", ", ".join(p for p in name_parts(a) if p)) for a in entry.authors]
+    if entry.date:
+        lines += [("PY", entry.date[:4]), ("DA", entry.date.replace("-", "/"))]
+    lines += [("UR", entry.url or ""), ("AB", _abstract(entry)), ("KW", entry.topic),
+              ("DO", ARXIV_DOI.format(ident) if ident else ""), ("PB", "arXiv" if ident else ""),
+              ("N1", f"arXiv:{ident}" if ident else ""), ("N1", entry.venue or ""),
+              ("L1", entry.url.replace("/abs/", "/pdf/", 1) if ident and entry.url else ""),
+              ("L2", _code(entry) or "")]
+    return "".join(f"{tag}  - {' '.join(value.split())}\n" for tag, value in lines if value) + "ER  - \n\n"
 
 
 # --- CSL-JSON and JSONL ----------------------------------------------------------------------
@@ -153,20 +160,13 @@ def csl(entry: Entry) -> dict:
     return item
 
 
-def _csljson(found: Iterable[Entry], out: TextIO) -> int:
-    n = 0
-    out.write("[")
-    for entry in found:
-        out.write(("," if n else "") + "\n" + json.dumps(csl(entry), ensure_ascii=False))
-        n += 1
-    out.write("\n]\n")
-    return n
+def csljson(entry: Entry) -> str:
+    return json.dumps(csl(entry), ensure_ascii=False)
 
 
-def _jsonl(found: Iterable[Entry], out: TextIO) -> int:
+def jsonl(entry: Entry) -> str:
     """The entry record itself, one JSON object a line."""
-    n = 0
-    for entry in found:
-        out.write(json.dumps(asdict(entry), ensure_ascii=False) + "\n")
-        n += 1
-    return n
+    return json.dumps(asdict(entry), ensure_ascii=False) + "\n"
+
+
+RECORDS = {"bibtex": bibtex, "ris": ris, "csljson": csljson, "jsonl": jsonl}
