@@ -52,6 +52,7 @@ def readable(text: str | None) -> str | None:
 _URL = re.compile(
     r"(?:https?://|(?<![\w./@-])(?=(?:www\.)?(?:github\.com|gitlab\.com|huggingface\.co)/))"
     r"[^\s<>\"'`{}|\\^\[\]]+", re.IGNORECASE)
+_URL_HINTS = ("http", "github.com", "gitlab.com", "huggingface.co")  # what _URL can start with
 _TRAIL = ".,;:!?)]}'\"*"
 _HOST = re.compile(r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _PROJECT_HINT = re.compile(r"(?i)(project|home)\s*page|website|demo|\bsite\b")
@@ -95,6 +96,9 @@ def links(*texts: str | None) -> tuple[tuple[str, str], ...]:
     """(kind, url) found in the texts: the first of each kind, in KINDS order."""
     found: dict[str, str] = {}
     for text in texts:
+        low = (text or "").lower()
+        if not any(hint in low for hint in _URL_HINTS):  # most abstracts hold none: skip the scan
+            continue
         for match in _URL.finditer(text or ""):
             raw = match.group(0)
             while raw and raw[-1] in _TRAIL:

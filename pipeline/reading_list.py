@@ -86,11 +86,27 @@ def count(store: Store) -> int:
 
 @dataclass
 class _Part:
-    """A stretch of a topic's spooled rows: one year or one month."""
+    """A stretch of a topic's spooled rows (newest first): a year, or a day."""
 
     start: int
     end: int = 0
     count: int = 0
+
+    def __add__(self, other: _Part) -> _Part:  # two adjacent stretches, either order
+        return _Part(min(self.start, other.start), max(self.end, other.end), self.count + other.count)
+
+
+def packs(days: list[tuple[str, _Part]]) -> list[tuple[str, _Part]]:
+    """Days (oldest first) packed into files that stay under LIMIT: (first…last day, rows).
+    A day joins the newest pack while it fits, so older packs never change."""
+    found: list[tuple[str, str, _Part]] = []
+    for day, part in days:
+        if found and (found[-1][2] + part).end - (found[-1][2] + part).start <= LIMIT - ROOM:
+            first, _, held = found[-1]
+            found[-1] = (first, day, held + part)
+        else:
+            found.append((day, day, part))
+    return [(first if first == last else f"{first}…{last}", part) for first, last, part in found]
 
 
 @dataclass
@@ -99,12 +115,12 @@ class _Topic:
     count: int = 0
     newest: list[str] = field(default_factory=list)
     years: dict[str, _Part] = field(default_factory=dict)
-    months: dict[str, _Part] = field(default_factory=dict)
+    days: dict[str, _Part] = field(default_factory=dict)
 
     def add(self, day: str | None, row: str) -> None:
         data = (row + "\n").encode("utf-8")
         at = self.spool.tell()
-        for parts, key in ((self.years, (day or "undated")[:4]), (self.months, (day or "undated")[:7])):
+        for parts, key in ((self.years, (day or "undated")[:4]), (self.days, day or "undated")):
             part = parts.setdefault(key, _Part(at))
             part.end, part.count = at + len(data), part.count + 1
         self.spool.write(data)
@@ -120,7 +136,8 @@ class _Topic:
         return text.splitlines()
 
     def files(self, slug: str) -> list[tuple[str, str, _Part]]:
-        """(file name, period, rows): one file, or one per year, or per month of a big year."""
+        """(file name, period, rows): one file, else one per year, a year too big for one
+        in packs of days (numbered from its oldest, so they stay as they are)."""
         whole = _Part(0, self.spool.tell(), self.count)
         if whole.end <= LIMIT - ROOM:
             return [(f"{slug}.md", "", whole)]
@@ -128,9 +145,10 @@ class _Topic:
         for year, part in self.years.items():
             if part.end - part.start <= LIMIT - ROOM:
                 found.append((f"{slug}-{year}.md", year, part))
-            else:
-                found += [(f"{slug}-{month}.md", month, sub) for month, sub in self.months.items()
-                          if month.startswith(year)]
+                continue
+            days = sorted((d, p) for d, p in self.days.items() if d[:4] == year)
+            found += reversed([(f"{slug}-{year}-{n}.md", period, sub)
+                               for n, (period, sub) in enumerate(packs(days), 1)])
         return found
 
 
@@ -158,15 +176,19 @@ def write_markdown(settings: render.Settings, topics: Sequence[TopicDef], found:
     written: dict[str, Path] = {}
     state: dict[str, _Topic] = {}
     months: list[dict] = []
-    month: list[str] = []
+    month: list[tuple[str, str]] = []  # (day, row) of the month being read
     current, total = "", 0
 
     def close_month(name: str) -> None:
-        if month:
-            months.append({"month": name, "href": f"{FOLDER}/{name}.md", "count": len(month)})
-            _write(out, f"{FOLDER}/{name}.md", written, rows.page(
-                "reading_list/file.md.j2", name=None, heading=name, rows=month, with_topic=True))
-            month.clear()
+        if not month:
+            return
+        files = []
+        for file, period, held in _month_files(name, month):
+            files.append({"href": f"{FOLDER}/{file}", "period": period, "count": len(held)})
+            _write(out, f"{FOLDER}/{file}", written, rows.page(
+                "reading_list/file.md.j2", name=None, heading=period, rows=held, with_topic=True))
+        months.append({"month": name, "count": len(month), "files": files})
+        month.clear()
 
     with tempfile.TemporaryDirectory(prefix="rl-digest-reading-") as tmp:
         for batch in _batches(found):
@@ -177,7 +199,7 @@ def write_markdown(settings: render.Settings, topics: Sequence[TopicDef], found:
                     if month and entry.date[:7] != current:
                         close_month(current)
                     current = entry.date[:7]
-                    month.append(month_row)
+                    month.append((entry.date, month_row))
                 topic = state.get(entry.topic)
                 if topic is None:
                     spool = open(Path(tmp, f"{len(state)}.rows"), "w+b")  # noqa: SIM115 (closed below)
@@ -192,6 +214,23 @@ def write_markdown(settings: render.Settings, topics: Sequence[TopicDef], found:
         newest=NEWEST, limit_kb=LIMIT // 1000))
     _remove_stale(out / FOLDER, written)
     return written
+
+
+def _month_files(name: str, month: list[tuple[str, str]]) -> list[tuple[str, str, list[str]]]:
+    """(file name, period, rows): the month in one file, or in packs of days if too big."""
+    at, offsets = 0, []
+    days: dict[str, _Part] = {}
+    for day, row in month:  # newest first, as the spool of a topic
+        size = len(row.encode("utf-8")) + 1
+        part = days.setdefault(day, _Part(at))
+        part.end, part.count = at + size, part.count + 1
+        offsets.append(at)
+        at += size
+    if at <= LIMIT - ROOM:
+        return [(f"{name}.md", name, [row for _, row in month])]
+    placed = list(zip(offsets, (row for _, row in month), strict=True))
+    return list(reversed([(f"{name}-{n}.md", period, [row for o, row in placed if part.start <= o < part.end])
+                          for n, (period, part) in enumerate(packs(sorted(days.items())), 1)]))
 
 
 def _batches(found: Iterable[Entry], size: int = 500) -> Iterator[list[Entry]]:

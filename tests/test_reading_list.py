@@ -116,7 +116,7 @@ def test_a_topic_past_the_limit_is_split_by_year_and_the_old_file_goes(tmp_path,
     assert not (tmp_path / "reading-list" / "algorithms.md").exists()  # the old layout is gone
     assert all(path.stat().st_size < 6_000 for path in files.values() if "algorithms" in path.name)
     index = read(tmp_path / "READING_LIST.md")
-    assert "按年份分为多个文件，每个不超过 6 KB / split by year so that each file stays under 6 KB" in index
+    assert "按年份（或日期）分为多个文件，每个不超过 6 KB / split by year (or days) so that each file stays under 6 KB" in index
     assert "[2026](reading-list/algorithms-2026.md)" in index
     rows = [r for name in years for r in table_rows(read(tmp_path / "reading-list" / name))[1:]]
     assert len(rows) == 60
@@ -195,3 +195,22 @@ def test_the_store_hands_the_reading_list_over_in_batches(db_url, tmp_path):
     sizes = [len(rows) for rows in store.reading_rows(batch=4)]
     assert sizes == [4, 4, 3]
     store.close()
+
+
+def test_a_month_past_the_limit_is_split_into_packs_of_days_that_keep_their_bytes(tmp_path, monkeypatch):
+    monkeypatch.setattr(reading_list, "LIMIT", 3_000)
+    monkeypatch.setattr(reading_list, "ROOM", 300)
+    papers = many(40, step=timedelta(hours=15))  # 2026-11-27 back to 2026-11-03
+    write(tmp_path, papers)
+    packs = sorted((tmp_path / "reading-list").glob("2026-11-*.md"))
+    assert len(packs) >= 3 and not (tmp_path / "reading-list" / "2026-11.md").exists()
+    assert all(p.stat().st_size < 3_000 for p in packs)
+    rows = [r for p in packs for r in table_rows(read(p))[1:]]
+    assert sorted(rows) == sorted(set(rows)) and len(rows) == 40
+    index = read(tmp_path / "READING_LIST.md")
+    assert "| 2026-11: [" in index and "(reading-list/2026-11-1.md)" in index
+    oldest = {p.name: p.read_bytes() for p in packs[:-1]}
+    newer = Entry(key="arxiv:2611.99999", title="A new one", topic="algorithms", date="2026-11-27",
+                  url="https://arxiv.org/abs/2611.99999")
+    write(tmp_path, [*papers, newer])
+    assert {name: (tmp_path / "reading-list" / name).read_bytes() for name in oldest} == oldest
