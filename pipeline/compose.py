@@ -12,12 +12,15 @@ from pipeline.models import (
     Digest,
     Entry,
     Highlight,
+    Mover,
     Paper,
     Part,
     Row,
     Section,
     SeedDocument,
     SeedEntry,
+    TopicWeeks,
+    Trends,
     Update,
     paper_key,
     seed_key,
@@ -229,7 +232,8 @@ def make_digest(*, digest_id: str, window: tuple[datetime, datetime], timezone: 
                 updates: Sequence[Update] = (), coverage: dict | None = None,
                 max_curated: int = 5, first: bool = False,
                 highlights: Sequence[Highlight] = (),
-                question: tuple[str | None, str | None] = (None, None)) -> Digest:
+                question: tuple[str | None, str | None] = (None, None),
+                trends: Trends | None = None) -> Digest:
     """Every relevant paper of the week: the best max_papers as full entries, the rest as
     one-line entries under their topic. Seed entries are never this week's papers: at
     most max_curated of them, newest first, go to their own section."""
@@ -256,7 +260,7 @@ def make_digest(*, digest_id: str, window: tuple[datetime, datetime], timezone: 
         model=model, sources=tuple(sources), categories=tuple(categories), updates=tuple(updates),
         coverage=coverage, pending_zh=sum(1 for e in listed if not e.summary_zh and not e.curated),
         curated=tuple(seeds[:max_curated]), first=first, highlights=tuple(highlights),
-        question_zh=question[0], question_en=question[1],
+        question_zh=question[0], question_en=question[1], trends=trends,
     )
 
 
@@ -280,8 +284,16 @@ def digest_from_dict(data: dict) -> Digest:
                         "parts": tuple(Part(**p) for p in d["parts"]),
                         "links": tuple(tuple(link) for link in d.get("links") or ())})
 
+    def trends(t: dict | None) -> Trends | None:  # None in digests made before trends
+        if not t:
+            return None
+        return Trends(tuple(t["weeks"]), tuple(TopicWeeks(w["topic"], w["name_zh"], w["name_en"],
+                                                          tuple(w["counts"])) for w in t["topics"]),
+                      tuple(Mover(**m) for m in t["movers"]))
+
     return Digest(**{
         **data,
+        "trends": trends(data.get("trends")),
         "sections": tuple(Section(s["topic"], s["name_zh"], s["name_en"],
                                   tuple(entry(e) for e in s["entries"]),
                                   tuple(entry(e) for e in s.get("brief") or ()))

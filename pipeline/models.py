@@ -278,6 +278,38 @@ class Row:
 
 
 @dataclass(frozen=True)
+class TopicWeeks:
+    """One topic's relevant papers per week, oldest first; None: no digest that week
+    (nothing is known, which is not zero papers)."""
+
+    topic: str
+    name_zh: str
+    name_en: str
+    counts: tuple[int | None, ...]
+
+
+@dataclass(frozen=True)
+class Mover:
+    """A topic whose count changed most against the week before (trends.movers)."""
+
+    topic: str
+    name_zh: str
+    name_en: str
+    now: int
+    before: int
+
+
+@dataclass(frozen=True)
+class Trends:
+    """Papers per topic per week up to a digest's week (trends.py), kept with the digest
+    so a re-render shows that week's figures."""
+
+    weeks: tuple[str, ...]  # each week's last day, YYYY-MM-DD, oldest first; the last is the digest's
+    topics: tuple[TopicWeeks, ...]
+    movers: tuple[Mover, ...] = ()
+
+
+@dataclass(frozen=True)
 class Digest:
     id: str  # the as-of date, YYYY-MM-DD
     window_start: str
@@ -303,6 +335,7 @@ class Digest:
     highlights: tuple[Highlight, ...] = ()
     question_zh: str | None = None  # the question the featured papers share, compared along
     question_en: str | None = None  # the LLM's takeaways; none: the templates list what is known
+    trends: Trends | None = None  # None: no earlier week to compare with (or made before trends)
 
 
 @dataclass

@@ -36,6 +36,7 @@ from pipeline import (
     reading_list,
     render,
     sources,
+    trends,
 )
 from pipeline.config import Config
 from pipeline.enrich import Enricher, Item, make_client
@@ -117,6 +118,7 @@ class Week:
     ledger: coverage.Ledger | None = None  # what collecting covered, for the digest's header
     first: bool = False  # no digest yet: a digest of seeds alone may be made
     taste: importance.Taste = field(default_factory=importance.Taste)  # what the reader likes
+    history: list[tuple[str, str | None, int]] = field(default_factory=list)  # trends.Listed
 
     def kept(self) -> list[Paper]:
         """Relevant papers (the reader's verdict beats the score), newest first."""
@@ -328,6 +330,7 @@ def load_week(config: Config, store: Store, seeds: list[SeedEntry], as_of: datet
             week.listed = {p.id: p for p in store.papers(listed)}
             week.ledger = coverage.Ledger.load(store)
             week.first = not store.digest_ids()
+            week.history = store.listed_per_topic(*trends.span(as_of.date()))
             week.taste = importance.taste(seeds, store.papers(s.arxiv_id for s in seeds if s.arxiv_id),
                                           store.marked(relevant=True), store.marked(relevant=False),
                                           config.relevance.follow_authors)
@@ -442,6 +445,7 @@ def build_digest(config: Config, options: Options, week: Week, documents: list[S
         sources=credits, categories=[] if options.offline else config.sources.arxiv.categories,
         updates=news, max_curated=config.digest.max_curated, first=week.first, highlights=takeaways,
         question=(pick.question_zh, pick.question_en),
+        trends=trends.record(week.history, entries, options.as_of.date(), config.topics),
         coverage=None if options.offline or week.ledger is None else coverage_of(
             config, week.ledger, (start, options.as_of), entries),
     )

@@ -22,9 +22,10 @@ from sqlalchemy.engine import Connection, Engine
 
 from pipeline.config import sqlite_file
 from pipeline.errors import ConfigError, DigestError, LockedError
-from pipeline.models import Enrichment, Paper, Scored, SeedEntry, merge_papers, seed_key
+from pipeline.models import Enrichment, Paper, Scored, SeedEntry, merge_papers, paper_key, seed_key
 
 meta = sa.MetaData()
+ARXIV = paper_key("")  # the prefix of an arXiv paper's item key
 Stamp = sa.String(32)  # ISO 8601 text, as every release has stored times
 Json = sa.JSON(none_as_null=True)  # JSON on PostgreSQL, text on SQLite; Python None is SQL NULL
 
@@ -467,6 +468,25 @@ class Store:
         with self.engine.connect() as conn:
             row = conn.execute(query.limit(1)).mappings().first()
         return dict(row) if row is not None else None
+
+    def listed_per_topic(self, after: str, until: str) -> list[tuple[str, str | None, int]]:
+        """(digest id, topic, papers) for the digests with after < id <= until: the relevant
+        arXiv papers each listed, by primary topic, seed-tied papers left out. A digest that
+        listed none gives one row (id, None, 0), so an empty week reads as zero, not as
+        unknown. One grouped query over the digests' own items (the digest_items key)."""
+        kept = sa.func.coalesce(papers.c.verdict, papers.c.relevant).is_(True)
+        curated = sa.exists().where(seeds.c.arxiv_id == papers.c.id)
+        listed = (sa.select(digest_items.c.digest_id, papers.c.topic)
+                  .join(papers, papers.c.id == sa.func.substr(digest_items.c.item_key, len(ARXIV) + 1))
+                  .where(digest_items.c.digest_id > after, digest_items.c.digest_id <= until,
+                         digest_items.c.item_key.like(ARXIV + "%"), kept, ~curated)
+                  .subquery())
+        query = (sa.select(digests.c.id, listed.c.topic, sa.func.count(listed.c.digest_id))
+                 .select_from(digests.outerjoin(listed, listed.c.digest_id == digests.c.id))
+                 .where(digests.c.id > after, digests.c.id <= until)
+                 .group_by(digests.c.id, listed.c.topic).order_by(digests.c.id, listed.c.topic))
+        with self.engine.connect() as conn:
+            return [(day, topic, count) for day, topic, count in conn.execute(query)]
 
     def last_digest_end(self) -> datetime | None:
         with self.engine.connect() as conn:

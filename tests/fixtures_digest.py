@@ -9,9 +9,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline import compose, render
+from pipeline import compose, render, trends
 from pipeline.config import Bilingual, Topic, TopicDef
-from pipeline.models import Digest, Entry, Highlight, Paper, Part, Row, Section, Update
+from pipeline.models import Digest, Entry, Highlight, Paper, Part, Row, Section, TopicWeeks, Trends, Update
 
 TOPICS = [
     TopicDef(key="algorithms", name=Bilingual(zh="算法与目标", en="Algorithms and objectives"), terms=[]),
@@ -172,6 +172,15 @@ BRIEF = Entry(
 )
 
 
+HOSTILE_TOPIC = TopicWeeks("tools", "<b>工具</b> & 智能体", "Tools <script> & 'agents' | *x*", (0, None, 3, 7))
+WEEKS = (TopicWeeks("algorithms", NAMES["algorithms"].zh, NAMES["algorithms"].en, (4, None, 19, 31)),
+         TopicWeeks("rewards", NAMES["rewards"].zh, NAMES["rewards"].en, (2, None, 12, 4)),
+         TopicWeeks("agentic", NAMES["agentic"].zh, NAMES["agentic"].en, (0, None, 1, 2)),
+         HOSTILE_TOPIC)
+# Four weeks, one without a digest; movers as trends.movers finds them.
+TRENDS = Trends(("2026-11-09", "2026-11-16", "2026-11-23", "2026-11-30"), WEEKS, trends.movers(WEEKS))
+
+
 def digest() -> Digest:
     return Digest(
         id="2026-11-30", window_start="2026-11-23T08:00+08:00", window_end="2026-11-30T08:00+08:00",
@@ -203,6 +212,7 @@ def digest() -> Digest:
         question_en="What goes wrong in RL post-training of LLMs, and how is it fixed?",
         sources=("arXiv API", "RSS", "seeds"),
         categories=("cs.LG", "cs.CL", "cs.AI", "cs.CV", "cs.MA", "cs.RO", "stat.ML"),
+        trends=TRENDS,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import timedelta
 
 from tests.helpers import DAY, KEY, full_config, rl_paper
 from tests.servers.arxiv_server import ArxivServer
@@ -212,3 +213,33 @@ def test_an_offline_preview_changes_nothing_the_online_run_publishes(tmp_path, c
             made[name] = (outputs(folder, "2026-11-02"), sorted(m.rcpt_tos[0] for m in smtp.messages))
     assert made["previewed"] == made["direct"]
     assert made["direct"][1] == ["ada@example.org", "alan@example.org"]
+
+
+def test_the_weeks_movers_are_named_once_there_is_a_week_before(tmp_path, cli):
+    """Two papers, then six, then two: the first digest says nothing of trends, the second
+    names the topic up from 2, the third down from 6; a re-render of the second keeps its figures."""
+    later = DAY + timedelta(days=7)
+    weeks = [[rl_paper(i, DAY) for i in (1, 2)], [rl_paper(i, later) for i in range(3, 9)],
+             [rl_paper(i, later + timedelta(days=7)) for i in (9, 10)]]
+    with ArxivServer(weeks[0]) as arxiv:
+        config = full_config(tmp_path, arxiv, enrich={"provider": "none"})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        first = outputs(tmp_path, "2026-11-02")
+        arxiv.papers = weeks[0] + weeks[1]
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+        second = outputs(tmp_path, "2026-11-09")
+        arxiv.papers = weeks[0] + weeks[1] + weeks[2]
+        cli("--config", str(config), "run", "--as-of", "2026-11-16")
+        third = outputs(tmp_path, "2026-11-16")
+    for text in first.values():  # no history: no chart, no line, nothing invented
+        assert "本周变化" not in text and "Movers" not in text and "主题趋势" not in text
+    up = "本周变化：算法与目标 6 篇，上周 2 篇 / Movers: Algorithms and objectives 6 papers, up from 2"
+    assert f"> {up}" in [line.rstrip() for line in second["md"].splitlines()]  # a header line
+    assert up in " ".join(second["txt"].split())
+    html = second["html"]
+    chart = html[html.index("主题趋势 · Trends</h2>"):]
+    assert "算法与目标 · Algorithms and objectives · <strong>6</strong>" in chart and "(2)</span>" in chart
+    assert up in chart
+    assert "Algorithms and objectives 2 papers, down from 6" in third["md"]
+    again = cli("--config", str(config), "render", "--digest", "2026-11-09").stdout
+    assert f"> {up}" in [line.rstrip() for line in again.splitlines()]  # that week's figures, not today's

@@ -137,7 +137,7 @@ def test_markdown_follows_the_seed_page(md, digest):
     assert "Ada Lovelace, Alan Turing, Grace Hopper et al." in md and "Edsger" not in md
     assert "`v3 revised`" in md and "📌 精选收录 Curated" in md
     # No Chinese summary: one line in the header, no mark on the entry, its English line.
-    assert "> ⏳ 2 篇论文的中文摘要待生成 · Chinese summaries pending: 2\n" in md
+    assert "> ⏳ 2 篇论文的中文摘要待生成 · Chinese summaries pending: 2  \n> 本周变化" in md  # the movers follow
     assert md.count("⏳") == 1
     assert "（2026-11-24）  \n  We study credit" in md
     assert "（2026-11-26）  \n  We show that verifier drift explains most reward hacking" in md
