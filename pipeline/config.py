@@ -195,10 +195,19 @@ class GitOutput(Model):
     message: str = "Update RL reading list"
 
 
+def http_url(value: str | None) -> str | None:
+    if value is not None and urlsplit(value).scheme not in ("https", "http"):
+        raise ValueError(f"not an http(s):// address: {value!r}")
+    return value
+
+
 class Outputs(Model):
     dir: Path
     base_url: str | None = None  # where the reading list is published, for links
     git: GitOutput | None = None
+    site: bool = True  # out/site/: the web edition
+    site_url: Annotated[str | None, AfterValidator(http_url)] = None  # where out/site/ is served
+
 
 
 def mailbox(value: str) -> str:
@@ -282,15 +291,8 @@ class Email(Model):
 
 
 class Serve(Model):
-    base_url: str | None = None  # public URL of `rl-digest serve`: emails carry its links
+    base_url: Annotated[str | None, AfterValidator(http_url)] = None  # public URL of `rl-digest serve`
     secret_env: str = "RL_DIGEST_SECRET"  # signs the links
-
-    @field_validator("base_url")
-    @classmethod
-    def _base(cls, value: str | None) -> str | None:
-        if value is not None and urlsplit(value).scheme not in ("https", "http"):
-            raise ValueError(f"not an http(s):// address: {value!r}")
-        return value
 
 
 class Schedule(Model):
@@ -363,6 +365,13 @@ class Config(Model):
                                  "`name:`")
             seen.add(entry.key)
         return self
+
+    @property
+    def site_url(self) -> str | None:
+        """Where out/site/ is served, ending in "/": outputs.site_url, else serve's base_url
+        (serve serves out/site/ at its root); None when the site is off or nobody serves it."""
+        url = self.outputs.site_url or self.serve.base_url
+        return url.rstrip("/") + "/" if url and self.outputs.site else None
 
     @property
     def zone(self) -> ZoneInfo:
@@ -589,7 +598,7 @@ def masked(config: Config) -> dict[str, Any]:
             data[section][key] = f"{name} ({'set' if os.environ.get(name) else 'unset'})"
     data["storage"]["url"] = mask_url(data["storage"]["url"])
     for section in ("enrich", "outputs", "email"):
-        for key in ("base_url", "unsubscribe_url"):
+        for key in ("base_url", "unsubscribe_url", "site_url"):
             if data[section].get(key):
                 data[section][key] = mask_url(data[section][key])
     data["enrich"]["extra_body"] = _mask_names(data["enrich"]["extra_body"])

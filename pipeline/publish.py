@@ -15,7 +15,7 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline import compose, readers, reading_list, render
+from pipeline import compose, readers, reading_list, render, site
 from pipeline.config import Config
 from pipeline.deliver import channels, git, outbox
 from pipeline.deliver.files import write_atomic
@@ -50,9 +50,12 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
                               snapshots=compose.snapshots(digest))
     changed = last_change(store, options.as_of)
     files.update(reading_list.publish(config, store, changed.date().isoformat()))
-    files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(
-        settings, stored_digests(store), changed.isoformat()))
+    digests, updated = stored_digests(store), changed.isoformat()
+    files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(settings, digests, updated))
     report.files += [str(path) for path in files.values()]
+    if config.outputs.site:  # this run's digest as written above, even when only a preview
+        shown = [d for d in digests if digest is None or d.id != digest.id] + ([digest] if digest else [])
+        report.files += [str(path) for path in site.build(settings, out / "site", shown, updated)]
     if options.offline:  # a preview: files only, nothing sent, nothing recorded
         channels.open_channels(config, count, email=False)  # a bad channel still fails here
         return
@@ -110,6 +113,8 @@ def _dry_run(config: Config, digest: Digest | None, count: int) -> None:
             for reader in config.readers():
                 log.info("would mail %s", reader.address)
     log.info("would write %s and %s", out / "READING_LIST.md", out / "feed.xml")
+    if config.outputs.site:
+        log.info("would write the web edition in %s", out / "site")
 
 
 def _window(digest: Digest) -> tuple[datetime, datetime]:

@@ -332,6 +332,7 @@ class Settings:
     timezone: str | None = None  # schedule.timezone, for the feed's own date
     email_limit: int = EMAIL_LIMIT  # bytes of the email's inlined HTML
     serve_url: str | None = None  # serve.base_url: where an email's reader links go
+    site_url: str | None = None  # where out/site/ is served, ending in "/" (Config.site_url)
 
     @classmethod
     def of(cls, config: Config) -> Settings:
@@ -341,7 +342,8 @@ class Settings:
                          for t in config.topics},
             base_url=config.outputs.base_url.rstrip("/") + "/" if config.outputs.base_url else None,
             unsubscribe_url=config.email.unsubscribe_url, templates=config.templates.dir,
-            timezone=config.schedule.timezone, serve_url=config.serve.base_url)
+            timezone=config.schedule.timezone, serve_url=config.serve.base_url,
+            site_url=config.site_url)
 
 
 def common(settings: Settings) -> dict:
@@ -480,10 +482,11 @@ def _feed_id(settings: Settings, name: str) -> str:
     return f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'rl-digest:{settings.topic.name.en}:{name}')}"
 
 
-def feed_xml(settings: Settings, digests: Sequence[Digest], updated: str) -> str:
-    """An Atom feed, newest digest first, one entry per digest."""
+def feed_xml(settings: Settings, digests: Sequence[Digest], updated: str, site: bool = False) -> str:
+    """An Atom feed, newest digest first, one entry per digest: out/feed.xml links the
+    digests' email copies, the site's feed (`site`) their web pages."""
     ctx = common(settings)
-    base = ctx["base_url"]
+    base = settings.site_url if site else ctx["base_url"]
     tz = settings.timezone
     entries = []
     for digest in sorted(digests, key=lambda d: d.id, reverse=True):
@@ -493,5 +496,6 @@ def feed_xml(settings: Settings, digests: Sequence[Digest], updated: str) -> str
                         "paper_count": paper_count(digest)})
     return html_env(settings.templates).get_template("feed.xml.j2").render(
         entries=entries, updated=rfc3339(updated, tz),
-        feed_id=f"{base}feed.xml" if base else _feed_id(settings, "feed"),
-        self_url=f"{base}feed.xml" if base else None, **ctx)
+        feed_id=f"{base}feed.xml" if base else _feed_id(settings, "site-feed" if site else "feed"),
+        self_url=f"{base}feed.xml" if base else None,
+        home_url=(base if site else f"{base}READING_LIST.md") if base else None, **ctx)

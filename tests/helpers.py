@@ -16,9 +16,11 @@ import sys
 import tempfile
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
+from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
 from pipeline.models import Paper
 from tests.servers.arxiv_server import ArxivServer
@@ -266,3 +268,55 @@ def plugin_env(tmp_path: Path, entry_points: str) -> dict:
     (info / "entry_points.txt").write_text(entry_points)
     paths = [str(site), str(ROOT / "tests")] + ([] if USE_INSTALLED else [str(ROOT)])
     return {"PYTHONPATH": os.pathsep.join(paths)}
+
+
+# --- the web edition -----------------------------------------------------------------------
+
+SITE_ELSEWHERE = ("papers/",)  # pages of the site another branch builds (the reading list)
+
+
+def site_pages(site: Path) -> dict[str, HTMLParser]:
+    """Every HTML page of an out/site/ folder, parsed, by its path from the site's root."""
+    return {path.relative_to(site).as_posix(): HTMLParser(path.read_text(encoding="utf-8"))
+            for path in sorted(site.rglob("*.html"))}
+
+
+def broken_links(site: Path, elsewhere: tuple[str, ...] = SITE_ELSEWHERE) -> list[str]:
+    """Each relative href or src of each page that names no file, or an #anchor that is no
+    id on its target page, as "page: link". Absolute links are not followed; links into
+    `elsewhere` (from the site's root) are left to the tests of what builds them."""
+    pages = site_pages(site)
+    ids = {name: {node.attributes.get("id") for node in tree.css("[id]")} for name, tree in pages.items()}
+    broken = []
+    for name, tree in pages.items():
+        for node in tree.css("[href], [src]"):
+            link = node.attributes.get("href") or node.attributes.get("src") or ""
+            if urlsplit(link).scheme or link.startswith("//"):
+                continue
+            path, _, anchor = link.partition("#")
+            target = (site / name).parent / path if path else site / name
+            try:
+                rel = target.resolve().relative_to(site.resolve()).as_posix()
+            except ValueError:
+                broken.append(f"{name}: {link} (outside the site)")
+                continue
+            if rel.startswith(elsewhere):
+                continue
+            if not target.is_file():
+                broken.append(f"{name}: {link}")
+            elif anchor and anchor not in ids.get(rel, set()):
+                broken.append(f"{name}: {link} (no id {anchor!r} there)")
+    return broken
+
+
+def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    """The system's headless Chromium with a profile in `tmp_path`; skips the test without one."""
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("no chromium here (apt-get install -y chromium fonts-noto-cjk)")
+    return subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}", *args],
+        capture_output=True, timeout=120, check=False, text=True)
+

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from pipeline.deliver.files import write_atomic
+from pipeline.deliver.files import write_atomic, write_if_changed
 
 
 def _dead_pid() -> int:
@@ -34,3 +34,14 @@ def test_a_live_writers_half_written_file_is_left_alone(tmp_path):
 
     assert busy.exists()
     assert (tmp_path / "heartbeat.json").read_text() == "{}"
+
+
+def test_an_unchanged_page_is_not_rewritten(tmp_path):
+    page = tmp_path / "site" / "index.html"
+    assert write_if_changed(page, "<p>week 1</p>")
+    os.utime(page, (1_000_000, 1_000_000))
+
+    assert not write_if_changed(page, "<p>week 1</p>")
+    assert page.stat().st_mtime == 1_000_000
+    assert write_if_changed(page, "<p>week 2</p>")
+    assert page.read_text() == "<p>week 2</p>" and page.stat().st_mtime > 1_000_000

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import struct
-import subprocess
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from html.parser import HTMLParser
@@ -22,6 +20,7 @@ import pytest
 from pipeline import render
 from pipeline.render import display_width, md_escape, wrap
 from tests import fixtures_digest as fx
+from tests.helpers import chromium
 
 GOLDEN = Path(__file__).parent / "golden"
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -463,17 +462,6 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 PHONE_SCREEN = 812  # px: the height of a phone's screen (iPhone 13 mini, 375 × 812)
-
-
-def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    if browser is None:
-        pytest.skip("no chromium here (apt-get install -y chromium fonts-noto-cjk)")
-    return subprocess.run(
-        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}", *args],
-        capture_output=True, timeout=120, check=False, text=True)
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

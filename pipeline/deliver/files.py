@@ -52,6 +52,18 @@ def atomic(path: Path) -> Iterator[TextIO]:
                 pass
 
 
+def write_if_changed(path: Path, text: str) -> bool:
+    """Write `path` only when its text differs from what is on disk (a weekly run then
+    rewrites only the pages that changed, and their dates say so); True when it wrote."""
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    write_atomic(path, text)
+    return True
+
+
 def _clear_killed_writes(path: Path) -> None:
     """Remove half-written copies of `path` whose writer is gone (a kill -9 during fsync).
 

@@ -1,0 +1,62 @@
+"""The web edition in out/site/: the index, every digest untrimmed, the digests' feed.
+
+Built from the stored digest records after a run's files are written, through the
+templates in templates/site/ (each page extends site/base.html.j2). Every link is
+relative, so the site works from file:// and from `rl-digest serve`. A page is written
+only when its text changed, so a weekly run rewrites the index and the new week's page.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from itertools import groupby
+from pathlib import Path
+
+from pipeline import render
+from pipeline.deliver.files import write_if_changed
+from pipeline.models import Digest
+
+ASSETS = ("site.css", "site.js")  # templates/site/assets/ -> out/site/assets/
+
+
+def _safe(value: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "-", value)
+
+
+def anchor(key: str) -> str:
+    """A paper's id on every page that lists it: p- and its key, made URL- and id-safe."""
+    return "p-" + _safe(key)
+
+
+def paper_href(key: str, topic: str) -> str:
+    """A paper's canonical page from the site's root: its entry on its topic's page."""
+    return f"papers/topic/{_safe(topic)}.html#{anchor(key)}"
+
+
+def digest_href(digest_id: str) -> str:
+    return f"digests/{digest_id}.html"
+
+
+def build(settings: render.Settings, folder: Path, digests: Sequence[Digest], updated: str) -> list[Path]:
+    """Write the site's pages for `digests` (any order) into `folder`; the paths that changed.
+
+    `updated` is the feed's date (publish.last_change), never the clock.
+    """
+    env = render.html_env(settings.templates)
+    env.globals.update(paper_href=paper_href, anchor=anchor, digest_href=digest_href)
+    newest = sorted(digests, key=lambda d: d.id, reverse=True)
+    common = render.common(settings)
+    pages: dict[str, str] = {}
+    for digest in newest:
+        pages[digest_href(digest.id)] = env.get_template("site/digest.html.j2").render(
+            d=digest, root="../", paper_count=render.paper_count(digest), **common)
+    months = [(month, list(group)) for month, group in groupby(newest, key=lambda d: d.id[:7])]
+    pages["index.html"] = env.get_template("site/index.html.j2").render(
+        latest=newest[0] if newest else None, months=months, root="",
+        counts={d.id: render.paper_count(d) for d in newest}, **common)
+    pages["feed.xml"] = render.feed_xml(settings, newest, updated, site=True)
+    for name in ASSETS:
+        source, _, _ = env.loader.get_source(env, f"site/assets/{name}")  # type: ignore[union-attr]
+        pages[f"assets/{name}"] = source
+    return [folder / name for name, text in pages.items() if write_if_changed(folder / name, text)]
