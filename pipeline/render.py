@@ -365,10 +365,15 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
     base = ctx["base_url"]
     counts = sorted(((s.name_zh, s.name_en, len(s.entries) + len(s.brief)) for s in digest.sections),
                     key=lambda t: -t[2])
+    # The whole digest, for an email that had to leave papers out: its web page when the
+    # site is served somewhere (outputs.site_url), else its Markdown copy beside this one.
+    web = f"{settings.site_url}digests/{digest.id}.html" if settings.site_url else None
+    whole = web or (f"{base}digests/{digest.id}.md" if base else f"{digest.id}.md")
     ctx.update(d=digest, sections=digest.sections, paper_count=paper_count(digest), top_topics=counts[:3],
                more=len(digest.left_out), reading_list_count=reading_count,
                reading_list_url=f"{base}READING_LIST.md" if base else relative,
-               digest_url=f"{base}digests/{digest.id}.html" if base else None)
+               digest_url=web or (f"{base}digests/{digest.id}.html" if base else None),
+               whole_url=whole)
     return ctx
 
 
@@ -434,7 +439,7 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     def render(clip_en: int | None, keep: int, clip_all: int | None = None, brief: bool = False) -> str:
         sections, cut = _keep(digest, keep, brief)
         page = template.render(**{**base, "sections": sections, "more": base["more"] + cut,
-                                  "clip_en": clip_en, "clip_all": clip_all})
+                                  "trimmed": cut > 0, "clip_en": clip_en, "clip_all": clip_all})
         return _inline(page)
 
     def fits(page: str) -> bool:

@@ -140,3 +140,19 @@ def test_only_relative_sqlite_urls_move_to_the_config_folder():
     assert config._sqlite_at("sqlite:///state/x.db", Path("/a")) == "sqlite:////a/state/x.db"
     assert config._sqlite_at("sqlite:////abs/x.db", Path("/a")) == "sqlite:////abs/x.db"
     assert config._sqlite_at("postgresql://h/db", Path("/a")) == "postgresql://h/db"
+
+
+def test_the_site_is_on_by_default_and_served_where_serve_is(tmp_path):
+    assert config.load(ROOT / "config.yaml").outputs.site is True
+    assert config.load(ROOT / "config.yaml").site_url is None
+    path = tmp_path / "config.yaml"
+    path.write_text("serve: {base_url: 'https://digest.example.org'}\n")
+    assert config.load(path).site_url == "https://digest.example.org/"
+    path.write_text("serve: {base_url: 'https://digest.example.org'}\n"
+                    "outputs: {site_url: 'https://example.org/rl/site'}\n")
+    assert config.load(path).site_url == "https://example.org/rl/site/"
+    path.write_text("serve: {base_url: 'https://digest.example.org'}\noutputs: {site: false}\n")
+    assert config.load(path).site_url is None  # no site: the email links its Markdown copy
+    path.write_text("outputs: {site_url: 'ftp://example.org/'}\n")
+    with pytest.raises(ConfigError, match="outputs.site_url: not an http"):
+        config.load(path)

@@ -354,7 +354,7 @@ def test_forty_papers_fit_in_one_gmail_message():
     assert html.count('class="paper"') == 40 and "篇论文见阅读清单" not in html
 
 
-def test_an_oversized_email_is_trimmed_and_points_to_the_reading_list():
+def test_an_oversized_email_is_trimmed_and_points_to_the_whole_digest():
     d = fx.many(40, scale=12)
     full = render.digest_markdown(fx.config(), d, 500)
     assert len(full.encode("utf-8")) > 150_000
@@ -362,12 +362,30 @@ def test_an_oversized_email_is_trimmed_and_points_to_the_reading_list():
     assert len(html.encode("utf-8")) <= render.EMAIL_LIMIT
     shown = html.count('class="paper"')
     assert 0 < shown < 40
-    assert f"… +{40 - shown} 篇论文见阅读清单 more papers in the reading list" in html
+    assert f'… +{40 - shown} 篇论文见完整版 more papers in the whole digest: <a href="{d.id}.md"' in html
     assert "PRISM: Distribution Alignment" in html and "综合洞察" in html  # featured stay
     # Clipping comes first: a little too big only loses English text.
     clipped = render.digest_html(fx.config(), fx.many(40, scale=4), 500)
     assert clipped.count('class="paper"') == 40 and "…" in clipped
     assert len(clipped.encode("utf-8")) <= render.EMAIL_LIMIT
+
+
+def test_a_trimmed_email_links_the_digests_web_copy_when_the_site_is_served():
+    """Issue 14: with outputs.site_url (or serve.base_url) known, the "more" line and "view
+    online" go to the digest's page of the web edition; else to its Markdown copy."""
+    d = fx.many(40, scale=12)
+    web = replace(fx.config(base_url="https://example.org/out/"), site_url="https://example.org/site/")
+    page = f"https://example.org/site/digests/{d.id}.html"
+    for settings, whole, online in ((web, page, page),
+                                    (fx.config(base_url="https://example.org/out/"),
+                                     f"https://example.org/out/digests/{d.id}.md",
+                                     f"https://example.org/out/digests/{d.id}.html")):
+        html = render.digest_html(settings, d, 500)
+        more = re.search(r'… \+(\d+) 篇论文见完整版 more papers in the whole digest: <a href="([^"]+)"', html)
+        assert more and int(more.group(1)) == 40 - html.count('class="paper"') and more.group(2) == whole
+        assert f'<a href="{online}"' in html and "在线阅读 View online" in html
+    whole = render.digest_html(web, fx.many(5), 500)  # nothing left out: no "more" line
+    assert "more papers" not in whole and f'<a href="{page}"' in whole
 
 
 # --- plain text ---------------------------------------------------------------------------

@@ -3,19 +3,41 @@ each digest untrimmed in both languages, an index by month, the digests' Atom fe
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import urllib.error
+import urllib.request
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+from selectolax.lexbor import LexborHTMLParser as HTMLParser
+
 from pipeline import site
 from tests import fixtures_digest as fx
-from tests.helpers import DAY, KEY, broken_links, full_config, rl_paper, site_pages
+from tests.helpers import (
+    DAY,
+    KEY,
+    ROOT,
+    broken_links,
+    chromium,
+    full_config,
+    rl_paper,
+    run_cli,
+    site_pages,
+)
+from tests.processes import start_cli, wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
+from tests.servers.smtp_server import free_port
 
 ATOM = "{http://www.w3.org/2005/Atom}"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+HOSTILE = "<script>alert(1)</script> R|L *bold* $\\alpha_t$ <b>x</b>\nline two"
+SHOWN = "<script>alert(1)</script> R|L *bold* α_t <b>x</b> line two"  # TeX made readable
 
 
 def test_a_papers_href_is_its_topic_page_and_a_safe_anchor():
@@ -88,3 +110,131 @@ def test_a_dry_run_writes_no_site_and_outputs_site_false_turns_it_off(tmp_path, 
         cli("--config", str(config), "run", "--as-of", "2026-11-02")
     assert (tmp_path / "out" / "digests" / "2026-11-02.md").exists()
     assert not (tmp_path / "out" / "site").exists()
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> Path:
+    """A two-week site whose first paper's title (so its Chinese and English texts, which
+    the LLM stand-in builds from it) carries markup, a pipe, stars, TeX and a newline."""
+    return two_weeks(tmp_path_factory.mktemp("hostile"), run_cli, title=HOSTILE)
+
+
+def test_every_zh_and_en_text_from_outside_stays_text(hostile):
+    pages = site_pages(hostile)
+    week1 = pages["digests/2026-11-02.html"]
+    for name, tree in pages.items():
+        assert [n.attributes.get("src") for n in tree.css("script")] == [
+            "../assets/site.js" if "/" in name else "assets/site.js"], name
+        assert tree.css("b") == [], name
+    for lang in ("zh", "en"):
+        texts = [n.text() for n in week1.css(f"[data-l={lang}]") if "alert(1)" in n.text()]
+        assert texts and all("<script>alert(1)</script> R|L *bold*" in t for t in texts), lang
+    titles = [a.text() for a in week1.css("a") if "alert(1)" in a.text()]
+    assert titles and all(t == SHOWN for t in titles)
+    assert broken_links(hostile) == []
+
+
+def test_only_the_configured_language_appears(tmp_path, cli):
+    folder = two_weeks(tmp_path, cli, languages=["en"])
+    for name, tree in site_pages(folder).items():
+        assert tree.css("[data-l=zh]") == [] and tree.css(".langs") == [], name
+        assert not any("\u4e00" <= ch <= "\u9fff" for ch in tree.body.text()), name
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            return answer.status, answer.read().decode("utf-8")
+    except urllib.error.HTTPError as error:
+        return error.code, ""
+
+
+def _listening(url: str) -> bool:
+    try:
+        return _get(url)[0] == 200
+    except OSError:
+        return False
+
+
+def test_serve_answers_the_index_and_each_digest_page(hostile):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    config = hostile.parent.parent / "config.yaml"
+    server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port),
+                       env={"RL_DIGEST_SECRET": "a-long-test-secret-for-signing-links"})
+    try:
+        wait_for(lambda: _listening(base + "/"), what="serve to listen", proc=server)
+        index, page, css = _get(base + "/"), _get(base + "/digests/2026-11-02.html"), _get(
+            base + "/assets/site.css")
+        missing = _get(base + "/digests/1999-01-01.html")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert index == (200, (hostile / "index.html").read_text(encoding="utf-8"))
+    assert page == (200, (hostile / "digests" / "2026-11-02.html").read_text(encoding="utf-8"))
+    assert css[0] == 200 and "prefers-color-scheme: dark" in css[1]
+    assert missing[0] == 404
+
+
+# --- in headless Chromium ------------------------------------------------------------------
+
+def _measure(tmp_path: Path, site_dir: Path, page: str, width: int, script: str) -> dict:
+    """Load `page` of a copy of the site in a `width` px frame of a host page, run `script`
+    (it sees f, d, w and may call done(result)) and return what it reported."""
+    copy = tmp_path / "site"
+    shutil.copytree(site_dir, copy, dirs_exist_ok=True)
+    host = copy / "host.html"
+    host.write_text(f"""<!doctype html><html><body><iframe id="f" src="{page}" width="{width}"
+height="900"></iframe><script>
+var f = document.getElementById('f'), step = 0, seen = [];
+function done(result) {{ document.body.setAttribute('data-result', JSON.stringify(result)); }}
+function shown(node) {{ return !!node && node.getClientRects().length > 0 &&
+  getComputedStyle(node).visibility !== 'hidden'; }}
+f.addEventListener('load', function () {{ var d = f.contentDocument, w = f.contentWindow; {script} }});
+</script></body></html>""", encoding="utf-8")
+    out = chromium(tmp_path, "--allow-file-access-from-files", "--window-size=1400,1000",
+                   "--virtual-time-budget=8000", "--dump-dom", host.as_uri())
+    found = HTMLParser(out.stdout).css_first("body[data-result]")
+    if found is None:
+        pytest.skip(f"chromium laid out no page: {out.stderr[-300:]}")
+    return json.loads(found.attributes["data-result"] or "{}")
+
+
+@pytest.mark.parametrize("width", [375, 1280])
+def test_the_index_fits_the_screen_without_sideways_scrolling(tmp_path, hostile, width):
+    found = _measure(tmp_path, hostile, "index.html", width, """
+      done({inner: w.innerWidth, scroll: d.documentElement.scrollWidth,
+            h1: d.querySelector('h1').getBoundingClientRect().width});""")
+    assert found["inner"] == width
+    assert found["scroll"] <= width, found
+    assert 0 < found["h1"] <= width
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / f"site-index-{width}.png"
+    shot.unlink(missing_ok=True)
+    chromium(tmp_path, f"--screenshot={shot}", f"--window-size={width},1600",
+             (hostile / "index.html").as_uri())
+    assert shot.exists() and shot.stat().st_size > 20_000  # a page was drawn, not a blank
+
+
+def test_the_language_switch_hides_the_other_language_and_survives_a_reload(tmp_path, hostile):
+    found = _measure(tmp_path, hostile, "digests/2026-11-09.html", 1024, """
+      var zh = d.querySelector('p[data-l=zh]'), en = d.querySelector('p[data-l=en]');
+      var pressed = d.querySelector('[aria-pressed=true]');
+      seen.push({zh: shown(zh), en: shown(en), langs: shown(d.querySelector('.langs')),
+                 pressed: pressed && pressed.getAttribute('data-choose')});
+      step += 1;
+      if (step === 1) {  // choose English, then reload the page
+        d.querySelector('[data-choose=en]').click();
+        seen.push({zh: shown(zh), en: shown(en)});
+        w.location.reload();
+      } else {  // after the reload: back to Chinese
+        d.querySelector('[data-choose=zh]').click();
+        seen.push({zh: shown(zh), en: shown(en)});
+        done(seen);
+      }""")
+    first, clicked, reloaded, chinese = found
+    assert first == {"zh": True, "en": True, "langs": True, "pressed": "both"}
+    assert clicked == {"zh": False, "en": True}
+    assert reloaded == {"zh": False, "en": True, "langs": True, "pressed": "en"}  # remembered
+    assert chinese == {"zh": True, "en": False}
+
