@@ -80,7 +80,7 @@ def test_a_big_week_keeps_both_languages_in_every_email_entry():
     assert 0 < len(blocks) < 150  # some were left to the web copy ...
     for block in blocks:  # ... but none lost a language
         assert re.search(r"[\u4e00-\u9fff]", block) and 'class="en"' in block, block[:300]
-    assert "篇论文见阅读清单" in html
+    assert "篇论文见完整版" in html  # the "more" line links the whole digest
 
 
 def test_a_javascript_link_in_an_abstract_stays_dead_text_in_every_format():
