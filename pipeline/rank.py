@@ -14,7 +14,7 @@ import time
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -87,6 +87,9 @@ class Lexicon:
     names: Mapping[str, str]  # key -> the term as written in the config
     prefixes: tuple[str, ...]  # "qwen*" terms, without the star
     plurals: bool
+    # the credits of each matched spelling seen so far: a text names the same few terms
+    # again and again, and resolving one is most of the time of a look-up
+    seen: dict[str, tuple[tuple[str, str], ...]] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def compile(cls, lists: Mapping[str, Mapping[str, float] | Iterable[str]],
@@ -124,9 +127,14 @@ class Lexicon:
         if self.pattern is None:
             return []
         found = []
+        seen = self.seen
         for match in self.pattern.finditer(_lower(text)):
-            key = self._resolve(_key(match.group()))
-            found += [(match.start(), name, k) for name, k in self.credits.get(key, ())]
+            spelling = match.group()
+            credits = seen.get(spelling)
+            if credits is None:
+                credits = seen[spelling] = self.credits.get(self._resolve(_key(spelling)), ())
+            start = match.start()
+            found += [(start, name, k) for name, k in credits]
         return found
 
     def _resolve(self, key: str) -> str:
@@ -489,13 +497,15 @@ class Evaluation:
 
 
 def evaluate(rows: Sequence[Mapping[str, Any]], rules: Rules, exemplars: Exemplars | None = None,
-             worst: int = 10, then: Callable[[Mapping[str, Any], Score], Score] | None = None) -> Evaluation:
+             worst: int = 10,
+             then: Callable[[Sequence[Mapping[str, Any]], list[Score]], list[Score]] | None = None,
+             ) -> Evaluation:
     """Score labelled rows (dicts with id, title, abstract, label) and count agreement;
-    `then` turns the rule's score into the final one (the model, pipeline/learn.py)."""
+    `then` turns the rules' scores of all rows into the final ones (the model, pipeline/learn.py)."""
     start = time.perf_counter()
     scores = [score(row["title"], row.get("abstract") or "", rules, exemplars) for row in rows]
     if then is not None:
-        scores = [then(row, rule) for row, rule in zip(rows, scores, strict=True)]
+        scores = then(rows, scores)
     elapsed = time.perf_counter() - start
     fps, fns = [], []
     tp = tn = 0

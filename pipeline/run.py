@@ -258,9 +258,10 @@ def rank_papers_with(config: Config, papers: Sequence[Paper], taste: Sequence[tu
     exemplars = rank.build_exemplars(taste)
     profile = learn.Profile.compile(config.relevance)
     scored = []
-    for paper in papers:
-        rule = rank.score(paper.title, paper.abstract, rules, exemplars)
-        result = learn.decide(paper.title, paper.abstract, paper.authors, rule, model, profile)
+    results = learn.decide_all([(p.title, p.abstract, p.authors) for p in papers],
+                               [rank.score(p.title, p.abstract, rules, exemplars) for p in papers],
+                               model, profile)
+    for paper, result in zip(papers, results, strict=True):
         primary, others = rank.assign_topics(paper.title, paper.abstract, config.topics)
         scored.append(Scored(paper.id, result.value, result.relevant, tuple(result.reasons),
                              primary, tuple(others)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -239,14 +239,16 @@ def evaluation(config: Config, store: Store, rows: list[dict]) -> str:
     model = learn.current(config.relevance, store)
     profile = learn.Profile.compile(config.relevance)
 
-    def final(row: Mapping[str, Any], rule: rank.Score) -> rank.Score:
-        return learn.decide(row["title"], row["abstract"], row.get("authors") or (), rule, model, profile)
+    def final(rows: Sequence[Mapping[str, Any]], rules: list[rank.Score]) -> list[rank.Score]:
+        return learn.decide_all([(r["title"], r["abstract"], r.get("authors") or ()) for r in rows],
+                                rules, model, profile)
 
     result = rank.evaluate(rows, rules, then=final)
     lines = [f"model: {model.version if model else 'off (the rule alone)'}"]
     if model is not None:
         rule = rank.evaluate(rows, rules)
-        text = [model.text.probability(r["title"], r["abstract"]) >= 0.5 for r in rows]
+        text = [p >= 0.5 for p in model.text.probabilities([r["title"] for r in rows],
+                                                           [r["abstract"] for r in rows])]
         tp = sum(t and r["label"] for t, r in zip(text, rows, strict=True))
         lines.append(f"rule alone: precision {rule.precision:.3f}, recall {rule.recall:.3f}; text model "
                      f"alone: precision {tp / max(1, sum(text)):.3f}, "

@@ -4,6 +4,7 @@ and learning from `mark`, through the real CLI where a reader would use it."""
 from __future__ import annotations
 
 import json
+import math
 import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import config, learn, rank
+from pipeline import config, grams, learn, rank
 from tests.helpers import full_config, rl_paper
 from tests.servers.arxiv_server import ArxivServer
 
@@ -63,6 +64,35 @@ def test_the_models_strongest_terms_name_what_it_read():
     terms = dict(learn.shipped().text.strongest(
         "GRPO for LLM reasoning", "We train a large language model with GRPO and verifiable rewards."))
     assert "grpo" in terms and terms["grpo"] > 0
+
+
+def test_a_negation_covers_three_words_within_the_clause_only():
+    found = learn.features("RL without a critic", "Trained without RL or GRPO, then tuned with PPO. "
+                           "No-regret learning; not\tfine tuned")
+    assert {"~a", "~critic", "~rl", "~or", "~grpo", "~fine", "~tuned"} <= set(found)
+    assert {"then", "tuned", "ppo", "regret", "learning", "rl"} <= set(found)  # a comma or hyphen ends it
+    assert found["rl"] == 2 and found["~rl"] == 1  # in the title, and negated in the abstract
+    assert "without ~rl" in found and "~grpo then" in found
+
+
+def test_scoring_many_papers_at_once_gives_each_papers_own_score():
+    """The batch path (numpy, hashed grams) against the readable one (strings, per paper)."""
+    model = learn.shipped().text
+    sample = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
+    titles, abstracts = [r["title"] for r in sample] + ["", "GRPO"], [r["abstract"] for r in sample] + ["", ""]
+    together = model.probabilities(titles, abstracts)
+    for title, abstract, score in zip(titles, abstracts, together, strict=True):
+        logit = model.intercept + sum(model.contributions(title, abstract).values())
+        assert score == pytest.approx(1 / (1 + math.exp(-logit)), abs=1e-9)
+        assert model.probability(title, abstract) == pytest.approx(score, abs=1e-12)
+    assert model.probabilities([], []) == []
+
+
+def test_the_gram_table_finds_every_gram_it_holds_and_nothing_else():
+    names = [f"word{i}" for i in range(5000)] + [f"word{i} ~word{i + 1}" for i in range(5000)]
+    table = grams.Table.build(grams.hash_grams(names))
+    assert table.find(grams.hash_grams(names)).tolist() == list(range(len(names)))
+    assert (table.find(grams.hash_grams(["word5000", "word1 word2", "~word1"])) == -1).all()
 
 
 # --- the shipped model --------------------------------------------------------------------

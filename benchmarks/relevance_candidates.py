@@ -1,0 +1,171 @@
+"""Candidate relevance models under the same time folds as the shipped one (issue 21).
+
+    RL_DIGEST_SHARED=../shared .venv/bin/python benchmarks/relevance_candidates.py [NAME ...]
+
+Each candidate is fitted on earlier months only and scores the next block (the folds of
+relevance_model.py); its weight and threshold are chosen on earlier months only (`nested`),
+so no figure is tuned on its test fold. NAME picks candidates (default: all; about 10 min):
+
+- shipped: the shipped recipe (text model averaged with the Platt-calibrated rule);
+- stacked: the issue's first idea, TF-IDF plus the rule's own features (its value, whether
+  it passes, each reason it gives: which terms fired and where, negation, the subject rule)
+  in one balanced logistic regression; `alpha` scales the rule's block against the text's;
+- rule-features: those rule features alone, and as the rule's half of the average;
+- categories: arXiv categories as features of the text model;
+- borderline: the weight of borderline rows (shipped 0.3);
+- C: the text model's regularisation (shipped 16);
+- char: character 3-5-grams beside the words.
+
+Prints P and R on all rows and non-borderline rows, min(P, R) of each fold (the noise), and
+the optimistic figure (weight and threshold chosen on the pooled test folds themselves).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from _common import ROOT
+from relevance_model import both, choose, corpus, nested, time_folds
+
+
+def rule_features(row, categories=False) -> dict[str, float]:
+    found = {"value": max(-2.0, min(3.0, row["rule"])), "passes": float(row["rule"] >= 0.9)}
+    for reason in row["reasons"]:
+        found["reason " + reason.lower()] = 1.0
+        kind = "kind " + reason.split(":", 1)[0]
+        found[kind] = found.get(kind, 0.0) + 1.0
+    if categories:
+        found |= {"category " + c: 1.0 for c in row.get("categories") or ()}
+    return found
+
+
+class Candidate:
+    """kind: "hybrid" (text model + rule, averaged), "text", "stacked" or "rule" (one model)."""
+
+    def __init__(self, kind, c=16.0, alpha=1.0, categories=False, borderline=0.3, char=False,
+                 rule_features=False):
+        self.kind, self.c, self.alpha, self.categories = kind, c, alpha, categories
+        self.borderline, self.char, self.rule_half = borderline, char, rule_features
+
+    def _text(self, rows, fit):
+        from scipy.sparse import hstack
+        from sklearn.feature_extraction import DictVectorizer
+        from sklearn.feature_extraction.text import TfidfTransformer, TfidfVectorizer
+
+        docs = [r["features"] for r in rows]
+        if self.categories:
+            docs = [d | {"category " + c: 1 for c in r.get("categories") or ()}
+                    for d, r in zip(docs, rows, strict=True)]
+        if fit:
+            self.words = DictVectorizer()
+            counts = self.words.fit_transform(docs)
+            self.keep = np.flatnonzero(np.asarray((counts > 0).sum(0)).ravel() >= 3)
+            self.tfidf = TfidfTransformer(sublinear_tf=True)
+            x = self.tfidf.fit_transform(counts[:, self.keep])
+        else:
+            x = self.tfidf.transform(self.words.transform(docs)[:, self.keep])
+        if self.char:
+            texts = [(r["title"] + " ") * 2 + r["abstract"] for r in rows]
+            if fit:
+                self.chars = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), min_df=3,
+                                             sublinear_tf=True)
+                x = hstack([x, self.chars.fit_transform(texts)]).tocsr()
+            else:
+                x = hstack([x, self.chars.transform(texts)]).tocsr()
+        return x
+
+    def _rules(self, rows, fit):
+        from sklearn.feature_extraction import DictVectorizer
+
+        docs = [rule_features(r) for r in rows]
+        if fit:
+            self.reasons = DictVectorizer()
+            return self.reasons.fit_transform(docs) * self.alpha
+        return self.reasons.transform(docs) * self.alpha
+
+    def _matrix(self, rows, fit):
+        from scipy.sparse import hstack
+
+        if self.kind == "rule":
+            return self._rules(rows, fit)
+        if self.kind == "stacked":
+            return hstack([self._text(rows, fit), self._rules(rows, fit)]).tocsr()
+        return self._text(rows, fit)
+
+    def __call__(self, train, seeds, scored):
+        """(row, a, b) of the scored rows: a the model's probability, b the rule's half."""
+        from sklearn.linear_model import LogisticRegression
+
+        rows = train + seeds
+        model = LogisticRegression(C=self.c, class_weight="balanced", solver="liblinear", random_state=0)
+        model.fit(self._matrix(rows, True), [r["label"] for r in rows],
+                  sample_weight=[self.borderline if r.get("borderline") else 1.0 for r in rows])
+        a = model.predict_proba(self._matrix(scored, False))[:, 1]
+        if self.kind != "hybrid":
+            return [(r, p, 0.0) for r, p in zip(scored, a, strict=True)]
+        if self.rule_half:
+            rule = LogisticRegression(C=1.0, class_weight="balanced", solver="liblinear", random_state=0)
+            rule.fit(self._rules(train, True), [r["label"] for r in train],
+                     sample_weight=[self.borderline if r.get("borderline") else 1.0 for r in train])
+            b = rule.predict_proba(self._rules(scored, False))[:, 1]
+        else:
+            rule = LogisticRegression(C=100.0, solver="liblinear", random_state=0)
+            rule.fit([[r["rule"]] for r in train], [r["label"] for r in train])
+            b = rule.predict_proba([[r["rule"]] for r in scored])[:, 1]
+        return [(r, p, q) for r, p, q in zip(scored, a, b, strict=True)]
+
+
+CANDIDATES = {
+    "shipped": [("hybrid (shipped recipe)", Candidate("hybrid")), ("text model alone", Candidate("text"))],
+    "stacked": [(f"stacked, C {c}, alpha {a}", Candidate("stacked", c=c, alpha=a))
+                for c in (4, 16) for a in (0.3, 1.0, 3.0)],
+    "rule-features": [("rule features alone (C 1)", Candidate("rule", c=1.0)),
+                      ("hybrid, rule half = rule features", Candidate("hybrid", rule_features=True))],
+    "categories": [("hybrid + categories", Candidate("hybrid", categories=True)),
+                   ("stacked + categories", Candidate("stacked", categories=True))],
+    "borderline": [(f"hybrid, borderline weight {b}", Candidate("hybrid", borderline=b))
+                   for b in (0.1, 0.5, 1.0)],
+    "C": [(f"hybrid, C {c}", Candidate("hybrid", c=c)) for c in (2, 8, 32)],
+    "char": [("hybrid + char 3-5-grams", Candidate("hybrid", c=8, char=True))],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help=f"some of: {', '.join(CANDIDATES)}")
+    args = parser.parse_args()
+    unknown = set(args.names) - set(CANDIDATES)
+    if unknown:
+        parser.error(f"no candidate {', '.join(sorted(unknown))}")
+
+    from pipeline import config, learn, rank
+
+    relevance = config.load(ROOT / "config.yaml").relevance
+    rows, seeds = corpus(relevance)
+    rules = rank.compile_rules(relevance)
+    found = learn.features_many([r["title"] for r in rows + seeds],
+                                [r.get("abstract") or "" for r in rows + seeds])
+    for row, features in zip(rows + seeds, found, strict=True):
+        row["abstract"] = row.get("abstract") or ""
+        score = rank.score(row["title"], row["abstract"], rules)
+        row["rule"], row["reasons"] = score.value, score.reasons
+        row["features"] = features
+    for name in args.names or CANDIDATES:
+        for label, candidate in CANDIDATES[name]:
+            folds = time_folds(rows, seeds, candidate)
+            weights = (0.2, 0.3, 0.4, 0.5, 0.6) if candidate.kind == "hybrid" else (1.0,)
+            pooled, made, _, per_fold = nested(folds, weights)
+            scored = [x for f in folds[1:] for x in f]
+            w, t = choose(scored, weights)
+            optimistic = both([w * a + (1 - w) * b >= t for _, a, b in scored], pooled)
+            p, r, pc, rc = both(made, pooled)
+            spread = [min(x, y) for x, y in per_fold]
+            print(f"{label}: P {p:.3f} R {r:.3f}, non-borderline P {pc:.3f} R {rc:.3f}; "
+                  f"min(P, R) per fold {min(spread):.3f}-{max(spread):.3f}; "
+                  f"optimistic P {optimistic[0]:.3f} R {optimistic[1]:.3f}",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
