@@ -79,14 +79,21 @@ _NEGATION_HASHES = _tokens(" ".join(NEGATIONS))[4]
 
 def words(texts: Sequence[str]) -> Words:
     """Every word of every text, in order."""
-    joined = _SEPARATOR.join(t.replace(_SEPARATOR, " ") for t in texts).lower()
+    joined = _SEPARATOR.join(texts).lower()
+    if joined.count(_SEPARATOR) != max(0, len(texts) - 1):  # a text of its own holds one
+        joined = _SEPARATOR.join(t.replace(_SEPARATOR, " ") for t in texts).lower()
     small, wordish, starts, ends, hashes = _tokens(joined)
     n = len(starts)
     text = np.searchsorted(np.flatnonzero(small == ord(_SEPARATOR)), starts)
     # a gap between two words is blank when it holds only blanks (a separator is not one)
-    strange = np.flatnonzero(~(wordish | _BLANK[small]))
+    # most gaps are one character: look at it; count the strange characters of the others
     blank_gap = np.zeros(n, dtype=bool)
-    blank_gap[1:] = np.searchsorted(strange, starts[1:]) == np.searchsorted(strange, ends[:-1])
+    wide = starts[1:] - ends[:-1] > 1
+    blank_gap[1:] = _BLANK[small[ends[:-1]]]
+    if wide.any():
+        strange = np.flatnonzero(~(wordish | _BLANK[small]))
+        after, before = ends[:-1][wide], starts[1:][wide]
+        blank_gap[1:][wide] = np.searchsorted(strange, after) == np.searchsorted(strange, before)
     is_negation = np.zeros(n, dtype=bool)
     for negation in _NEGATION_HASHES:
         is_negation |= hashes == negation
@@ -118,15 +125,18 @@ def hashed(found: Words) -> tuple[np.ndarray, np.ndarray]:
 
 
 def hash_grams(grams: Sequence[str]) -> np.ndarray:
-    """The hash `hashed` gives each gram written as `strings` writes it (one or two words)."""
-    parts = [gram.split(" ") for gram in grams]
-    flat = [p for ps in parts for p in ps]
-    base = _tokens(" ".join(p.lstrip("~") for p in flat))[4]
-    base = np.where([p.startswith("~") for p in flat], base * _NEGATED_MIX + np.uint64(1), base)
-    sizes = np.array([len(ps) for ps in parts], dtype=np.int64)
-    first = np.cumsum(sizes) - sizes
-    second = np.minimum(first + 1, len(base) - 1)
-    return np.where(sizes == 1, base[first], _pairs(base[first], base[second]))
+    """The hash `hashed` gives each gram written as `strings` writes it (one or two words,
+    "~" before a negated one)."""
+    joined = _SEPARATOR.join(grams)
+    small, _, starts, _, hashes = _tokens(joined)
+    negated = np.zeros(len(starts), dtype=bool)
+    negated[starts > 0] = small[starts[starts > 0] - 1] == ord("~")
+    hashes = np.where(negated, hashes * _NEGATED_MIX + np.uint64(1), hashes)
+    text = np.searchsorted(np.flatnonzero(small == ord(_SEPARATOR)), starts)
+    first = np.searchsorted(text, np.arange(len(grams)))
+    sizes = np.diff(np.append(first, len(starts)))
+    second = np.minimum(first + 1, len(starts) - 1)
+    return np.where(sizes == 1, hashes[first], _pairs(hashes[first], hashes[second]))
 
 
 @dataclass(frozen=True)
@@ -135,16 +145,16 @@ class Table:
     is one or two gathers, where a binary search over 40k sorted hashes takes sixteen."""
 
     hashes: np.ndarray  # uint64, 0 where a slot is empty
-    rows: np.ndarray  # int64, the row of the gram in each slot
+    rows: np.ndarray  # int32, the row of the gram in each slot
     shift: np.uint64
     longest: int  # the most slots any key is past its home
 
     @classmethod
     def build(cls, keys: np.ndarray) -> Table:
         keys = np.where(keys == 0, np.uint64(1), keys)  # 0 marks an empty slot
-        bits = max(4, int(len(keys) * 4 - 1).bit_length())
+        bits = max(4, int(len(keys) * 3 - 1).bit_length())
         size, shift = 1 << bits, np.uint64(64 - bits)
-        hashes, rows = np.zeros(size, dtype=np.uint64), np.full(size, -1, dtype=np.int64)
+        hashes, rows = np.zeros(size, dtype=np.uint64), np.full(size, -1, dtype=np.int32)
         home = _home(keys, shift)
         waiting, probe, longest = np.arange(len(keys)), np.zeros(len(keys), dtype=np.int64), 0
         while len(waiting):
@@ -163,7 +173,7 @@ class Table:
     def find(self, keys: np.ndarray) -> np.ndarray:
         """The row of each key, -1 where it is not in the table."""
         keys = np.where(keys == 0, np.uint64(1), keys)
-        out = np.full(len(keys), -1, dtype=np.int64)
+        out = np.full(len(keys), -1, dtype=np.int32)
         mask = len(self.hashes) - 1
         active = np.arange(len(keys))
         slot = _home(keys, self.shift)
