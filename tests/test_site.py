@@ -76,6 +76,9 @@ def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
     pages = site_pages(folder)
     assert set(pages) == {"index.html", "digests/2026-11-02.html", "digests/2026-11-09.html"}
     assert broken_links(folder) == []
+    chart = pages["index.html"].css_first("#trends svg.trends")  # week 2 has a week before it
+    assert chart is not None and len(chart.css("rect title")) == 2  # one bar a week, one topic
+    assert "3, 5" in chart.css_first("desc").text()
     week2 = pages["digests/2026-11-09.html"]
     listed = {node.attributes["id"] for node in week2.css("article[id], .brief[id]")}
     assert listed == {f"p-arxiv-2611.0000{n}" for n in (4, 5, 6, 7, 8)}
