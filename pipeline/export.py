@@ -86,12 +86,13 @@ _TEX = {"\\": r"\textbackslash{}", "{": r"\{", "}": r"\}", "%": r"\%", "&": r"\&
 # BibTeX counts every brace, escaped or not: braces that do not pair up become commands.
 _UNPAIRED = {"{": r"\textbraceleft{}", "}": r"\textbraceright{}"}
 _TEX_CHARS = re.compile("[" + re.escape("".join(_TEX)) + "]")
+_BRACES = re.compile("[{}]")
 
 
 def _paired(text: str) -> bool:
     depth = 0
-    for ch in text:
-        depth += {"{": 1, "}": -1}.get(ch, 0)
+    for brace in _BRACES.findall(text):
+        depth += 1 if brace == "{" else -1
         if depth < 0:
             return False
     return depth == 0
@@ -166,7 +167,7 @@ def csljson(entry: Entry) -> str:
 
 def jsonl(entry: Entry) -> str:
     """The entry record itself, one JSON object a line."""
-    return json.dumps(asdict(entry), ensure_ascii=False) + "\n"
+    return json.dumps(vars(entry), ensure_ascii=False, default=asdict) + "\n"  # Part records via asdict
 
 
 RECORDS = {"bibtex": bibtex, "ris": ris, "csljson": csljson, "jsonl": jsonl}
