@@ -246,7 +246,8 @@ def export(state: State, fmt: str, topic: str | None, since: str | None, output:
         day = date.fromisoformat(since) if since else None
     except ValueError:
         raise ConfigError(f"--since: not a date: {since!r}", "write it as YYYY-MM-DD") from None
-    found = export_mod.select(reading_list.entries(config, state.store()), topic, day)
+    found = (export_mod.in_languages(e, config.languages)
+             for e in export_mod.select(reading_list.entries(config, state.store()), topic, day))
     if output:
         with atomic(output) as handle:
             n = export_mod.write(fmt, found, handle)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import asdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, fields, replace
 from datetime import date
-from typing import TextIO
+from typing import Any, TextIO
 
 from pipeline.models import Entry
 
@@ -28,6 +28,20 @@ def select(found: Iterable[Entry], topic: str | None = None, since: date | None 
         if since is not None and (not entry.date or entry.date < since.isoformat()):
             continue
         yield entry
+
+
+def in_languages(entry: Entry, languages: Sequence[str]) -> Entry:
+    """The entry with the texts of languages not configured left out (a reader of English
+    gets no Chinese); the paper's own title and abstract stay."""
+    hidden = [f"_{lang}" for lang in ("zh", "en") if lang not in languages]
+    if not hidden:
+        return entry
+    blank: dict[str, Any] = {f.name: () if isinstance(getattr(entry, f.name), tuple) else None
+                             for f in fields(entry) if f.name.endswith(tuple(hidden))}
+    gone: dict[str, Any] = {f"{kind}{lang}": "" if kind == "label" else None
+                            for kind in ("label", "text") for lang in hidden}
+    blank["parts"] = tuple(replace(part, **gone) for part in entry.parts)
+    return replace(entry, **blank)
 
 
 def write(fmt: str, found: Iterable[Entry], out: TextIO) -> int:

@@ -123,3 +123,13 @@ def test_export_through_the_cli(tmp_path, cli):
     assert stderr_lines(bad) == ["rl-digest: --since: not a date: 'last week' (write it as YYYY-MM-DD)"]
     empty = cli("--config", str(config), "export", "--format", "jsonl", "--topic", "systems")
     assert empty.stdout == ""
+
+
+def test_a_language_not_configured_is_left_out():
+    full = replace(ENTRY, title_zh="中文标题", summary_zh="中文摘要", summary_en="English line",
+                   key_points_zh=("要点",), key_points_en=("point",))
+    english = export.in_languages(full, ["en"])
+    assert (english.title_zh, english.summary_zh, english.key_points_zh) == (None, None, ())
+    assert (english.summary_en, english.key_points_en, english.title) == ("English line", ("point",), HOSTILE)
+    assert "中" not in written("jsonl", [english])
+    assert export.in_languages(full, ["zh", "en"]) is full
