@@ -120,7 +120,7 @@ class StandIn:
 def wrap_stages(stages: Stages) -> None:
     import arxiv._feed
 
-    from pipeline import collect, compose, publish, render, run
+    from pipeline import collect, compose, publish, reading_list, render, run
     from pipeline.sources import arxiv_api, http
     from pipeline.store import Store
 
@@ -145,7 +145,7 @@ def wrap_stages(stages: Stages) -> None:
         (compose, "sections", "compose: sections"),
         (publish, "publish", "publish: other"),
         (render, "digest_as", "render: digest md/html/txt"),
-        (render, "reading_list_markdown", "render: reading list"),
+        (reading_list, "publish", "render: reading list"),
         (publish, "stored_digests", "render: feed"),
         (render, "feed_xml", "render: feed"),
         (publish, "write_atomic", "write: files"),
@@ -193,9 +193,9 @@ def run_pipeline(server: StandIn, memory: bool, profile: str | None = None):
             papers = store.papers()
             records = (tracemalloc.get_traced_memory()[0] - before, len(papers))
             del papers
-            from pipeline.run import reading_list
+            from pipeline import reading_list
             before = tracemalloc.get_traced_memory()[0]
-            entries = reading_list(config, store)
+            entries = list(reading_list.entries(config, store))  # all held at once, to size them
             reading = (tracemalloc.get_traced_memory()[0] - before, len(entries))
             del entries
             tracemalloc.stop()
