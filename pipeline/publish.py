@@ -15,7 +15,7 @@ import logging
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline import compose, readers, reading_list, render, site
+from pipeline import compose, readers, reading_list, render, site, site_papers
 from pipeline.config import Config
 from pipeline.deliver import channels, git, outbox
 from pipeline.deliver.files import write_atomic
@@ -56,6 +56,8 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
     if config.outputs.site:  # this run's digest as written above, even when only a preview
         shown = [d for d in digests if digest is None or d.id != digest.id] + ([digest] if digest else [])
         report.files += [str(path) for path in site.build(settings, out / "site", shown, updated)]
+        report.files += [str(path) for path in site_papers.build(config, store, settings, out / "site",
+                                                                 shown, updated)]
     if options.offline:  # a preview: files only, nothing sent, nothing recorded
         channels.open_channels(config, count, email=False)  # a bad channel still fails here
         return

@@ -23,7 +23,7 @@ from typing import IO, Any
 
 from pipeline import compose, rank, render
 from pipeline.config import Config, TopicDef
-from pipeline.deliver.files import write_atomic
+from pipeline.deliver.files import write_if_changed
 from pipeline.models import Entry, Paper, Scored, SeedEntry, seed_key
 from pipeline.store import Store
 
@@ -263,15 +263,8 @@ def _topic_files(rows: Rows, out: Path, written: dict[str, Path], key: str, topi
 
 def _write(out: Path, name: str, written: dict[str, Path], text: str) -> None:
     """Write `text` unless the file already holds it (a weekly run rewrites what changed)."""
-    path = out / name
-    data = text.encode("utf-8")
-    try:
-        same = path.stat().st_size == len(data) and path.read_bytes() == data
-    except OSError:
-        same = False
-    if not same:
-        write_atomic(path, text)
-    written[name] = path
+    write_if_changed(out / name, text)
+    written[name] = out / name
 
 
 def _remove_stale(folder: Path, written: dict[str, Path]) -> None:

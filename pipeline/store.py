@@ -434,6 +434,11 @@ class Store:
             rows = conn.execute(sa.select(digest_items.c.item_key, digest_items.c.snapshot))
             return {key: snap or None for key, snap in rows}
 
+    def listed_in(self) -> dict[str, str]:
+        """Item key -> the digest that listed it."""
+        with self.engine.connect() as conn:
+            return dict(conn.execute(sa.select(digest_items.c.item_key, digest_items.c.digest_id)).all())
+
     def published_keys(self) -> set[str]:
         with self.engine.connect() as conn:
             return set(conn.execute(sa.select(digest_items.c.item_key)).scalars())

@@ -1,0 +1,51 @@
+/* The reading list's search (papers/index.html): plain JavaScript over window.RL_DIGEST_INDEX
+   (search-index.js: papers as [href, title, Chinese title, summaries, authors, topic, year]).
+   Every word typed must appear in a paper's title, Chinese title, summaries or authors;
+   the topic and year filters narrow further. No framework, nothing fetched. */
+(function () {
+  "use strict";
+  var LIMIT = 200;
+  var data = window.RL_DIGEST_INDEX || {papers: [], topics: {}};
+  var q = document.getElementById("q"), topic = document.getElementById("topic"),
+      year = document.getElementById("year"), list = document.getElementById("results"),
+      found = document.getElementById("found");
+  if (!q || !list) return;
+  var haystacks = data.papers.map(function (p) {
+    return (p[1] + "\n" + p[2] + "\n" + p[3] + "\n" + p[4]).toLowerCase();
+  });
+
+  function show() {
+    var words = q.value.toLowerCase().split(/\s+/).filter(Boolean);
+    var t = topic.value, y = year.value;
+    list.textContent = "";
+    if (!words.length && !t && !y) { found.textContent = ""; return; }
+    var hits = 0;
+    for (var i = 0; i < data.papers.length; i++) {
+      var p = data.papers[i];
+      if ((t && p[5] !== t) || (y && p[6] !== y)) continue;
+      if (!words.every(function (w) { return haystacks[i].indexOf(w) !== -1; })) continue;
+      hits++;
+      if (hits > LIMIT) continue;
+      var li = document.createElement("li"), a = document.createElement("a");
+      a.href = "../" + p[0];
+      a.textContent = p[1];
+      li.appendChild(a);
+      if (p[2]) { var zh = document.createElement("span"); zh.lang = "zh-CN"; zh.setAttribute("data-l", "zh"); zh.textContent = " · " + p[2]; li.appendChild(zh); }
+      var meta = document.createElement("div");
+      meta.className = "meta";
+      meta.textContent = [p[6], p[4]].filter(Boolean).join(" · ");
+      li.appendChild(meta);
+      list.appendChild(li);
+    }
+    found.textContent = hits + " " + (found.getAttribute("data-label") || "");
+  }
+
+  q.addEventListener("input", show);
+  topic.addEventListener("change", show);
+  year.addEventListener("change", show);
+  var asked = new URLSearchParams(location.search);  /* papers/index.html?q=grpo&topic=agentic&year=2026 */
+  q.value = asked.get("q") || q.value;
+  topic.value = asked.get("topic") || topic.value;
+  year.value = asked.get("year") || year.value;
+  show();
+})();

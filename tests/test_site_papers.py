@@ -1,0 +1,121 @@
+"""The reading list on the web edition (issue 20): papers/ pages per topic and month, each
+paper with its summaries in both languages, key points, links, topic, its digest and its
+updates; the search index and page; papers.xml; the exports. Through the real CLI over two
+weeks, and in headless Chromium: a query narrows the list, so does the topic filter."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+
+from tests.helpers import DAY, KEY, broken_links, chromium, full_config, rl_paper, site_pages
+from tests.servers.arxiv_server import ArxivServer
+from tests.servers.openai_server import OpenAIServer
+
+ATOM = "{http://www.w3.org/2005/Atom}"
+ARTIFACTS = Path(__file__).parent / "artifacts"
+HOSTILE = "<script>alert(1)</script> GRPO & $\\alpha$-rewards | for {LLMs}"
+
+
+def two_weeks(tmp_path: Path, cli) -> Path:
+    """Week one: three papers, one with a hostile title. Week two: five new papers, and the
+    first paper revised with a venue (an update)."""
+    first = [rl_paper(1, DAY, title=HOSTILE), rl_paper(2, DAY), rl_paper(3, DAY)]
+    later = DAY + timedelta(days=7)
+    second = [rl_paper(n, later, title=f"Agentic multi-turn RL for web agents, study {n}" if n % 2 else None)
+              for n in (4, 5, 6, 7, 8)]
+    with ArxivServer(first) as arxiv, OpenAIServer() as llm:
+        config = full_config(tmp_path, arxiv, llm)
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
+        arxiv.papers = [replace(first[0], version=2, updated=later, announce_type="replace",
+                                journal_ref="ICLR 2027"), *first[1:], *second]
+        cli("--config", str(config), "run", "--as-of", "2026-11-09", env={"OPENAI_API_KEY": KEY})
+    return tmp_path / "out" / "site"
+
+
+def index_data(folder: Path) -> dict:
+    text = (folder / "search-index.js").read_text(encoding="utf-8")
+    assert text.startswith("window.RL_DIGEST_INDEX = ") and text.rstrip().endswith(";")
+    return json.loads(text.removeprefix("window.RL_DIGEST_INDEX = ").rstrip().rstrip(";"))
+
+
+def test_every_digest_paper_has_a_page_with_its_summaries_digest_and_updates(tmp_path, cli):
+    folder = two_weeks(tmp_path, cli)
+    pages = site_pages(folder)
+    assert broken_links(folder, elsewhere=()) == []  # papers/ included
+    papers = {name: tree for name, tree in pages.items() if name.startswith("papers/")}
+    assert "papers/index.html" in papers and any(n.startswith("papers/month/2026-") for n in papers)
+    on_topics = {node.attributes["id"]: name for name, tree in papers.items() if "/topic/" in name
+                 for node in tree.css("article[id]")}
+    for digest in ("2026-11-02", "2026-11-09"):  # every paper a digest lists has its entry
+        for node in pages[f"digests/{digest}.html"].css("article[id], .brief[id]"):
+            assert node.attributes["id"] in on_topics, node.attributes["id"]
+    article = papers[on_topics["p-arxiv-2611.00001"]].css_first("#p-arxiv-2611\\.00001")
+    html = article.html
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt; GRPO &amp; α-rewards | for {LLMs}" in html
+    langs = {node.attributes.get("lang") for node in article.css("p[lang], ul[lang]")}
+    assert langs == {"zh-CN", "en"}  # both summaries and key points, tagged for the switch
+    assert article.css("ul.points li")  # key points
+    hrefs = [a.attributes.get("href") for a in article.css("a")]
+    assert "https://arxiv.org/abs/2611.00001" in hrefs and "https://arxiv.org/pdf/2611.00001" in hrefs
+    assert "../../digests/2026-11-02.html" in hrefs  # the digest it appeared in
+    assert "../../digests/2026-11-09.html" in hrefs  # its update, listed in week two
+    assert "v1 → v2" in article.text() and "ICLR 2027" in article.text()
+    # The month pages hold the same entries; the index lists topics and months with counts.
+    months = [tree for name, tree in papers.items() if "/month/" in name]
+    assert sum(len(t.css("article[id]")) for t in months) == len(on_topics) == 8
+    counts = papers["papers/index.html"].css("ul.counts li")
+    assert sum(int(re.search(r"\((\d+)\)", li.text()).group(1)) for li in counts) == 2 * 8
+
+
+def test_search_index_feed_and_exports(tmp_path, cli):
+    folder = two_weeks(tmp_path, cli)
+    data = index_data(folder)
+    assert len(data["papers"]) == 8
+    first = next(p for p in data["papers"] if p[0].endswith("#p-arxiv-2611.00001"))
+    href, title, title_zh, summary, authors, topic, year = first
+    assert (folder / href.split("#")[0]).is_file() and title.startswith("<script>")  # data, not markup
+    assert title_zh and summary and authors == "Ada Lovelace, Alan Turing" and year == "2026"
+    feed = ET.parse(folder / "papers.xml").getroot()
+    entries = list(feed.iter(f"{ATOM}entry"))
+    assert len(entries) == 8 and entries[0].find(f"{ATOM}title").text
+    assert {e.find(f"{ATOM}category").get("term") for e in entries} <= {t for t in data["topics"]}
+    exports = sorted(p.name for p in (folder / "exports").iterdir())
+    assert exports == ["reading-list.bib", "reading-list.json", "reading-list.jsonl", "reading-list.ris"]
+    assert len(json.loads((folder / "exports" / "reading-list.json").read_text(encoding="utf-8"))) == 8
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+    with ArxivServer([]) as arxiv:  # a week with nothing new rewrites nothing of the reading list
+        cli("--config", str(full_config(tmp_path, arxiv)), "run", "--as-of", "2026-11-16")
+    after = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+    assert [p.relative_to(folder).as_posix() for p in after if after[p] != before.get(p)
+            and "papers" in p.as_posix()] == []
+
+
+def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_path, cli):
+    folder = two_weeks(tmp_path, cli)
+    page = (folder / "papers" / "index.html").as_uri()
+
+    def results(query: str) -> list[str]:
+        done = chromium(tmp_path, "--virtual-time-budget=3000", "--dump-dom", page + query)
+        assert done.returncode == 0, done.stderr
+        listed = re.search(r'<ol class="results" id="results">(.*?)</ol>', done.stdout, re.S)
+        return re.findall(r'href="\.\./papers/topic/[^"]*#p-arxiv-(2611\.\d+)"', listed.group(1) if listed else "")
+
+    assert results("") == []  # nothing asked, nothing listed
+    assert results("?q=variant+2") == ["2611.00002"]
+    agents = results("?q=web+agents")
+    assert agents and set(agents) == {"2611.00005", "2611.00007"}
+    data = index_data(folder)
+    chosen = next(p[5] for p in data["papers"] if p[0].endswith("2611.00005"))
+    of_topic = {p[0].rsplit("p-arxiv-", 1)[1] for p in data["papers"] if p[5] == chosen}
+    assert set(results(f"?topic={chosen}")) == of_topic and len(of_topic) < 8
+    assert set(results(f"?q=variant&topic={chosen}")) <= of_topic
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "papers-search-375.png"
+    chromium(tmp_path, "--virtual-time-budget=3000", f"--screenshot={shot}", "--window-size=375,1400",
+             page + "?q=web+agents")
+    assert shot.exists() and shot.stat().st_size > 1000
