@@ -1,14 +1,15 @@
-"""The reading list at scale: 100,000 stored relevant papers, READING_LIST.md built as publish does.
+"""The reading list at scale: 100,000 stored papers, its Markdown and web pages as publish writes them.
 
-    .venv/bin/python benchmarks/reading_list.py [--papers 100000] [--no-memory]
+    .venv/bin/python benchmarks/reading_list.py [--papers 100000]
 
 The database is built through the product (Store.upsert_papers, Store.set_scores), with a
 cached Chinese + English summary for every paper (bulk-inserted into the enrichment cache,
 as if every paper had been summarised) and the built-in seed pages. Every paper is one the
 relevance rule keeps (dev rows it scores relevant, repeated with fresh ids, submitted over
 the last three years), so the list holds them all. Then, in a fresh process
-(so its peak RSS is the writer's own), reading_list.publish: READING_LIST.md and the files of
-reading-list/, streamed from the store; then again, when every file is already as it should be.
+(so its peak RSS is the writer's own), reading_list.publish (READING_LIST.md and reading-list/)
+and site_papers.build (the web edition's papers/ pages, search index, papers.xml and exports/),
+streamed from the store; then both again, when every file is already as it should be.
 """
 
 from __future__ import annotations
@@ -81,23 +82,30 @@ def build(config, store, n: int) -> list[list]:
 
 
 def publish(config_path: str) -> None:
-    """The child process: the reading list written from the store, twice (the second run
-    finds every file as it is), with its times and its own peak RSS as JSON on stdout."""
+    """The child process: the reading list's Markdown and the web edition's papers/ pages,
+    search index, papers.xml and exports written from the store, twice (the second run finds
+    every file as it is), with times and the process's own peak RSS as JSON on stdout."""
     from pipeline import config as cfg
-    from pipeline import reading_list
+    from pipeline import reading_list, render, site_papers
     from pipeline.store import Store
 
     config = cfg.load(Path(config_path))
     store = Store.open(config.storage.url)
+    settings = render.Settings.of(config)
     times = []
     for _ in range(2):
         began = time.perf_counter()
         files = reading_list.publish(config, store, "2026-11-30")
-        times.append(time.perf_counter() - began)
+        middle = time.perf_counter()
+        site_papers.build(config, store, settings, config.outputs.dir / "site", [], "2026-11-30")
+        times.append((middle - began, time.perf_counter() - middle))
     sizes = sorted(path.stat().st_size for path in files.values())
+    site = [p for p in (config.outputs.dir / "site").rglob("*") if p.is_file()]
     print(json.dumps({"seconds": times, "rss": maxrss_mib(), "files": len(files), "largest": sizes[-1],
                       "bytes": sum(sizes), "count": reading_list.count(store),
-                      "index": (config.outputs.dir / "READING_LIST.md").stat().st_size}))
+                      "index": (config.outputs.dir / "READING_LIST.md").stat().st_size,
+                      "site_files": len(site), "site_bytes": sum(p.stat().st_size for p in site),
+                      "search": (config.outputs.dir / "site" / "search-index.js").stat().st_size}))
 
 
 def main() -> None:
@@ -130,15 +138,19 @@ def main() -> None:
     print(table(["step", "seconds", "papers/s"],
                 [[label, f"{sec:.2f}", f"{args.papers / sec:,.0f}" if "seed" not in label else "-"]
                  for label, sec in built]))
-    first, again = got["seconds"]
+    (md, pages), (md_again, pages_again) = got["seconds"]
     print(f"\n## The reading list of {got['count']:,} entries, in a fresh process\n")
     print(table(["measure", "value"], [
-        ["write, first time", f"{first:.2f} s ({got['count'] / first:,.0f} entries/s)"],
-        ["write again, nothing changed", f"{again:.2f} s"],
+        ["READING_LIST.md and reading-list/, first time", f"{md:.2f} s ({got['count'] / md:,.0f} entries/s)"],
+        ["web edition papers/, search index, papers.xml, exports/", f"{pages:.2f} s"],
+        ["both", f"{md + pages:.2f} s"],
+        ["both again, nothing changed", f"{md_again + pages_again:.2f} s"],
         ["peak RSS of the process (ru_maxrss)", f"{got['rss']:,.0f} MiB"],
-        ["files", f"{got['files']:,} ({got['bytes'] / 2**20:.1f} MiB in all)"],
-        ["largest file", f"{got['largest'] / 1000:,.0f} KB"],
+        ["Markdown files", f"{got['files']:,} ({got['bytes'] / 2**20:.1f} MiB in all)"],
+        ["largest Markdown file", f"{got['largest'] / 1000:,.0f} KB"],
         ["READING_LIST.md", f"{got['index'] / 1000:,.0f} KB"],
+        ["site files", f"{got['site_files']:,} ({got['site_bytes'] / 2**20:.1f} MiB in all)"],
+        ["search-index.js", f"{got['search'] / 2**20:.1f} MiB"],
     ]))
 
 
