@@ -191,7 +191,7 @@ def write_markdown(settings: render.Settings, topics: Sequence[TopicDef], found:
         month.clear()
 
     with tempfile.TemporaryDirectory(prefix="rl-digest-reading-") as tmp:
-        for batch in _batches(found):
+        for batch in batches(found):
             total += len(batch)
             plain, dated = rows.rows(batch), rows.rows(batch, with_topic=True)
             for entry, row, month_row in zip(batch, plain, dated, strict=True):
@@ -207,8 +207,8 @@ def write_markdown(settings: render.Settings, topics: Sequence[TopicDef], found:
                 topic.add(entry.date, row)
         if month:
             close_month(current)
-        sections = [_topic_files(rows, out, written, key, topic, topics)
-                    for key, topic in _in_order(state, topics)]
+        sections = [_topic_files(rows, out, written, key, state[key], topics)
+                    for key in in_order(state, topics)]
     _write(out, "READING_LIST.md", written, rows.page(
         "reading_list.md.j2", sections=sections, total=total, updated=str(updated), months=months,
         newest=NEWEST, limit_kb=LIMIT // 1000))
@@ -233,16 +233,17 @@ def _month_files(name: str, month: list[tuple[str, str]]) -> list[tuple[str, str
                           for n, (period, part) in enumerate(packs(sorted(days.items())), 1)]))
 
 
-def _batches(found: Iterable[Entry], size: int = 500) -> Iterator[list[Entry]]:
+def batches(found: Iterable[Entry], size: int = 500) -> Iterator[list[Entry]]:
+    """The entries `size` at a time: one template call renders a batch."""
     it = iter(found)
     while batch := list(islice(it, size)):
         yield batch
 
 
-def _in_order(state: dict[str, _Topic], topics: Sequence[TopicDef]) -> list[tuple[str, _Topic]]:
-    """The taxonomy's order, then topics it no longer names."""
-    known = [t.key for t in topics]
-    return [(key, state[key]) for key in known + sorted(state.keys() - set(known)) if key in state]
+def in_order(found: Iterable[str], topics: Sequence[TopicDef]) -> list[str]:
+    """Topic keys in the taxonomy's order, then those it no longer names."""
+    have, known = set(found), [t.key for t in topics]
+    return [key for key in known if key in have] + sorted(have - set(known))
 
 
 def _topic_files(rows: Rows, out: Path, written: dict[str, Path], key: str, topic: _Topic,

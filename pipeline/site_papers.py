@@ -17,7 +17,6 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from itertools import islice
 from pathlib import Path
 from typing import IO, Any, TextIO
 
@@ -50,7 +49,7 @@ def build(config: Config, store: Store, settings: render.Settings, folder: Path,
         writers = [export.Writer(fmt, stack.enter_context(
             _published(folder / "exports" / f"reading-list.{suffix}", Path(tmp), pages.changed)))
             for fmt, suffix in export.FORMATS.items()]
-        for batch in _batches(reading_list.entries(config, store)):
+        for batch in reading_list.batches(reading_list.entries(config, store)):
             html = entries_html.render(entries=batch, listed=listed, news=news, **context).split(MARK)[1:]
             for entry, fragment in zip(batch, html, strict=True):
                 index.write(("," if pages.count else "") + "\n" + _searchable(entry))
@@ -124,9 +123,8 @@ class _Pages:
     def write_topics(self, known: Sequence[TopicDef]) -> list[dict]:
         """Each topic's page (taxonomy order, then topics it no longer names); the index's list."""
         names = {t.key: t.name for t in known}
-        order = [t.key for t in known] + sorted(self.topics.keys() - names.keys())
         found = []
-        for key in (k for k in order if k in self.topics):
+        for key in reading_list.in_order(self.topics, known):
             spool, name = self.topics[key], names.get(key)
             page = site.paper_href("", key).split("#")[0]  # papers/topic/<key>.html
             head, tail = self._frame(heading=None, name=name or {"zh": key, "en": key}, count=spool.count)
@@ -168,11 +166,6 @@ def _published(target: Path, tmp: Path, changed: list[Path]) -> Iterator[TextIO]
     with atomic(target) as out, draft.open(encoding="utf-8", newline="") as source:
         shutil.copyfileobj(source, out)
     changed.append(target)
-
-
-def _batches(found: Iterator[Entry], size: int = 500) -> Iterator[list[Entry]]:
-    while batch := list(islice(found, size)):
-        yield batch
 
 
 def _searchable(entry: Entry) -> str:
