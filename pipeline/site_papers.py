@@ -52,8 +52,9 @@ def build(config: Config, store: Store, settings: render.Settings, folder: Path,
         for batch in reading_list.batches(reading_list.entries(config, store)):
             html = entries_html.render(entries=batch, listed=listed, news=news, **context).split(MARK)[1:]
             for entry, fragment in zip(batch, html, strict=True):
-                index.write(("," if pages.count else "") + "\n" + _searchable(entry))
                 pages.add(entry, fragment)
+                entry = export.in_languages(entry, settings.languages)
+                index.write(("," if pages.count > 1 else "") + "\n" + _searchable(entry))
                 for writer in writers:
                     writer.add(entry)
                 if len(newest) < FEED_SIZE:
