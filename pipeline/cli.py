@@ -328,8 +328,10 @@ def readers_cmd(state: State) -> None:
     for row in readers.listing(state.config, state.store()):
         who = f"{row['name']} <{row['address']}>" if row["name"] else row["address"]
         languages = ",".join(row["languages"] or []) or "-"
+        skipped = f"  digest {row['skipped']} skipped: unsubscribed before it was sent" \
+            if row["skipped"] else ""
         echo(f"{who}  lang={languages}  {row['status']}  last delivery: "
-             f"{row['last_delivery'] or 'never'}")
+             f"{row['last_delivery'] or 'never'}{skipped}")
 
 
 @main.command()

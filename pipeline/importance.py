@@ -49,14 +49,15 @@ class Taste:
 
     liked: tuple[str, ...] = ()
     disliked: tuple[str, ...] = ()
-    marked: frozenset[str] = frozenset()  # ids of papers marked relevant
+    marked: frozenset[str] = frozenset()  # ids of papers judged relevant
     authors: frozenset[str] = frozenset()  # followed authors, as learn's names
 
 
 def taste(seeds: Iterable[SeedEntry], resolved: Iterable[Paper], liked: Iterable[Paper],
           disliked: Iterable[Paper], follow_authors: Iterable[str]) -> Taste:
     """The reader's taste: seed entries (with their paper's abstract when resolved), the
-    papers marked relevant and irrelevant with `rl-digest mark`, the followed authors."""
+    papers judged relevant and irrelevant (learn.judged: `rl-digest mark`, and readers' 👍/👎
+    by majority), the followed authors."""
     abstracts = {p.id: p.abstract for p in resolved}
     liked = list(liked)
     texts = [text_of(s.title, abstracts.get(s.arxiv_id or "", "")) for s in seeds]

@@ -37,7 +37,8 @@ if TYPE_CHECKING:
 MODEL_FILE = "relevance_model.json.gz"
 TRAIN_FILE = "relevance_train.jsonl.gz"
 BORDERLINE_WEIGHT = 0.3  # a row a reasonable annotator could flip teaches less
-VERDICT_WEIGHT = 5.0  # the reader's own verdicts are few and precious
+VERDICT_WEIGHT = 5.0  # the install's own verdicts (rl-digest mark) are few and precious
+READER_WEIGHT = 2.0  # a reader's 👍/👎 from an email: a quick click, weighed below a mark
 TAUGHT_C = 10.0  # the "like the reader's marks" model: little regularisation, few positives
 TAUGHT_CUT = 0.1  # its probability from which the reader's marks decide (balanced classes)
 SEED = 0
@@ -251,8 +252,8 @@ def fit_text(rows: Sequence[Mapping[str, Any]], min_df: int = 3, c: float = 16.0
     tfidf = TfidfTransformer(sublinear_tf=True)
     x = tfidf.fit_transform(counts)
     y = [int(r["label"]) for r in rows]
-    weights = [VERDICT_WEIGHT if r.get("verdict") else BORDERLINE_WEIGHT if r.get("borderline") else 1.0
-               for r in rows]
+    weights = [r.get("weight", VERDICT_WEIGHT) if r.get("verdict") else
+               BORDERLINE_WEIGHT if r.get("borderline") else 1.0 for r in rows]
     model = LogisticRegression(C=c, class_weight="balanced", solver="liblinear", random_state=SEED)
     model.fit(x, y, sample_weight=weights)
     coef = model.coef_[0]
@@ -376,19 +377,45 @@ STATE_KEY = "relevance_model"
 
 
 class Verdicts(Protocol):
-    """What the learning needs of the store: the reader's marks, and where its refit lives."""
+    """What the learning needs of the store: the install's marks, the readers' 👍/👎, and
+    where its refit lives. Both kinds of verdict live in this install's store only, so one
+    install's readers never teach another's model."""
 
     def marked(self, relevant: bool) -> list[Paper]: ...
+
+    def readers_verdicts(self) -> list[tuple[Paper, bool]]: ...
 
     def get_state(self, key: str) -> Any: ...
 
     def set_state(self, key: str, value: Any) -> None: ...
 
 
+def verdicts(store: Verdicts) -> list[tuple[Paper, bool, float]]:
+    """(paper, relevant, weight) for every paper someone judged. The install's own verdict
+    (`rl-digest mark`) weighs VERDICT_WEIGHT and wins over the readers'. Readers' 👍/👎
+    (serve's feedback links) count by majority, one row per paper at READER_WEIGHT; a tie
+    teaches nothing."""
+    found = {p.id: (p, label, VERDICT_WEIGHT) for label in (True, False)
+             for p in store.marked(relevant=label)}
+    votes: dict[str, tuple[Paper, int]] = {}
+    for paper, said in store.readers_verdicts():
+        votes[paper.id] = (paper, votes.get(paper.id, (paper, 0))[1] + (1 if said else -1))
+    for pid, (paper, balance) in votes.items():
+        if pid not in found and balance:
+            found[pid] = (paper, balance > 0, READER_WEIGHT)
+    return list(found.values())
+
+
+def judged(store: Verdicts) -> tuple[list[Paper], list[Paper]]:
+    """(relevant, not relevant) papers by `verdicts`: the taste that ranking leans towards."""
+    found = verdicts(store)
+    return [p for p, label, _ in found if label], [p for p, label, _ in found if not label]
+
+
 def verdict_rows(store: Verdicts) -> list[dict[str, Any]]:
-    """The reader's `mark` verdicts as labelled rows."""
-    return [{"id": p.id, "title": p.title, "abstract": p.abstract, "label": int(label)}
-            for label in (True, False) for p in store.marked(relevant=label)]
+    """The verdicts as labelled, weighted rows for the refit."""
+    return [{"id": p.id, "title": p.title, "abstract": p.abstract, "label": int(label), "weight": weight}
+            for p, label, weight in verdicts(store)]
 
 
 def current(cfg: Relevance, store: Verdicts, refit_now: bool = True) -> Hybrid | None:
@@ -408,7 +435,7 @@ def current(cfg: Relevance, store: Verdicts, refit_now: bool = True) -> Hybrid |
             store.set_state(STATE_KEY, None)  # every verdict taken back
         return base
     fingerprint = hashlib.sha256(json.dumps(
-        [base.version, sorted((r["id"], r["label"]) for r in mine)]).encode()).hexdigest()[:16]
+        [base.version, sorted((r["id"], r["label"], r["weight"]) for r in mine)]).encode()).hexdigest()[:16]
     if saved and saved.get("fingerprint") == fingerprint:
         return Hybrid.from_dict(saved)
     model = refit(base, mine)

@@ -43,6 +43,7 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
             text = render.digest_as(settings, digest, fmt, count)
             files[f"digests/{digest.id}.{fmt}"] = write_atomic(out / "digests" / f"{digest.id}.{fmt}", text)
         if store.digest(digest.id) is None and not options.offline:  # offline is a preview
+            readers.keep(config, store)
             opened = channels.open_channels(config, count, email=not options.no_email,
                                             unsubscribed=readers.unsubscribed(store))
             store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),
@@ -73,11 +74,11 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     """Hand over what the outbox holds; what fails stays there. `email=False` (--no-email)
     leaves email rows alone; `due_only` is the scheduler's pacing. `reading_count` is
     reading_list.count's, the one count every digest shows."""
-    opened = channels.open_channels(config, reading_count, email=email,
-                                    unsubscribed=readers.unsubscribed(store))
+    gone = readers.unsubscribed(store)
+    opened = channels.open_channels(config, reading_count, email=email, unsubscribed=gone)
     result = outbox.deliver(outbox.StoreOutbox(store), opened, lambda did: stored_digest(store, did),
                             datetime.now(UTC), digest_id=digest_id, due_only=due_only,
-                            skip=() if email else ("email",))
+                            skip=() if email else ("email",), unsubscribed=gone)
     report.sent += result.sent
     report.pending += result.pending
     report.failed += result.failed

@@ -236,11 +236,12 @@ def collect_and_rank(config: Config, store: Store, used: Sequence[Source], fetch
 
 
 def rank_papers(config: Config, store: Store, seeds: Sequence[SeedEntry]) -> str:
-    """Score papers not yet scored with the rule, the model and the profile; a reader's
-    verdict (rl-digest mark) overrides the score. When the model changed (new verdicts)
-    the week's unpublished papers are scored again. Returns the model's version."""
+    """Score papers not yet scored with the rule, the model and the profile; the install's
+    verdict (rl-digest mark) overrides the score, readers' 👍/👎 only teach the model. When
+    the model changed (new verdicts) the week's unpublished papers are scored again.
+    Returns the model's version."""
     taste = [(s.title, s.title) for s in seeds]
-    taste += [(p.title, f"{p.title} {p.abstract}") for p in store.marked(relevant=True)]
+    taste += [(p.title, f"{p.title} {p.abstract}") for p in learn.judged(store)[0]]
     model = learn.current(config.relevance, store)
     version = model.version if model else "rule"
     papers = store.papers_to_score()
@@ -333,8 +334,7 @@ def load_week(config: Config, store: Store, seeds: list[SeedEntry], as_of: datet
             week.first = not store.digest_ids()
             week.history = store.listed_per_topic(*trends.span(as_of.date()))
             week.taste = importance.taste(seeds, store.papers(s.arxiv_id for s in seeds if s.arxiv_id),
-                                          store.marked(relevant=True), store.marked(relevant=False),
-                                          config.relevance.follow_authors)
+                                          *learn.judged(store), config.relevance.follow_authors)
     return week
 
 

@@ -2,9 +2,10 @@
 
 Starlette answers, uvicorn serves. `/u/TOKEN`: GET shows a confirmation with a button,
 POST (RFC 8058 one-click, as mail clients send it) unsubscribes at once; both pages then
-offer `/r/TOKEN` to subscribe again. `/f/TOKEN`: a reader's 👍 or 👎 on a paper, recorded
-and thanked for. A token that does not check out gets 403 and changes nothing
-(pipeline/links.py). Writes are one at a time (a lock), so two clicks never lose one.
+offer `/r/TOKEN` to subscribe again. `/f/TOKEN`: a reader's 👍 or 👎 on a paper; GET asks
+(a mail scanner that opens every link must not vote), POST records and thanks. A token
+that does not check out gets 403 and changes nothing (pipeline/links.py). Writes are one
+at a time (a lock), so two clicks never lose one.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         claim = links.check(token)
         if claim is None or claim.action not in actions:
             return None
-        addresses = [r.address for r in config.readers()] + list(readers.statuses(store))
+        addresses = [r.address for r in config.readers()] + list(store.readers())
         address = links.reader(claim, addresses)
         return (address, claim) if address else None
 
@@ -55,8 +56,8 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         if request.method == "GET":
             return answer(f"confirm_{action}", action=str(request.url))
         with _WRITE:
-            readers.set_status(store, address, readers.UNSUBSCRIBED if action == "unsubscribe"
-                               else readers.ACTIVE)
+            store.set_reader_status(address, readers.UNSUBSCRIBED if action == "unsubscribe"
+                                    else readers.ACTIVE)
         if action == "unsubscribe":
             return answer("unsubscribed", other=links.url("resubscribe", address))
         return answer("resubscribed")
@@ -66,13 +67,15 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         if found is None or not found[1].paper:
             return answer("refused", 403)
         address, claim = found
+        if request.method == "GET":
+            return answer("confirm_feedback", action=str(request.url), verdict=claim.action)
         with _WRITE:
             readers.record_verdict(store, address, claim.paper, claim.action)
         return answer("thanks", verdict=claim.action)
 
     routes: list[BaseRoute] = [Route("/u/{token}", subscription, methods=["GET", "POST"]),
               Route("/r/{token}", subscription, methods=["GET", "POST"]),
-              Route("/f/{token}", feedback, methods=["GET"])]
+              Route("/f/{token}", feedback, methods=["GET", "POST"])]
     site = Path(config.outputs.dir) / "site"
     if site.is_dir():
         routes.append(Mount("/", StaticFiles(directory=site, html=True)))

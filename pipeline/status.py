@@ -10,11 +10,13 @@ from typing import Any
 
 from pipeline import importance, learn, rank, readers, schedule
 from pipeline.config import Config, mask_url
-from pipeline.deliver.outbox import RESENT, Delivery, StoreOutbox
+from pipeline.deliver.outbox import RESENT, SKIPPED, Delivery, StoreOutbox
 from pipeline.errors import DigestError
 from pipeline.models import paper_key
 from pipeline.run import JUDGED
 from pipeline.store import Store
+
+THUMBS = {True: "👍", False: "👎"}
 
 
 def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[str, Any]:
@@ -119,6 +121,8 @@ def overview(config: Config, store: Store) -> str:
     for row in failed:
         lines.append(f"  {row.digest_id} {row.who}: failed after {row.attempts} attempts — "
                      f"{row.last_error or ''}")
+    for row in outbox.rows((SKIPPED,)):
+        lines.append(f"  {row.digest_id} {row.who}: skipped — {row.last_error}")
     for row in outbox.rows(("sent",)):
         if row.last_error and row.last_error.startswith(RESENT):
             lines.append(f"  {row.digest_id} {row.who}: sent at {row.sent_at}, {row.last_error}; "
@@ -172,14 +176,12 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
              f"  topic: {row.topic} {list(row.topics)}",
              f"  reasons: {reasons}",
              f"  rule: {rule.value:+.2f} (threshold {config.relevance.threshold})"]
-    said = readers.verdicts(store, paper_key(paper_id))
+    said = {who: v for who, v in readers.verdicts(store, paper_key(paper_id)).items() if who != "you"}
     if said:
-        marks = {"up": "👍", "down": "👎"}
-        lines.append(f"  readers: {' '.join(f'{a} {marks[v]}' for a, v in sorted(said.items()))}")
+        lines.append(f"  readers: {' '.join(f'{a} {THUMBS[v]}' for a, v in sorted(said.items()))}")
     seeds = store.seeds()
     taste = importance.taste(seeds, store.papers(s.arxiv_id for s in seeds if s.arxiv_id),
-                             store.marked(relevant=True), store.marked(relevant=False),
-                             config.relevance.follow_authors)
+                             *learn.judged(store), config.relevance.follow_authors)
     weighed = importance.weigh([p], {p.id: row.score or 0.0}, taste, config.digest.importance)[p.id]
     lines.append(f"  importance: {weighed.total:.2f} = " + " ".join(
         f"{name} {value:+.2f}" for name, value in weighed.parts()))

@@ -40,7 +40,7 @@ papers = sa.Table(
     sa.Column("sources", Json, nullable=False),
     sa.Column("first_seen", Stamp, nullable=False), sa.Column("revised_at", Stamp),
     sa.Column("score", sa.Float), sa.Column("relevant", sa.Boolean), sa.Column("reasons", Json),
-    sa.Column("topic", sa.String(64)), sa.Column("topics", Json), sa.Column("verdict", sa.Boolean),
+    sa.Column("topic", sa.String(64)), sa.Column("topics", Json),
 )
 seeds = sa.Table(
     "seeds", meta,
@@ -93,6 +93,19 @@ state = sa.Table(
     "state", meta,
     sa.Column("key", sa.String(255), primary_key=True), sa.Column("value", Json, nullable=False),
 )
+readers = sa.Table(  # what a reader said through serve's links; the config says who they are
+    "readers", meta,
+    sa.Column("address", sa.String(320), primary_key=True),  # lower case
+    sa.Column("name", sa.Text), sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("changed_at", Stamp),
+)
+verdicts = sa.Table(  # relevant or not, by whom: `mark` (reader '') or a reader's 👍/👎
+    "verdicts", meta,
+    sa.Column("item_key", sa.String(255), primary_key=True),
+    sa.Column("reader", sa.String(320), primary_key=True),
+    sa.Column("verdict", sa.Boolean, nullable=False), sa.Column("at", Stamp, nullable=False),
+)
+YOU = ""  # the reader of `rl-digest mark`: the install's own
 schema_migrations = sa.Table(
     "schema_migrations", meta,
     sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
@@ -146,10 +159,35 @@ def _source_memory(conn: Connection) -> None:
         conn.execute(state.delete().where(state.c.key.like("rss.seen:%")))
 
 
+def _reader_tables(conn: Connection) -> None:
+    """Readers and verdicts get tables: the `readers` and `feedback` state keys and the
+    papers' `verdict` column (rl-digest mark) move into them."""
+    readers.create(conn, checkfirst=True)
+    verdicts.create(conn, checkfirst=True)
+    stamp = now_iso()
+    said = conn.execute(sa.select(state.c.value).where(state.c.key == "readers")).scalar() or {}
+    _upsert(conn, readers, [{"address": address.lower(), "name": None, "status": row.get("status", "active"),
+                             "changed_at": row.get("changed")} for address, row in said.items()])
+    feedback = conn.execute(sa.select(state.c.value).where(state.c.key == "feedback")).scalar() or {}
+    rows = [{"item_key": key, "reader": address.lower(), "verdict": row["verdict"] == "up",
+             "at": row.get("at") or stamp}
+            for key, by in feedback.items() for address, row in by.items()]
+    marked = "verdict" in {c["name"] for c in sa.inspect(conn).get_columns("papers")}
+    if marked:
+        marks = conn.execute(sa.text("SELECT id, verdict FROM papers WHERE verdict IS NOT NULL"))
+        rows += [{"item_key": paper_key(pid), "reader": YOU, "verdict": bool(verdict), "at": stamp}
+                 for pid, verdict in marks]
+    _upsert(conn, verdicts, rows)
+    conn.execute(state.delete().where(state.c.key.in_(("readers", "feedback"))))
+    if marked:
+        conn.execute(sa.DDL("ALTER TABLE papers DROP COLUMN verdict"))
+
+
 UPGRADES: list[Callable[[Connection], None]] = [
     _from_hand_written_sql,  # 1 -> 2
     _digest_item_snapshots,  # 2 -> 3
     _source_memory,  # 3 -> 4
+    _reader_tables,  # 4 -> 5
 ]
 LATEST = len(UPGRADES) + 1
 
@@ -298,10 +336,10 @@ class Store:
             return [row_to_paper(row) for row in rows]
 
     def relevant_papers(self) -> list[Paper]:
-        """Kept by the score, unless the user's verdict says otherwise."""
-        keep = sa.func.coalesce(papers.c.verdict, papers.c.relevant).is_(True)
-        query = sa.select(papers).where(keep).order_by(papers.c.submitted.desc().nulls_last(),
-                                                       papers.c.id)
+        """Kept by the score, unless the install's own verdict (rl-digest mark) says otherwise."""
+        mine = _mine()
+        query = (sa.select(papers).select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
+                 .where(_kept(mine)).order_by(papers.c.submitted.desc().nulls_last(), papers.c.id))
         with self.engine.connect() as conn:
             return [row_to_paper(row) for row in conn.execute(query).mappings()]
 
@@ -314,8 +352,10 @@ class Store:
                           enrichments.c.kind == "paper_summary")
                    .order_by(enrichments.c.created.desc(), enrichments.c.key.desc())
                    .limit(1).correlate(papers).scalar_subquery())
-        query = (sa.select(papers, summary.label("summary")).where(_in_reading_list())
-                 .order_by(_day().desc().nulls_last(), papers.c.id))
+        mine = _mine()
+        query = (sa.select(papers, mine.c.verdict, summary.label("summary"))
+                 .select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
+                 .where(_in_reading_list(mine)).order_by(_day().desc().nulls_last(), papers.c.id))
         with self.engine.connect() as conn:
             result = conn.execution_options(yield_per=batch).execute(query).mappings()
             for rows in result.partitions():
@@ -324,19 +364,26 @@ class Store:
     def reading_count(self) -> int:
         """How many entries the reading list holds: its papers and the untied seed entries."""
         untied = sa.select(sa.func.count()).select_from(seeds).where(_seed_arxiv_id().is_(None))
-        counted = sa.select(sa.func.count()).select_from(papers).where(_in_reading_list())
+        mine = _mine()
+        counted = (sa.select(sa.func.count()).select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
+                   .where(_in_reading_list(mine)))
         with self.engine.connect() as conn:
             return (conn.execute(counted).scalar() or 0) + (conn.execute(untied).scalar() or 0)
 
     def marked(self, relevant: bool) -> list[Paper]:
+        """The papers the install's own verdict (rl-digest mark) calls relevant, or not."""
+        mine = _mine()
+        query = (sa.select(papers).join(mine, mine.c.item_key == _key())
+                 .where(mine.c.verdict.is_(relevant)))
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(papers).where(papers.c.verdict.is_(relevant))).mappings()
-            return [row_to_paper(row) for row in rows]
+            return [row_to_paper(row) for row in conn.execute(query).mappings()]
 
     def scores(self) -> dict[str, Scored]:
-        """Every scored paper's score, reasons, topics and the reader's verdict, by id."""
-        query = sa.select(papers.c.id, papers.c.score, papers.c.relevant, papers.c.reasons,
-                          papers.c.topic, papers.c.topics, papers.c.verdict)
+        """Every scored paper's score, reasons, topics and the install's verdict, by id."""
+        mine = _mine()
+        query = (sa.select(papers.c.id, papers.c.score, papers.c.relevant, papers.c.reasons,
+                           papers.c.topic, papers.c.topics, mine.c.verdict)
+                 .select_from(papers.outerjoin(mine, mine.c.item_key == _key())))
         with self.engine.connect() as conn:
             return {row.id: _row_scored(row._mapping) for row in conn.execute(query)}
 
@@ -349,9 +396,54 @@ class Store:
                 conn.execute(papers.update().where(papers.c.id == sa.bindparam("pid")), rows)
 
     def set_verdict(self, pid: str, verdict: bool | None) -> bool:
+        """The install's own verdict on a stored paper (None takes it back); False: no such paper."""
         with self.tx() as conn:
-            done = conn.execute(papers.update().where(papers.c.id == pid).values(verdict=verdict))
-            return done.rowcount > 0
+            if conn.execute(sa.select(papers.c.id).where(papers.c.id == pid)).first() is None:
+                return False
+            _set_verdicts(conn, [(paper_key(pid), YOU, verdict)], now_iso())
+            return True
+
+    # --- readers and their verdicts ---
+    def record_verdict(self, item_key: str, reader: str, verdict: bool | None,
+                       at: str | None = None) -> None:
+        """A reader's verdict on an item (a later one replaces it; None takes it back)."""
+        with self.tx() as conn:
+            _set_verdicts(conn, [(item_key, reader.lower(), verdict)], at or now_iso())
+
+    def verdicts(self, item_key: str | None = None) -> list[dict[str, Any]]:
+        """Every verdict (item_key, reader, verdict, at), or those on one item."""
+        query = sa.select(verdicts).order_by(verdicts.c.item_key, verdicts.c.reader)
+        if item_key is not None:
+            query = query.where(verdicts.c.item_key == item_key)
+        with self.engine.connect() as conn:
+            return [dict(row) for row in conn.execute(query).mappings()]
+
+    def readers_verdicts(self) -> list[tuple[Paper, bool]]:
+        """The readers' verdicts (not the install's own) on stored papers, one per reader."""
+        query = (sa.select(papers, verdicts.c.verdict.label("said"))
+                 .join(verdicts, verdicts.c.item_key == _key())
+                 .where(verdicts.c.reader != YOU).order_by(papers.c.id, verdicts.c.reader))
+        with self.engine.connect() as conn:
+            return [(row_to_paper(row), bool(row["said"])) for row in conn.execute(query).mappings()]
+
+    def readers(self) -> dict[str, dict[str, Any]]:
+        """Address (lower case) -> {name, status, changed_at}, for every reader kept."""
+        with self.engine.connect() as conn:
+            return {row["address"]: {k: row[k] for k in ("name", "status", "changed_at")}
+                    for row in conn.execute(sa.select(readers)).mappings()}
+
+    def keep_readers(self, found: Iterable[tuple[str, str | None]], status: str = "active") -> None:
+        """Note readers (address, name) not kept yet, with `status`; known ones keep theirs
+        and take the name given."""
+        rows = {address.lower(): {"address": address.lower(), "name": name, "status": status,
+                                  "changed_at": None} for address, name in found}
+        with self.tx() as conn:
+            _upsert(conn, readers, list(rows.values()), refresh=("name",))
+
+    def set_reader_status(self, address: str, status: str, at: str | None = None) -> None:
+        with self.tx() as conn:
+            _upsert(conn, readers, [{"address": address.lower(), "name": None, "status": status,
+                                     "changed_at": at or now_iso()}], refresh=("status", "changed_at"))
 
     # --- seeds ---
     def save_seeds(self, entries: Iterable[SeedEntry]) -> int:
@@ -620,6 +712,25 @@ def _json_dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 
+def _key() -> Any:
+    """A paper row's item key (models.paper_key) in SQL."""
+    return sa.literal(paper_key("")) + papers.c.id
+
+
+def _mine() -> Any:
+    """The install's own verdicts (rl-digest mark), to join on the item key."""
+    return sa.select(verdicts.c.item_key, verdicts.c.verdict).where(verdicts.c.reader == YOU).subquery()
+
+
+def _set_verdicts(conn: Connection, said: Iterable[tuple[str, str, bool | None]], at: str) -> None:
+    """(item key, reader, verdict) rows kept, or taken back where the verdict is None."""
+    said = list(said)
+    for key, reader, _ in (row for row in said if row[2] is None):
+        conn.execute(verdicts.delete().where(verdicts.c.item_key == key, verdicts.c.reader == reader))
+    _upsert(conn, verdicts, [{"item_key": key, "reader": reader, "verdict": verdict, "at": at}
+                             for key, reader, verdict in said if verdict is not None])
+
+
 def _version(conn: Connection) -> int:
     if not sa.inspect(conn).has_table("schema_migrations"):
         return 0
@@ -713,10 +824,14 @@ def _seed_arxiv_id() -> sa.ColumnElement:
     return sa.func.coalesce(seeds.c.arxiv_id, seeds.c.data["arxiv_id"].as_string())
 
 
-def _in_reading_list() -> sa.ColumnElement:
-    """Kept by the score unless the reader's verdict says otherwise, or tied to a seed entry."""
-    kept = sa.func.coalesce(papers.c.verdict, papers.c.relevant).is_(True)
-    return sa.or_(kept, papers.c.id.in_(sa.select(_seed_arxiv_id())))
+def _kept(mine: Any) -> sa.ColumnElement:
+    """Kept by the score, unless the install's own verdict (`mine`, joined) says otherwise."""
+    return sa.func.coalesce(mine.c.verdict, papers.c.relevant).is_(True)
+
+
+def _in_reading_list(mine: Any) -> sa.ColumnElement:
+    """Kept (`_kept`), or tied to a seed entry."""
+    return sa.or_(_kept(mine), papers.c.id.in_(sa.select(_seed_arxiv_id())))
 
 
 def _day() -> sa.ColumnElement:

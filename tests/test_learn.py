@@ -225,3 +225,19 @@ def test_eval_reports_the_current_model(tmp_path, cli):
     assert "rule alone: precision" in out and "text model alone: precision" in out
     assert "papers 100: precision" in out
     assert "of these papers are in the model's training data" in out
+
+
+def test_the_installs_mark_wins_readers_count_by_majority_and_a_tie_teaches_nothing(tmp_path):
+    from pipeline.store import Store
+
+    store = Store.open(f"sqlite:///{tmp_path}/state/digest.sqlite3")
+    store.upsert_papers([rl_paper(n, DAY) for n in (1, 2, 3, 4)])
+    store.set_verdict("2611.00001", False)
+    for paper, said in ((1, True), (1, True), (2, False), (2, False), (2, True), (3, True), (3, False)):
+        store.record_verdict(f"arxiv:2611.{paper:05d}", f"r{len(store.verdicts())}@example.org", said)
+    store.record_verdict("arxiv:2611.00004", "r9@example.org", True)
+    found = {p.id: (label, weight) for p, label, weight in learn.verdicts(store)}
+    assert found == {"2611.00001": (False, learn.VERDICT_WEIGHT), "2611.00002": (False, learn.READER_WEIGHT),
+                     "2611.00004": (True, learn.READER_WEIGHT)}
+    liked, disliked = learn.judged(store)
+    assert [p.id for p in liked] == ["2611.00004"] and {p.id for p in disliked} == {"2611.00001", "2611.00002"}

@@ -1,21 +1,27 @@
 """Readers through the real CLI and `rl-digest serve` on 127.0.0.1: each reader's email in their
 languages; a POST to the List-Unsubscribe URL of a received email stops the next week's email
-to that reader only; a forged token is refused and changes nothing; a 👎 click is recorded as
-that reader's verdict and `status --paper` shows it."""
+to that reader only, and a week queued before they unsubscribed is skipped, not sent; a forged
+token is refused and changes nothing; a 👎 click asks first (a GET records nothing: mail
+scanners open links), its POST is recorded as that reader's verdict and `status --paper`
+shows it."""
 
 from __future__ import annotations
 
+import base64
+import json
 import re
+import sqlite3
 import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from email.message import EmailMessage
 
+from tests.helpers import rl_paper
+from tests.processes import config_with, start_cli, wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
-from tests.servers.smtp_server import SmtpServer, free_port
-from tests.test_collect import rl_paper
-from tests.test_delivery_cli import AS_OF, DAY, NEXT, config_with, start_cli, wait_for
+from tests.servers.smtp_server import Received, SmtpServer, free_port
+from tests.test_delivery_cli import AS_OF, DAY, NEXT
 
 CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
 SECRET = {"RL_DIGEST_SECRET": "a-long-test-secret-for-signing-links"}
@@ -89,8 +95,10 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
             after_forgery = cli("--config", str(config), "readers").stdout
             done = get(link, b"List-Unsubscribe=One-Click")
             feedback = re.search(r'href="(http://[^"]+/f/[^"]+)"[^>]*>👎', body(alan.message, "html"))
-            thanks = get(feedback.group(1))
-            forged_vote = get(feedback.group(1)[:-2] + "xx")
+            asked = get(feedback.group(1))
+            after_get = cli("--config", str(config), "status", "--paper", "2611.00001").stdout
+            thanks = get(feedback.group(1), b"")
+            forged_vote = get(feedback.group(1)[:-2] + "xx", b"")
         finally:
             server.terminate()
             server.wait(timeout=10)
@@ -113,7 +121,9 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
     assert re.search(r"alan@example.org>\s+lang=\S+\s+active", listed)
     assert re.search(r"ada@example.org\s+lang=-\s+removed\s+last delivery: 20", removed)
     assert re.search(r"ada@example.org\s+lang=\S+\s+unsubscribed", back)
-    assert thanks[0] == 200 and "👎" in thanks[1]
+    assert asked[0] == 200 and f'<form method="post" action="{feedback.group(1)}"' in asked[1]
+    assert "readers:" not in after_get  # a GET (a mail scanner's prefetch) records nothing
+    assert thanks[0] == 200 and "👎" in thanks[1] and "<form" not in thanks[1]
     assert "readers: alan@example.org 👎" in shown
     assert ada.message["List-Unsubscribe-Post"] is None  # one-click is announced for https only
 
@@ -123,3 +133,91 @@ def _up(base: str) -> bool:
         return get(base + "/u/x")[0] == 403
     except OSError:
         return False
+
+
+def test_a_week_queued_before_the_reader_unsubscribed_is_skipped_not_sent(tmp_path, cli):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        with SmtpServer() as smtp:
+            config = config_with(tmp_path, arxiv, smtp.port, serve={"base_url": base + "/"})
+            cli("--config", str(config), "run", "--as-of", AS_OF, env=SECRET)
+            (ada,) = smtp.to("ada@example.org")
+        arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
+        down = cli("--config", str(config), "run", "--as-of", NEXT, env=SECRET, check=None)
+        link = re.search(r"<(http://[^>]+/u/[^>]+)>", str(ada.message["List-Unsubscribe"])).group(1)
+        server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
+                           str(port), env=SECRET)
+        try:
+            wait_for(lambda: _up(base), what="serve to listen", proc=server)
+            done = get(link, b"List-Unsubscribe=One-Click")
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+        with SmtpServer(port=smtp.port) as back:
+            sent = cli("--config", str(config), "send", env=SECRET)
+            again = cli("--config", str(config), "send", env=SECRET)
+            received = {a: len(back.to(a)) for a in ("ada@example.org", "alan@example.org")}
+        listed = cli("--config", str(config), "readers").stdout
+        status = cli("--config", str(config), "status").stdout
+    assert down.returncode == 1 and done[0] == 200
+    assert sent.returncode == 0 and again.returncode == 0
+    assert received == {"ada@example.org": 0, "alan@example.org": 1}
+    assert re.search(r"ada@example.org\s+lang=\S+\s+unsubscribed\s+last delivery: 20\S+\s+"
+                     r"digest 2026-11-09 skipped: unsubscribed before it was sent", listed)
+    assert "outbox: 0 pending, 0 failed" in status
+    assert "2026-11-09 ada@example.org: skipped — the reader unsubscribed before it was sent" in status
+
+
+def votes(message: Received) -> dict[tuple[str, str], str]:
+    """(up | down, paper key) -> the feedback link, from a received email's HTML."""
+    found = {}
+    for url in re.findall(r'href="(http://[^"]+/f/[^"]+)"', body(message.message, "html")):
+        payload = url.rsplit("/", 1)[1].split(".")[0]
+        action, _, paper = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)).decode().split("\n")
+        found[(action, paper)] = url
+    return found
+
+
+def test_readers_feedback_teaches_the_next_runs_model_by_majority(tmp_path, cli):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    people = ["ada@example.org", "alan@example.org", "bob@example.org"]
+    key = "arxiv:2611.00002"
+
+    def model() -> str:
+        with sqlite3.connect(tmp_path / "state" / "digest.sqlite3") as db:
+            row = db.execute("SELECT report FROM runs WHERE kind = 'publish' ORDER BY id DESC").fetchone()
+        return json.loads(row[0])["relevance_model"]
+
+    def click(*said: tuple[Received, str]) -> None:
+        server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
+                           str(port), env=SECRET)
+        try:
+            wait_for(lambda: _up(base), what="serve to listen", proc=server)
+            for message, action in said:
+                assert get(votes(message)[(action, key)], b"")[0] == 200
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+
+    with ArxivServer([rl_paper(1, DAY), rl_paper(2, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=people,
+                             serve={"base_url": base + "/"})
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=SECRET)
+        shipped = model()
+        (ada,), (alan,), (bob,) = (smtp.to(a) for a in people)
+        click((ada, "up"), (alan, "down"))  # a tie teaches nothing
+        arxiv.add(rl_paper(3, datetime(2026, 11, 5, 12, tzinfo=UTC)))
+        cli("--config", str(config), "run", "--as-of", NEXT, env=SECRET)
+        after_tie = model()
+        click((bob, "down"))  # two against one: not relevant, say the readers
+        arxiv.add(rl_paper(4, datetime(2026, 11, 12, 12, tzinfo=UTC)))
+        cli("--config", str(config), "run", "--as-of", "2026-11-16", env=SECRET)
+        taught = model()
+        shown = cli("--config", str(config), "status", "--paper", "2611.00002").stdout
+        status = cli("--config", str(config), "status").stdout
+    assert after_tie == shipped and taught != shipped
+    assert f"relevance model: {taught} (refit with 1 of your verdicts)" in status
+    assert "readers: ada@example.org 👍 alan@example.org 👎 bob@example.org 👎" in shown
+    assert "your verdict: none" in shown  # a reader teaches; only `mark` overrides the score

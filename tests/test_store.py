@@ -234,3 +234,37 @@ def test_a_run_left_running_by_a_dead_process_is_marked_interrupted(db_url):
     rows = {row["id"]: row for row in store.last_runs()}
     assert rows[killed]["status"] == "interrupted"
     assert rows[killed]["error"] == "the process ended mid-run"
+
+
+def test_readers_feedback_and_marks_move_into_their_tables(db_url):
+    load_v1(db_url)  # 2611.00002 carries a mark (papers.verdict) there
+    with sa.create_engine(db_url).begin() as conn:  # what serve kept in state keys before
+        conn.execute(sa.text("INSERT INTO state (key, value) VALUES (:k, :v)"), [
+            {"k": "readers", "v": '{"Ada@Example.org": {"status": "unsubscribed", '
+                                  '"changed": "2026-11-20T10:00:00+00:00"}}'},
+            {"k": "feedback", "v": '{"arxiv:2611.00001": {"alan@example.org": {"verdict": "down", '
+                                   '"at": "2026-11-21T10:00:00+00:00"}}}'}])
+    store = Store.open(db_url)
+    assert store.readers() == {"ada@example.org": {
+        "name": None, "status": "unsubscribed", "changed_at": "2026-11-20T10:00:00+00:00"}}
+    said = {(v["item_key"], v["reader"]): (v["verdict"], v["at"][:10]) for v in store.verdicts()}
+    assert said[("arxiv:2611.00001", "alan@example.org")] == (False, "2026-11-21")
+    assert said[("arxiv:2611.00002", "")][0] is True and len(said) == 2
+    assert [p.id for p in store.marked(relevant=True)] == ["2611.00002"]
+    assert store.scores()["2611.00002"].verdict is True and store.scores()["2611.00001"].verdict is None
+    assert [(p.id, v) for p, v in store.readers_verdicts()] == [("2611.00001", False)]
+    assert store.get_state("readers") is None and store.get_state("feedback") is None
+    assert "verdict" not in {c["name"] for c in sa.inspect(store.engine).get_columns("papers")}
+
+
+def test_a_mark_and_a_readers_verdict_live_side_by_side(db_url):
+    store = Store.open(db_url)
+    store.upsert_papers([paper()])
+    assert store.set_verdict("2401.00001", False) and not store.set_verdict("2499.99999", True)
+    store.record_verdict("arxiv:2401.00001", "Ada@Example.org", True)
+    store.record_verdict("arxiv:2401.00001", "ada@example.org", False)  # a later click replaces it
+    assert [(v["reader"], v["verdict"]) for v in store.verdicts("arxiv:2401.00001")] == [
+        ("", False), ("ada@example.org", False)]
+    assert store.relevant_papers() == [] and [p.id for p in store.marked(relevant=False)] == ["2401.00001"]
+    store.set_verdict("2401.00001", None)
+    assert [v["reader"] for v in store.verdicts()] == ["ada@example.org"] and store.marked(False) == []

@@ -17,6 +17,8 @@ States of a row
   Every caller holds the run lock, so a `sending` row at the start of a batch is
   never another live process's.
 * `sent`: the other side accepted it.
+* `skipped`: not sent because its reader unsubscribed after it was queued (email);
+  `rl-digest readers` and `status` show it. Never sent later, even after a resubscribe.
 * `failed`: refused for good (a 5xx: the server's words are kept), or still not
   handed over after `MAX_ATTEMPTS` tries. Shown by `status` and in the exit code;
   `rl-digest send --digest ID --reader ADDR` queues it again.
@@ -34,6 +36,7 @@ import logging
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from email.utils import parseaddr
 from typing import TYPE_CHECKING, Protocol
 
 from pipeline import progress, retry
@@ -50,6 +53,8 @@ BACKOFF_CAP = timedelta(hours=6)
 MAX_ATTEMPTS = 10
 RESENT = "resent after an interrupted hand-over"
 EMAIL = "email"
+SKIPPED = "skipped"
+UNSUBSCRIBED = "the reader unsubscribed before it was sent"
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,7 @@ class Delivery:
     digest_id: str
     channel: str
     reader: str
-    status: str  # pending | sending | sent | failed
+    status: str  # pending | sending | sent | skipped | failed
     attempts: int = 0
     last_error: str | None = None
     message_id: str | None = None
@@ -91,6 +96,7 @@ class DeliveryReport:
     sent: int = 0
     pending: int = 0
     failed: int = 0
+    skipped: int = 0
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -114,6 +120,9 @@ class Outbox(Protocol):
                     interrupted: bool = False) -> None:
         """Not delivered: waits until `retry_at` (still `sending` if `interrupted`),
         or `failed` for good when there is no `retry_at`."""
+
+    def mark_skipped(self, row: Delivery, why: str) -> None:
+        """Not to be sent: its reader no longer wants it."""
 
 
 class StoreOutbox:
@@ -143,6 +152,9 @@ class StoreOutbox:
                                    last_error=error,
                                    next_attempt=_iso(retry_at) if retry_at else None)
 
+    def mark_skipped(self, row: Delivery, why: str) -> None:
+        self.store.update_delivery(row.id, status=SKIPPED, last_error=why, next_attempt=None)
+
     def requeue(self, digest_id: str, who: str) -> None:
         """Queue one digest for one reader (`who`: an address, or CHANNEL:READER) again, on
         purpose: a new attempt with a new Message-ID, because a mail client would collapse
@@ -158,12 +170,15 @@ class StoreOutbox:
 
 def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str], Digest],
             now: datetime, *, digest_id: str | None = None, due_only: bool = False,
-            skip: Collection[str] = (), max_attempts: int = MAX_ATTEMPTS) -> DeliveryReport:
+            skip: Collection[str] = (), unsubscribed: Collection[str] = (),
+            max_attempts: int = MAX_ATTEMPTS) -> DeliveryReport:
     """Hand over every waiting row (of `digest_id`, or all), channel by channel.
 
     `digest(id)` gives the stored digest. `due_only`: skip rows whose backoff has not
     run out (the scheduler); otherwise try them all now (a person or cron). Rows of
-    the channels in `skip` are left as they are (`run --no-email`).
+    the channels in `skip` are left as they are (`run --no-email`). Email rows of the
+    addresses in `unsubscribed` (lower case), queued before the reader unsubscribed, are
+    marked skipped, never sent.
     """
     now = _aware(now).astimezone(UTC)
     report = DeliveryReport()
@@ -172,6 +187,11 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
         rows = outbox.pending(digest_id)
         for row in progress.track(rows, "sending", len(rows)):
             if row.channel in skip:
+                continue
+            if row.channel == EMAIL and parseaddr(row.reader)[1].lower() in unsubscribed:
+                outbox.mark_skipped(row, UNSUBSCRIBED)
+                report.skipped += 1
+                log.info("digest %s to %s skipped: %s", row.digest_id, row.who, UNSUBSCRIBED)
                 continue
             channel = channels.get(row.channel)
             if channel is None:
