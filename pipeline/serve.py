@@ -63,7 +63,7 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         return answer("resubscribed")
 
     def feedback(request: Request) -> HTMLResponse:
-        found = reader_of(request.path_params["token"], readers.VERDICTS)
+        found = reader_of(request.path_params["token"], tuple(readers.VERDICTS))
         if found is None or not found[1].paper:
             return answer("refused", 403)
         address, claim = found
