@@ -2,7 +2,8 @@
 
 Each check is a function from the config to one or more `Check` lines; `CHECKS` lists
 them in the order they print, and `CHANNELS` maps a delivery channel to its own check,
-so a new channel adds one entry. Every check sends at most one polite request and
+so a new channel adds one entry; a `channels` entry (chat) answers through its own
+`check()` method. Every check sends at most one polite request and
 publishes nothing.
 """
 
@@ -19,7 +20,7 @@ from pydantic import Field
 
 from pipeline import collect, enrich, render, store
 from pipeline.config import Config, mask_url
-from pipeline.deliver import email, git
+from pipeline.deliver import channels, email, git
 from pipeline.errors import ConfigError, DigestError
 from pipeline.sources import arxiv_api, arxiv_rss
 from pipeline.store import Store
@@ -190,7 +191,8 @@ def _llm_reason(exc: openai.OpenAIError, key_env: str) -> str:
 
 
 def check_channels(config: Config) -> Iterable[Check]:
-    """Each delivery channel that is configured; the email channel's line is its SMTP check."""
+    """Each delivery channel that is configured; the email channel's line is its SMTP check;
+    then each `channels` entry by its name, through its own `check()` (posting nothing)."""
     for name, (configured, check) in CHANNELS.items():
         if configured(config):
             try:
@@ -199,6 +201,15 @@ def check_channels(config: Config) -> Iterable[Check]:
                 yield fail(name, str(exc))
         else:
             yield skip(name, "not configured")
+    for name, channel in channels.open_channels(config, 0, email=False).items():
+        look = getattr(channel, "check", None)
+        if look is None:
+            yield skip(name, "this channel type has no check")
+            continue
+        try:
+            yield ok(name, look())
+        except DigestError as exc:
+            yield fail(name, str(exc))
 
 
 def smtp_reachable(config: Config) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import re
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
@@ -15,6 +16,7 @@ from tests.helpers import rl_paper
 from tests.processes import config_with, db_rows
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.chat_server import ChatServer
+from tests.servers.openai_server import OpenAIServer
 
 DAY = datetime(2026, 10, 29, 12, tzinfo=UTC)
 AS_OF = "2026-11-02"
@@ -204,3 +206,27 @@ def test_a_chat_entry_missing_its_chat_id_or_with_an_unknown_key_is_a_config_err
     unknown = config_with(tmp_path, channels=[{"type": "slack", "url": "https://hooks.example"}])
     result = cli("--config", str(unknown), "run", "--offline", "--as-of", AS_OF, check=2)
     assert "channels (slack).url: Extra inputs are not permitted" in result.stderr
+
+
+def test_chat_posts_lead_with_the_weeks_highlights(tmp_path, cli):
+    kinds = ("slack", "feishu", "telegram", "webhook")
+    with ExitStack() as stack:
+        servers = {kind: stack.enter_context(ChatServer(kind, secret=SECRETS.get(kind))) for kind in kinds}
+        arxiv = stack.enter_context(ArxivServer([rl_paper(n, DAY) for n in (1, 2, 3)]))
+        llm = stack.enter_context(OpenAIServer())
+        entries = [channel_entry(kind) for kind in kinds]
+        entries[kinds.index("telegram")]["api_url"] = servers["telegram"].url
+        config = config_with(tmp_path, arxiv, channels=entries,
+                             outputs={"base_url": "https://digest.example.org/rl/"},
+                             enrich={"provider": "openai", "base_url": llm.url, "timeout_seconds": 5})
+        cli("--config", str(config), "run", "--as-of", AS_OF, env={**env_for(servers), "OPENAI_API_KEY": "k"})
+    for kind in ("slack", "feishu", "telegram"):
+        (post,) = servers[kind].posts
+        text = post_text(kind, post)
+        assert "Highlights" in text and "Takeaway: GRPO variant" in text, kind
+        assert text.index("Highlights") < text.index("Featured") < text.index("digests/"), kind
+        assert re.search(r"Takeaway: GRPO variant \d[^\n]*→[^\n]*https://arxiv\.org/abs/2611\.0000\d", text), kind
+    (hook,) = servers["webhook"].posts
+    assert 3 <= len(hook["highlights"]) <= 5
+    assert all(h["en"].startswith("Takeaway: ") and h["url"].startswith("https://arxiv.org/abs/")
+               for h in hook["highlights"])

@@ -9,6 +9,7 @@ import pytest
 
 from tests.helpers import CATS, _merge, write_config
 from tests.servers.arxiv_server import ArxivServer
+from tests.servers.chat_server import ChatServer
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refused_port
 
@@ -111,3 +112,36 @@ def test_doctor_skips_what_is_switched_off(tmp_path, cli):
     found = statuses(result.stdout)
     assert found == {"config": "OK", "database": "OK", "arxiv api": "SKIP", "arxiv rss": "SKIP",
                      "llm": "SKIP", "smtp": "SKIP", "git": "SKIP"}
+
+
+def test_doctor_checks_each_chat_channel_without_posting(tmp_path, cli):
+    kinds = ("slack", "feishu", "dingtalk", "telegram", "webhook")
+    with ExitStack() as stack:
+        servers = {kind: stack.enter_context(ChatServer(kind)) for kind in kinds}
+        entries = [{"type": "telegram", "token_env": "TG_TOKEN", "chat_id": "-100123",
+                    "api_url": servers["telegram"].url} if kind == "telegram" else
+                   {"type": kind, "url_env": f"{kind.upper()}_URL",
+                    **({"secret_env": "FEISHU_SECRET"} if kind == "feishu" else {})} for kind in kinds]
+        config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}},
+                                         "channels": entries}, seeds=False)
+        env = {f"{kind.upper()}_URL": servers[kind].url for kind in kinds if kind != "telegram"}
+        env.update(TG_TOKEN=servers["telegram"].token, FEISHU_SECRET="s3cret")
+        good = cli("--config", str(config), "doctor", env=env)
+        missing = cli("--config", str(config), "doctor", check=1,
+                      env={k: v for k, v in env.items() if k not in ("SLACK_URL", "FEISHU_SECRET")})
+        wrong = cli("--config", str(config), "doctor", env={**env, "TG_TOKEN": "999:forged"}, check=1)
+        servers["webhook"].__exit__(None, None, None)  # the webhook's host goes down
+        down = cli("--config", str(config), "doctor", env=env, check=1)
+    assert {k: v for k, v in statuses(good.stdout).items() if k in kinds} == dict.fromkeys(kinds, "OK")
+    assert "bot @rl_digest_bot" in good.stdout and "reachable" in good.stdout
+    assert all(server.posts == [] and server.requests == [] for server in servers.values())  # no POST
+    assert servers["telegram"].reads.count(f"/bot{servers['telegram'].token}/getMe") == 3
+    assert not any(server.reads for kind, server in servers.items() if kind != "telegram")
+    found = statuses(missing.stdout)
+    assert (found["slack"], found["feishu"], found["telegram"]) == ("FAIL", "FAIL", "OK")
+    assert "SLACK_URL is not set" in missing.stdout and "FEISHU_SECRET is not set" in missing.stdout
+    assert statuses(wrong.stdout)["telegram"] == "FAIL" and "HTTP 401 Unauthorized" in wrong.stdout
+    assert statuses(down.stdout)["webhook"] == "FAIL" and statuses(down.stdout)["slack"] == "OK"
+    for result in (good, missing, wrong, down):  # the URLs and the token hold secrets
+        shown = result.stdout + result.stderr
+        assert servers["telegram"].token not in shown and "/hook/abc" not in shown

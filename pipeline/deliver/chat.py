@@ -1,7 +1,7 @@
 """Chat channels: a Slack, Feishu, DingTalk or Telegram group, or any JSON webhook.
 
-Each gets the compact digest (featured papers with one line each, the top papers of each
-topic, a link to the web edition), worded by templates/channels/ and shaped the way the
+Each gets the compact digest (the highlights, featured papers with one line each, the top
+papers of each topic, a link to the web edition), worded by templates/channels/ and shaped the way the
 platform's documentation asks:
 
 * slack: incoming webhook, `{"text", "blocks": [section blocks of mrkdwn]}`
@@ -31,11 +31,13 @@ import html
 import json
 import os
 import re
+import socket
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
-from urllib.parse import quote_plus
+from urllib.parse import quote_plus, urlsplit
 
 import requests
 import urllib3
@@ -43,7 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline import render, retry
 from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, DigestError
 from pipeline.models import Digest, Entry
 from pipeline.stopping import pause
 
@@ -179,6 +181,37 @@ class ChatChannel:
     def close(self) -> None:
         self.session.close()
 
+    def check(self) -> str:
+        """What `rl-digest doctor` says of this channel, posting nothing: the variables the
+        entry names are set; Telegram's `getMe` (the Bot API's call for testing a token)
+        answers; a webhook has no call that does not post, so its host is only reached (a
+        TCP handshake, and TLS for https)."""
+        where = f"{self.kind} ({self.name})"
+        named = (self.options.url_env, self.options.token_env, self.options.secret_env)
+        missing = [name for name in named if name and not os.environ.get(name)]
+        if missing:
+            raise DigestError(f"{where}: the environment variable {', '.join(missing)} is not set")
+        if self.kind == "telegram":
+            token = _secret(self.options.token_env, self.name)
+            try:
+                response = self.session.get(f"{self.options.api_url.rstrip('/')}/bot{token}/getMe",
+                                            timeout=self.options.timeout_seconds)
+            except requests.RequestException as exc:
+                raise DigestError(f"{where}: {_reason(exc)}") from None
+            me = _json(response).get("result")
+            if response.status_code != 200 or not isinstance(me, dict):
+                raise DigestError(f"{where}: getMe: {_words(response)}")
+            return f"{where}: the token is good (bot @{me.get('username')}); nothing posted"
+        url = urlsplit(_secret(self.options.url_env, self.name))
+        host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+        try:
+            with socket.create_connection((host, port), timeout=self.options.timeout_seconds) as sock:
+                if url.scheme == "https":
+                    ssl.create_default_context().wrap_socket(sock, server_hostname=host).close()
+        except OSError as exc:
+            raise DigestError(f"{where}: {host}:{port}: {exc.strerror or exc}") from None
+        return f"{where}: {host}:{port} reachable (a webhook has no call that posts nothing)"
+
     def _post(self, body: dict) -> None:
         url, body = self._address(body)
         where = f"{self.kind} ({self.name})"
@@ -252,6 +285,8 @@ def compact(settings: render.Settings, digest: Digest, template: str | None, as_
     title = render.digest_subject(settings, digest)
     content = {"title": title, "date": digest.id, "url": digest_url,
                "window": {"start": digest.window_start, "end": digest.window_end},
+               "highlights": [{"zh": h.zh, "en": h.en, "paper": h.key, "title": h.title, "url": h.url}
+                              for h in digest.highlights],
                "featured": [e.key for e in digest.featured],
                "papers": list({e.key: _paper(e) for e in (*digest.featured, *(
                    e for s in digest.sections for e in s.entries))}.values())}

@@ -2,7 +2,8 @@
 
     with ChatServer("feishu", secret="s3cret") as server:
         server.queue((500, {}), (429, {"Retry-After": "1"}))   # the next answers, then 200
-        ... server.url, server.posts (accepted), server.requests (every one, with its time)
+        ... server.url, server.posts (accepted), server.requests (every POST, with its time),
+        server.reads (the paths of GETs: Telegram's getMe)
 
 It answers as each platform's documentation says: Slack `ok`, Feishu `{"code": 0}`,
 DingTalk `{"errcode": 0}`, Telegram `{"ok": true, "result": ...}` on
@@ -41,6 +42,7 @@ class ChatServer:
         self.requests: list[Request] = []
         self.posts: list[Any] = []  # accepted bodies
         self.malformed: list[str] = []
+        self.reads: list[str] = []  # paths of GET requests
         self._queue: deque[tuple[int, dict]] = deque()
         self._lock = threading.Lock()
 
@@ -70,6 +72,15 @@ class ChatServer:
                 self.send_response(status)
                 for key, value in headers.items():
                     self.send_header(key, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):  # noqa: N802 (http.server's name)
+                status, body = server._read(urlsplit(self.path).path)
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
@@ -105,6 +116,17 @@ class ChatServer:
                 return 400, {}, {"error": problem}
             self.posts.append(body)
             return 200, {}, self._ok()
+
+    def _read(self, path: str) -> tuple[int, dict]:
+        """A GET: Telegram's getMe (the Bot API's call for testing a token); nothing else reads."""
+        with self._lock:
+            self.reads.append(path)
+        if self.kind == "telegram" and path == f"/bot{self.token}/getMe":
+            return 200, {"ok": True, "result": {"id": 123, "is_bot": True, "first_name": "RL Digest",
+                                                "username": "rl_digest_bot"}}
+        if self.kind == "telegram":
+            return 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
+        return 405, {"error": "webhooks take POST only"}
 
     def _ok(self) -> Any:
         return {"slack": b"ok", "feishu": {"code": 0, "msg": "success", "data": {}},
