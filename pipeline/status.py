@@ -33,7 +33,7 @@ def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[
         "last": {kind: _run(run) if (run := store.last_run(kind)) else None
                  for kind in ("collect", "publish")},
         "runs": [_run(run) for run in store.last_runs(5)],
-        "outbox": {"pending": counts["pending"], "failed": counts["failed"],
+        "outbox": {"pending": counts["pending"], "failed": counts["failed"], "skipped": counts["skipped"],
                    "waiting": [{k: row[k] for k in ("digest_id", "recipient", "status", "attempts",
                                                     "last_error")}
                                for row in store.deliveries(statuses=("pending", "failed"))]},
@@ -207,7 +207,8 @@ def judging(config: Config, store: Store) -> list[str]:
     matched = sum(bool(r.relevant) == r.verdict for r in marked)
     saved = store.get_state(learn.STATE_KEY) if config.relevance.model else None
     model = ("off (the rule alone)" if not config.relevance.model else
-             f"{saved['version']} (refit with {saved['verdicts']} of your verdicts)" if saved
+             f"{saved['version']} (refit on the papers you and your readers judged: "
+             f"{saved['verdicts']})" if saved
              else f"{learn.shipped().version} (shipped)")
     return [f"relevance model: {model}",
             f"LLM judge: {len(judged)} judged, {agreed} agreed with the scorer",

@@ -647,6 +647,7 @@ class Store:
                 "digests": count(digests),
                 "pending": count(deliveries, deliveries.c.status == "pending"),
                 "failed": count(deliveries, deliveries.c.status == "failed"),
+                "skipped": count(deliveries, deliveries.c.status == "skipped"),
             }
 
 

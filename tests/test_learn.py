@@ -198,7 +198,7 @@ def test_mark_then_run_refits_the_model_and_undo_takes_it_back(tmp_path, cli):
         refit = run_report(tmp_path)["relevance_model"]
         assert refit != shipped
         status = cli("--config", str(config), "status").stdout
-        assert f"relevance model: {refit} (refit with 2 of your verdicts)" in status
+        assert f"relevance model: {refit} (refit on the papers you and your readers judged: 2)" in status
         assert "your verdicts: 2, the scorer agrees with" in status
         shown = cli("--config", str(config), "status", "--paper", second_week[0].id).stdout
         assert f"model {refit}:" in shown

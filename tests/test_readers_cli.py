@@ -84,7 +84,7 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
         server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
                            str(port), env=SECRET)
         try:
-            wait_for(lambda: _up(base), what="serve to listen", proc=server)
+            wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
             header = str(ada.message["List-Unsubscribe"])
             link = re.search(r"<(http://[^>]+/u/[^>]+)>", header).group(1)
             assert "mailto:" in header and "ada" not in link
@@ -149,7 +149,7 @@ def test_a_week_queued_before_the_reader_unsubscribed_is_skipped_not_sent(tmp_pa
         server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
                            str(port), env=SECRET)
         try:
-            wait_for(lambda: _up(base), what="serve to listen", proc=server)
+            wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
             done = get(link, b"List-Unsubscribe=One-Click")
         finally:
             server.terminate()
@@ -160,12 +160,14 @@ def test_a_week_queued_before_the_reader_unsubscribed_is_skipped_not_sent(tmp_pa
             received = {a: len(back.to(a)) for a in ("ada@example.org", "alan@example.org")}
         listed = cli("--config", str(config), "readers").stdout
         status = cli("--config", str(config), "status").stdout
+        outbox = json.loads(cli("--config", str(config), "status", "--json").stdout)["outbox"]
     assert down.returncode == 1 and done[0] == 200
     assert sent.returncode == 0 and again.returncode == 0
     assert received == {"ada@example.org": 0, "alan@example.org": 1}
     assert re.search(r"ada@example.org\s+lang=\S+\s+unsubscribed\s+last delivery: 20\S+\s+"
                      r"digest 2026-11-09 skipped: unsubscribed before it was sent", listed)
     assert "outbox: 0 pending, 0 failed" in status
+    assert (outbox["pending"], outbox["failed"], outbox["skipped"]) == (0, 0, 1)
     assert "2026-11-09 ada@example.org: skipped — the reader unsubscribed before it was sent" in status
 
 
@@ -194,7 +196,7 @@ def test_readers_feedback_teaches_the_next_runs_model_by_majority(tmp_path, cli)
         server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
                            str(port), env=SECRET)
         try:
-            wait_for(lambda: _up(base), what="serve to listen", proc=server)
+            wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
             for message, action in said:
                 assert get(votes(message)[(action, key)], b"")[0] == 200
         finally:
@@ -218,6 +220,6 @@ def test_readers_feedback_teaches_the_next_runs_model_by_majority(tmp_path, cli)
         shown = cli("--config", str(config), "status", "--paper", "2611.00002").stdout
         status = cli("--config", str(config), "status").stdout
     assert after_tie == shipped and taught != shipped
-    assert f"relevance model: {taught} (refit with 1 of your verdicts)" in status
+    assert f"relevance model: {taught} (refit on the papers you and your readers judged: 1)" in status
     assert "readers: ada@example.org 👍 alan@example.org 👎 bob@example.org 👎" in shown
     assert "your verdict: none" in shown  # a reader teaches; only `mark` overrides the score
