@@ -348,7 +348,7 @@ class Store:
         by id, each with its score and newest cached summary: `batch` rows at a time, so
         memory stays flat however many there are."""
         summary = (sa.select(enrichments.c.data)
-                   .where(enrichments.c.item_key == sa.literal("arxiv:") + papers.c.id,
+                   .where(enrichments.c.item_key == _key(),
                           enrichments.c.kind == "paper_summary")
                    .order_by(enrichments.c.created.desc(), enrichments.c.key.desc())
                    .limit(1).correlate(papers).scalar_subquery())
