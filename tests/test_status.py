@@ -23,7 +23,7 @@ def test_status_json_parses_and_holds_the_last_run(tmp_path, cli):
     assert data["runs"][0]["id"] == last["id"]
     assert data["counts"]["digests"] == 0  # offline is a preview: no digest recorded
     assert data["counts"]["seeds"] == 38
-    assert data["outbox"] == {"pending": 0, "failed": 0, "waiting": []}
+    assert data["outbox"] == {"pending": 0, "failed": 0, "skipped": 0, "waiting": []}
     assert data["database"].endswith("state/digest.sqlite3")
     assert set(data["next"]) == {"collect", "publish"}
     assert data["scheduler"] is None  # no scheduler has run here
