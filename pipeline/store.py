@@ -571,12 +571,13 @@ class Store:
         arXiv papers each listed, by primary topic, seed-tied papers left out. A digest that
         listed none gives one row (id, None, 0), so an empty week reads as zero, not as
         unknown. One grouped query over the digests' own items (the digest_items key)."""
-        kept = sa.func.coalesce(papers.c.verdict, papers.c.relevant).is_(True)
+        mine = _mine()
         curated = sa.exists().where(seeds.c.arxiv_id == papers.c.id)
         listed = (sa.select(digest_items.c.digest_id, papers.c.topic)
                   .join(papers, papers.c.id == sa.func.substr(digest_items.c.item_key, len(ARXIV) + 1))
+                  .outerjoin(mine, mine.c.item_key == digest_items.c.item_key)
                   .where(digest_items.c.digest_id > after, digest_items.c.digest_id <= until,
-                         digest_items.c.item_key.like(ARXIV + "%"), kept, ~curated)
+                         digest_items.c.item_key.like(ARXIV + "%"), _kept(mine), ~curated)
                   .subquery())
         query = (sa.select(digests.c.id, listed.c.topic, sa.func.count(listed.c.digest_id))
                  .select_from(digests.outerjoin(listed, listed.c.digest_id == digests.c.id))
