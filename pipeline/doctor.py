@@ -14,14 +14,13 @@ import smtplib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import openai
 import sqlalchemy as sa
 from pydantic import Field
 
 from pipeline import collect, enrich, render, store
 from pipeline.config import Config, mask_url
 from pipeline.deliver import channels, email, git
-from pipeline.errors import ConfigError, DigestError
+from pipeline.errors import ConfigError, DigestError, LLMCallFailed
 from pipeline.sources import arxiv_api, arxiv_rss
 from pipeline.store import Store
 
@@ -162,32 +161,18 @@ def check_llm(config: Config) -> Iterable[Check]:
            {"type": "json_schema", "json_schema": {"name": "doctor", "strict": True,
                                                    "schema": enrich.wire_schema(DoctorReply)}})
     try:
-        reply = client.chat.completions.create(  # type: ignore[union-attr,call-overload]
+        reply = client.complete(  # type: ignore[union-attr]
             model=cfg.model, messages=[{"role": "user", "content": prompt}], response_format=fmt,
             timeout=cfg.timeout_seconds, extra_body=dict(cfg.extra_body) or None)
         content = reply.choices[0].message.content if reply.choices else None
         enrich.parse_reply(content, DoctorReply)
-    except openai.OpenAIError as exc:
-        yield fail("llm", f"{cfg.base_url} ({cfg.model}): {_llm_reason(exc, cfg.api_key_env)}")
+    except LLMCallFailed as exc:
+        yield fail("llm", f"{exc.why} (model {cfg.model})")
         return
     except ValueError as exc:
         yield fail("llm", f"{cfg.base_url} ({cfg.model}): answered, but not the JSON asked for: {exc}")
         return
     yield ok("llm", f"{cfg.base_url} ({cfg.model}): a structured reply ({cfg.structured})")
-
-
-def _llm_reason(exc: openai.OpenAIError, key_env: str) -> str:
-    if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-        return f"HTTP {exc.status_code}: the key was refused (check {key_env})"
-    if isinstance(exc, openai.NotFoundError):
-        return "HTTP 404: unknown model or wrong base_url"
-    if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}"
-    if isinstance(exc, openai.APITimeoutError):
-        return "no answer in time"
-    if isinstance(exc, openai.APIConnectionError):
-        return "cannot connect"
-    return type(exc).__name__
 
 
 def check_channels(config: Config) -> Iterable[Check]:

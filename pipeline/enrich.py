@@ -11,12 +11,11 @@ version, the model, the prompts, the glossary and the languages, so a re-run of 
 week makes no calls.
 
 Retries of failed requests (429, 5xx, timeouts, honouring Retry-After) are the openai
-client's own; on top of them each item has a wall-clock deadline (see DeadlineHttpClient).
+client's own; on top of them each item has a wall-clock deadline (see pipeline/llm.py).
 """
 
 from __future__ import annotations
 
-import contextvars
 import hashlib
 import json
 import logging
@@ -27,26 +26,24 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
-from typing import Annotated, Any, Literal, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NamedTuple, Protocol
 
-import httpcore2
-import httpx2
 import jinja2
-import openai
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from pipeline import progress
 from pipeline.config import Enrich
-from pipeline.errors import DigestError
+from pipeline.errors import DigestError, LLMCallFailed
 from pipeline.models import Enrichment, Paper, SeedEntry, paper_key, seed_key
-from pipeline.retry import retry_after
 from pipeline.stopping import STOP
 from pipeline.text import at_sentence, clean, clean_name
 
+if TYPE_CHECKING:
+    from pipeline import llm
+
 log = logging.getLogger(__name__)
 
-PLACEHOLDER_KEY = "EMPTY"  # sent when the key variable is set but empty (Ollama, vLLM, llama.cpp)
 CACHE_VERSION = 1  # bump when the meaning of a cached reply changes
 
 
@@ -189,129 +186,9 @@ def wire_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 # --- the client ------------------------------------------------------------------------------
 
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
-_RETRYABLE = {408, 409, 429} | set(range(500, 600))
-_PHASES = ("connect", "read", "write", "pool")
-MAX_REPLY_BYTES = 16 * 2**20  # far above any reply the bounded reply models accept
 
-
-class DeadlineExceeded(openai.OpenAIError):
-    """The item's wall-clock deadline passed; an OpenAIError, so the client stops retrying."""
-
-
-class ReplyTooLarge(openai.OpenAIError):
-    """The reply's body passed MAX_REPLY_BYTES; not worth a retry."""
-
-
-class DeadlineHttpClient(openai.DefaultHttpxClient):
-    """The openai client's HTTP client, held to the deadline of the item being enriched.
-
-    openai retries inside one create() call, each attempt with the same timeout. Every
-    attempt passes through send(), so here each one gets min(its timeout, time left),
-    none starts after the deadline, a timeout that the deadline caused ends the call
-    at once, and a Retry-After longer than the time left means "do not retry"
-    (the client obeys `x-should-retry: false`).
-    """
-
-    def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
-        deadline = _DEADLINE.get()
-        if deadline is None:
-            return super().send(request, **kwargs)
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise DeadlineExceeded("deadline passed before the request")
-        timeouts = request.extensions.get("timeout") or dict.fromkeys(_PHASES)
-        capped = {name: left if value is None or value > left else value
-                  for name, value in timeouts.items()}
-        request.extensions = {**request.extensions, "timeout": capped}
-        stream = kwargs.pop("stream", False)
-        try:
-            response = super().send(request, stream=True, **kwargs)
-            if not stream:
-                _read_before(response, deadline)
-        except httpx2.TimeoutException:
-            if capped != timeouts and time.monotonic() >= deadline - 0.05:
-                raise DeadlineExceeded("deadline passed while waiting for the reply") from None
-            raise
-        if response.status_code in _RETRYABLE:
-            wait = retry_after(response.headers)
-            if wait is not None and time.monotonic() + wait >= deadline:
-                response.headers["x-should-retry"] = "false"
-        return response
-
-
-class _DeadlineStream(httpcore2.NetworkStream):
-    """A connection whose every read and write ends by the item's deadline.
-
-    Each read is bounded by the timeout, but a server sending a header byte at a time
-    passes every one of them; capping each read at the time left bounds the whole reply.
-    """
-
-    def __init__(self, stream: httpcore2.NetworkStream):
-        self._stream = stream
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, _time_left(timeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._stream.write(buffer, _time_left(timeout))
-
-    def close(self) -> None:
-        self._stream.close()
-
-    def start_tls(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
-        return _DeadlineStream(self._stream.start_tls(*args, **kwargs))
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._stream.get_extra_info(info)
-
-
-class _DeadlineBackend(httpcore2.SyncBackend):
-    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
-        return _DeadlineStream(super().connect_tcp(*args, **kwargs))
-
-
-def _time_left(timeout: float | None) -> float | None:
-    deadline = _DEADLINE.get()
-    if deadline is None:
-        return timeout
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise httpcore2.ReadTimeout("the deadline passed")
-    return left if timeout is None else min(timeout, left)
-
-
-def _deadline_transport() -> httpx2.HTTPTransport:
-    transport = httpx2.HTTPTransport()
-    transport._pool._network_backend = _DeadlineBackend()  # httpx2 takes no backend argument
-    return transport
-
-
-def _read_before(response: httpx2.Response, deadline: float) -> None:
-    """Read the body piece by piece, so a reply trickling in still ends at the deadline."""
-    pieces, size = [], 0
-    try:
-        for piece in response.iter_bytes():
-            pieces.append(piece)
-            size += len(piece)
-            if size > MAX_REPLY_BYTES:
-                raise ReplyTooLarge(f"the reply is larger than {MAX_REPLY_BYTES // 2**20} MB")
-            if time.monotonic() > deadline:
-                raise DeadlineExceeded("deadline passed while the reply was still arriving")
-    except httpx2.TimeoutException:
-        response.close()
-        if time.monotonic() >= deadline - 0.05:  # a read cut short by the deadline
-            raise DeadlineExceeded("deadline passed while the reply was still arriving") from None
-        raise
-    except BaseException:
-        response.close()
-        raise
-    response._content = b"".join(pieces)  # what Response.read() sets; the stream is spent
-    response.close()
-
-
-def make_client(cfg: Enrich, *, max_retries: int | None = None) -> openai.OpenAI | None:
-    """An OpenAI client for cfg.base_url; None for provider none. The key comes from the env."""
+def make_client(cfg: Enrich, *, max_retries: int | None = None) -> llm.Client | None:
+    """A client for cfg.base_url; None for provider none. The key comes from the env."""
     if cfg.provider == "none":
         return None
     key = os.environ.get(cfg.api_key_env)
@@ -321,12 +198,9 @@ def make_client(cfg: Enrich, *, max_retries: int | None = None) -> openai.OpenAI
             f"set the {cfg.api_key_env} environment variable (an empty value will do for a "
             "local server such as Ollama), or set enrich.provider: none",
         )
-    return openai.OpenAI(
-        api_key=key.strip() or PLACEHOLDER_KEY, base_url=cfg.base_url,
-        timeout=cfg.timeout_seconds,
-        max_retries=cfg.retries if max_retries is None else max_retries,
-        http_client=DeadlineHttpClient(transport=_deadline_transport()),
-    )
+    from pipeline import llm  # openai takes 0.6 s to import: only runs with an LLM pay it
+
+    return llm.Client(cfg, key, max_retries=max_retries)
 
 
 # --- the enricher ----------------------------------------------------------------------------
@@ -517,7 +391,7 @@ class Enricher:
     """
 
     def __init__(self, cfg_enrich: Enrich, languages: Sequence[str], cache: Cache,
-                 client: openai.OpenAI | None, env: jinja2.Environment,
+                 client: llm.Client | None, env: jinja2.Environment,
                  progress: bool | None = None):
         self.cfg = cfg_enrich
         self.languages = list(languages)
@@ -723,8 +597,10 @@ class Enricher:
                 messages = self._messages(job, problem)
             try:
                 content, used = self._call(messages, job.task, deadline)
-            except openai.OpenAIError as exc:
-                why = self._describe(exc)
+            except LLMCallFailed as exc:
+                why = exc.why
+                if exc.halt:
+                    self._halt(why)
                 self._fail(job, why)
                 self._call_failed(why)
                 return None, (spent[0], spent[1])
@@ -754,11 +630,7 @@ class Enricher:
         if self.cfg.extra_body:
             kwargs["extra_body"] = dict(self.cfg.extra_body)
         self._count(calls=1)
-        token = _DEADLINE.set(deadline)
-        try:
-            response = self.client.chat.completions.create(**kwargs)  # type: ignore[union-attr]
-        finally:
-            _DEADLINE.reset(token)
+        response = self.client.complete(deadline, **kwargs)  # type: ignore[union-attr]
         usage = getattr(response, "usage", None)
         used = (getattr(usage, "prompt_tokens", None) or 0,
                 getattr(usage, "completion_tokens", None) or 0)
@@ -832,30 +704,6 @@ class Enricher:
         self._count(failures=1)
         log.warning("%s: %s fell back: %s", job.item_key, job.task.kind, why)
 
-    def _describe(self, exc: openai.OpenAIError) -> str:
-        """A short reason, never the key; auth and unknown-model errors stop the run's calls."""
-        if isinstance(exc, DeadlineExceeded):
-            return f"deadline of {self.cfg.deadline_seconds:g} s passed ({exc})"
-        if isinstance(exc, ReplyTooLarge):
-            return str(exc)
-        if isinstance(exc, openai.APITimeoutError):
-            return f"no reply within {self.cfg.timeout_seconds:g} s"
-        if isinstance(exc, openai.APIConnectionError):
-            return f"cannot connect to {self.cfg.base_url}"
-        if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-            why = (f"HTTP {exc.status_code} from {self.cfg.base_url}: the key was refused "
-                   f"(check the {self.cfg.api_key_env} environment variable)")
-            self._halt(why)
-            return why
-        if isinstance(exc, openai.NotFoundError):
-            why = (f"HTTP 404 from {self.cfg.base_url}: "
-                   f"unknown model {self.cfg.model!r} or wrong base_url")
-            self._halt(why)
-            return why
-        if isinstance(exc, openai.APIStatusError):
-            return f"HTTP {exc.status_code}: {_redact(str(exc.message), self._key())[:200]}"
-        return type(exc).__name__
-
     def _halt(self, why: str) -> bool:
         with self._lock:
             if self.report.error:
@@ -874,13 +722,6 @@ class Enricher:
             log.warning("enrich: the LLM at %s failed %d times in a row; skipping it for the rest "
                         "of this run", self.cfg.base_url, self.cfg.failure_limit)
 
-    def _key(self) -> str | None:
-        return getattr(self.client, "api_key", None)
-
 
 def _item(value: Item | tuple) -> Item:
     return value if isinstance(value, Item) else Item(*value)
-
-
-def _redact(text: str, secret: str | None) -> str:
-    return text.replace(secret, "***") if secret and secret != PLACEHOLDER_KEY else text

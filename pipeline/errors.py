@@ -37,3 +37,13 @@ class LockedError(DigestError):
     """Another run holds the lock (exit 75, EX_TEMPFAIL, so cron retries quietly)."""
 
     exit_code = 75
+
+
+class LLMCallFailed(Exception):
+    """One LLM call failed after the client's retries: the reason in words (never the key),
+    and whether the run should stop calling (halt: a refused key, an unknown model)."""
+
+    def __init__(self, why: str, halt: bool = False):
+        super().__init__(why)
+        self.why = why
+        self.halt = halt

@@ -9,7 +9,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from pipeline import enrich
+from pipeline import llm
 from pipeline.config import Enrich
 from pipeline.enrich import (
     SUMMARY,
@@ -420,7 +420,7 @@ def test_an_empty_but_set_key_is_fine_for_a_local_server(server, store, monkeypa
     monkeypatch.setenv("OLLAMA_KEY", "")
     cfg = settings(server, api_key_env="OLLAMA_KEY")
     assert len(enricher(cfg, store).summarise(papers(1))) == 1
-    assert server.requests[0].headers["authorization"] == f"Bearer {enrich.PLACEHOLDER_KEY}"
+    assert server.requests[0].headers["authorization"] == f"Bearer {llm.PLACEHOLDER_KEY}"
 
 
 # --- seeds and no-LLM mode ---------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """A warm `rl-digest` for the test suite: imports the CLI once, then forks one process per call.
 
-Starting Python and importing the CLI's libraries (openai, SQLAlchemy, pydantic models)
+Starting Python and importing the CLI's libraries (SQLAlchemy, pydantic models, openai)
 takes about 1.5 s, most of a typical test command. Each call here is a fork of a process
 that has done that already; the child sets the call's working folder, environment and
 standard streams, runs the console script's `main` exactly as `rl-digest` would, and
@@ -26,7 +26,8 @@ import traceback
 
 
 def serve(path: str) -> None:
-    from pipeline.cli import main  # the import this process exists to do once
+    from pipeline import llm  # noqa: F401  (the CLI loads openai only when it calls an LLM)
+    from pipeline.cli import main  # the imports this process exists to do once
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)

@@ -1,0 +1,188 @@
+"""The LLM client: an OpenAI-compatible endpoint, each call held to its item's deadline.
+
+A module of its own because importing openai takes about 0.6 s: only a command that
+talks to an LLM (a run with enrich.provider set, doctor) loads it; enrich.make_client
+imports it when a client is made. Failures come back as LLMCallFailed with a reason in
+words, so the rest of the program never touches openai's exception classes.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import time
+from typing import Any
+
+import httpcore2
+import httpx2
+import openai
+
+from pipeline.config import Enrich
+from pipeline.errors import LLMCallFailed
+from pipeline.retry import retry_after
+
+PLACEHOLDER_KEY = "EMPTY"  # sent when the key variable is set but empty (Ollama, vLLM, llama.cpp)
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
+_RETRYABLE = {408, 409, 429} | set(range(500, 600))
+_PHASES = ("connect", "read", "write", "pool")
+MAX_REPLY_BYTES = 16 * 2**20  # far above any reply the bounded reply models accept
+
+
+class DeadlineExceeded(openai.OpenAIError):
+    """The item's wall-clock deadline passed; an OpenAIError, so the client stops retrying."""
+
+
+class ReplyTooLarge(openai.OpenAIError):
+    """The reply's body passed MAX_REPLY_BYTES; not worth a retry."""
+
+
+class DeadlineHttpClient(openai.DefaultHttpxClient):
+    """The openai client's HTTP client, held to the deadline of the item being enriched.
+
+    openai retries inside one create() call, each attempt with the same timeout. Every
+    attempt passes through send(), so here each one gets min(its timeout, time left),
+    none starts after the deadline, a timeout that the deadline caused ends the call
+    at once, and a Retry-After longer than the time left means "do not retry"
+    (the client obeys `x-should-retry: false`).
+    """
+
+    def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
+        deadline = _DEADLINE.get()
+        if deadline is None:
+            return super().send(request, **kwargs)
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlineExceeded("deadline passed before the request")
+        timeouts = request.extensions.get("timeout") or dict.fromkeys(_PHASES)
+        capped = {name: left if value is None or value > left else value
+                  for name, value in timeouts.items()}
+        request.extensions = {**request.extensions, "timeout": capped}
+        stream = kwargs.pop("stream", False)
+        try:
+            response = super().send(request, stream=True, **kwargs)
+            if not stream:
+                _read_before(response, deadline)
+        except httpx2.TimeoutException:
+            if capped != timeouts and time.monotonic() >= deadline - 0.05:
+                raise DeadlineExceeded("deadline passed while waiting for the reply") from None
+            raise
+        if response.status_code in _RETRYABLE:
+            wait = retry_after(response.headers)
+            if wait is not None and time.monotonic() + wait >= deadline:
+                response.headers["x-should-retry"] = "false"
+        return response
+
+
+class _DeadlineStream(httpcore2.NetworkStream):
+    """A connection whose every read and write ends by the item's deadline.
+
+    Each read is bounded by the timeout, but a server sending a header byte at a time
+    passes every one of them; capping each read at the time left bounds the whole reply.
+    """
+
+    def __init__(self, stream: httpcore2.NetworkStream):
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _time_left(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _time_left(timeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        return _DeadlineStream(self._stream.start_tls(*args, **kwargs))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore2.SyncBackend):
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore2.NetworkStream:
+        return _DeadlineStream(super().connect_tcp(*args, **kwargs))
+
+
+def _time_left(timeout: float | None) -> float | None:
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise httpcore2.ReadTimeout("the deadline passed")
+    return left if timeout is None else min(timeout, left)
+
+
+def _deadline_transport() -> httpx2.HTTPTransport:
+    transport = httpx2.HTTPTransport()
+    transport._pool._network_backend = _DeadlineBackend()  # httpx2 takes no backend argument
+    return transport
+
+
+def _read_before(response: httpx2.Response, deadline: float) -> None:
+    """Read the body piece by piece, so a reply trickling in still ends at the deadline."""
+    pieces, size = [], 0
+    try:
+        for piece in response.iter_bytes():
+            pieces.append(piece)
+            size += len(piece)
+            if size > MAX_REPLY_BYTES:
+                raise ReplyTooLarge(f"the reply is larger than {MAX_REPLY_BYTES // 2**20} MB")
+            if time.monotonic() > deadline:
+                raise DeadlineExceeded("deadline passed while the reply was still arriving")
+    except httpx2.TimeoutException:
+        response.close()
+        if time.monotonic() >= deadline - 0.05:  # a read cut short by the deadline
+            raise DeadlineExceeded("deadline passed while the reply was still arriving") from None
+        raise
+    except BaseException:
+        response.close()
+        raise
+    response._content = b"".join(pieces)  # what Response.read() sets; the stream is spent
+    response.close()
+
+
+class Client:
+    """Chat completions at cfg.base_url; a failed call raises LLMCallFailed, never the key."""
+
+    def __init__(self, cfg: Enrich, key: str, *, max_retries: int | None = None):
+        self.cfg = cfg
+        self.key = key.strip()
+        self._openai = openai.OpenAI(
+            api_key=self.key or PLACEHOLDER_KEY, base_url=cfg.base_url, timeout=cfg.timeout_seconds,
+            max_retries=cfg.retries if max_retries is None else max_retries,
+            http_client=DeadlineHttpClient(transport=_deadline_transport()),
+        )
+
+    def complete(self, deadline: float | None = None, **kwargs: Any) -> Any:
+        """One create() (the client retries inside it), ended by the deadline (monotonic)."""
+        token = _DEADLINE.set(deadline)
+        try:
+            return self._openai.chat.completions.create(**kwargs)
+        except openai.OpenAIError as exc:
+            raise LLMCallFailed(*self._describe(exc)) from None
+        finally:
+            _DEADLINE.reset(token)
+
+    def _describe(self, exc: openai.OpenAIError) -> tuple[str, bool]:
+        """A short reason, never the key, and whether it should stop the run's calls
+        (a refused key or an unknown model will not heal within the run)."""
+        cfg = self.cfg
+        if isinstance(exc, DeadlineExceeded):
+            return f"deadline of {cfg.deadline_seconds:g} s passed ({exc})", False
+        if isinstance(exc, ReplyTooLarge):
+            return str(exc), False
+        if isinstance(exc, openai.APITimeoutError):
+            return f"no reply from {cfg.base_url} within {cfg.timeout_seconds:g} s", False
+        if isinstance(exc, openai.APIConnectionError):
+            return f"cannot connect to {cfg.base_url}", False
+        if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
+            return (f"HTTP {exc.status_code} from {cfg.base_url}: the key was refused "
+                    f"(check the {cfg.api_key_env} environment variable)"), True
+        if isinstance(exc, openai.NotFoundError):
+            return (f"HTTP 404 from {cfg.base_url}: "
+                    f"unknown model {cfg.model!r} or wrong base_url"), True
+        if isinstance(exc, openai.APIStatusError):
+            message = str(exc.message).replace(self.key, "***") if self.key else str(exc.message)
+            return f"HTTP {exc.status_code} from {cfg.base_url}: {message[:200]}", False
+        return type(exc).__name__, False
