@@ -20,6 +20,7 @@ from pipeline.config import Config
 from pipeline.errors import ConfigError
 
 PATHS = {"unsubscribe": "u", "resubscribe": "r", "up": "f", "down": "f"}
+WEB = "web"  # the one reader behind every web-edition page: its visitors have no address
 MARK = "rl-digest-reader-link"  # where a reader's token goes, in an email rendered once for all
 _MARKED = re.compile(re.escape(MARK) + r"\.(\w+)\.([^\s\"'<>)\]]*)")
 
@@ -85,8 +86,13 @@ class Links:
         return Claim(action, rid, paper) if action in PATHS else None
 
     def reader(self, claim: Claim, addresses: list[str]) -> str | None:
-        """The address among `addresses` the claim is about."""
-        return next((a for a in addresses if hmac.compare_digest(self.rid(a), claim.rid)), None)
+        """The address among `addresses` (or WEB) the claim is about."""
+        return next((a for a in [*addresses, WEB] if hmac.compare_digest(self.rid(a), claim.rid)), None)
+
+    def on_the_web(self, action: str, paper: str) -> str:
+        """A 👍/👎 link for a web-edition page: the same link for every visitor, so their
+        clicks are one reader's verdict (WEB), the latest click standing."""
+        return self.url(action, WEB, paper)
 
     def _sign(self, payload: str) -> str:
         return _b64(hmac.new(self.key, payload.encode(), hashlib.sha256).digest()[:18])

@@ -20,6 +20,7 @@ from pipeline.config import Config
 from pipeline.deliver import channels, git, outbox
 from pipeline.deliver.files import write_atomic
 from pipeline.errors import DigestError
+from pipeline.links import Links
 from pipeline.models import Digest, Options, RunReport
 from pipeline.store import Store
 
@@ -56,7 +57,9 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
     report.files += [str(path) for path in files.values()]
     if config.outputs.site:  # this run's digest as written above, even when only a preview
         shown = [d for d in digests if digest is None or d.id != digest.id] + ([digest] if digest else [])
-        report.files += [str(path) for path in site.build(settings, out / "site", shown, updated)]
+        links = Links.of(config)
+        report.files += [str(path) for path in site.build(settings, out / "site", shown, updated,
+                                                          links.on_the_web if links else None)]
         report.files += [str(path) for path in site_papers.build(config, store, settings, out / "site",
                                                                  shown, updated)]
     if options.offline:  # a preview: files only, nothing sent, nothing recorded

@@ -9,7 +9,7 @@ only when its text changed, so a weekly run rewrites the index and the new week'
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from itertools import groupby
 from pathlib import Path
 
@@ -38,15 +38,17 @@ def digest_href(digest_id: str) -> str:
     return f"digests/{digest_id}.html"
 
 
-def build(settings: render.Settings, folder: Path, digests: Sequence[Digest], updated: str) -> list[Path]:
+def build(settings: render.Settings, folder: Path, digests: Sequence[Digest], updated: str,
+          feedback: Callable[[str, str], str] | None = None) -> list[Path]:
     """Write the site's pages for `digests` (any order) into `folder`; the paths that changed.
 
-    `updated` is the feed's date (publish.last_change), never the clock.
+    `updated` is the feed's date (publish.last_change), never the clock; `feedback` makes
+    a paper's 👍/👎 link (Links.on_the_web) when `serve.base_url` is set.
     """
     env = render.html_env(settings.templates)
     env.globals.update(paper_href=paper_href, anchor=anchor, digest_href=digest_href)
     newest = sorted(digests, key=lambda d: d.id, reverse=True)
-    common = render.common(settings)
+    common = {**render.common(settings), "feedback": feedback}
     pages: dict[str, str] = {}
     for digest in newest:
         pages[digest_href(digest.id)] = env.get_template("site/digest.html.j2").render(

@@ -3,7 +3,7 @@ languages; a POST to the List-Unsubscribe URL of a received email stops the next
 to that reader only, and a week queued before they unsubscribed is skipped, not sent; a forged
 token is refused and changes nothing; a 👎 click asks first (a GET records nothing: mail
 scanners open links), its POST is recorded as that reader's verdict and `status --paper`
-shows it."""
+shows it; the web edition's 👍/👎 are one reader's, `web`."""
 
 from __future__ import annotations
 
@@ -99,6 +99,10 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
             after_get = cli("--config", str(config), "status", "--paper", "2611.00001").stdout
             thanks = get(feedback.group(1), b"")
             forged_vote = get(feedback.group(1)[:-2] + "xx", b"")
+            page = (tmp_path / "out" / "site" / "digests" / page_name(tmp_path)).read_text("utf-8")
+            web_vote = re.search(r'href="(http://[^"]+/f/[^"]+)"[^>]*>👍', page).group(1)
+            served = get(base + "/digests/" + page_name(tmp_path))
+            web_thanks = get(web_vote, b"")
         finally:
             server.terminate()
             server.wait(timeout=10)
@@ -124,8 +128,15 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
     assert asked[0] == 200 and f'<form method="post" action="{feedback.group(1)}"' in asked[1]
     assert "readers:" not in after_get  # a GET (a mail scanner's prefetch) records nothing
     assert thanks[0] == 200 and "👎" in thanks[1] and "<form" not in thanks[1]
-    assert "readers: alan@example.org 👎" in shown
+    assert "readers: alan@example.org 👎 web 👍" in shown  # the web edition's visitors: one reader
+    assert web_thanks[0] == 200 and "👍" in web_thanks[1]
+    assert served[0] == 200 and web_vote in served[1]  # serve hands out the site with its votes
+    assert "ada" not in web_vote and "alan" not in web_vote
     assert ada.message["List-Unsubscribe-Post"] is None  # one-click is announced for https only
+
+
+def page_name(tmp_path) -> str:
+    return next((tmp_path / "out" / "site" / "digests").glob("*.html")).name
 
 
 def _up(base: str) -> bool:

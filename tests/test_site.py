@@ -88,6 +88,7 @@ def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
         hrefs = [a.attributes.get("href") for a in week2.css(f"#{key.replace('.', chr(92) + '.')} a")]
         assert f"https://arxiv.org/abs/{key[len('p-arxiv-'):]}" in hrefs
         assert any(h and h.startswith("../papers/topic/") and h.endswith(f"#{key}") for h in hrefs)
+    assert "👍" not in week2.html  # no serve.base_url: no vote links (test_readers_cli.py has them)
     feed = ET.parse(folder / "feed.xml").getroot()
     links = [e.find(f"{ATOM}link").get("href") for e in feed.iter(f"{ATOM}entry")]
     assert links == ["digests/2026-11-09.html", "digests/2026-11-02.html"]
