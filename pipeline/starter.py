@@ -1,4 +1,5 @@
-"""`rl-digest init`: a starter config, a readers list and a secrets example, never over a file.
+"""`rl-digest init`: a starter config, a readers list, a secrets example and the seeds/ folder
+the config reads, never over a file.
 
 The files themselves are in templates/init/ (bundled with the package), so their wording
 is data like every other template.
@@ -14,7 +15,8 @@ from pipeline.config import bundled
 from pipeline.deliver.files import write_atomic
 from pipeline.errors import ConfigError
 
-FILES = {"config.yaml": "config.yaml", "readers.txt": "readers.txt", ".env.example": "env.example"}
+FILES = {"config.yaml": "config.yaml", "readers.txt": "readers.txt", ".env.example": "env.example",
+         "seeds/README.md": "seeds_README.md"}  # seeds/: where seeds.paths looks by default
 
 
 def write(directory: Path) -> tuple[list[Path], str]:
@@ -26,6 +28,7 @@ def write(directory: Path) -> tuple[list[Path], str]:
         raise ConfigError(f"{existing[0]}: already exists; init writes nothing over your files",
                           "pick an empty folder: rl-digest init DIR")
     for target, name in zip(targets, FILES.values(), strict=True):
+        target.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(target, (source / name).read_text(encoding="utf-8"))
     steps = jinja2.Template((source / "next_steps.txt.j2").read_text(encoding="utf-8"))
     return targets, steps.render(dir=directory)

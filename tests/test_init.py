@@ -16,12 +16,15 @@ def env_file(path) -> dict:
 def test_init_then_config_check_passes(tmp_path, cli):
     folder = tmp_path / "digest"
     made = cli("init", str(folder))
-    assert sorted(p.name for p in folder.iterdir()) == [".env.example", "config.yaml", "readers.txt"]
+    assert sorted(p.name for p in folder.iterdir()) == [".env.example", "config.yaml", "readers.txt", "seeds"]
     assert "config check" in made.stdout and "doctor" in made.stdout
     secrets = env_file(folder / ".env.example")
     assert set(secrets) == {"OPENAI_API_KEY", "SMTP_USERNAME", "SMTP_PASSWORD"}
     checked = cli("--config", str(folder / "config.yaml"), "config", "check", env=secrets)
     assert checked.stdout.strip() == f"{folder / 'config.yaml'}: ok"
+    listed = cli("--config", str(folder / "config.yaml"), "seeds", env=secrets)
+    assert "no such file" not in listed.stdout + listed.stderr  # seeds.paths' folder is there
+    assert "000_" in listed.stdout  # the shipped pages are read
     text = (folder / "config.yaml").read_text(encoding="utf-8")
     assert text.count("#") > 20 and len(text.splitlines()) < 60  # commented, and short
 
