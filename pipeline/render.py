@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
@@ -292,7 +292,28 @@ def loader(user_dir: Path | None) -> jinja2.BaseLoader:
     return jinja2.ChoiceLoader(loaders)
 
 
+class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
+    """Templates compiled once and kept between runs (Jinja's per-user 0700 folder in the temp
+    dir; a changed template is compiled again): a run renders from some forty templates, and
+    compiling them took longer than rendering. A cache that cannot be written is skipped."""
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+@cache
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    try:
+        return _CompiledTemplates()
+    except (OSError, RuntimeError):  # no safe folder of our own: compile each time
+        return None
+
+
 def _shared(env: jinja2.Environment) -> jinja2.Environment:
+    env.bytecode_cache = _bytecode_cache()
     env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time,
                        slug=slug, safe_url=safe_url, width=display_width)
     env.globals.update(texts=texts, summary_lines=summary_lines, entry_links=entry_links)

@@ -1,7 +1,7 @@
 """A warm `rl-digest` for the test suite: imports the CLI once, then forks one process per call.
 
-Starting Python and importing the CLI's libraries (SQLAlchemy, pydantic models, openai)
-takes about 1.5 s, most of a typical test command. Each call here is a fork of a process
+Starting Python and importing the CLI's libraries (SQLAlchemy, pydantic models, openai,
+scikit-learn) takes about 2.5 s, most of a typical test command. Each call here is a fork of a process
 that has done that already; the child sets the call's working folder, environment and
 standard streams, runs the console script's `main` exactly as `rl-digest` would, and
 exits with its status. A call whose environment changes how Python itself starts (any
@@ -26,6 +26,9 @@ import traceback
 
 
 def serve(path: str) -> None:
+    import sklearn.feature_extraction.text  # noqa: F401  (loaded by a run when it needs them:
+    import sklearn.linear_model  # noqa: F401  featured papers, importance, refitting; ~1 s)
+
     from pipeline import llm  # noqa: F401  (the CLI loads openai only when it calls an LLM)
     from pipeline.cli import main  # the imports this process exists to do once
 
