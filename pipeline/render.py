@@ -9,6 +9,7 @@ chooses templates, shapes values and enforces the email size cap.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import string
 import unicodedata
@@ -305,15 +306,21 @@ class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
 
 
 @cache
-def _bytecode_cache() -> jinja2.BytecodeCache | None:
+def _bytecode_cache(options: str) -> jinja2.BytecodeCache | None:
+    """One cache per set of compile options: Jinja keys compiled code by template only, and
+    the same template compiles differently with autoescape on (HTML) and off (Markdown)."""
+    tag = hashlib.sha256(options.encode()).hexdigest()[:16]
     try:
-        return _CompiledTemplates()
+        return _CompiledTemplates(pattern=f"rl-digest-{tag}-%s.cache")
     except (OSError, RuntimeError):  # no safe folder of our own: compile each time
         return None
 
 
 def _shared(env: jinja2.Environment) -> jinja2.Environment:
-    env.bytecode_cache = _bytecode_cache()
+    env.bytecode_cache = _bytecode_cache(repr((
+        jinja2.__version__, env.autoescape, env.trim_blocks, env.lstrip_blocks,
+        env.keep_trailing_newline, env.newline_sequence, env.undefined.__name__, env.optimized,
+        sorted(env.extensions))))
     env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time,
                        slug=slug, safe_url=safe_url, width=display_width)
     env.globals.update(texts=texts, summary_lines=summary_lines, entry_links=entry_links)
