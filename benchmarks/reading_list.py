@@ -1,15 +1,17 @@
 """The reading list at scale: 100,000 stored papers, its Markdown and web pages as publish writes them.
 
-    .venv/bin/python benchmarks/reading_list.py [--papers 100000]
+    nice -n 10 .venv/bin/python benchmarks/reading_list.py [--papers 100000]
 
 The database is built through the product (Store.upsert_papers, Store.set_scores), with a
 cached Chinese + English summary for every paper (bulk-inserted into the enrichment cache,
 as if every paper had been summarised) and the built-in seed pages. Every paper is one the
 relevance rule keeps (dev rows it scores relevant, repeated with fresh ids, submitted over
-the last three years), so the list holds them all. Then, in a fresh process
-(so its peak RSS is the writer's own), reading_list.publish (READING_LIST.md and reading-list/)
-and site_papers.build (the web edition's papers/ pages, search index, papers.xml and exports/),
-streamed from the store; then both again, when every file is already as it should be.
+the last three years), so the list holds them all. Then, each in a fresh process (so its
+peak RSS is the writer's own), reading_list.publish's one streamed pass writes
+READING_LIST.md and reading-list/ and feeds site_papers.Papers (the web edition's papers/
+pages, search index, papers.xml and exports/): first into an empty folder, then again with
+nothing changed, then after one more week of papers (the newest week's share of the three
+years) was stored, as a weekly run finds it. Each run counts the files it rewrote.
 """
 
 from __future__ import annotations
@@ -26,13 +28,11 @@ from pathlib import Path
 
 from _common import dev_rows, machine, make_papers, maxrss_mib, table, write_config
 
+YEARS = 3  # the papers' submission dates span this many years, ending 2026-11-30
 
-def build(config, store, n: int) -> list[list]:
-    import sqlalchemy as sa
 
-    from pipeline import extract, rank, run
-    from pipeline.models import Scored, paper_key
-    from pipeline.store import enrichments, now_iso
+def relevant_rows(config) -> list[dict]:
+    from pipeline import rank
 
     rules = rank.compile_rules(config.relevance)
     rows = []
@@ -41,21 +41,25 @@ def build(config, store, n: int) -> list[list]:
         if scored.relevant:
             topic, others = rank.assign_topics(row["title"], row.get("abstract") or "", config.topics)
             rows.append({**row, "_score": scored, "_topics": (topic, others)})
-    end = datetime(2026, 11, 30, tzinfo=UTC)
-    papers = make_papers(rows, n, end - timedelta(days=3 * 365), end)
-    steps = []
+    return rows
 
-    began = time.perf_counter()
-    store.save_seeds([e for doc in run.seed_documents(config) for e in doc.entries])
-    steps.append(["save_seeds (built-in seed pages)", time.perf_counter() - began])
 
+def stock(store, rows: list[dict], papers: list, first: int) -> list[list]:
+    """Store `papers` (the `first`-th paper on) scored and summarised; [step, seconds] each."""
+    import sqlalchemy as sa
+
+    from pipeline import extract
+    from pipeline.models import Scored, paper_key
+    from pipeline.store import enrichments, now_iso
+
+    n, steps = len(papers), []
     began = time.perf_counter()
     store.upsert_papers(papers)
     steps.append([f"Store.upsert_papers ({n:,} new)", time.perf_counter() - began])
 
     began = time.perf_counter()
     scored = []
-    for k, paper in enumerate(papers):
+    for k, paper in enumerate(papers, first):
         row = rows[k % len(rows)]
         s, (topic, others) = row["_score"], row["_topics"]
         scored.append(Scored(paper.id, s.value, s.relevant, tuple(s.reasons), topic, tuple(others)))
@@ -65,7 +69,7 @@ def build(config, store, n: int) -> list[list]:
     began = time.perf_counter()
     stamp = now_iso()
     cache = []
-    for k, paper in enumerate(papers):
+    for k, paper in enumerate(papers, first):
         row = rows[k % len(rows)]
         english = extract.contribution(paper.abstract)
         data = {"title_zh": paper.title, "summary_zh": row.get("summary_zh") or "中文摘要",
@@ -82,9 +86,11 @@ def build(config, store, n: int) -> list[list]:
 
 
 def publish(config_path: str) -> None:
-    """The child process: the reading list's Markdown and the web edition's papers/ pages,
-    search index, papers.xml and exports written from the store, twice (the second run finds
-    every file as it is), with times and the process's own peak RSS as JSON on stdout."""
+    """The child process: one publish of the reading list's Markdown and the web edition's
+    papers, streamed from the store in one pass, with its time, the process's own peak RSS
+    and the outputs' sizes as JSON on stdout."""
+    from contextlib import ExitStack
+
     from pipeline import config as cfg
     from pipeline import reading_list, render, site_papers
     from pipeline.store import Store
@@ -92,20 +98,31 @@ def publish(config_path: str) -> None:
     config = cfg.load(Path(config_path))
     store = Store.open(config.storage.url)
     settings = render.Settings.of(config)
-    times = []
-    for _ in range(2):
-        began = time.perf_counter()
-        files = reading_list.publish(config, store, "2026-11-30")
-        middle = time.perf_counter()
-        site_papers.build(config, store, settings, config.outputs.dir / "site", [], "2026-11-30")
-        times.append((middle - began, time.perf_counter() - middle))
+    began = time.perf_counter()
+    with ExitStack() as stack:
+        papers = stack.enter_context(site_papers.Papers(config, store, settings, config.outputs.dir / "site",
+                                                        [], "2026-11-30"))
+        files = reading_list.publish(config, store, "2026-11-30", also=[papers])
+    seconds = time.perf_counter() - began
     sizes = sorted(path.stat().st_size for path in files.values())
     site = [p for p in (config.outputs.dir / "site").rglob("*") if p.is_file()]
-    print(json.dumps({"seconds": times, "rss": maxrss_mib(), "files": len(files), "largest": sizes[-1],
+    print(json.dumps({"seconds": seconds, "rss": maxrss_mib(), "files": len(files), "largest": sizes[-1],
                       "bytes": sum(sizes), "count": reading_list.count(store),
                       "index": (config.outputs.dir / "READING_LIST.md").stat().st_size,
                       "site_files": len(site), "site_bytes": sum(p.stat().st_size for p in site),
-                      "search": (config.outputs.dir / "site" / "search-index.js").stat().st_size}))
+                      "search": sum(p.stat().st_size for p in site if p.name.startswith("search-index"))}))
+
+
+def run_child(path: Path, out: Path) -> dict:
+    """One publish in a fresh process; adds how many output files it wrote."""
+    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    child = subprocess.run([sys.executable, __file__, "--publish", str(path)], check=True,
+                           capture_output=True, text=True)
+    got = json.loads(child.stdout.strip().splitlines()[-1])
+    after = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    got["rewritten"] = sum(1 for p, t in after.items() if before.get(p) != t)
+    got["outputs"] = len(after)
+    return got
 
 
 def main() -> None:
@@ -126,31 +143,44 @@ def main() -> None:
         config = cfg.load(path)
         store = Store.open(config.storage.url)
         print(f"building a database of {args.papers:,} relevant papers ...", flush=True)
-        built = build(config, store, args.papers)
-        store.close()
+        from pipeline import run
+
+        rows = relevant_rows(config)
+        week = round(args.papers / (YEARS * 52))
+        end = datetime(2026, 11, 30, tzinfo=UTC)
+        papers = make_papers(rows, args.papers + week, end - timedelta(days=YEARS * 365), end)
+        began = time.perf_counter()
+        store.save_seeds([e for doc in run.seed_documents(config) for e in doc.entries])
+        built = [["save_seeds (built-in seed pages)", time.perf_counter() - began]]
+        built += stock(store, rows, papers[:args.papers], 0)
         db = Path(tmp, "state", "digest.sqlite3")
         size = sum(p.stat().st_size for p in db.parent.glob("digest.sqlite3*"))
-        child = subprocess.run([sys.executable, __file__, "--publish", str(path)], check=True,
-                               capture_output=True, text=True)
-        got = json.loads(child.stdout.strip().splitlines()[-1])
+        out = config.outputs.dir
+        runs = [run_child(path, out), run_child(path, out)]
+        stock(store, rows, papers[args.papers:], args.papers)
+        store.close()
+        runs.append(run_child(path, out))
 
     print(f"\n## Building the database ({args.papers:,} papers, {size / 2**20:,.0f} MiB on disk)\n")
     print(table(["step", "seconds", "papers/s"],
                 [[label, f"{sec:.2f}", f"{args.papers / sec:,.0f}" if "seed" not in label else "-"]
                  for label, sec in built]))
-    (md, pages), (md_again, pages_again) = got["seconds"]
-    print(f"\n## The reading list of {got['count']:,} entries, in a fresh process\n")
-    print(table(["measure", "value"], [
-        ["READING_LIST.md and reading-list/, first time", f"{md:.2f} s ({got['count'] / md:,.0f} entries/s)"],
-        ["web edition papers/, search index, papers.xml, exports/", f"{pages:.2f} s"],
-        ["both", f"{md + pages:.2f} s"],
-        ["both again, nothing changed", f"{md_again + pages_again:.2f} s"],
-        ["peak RSS of the process (ru_maxrss)", f"{got['rss']:,.0f} MiB"],
-        ["Markdown files", f"{got['files']:,} ({got['bytes'] / 2**20:.1f} MiB in all)"],
-        ["largest Markdown file", f"{got['largest'] / 1000:,.0f} KB"],
-        ["READING_LIST.md", f"{got['index'] / 1000:,.0f} KB"],
-        ["site files", f"{got['site_files']:,} ({got['site_bytes'] / 2**20:.1f} MiB in all)"],
-        ["search-index.js", f"{got['search'] / 2**20:.1f} MiB"],
+    first = runs[0]
+    print(f"\n## The reading list of {first['count']:,} entries: Markdown and web pages in one pass,"
+          " each run in a fresh process\n")
+    labels = [f"first, into an empty folder ({first['count']:,} entries)", "again, nothing changed",
+              f"a week later ({runs[2]['count'] - first['count']:,} new papers)"]
+    print(table(["run", "seconds", "peak RSS (ru_maxrss)", "files rewritten"], [
+        [label, f"{got['seconds']:.2f}", f"{got['rss']:,.0f} MiB",
+         f"{got['rewritten']:,} of {got['outputs']:,}"]
+        for label, got in zip(labels, runs, strict=True)]))
+    print()
+    print(table(["output", "size"], [
+        ["Markdown files", f"{first['files']:,} ({first['bytes'] / 2**20:.1f} MiB in all)"],
+        ["largest Markdown file", f"{first['largest'] / 1000:,.0f} KB"],
+        ["READING_LIST.md", f"{first['index'] / 1000:,.0f} KB"],
+        ["site files", f"{first['site_files']:,} ({first['site_bytes'] / 2**20:.1f} MiB in all)"],
+        ["search index", f"{first['search'] / 2**20:.1f} MiB"],
     ]))
 
 

@@ -29,7 +29,8 @@ def _latex() -> Any:  # imported on first use: collecting never pays for it
     return LatexNodes2Text(math_mode="text", keep_comments=False, strict_latex_spaces=False)
 
 
-def _tex_piece(source: str) -> str:
+@lru_cache(maxsize=4096)
+def _tex_piece(source: str) -> str:  # the same $\pi$ and \textsc{} recur from paper to paper
     text = _latex().latex_to_text(source)
     return _SCRIPT.sub(lambda m: m.group(2).translate(_SUP if m.group(1) == "^" else _SUB), text)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from itertools import islice
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Protocol
 
 from pipeline import compose, rank, render
 from pipeline.config import Config, TopicDef
@@ -168,52 +168,74 @@ class Rows:
         return self.env.get_template(template).render(**values, **self.context)
 
 
-def write_markdown(settings: render.Settings, topics: Sequence[TopicDef], found: Iterable[Entry],
-                   out: Path, updated: str) -> dict[str, Path]:
-    """READING_LIST.md and the files of reading-list/ from entries in `order`; returns
-    {name under out: path} of every file the reading list now has (for git)."""
-    rows = Rows(settings)
-    written: dict[str, Path] = {}
-    state: dict[str, _Topic] = {}
-    months: list[dict] = []
-    month: list[tuple[str, str]] = []  # (day, row) of the month being read
-    current, total = "", 0
+class Markdown:
+    """READING_LIST.md and the files of reading-list/, fed entries in `order` a batch at a
+    time (the one pass over the store feeds the web edition the same batches). Months are
+    written as they complete; topics are spooled to a temporary folder and written by
+    `close`. Use as a context manager: the spools go when the block ends."""
 
-    def close_month(name: str) -> None:
-        if not month:
+    def __init__(self, settings: render.Settings, topics: Sequence[TopicDef], out: Path, updated: str):
+        self.rows, self.topics, self.out, self.updated = Rows(settings), topics, out, updated
+        self.tmp = tempfile.TemporaryDirectory(prefix="rl-digest-reading-")
+        self.written: dict[str, Path] = {}
+        self.state: dict[str, _Topic] = {}
+        self.months: list[dict] = []
+        self.month: list[tuple[str, str]] = []  # (day, row) of the month being read
+        self.current, self.total = "", 0
+
+    def __enter__(self) -> Markdown:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for topic in self.state.values():
+            topic.spool.close()
+        self.tmp.cleanup()
+
+    def add(self, batch: Sequence[Entry]) -> None:
+        self.total += len(batch)
+        plain, dated = self.rows.rows(batch), self.rows.rows(batch, with_topic=True)
+        for entry, row, month_row in zip(batch, plain, dated, strict=True):
+            if entry.date:
+                if self.month and entry.date[:7] != self.current:
+                    self._close_month()
+                self.current = entry.date[:7]
+                self.month.append((entry.date, month_row))
+            topic = self.state.get(entry.topic)
+            if topic is None:
+                spool = open(Path(self.tmp.name, f"{len(self.state)}.rows"), "w+b")  # noqa: SIM115 (closed on exit)
+                topic = self.state[entry.topic] = _Topic(spool)
+            topic.add(entry.date, row)
+
+    def _close_month(self) -> None:
+        if not self.month:
             return
         files = []
-        for file, period, held in _month_files(name, month):
+        for file, period, held in _month_files(self.current, self.month):
             files.append({"href": f"{FOLDER}/{file}", "period": period, "count": len(held)})
-            _write(out, f"{FOLDER}/{file}", written, rows.page(
+            _write(self.out, f"{FOLDER}/{file}", self.written, self.rows.page(
                 "reading_list/file.md.j2", name=None, heading=period, rows=held, with_topic=True))
-        months.append({"month": name, "count": len(month), "files": files})
-        month.clear()
+        self.months.append({"month": self.current, "count": len(self.month), "files": files})
+        self.month.clear()
 
-    with tempfile.TemporaryDirectory(prefix="rl-digest-reading-") as tmp:
+    def close(self) -> dict[str, Path]:
+        """Write what is left; {name under out: path} of every file the reading list now has (for git)."""
+        self._close_month()
+        sections = [_topic_files(self.rows, self.out, self.written, key, self.state[key], self.topics)
+                    for key in in_order(self.state, self.topics)]
+        _write(self.out, "READING_LIST.md", self.written, self.rows.page(
+            "reading_list.md.j2", sections=sections, total=self.total, updated=str(self.updated),
+            months=self.months, newest=NEWEST, limit_kb=LIMIT // 1000))
+        _remove_stale(self.out / FOLDER, self.written)
+        return self.written
+
+
+def write_markdown(settings: render.Settings, topics: Sequence[TopicDef], found: Iterable[Entry],
+                   out: Path, updated: str) -> dict[str, Path]:
+    """READING_LIST.md and the files of reading-list/ from entries in `order`."""
+    with Markdown(settings, topics, out, updated) as markdown:
         for batch in batches(found):
-            total += len(batch)
-            plain, dated = rows.rows(batch), rows.rows(batch, with_topic=True)
-            for entry, row, month_row in zip(batch, plain, dated, strict=True):
-                if entry.date:
-                    if month and entry.date[:7] != current:
-                        close_month(current)
-                    current = entry.date[:7]
-                    month.append((entry.date, month_row))
-                topic = state.get(entry.topic)
-                if topic is None:
-                    spool = open(Path(tmp, f"{len(state)}.rows"), "w+b")  # noqa: SIM115 (closed below)
-                    topic = state[entry.topic] = _Topic(spool)
-                topic.add(entry.date, row)
-        if month:
-            close_month(current)
-        sections = [_topic_files(rows, out, written, key, state[key], topics)
-                    for key in in_order(state, topics)]
-    _write(out, "READING_LIST.md", written, rows.page(
-        "reading_list.md.j2", sections=sections, total=total, updated=str(updated), months=months,
-        newest=NEWEST, limit_kb=LIMIT // 1000))
-    _remove_stale(out / FOLDER, written)
-    return written
+            markdown.add(batch)
+        return markdown.close()
 
 
 def _month_files(name: str, month: list[tuple[str, str]]) -> list[tuple[str, str, list[str]]]:
@@ -257,7 +279,6 @@ def _topic_files(rows: Rows, out: Path, written: dict[str, Path], key: str, topi
         _write(out, f"{FOLDER}/{file}", written, rows.page(
             "reading_list/file.md.j2", name={"zh": zh, "en": en}, heading=period,
             rows=topic.rows(part), with_topic=False))
-    topic.spool.close()
     return {"topic": key, "name_zh": zh, "name_en": en, "count": topic.count,
             "newest": topic.newest, "files": files, "split": len(files) > 1}
 
@@ -278,8 +299,24 @@ def _remove_stale(folder: Path, written: dict[str, Path]) -> None:
             path.unlink(missing_ok=True)
 
 
-def publish(config: Config, store: Store, updated: str) -> dict[str, Path]:
-    """The reading list from the store into outputs.dir."""
-    return write_markdown(render.Settings.of(config), config.topics, entries(config, store),
-                          config.outputs.dir, updated)
+class Sink(Protocol):
+    """A writer the one pass over the store feeds (site_papers.Papers): entries in `order`,
+    a batch at a time, then close."""
+
+    def add(self, batch: Sequence[Entry]) -> None: ...
+
+    def close(self) -> object: ...
+
+
+def publish(config: Config, store: Store, updated: str, also: Sequence[Sink] = ()) -> dict[str, Path]:
+    """The reading list from the store into outputs.dir, in one streamed pass that also
+    feeds `also` (the web edition's papers) the same entries: each is built once."""
+    with Markdown(render.Settings.of(config), config.topics, config.outputs.dir, updated) as markdown:
+        for batch in batches(entries(config, store)):
+            markdown.add(batch)
+            for sink in also:
+                sink.add(batch)
+        for sink in also:
+            sink.close()
+        return markdown.close()
 

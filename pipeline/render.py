@@ -511,7 +511,8 @@ def digest_as(settings: Settings, digest: Digest, fmt: str, reading_count: int) 
 
 # --- the feed --------------------------------------------------
 
-def _feed_id(settings: Settings, name: str) -> str:
+def feed_id(settings: Settings, name: str) -> str:
+    """A feed's (or a feed entry's) id where no base URL is set: a stable URN per install."""
     return f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'rl-digest:{settings.topic.name.en}:{name}')}"
 
 
@@ -524,11 +525,11 @@ def feed_xml(settings: Settings, digests: Sequence[Digest], updated: str, site: 
     entries = []
     for digest in sorted(digests, key=lambda d: d.id, reverse=True):
         link = f"{base}digests/{digest.id}.html" if base else f"digests/{digest.id}.html"
-        entries.append({"d": digest, "id": link if base else _feed_id(settings, digest.id),
+        entries.append({"d": digest, "id": link if base else feed_id(settings, digest.id),
                         "link": link, "updated": rfc3339(digest.window_end, digest.timezone),
                         "paper_count": paper_count(digest)})
     return html_env(settings.templates).get_template("feed.xml.j2").render(
         entries=entries, updated=rfc3339(updated, tz),
-        feed_id=f"{base}feed.xml" if base else _feed_id(settings, "site-feed" if site else "feed"),
+        feed_id=f"{base}feed.xml" if base else feed_id(settings, "site-feed" if site else "feed"),
         self_url=f"{base}feed.xml" if base else None,
         home_url=(base if site else f"{base}READING_LIST.md") if base else None, **ctx)

@@ -11,18 +11,17 @@ bytes changed.
 
 from __future__ import annotations
 
-import filecmp
 import json
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import ExitStack, contextmanager
+from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any, TextIO
 
 from pipeline import export, reading_list, render, site
 from pipeline.config import Config, TopicDef
-from pipeline.deliver.files import atomic, write_if_changed
+from pipeline.deliver.files import streamed_if_changed, write_if_changed
 from pipeline.models import Digest, Entry
 from pipeline.store import Store
 
@@ -31,51 +30,74 @@ MARK = "<!--rl-digest:entry-->"  # between rendered entries; escaped text can ne
 SUMMARY_CHARS = 160  # of each summary in the search index
 
 
-def build(config: Config, store: Store, settings: render.Settings, folder: Path,
-          digests: Sequence[Digest], updated: str) -> list[Path]:
-    """Write papers/, search-index.js, assets/search.js, papers.xml and exports/ into
-    `folder`; return the paths that changed."""
-    env = render.html_env(settings.templates)
-    env.globals.update(paper_href=site.paper_href, anchor=site.anchor, digest_href=site.digest_href,
-                       rfc3339=render.rfc3339)
-    context = {**render.common(settings), "root": "../../"}
-    entries_html = env.get_template("site/papers_entries.html.j2")
-    listed, news = store.listed_in(), _updates(digests)
-    newest: list[Entry] = []
-    with tempfile.TemporaryDirectory(prefix="rl-digest-site-") as tmp, ExitStack() as stack:
-        pages = _Pages(env, context, folder, Path(tmp))
-        index = stack.enter_context(_published(folder / "search-index.js", Path(tmp), pages.changed))
-        index.write('window.RL_DIGEST_INDEX = {"papers": [')
-        writers = [export.Writer(fmt, stack.enter_context(
-            _published(folder / "exports" / f"reading-list.{suffix}", Path(tmp), pages.changed)))
+class Papers:
+    """The web edition's papers, fed entries in the reading list's order a batch at a time
+    by reading_list.publish's one pass over the store. Use as a context manager (its
+    spools and drafts go when the block ends); `close` writes the rest and returns the
+    paths that changed."""
+
+    def __init__(self, config: Config, store: Store, settings: render.Settings, folder: Path,
+                 digests: Sequence[Digest], updated: str):
+        self.config, self.settings, self.folder, self.updated = config, settings, folder, updated
+        self.env = render.html_env(settings.templates)
+        self.env.globals.update(paper_href=site.paper_href, anchor=site.anchor, digest_href=site.digest_href,
+                                rfc3339=render.rfc3339)
+        self.context = {**render.common(settings), "root": "../../"}
+        self.entries_html = self.env.get_template("site/papers_entries.html.j2")
+        self.listed, self.news = store.listed_in(), _updates(digests)
+        self.newest: list[Entry] = []
+        self.stack = ExitStack()
+        self.tmp = Path(self.stack.enter_context(tempfile.TemporaryDirectory(prefix="rl-digest-site-")))
+        self.pages = _Pages(self.env, self.context, folder, self.tmp)
+        self.changed = changed = self.pages.changed  # every path that changed, once closed
+        self.index = self.stack.enter_context(streamed_if_changed(folder / "search-index.js", changed))
+        self.index.write('window.RL_DIGEST_INDEX = {"papers": [')
+        self.writers = [export.Writer(fmt, self.stack.enter_context(streamed_if_changed(
+            folder / "exports" / f"reading-list.{suffix}", changed)))
             for fmt, suffix in export.FORMATS.items()]
-        for batch in reading_list.batches(reading_list.entries(config, store)):
-            html = entries_html.render(entries=batch, listed=listed, news=news, **context).split(MARK)[1:]
-            for entry, fragment in zip(batch, html, strict=True):
-                pages.add(entry, fragment)
-                entry = export.in_languages(entry, settings.languages)
-                index.write(("," if pages.count > 1 else "") + "\n" + _searchable(entry))
-                for writer in writers:
-                    writer.add(entry)
-                if len(newest) < FEED_SIZE:
-                    newest.append(entry)
+
+    def __enter__(self) -> Papers:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stack.__exit__(*exc)
+
+    def add(self, batch: Sequence[Entry]) -> None:
+        html = self.entries_html.render(entries=batch, listed=self.listed, news=self.news,
+                                        **self.context).split(MARK)[1:]
+        for entry, fragment in zip(batch, html, strict=True):
+            self.pages.add(entry, fragment)
+            entry = export.in_languages(entry, self.settings.languages)
+            self.index.write(("," if self.pages.count > 1 else "") + "\n" + _searchable(entry))
+            for writer in self.writers:
+                writer.add(entry)
+            if len(self.newest) < FEED_SIZE:
+                self.newest.append(entry)
+
+    def close(self) -> list[Path]:
+        """Write the topic pages, the index page, papers.xml and search.js; the paths that changed."""
+        pages, env, context, settings, folder = self.pages, self.env, self.context, self.settings, self.folder
         pages.close_month()
-        topics = pages.write_topics(config.topics)
-        index.write('\n], "topics": ' + json.dumps({t["key"]: t["href"] for t in topics}) + "};\n")
-        for writer in writers:
+        topics = pages.write_topics(self.config.topics)
+        self.index.write('\n], "topics": ' + json.dumps({t["key"]: t["href"] for t in topics}) + "};\n")
+        for writer in self.writers:
             writer.close()
-    done = {
-        "papers/index.html": env.get_template("site/papers_index.html.j2").render(
-            topics=topics, months=pages.months, years=sorted(pages.years, reverse=True), total=pages.count,
-            **{**context, "root": "../"}),
-        "papers.xml": env.get_template("site/papers.xml.j2").render(
-            entries=newest, updated=render.rfc3339(updated, settings.timezone),
-            feed_id=_feed_id(settings), base=settings.base_url, **render.common(settings)),
-        "assets/search.js": env.loader.get_source(env, "site/assets/search.js")[0],  # type: ignore[union-attr]
-    }
-    pages.changed += [folder / name for name, text in done.items() if write_if_changed(folder / name, text)]
-    _remove_stale(folder / "papers", pages.written)
-    return pages.changed
+        self.stack.close()  # the index and exports are in place
+        base = settings.base_url
+        feed_id = f"{base}papers.xml" if base else render.feed_id(settings, "papers")
+        done = {
+            "papers/index.html": env.get_template("site/papers_index.html.j2").render(
+                topics=topics, months=pages.months, years=sorted(pages.years, reverse=True),
+                total=pages.count, **{**context, "root": "../"}),
+            "papers.xml": env.get_template("site/papers.xml.j2").render(
+                entries=self.newest, updated=render.rfc3339(self.updated, settings.timezone),
+                feed_id=feed_id, base=base, **render.common(settings)),
+            "assets/search.js": env.loader.get_source(env, "site/assets/search.js")[0],  # type: ignore[union-attr]
+        }
+        pages.changed += [folder / name for name, text in done.items()
+                          if write_if_changed(folder / name, text)]
+        _remove_stale(folder / "papers", pages.written)
+        return pages.changed
 
 
 class _Pages:
@@ -129,7 +151,7 @@ class _Pages:
             spool, name = self.topics[key], names.get(key)
             page = site.paper_href("", key).split("#")[0]  # papers/topic/<key>.html
             head, tail = self._frame(heading=None, name=name or {"zh": key, "en": key}, count=spool.count)
-            with _published(self.folder / page, self.tmp, self.changed) as out:
+            with streamed_if_changed(self.folder / page, self.changed) as out:
                 out.write(head)
                 spool.copy_to(out)
                 out.write(tail)
@@ -156,19 +178,6 @@ class _Spool:
         self.handle.close()
 
 
-@contextmanager
-def _published(target: Path, tmp: Path, changed: list[Path]) -> Iterator[TextIO]:
-    """A file written piece by piece into `tmp`, then put at `target` only when it differs."""
-    draft = tmp / f"draft-{len(list(tmp.iterdir()))}"
-    with draft.open("w", encoding="utf-8", newline="\n") as handle:
-        yield handle
-    if target.is_file() and filecmp.cmp(draft, target, shallow=False):
-        return
-    with atomic(target) as out, draft.open(encoding="utf-8", newline="") as source:
-        shutil.copyfileobj(source, out)
-    changed.append(target)
-
-
 def _searchable(entry: Entry) -> str:
     """One paper in the search index: [href, title, Chinese title, summaries, authors, topic, year]."""
     texts = (entry.summary_zh, entry.summary_en)
@@ -185,10 +194,6 @@ def _updates(digests: Sequence[Digest]) -> dict[str, list[dict]]:
         for update in digest.updates:
             found.setdefault(update.key, []).append({"digest": digest.id, "changes": update.changes})
     return found
-
-
-def _feed_id(settings: render.Settings) -> str:
-    return f"{settings.base_url}papers.xml" if settings.base_url else render._feed_id(settings, "papers")
 
 
 def _remove_stale(folder: Path, kept: set[Path]) -> None:

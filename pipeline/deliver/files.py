@@ -6,8 +6,10 @@ so a web server can read them.
 
 from __future__ import annotations
 
+import filecmp
 import glob
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -62,6 +64,24 @@ def write_if_changed(path: Path, text: str) -> bool:
         pass
     write_atomic(path, text)
     return True
+
+
+@contextmanager
+def streamed_if_changed(path: Path, changed: list[Path]) -> Iterator[TextIO]:
+    """write_if_changed for a file written piece by piece (a page of 10,000 papers): a
+    draft in the temporary folder replaces `path` only when its bytes differ, and then
+    `path` joins `changed`."""
+    fd, draft = tempfile.mkstemp(prefix="rl-digest-draft-")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            yield handle
+        if path.is_file() and filecmp.cmp(draft, path, shallow=False):
+            return
+        with atomic(path) as out, open(draft, encoding="utf-8", newline="") as source:
+            shutil.copyfileobj(source, out)
+        changed.append(path)
+    finally:
+        os.unlink(draft)
 
 
 def _clear_killed_writes(path: Path) -> None:
