@@ -55,16 +55,16 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
     digests, updated = stored_digests(store), changed.isoformat()
     # this run's digest as written above, even when only a preview
     shown = [d for d in digests if digest is None or d.id != digest.id] + ([digest] if digest else [])
+    links = Links.of(config) if config.outputs.site else None
+    feedback = links.on_the_web if links else None  # 👍/👎 on the web pages with serve.base_url
     with ExitStack() as stack:  # one pass over the store feeds the Markdown and the web pages
         papers = [stack.enter_context(site_papers.Papers(config, store, settings, out / "site", shown,
-                                                         updated))] if config.outputs.site else []
+                                                         updated, feedback))] if config.outputs.site else []
         files.update(reading_list.publish(config, store, changed.date().isoformat(), also=papers))
     files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(settings, digests, updated))
     report.files += [str(path) for path in files.values()]
     if config.outputs.site:
-        links = Links.of(config)
-        report.files += [str(path) for path in site.build(settings, out / "site", shown, updated,
-                                                          links.on_the_web if links else None)]
+        report.files += [str(path) for path in site.build(settings, out / "site", shown, updated, feedback)]
         report.files += [str(path) for path in papers[0].changed]
     if options.offline:  # a preview: files only, nothing sent, nothing recorded
         channels.open_channels(config, count, email=False)  # a bad channel still fails here

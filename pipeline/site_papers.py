@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, Any, TextIO
@@ -37,12 +37,13 @@ class Papers:
     paths that changed."""
 
     def __init__(self, config: Config, store: Store, settings: render.Settings, folder: Path,
-                 digests: Sequence[Digest], updated: str):
+                 digests: Sequence[Digest], updated: str,
+                 feedback: Callable[[str, str], str] | None = None):
         self.config, self.settings, self.folder, self.updated = config, settings, folder, updated
         self.env = render.html_env(settings.templates)
         self.env.globals.update(paper_href=site.paper_href, anchor=site.anchor, digest_href=site.digest_href,
                                 rfc3339=render.rfc3339)
-        self.context = {**render.common(settings), "root": "../../"}
+        self.context = {**render.common(settings), "root": "../../", "feedback": feedback}
         self.entries_html = self.env.get_template("site/papers_entries.html.j2")
         self.listed, self.news = store.listed_in(), _updates(digests)
         self.newest: list[Entry] = []

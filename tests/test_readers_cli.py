@@ -131,6 +131,8 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
     assert "readers: alan@example.org 👎 web 👍" in shown  # the web edition's visitors: one reader
     assert web_thanks[0] == 200 and "👍" in web_thanks[1]
     assert served[0] == 200 and web_vote in served[1]  # serve hands out the site with its votes
+    topics = (tmp_path / "out" / "site" / "papers" / "topic").glob("*.html")
+    assert any(web_vote in page.read_text("utf-8") for page in topics)  # the paper's own page too
     assert "ada" not in web_vote and "alan" not in web_vote
     assert ada.message["List-Unsubscribe-Post"] is None  # one-click is announced for https only
 
