@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, fields, replace
 from datetime import date
+from functools import lru_cache
 from typing import Any, TextIO
 
 from pipeline.models import Entry
@@ -90,7 +91,13 @@ def _code(entry: Entry) -> str | None:
 
 
 def _abstract(entry: Entry) -> str:
-    return " ".join((entry.abstract or entry.summary_en or "").split())
+    return flat(entry.abstract or entry.summary_en or "")
+
+
+@lru_cache(maxsize=16)
+def flat(text: str) -> str:
+    """Whitespace runs to one space (the four formats of one entry share the work)."""
+    return " ".join(text.split())
 
 
 # --- BibTeX --------------------------------------------------------------------------------
@@ -114,7 +121,9 @@ def _paired(text: str) -> bool:
 
 def bibtex_text(value: str) -> str:
     """Text as a BibTeX field value that LaTeX prints (and parsers read back) as it was."""
-    text = " ".join(value.split())
+    text = flat(value)
+    if not _TEX_CHARS.search(text):  # most names and titles: nothing to escape
+        return text
     table = _TEX if _paired(text) else {**_TEX, **_UNPAIRED}
     return _TEX_CHARS.sub(lambda m: table[m.group(0)], text)
 
@@ -150,7 +159,7 @@ def ris(entry: Entry) -> str:
               ("N1", f"arXiv:{ident}" if ident else ""), ("N1", entry.venue or ""),
               ("L1", entry.url.replace("/abs/", "/pdf/", 1) if ident and entry.url else ""),
               ("L2", _code(entry) or "")]
-    return "".join(f"{tag}  - {' '.join(value.split())}\n" for tag, value in lines if value) + "ER  - \n\n"
+    return "".join(f"{tag}  - {flat(value)}\n" for tag, value in lines if value) + "ER  - \n\n"
 
 
 # --- CSL-JSON and JSONL ----------------------------------------------------------------------

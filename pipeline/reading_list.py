@@ -31,6 +31,7 @@ LIMIT = 500_000  # bytes per file: GitHub stops rendering long Markdown files, d
 ROOM = 8_000  # of LIMIT, kept for a file's heading, table header and links
 NEWEST = 20  # entries per topic in the index
 FOLDER = "reading-list"
+TOPIC_CELL = "\x1f"  # around the topic cell of a rendered row (reading_list/rows.md.j2)
 
 
 # --- the entries -------------------------------------------------------------------------
@@ -160,9 +161,13 @@ class Rows:
         self.context = render.common(settings)
         self.template = self.env.get_template("reading_list/rows.md.j2")
 
-    def rows(self, found: Sequence[Entry], with_topic: bool = False) -> list[str]:
-        text = self.template.render(entries=found, with_topic=with_topic, **self.context)
-        return text.splitlines()
+    def rows(self, found: Sequence[Entry]) -> list[tuple[str, str]]:
+        """(row of a topic's file, row of a month's file, which adds the topic) per entry."""
+        found_rows = []
+        for line in self.template.render(entries=found, **self.context).splitlines():
+            before, topic, after = line.split(TOPIC_CELL)
+            found_rows.append((before + after, before + topic + after))
+        return found_rows
 
     def page(self, template: str, **values: Any) -> str:
         return self.env.get_template(template).render(**values, **self.context)
@@ -193,8 +198,7 @@ class Markdown:
 
     def add(self, batch: Sequence[Entry]) -> None:
         self.total += len(batch)
-        plain, dated = self.rows.rows(batch), self.rows.rows(batch, with_topic=True)
-        for entry, row, month_row in zip(batch, plain, dated, strict=True):
+        for entry, (row, month_row) in zip(batch, self.rows.rows(batch), strict=True):
             if entry.date:
                 if self.month and entry.date[:7] != self.current:
                     self._close_month()

@@ -1,12 +1,13 @@
 """The reading list on the web edition: out/site/papers/, its search index, papers.xml, exports/.
 
-One pass over the reading list's stream (reading_list.entries) renders each paper once
-(summaries in both languages, key points, links, topic, the digest that listed it, its
-updates) and places that HTML on its topic's page (its canonical place, site.paper_href)
-and its month's page; the same pass writes the search index, the Atom feed of the newest
-additions and the four export files. Topic pages are spooled to temporary files, months
-are written as they complete, so memory stays flat; every file is replaced only when its
-bytes changed.
+Fed by reading_list.publish's one pass over the store, a batch of entries at a time, it
+renders each paper's full entry (summaries in both languages, key points, links, topic,
+the digest that listed it, its updates) once, for its topic's page (its canonical place,
+site.paper_href), and one line for its month's page that links there; the same pass
+writes the search index (one script per year, so the index page loads them with script
+tags and works from file://), the Atom feed of the newest additions and the four export
+files. Topic pages are spooled to temporary files, months and years are written as they
+complete, so memory stays flat; every file is replaced only when its bytes changed.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ from pipeline.store import Store
 
 FEED_SIZE = 100  # entries in papers.xml: the newest additions
 MARK = "<!--rl-digest:entry-->"  # between rendered entries; escaped text can never hold it
-SUMMARY_CHARS = 160  # of each summary in the search index
+SUMMARY_CHARS = 160  # of the first shown language's summary in the search index
+UNDATED = "undated"  # the search index's file of undated entries
 
 
 class Papers:
@@ -45,14 +47,15 @@ class Papers:
                                 rfc3339=render.rfc3339)
         self.context = {**render.common(settings), "root": "../../", "feedback": feedback}
         self.entries_html = self.env.get_template("site/papers_entries.html.j2")
+        self.lines_html = self.env.get_template("site/papers_lines.html.j2")
         self.listed, self.news = store.listed_in(), _updates(digests)
         self.newest: list[Entry] = []
         self.stack = ExitStack()
         self.tmp = Path(self.stack.enter_context(tempfile.TemporaryDirectory(prefix="rl-digest-site-")))
         self.pages = _Pages(self.env, self.context, folder, self.tmp)
         self.changed = changed = self.pages.changed  # every path that changed, once closed
-        self.index = self.stack.enter_context(streamed_if_changed(folder / "search-index.js", changed))
-        self.index.write('window.RL_DIGEST_INDEX = {"papers": [')
+        self.search = _Search(folder, changed)
+        self.stack.enter_context(self.search.stack)  # a failed run publishes no half-written year
         self.writers = [export.Writer(fmt, self.stack.enter_context(streamed_if_changed(
             folder / "exports" / f"reading-list.{suffix}", changed)))
             for fmt, suffix in export.FORMATS.items()]
@@ -66,10 +69,11 @@ class Papers:
     def add(self, batch: Sequence[Entry]) -> None:
         html = self.entries_html.render(entries=batch, listed=self.listed, news=self.news,
                                         **self.context).split(MARK)[1:]
-        for entry, fragment in zip(batch, html, strict=True):
-            self.pages.add(entry, fragment)
+        lines = self.lines_html.render(entries=batch, **self.context).split(MARK)[1:]
+        for entry, fragment, line in zip(batch, html, lines, strict=True):
+            self.pages.add(entry, fragment, line)
             entry = export.in_languages(entry, self.settings.languages)
-            self.index.write(("," if self.pages.count > 1 else "") + "\n" + _searchable(entry))
+            self.search.add(entry, self.settings.languages)
             for writer in self.writers:
                 writer.add(entry)
             if len(self.newest) < FEED_SIZE:
@@ -80,7 +84,7 @@ class Papers:
         pages, env, context, settings, folder = self.pages, self.env, self.context, self.settings, self.folder
         pages.close_month()
         topics = pages.write_topics(self.config.topics)
-        self.index.write('\n], "topics": ' + json.dumps({t["key"]: t["href"] for t in topics}) + "};\n")
+        self.search.close({t["key"]: t["page"] for t in topics})
         for writer in self.writers:
             writer.close()
         self.stack.close()  # the index and exports are in place
@@ -88,7 +92,8 @@ class Papers:
         feed_id = f"{base}papers.xml" if base else render.feed_id(settings, "papers")
         done = {
             "papers/index.html": env.get_template("site/papers_index.html.j2").render(
-                topics=topics, months=pages.months, years=sorted(pages.years, reverse=True),
+                topics=topics, months=pages.months, years=[y for y in self.search.years if y != UNDATED],
+                shards=[self.search.shard(y).name for y in self.search.years],
                 total=pages.count, **{**context, "root": "../"}),
             "papers.xml": env.get_template("site/papers.xml.j2").render(
                 entries=self.newest, updated=render.rfc3339(self.updated, settings.timezone),
@@ -112,17 +117,16 @@ class _Pages:
         self.written: set[Path] = set()
         self.topics: dict[str, _Spool] = {}
         self.months: list[dict] = []
-        self.years: set[str] = set()
         self.month: list[str] = []
         self.current, self.count = "", 0
 
-    def add(self, entry: Entry, fragment: str) -> None:
+    def add(self, entry: Entry, fragment: str, line: str) -> None:
+        """A paper's full entry for its topic's page, its line for its month's."""
         if entry.date:
             if entry.date[:7] != self.current:
                 self.close_month()
             self.current = entry.date[:7]
-            self.month.append(fragment)
-            self.years.add(entry.date[:4])
+            self.month.append(line)
         if entry.topic not in self.topics:
             self.topics[entry.topic] = _Spool(self.tmp / f"t{len(self.topics)}")
         self.topics[entry.topic].add(fragment)
@@ -157,7 +161,7 @@ class _Pages:
                 spool.copy_to(out)
                 out.write(tail)
             self.written.add(self.folder / page)
-            found.append({"key": key, "name": name, "count": spool.count,
+            found.append({"key": key, "name": name, "count": spool.count, "page": page,
                           "href": page.removeprefix("papers/")})
         return found
 
@@ -179,13 +183,60 @@ class _Spool:
         self.handle.close()
 
 
-def _searchable(entry: Entry) -> str:
-    """One paper in the search index: [href, title, Chinese title, summaries, authors, topic, year]."""
-    texts = (entry.summary_zh, entry.summary_en)
-    summary = " ".join(render.clip(text, SUMMARY_CHARS) for text in texts if text)
-    return json.dumps([site.paper_href(entry.key, entry.topic), render.one_line(entry.title),
-                       render.one_line(entry.title_zh or ""), summary, ", ".join(entry.authors[:8]),
-                       entry.topic, (entry.date or "")[:4]], ensure_ascii=False)
+class _Search:
+    """The search index: search-index.js names the topics' pages and the years, and each
+    year's papers are in search-index-<year>.js (undated ones in search-index-undated.js),
+    which adds them to window.RL_DIGEST_INDEX: a year's file changes only when its papers
+    do. Entries arrive newest year first, so one year's file is open at a time."""
+
+    def __init__(self, folder: Path, changed: list[Path]):
+        self.folder, self.changed = folder, changed
+        self.years: list[str] = []
+        self.stack = ExitStack()
+        self.out: TextIO | None = None
+
+    def add(self, entry: Entry, languages: Sequence[str]) -> None:
+        year = (entry.date or "")[:4] or UNDATED
+        if not self.years or self.years[-1] != year:
+            self._close_year()
+            self.years.append(year)
+            self.out = self.stack.enter_context(streamed_if_changed(self.shard(year), self.changed))
+            self.out.write("window.RL_DIGEST_INDEX.papers = window.RL_DIGEST_INDEX.papers.concat([")
+            self.first = True
+        assert self.out is not None
+        self.out.write(("\n" if self.first else ",\n") + _searchable(entry, year, languages))
+        self.first = False
+
+    def shard(self, year: str) -> Path:
+        return self.folder / f"search-index-{year}.js"
+
+    def _close_year(self) -> None:
+        if self.out is not None:
+            self.out.write("\n]);\n")
+            self.stack.close()
+            self.out = None
+
+    def close(self, topics: dict[str, str]) -> None:
+        """Finish the last year; write search-index.js; remove the files of years gone."""
+        self._close_year()
+        head = {"topics": topics, "years": self.years, "papers": []}
+        if write_if_changed(self.folder / "search-index.js",
+                            "window.RL_DIGEST_INDEX = " + json.dumps(head, ensure_ascii=False) + ";\n"):
+            self.changed.append(self.folder / "search-index.js")
+        kept = {self.shard(year) for year in self.years}
+        for path in self.folder.glob("search-index-*.js"):
+            if path not in kept:
+                path.unlink(missing_ok=True)
+
+
+def _searchable(entry: Entry, year: str, languages: Sequence[str]) -> str:
+    """One paper in the search index: [anchor, title, Chinese title, summary (the first shown
+    language's, clipped), authors, topic, year]; its page is the index's topics[topic]."""
+    summary = next((text for _, text in render.texts(languages, entry.summary_zh, entry.summary_en)), "")
+    return json.dumps([site.anchor(entry.key), render.one_line(entry.title),
+                       render.one_line(entry.title_zh or ""), render.clip(summary, SUMMARY_CHARS),
+                       ", ".join(entry.authors[:8]), entry.topic, "" if year == UNDATED else year],
+                      ensure_ascii=False)
 
 
 def _updates(digests: Sequence[Digest]) -> dict[str, list[dict]]:

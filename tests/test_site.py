@@ -128,8 +128,9 @@ def test_every_zh_and_en_text_from_outside_stays_text(hostile):
     pages = site_pages(hostile)
     week1 = pages["digests/2026-11-02.html"]
     for name, tree in pages.items():
-        root = "../" * name.count("/")  # the search page alone adds the search index and its script
-        search = [f"{root}search-index.js", f"{root}assets/search.js"] if name == "papers/index.html" else []
+        root = "../" * name.count("/")  # the search page alone adds the search index (a file a year) and its script
+        search = [f"{root}search-index.js", f"{root}search-index-2026.js", f"{root}assets/search.js"
+                  ] if name == "papers/index.html" else []
         assert [n.attributes.get("src") for n in tree.css("script")] == [f"{root}assets/site.js", *search], name
         assert tree.css("b") == [], name
     for lang in ("zh", "en"):

@@ -38,9 +38,16 @@ def two_weeks(tmp_path: Path, cli) -> Path:
 
 
 def index_data(folder: Path) -> dict:
+    """search-index.js and the file of each year it names, as the index page loads them."""
     text = (folder / "search-index.js").read_text(encoding="utf-8")
     assert text.startswith("window.RL_DIGEST_INDEX = ") and text.rstrip().endswith(";")
-    return json.loads(text.removeprefix("window.RL_DIGEST_INDEX = ").rstrip().rstrip(";"))
+    data = json.loads(text.removeprefix("window.RL_DIGEST_INDEX = ").rstrip().rstrip(";"))
+    for year in data["years"]:
+        shard = (folder / f"search-index-{year}.js").read_text(encoding="utf-8")
+        head = "window.RL_DIGEST_INDEX.papers = window.RL_DIGEST_INDEX.papers.concat("
+        assert shard.startswith(head) and shard.rstrip().endswith(");")
+        data["papers"] += json.loads(shard.removeprefix(head).rstrip().removesuffix(");"))
+    return data
 
 
 def test_every_digest_paper_has_a_page_with_its_summaries_digest_and_updates(tmp_path, cli):
@@ -65,9 +72,13 @@ def test_every_digest_paper_has_a_page_with_its_summaries_digest_and_updates(tmp
     assert "../../digests/2026-11-02.html" in hrefs  # the digest it appeared in
     assert "../../digests/2026-11-09.html" in hrefs  # its update, listed in week two
     assert "v1 → v2" in article.text() and "ICLR 2027" in article.text()
-    # The month pages hold the same entries; the index lists topics and months with counts.
+    # The month pages list every paper once, a line linking to its entry on its topic page;
+    # the index lists topics and months with counts.
     months = [tree for name, tree in papers.items() if "/month/" in name]
-    assert sum(len(t.css("article[id]")) for t in months) == len(on_topics) == 8
+    lines = [a.attributes["href"] for t in months for a in t.css("ul.lines > li > a")]
+    assert len(lines) == len(on_topics) == 8 and not any(t.css("article") for t in months)
+    assert {href.rsplit("#", 1)[1] for href in lines} == set(on_topics)
+    assert all(href.startswith("../../papers/topic/") for href in lines)
     counts = papers["papers/index.html"].css("ul.counts li")
     assert sum(int(re.search(r"\((\d+)\)", li.text()).group(1)) for li in counts) == 2 * 8
 
@@ -76,9 +87,10 @@ def test_search_index_feed_and_exports(tmp_path, cli):
     folder = two_weeks(tmp_path, cli)
     data = index_data(folder)
     assert len(data["papers"]) == 8
-    first = next(p for p in data["papers"] if p[0].endswith("#p-arxiv-2611.00001"))
-    href, title, title_zh, summary, authors, topic, year = first
-    assert (folder / href.split("#")[0]).is_file() and title.startswith("<script>")  # data, not markup
+    first = next(p for p in data["papers"] if p[0] == "p-arxiv-2611.00001")
+    anchor, title, title_zh, summary, authors, topic, year = first
+    assert (folder / data["topics"][topic]).is_file() and title.startswith("<script>")  # data, not markup
+    assert data["years"] == ["2026"] and (folder / "search-index-2026.js").is_file()
     assert title_zh and summary and authors == "Ada Lovelace, Alan Turing" and year == "2026"
     feed = ET.parse(folder / "papers.xml").getroot()
     entries = list(feed.iter(f"{ATOM}entry"))
@@ -110,8 +122,8 @@ def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_pat
     agents = results("?q=web+agents")
     assert agents and set(agents) == {"2611.00005", "2611.00007"}
     data = index_data(folder)
-    chosen = next(p[5] for p in data["papers"] if p[0].endswith("2611.00005"))
-    of_topic = {p[0].rsplit("p-arxiv-", 1)[1] for p in data["papers"] if p[5] == chosen}
+    chosen = next(p[5] for p in data["papers"] if p[0] == "p-arxiv-2611.00005")
+    of_topic = {p[0].removeprefix("p-arxiv-") for p in data["papers"] if p[5] == chosen}
     assert set(results(f"?topic={chosen}")) == of_topic and len(of_topic) < 8
     assert set(results(f"?q=variant&topic={chosen}")) <= of_topic
     ARTIFACTS.mkdir(exist_ok=True)
@@ -119,3 +131,21 @@ def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_pat
     chromium(tmp_path, "--virtual-time-budget=3000", f"--screenshot={shot}", "--window-size=375,1400",
              page + "?q=web+agents")
     assert shot.exists() and shot.stat().st_size > 1000
+
+
+def test_a_week_later_only_the_pages_its_papers_are_on_are_rewritten(tmp_path, cli):
+    folder = two_weeks(tmp_path, cli)
+    before = {p.relative_to(folder).as_posix(): p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+    with ArxivServer([rl_paper(9, DAY + timedelta(days=14))]) as arxiv, OpenAIServer() as llm:
+        cli("--config", str(full_config(tmp_path, arxiv, llm)), "run", "--as-of", "2026-11-16",
+            env={"OPENAI_API_KEY": KEY})
+    after = {p.relative_to(folder).as_posix(): p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
+    rewritten = {name for name, stamp in after.items() if before.get(name) != stamp}
+    data = index_data(folder)
+    topic = next(p[5] for p in data["papers"] if p[0] == "p-arxiv-2611.00009")
+    page = data["topics"][topic]
+    assert {"papers/month/2026-11.html", page, "search-index-2026.js"} <= rewritten
+    assert "p-arxiv-2611.00009" in (folder / page).read_text(encoding="utf-8")
+    kept = {name for name in before if name.startswith(("papers/topic/", "papers/month/"))} - {
+        page, "papers/month/2026-11.html"}
+    assert "papers/month/2026-10.html" in kept and kept.isdisjoint(rewritten)  # older month, other topics

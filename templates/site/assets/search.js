@@ -1,5 +1,6 @@
 /* The reading list's search (papers/index.html): plain JavaScript over window.RL_DIGEST_INDEX
-   (search-index.js: papers as [href, title, Chinese title, summaries, authors, topic, year]).
+   (search-index.js: the topics' pages; search-index-<year>.js: papers as [anchor, title,
+   Chinese title, summary, authors, topic, year]; a paper's page is its topic's page).
    Every word typed must appear in a paper's title, Chinese title, summaries or authors;
    the topic and year filters narrow further. No framework, nothing fetched. */
 (function () {
@@ -27,7 +28,7 @@
       hits++;
       if (hits > LIMIT) continue;
       var li = document.createElement("li"), a = document.createElement("a");
-      a.href = "../" + p[0];
+      a.href = "../" + data.topics[p[5]] + "#" + p[0];
       a.textContent = p[1];
       li.appendChild(a);
       if (p[2]) { var zh = document.createElement("span"); zh.lang = "zh-CN"; zh.setAttribute("data-l", "zh"); zh.textContent = " · " + p[2]; li.appendChild(zh); }
