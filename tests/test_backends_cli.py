@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime
 
@@ -116,8 +117,9 @@ def summaries_saved(db_url: str) -> int:
 
 
 def test_a_second_run_while_one_is_going_exits_75(tmp_path, cli, db_url):
+    released = threading.Event()
     with ArxivServer([rl_paper(1, WEEK1)]) as arxiv:
-        arxiv.script("/api/query", hang(30))  # the first run is still fetching
+        arxiv.script("/api/query", hang(60, released))  # the first run is still fetching
         config = config_with(tmp_path, arxiv, **on(db_url), sources={"arxiv": {
             "api_url": arxiv.api_url, "categories": CATS, "retries": 0, "timeout_seconds": 60}})
         cli("--config", str(config), "status")  # the database exists before both start
@@ -125,6 +127,7 @@ def test_a_second_run_while_one_is_going_exits_75(tmp_path, cli, db_url):
         wait_for(lambda: arxiv.requests, timeout=30, what="the first run's fetch", proc=proc)
         second = cli("--config", str(config), "run", "--as-of", "2026-11-02", check=75)
         assert proc.poll() is None  # refused at once, while the first still runs
+        released.set()
         assert proc.wait(timeout=90) == 0
     lines = stderr_lines(second)
     assert len(lines) == 1 and lines[0].startswith("rl-digest: another rl-digest run holds"), lines

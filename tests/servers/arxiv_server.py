@@ -46,6 +46,7 @@ class Fault:
     body: bytes | None = None  # served instead of the real answer
     content_type: str | None = None  # overrides the answer's Content-Type
     hang_seconds: float = 0.0  # sleep, then answer (to a client that has likely gone)
+    released: threading.Event | None = None  # set it to end the hang early
     empty: bool = False  # the real header (totalResults, channel) with no entries
     feed_error: bool = False  # RSS: arXiv's "Feed error for query" document
     stream: Callable[[], Iterator[bytes]] | None = None  # body made piece by piece, no length
@@ -78,8 +79,9 @@ def http_error(status: int, retry_after: int | None = None) -> Fault:
     return Fault(status=status, headers=headers, body=body, content_type="text/plain")
 
 
-def hang(seconds: float) -> Fault:
-    return Fault(hang_seconds=seconds)
+def hang(seconds: float, released: threading.Event | None = None) -> Fault:
+    """Answer after `seconds`, or as soon as `released` is set."""
+    return Fault(hang_seconds=seconds, released=released)
 
 
 def trickle(interval: float = 1.0) -> Fault:
@@ -291,7 +293,7 @@ class _Handler(BaseHTTPRequestHandler):
         stand_in: ArxivServer = self.server.stand_in
         fault = stand_in._record(parts.path, query, dict(self.headers.items()))
         if fault.hang_seconds:
-            time.sleep(fault.hang_seconds)
+            (fault.released or threading.Event()).wait(fault.hang_seconds)
         if fault.stream is not None:
             self._stream(fault)
             return
