@@ -35,7 +35,7 @@ test: fresh
 test-slow: fresh
 	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q -m slow --run-slow
 
-# rebuild pipeline/data/relevance_model.json.gz from ../shared/data/arxiv_dev.jsonl and the
+# rebuild pipeline/data/relevance_model.npz from ../shared/data/arxiv_dev.jsonl and the
 # seeds (fixed seed: the same file every time); commit the result
 model: $(VENV)/.installed
 	$(BIN)/python benchmarks/relevance_model.py

@@ -11,7 +11,7 @@ rule's calibration (Platt), the mixing weight and the threshold are chosen by
 cross-validation with folds by time: the corpus sorted by listing date is cut into
 six blocks and fold k trains on blocks 0..k-1 and scores block k (five folds, each
 trained on earlier months only). Deterministic: liblinear with a fixed seed.
-Writes pipeline/data/relevance_model.json.gz and relevance_train.jsonl.gz.
+Writes pipeline/data/relevance_model.npz and relevance_train.jsonl.gz.
 """
 
 from __future__ import annotations
@@ -196,13 +196,12 @@ def write_model(rows, seeds, weight, threshold) -> Path:
     text = learn.fit_text(rows + seeds)
     slope, offset = learn.fit_rule_calibration([r["rule"] for r in rows], [r["label"] for r in rows])
     model = learn.build(text, slope, offset, weight, threshold)
-    data = model.to_dict()
-    data["check"] = [{"title": t, "abstract": a, "text": round(model.text.probability(t, a), 6)}
-                     for t, a in CHECK_TEXTS]
+    check = [{"title": t, "abstract": a, "text": round(model.text.probability(t, a), 6)}
+             for t, a in CHECK_TEXTS]
     folder = ROOT / "pipeline" / "data"
     folder.mkdir(exist_ok=True)
     path = folder / learn.MODEL_FILE
-    path.write_bytes(gzip.compress(json.dumps(data, sort_keys=True).encode(), 9, mtime=0))
+    learn.save(model, path, check)
     train = [{k: r[k] for k in ("id", "title", "abstract", "label") if k in r}
              | ({"borderline": True} if r.get("borderline") else {}) for r in rows + seeds]
     lines = "".join(json.dumps(r, ensure_ascii=False, sort_keys=True) + "\n" for r in train)

@@ -8,23 +8,26 @@ rule's output is not a feature of the text model: on the data the rule was tuned
 the model would just copy it.
 
 The text model is TF-IDF over word 1-2-grams (title counted twice) and a logistic
-regression with balanced classes. It ships as vocabulary + coefficients in JSON and
-scores in pure Python, so loading and scoring need neither numpy nor scikit-learn;
-only a refit (after `rl-digest mark`) imports scikit-learn.
+regression with balanced classes. It ships as numpy arrays (grams, idf, coefficients:
+`save`, `load`) and scores batches in numpy (pipeline/grams.py); only a refit (after
+`rl-digest mark`) imports scikit-learn.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
+import io
 import json
 import math
+import zipfile
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 from importlib.resources import files
-from typing import TYPE_CHECKING, Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import numpy as np
 
@@ -34,7 +37,7 @@ from pipeline.models import Paper
 if TYPE_CHECKING:
     from pipeline.config import Relevance
 
-MODEL_FILE = "relevance_model.json.gz"
+MODEL_FILE = "relevance_model.npz"
 TRAIN_FILE = "relevance_train.jsonl.gz"
 BORDERLINE_WEIGHT = 0.3  # a row a reasonable annotator could flip teaches less
 VERDICT_WEIGHT = 5.0  # the install's own verdicts (rl-digest mark) are few and precious
@@ -67,18 +70,34 @@ def features(title: str, abstract: str) -> dict[str, int]:
 _TF = np.array([0.0, 1.0, 1.0 + math.log(2), 1.0 + math.log(3)])  # sublinear tf, as in training
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class TextModel:
-    """Logistic regression over sublinear, L2-normalised TF-IDF of `features`."""
+    """Logistic regression over sublinear, L2-normalised TF-IDF of `features`: its grams in
+    one newline-joined string (split only when `terms` is asked for), their idf and
+    coefficient as arrays, and a hash table from gram to row for scoring."""
 
-    terms: Mapping[str, tuple[float, float]]  # gram -> (idf, coefficient)
+    vocabulary: str
+    idf: np.ndarray
+    coef: np.ndarray
     intercept: float
 
     def __post_init__(self) -> None:
         # the grams' hashes in order, with idf x coefficient and idf squared beside them
-        idf, coef = np.array(list(self.terms.values()) or np.zeros((0, 2))).T
-        object.__setattr__(self, "_table", (grams.Table.build(grams.hash_grams(list(self.terms))),
-                                            idf * coef, idf * idf))
+        object.__setattr__(self, "_table", (grams.Table.build(grams.hash_joined(self.vocabulary, "\n")),
+                                            self.idf * self.coef, self.idf * self.idf))
+
+    @classmethod
+    def of(cls, terms: Mapping[str, Sequence[float]], intercept: float) -> TextModel:
+        """From gram -> (idf, coefficient); the grams are kept in sorted order."""
+        ordered = sorted(terms)
+        pairs = np.array([terms[gram] for gram in ordered], dtype=float).reshape(-1, 2)
+        return cls("\n".join(ordered), pairs[:, 0].copy(), pairs[:, 1].copy(), intercept)
+
+    @cached_property
+    def terms(self) -> dict[str, tuple[float, float]]:
+        """gram -> (idf, coefficient)."""
+        names = self.vocabulary.split("\n") if self.vocabulary else []
+        return dict(zip(names, zip(self.idf.tolist(), self.coef.tolist(), strict=True), strict=True))
 
     def contributions(self, title: str, abstract: str) -> dict[str, float]:
         """Each known gram's share of the logit (the normalised TF-IDF times its coefficient)."""
@@ -188,12 +207,11 @@ class Hybrid:
 
 
 def _terms(model: TextModel) -> dict[str, list[float]]:
-    return {gram: list(pair) for gram, pair in sorted(model.terms.items())}
+    return {gram: list(pair) for gram, pair in model.terms.items()}
 
 
 def _text(data: Mapping[str, Any]) -> TextModel:
-    return TextModel(dict(zip(data["terms"], map(tuple, data["terms"].values()), strict=True)),
-                     data["intercept"])
+    return TextModel.of(data["terms"], data["intercept"])
 
 
 def _sigmoid(x: float) -> float:
@@ -210,15 +228,52 @@ def version_of(data: Mapping[str, Any]) -> str:
 
 # --- the shipped model and its training rows -------------------------------------------
 
-@cache
-def shipped_data() -> dict[str, Any]:
-    """The model file as built by `make model` (with its recorded check scores)."""
-    return json.loads(gzip.decompress(files("pipeline").joinpath("data", MODEL_FILE).read_bytes()))
+_META_KEYS = ("version", "verdicts", "intercept", "rule_slope", "rule_offset", "text_weight", "threshold")
+
+
+def save(model: Hybrid, path: Path, check: Sequence[Mapping[str, Any]] = ()) -> None:
+    """Write the model as the package ships it: numpy arrays in a zip (what np.load reads),
+    the grams as one newline-joined string, the rest (and `check`, the scores the training
+    run gave a few texts) as JSON. Loading that takes a few milliseconds where parsing
+    40,000 grams of JSON took a hundred or more. Fixed timestamps: the same model, the same bytes."""
+    if model.taught is not None:
+        raise ValueError("a reader's refit lives in the install's state, not in a model file")
+    meta = {**{k: v for k, v in model.to_dict().items() if k in _META_KEYS}, "check": list(check)}
+    arrays = {"meta": np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8),
+              "vocabulary": np.frombuffer(model.text.vocabulary.encode(), dtype=np.uint8),
+              "idf": model.text.idf, "coef": model.text.coef}
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, array in arrays.items():
+            buffer = io.BytesIO()
+            np.save(buffer, array, allow_pickle=False)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            archive.writestr(info, buffer.getvalue(), zipfile.ZIP_DEFLATED, 9)
+
+
+def load(handle: BinaryIO) -> tuple[Hybrid, list[dict[str, Any]]]:
+    """(model, check) from a file written by `save`."""
+    with np.load(handle, allow_pickle=False) as found:
+        meta = json.loads(found["meta"].tobytes())
+        text = TextModel(found["vocabulary"].tobytes().decode(), found["idf"], found["coef"],
+                         meta["intercept"])
+    return Hybrid(text, meta["rule_slope"], meta["rule_offset"], meta["text_weight"], meta["threshold"],
+                  meta["version"], meta["verdicts"]), meta["check"]
 
 
 @cache
+def _shipped_file() -> tuple[Hybrid, list[dict[str, Any]]]:
+    with files("pipeline").joinpath("data", MODEL_FILE).open("rb") as handle:
+        return load(handle)
+
+
 def shipped() -> Hybrid:
-    return Hybrid.from_dict(shipped_data())
+    """The model built by `make model`, inside the package."""
+    return _shipped_file()[0]
+
+
+def shipped_check() -> list[dict[str, Any]]:
+    """The scores the training run gave a few texts (tests compare them)."""
+    return _shipped_file()[1]
 
 
 def training_rows() -> list[dict[str, Any]]:
@@ -259,7 +314,7 @@ def fit_text(rows: Sequence[Mapping[str, Any]], min_df: int = 3, c: float = 16.0
     coef = model.coef_[0]
     terms = {gram: (round(float(tfidf.idf_[i]), 5), round(float(coef[i]), 5))
              for gram, i in vocabulary.items() if abs(coef[i]) >= 1e-4}
-    return TextModel(terms, round(float(model.intercept_[0]), 5))
+    return TextModel.of(terms, round(float(model.intercept_[0]), 5))
 
 
 def fit_rule_calibration(values: Sequence[float], labels: Sequence[int]) -> tuple[float, float]:

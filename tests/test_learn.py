@@ -98,14 +98,28 @@ def test_the_gram_table_finds_every_gram_it_holds_and_nothing_else():
 # --- the shipped model --------------------------------------------------------------------
 
 def test_the_shipped_model_loads_and_scores_as_the_training_run_recorded():
-    data = learn.shipped_data()
-    model = learn.Hybrid.from_dict(data)
-    assert model.version == learn.version_of(data)
+    model, check = learn.shipped(), learn.shipped_check()
+    assert model.version == learn.version_of(model.to_dict())  # the file holds what was fitted
     assert len(model.text.terms) > 10_000
     assert 0 < model.text_weight < 1 and 0 < model.threshold < 1
-    for check in data["check"]:
-        assert round(model.text.probability(check["title"], check["abstract"]), 6) == check["text"]
-    assert data["check"][0]["text"] > 0.5 > data["check"][1]["text"]
+    for row in check:
+        assert round(model.text.probability(row["title"], row["abstract"]), 6) == row["text"]
+    assert check[0]["text"] > 0.5 > check[1]["text"]
+
+
+def test_a_saved_model_loads_back_the_same_and_saves_to_the_same_bytes(tmp_path):
+    model = learn.build(learn.TextModel.of({"grpo": (2.0, 1.5), "~rl": (3.0, -0.5), "policy optimization":
+                                            (2.5, 0.75)}, -1.25), 2.0, 0.9, 0.4, 0.45)
+    check = [{"title": "GRPO", "abstract": "", "text": 0.5}]
+    learn.save(model, tmp_path / "a.npz", check)
+    with (tmp_path / "a.npz").open("rb") as handle:
+        loaded, found = learn.load(handle)
+    assert found == check
+    assert loaded.to_dict() == model.to_dict() and loaded.version == model.version
+    texts = (["GRPO without RL", "Policy optimization"], ["", "policy optimization"])
+    assert loaded.text.probabilities(*texts) == model.text.probabilities(*texts)
+    learn.save(loaded, tmp_path / "b.npz", check)
+    assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
 
 
 def test_the_shipped_files_are_small_and_inside_the_package():
