@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -250,7 +250,7 @@ def save(model: Hybrid, path: Path, check: Sequence[Mapping[str, Any]] = ()) -> 
             archive.writestr(info, buffer.getvalue(), zipfile.ZIP_DEFLATED, 9)
 
 
-def load(handle: BinaryIO) -> tuple[Hybrid, list[dict[str, Any]]]:
+def load(handle: IO[bytes]) -> tuple[Hybrid, list[dict[str, Any]]]:
     """(model, check) from a file written by `save`."""
     with np.load(handle, allow_pickle=False) as found:
         meta = json.loads(found["meta"].tobytes())
