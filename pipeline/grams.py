@@ -22,9 +22,7 @@ _SEPARATOR = "\x00"  # between texts: neither a word nor a blank, so nothing run
 _P = 0x100000001B3  # odd multipliers (mod 2**64) of the word hash and of gram composition
 _P_INVERSE = pow(_P, -1, 1 << 64)
 _NEGATED_MIX, _PAIR_MIX = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xC2B2AE3D27D4EB4F)
-_WORDISH = np.zeros(128, dtype=bool)
-_WORDISH[[ord(c) for c in "abcdefghijklmnopqrstuvwxyz0123456789"]] = True
-_BLANK = np.zeros(128, dtype=bool)
+_BLANK = np.zeros(256, dtype=bool)
 _BLANK[[ord(c) for c in " \t\n"]] = True
 
 
@@ -55,10 +53,11 @@ def _powers(base: int, n: int) -> np.ndarray:
 
 
 def _tokens(joined: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(codes, wordish, starts, ends, hashes) of the words of lower-cased text."""
-    codes = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
-    small = np.minimum(codes, 127)  # 127 and above: neither a word nor a blank
-    wordish = _WORDISH[small]
+    """(codes, wordish, starts, ends, hashes) of the words of lower-cased text. One byte a
+    character: what is not Latin-1 becomes "?", like any character above 126 neither a
+    word nor a blank (a quarter of the memory of 32-bit codes, and as many characters)."""
+    codes = np.frombuffer(joined.encode("latin-1", "replace"), dtype=np.uint8)
+    wordish = ((codes - np.uint8(97)) < 26) | ((codes - np.uint8(48)) < 10)  # a-z, 0-9 (wrapping)
     padded = np.zeros(len(codes) + 2, dtype=bool)
     padded[1:-1] = wordish
     edges = np.flatnonzero(padded[1:] != padded[:-1])
@@ -67,7 +66,7 @@ def _tokens(joined: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
     prefix = np.zeros(len(codes) + 1, dtype=np.uint64)
     np.cumsum(codes.astype(np.uint64) * _powers(_P, len(codes)), dtype=np.uint64, out=prefix[1:])
     hashes = (prefix[ends] - prefix[starts]) * _powers(_P_INVERSE, len(codes) + 1)[starts]
-    return small, wordish, starts, ends, hashes
+    return codes, wordish, starts, ends, hashes
 
 
 def _pairs(first: np.ndarray, second: np.ndarray) -> np.ndarray:
@@ -79,7 +78,7 @@ _NEGATION_HASHES = _tokens(" ".join(NEGATIONS))[4]
 
 def words(texts: Sequence[str]) -> Words:
     """Every word of every text, in order."""
-    joined = _SEPARATOR.join(texts).lower()
+    joined = _SEPARATOR.join([text.lower() for text in texts])  # most texts are ASCII: quick to lower
     if joined.count(_SEPARATOR) != max(0, len(texts) - 1):  # a text of its own holds one
         joined = _SEPARATOR.join(t.replace(_SEPARATOR, " ") for t in texts).lower()
     small, wordish, starts, ends, hashes = _tokens(joined)
@@ -159,7 +158,7 @@ class Table:
     @classmethod
     def build(cls, keys: np.ndarray) -> Table:
         keys = np.where(keys == 0, np.uint64(1), keys)  # 0 marks an empty slot
-        bits = max(4, int(len(keys) * 3 - 1).bit_length())
+        bits = max(4, int(len(keys) * 6 - 1).bit_length())  # at most a sixth full: short walks
         size, shift = 1 << bits, np.uint64(64 - bits)
         hashes, rows = np.zeros(size, dtype=np.uint64), np.full(size, -1, dtype=np.int32)
         home = _home(keys, shift)
@@ -178,20 +177,25 @@ class Table:
         return cls(hashes, rows, shift, longest)
 
     def find(self, keys: np.ndarray) -> np.ndarray:
-        """The row of each key, -1 where it is not in the table."""
+        """The row of each key, -1 where it is not in the table. The first probe settles most
+        keys (a gram in its home slot, or an empty one), so it runs on all keys without
+        indirection; the few left walk on."""
         keys = np.where(keys == 0, np.uint64(1), keys)
-        out = np.full(len(keys), -1, dtype=np.int32)
         mask = len(self.hashes) - 1
-        active = np.arange(len(keys))
         slot = _home(keys, self.shift)
-        for _ in range(self.longest + 1):
+        held = self.hashes[slot]
+        found = held == keys
+        out = np.where(found, self.rows[slot], -1)
+        active = np.flatnonzero(~found & (held != 0))
+        slot = (slot[active] + 1) & mask
+        for _ in range(self.longest):
+            if not len(active):
+                break
             held = self.hashes[slot]
             found = held == keys[active]
             out[active[found]] = self.rows[slot[found]]
             going = ~found & (held != 0)
             active, slot = active[going], (slot[going] + 1) & mask
-            if not len(active):
-                break
         return out
 
 

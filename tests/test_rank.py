@@ -271,6 +271,14 @@ def test_word_boundaries_and_case():
     assert found("reward modeling") == []  # not a plural: a different word
     assert found("Qwen2.5-7B and QWEN3") == ["qwen*", "qwen*"]
     assert found("使用GRPO和RL训练") == ["rl"]
+    assert [(at, key) for at, _, key in lexicon.find("RL: PPO_x rl_ppo ppo")] == [(0, "rl"), (17, "ppo")]
+
+
+def test_terms_that_begin_with_no_letter_are_found_in_place():
+    """Such terms (a reader's `include: ["(rl)"]`, Chinese terms) take the regex's slower path."""
+    lexicon = rank.Lexicon.compile({"include": ["(rl)", "强化学习", "grpo"]})
+    hits = lexicon.find("(RL) x(rl) 用强化学习 and GRPO")
+    assert [(at, key) for at, _, key in hits] == [(0, "(rl)"), (12, "强化学习"), (21, "grpo")]  # not x(rl)
 
 
 def test_longest_term_wins_but_credits_other_lists():
@@ -287,9 +295,9 @@ def test_longest_term_wins_but_credits_other_lists():
 
 
 def test_sentences_do_not_end_at_abbreviations():
-    text = "Methods, e.g. GRPO, differ. We train it. Et al. Then more."
+    text = "Methods, e.g. GRPO, differ. We train it. Et al. Then more. See Fig. 2! I.E. Also (a) vs. b? Yes"
     starts = rank.sentence_starts(text)
-    assert [text[i:i + 2] for i in starts] == ["Me", "We", "Et"]
+    assert [text[i:i + 2] for i in starts] == ["Me", "We", "Et", "Se", "I.", "Ye"]
 
 
 # --- similarity to exemplars ----------------------------------------------------------
