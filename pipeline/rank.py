@@ -441,7 +441,8 @@ def assign_topics(title: str, abstract: str, topics: Sequence[Any]) -> tuple[str
     lexicon = _topic_lexicon(_topic_spec(topics))
     scores: dict[str, float] = {}
     for text, weight in ((title, 2.0), (abstract or "", 1.0)):
-        for key, term in {(name, k) for _, name, k in lexicon.find(text)}:
+        # in the order of the text, not of a set: float sums, and so ties, the same in every process
+        for key, term in dict.fromkeys((name, k) for _, name, k in lexicon.find(text)):
             scores[key] = scores.get(key, 0.0) + weight * lexicon.weight(key, term)
     order = {topic.key: i for i, topic in enumerate(topics)}
     ranked = sorted((k for k in scores if scores[k] > 0), key=lambda k: (-scores[k], order[k]))

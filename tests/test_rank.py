@@ -7,6 +7,9 @@ here needs ../shared except the dev-corpus check, which skips without it.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -392,6 +395,21 @@ def test_topic_fallback_is_the_topic_without_terms(cfg):
     topics = [cfg.topics[0], cfg.topics[-1].model_copy(update={"terms": []}), cfg.topics[1]]
     assert rank.assign_topics("Nothing to see", "", topics)[0] == cfg.topics[-1].key
     assert rank.assign_topics("Nothing", "", topics[::2])[0] == cfg.topics[1].key
+
+
+def test_topics_are_the_same_in_every_process():
+    """Weights whose float sum depends on the order of adding them (0.1 + 0.2 + 0.3 is not
+    0.3 + 0.2 + 0.1): a tie with the first-listed topic must not be broken by hash order."""
+    script = (
+        "from types import SimpleNamespace as T\n"
+        "from pipeline import rank\n"
+        "topics = [T(key='b', terms={'delta': 0.6}),"
+        " T(key='a', terms={'alpha': 0.1, 'beta': 0.2, 'gamma': 0.3})]\n"
+        "print(rank.assign_topics('', 'alpha beta gamma delta', topics))\n")
+    found = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                            cwd=REPO, env={**os.environ, "PYTHONHASHSEED": str(seed)}).stdout
+             for seed in range(8)}
+    assert len(found) == 1, found
 
 
 # --- featured -------------------------------------------------------------------------
