@@ -56,13 +56,35 @@ def write(fmt: str, found: Iterable[Entry], out: TextIO) -> int:
 class Writer:
     """One format's file, an entry at a time (the web edition writes all four in one pass)."""
 
-    def __init__(self, fmt: str, out: TextIO):
-        self.record, self.out, self.count = RECORDS[fmt], out, 0
+    def __init__(self, fmt: str, out: TextIO, ranges: bool = False):
+        """`ranges`: keep where each month's records lie (`cut`); `out` is then a file."""
+        self.record, self.out, self.count, self.ranges = RECORDS[fmt], out, 0, ranges
         self.head, self.sep, self.tail = ("[\n", ",\n", "\n]\n") if fmt == "csljson" else ("", "", "")
+        self.since: int | None = None  # byte offset of the first record since the last cut
+        self.recent = 0  # records since the last cut
 
     def add(self, entry: Entry) -> None:
-        self.out.write((self.sep if self.count else self.head) + self.record(entry))
-        self.count += 1
+        self.add_records(self.record(entry), 1)
+
+    def add_records(self, text: str, count: int) -> None:
+        """`count` records as written before (a month the last build wrote, pipeline/months.py)."""
+        self.out.write(self.sep if self.count else self.head)
+        if self.ranges and self.since is None:
+            self.since = self._at()
+        self.out.write(text)
+        self.count += count
+        self.recent += count
+
+    def cut(self) -> list[int] | None:
+        """[start, end, count]: the byte range of the records since the last cut, the
+        separator before the first left out (it depends on what came before)."""
+        found = None if self.since is None else [self.since, self._at(), self.recent]
+        self.since, self.recent = None, 0
+        return found
+
+    def _at(self) -> int:
+        self.out.flush()
+        return self.out.buffer.tell()
 
     def close(self) -> int:
         self.out.write(self.tail if self.count else self.head + self.tail.lstrip("\n"))

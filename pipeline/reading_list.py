@@ -14,17 +14,17 @@ from __future__ import annotations
 
 import heapq
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date
-from itertools import islice
+from itertools import groupby, islice
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from pipeline import compose, rank, render
+from pipeline import compose, months, rank, render
 from pipeline.config import Config, TopicDef
 from pipeline.deliver.files import write_if_changed
-from pipeline.models import Entry, Paper, Scored, SeedEntry, seed_key
+from pipeline.models import Entry, Paper, Scored, SeedEntry, paper_key, seed_key
 from pipeline.store import Store
 
 LIMIT = 500_000  # bytes per file: GitHub stops rendering long Markdown files, diffs get unreadable
@@ -61,21 +61,46 @@ def order(entry: Entry) -> tuple:
     return (not entry.date, -day, entry.key)
 
 
-def entries(config: Config, store: Store, batch: int = 500) -> Iterator[Entry]:
-    """Every relevant paper and seed entry so far, in `order`, read `batch` papers at a time."""
+def month_of(entry: Entry) -> str:
+    """YYYY-MM, or "" for an undated entry."""
+    return (entry.date or "")[:7]
+
+
+def entries(config: Config, store: Store, batch: int = 500, skip: Collection[str] = ()) -> Iterator[Entry]:
+    """Every relevant paper and seed entry so far, in `order`, read `batch` papers at a
+    time; those of the months in `skip` (YYYY-MM) left out."""
     seeds = store.seeds()
     by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}
     translations = store.latest_enrichments("seed_translation")
 
     def papers() -> Iterator[Entry]:
-        for rows in store.reading_rows(batch):
+        for rows in store.reading_rows(batch, skip):
             for paper, scored, summary in rows:
                 yield paper_entry(config.topics, paper, scored, summary, by_paper.get(paper.id),
                                   translations)
 
     untied = sorted((seed_entry(config.topics, s, translations) for s in seeds if not s.arxiv_id),
                     key=order)
-    return heapq.merge(papers(), untied, key=order)
+    return (entry for entry in heapq.merge(papers(), untied, key=order) if month_of(entry) not in skip)
+
+
+def fingerprints(config: Config, store: Store, sinks: Sequence[Sink]) -> months.Fingerprints:
+    """Each month's fingerprint: its papers' stored rows, their seed entries and what else
+    the sinks show of them (the digest that listed a paper), read without building entries."""
+    seeds = store.seeds()
+    by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}
+    translations = store.latest_enrichments("seed_translation")
+    found = months.Fingerprints()
+    for pid, day, row in store.reading_makings():
+        seed, key = by_paper.get(pid), paper_key(pid)
+        month = (day or (seed.date.isoformat() if seed and seed.date else ""))[:7]
+        found.add(month, row, seed, translations.get(seed_key(seed.title)) if seed else None,
+                  [sink.about(key) for sink in sinks])
+    for seed in seeds:
+        if not seed.arxiv_id:
+            entry = seed_entry(config.topics, seed, translations)
+            found.add(month_of(entry), entry, [sink.about(entry.key) for sink in sinks])
+    return found
 
 
 def count(store: Store) -> int:
@@ -157,17 +182,19 @@ class Rows:
     """Table rows rendered by the templates, a batch of entries per call."""
 
     def __init__(self, settings: render.Settings):
-        self.env = render.text_env(settings.templates)
+        self.settings, self.env = settings, render.text_env(settings.templates)
         self.context = render.common(settings)
         self.template = self.env.get_template("reading_list/rows.md.j2")
 
-    def rows(self, found: Sequence[Entry]) -> list[tuple[str, str]]:
-        """(row of a topic's file, row of a month's file, which adds the topic) per entry."""
-        found_rows = []
-        for line in self.template.render(entries=found, **self.context).splitlines():
-            before, topic, after = line.split(TOPIC_CELL)
-            found_rows.append((before + after, before + topic + after))
-        return found_rows
+    def rows(self, found: Sequence[Entry]) -> list[str]:
+        """A row per entry, its topic cell between two TOPIC_CELL characters (see `split`)."""
+        return self.template.render(entries=found, **self.context).splitlines()
+
+    @staticmethod
+    def split(line: str) -> tuple[str, str]:
+        """(row of a topic's file, row of a month's file, which adds the topic)."""
+        before, topic, after = line.split(TOPIC_CELL)
+        return before + after, before + topic + after
 
     def page(self, template: str, **values: Any) -> str:
         return self.env.get_template(template).render(**values, **self.context)
@@ -175,9 +202,12 @@ class Rows:
 
 class Markdown:
     """READING_LIST.md and the files of reading-list/, fed entries in `order` a batch at a
-    time (the one pass over the store feeds the web edition the same batches). Months are
-    written as they complete; topics are spooled to a temporary folder and written by
-    `close`. Use as a context manager: the spools go when the block ends."""
+    time (the one pass over the store feeds the web edition the same batches), or a
+    month's rows again as the last build rendered them (`replay`). Months are written as
+    they complete; topics are spooled to a temporary folder and written by `close`. Use
+    as a context manager: the spools go when the block ends."""
+
+    leading = 0  # every row can be replayed
 
     def __init__(self, settings: render.Settings, topics: Sequence[TopicDef], out: Path, updated: str):
         self.rows, self.topics, self.out, self.updated = Rows(settings), topics, out, updated
@@ -187,6 +217,7 @@ class Markdown:
         self.months: list[dict] = []
         self.month: list[tuple[str, str]] = []  # (day, row) of the month being read
         self.current, self.total = "", 0
+        self.pieces: list[list] = []  # (day, topic, row) of the month being read
 
     def __enter__(self) -> Markdown:
         return self
@@ -196,19 +227,46 @@ class Markdown:
             topic.spool.close()
         self.tmp.cleanup()
 
+    def key(self) -> object:
+        return ("markdown", self.rows.settings, list(self.topics))
+
+    def about(self, key: str) -> object:
+        return None
+
     def add(self, batch: Sequence[Entry]) -> None:
-        self.total += len(batch)
-        for entry, (row, month_row) in zip(batch, self.rows.rows(batch), strict=True):
-            if entry.date:
-                if self.month and entry.date[:7] != self.current:
-                    self._close_month()
-                self.current = entry.date[:7]
-                self.month.append((entry.date, month_row))
-            topic = self.state.get(entry.topic)
-            if topic is None:
-                spool = open(Path(self.tmp.name, f"{len(self.state)}.rows"), "w+b")  # noqa: SIM115 (closed on exit)
-                topic = self.state[entry.topic] = _Topic(spool)
-            topic.add(entry.date, row)
+        for entry, line in zip(batch, self.rows.rows(batch), strict=True):
+            self._place(entry.date, entry.topic, line)
+            self.pieces.append([entry.date, entry.topic, line])
+
+    def cut(self) -> tuple[object, list]:
+        """The month just added: no byte ranges, its rows."""
+        pieces, self.pieces = self.pieces, []
+        return None, pieces
+
+    def replay(self, ranges: object, pieces: list, read: Callable[[str, int, int], bytes],
+               note: object) -> None:
+        for day, topic, line in pieces:
+            self._place(day, topic, line)
+
+    def _place(self, day: str | None, key: str, line: str) -> None:
+        row, month_row = self.rows.split(line)
+        self.total += 1
+        if day:
+            if self.month and day[:7] != self.current:
+                self._close_month()
+            self.current = day[:7]
+            self.month.append((day, month_row))
+        topic = self.state.get(key)
+        if topic is None:
+            spool = open(Path(self.tmp.name, f"{len(self.state)}.rows"), "w+b")  # noqa: SIM115 (closed on exit)
+            topic = self.state[key] = _Topic(spool)
+        topic.add(day, row)
+
+    def sources(self) -> list[Path]:
+        return []
+
+    def note(self) -> object:
+        return None
 
     def _close_month(self) -> None:
         if not self.month:
@@ -304,23 +362,73 @@ def _remove_stale(folder: Path, written: dict[str, Path]) -> None:
 
 
 class Sink(Protocol):
-    """A writer the one pass over the store feeds (site_papers.Papers): entries in `order`,
-    a batch at a time, then close."""
+    """A writer the one pass over the store feeds (Markdown, site_papers.Papers): entries in
+    `order`, a batch at a time, or a month as the last build rendered it, then close."""
+
+    leading: int  # how many of the newest entries it needs as entries (never replayed)
+
+    def key(self) -> object:
+        """Its settings: a change renders every month again."""
+
+    def about(self, key: str) -> object:
+        """What else its pages show of an entry (the digest that listed it): in the fingerprint."""
 
     def add(self, batch: Sequence[Entry]) -> None: ...
 
+    def cut(self) -> tuple[object, list]:
+        """(byte ranges in its files, small pieces) of the month since the last cut."""
+
+    def replay(self, ranges: Any, pieces: list, read: Callable[[str, int, int], bytes], note: Any) -> None:
+        """A month again from what `cut` gave the last build; `read(name, start, end)`
+        reads that build's files, `note` is what its `note` said."""
+
     def close(self) -> object: ...
+
+    def sources(self) -> list[Path]:
+        """The files its byte ranges point into, once closed."""
+
+    def note(self) -> object:
+        """What the next build needs to read those files (where a page's entries begin)."""
 
 
 def publish(config: Config, store: Store, updated: str, also: Sequence[Sink] = ()) -> dict[str, Path]:
     """The reading list from the store into outputs.dir, in one streamed pass that also
-    feeds `also` (the web edition's papers) the same entries: each is built once."""
+    feeds `also` (the web edition's papers) the same entries: each is built once, and
+    only in the months that changed since the last build (pipeline/months.py); the
+    others are replayed from what that build wrote."""
     with Markdown(render.Settings.of(config), config.topics, config.outputs.dir, updated) as markdown:
-        for batch in batches(entries(config, store)):
-            markdown.add(batch)
-            for sink in also:
-                sink.add(batch)
+        sinks: list[Sink] = [markdown, *also]
+        key = months.inputs([sink.key() for sink in sinks], config.templates.dir)
+        ledger = months.Ledger(config.outputs.dir, key)
+        found = fingerprints(config, store, sinks)
+        prints = found.of()
+        replayed = ledger.reusable(prints) - _leading(found.counts, max(s.leading for s in sinks))
+        fresh = groupby(entries(config, store, skip=replayed), key=month_of)
+        for month, group in months.merged(fresh, replayed):
+            if group is None:
+                for sink, ranges, pieces, note in zip(sinks, ledger.ranges(month), ledger.pieces(month),
+                                                      ledger.notes(), strict=True):
+                    sink.replay(ranges, pieces, ledger.read, note)
+            else:
+                for batch in batches(group):
+                    for sink in sinks:
+                        sink.add(batch)
+            cuts = [sink.cut() for sink in sinks]
+            ledger.keep(month, prints.get(month, ""), [ranges for ranges, _ in cuts],
+                        None if group is None else [pieces for _, pieces in cuts])
         for sink in also:
             sink.close()
-        return markdown.close()
+        written = markdown.close()
+        ledger.save(sinks)
+        return written
 
+
+def _leading(counts: Mapping[str, int], leading: int) -> set[str]:
+    """The newest months that hold the first `leading` entries."""
+    found, seen = set(), 0
+    for month in months.order(counts):
+        if seen >= leading:
+            break
+        found.add(month)
+        seen += counts[month]
+    return found

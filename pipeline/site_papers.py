@@ -36,12 +36,18 @@ class Papers:
     """The web edition's papers, fed entries in the reading list's order a batch at a time
     by reading_list.publish's one pass over the store. Use as a context manager (its
     spools and drafts go when the block ends); `close` writes the rest and returns the
-    paths that changed."""
+    paths that changed. A month the last build rendered and nothing changed in is
+    replayed (pipeline/months.py): its lines and search records from its pieces, its
+    entries and export records as byte ranges of the pages and exports it wrote."""
+
+    leading = FEED_SIZE  # papers.xml needs the newest as entries
 
     def __init__(self, config: Config, store: Store, settings: render.Settings, folder: Path,
                  digests: Sequence[Digest], updated: str,
                  feedback: Callable[[str, str], str] | None = None):
         self.config, self.settings, self.folder, self.updated = config, settings, folder, updated
+        self.votes = feedback("up", "arxiv:0000.00000") if feedback else None  # a sample, for `key`
+        self.pieces: list[list] = []  # (day, topic, line, search record) of the month being read
         self.env = render.html_env(settings.templates)
         self.env.globals.update(paper_href=site.paper_href, anchor=site.anchor, digest_href=site.digest_href,
                                 rfc3339=render.rfc3339)
@@ -57,7 +63,7 @@ class Papers:
         self.search = _Search(folder, changed)
         self.stack.enter_context(self.search.stack)  # a failed run publishes no half-written year
         self.writers = [export.Writer(fmt, self.stack.enter_context(streamed_if_changed(
-            folder / "exports" / f"reading-list.{suffix}", changed)))
+            self._export(suffix), changed)), ranges=True)
             for fmt, suffix in export.FORMATS.items()]
 
     def __enter__(self) -> Papers:
@@ -66,18 +72,58 @@ class Papers:
     def __exit__(self, *exc: Any) -> None:
         self.stack.__exit__(*exc)
 
+    def key(self) -> object:
+        return ("papers", self.settings, self.folder, self.votes)
+
+    def about(self, key: str) -> object:
+        return self.listed.get(key), self.news.get(key)
+
     def add(self, batch: Sequence[Entry]) -> None:
         html = self.entries_html.render(entries=batch, listed=self.listed, news=self.news,
                                         **self.context).split(MARK)[1:]
         lines = self.lines_html.render(entries=batch, **self.context).split(MARK)[1:]
         for entry, fragment, line in zip(batch, html, lines, strict=True):
-            self.pages.add(entry, fragment, line)
+            self.pages.fragment(entry.topic, fragment.encode("utf-8"), 1)
             entry = export.in_languages(entry, self.settings.languages)
-            self.search.add(entry, self.settings.languages)
+            record = _searchable(entry, self.settings.languages)
+            self._place(entry.date, line, record)
+            self.pieces.append([entry.date, entry.topic, line, record])
             for writer in self.writers:
                 writer.add(entry)
             if len(self.newest) < FEED_SIZE:
                 self.newest.append(entry)
+
+    def _place(self, day: str | None, line: str, record: str) -> None:
+        self.pages.line(day, line)
+        self.search.add((day or "")[:4] or UNDATED, record)
+
+    def cut(self) -> tuple[object, list]:
+        """The month just added: byte ranges in the topic spools and exports, and its pieces."""
+        pieces, self.pieces = self.pieces, []
+        return {"topics": self.pages.cut(), "exports": [writer.cut() for writer in self.writers]}, pieces
+
+    def replay(self, ranges: Any, pieces: list, read: Callable[[str, int, int], bytes], note: Any) -> None:
+        for day, _, line, record in pieces:
+            self._place(day, line, record)
+        for key, (start, end, count) in ranges["topics"].items():
+            page, head = str(self.folder / _topic_page(key)), note[key]
+            self.pages.fragment(key, read(page, head + start, head + end), count)
+        exports = [str(self._export(suffix)) for suffix in export.FORMATS.values()]
+        for writer, name, found in zip(self.writers, exports, ranges["exports"], strict=True):
+            if found:
+                start, end, count = found
+                writer.add_records(read(name, start, end).decode("utf-8"), count)
+
+    def sources(self) -> list[Path]:
+        return [self.folder / _topic_page(key) for key in self.pages.topics] + \
+            [self._export(suffix) for suffix in export.FORMATS.values()]
+
+    def note(self) -> object:
+        """Where each topic page's entries begin (after its heading)."""
+        return self.pages.heads
+
+    def _export(self, suffix: str) -> Path:
+        return self.folder / "exports" / f"reading-list.{suffix}"
 
     def close(self) -> list[Path]:
         """Write the topic pages, the index page, papers.xml and search.js; the paths that changed."""
@@ -119,18 +165,26 @@ class _Pages:
         self.months: list[dict] = []
         self.month: list[str] = []
         self.current, self.count = "", 0
+        self.heads: dict[str, int] = {}  # topic -> bytes of its page before the entries
 
-    def add(self, entry: Entry, fragment: str, line: str) -> None:
-        """A paper's full entry for its topic's page, its line for its month's."""
-        if entry.date:
-            if entry.date[:7] != self.current:
+    def line(self, day: str | None, line: str) -> None:
+        """A paper's line for its month's page."""
+        if day:
+            if day[:7] != self.current:
                 self.close_month()
-            self.current = entry.date[:7]
+            self.current = day[:7]
             self.month.append(line)
-        if entry.topic not in self.topics:
-            self.topics[entry.topic] = _Spool(self.tmp / f"t{len(self.topics)}")
-        self.topics[entry.topic].add(fragment)
         self.count += 1
+
+    def fragment(self, topic: str, data: bytes, count: int) -> None:
+        """`count` papers' full entries for their topic's page."""
+        if topic not in self.topics:
+            self.topics[topic] = _Spool(self.tmp / f"t{len(self.topics)}")
+        self.topics[topic].add(data, count)
+
+    def cut(self) -> dict[str, list[int]]:
+        """Topic -> [start, end, count] in its spool of the entries since the last cut."""
+        return {key: found for key, spool in self.topics.items() if (found := spool.cut())}
 
     def _frame(self, **values: Any) -> tuple[str, str]:
         head, tail = self.page.render(body=MARK, **values, **self.context).split(MARK)
@@ -154,8 +208,9 @@ class _Pages:
         found = []
         for key in reading_list.in_order(self.topics, known):
             spool, name = self.topics[key], names.get(key)
-            page = site.paper_href("", key).split("#")[0]  # papers/topic/<key>.html
+            page = _topic_page(key)
             head, tail = self._frame(heading=None, name=name or {"zh": key, "en": key}, count=spool.count)
+            self.heads[key] = len(head.encode("utf-8"))
             with streamed_if_changed(self.folder / page, self.changed) as out:
                 out.write(head)
                 spool.copy_to(out)
@@ -166,20 +221,33 @@ class _Pages:
         return found
 
 
+def _topic_page(key: str) -> str:
+    return site.paper_href("", key).split("#")[0]  # papers/topic/<key>.html
+
+
 class _Spool:
-    """A topic's rendered entries, kept on disk until its page is written."""
+    """A topic's rendered entries (UTF-8), kept on disk until its page is written."""
 
     def __init__(self, path: Path):
-        self.handle: IO[str] = path.open("w+", encoding="utf-8")  # closed by copy_to
-        self.count = 0
+        self.handle: IO[bytes] = path.open("w+b")  # closed by copy_to
+        self.count = self.since = self.recent = 0
 
-    def add(self, fragment: str) -> None:
-        self.handle.write(fragment)
-        self.count += 1
+    def add(self, data: bytes, count: int) -> None:
+        self.handle.write(data)
+        self.count += count
+        self.recent += count
+
+    def cut(self) -> list[int] | None:
+        """[start, end, count] of the entries since the last cut, if any."""
+        end, recent = self.handle.tell(), self.recent
+        found = [self.since, end, recent] if recent else None
+        self.since, self.recent = end, 0
+        return found
 
     def copy_to(self, out: TextIO) -> None:
         self.handle.seek(0)
-        shutil.copyfileobj(self.handle, out)
+        out.flush()
+        shutil.copyfileobj(self.handle, out.buffer)
         self.handle.close()
 
 
@@ -195,8 +263,8 @@ class _Search:
         self.stack = ExitStack()
         self.out: TextIO | None = None
 
-    def add(self, entry: Entry, languages: Sequence[str]) -> None:
-        year = (entry.date or "")[:4] or UNDATED
+    def add(self, year: str, record: str) -> None:
+        """A paper's record (`_searchable`) in its year's file."""
         if not self.years or self.years[-1] != year:
             self._close_year()
             self.years.append(year)
@@ -204,7 +272,7 @@ class _Search:
             self.out.write("window.RL_DIGEST_INDEX.papers = window.RL_DIGEST_INDEX.papers.concat([")
             self.first = True
         assert self.out is not None
-        self.out.write(("\n" if self.first else ",\n") + _searchable(entry, year, languages))
+        self.out.write(("\n" if self.first else ",\n") + record)
         self.first = False
 
     def shard(self, year: str) -> Path:
@@ -229,13 +297,13 @@ class _Search:
                 path.unlink(missing_ok=True)
 
 
-def _searchable(entry: Entry, year: str, languages: Sequence[str]) -> str:
+def _searchable(entry: Entry, languages: Sequence[str]) -> str:
     """One paper in the search index: [anchor, title, Chinese title, summary (the first shown
     language's, clipped), authors, topic, year]; its page is the index's topics[topic]."""
     summary = next((text for _, text in render.texts(languages, entry.summary_zh, entry.summary_en)), "")
     return json.dumps([site.anchor(entry.key), render.one_line(entry.title),
                        render.one_line(entry.title_zh or ""), render.clip(summary, SUMMARY_CHARS),
-                       ", ".join(entry.authors[:8]), entry.topic, "" if year == UNDATED else year],
+                       ", ".join(entry.authors[:8]), entry.topic, (entry.date or "")[:4]],
                       ensure_ascii=False)
 
 

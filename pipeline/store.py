@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, date, datetime
@@ -343,23 +343,35 @@ class Store:
         with self.engine.connect() as conn:
             return [row_to_paper(row) for row in conn.execute(query).mappings()]
 
-    def reading_rows(self, batch: int = 500) -> Iterator[list[tuple[Paper, Scored, dict | None]]]:
+    def reading_rows(self, batch: int = 500, skip: Collection[str] = ()
+                     ) -> Iterator[list[tuple[Paper, Scored, dict | None]]]:
         """The reading list's papers (kept, or tied to a seed entry), newest day first, ties
         by id, each with its score and newest cached summary: `batch` rows at a time, so
-        memory stays flat however many there are."""
-        summary = (sa.select(enrichments.c.data)
-                   .where(enrichments.c.item_key == _key(),
-                          enrichments.c.kind == "paper_summary")
-                   .order_by(enrichments.c.created.desc(), enrichments.c.key.desc())
-                   .limit(1).correlate(papers).scalar_subquery())
+        memory stays flat however many there are. Papers of the months in `skip`
+        (YYYY-MM) are left out."""
         mine = _mine()
-        query = (sa.select(papers, mine.c.verdict, summary.label("summary"))
+        query = (sa.select(papers, mine.c.verdict, _summary(enrichments.c.data).label("summary"))
                  .select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
                  .where(_in_reading_list(mine)).order_by(_day().desc().nulls_last(), papers.c.id))
+        if skip:
+            query = query.where(sa.or_(sa.func.substr(_day(), 1, 7).not_in(list(skip)), _day().is_(None)))
         with self.engine.connect() as conn:
             result = conn.execution_options(yield_per=batch).execute(query).mappings()
             for rows in result.partitions():
                 yield [(row_to_paper(row), _row_scored(row), row["summary"]) for row in rows]
+
+    def reading_makings(self, batch: int = 2000) -> Iterator[tuple[str, str | None, tuple]]:
+        """(id, day, everything its reading_rows row holds, as stored text) of each of the
+        reading list's papers: what tells a month that changed from one that did not,
+        read without decoding."""
+        mine = _mine()
+        query = (sa.select(papers.c.id, _day(), *(sa.type_coerce(c, sa.Text) for c in papers.c),
+                           mine.c.verdict, _summary(sa.type_coerce(enrichments.c.data, sa.Text)))
+                 .select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
+                 .where(_in_reading_list(mine)))
+        with self.engine.connect() as conn:
+            for rows in conn.execution_options(yield_per=batch).execute(query).partitions():
+                yield from ((row[0], row[1], tuple(row[2:])) for row in rows)
 
     def reading_count(self) -> int:
         """How many entries the reading list holds: its papers and the untied seed entries."""
@@ -834,6 +846,14 @@ def _kept(mine: Any) -> sa.ColumnElement:
 def _in_reading_list(mine: Any) -> sa.ColumnElement:
     """Kept (`_kept`), or tied to a seed entry."""
     return sa.or_(_kept(mine), papers.c.id.in_(sa.select(_seed_arxiv_id())))
+
+
+def _summary(column: Any) -> Any:
+    """`column` of a paper row's newest cached summary, as a scalar subquery."""
+    return (sa.select(column)
+            .where(enrichments.c.item_key == _key(), enrichments.c.kind == "paper_summary")
+            .order_by(enrichments.c.created.desc(), enrichments.c.key.desc())
+            .limit(1).correlate(papers).scalar_subquery())
 
 
 def _day() -> sa.ColumnElement:

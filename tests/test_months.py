@@ -1,0 +1,106 @@
+"""A weekly build renders only the months that changed (issue 20's scale): the others are
+replayed from what the last build wrote, and what it publishes is byte for byte what a
+build from scratch writes, on SQLite and PostgreSQL; a changed output file or template
+makes it render everything again."""
+
+from __future__ import annotations
+
+from contextlib import ExitStack
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from pipeline import config as cfg
+from pipeline import months, reading_list, render, site_papers
+from pipeline.models import Enrichment, Paper, Scored, paper_key
+from pipeline.store import Store
+from tests.helpers import write_config
+
+UPDATED = "2026-11-30"
+
+
+def paper(k: int, when: datetime, title: str | None = None) -> Paper:
+    return Paper(id=f"2611.{k:05d}", title=title or f"GRPO study {k} with $\\alpha$ | <b>bold</b>",
+                 abstract=f"We train LLMs with GRPO, study {k}. Code: https://github.com/lab/p{k}",
+                 authors=("Ada Lovelace", f"Author {k}"), categories=("cs.LG",), submitted=when, updated=when)
+
+
+def stock(store: Store, found: list[Paper]) -> None:
+    store.upsert_papers(found)
+    store.set_scores([Scored(p.id, 2.0, True, ("grpo",), ("algorithms", "agentic")[int(p.id[-1]) % 2])
+                      for p in found])
+    store.put_many([Enrichment(f"s:{p.id}", paper_key(p.id), "paper_summary",
+                               {"summary_zh": f"摘要 {p.id}", "summary_en": f"Summary {p.id}."})
+                    for p in found])
+
+
+def build(config_path: Path) -> None:
+    """What `rl-digest run` does for the reading list and the web edition's papers."""
+    config = cfg.load(config_path)
+    store = Store.open(config.storage.url)
+    with ExitStack() as stack:
+        papers = stack.enter_context(site_papers.Papers(config, store, render.Settings.of(config),
+                                                        config.outputs.dir / "site", [], UPDATED))
+        reading_list.publish(config, store, UPDATED, also=[papers])
+    store.close()
+
+
+def published(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in out.rglob("*")
+            if p.is_file() and months.FOLDER not in p.parts}
+
+
+def test_a_weekly_build_replays_the_months_that_did_not_change_and_writes_a_fresh_builds_bytes(db_url, tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    weekly = write_config(tmp_path / "a", {"storage": {"url": db_url}}, seeds=False)
+    fresh = write_config(tmp_path / "b", {"storage": {"url": db_url}}, seeds=False)
+    store = Store.open(db_url)
+    start = datetime(2026, 11, 25, 12, tzinfo=UTC)
+    found = [paper(k, start - timedelta(hours=12 * k)) for k in range(240)]  # late July to November
+    stock(store, found)
+    build(weekly)
+    cache = tmp_path / "a" / "out" / months.FOLDER
+    pieces = {p.stem: p.stat().st_mtime_ns for p in cache.glob("20*.json")}
+    assert {"2026-11", "2026-10", "2026-09", "2026-08", "2026-07"} <= set(pieces)
+
+    # a week later: new papers, an August paper revised, a September paper summarised again
+    august = next(p for p in found if p.submitted and p.submitted.month == 8)
+    september = next(p for p in found if p.submitted and p.submitted.month == 9)
+    stock(store, [paper(1000 + k, start + timedelta(days=1, hours=k)) for k in range(5)])
+    store.upsert_papers([replace(august, version=2, title="A revised title")])
+    store.put_many([Enrichment("s:again", paper_key(september.id), "paper_summary",
+                               {"summary_zh": "新的摘要", "summary_en": "A newer summary."})])
+    store.close()
+    build(weekly)
+    after = {p.stem: p.stat().st_mtime_ns for p in cache.glob("20*.json")}
+    assert after["2026-07"] == pieces["2026-07"]  # replayed, not rendered
+    assert after["2026-08"] != pieces["2026-08"] and after["2026-09"] != pieces["2026-09"]
+    build(fresh)
+    got, want = published(tmp_path / "a" / "out"), published(tmp_path / "b" / "out")
+    assert got.keys() == want.keys() and got == want
+    assert "A revised title" in (tmp_path / "a" / "out" / "site" / "exports" / "reading-list.bib").read_text()
+
+    # an output changed by hand, or a template overridden: every month is rendered again
+    jsonl = tmp_path / "a" / "out" / "site" / "exports" / "reading-list.jsonl"
+    jsonl.write_bytes(jsonl.read_bytes()[:-200])
+    build(weekly)
+    assert published(tmp_path / "a" / "out") == want
+    assert {p.stem: p.stat().st_mtime_ns for p in cache.glob("20*.json")}["2026-07"] != after["2026-07"]
+
+
+def test_fingerprints_change_with_a_month_s_papers_and_nothing_else(db_url, tmp_path):
+    config = cfg.load(write_config(tmp_path, {"storage": {"url": db_url}}, seeds=False))
+    store = Store.open(db_url)
+    start = datetime(2026, 11, 25, 12, tzinfo=UTC)
+    stock(store, [paper(k, start - timedelta(days=20 * k)) for k in range(4)])  # Nov, Nov, Oct, Sep
+    markdown = reading_list.Markdown(render.Settings.of(config), config.topics, tmp_path, UPDATED)
+    before = reading_list.fingerprints(config, store, [markdown]).of()
+    store.set_verdict("2611.00002", False)  # the reader takes October's paper out
+    after = reading_list.fingerprints(config, store, [markdown]).of()
+    assert before.keys() == {"2026-11", "2026-10", "2026-09"} and after.keys() == {"2026-11", "2026-09"}
+    assert after["2026-11"] == before["2026-11"] and after["2026-09"] == before["2026-09"]
+    store.set_scores([Scored("2611.00003", 2.0, True, ("grpo",), "algorithms")])  # another topic
+    assert reading_list.fingerprints(config, store, [markdown]).of()["2026-09"] != before["2026-09"]
+    markdown.__exit__(None, None, None)
+    store.close()
