@@ -66,12 +66,16 @@ class Writer:
     def add(self, entry: Entry) -> None:
         self.add_records(self.record(entry), 1)
 
-    def add_records(self, text: str, count: int) -> None:
-        """`count` records as written before (a month the last build wrote, pipeline/months.py)."""
+    def add_records(self, text: str | bytes, count: int) -> None:
+        """`count` records, or their UTF-8 bytes as the last build wrote them (pipeline/months.py)."""
         self.out.write(self.sep if self.count else self.head)
         if self.ranges and self.since is None:
             self.since = self._at()
-        self.out.write(text)
+        if isinstance(text, bytes):
+            self.out.flush()
+            self.out.buffer.write(text)
+        else:
+            self.out.write(text)
         self.count += count
         self.recent += count
 

@@ -112,7 +112,7 @@ class Papers:
         for writer, name, found in zip(self.writers, exports, ranges["exports"], strict=True):
             if found:
                 start, end, count = found
-                writer.add_records(read(name, start, end).decode("utf-8"), count)
+                writer.add_records(read(name, start, end), count)
 
     def sources(self) -> list[Path]:
         return [self.folder / _topic_page(key) for key in self.pages.topics] + \

@@ -627,7 +627,7 @@ class Store:
         query = sa.select(enrichments.c.item_key, enrichments.c.data).where(
             enrichments.c.kind == kind).order_by(enrichments.c.created)
         with self.engine.connect() as conn:
-            return dict(conn.execute(query).tuples().all())
+            return {key: data for key, data in conn.execute(query)}
 
     # --- outbox ---
     def deliveries(self, digest_id: str | None = None, statuses: tuple[str, ...] = ()) -> list[dict]:
