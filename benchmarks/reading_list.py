@@ -11,7 +11,9 @@ peak RSS is the writer's own), reading_list.publish's one streamed pass writes
 READING_LIST.md and reading-list/ and feeds site_papers.Papers (the web edition's papers/
 pages, search index, papers.xml and exports/): first into an empty folder, then again with
 nothing changed, then after one more week of papers (the newest week's share of the three
-years) was stored, as a weekly run finds it. Each run counts the files it rewrote.
+years) was stored, as a weekly run finds it. Each run counts the published files it
+rewrote; the second and third render only the months whose fingerprint changed and replay
+the others from the build cache (`out/.rl-digest-cache/`, pipeline/months.py).
 """
 
 from __future__ import annotations
@@ -123,14 +125,21 @@ def peak_mib() -> float:
 
 
 def run_child(path: Path, out: Path) -> dict:
-    """One publish in a fresh process; adds how many output files it wrote."""
-    before = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    """One publish in a fresh process; adds how many published files it wrote, and the
+    size of the build cache."""
+    from pipeline.months import FOLDER
+
+    def stamps() -> dict[Path, int]:
+        return {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and FOLDER not in p.parts}
+
+    before = stamps()
     child = subprocess.run([sys.executable, __file__, "--publish", str(path)], check=True,
                            capture_output=True, text=True)
     got = json.loads(child.stdout.strip().splitlines()[-1])
-    after = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file()}
+    after = stamps()
     got["rewritten"] = sum(1 for p, t in after.items() if before.get(p) != t)
     got["outputs"] = len(after)
+    got["cache"] = sum(p.stat().st_size for p in (out / FOLDER).rglob("*") if p.is_file())
     return got
 
 
@@ -190,6 +199,7 @@ def main() -> None:
         ["READING_LIST.md", f"{first['index'] / 1000:,.0f} KB"],
         ["site files", f"{first['site_files']:,} ({first['site_bytes'] / 2**20:.1f} MiB in all)"],
         ["search index", f"{first['search'] / 2**20:.1f} MiB"],
+        ["build cache (not published)", f"{first['cache'] / 2**20:.1f} MiB"],
     ]))
 
 
