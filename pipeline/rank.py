@@ -332,8 +332,15 @@ def score(
     neg_abstract = {k: None for k in _keys(abstract_hits, "negative") if k not in neg_title}
     negative = rules.title_weight * sum(lex.weight("negative", k) for k in neg_title)
     negative += sum(lex.weight("negative", k) for k in neg_abstract)
-    reasons += [f"negative: {names[k]}" for k in (*neg_title, *neg_abstract)
-                if lex.weight("negative", k)]
+    negatives = [f"negative: {names[k]}" for k in (*neg_title, *neg_abstract)
+                 if lex.weight("negative", k)]
+    policy = next((k for k in (*lm_title, *lm_abstract) if k in rules.policy_lms), None)
+    if policy is not None and negatives:
+        # The language model is itself the trained policy of the subject the negatives name
+        # (a VLA drives, a unified multimodal model draws): RL for a language model
+        # (LABELING: 1, borderline), so they do not subtract.
+        negative, negatives = 0.0, [f"the policy is a language model: {names[policy]}"]
+    reasons += negatives
 
     value = rl * lm_factor - negative
     # Similarity is a reason worth showing on candidates; with seed_weight 0 it

@@ -45,6 +45,17 @@ CASES = {
         ("We apply GRPO to text-to-image diffusion models. A vision-language model scores each "
          "generated image as the reward, and we optimize the diffusion model with policy "
          "optimization over denoising steps. Image generation quality improves on GenEval.")),
+    "unified-multimodal-llm-generating-images": (True,
+        "Reinforcing Unified Multimodal Models for Reasoning-Driven Image Generation",
+        ("Unified multimodal large language models both understand and generate images. We "
+         "post-train a unified autoregressive MLLM with GRPO, using its own understanding branch "
+         "as the reward for text-to-image generation. The model improves on GenEval and on "
+         "visual question answering.")),
+    "vla-in-a-driving-title": (True,
+        "Closed-Loop Exploration for Autonomous Driving VLA Models",
+        ("Driving VLA models imitate expert trajectories and rarely explore. We fine-tune the VLA "
+         "in a closed-loop simulator with group relative rewards for progress and safety. Collisions "
+         "drop by a third on the nuPlan benchmark.")),
     "diffusion-language-model-with-rl": (True,
         "Reinforcement Learning for Masked Diffusion Language Models",
         ("Diffusion large language models such as LLaDA generate text by iterative unmasking. We "
@@ -148,16 +159,8 @@ CASES = {
 }
 
 # Borderline in LABELING.md and beyond a term rule: the title says "process reward model"
-# or "reinforcement learning", and only the full reading tells who is trained; a unified
-# multimodal LLM that generates images reads like a text-to-image model (the image
-# generation terms that keep GRPO-on-diffusion out weigh more than its LM evidence).
+# or "reinforcement learning", and only the full reading tells who is trained.
 KNOWN_MISSES = {
-    "unified-multimodal-llm-generating-images": (True,
-        "Reinforcing Unified Multimodal Models for Reasoning-Driven Image Generation",
-        ("Unified multimodal large language models both understand and generate images. We "
-         "post-train a unified autoregressive MLLM with GRPO, using its own understanding branch "
-         "as the reward for text-to-image generation. The model improves on GenEval and on "
-         "visual question answering.")),
     "reward-model-only-at-inference": (False,
         "Process Reward Models for Best-of-N Decoding",
         ("We use a process reward model at inference time to rerank best-of-N samples from a "
@@ -239,6 +242,16 @@ def test_language_models_that_only_help_a_non_lm_subject_do_not_count(rules):
     assert "title: subject is not a language model" in helper.reasons and not helper.relevant
     _, title, abstract = CASES["vla-driving-policy-with-rl"]
     assert rank.score(title, abstract, rules).relevant  # the VLA is the trained policy
+
+
+def test_a_language_model_policy_lifts_the_negatives_of_its_subject(rules):
+    """A VLA that drives or a unified multimodal model that draws is RL for a language model."""
+    for name, policy, subject in (("vla-in-a-driving-title", "vla", "autonomous driving"),
+                                  ("unified-multimodal-llm-generating-images",
+                                   "unified multimodal model", "text-to-image")):
+        result = rank.score(*CASES[name][1:], rules)
+        assert f"the policy is a language model: {policy}" in result.reasons
+        assert f"negative: {subject}" not in result.reasons and result.relevant
 
 
 def test_no_language_model_no_score(rules):
