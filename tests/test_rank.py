@@ -56,6 +56,11 @@ CASES = {
         ("Driving VLA models imitate expert trajectories and rarely explore. We fine-tune the VLA "
          "in a closed-loop simulator with group relative rewards for progress and safety. Collisions "
          "drop by a third on the nuPlan benchmark.")),
+    "rl-on-an-image-generator-named-only-by-its-name": (False,
+        "Structure-Preserving Texture Editing with Reinforcement Learning",
+        ("We fine-tune Qwen-Image-Edit for texture editing: a cold-start stage on rendered "
+         "scenes, then RL with a reward for preserved geometry. Edits keep the object's shape "
+         "better than open and closed editors.")),
     "diffusion-language-model-with-rl": (True,
         "Reinforcement Learning for Masked Diffusion Language Models",
         ("Diffusion large language models such as LLaDA generate text by iterative unmasking. We "
