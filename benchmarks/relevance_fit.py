@@ -27,6 +27,7 @@ SCALARS = {
     "lm_full": [0.7, 1.0, 1.3, 1.5],
 }
 TERM_GRID = [0.0, 0.3, 0.5, 0.7, 1.0, 1.5]
+TERM_FIELDS = ("rl_terms", "negative_terms", "not_rl_terms")
 RECALL_FLOOR = 0.91
 
 
@@ -41,7 +42,7 @@ def candidates(relevance):
     for key, values in SCALARS.items():
         for value in values:
             yield {key: value}
-    for field in ("rl_terms", "negative_terms"):
+    for field in TERM_FIELDS:
         for term, weight in getattr(relevance, field).items():
             for value in TERM_GRID:
                 if value != weight:
@@ -65,7 +66,7 @@ def search(relevance, rows, sweeps: int = 2, margin: float = 0.002):
 def changes(before, after) -> list[str]:
     found = [f"{k} {getattr(before, k)} -> {getattr(after, k)}" for k in SCALARS
              if getattr(before, k) != getattr(after, k)]
-    for field in ("rl_terms", "negative_terms"):
+    for field in TERM_FIELDS:
         old = getattr(before, field)
         found += [f"{t} {old.get(t)} -> {w}" for t, w in getattr(after, field).items() if old.get(t) != w]
     return found

@@ -120,6 +120,7 @@ class Relevance(Model):
     rl_terms: dict[str, float]
     lm_terms: dict[str, float]
     negative_terms: dict[str, float] = {}
+    not_rl_terms: dict[str, float] = {}
     background_cues: list[str] = []
     background_weight: float = Field(0.3, ge=0, le=1)
     method_cues: list[str] = []

@@ -184,6 +184,7 @@ def compile_rules(cfg: Any) -> Rules:
             "rl": cfg.rl_terms,
             "lm": cfg.lm_terms,
             "negative": cfg.negative_terms,
+            "not_rl": cfg.not_rl_terms,
             "background": cfg.background_cues,
             "method": cfg.method_cues,
             "negation": cfg.negation_cues,
@@ -280,6 +281,18 @@ def _keys(hits: Mapping[str, list[tuple[int, str]]], name: str) -> dict[str, Non
     return dict.fromkeys(key for _, key in hits.get(name, ()))  # ordered set
 
 
+def _negative(rules: Rules, name: str, title_hits: Mapping[str, list[tuple[int, str]]],
+              abstract_hits: Mapping[str, list[tuple[int, str]]]) -> tuple[float, list[str]]:
+    """The weight one list of negatives takes off (x title_weight in the title), and its
+    keys that weigh anything (weight 0 only hides shorter terms), title ones first."""
+    lex = rules.lexicon
+    title = _keys(title_hits, name)
+    abstract = [k for k in _keys(abstract_hits, name) if k not in title]
+    value = rules.title_weight * sum(lex.weight(name, k) for k in title)
+    value += sum(lex.weight(name, k) for k in abstract)
+    return value, [k for k in (*title, *abstract) if lex.weight(name, k)]
+
+
 def score(
     title: str,
     abstract: str,
@@ -329,20 +342,19 @@ def score(
                         if not helpers_only or k in rules.policy_lms)
     lm_factor = min(1.0, lm / rules.lm_full) if rules.lm_full > 0 else 1.0
 
-    neg_abstract = {k: None for k in _keys(abstract_hits, "negative") if k not in neg_title}
-    negative = rules.title_weight * sum(lex.weight("negative", k) for k in neg_title)
-    negative += sum(lex.weight("negative", k) for k in neg_abstract)
-    negatives = [f"negative: {names[k]}" for k in (*neg_title, *neg_abstract)
-                 if lex.weight("negative", k)]
+    subject, subjects = _negative(rules, "negative", title_hits, abstract_hits)
     policy = next((k for k in (*lm_title, *lm_abstract) if k in rules.policy_lms), None)
-    if policy is not None and negatives:
+    if policy is not None and subjects:
         # The language model is itself the trained policy of the subject the negatives name
         # (a VLA drives, a unified multimodal model draws): RL for a language model
-        # (LABELING: 1, borderline), so they do not subtract.
-        negative, negatives = 0.0, [f"the policy is a language model: {names[policy]}"]
-    reasons += negatives
+        # (LABELING: 1, borderline), so they do not subtract. What the paper says of itself
+        # (a survey, RL-free) still does.
+        subject, subjects = 0.0, []
+        reasons.append(f"the policy is a language model: {names[policy]}")
+    claim, claims = _negative(rules, "not_rl", title_hits, abstract_hits)
+    reasons += [f"negative: {names[k]}" for k in (*subjects, *claims)]
 
-    value = rl * lm_factor - negative
+    value = rl * lm_factor - subject - claim
     # Similarity is a reason worth showing on candidates; with seed_weight 0 it
     # cannot change anything for a paper without evidence, so skip the work there.
     if exemplars is not None and (rules.seed_weight or value > 0):

@@ -257,6 +257,11 @@ def test_a_language_model_policy_lifts_the_negatives_of_its_subject(rules):
         result = rank.score(*CASES[name][1:], rules)
         assert f"the policy is a language model: {policy}" in result.reasons
         assert f"negative: {subject}" not in result.reasons and result.relevant
+    # What the paper says of itself still counts: a broad survey is not RL training.
+    survey = rank.score("A Survey of Vision-Language-Action Models",
+                        "We review vision-language-action (VLA) models for robots: architectures, "
+                        "data, imitation and reinforcement learning fine-tuning, and benchmarks.", rules)
+    assert "negative: survey" in survey.reasons and not survey.relevant
 
 
 def test_no_language_model_no_score(rules):
