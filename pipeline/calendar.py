@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
 
-from pipeline.config import bundled
+from pipeline.config import bundled, parse_yaml
 from pipeline.errors import ConfigError
 
 _WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
@@ -93,7 +93,7 @@ def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
 
 def _overlay(data: dict, path: Path) -> None:
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        loaded = parse_yaml(path.read_text(encoding="utf-8")) or {}
     except (OSError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot read the arXiv calendar ({exc})") from None
     if not isinstance(loaded, dict):

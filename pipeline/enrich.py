@@ -33,7 +33,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from pipeline import progress
-from pipeline.config import Enrich
+from pipeline.config import Enrich, parse_yaml
 from pipeline.errors import DigestError, LLMCallFailed
 from pipeline.models import Enrichment, Paper, SeedEntry, paper_key, seed_key
 from pipeline.stopping import STOP
@@ -248,7 +248,7 @@ def load_glossary(env: jinja2.Environment, extra: dict[str, str]) -> dict[str, T
     config's enrich.glossary, which adds or overrides terms."""
     assert env.loader is not None
     try:
-        data = yaml.safe_load(env.loader.get_source(env, GLOSSARY)[0]) or {}
+        data = parse_yaml(env.loader.get_source(env, GLOSSARY)[0]) or {}
         terms = {str(term): Term(str(spec["zh"]), tuple(map(str, spec.get("avoid") or ())))
                  for term, spec in (data.get("terms") or {}).items()}
     except (jinja2.TemplateNotFound, yaml.YAMLError, AttributeError, KeyError, TypeError) as exc:
