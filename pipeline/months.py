@@ -6,10 +6,10 @@ their seed entries, what else the pages show of them) and what every page depend
 (the code, the templates, the settings). A month whose fingerprint is the last build's
 is replayed instead of rendered: its small pieces (table rows, one-line entries, search
 records) from its file under `.rl-digest-cache/`, its full entries and export records as
-byte ranges of the pages and exports the last build wrote. Those files must be as that
-build left them (size and modification time), else every month is rendered again; the
-ledger is removed when a build starts and written when it ends, so a build that fails
-halfway leaves none and the next one renders everything.
+byte ranges of the pages and exports the last build wrote. Those files and the pieces
+must be as that build left them (size and modification time), else every month is
+rendered again; the ledger is removed when a build starts and written when it ends, so a
+build that fails halfway leaves none and the next one renders everything.
 """
 
 from __future__ import annotations
@@ -91,8 +91,7 @@ class Ledger:
     def reusable(self, fingerprints: dict[str, str]) -> set[str]:
         """The months whose fingerprint is the last build's."""
         old = self.last.get("months", {})
-        return {month for month, fp in fingerprints.items()
-                if month and old.get(month, {}).get("fp") == fp and (self.folder / _name(month)).is_file()}
+        return {month for month, fp in fingerprints.items() if month and old.get(month, {}).get("fp") == fp}
 
     def ranges(self, month: str) -> list[Any]:
         return self.last["months"][month]["ranges"]
@@ -122,11 +121,12 @@ class Ledger:
         for fd in self._open.values():
             os.close(fd)
         self._open.clear()
-        stats = {str(path): [path.stat().st_size, path.stat().st_mtime_ns]
-                 for sink in sinks for path in sink.sources()}
         for path in self.folder.glob("*.json"):
             if path.name != LEDGER and path.stem not in {_stem(m) for m in self.months}:
                 path.unlink(missing_ok=True)
+        pieces = [self.folder / _name(month) for month in self.months]
+        stats = {str(path): [path.stat().st_size, path.stat().st_mtime_ns]
+                 for path in [*pieces, *(path for sink in sinks for path in sink.sources())]}
         notes = [sink.note() for sink in sinks]
         write_atomic(self.folder / LEDGER, json.dumps(
             {"key": self.key, "files": stats, "notes": notes, "months": self.months}, ensure_ascii=False))

@@ -81,12 +81,17 @@ def test_a_weekly_build_replays_the_months_that_did_not_change_and_writes_a_fres
     assert got.keys() == want.keys() and got == want
     assert "A revised title" in (tmp_path / "a" / "out" / "site" / "exports" / "reading-list.bib").read_text()
 
-    # an output changed by hand, or a template overridden: every month is rendered again
+    # an output or a piece of the cache changed by hand: every month is rendered again
     jsonl = tmp_path / "a" / "out" / "site" / "exports" / "reading-list.jsonl"
     jsonl.write_bytes(jsonl.read_bytes()[:-200])
     build(weekly)
     assert published(tmp_path / "a" / "out") == want
-    assert {p.stem: p.stat().st_mtime_ns for p in cache.glob("20*.json")}["2026-07"] != after["2026-07"]
+    again = {p.stem: p.stat().st_mtime_ns for p in cache.glob("20*.json")}
+    assert again["2026-07"] != after["2026-07"]
+    (cache / "2026-08.json").write_text("[", encoding="utf-8")
+    build(weekly)
+    assert published(tmp_path / "a" / "out") == want
+    assert {p.stem: p.stat().st_mtime_ns for p in cache.glob("20*.json")}["2026-07"] != again["2026-07"]
 
 
 def test_fingerprints_change_with_a_month_s_papers_and_nothing_else(db_url, tmp_path):
