@@ -477,13 +477,11 @@ def bundled(name: str) -> Path:
     return installed if installed.exists() else Path(__file__).resolve().parent.parent / name
 
 
-def default_path() -> Path | None:
-    """--config is handled by the CLI; here: $RL_DIGEST_CONFIG, then ./config.yaml."""
+def default_path() -> Path:
+    """--config is handled by the CLI; here: $RL_DIGEST_CONFIG, else ./config.yaml, which
+    must exist: a cron line that forgot --config must not run on the defaults."""
     env = os.environ.get("RL_DIGEST_CONFIG")
-    if env:
-        return Path(env)
-    local = Path("config.yaml")
-    return local if local.exists() else None
+    return Path(env) if env else Path.cwd() / "config.yaml"
 
 
 def load(path: Path | None) -> Config:

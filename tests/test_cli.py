@@ -45,6 +45,17 @@ def test_offline_run_from_root_writes_next_to_the_config(tmp_path, cli):
     assert (tmp_path / "state" / "digest.sqlite3").exists()
 
 
+def test_without_a_config_a_command_stops_and_writes_nothing(tmp_path, cli):
+    """A cron line that forgot --config runs from a folder with no config.yaml."""
+    result = cli("status", cwd=tmp_path, check=2)
+    assert result.stderr.strip().splitlines()[0] == (
+        f"rl-digest: {tmp_path}/config.yaml: no such file (pass --config PATH or set RL_DIGEST_CONFIG)")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "elsewhere").mkdir()
+    config = write_config(tmp_path / "elsewhere")
+    assert "database: " in cli("status", env={"RL_DIGEST_CONFIG": str(config)}).stdout
+
+
 def test_offline_is_a_preview_that_records_nothing(tmp_path, cli):
     config = write_config(tmp_path)
     cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
