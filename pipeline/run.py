@@ -40,7 +40,7 @@ from pipeline import (
 )
 from pipeline.config import Config
 from pipeline.enrich import Enricher, Item, make_client
-from pipeline.errors import ConfigError, DigestError, SourceError
+from pipeline.errors import ConfigError, DigestError
 from pipeline.models import (
     Digest,
     Entry,
@@ -216,20 +216,22 @@ def collect_and_rank(config: Config, store: Store, used: Sequence[Source], fetch
     run_id = store.start_run("collect", as_of) if record else None
     try:
         collect.collect(config, used, report, fetcher, as_of, ledger, memory, first_run=mark is None)
-    except SourceError as exc:
+        store.save_seeds([e for doc in report.documents for e in doc.entries])
+        known = {p.id: p for p in store.papers(u.id for u in report.updates)} if report.updates else {}
+        updates = collect.with_versions(report.updates, known)
+        report.fetched = len({p.id for p in report.papers} | {u.id for u in updates})
+        new, revised, _ = store.upsert_papers(report.papers + updates)
+        collect.count_kept(report, new, revised)
+        for name, kept in report.memory.items():
+            store.set_state(MEMORY + name, kept)
         if run_id is not None:
-            store.finish_run(run_id, "failed", collect.as_dict(report), error=str(exc))
+            ledger.save(store, as_of.date())
+    except BaseException as exc:  # the row says how it ended (a long-lived scheduler goes on)
+        if run_id is not None:
+            store.finish_run(run_id, "stopped" if isinstance(exc, Stopped) else "failed",
+                             collect.as_dict(report), error=str(exc) or type(exc).__name__)
         raise
-    store.save_seeds([e for doc in report.documents for e in doc.entries])
-    known = {p.id: p for p in store.papers(u.id for u in report.updates)} if report.updates else {}
-    updates = collect.with_versions(report.updates, known)
-    report.fetched = len({p.id for p in report.papers} | {u.id for u in updates})
-    new, revised, _ = store.upsert_papers(report.papers + updates)
-    collect.count_kept(report, new, revised)
-    for name, kept in report.memory.items():
-        store.set_state(MEMORY + name, kept)
     if run_id is not None:
-        ledger.save(store, as_of.date())
         store.finish_run(run_id, "ok", collect.as_dict(report), window=report.window)
     seeds = store.seeds()
     return report, seeds, rank_papers(config, store, seeds)

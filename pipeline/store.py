@@ -209,6 +209,7 @@ class Store:
 
     def __init__(self, engine: Engine):
         self.engine = engine
+        self.running: set[int] = set()  # runs this process started and has not finished
 
     @classmethod
     def open(cls, url: str, busy_timeout: float = 30) -> Store:
@@ -494,13 +495,16 @@ class Store:
 
     # --- runs ---
     def start_run(self, kind: str, as_of: datetime) -> int:
-        """Callers hold the run lock, so a row still `running` is from a process that died."""
+        """Callers hold the run lock, so a row still `running` is from a process that died,
+        unless this process started it (a publish run's own collect)."""
         with self.tx() as conn:
-            conn.execute(runs.update().where(runs.c.status == "running").values(
-                status="interrupted", finished=now_iso(), error="the process ended mid-run"))
+            conn.execute(runs.update().where(runs.c.status == "running", runs.c.id.not_in(self.running))
+                         .values(status="interrupted", finished=now_iso(), error="the process ended mid-run"))
             result = conn.execute(runs.insert().values(
                 kind=kind, as_of=as_of.isoformat(), started=now_iso(), status="running"))
-            return int(result.inserted_primary_key[0])  # type: ignore[index]
+            run_id = int(result.inserted_primary_key[0])  # type: ignore[index]
+        self.running.add(run_id)
+        return run_id
 
     def finish_run(self, run_id: int, status: str, report: dict, error: str | None = None,
                    window: tuple[datetime, datetime] | None = None) -> None:
@@ -509,6 +513,7 @@ class Store:
             values.update(window_start=window[0].isoformat(), window_end=window[1].isoformat())
         with self.tx() as conn:
             conn.execute(runs.update().where(runs.c.id == run_id).values(**values))
+        self.running.discard(run_id)
 
     def watermark(self) -> datetime | None:
         """End of the last window that was collected completely."""

@@ -227,9 +227,9 @@ def test_integrity_check_passes_after_use(tmp_path):
 
 
 def test_a_run_left_running_by_a_dead_process_is_marked_interrupted(db_url):
-    store = Store.open(db_url)
     moment = datetime(2026, 11, 30, tzinfo=UTC)
-    killed = store.start_run("publish", moment)  # never finished: kill -9
+    killed = Store.open(db_url).start_run("publish", moment)  # never finished: kill -9
+    store = Store.open(db_url)  # the next process
     store.start_run("publish", moment)
     rows = {row["id"]: row for row in store.last_runs()}
     assert rows[killed]["status"] == "interrupted"
@@ -268,3 +268,19 @@ def test_a_mark_and_a_readers_verdict_live_side_by_side(db_url):
     assert store.relevant_papers() == [] and [p.id for p in store.marked(relevant=False)] == ["2401.00001"]
     store.set_verdict("2401.00001", None)
     assert [v["reader"] for v in store.verdicts()] == ["ada@example.org"] and store.marked(False) == []
+
+
+def test_a_run_s_own_collect_leaves_it_running_and_a_dead_process_s_runs_are_interrupted(db_url):
+    as_of = datetime(2026, 11, 30, tzinfo=UTC)
+    store = Store.open(db_url)
+    publish = store.start_run("publish", as_of)
+    collect = store.start_run("collect", as_of)  # the same process: status must show it live
+    rows = {row["id"]: row["status"] for row in store.last_runs()}
+    assert rows == {publish: "running", collect: "running"}
+    store.finish_run(collect, "ok", {})
+    store.close()
+    later = Store.open(db_url)  # the next process: the publish above never finished
+    later.start_run("collect", as_of)
+    statuses = {row["id"]: row["status"] for row in later.last_runs()}
+    assert statuses[publish] == "interrupted" and statuses[collect] == "ok"
+    later.close()
