@@ -157,6 +157,8 @@ def test_a_stale_feed_is_polled_then_warned_and_recovered_through_oai_pmh(tmp_pa
         oai = [r for r in server.requests if r.path == "/oai"]
         status = cli("--config", str(config), "status").stdout
     assert len(cl_reads) >= 3  # read, then polled again before giving up
+    assert "RSS: cs.CL not yet rebuilt for the 2026-11-24 announcement; looking again in" in second.stderr
+    assert "(sources.rss.poll_minutes)" in second.stderr
     assert "stale feed: cs.CL shows no id newer than the 11-23 announcement's" in second.stderr
     assert {"2611.00003", "2611.00004"} <= stored_ids(tmp_path)
     assert [r.query.get("set") for r in oai][:1] == ["cs:cs:CL"]

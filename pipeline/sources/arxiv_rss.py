@@ -105,8 +105,10 @@ class ArxivRss:
             wait = self.poll_interval_minutes * 60
             if not pending or time.monotonic() + wait > deadline:
                 break
-            log.info("%d feeds show no new announcement yet; looking again in %g min",
-                     len(pending), self.poll_interval_minutes)
+            log.info("RSS: %s not yet rebuilt for the %s announcement; looking again in %g min, "
+                     "for up to %.0f min more (sources.rss.poll_minutes)",
+                     ", ".join(feed_spec(url) for url in pending), due.day if due else "next",
+                     self.poll_interval_minutes, (deadline - time.monotonic()) / 60)
             pause(wait)
         for url, feed in feeds.items():
             self._take(url, feed, found, due, window, stale=url in pending)
