@@ -3,7 +3,11 @@ settings that validate but would fail a run."""
 
 from __future__ import annotations
 
-from tests.helpers import write_config
+import os
+import shlex
+import subprocess
+
+from tests.helpers import cli_command, write_config
 
 
 def env_file(path) -> dict:
@@ -19,7 +23,8 @@ def test_init_then_config_check_passes(tmp_path, cli):
     assert sorted(p.name for p in folder.iterdir()) == [".env.example", "config.yaml", "readers.txt", "seeds"]
     assert "config check" in made.stdout and "doctor" in made.stdout
     secrets = env_file(folder / ".env.example")
-    assert set(secrets) == {"OPENAI_API_KEY", "SMTP_USERNAME", "SMTP_PASSWORD"}
+    assert set(secrets) == {"OPENAI_API_KEY", "SMTP_USERNAME", "SMTP_PASSWORD", "RL_DIGEST_SECRET"}
+    assert f"set -a; . {folder}/.env; set +a" in made.stdout  # the tool reads no .env itself
     checked = cli("--config", str(folder / "config.yaml"), "config", "check", env=secrets)
     assert checked.stdout.strip() == f"{folder / 'config.yaml'}: ok"
     listed = cli("--config", str(folder / "config.yaml"), "seeds", env=secrets)
@@ -27,6 +32,20 @@ def test_init_then_config_check_passes(tmp_path, cli):
     assert "000_" in listed.stdout  # the shipped pages are read
     text = (folder / "config.yaml").read_text(encoding="utf-8")
     assert text.count("#") > 20 and len(text.splitlines()) < 60  # commented, and short
+
+
+def test_the_filled_in_env_file_loaded_as_the_next_steps_say_is_enough(tmp_path, cli):
+    cli("init", str(tmp_path))
+    filled = (tmp_path / ".env.example").read_text(encoding="utf-8")
+    filled = filled.replace("OPENAI_API_KEY=\n", "OPENAI_API_KEY=sk-local\n")
+    (tmp_path / ".env").write_text(filled.replace("RL_DIGEST_SECRET=\n", "RL_DIGEST_SECRET=s3cret\n"))
+    command = " ".join(shlex.quote(part) for part in cli_command())
+    config = shlex.quote(str(tmp_path / "config.yaml"))
+    shell = subprocess.run(["bash", "-c", f"set -a; . {shlex.quote(str(tmp_path / '.env'))}; set +a; "
+                            f"{command} --config {config} config check"], cwd="/",
+                           env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=120)
+    assert shell.returncode == 0, shell.stderr
+    assert shell.stdout.strip() == f"{tmp_path / 'config.yaml'}: ok"
 
 
 def test_the_starter_without_its_key_names_the_variable(tmp_path, cli):
