@@ -113,7 +113,10 @@ def check_database(config: Config) -> Iterable[Check]:
             version = db.version()
         finally:
             db.close()
-    except (DigestError, sa.exc.SQLAlchemyError) as exc:
+    except DigestError as exc:  # names the URL already
+        yield fail("database", str(exc).splitlines()[0])
+        return
+    except sa.exc.SQLAlchemyError as exc:
         yield fail("database", f"{url}: {getattr(exc, 'orig', None) or exc}".splitlines()[0])
         return
     if version != store.LATEST:

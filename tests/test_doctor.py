@@ -91,6 +91,9 @@ def test_doctor_names_the_one_service_that_is_down_and_exits_1(tmp_path, cli, wo
     assert statuses(result.stdout) == wanted, result.stdout
     assert result.stderr.strip().endswith(f"rl-digest: doctor: {name} failed")
     assert "Traceback" not in result.stderr
+    if name == "database":  # the URL once, then what is wrong with it
+        line = next(line for line in result.stdout.splitlines() if line.startswith("database"))
+        assert line.count("broken.sqlite3") == 1, line
 
 
 def test_doctor_with_the_key_unset_fails_config_and_llm(tmp_path, cli, world):
