@@ -54,7 +54,7 @@ class Topic(Model):
 class ArxivSource(Model):
     enabled: bool = True
     api_url: str
-    html_url: str = "https://arxiv.org/html"  # full text of featured papers: <html_url>/<id>v<N>
+    html_url: str | None = None  # before sources.fulltext.url: <html_url>/<id>v<N>, still read
     categories: list[str]
     terms: list[str] = Field(min_length=1)
     lookback_days: int = Field(ge=1, le=366)
@@ -95,12 +95,35 @@ class PluginEntry(BaseModel):
         return self.name or self.type
 
 
+class Fulltext(Model):
+    """Where a featured paper's HTML full text is read (pipeline/fulltext.py)."""
+
+    enabled: bool = True
+    url: str = "https://arxiv.org/html/{id}v{version}"
+
+    @field_validator("url")
+    @classmethod
+    def _names_the_paper(cls, url: str) -> str:
+        if "{id}" not in url:
+            raise ValueError("the URL must hold {id} (and usually {version}), e.g. https://arxiv.org/html/{id}v{version}")
+        return url
+
+
 class Sources(Model):
     arxiv: ArxivSource
     rss: RssSource
     max_response_mb: float = Field(50, gt=0)
     oai: OaiSource
+    fulltext: Fulltext = Fulltext()
     plugins: list[PluginEntry] = []  # more sources (pipeline/sources/__init__.py)
+
+    @model_validator(mode="after")
+    def _html_url(self) -> Sources:
+        """A config written before sources.fulltext set sources.arxiv.html_url: it still counts."""
+        if self.arxiv.html_url and self.fulltext.url == Fulltext().url:
+            url = self.arxiv.html_url.rstrip("/") + "/{id}v{version}"
+            object.__setattr__(self, "fulltext", self.fulltext.model_copy(update={"url": url}))
+        return self
 
 
 class Seeds(Model):

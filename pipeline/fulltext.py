@@ -1,5 +1,5 @@
 """Deep reading from the paper, not the abstract: arXiv's HTML full text of a featured
-paper (`sources.arxiv.html_url` + `<id>v<N>`), its main text only, within a budget.
+paper (`sources.fulltext.url`, `{id}` and `{version}` filled in), its main text only, within a budget.
 
 The extraction parses the page (selectolax) and keeps the article's sections: the
 introduction, method and results first, then the rest, never navigation, references,
@@ -58,14 +58,14 @@ def main_text(html: str, budget_tokens: int) -> str | None:
     return _clip(text, budget_tokens) or None
 
 
-def read(fetcher: Fetcher, store: Store, base_url: str, paper_id: str, version: int,
+def read(fetcher: Fetcher, store: Store, url_template: str, paper_id: str, version: int,
          budget_tokens: int) -> str | None:
     """The featured paper's main text (cached per version); None: no HTML, use the abstract."""
     key = f"{KIND}:{paper_id}v{version}:{budget_tokens}"
     cached = store.get_many([key]).get(key)
     if cached is not None:
         return cached.get("text")
-    url = f"{base_url.rstrip('/')}/{paper_id}v{version}"
+    url = url_template.replace("{id}", paper_id).replace("{version}", str(version))
     try:
         page = fetcher.get(url)
     except SourceError as exc:

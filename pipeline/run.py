@@ -490,9 +490,10 @@ def _item(entry: Entry, text: str | None = None) -> Item:
 
 def full_text(config: Config, store: Store, fetcher: Fetcher, entry: Entry) -> str | None:
     """A featured arXiv paper's main text from its HTML page; None without one."""
-    if not entry.key.startswith("arxiv:") or not config.enrich.fulltext_tokens:
+    reading = config.sources.fulltext.enabled and config.enrich.fulltext_tokens
+    if not entry.key.startswith("arxiv:") or not reading:
         return None
-    return fulltext.read(fetcher, store, config.sources.arxiv.html_url, entry.key.removeprefix("arxiv:"),
+    return fulltext.read(fetcher, store, config.sources.fulltext.url, entry.key.removeprefix("arxiv:"),
                          entry.version or 1, config.enrich.fulltext_tokens)
 
 

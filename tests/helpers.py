@@ -66,8 +66,10 @@ def config_file(folder: Path, data: dict, overrides: dict) -> Path:
     beside api_url, never arxiv.org. The tests' and the benchmarks' configs both use it."""
     merged = _merge(data, overrides)
     arxiv = merged["sources"]["arxiv"]
-    if "api_url" in arxiv and "html_url" not in arxiv:
-        arxiv["html_url"] = arxiv["api_url"].rsplit("/api/", 1)[0] + "/html"
+    fulltext = merged["sources"].get("fulltext") or {}
+    if "api_url" in arxiv and "url" not in fulltext and "html_url" not in arxiv:
+        merged["sources"]["fulltext"] = {**fulltext, "url": arxiv["api_url"].rsplit("/api/", 1)[0]
+                                         + "/html/{id}v{version}"}
     path = folder / "config.yaml"
     path.write_text(yaml.safe_dump(merged, allow_unicode=True), encoding="utf-8")
     return path

@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline import fulltext
-from tests.helpers import CATS, DAY, KEY, full_config, rl_paper
+from pipeline.config import load
+from tests.helpers import CATS, DAY, KEY, full_config, rl_paper, write_config
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
 from tests.test_entries_cli import outputs
@@ -36,9 +37,10 @@ def test_the_featured_reading_is_written_from_the_html_page_or_else_the_abstract
     with ArxivServer([with_html, without]) as arxiv, OpenAIServer() as llm:
         arxiv.html[f"{with_html.id}v1"] = PAGE
         config = full_config(tmp_path, arxiv, llm, sources={
-            "arxiv": {"api_url": arxiv.api_url, "html_url": arxiv.html_url, "categories": CATS,
+            "arxiv": {"api_url": arxiv.api_url, "categories": CATS,
                       "page_size": 50, "overlap_hours": 0, "retries": 0},
-            "rss": {"urls": [arxiv.rss_url(CATS)]}})
+            "rss": {"urls": [arxiv.rss_url(CATS)]},
+            "fulltext": {"url": arxiv.html_url + "/{id}v{version}"}})
         cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         readings = {r.titles[0]: r.user for r in llm.requests if r.task == "featured_reading"}
         fetched = [r.path for r in arxiv.requests if r.path.startswith("/html/")]
@@ -54,3 +56,24 @@ def test_the_featured_reading_is_written_from_the_html_page_or_else_the_abstract
     assert again == fetched  # cached: each page asked for once
     for fmt, text in outputs(tmp_path, "2026-11-02").items():  # the reading, never the paper's text
         assert "METHOD-SECTION-TEXT" not in text, fmt
+
+
+def test_with_the_full_text_off_no_page_is_asked_for_and_the_abstract_is_read(tmp_path, cli):
+    paper = rl_paper(1, DAY)
+    with ArxivServer([paper]) as arxiv, OpenAIServer() as llm:
+        arxiv.html[f"{paper.id}v1"] = PAGE
+        config = full_config(tmp_path, arxiv, llm, sources={
+            "arxiv": {"api_url": arxiv.api_url, "categories": CATS, "page_size": 50, "overlap_hours": 0},
+            "rss": {"urls": [arxiv.rss_url(CATS)]}, "fulltext": {"enabled": False}})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
+        readings = [r.user for r in llm.requests if r.task == "featured_reading"]
+    assert not [r for r in arxiv.requests if r.path.startswith("/html/")]
+    assert readings and paper.abstract in readings[0] and "METHOD-SECTION-TEXT" not in readings[0]
+
+
+def test_the_full_text_url_names_the_paper_and_the_older_key_still_counts(tmp_path, cli):
+    bad = write_config(tmp_path, {"sources": {"fulltext": {"url": "https://mirror.example.org/html/"}}})
+    result = cli("--config", str(bad), "config", "check", check=2)
+    assert "sources.fulltext.url" in result.stderr and "{id}" in result.stderr
+    older = write_config(tmp_path, {"sources": {"arxiv": {"html_url": "https://mirror.example.org/html/"}}})
+    assert load(older).sources.fulltext.url == "https://mirror.example.org/html/{id}v{version}"
