@@ -4,7 +4,9 @@ import os
 import subprocess
 import sys
 
-from pipeline.deliver.files import write_atomic, write_if_changed
+import pytest
+
+from pipeline.deliver.files import streamed_if_changed, write_atomic, write_if_changed
 
 
 def _dead_pid() -> int:
@@ -45,3 +47,36 @@ def test_an_unchanged_page_is_not_rewritten(tmp_path):
     assert page.stat().st_mtime == 1_000_000
     assert write_if_changed(page, "<p>week 2</p>")
     assert page.read_text() == "<p>week 2</p>" and page.stat().st_mtime > 1_000_000
+
+
+def test_a_streamed_file_replaces_the_old_only_when_its_bytes_differ_and_leaves_no_draft(tmp_path):
+    """An export is written piece by piece beside the old one (never copied afterwards): the
+    same bytes keep the old file and its date, new bytes replace it, a failure keeps it."""
+    export = tmp_path / "exports" / "reading-list.bib"
+    changed: list = []
+    with streamed_if_changed(export, changed) as out:
+        out.write("@misc{a}\n")
+    assert export.read_text() == "@misc{a}\n" and changed == [export]
+    os.utime(export, (1_000_000, 1_000_000))
+
+    changed.clear()
+    with streamed_if_changed(export, changed) as out:
+        out.write("@misc{a}\n")
+    assert changed == [] and export.stat().st_mtime == 1_000_000
+
+    with pytest.raises(RuntimeError), streamed_if_changed(export, changed) as out:
+        out.write("@misc{half")
+        raise RuntimeError("the store went away")
+    assert changed == [] and export.read_text() == "@misc{a}\n"
+
+    with streamed_if_changed(export, changed) as out:
+        out.write("@misc{b}\n")
+    assert changed == [export] and export.read_text() == "@misc{b}\n"
+    assert oct(export.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    assert [p.name for p in export.parent.iterdir()] == ["reading-list.bib"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -9,7 +9,6 @@ from __future__ import annotations
 import filecmp
 import glob
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -30,6 +29,27 @@ def write_atomic(path: Path, text: str) -> Path:
 def atomic(path: Path) -> Iterator[TextIO]:
     """A text handle on a temporary file beside `path` that replaces `path` (fsynced) when
     the block ends, and is removed if it fails: for output written piece by piece."""
+    with _draft(path) as (handle, _):
+        yield handle
+
+
+@contextmanager
+def streamed_if_changed(path: Path, changed: list[Path]) -> Iterator[TextIO]:
+    """write_if_changed for a file written piece by piece (a page of 10,000 papers): the
+    draft beside `path` replaces it only when its bytes differ, and then `path` joins
+    `changed`; else the draft goes (never copied: an export can be 200 MB)."""
+    with _draft(path) as (handle, same):
+        yield handle
+        same.append(True)
+    if not same:
+        changed.append(path)
+
+
+@contextmanager
+def _draft(path: Path) -> Iterator[tuple[TextIO, list[bool]]]:
+    """(handle on a temporary file beside `path`, a list): when the block ends the file
+    replaces `path` (fsynced), unless the list holds True and the file's bytes are
+    `path`'s (then it goes, and the list stays True); on failure it goes."""
     tmp_name = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -37,9 +57,13 @@ def atomic(path: Path) -> Iterator[TextIO]:
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
                                         dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide published files
+        skip: list[bool] = []
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            yield handle
+            yield handle, skip
             handle.flush()
+            if skip and path.is_file() and filecmp.cmp(tmp_name, path, shallow=False):
+                return
+            skip.clear()
             os.fsync(handle.fileno())
         os.replace(tmp_name, path)
         tmp_name = None
@@ -64,24 +88,6 @@ def write_if_changed(path: Path, text: str) -> bool:
         pass
     write_atomic(path, text)
     return True
-
-
-@contextmanager
-def streamed_if_changed(path: Path, changed: list[Path]) -> Iterator[TextIO]:
-    """write_if_changed for a file written piece by piece (a page of 10,000 papers): a
-    draft in the temporary folder replaces `path` only when its bytes differ, and then
-    `path` joins `changed`."""
-    fd, draft = tempfile.mkstemp(prefix="rl-digest-draft-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            yield handle
-        if path.is_file() and filecmp.cmp(draft, path, shallow=False):
-            return
-        with atomic(path) as out, open(draft, encoding="utf-8", newline="") as source:
-            shutil.copyfileobj(source, out)
-        changed.append(path)
-    finally:
-        os.unlink(draft)
 
 
 def _clear_killed_writes(path: Path) -> None:
