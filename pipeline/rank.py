@@ -236,8 +236,15 @@ def _abstract_rl(rules: Rules, hits: Mapping[str, list[tuple[int, str]]],
     if not rl:
         return 0.0, {}
     starts = sentence_starts(abstract)
-    cues = {name: {bisect_right(starts, pos) for pos, _ in hits.get(name, ())}
-            for name in ("background", "method")}
+    method = {bisect_right(starts, pos) for pos, _ in hits.get("method", ())}
+    # A comparison cue ("outperforms") makes background of what comes after it, the beaten
+    # baseline (LABELING rule 3), not of what comes before: "RL outperforms SFT" is a finding
+    # about RL. Each background sentence keeps the offset from which its cues cover RL terms.
+    background: dict[int, int] = {}
+    for pos, key in hits.get("background", ()):
+        sentence = bisect_right(starts, pos)
+        reach = pos if key in _COMPARISON_CUES else -1
+        background[sentence] = min(background.get(sentence, reach), reach)
     negations = [pos for pos, _ in hits.get("negation", ())]
     edges = {1, len(starts)} if len(starts) >= 3 else set()
     best: dict[int, float] = {}
@@ -247,9 +254,9 @@ def _abstract_rl(rules: Rules, hits: Mapping[str, list[tuple[int, str]]],
         if any(pos - _NEGATION_REACH <= q < pos and bisect_right(starts, q) == sentence
                for q in negations):
             role, factor = "negated", 0.0
-        elif sentence in cues["background"]:
+        elif sentence in background and background[sentence] < pos:
             role, factor = "background", rules.background_weight
-        elif sentence in cues["method"]:
+        elif sentence in method:
             role, factor = "method", 1.0
         else:
             role, factor = "plain", rules.plain_weight
@@ -262,6 +269,7 @@ def _abstract_rl(rules: Rules, hits: Mapping[str, list[tuple[int, str]]],
 
 
 _ROLE_RANK = {"negated": 0, "background": 1, "plain": 2, "method": 3}
+_COMPARISON_CUES = frozenset({"outperform*", "surpass*"})  # background only for what follows them
 _NEGATION_REACH = 60  # characters before an RL term that a negation cue covers
 _SIMILAR = 0.3  # similarity worth naming as a reason, even when seed_weight is 0
 

@@ -215,6 +215,20 @@ def test_rl_named_only_in_background_counts_less(rules):
     assert "abstract: grpo" in method.reasons
 
 
+def test_rl_that_outperforms_is_not_background(rules):
+    """"Outperforms" makes background of the baseline beaten, after it (LABELING rule 3), not of
+    the method that wins, before it."""
+    title = "Tool calling with LLMs"
+    winner = rank.score(title, "We study how to teach tools to an LLM. Post-training on our data "
+                        "helps, with reinforcement learning outperforming supervised fine-tuning. "
+                        "Code is released.", rules)
+    beaten = rank.score(title, "We study how to teach tools to an LLM. Post-training on our data "
+                        "helps, and our prompting outperforms reinforcement learning. "
+                        "Code is released.", rules)
+    assert "abstract: reinforcement learning" in winner.reasons and winner.relevant
+    assert "background: reinforcement learning" in beaten.reasons and not beaten.relevant
+
+
 def test_rl_said_not_to_be_used_counts_nothing(rules):
     negated = rank.score("Self-distillation for code LLMs",
                          "Can an LLM improve at coding without a verifier, a teacher or reinforcement "
