@@ -145,6 +145,7 @@ class Relevance(Model):
     negative_terms: dict[str, float] = {}
     not_rl_terms: dict[str, float] = {}
     background_cues: list[str] = []
+    comparison_cues: list[str] = []  # background only for what follows them
     background_weight: float = Field(0.3, ge=0, le=1)
     method_cues: list[str] = []
     negation_cues: list[str] = []

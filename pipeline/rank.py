@@ -186,6 +186,7 @@ def compile_rules(cfg: Any) -> Rules:
             "negative": cfg.negative_terms,
             "not_rl": cfg.not_rl_terms,
             "background": cfg.background_cues,
+            "comparison": cfg.comparison_cues,
             "method": cfg.method_cues,
             "negation": cfg.negation_cues,
         }
@@ -241,10 +242,10 @@ def _abstract_rl(rules: Rules, hits: Mapping[str, list[tuple[int, str]]],
     # baseline (LABELING rule 3), not of what comes before: "RL outperforms SFT" is a finding
     # about RL. Each background sentence keeps the offset from which its cues cover RL terms.
     background: dict[int, int] = {}
-    for pos, key in hits.get("background", ()):
-        sentence = bisect_right(starts, pos)
-        reach = pos if key in _COMPARISON_CUES else -1
-        background[sentence] = min(background.get(sentence, reach), reach)
+    for name in ("background", "comparison"):
+        for pos, _ in hits.get(name, ()):
+            sentence, reach = bisect_right(starts, pos), pos if name == "comparison" else -1
+            background[sentence] = min(background.get(sentence, reach), reach)
     negations = [pos for pos, _ in hits.get("negation", ())]
     edges = {1, len(starts)} if len(starts) >= 3 else set()
     best: dict[int, float] = {}
@@ -269,7 +270,6 @@ def _abstract_rl(rules: Rules, hits: Mapping[str, list[tuple[int, str]]],
 
 
 _ROLE_RANK = {"negated": 0, "background": 1, "plain": 2, "method": 3}
-_COMPARISON_CUES = frozenset({"outperform*", "surpass*"})  # background only for what follows them
 _NEGATION_REACH = 60  # characters before an RL term that a negation cue covers
 _SIMILAR = 0.3  # similarity worth naming as a reason, even when seed_weight is 0
 
