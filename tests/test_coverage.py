@@ -145,8 +145,9 @@ def test_a_stale_feed_is_polled_then_warned_and_recovered_through_oai_pmh(tmp_pa
     tuesday = datetime(2026, 11, 24, 15, tzinfo=UTC)
     with ArxivServer([relevant(1, ("cs.CL",), day=monday - timedelta(days=1)),
                       relevant(2, ("cs.LG",), day=monday - timedelta(days=1))]) as server:
+        # 3 s to wait: a first read slowed by a busy CI machine must leave time to poll again
         config = config_for(tmp_path, server, cats=["cs.LG", "cs.CL"], oai=True,
-                            poll_minutes=0.01, poll_interval_minutes=0.002)
+                            poll_minutes=0.05, poll_interval_minutes=0.002)
         first = collect(cli, config, TUESDAY)
         assert "stale" not in first.stderr
         server.freeze("cs.CL")  # the CDN keeps serving Monday's cs.CL feed
