@@ -21,11 +21,11 @@ import io
 import json
 import math
 import zipfile
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
 from importlib.resources import files
+from itertools import chain
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
@@ -284,28 +284,43 @@ def training_rows() -> list[dict[str, Any]]:
 
 # --- fitting --------------------------------------------------------------------------
 
-def fit_text(rows: Sequence[Mapping[str, Any]], min_df: int = 3, c: float = 16.0) -> TextModel:
+@dataclass(frozen=True)
+class Counts:
+    """The papers' term frequencies over every gram they hold: a refit fits twice on one."""
+
+    matrix: Any  # scipy CSR, a row per paper, its grams in the order features_many gave them
+    names: list[str]  # the grams, a column each
+    df: np.ndarray  # papers holding each gram
+
+    @classmethod
+    def of(cls, rows: Sequence[Mapping[str, Any]]) -> Counts:
+        from scipy.sparse import csr_matrix
+
+        docs = features_many([r["title"] for r in rows], [r.get("abstract") or "" for r in rows])
+        found = list(chain.from_iterable(docs))
+        names = list(dict.fromkeys(found))
+        column = {gram: i for i, gram in enumerate(names)}
+        columns = np.fromiter(map(column.__getitem__, found), np.intp, len(found))
+        tf = np.fromiter(chain.from_iterable(doc.values() for doc in docs), float, len(found))
+        matrix = csr_matrix((tf, columns, np.cumsum([0] + [len(doc) for doc in docs])),
+                            shape=(len(docs), len(names)))
+        return cls(matrix, names, np.bincount(columns, minlength=len(names)))
+
+
+def fit_text(rows: Sequence[Mapping[str, Any]], min_df: int = 3, c: float = 16.0,
+             counts: Counts | None = None) -> TextModel:
     """Fit the text model on rows with title, abstract, label and optional borderline,
-    verdict (a reader's own row) flags. Deterministic: liblinear with a fixed seed."""
-    from scipy.sparse import csr_matrix
+    verdict (a reader's own row) flags. Deterministic: liblinear with a fixed seed.
+    `counts`: Counts.of(rows), when the caller has it already."""
     from sklearn.feature_extraction.text import TfidfTransformer
     from sklearn.linear_model import LogisticRegression
 
-    docs = features_many([r["title"] for r in rows], [r.get("abstract") or "" for r in rows])
-    df = Counter(gram for doc in docs for gram in doc)
-    keep = {gram for gram, n in df.items() if n >= min_df}
-    keep |= {g for r, doc in zip(rows, docs, strict=True) if r.get("verdict") for g in doc}
-    vocabulary = {gram: i for i, gram in enumerate(sorted(keep))}  # a reader's rare words too
-    data, indices, indptr = [], [], [0]
-    for doc in docs:
-        for gram, n in doc.items():
-            if gram in vocabulary:
-                indices.append(vocabulary[gram])
-                data.append(float(n))
-        indptr.append(len(indices))
-    counts = csr_matrix((data, indices, indptr), shape=(len(docs), len(vocabulary)))
+    counts = counts or Counts.of(rows)
+    mine = [i for i, r in enumerate(rows) if r.get("verdict")]
+    kept = sorted(np.union1d(np.flatnonzero(counts.df >= min_df), counts.matrix[mine].indices),
+                  key=counts.names.__getitem__)  # a reader's rare words too; in the grams' order
     tfidf = TfidfTransformer(sublinear_tf=True)
-    x = tfidf.fit_transform(counts)
+    x = tfidf.fit_transform(counts.matrix[:, kept])  # each row's grams keep their order
     y = [int(r["label"]) for r in rows]
     weights = [r.get("weight", VERDICT_WEIGHT) if r.get("verdict") else
                BORDERLINE_WEIGHT if r.get("borderline") else 1.0 for r in rows]
@@ -313,7 +328,7 @@ def fit_text(rows: Sequence[Mapping[str, Any]], min_df: int = 3, c: float = 16.0
     model.fit(x, y, sample_weight=weights)
     coef = model.coef_[0]
     terms = {gram: (round(float(tfidf.idf_[i]), 5), round(float(coef[i]), 5))
-             for gram, i in vocabulary.items() if abs(coef[i]) >= 1e-4}
+             for i, gram in enumerate(map(counts.names.__getitem__, kept)) if abs(coef[i]) >= 1e-4}
     return TextModel.of(terms, round(float(model.intercept_[0]), 5))
 
 
@@ -343,8 +358,10 @@ def refit(base: Hybrid, verdict_rows: Sequence[Mapping[str, Any]],
     mine: list[Mapping[str, Any]] = [{**row, "verdict": True} for row in verdict_rows]
     marked = {row["id"] for row in mine}  # the reader's verdict replaces the shipped label
     rows = [r for r in (training_rows() if shipped_rows is None else shipped_rows) if r["id"] not in marked]
-    text = fit_text(rows + mine)
-    taught = fit_text([{**r, "label": 0} for r in rows] + [{**r, "label": 1} for r in mine], c=TAUGHT_C)
+    counts = Counts.of([*rows, *mine])
+    text = fit_text([*rows, *mine], counts=counts)
+    taught = fit_text([{**r, "label": 0} for r in rows] + [{**r, "label": 1} for r in mine], c=TAUGHT_C,
+                      counts=counts)
     return build(text, base.rule_slope, base.rule_offset, base.text_weight, base.threshold,
                  len(mine), taught)
 
