@@ -47,12 +47,12 @@ class Fingerprints:
         self.hashes: dict[str, Any] = {}
         self.counts: dict[str, int] = {}
 
-    def add(self, month: str, text: str, *makings: object) -> None:
-        """An entry of `month`: `text` (its stored row) and what else it is made of."""
+    def add(self, month: str, stored: bytes, *makings: object) -> None:
+        """An entry of `month`: `stored` (its stored row) and what else it is made of."""
         digest = self.hashes.get(month)
         if digest is None:
             digest = self.hashes[month] = hashlib.blake2b(digest_size=16)
-        digest.update(text.encode() + b"\x00" + repr(makings).encode() + b"\x00")
+        digest.update(stored + b"\x00" + repr(makings).encode() + b"\x00")
         self.counts[month] = self.counts.get(month, 0) + 1
 
     def of(self) -> dict[str, str]:

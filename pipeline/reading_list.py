@@ -94,13 +94,13 @@ def fingerprints(config: Config, store: Store, sinks: Sequence[Sink]) -> months.
     for pid, day, row in store.reading_makings():
         seed, key = by_paper.get(pid), paper_key(pid)
         month = (day or (seed.date.isoformat() if seed and seed.date else ""))[:7]
-        found.add(month, "\x00".join("\x01" if value is None else str(value) for value in row),
+        found.add(month, b"\x00".join(b"\x01" if value is None else value for value in row),
                   seed, translations.get(seed_key(seed.title)) if seed else None,
                   [sink.about(key) for sink in sinks])
     for seed in seeds:
         if not seed.arxiv_id:
             entry = seed_entry(config.topics, seed, translations)
-            found.add(month_of(entry), repr(entry), [sink.about(entry.key) for sink in sinks])
+            found.add(month_of(entry), repr(entry).encode(), [sink.about(entry.key) for sink in sinks])
     return found
 
 

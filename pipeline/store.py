@@ -13,6 +13,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, date, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -361,13 +362,15 @@ class Store:
             for rows in result.partitions():
                 yield [(row_to_paper(row), _row_scored(row), row["summary"]) for row in rows]
 
-    def reading_makings(self, batch: int = 2000) -> Iterator[tuple[str, str | None, tuple]]:
-        """(id, day, everything its reading_rows row holds, as stored text) of each of the
-        reading list's papers: what tells a month that changed from one that did not,
-        read without decoding."""
+    def reading_makings(self, batch: int = 2000
+                        ) -> Iterator[tuple[str, str | None, tuple[bytes | None, ...]]]:
+        """(id, day, everything its reading_rows row holds, as the stored text's UTF-8 bytes)
+        of each of the reading list's papers: what tells a month that changed from one that
+        did not, read without decoding (the database hands the bytes over as they are)."""
         mine = _mine()
-        query = (sa.select(papers.c.id, _day(), *(sa.type_coerce(c, sa.Text) for c in papers.c),
-                           mine.c.verdict, _summary(sa.type_coerce(enrichments.c.data, sa.Text)))
+        raw = partial(_utf8, self.engine.dialect.name)
+        query = (sa.select(papers.c.id, _day(), *map(raw, papers.c), raw(mine.c.verdict),
+                           raw(_summary(enrichments.c.data)))
                  .select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
                  .where(_in_reading_list(mine)))
         with self.engine.connect() as conn:
@@ -859,6 +862,13 @@ def _summary(column: Any) -> Any:
             .where(enrichments.c.item_key == _key(), enrichments.c.kind == "paper_summary")
             .order_by(enrichments.c.created.desc(), enrichments.c.key.desc())
             .limit(1).correlate(papers).scalar_subquery())
+
+
+def _utf8(dialect: str, column: Any) -> Any:
+    """`column` as text, read as its UTF-8 bytes."""
+    text = sa.cast(column, sa.Text)
+    return sa.type_coerce(sa.func.convert_to(text, "UTF8") if dialect == "postgresql"
+                          else sa.cast(text, sa.LargeBinary), sa.LargeBinary)
 
 
 def _day() -> sa.ColumnElement:

@@ -127,6 +127,34 @@ def test_upserts_refresh_known_rows(db_url):
     assert rows["A seed"].arxiv_id == "2401.00001"  # a resolution is never undone
 
 
+def test_the_reading_lists_makings_are_the_stored_bytes_and_follow_every_change(db_url):
+    """What the months' fingerprints hash: each paper's stored row as UTF-8 bytes, read
+    without decoding, which changes with its summary, its score and the install's verdict."""
+    from pipeline.models import Scored
+
+    store = Store.open(db_url)
+    store.upsert_papers([paper("2401.00001", title="Ω-RL: “quoted” | 中文 <b>")])
+    store.set_scores([Scored("2401.00001", 0.9, True, ("rl",), "alignment", ())])
+
+    def makings() -> tuple:
+        (pid, day, row), = store.reading_makings()
+        assert (pid, day) == ("2401.00001", "2024-01-02")
+        assert all(value is None or isinstance(value, bytes) for value in row)
+        return row
+
+    first = makings()
+    assert "Ω-RL: “quoted” | 中文 <b>".encode() in first
+    assert first[-1] is None  # no summary yet
+    store.put_many([Enrichment("k1", "arxiv:2401.00001", "paper_summary", {"summary_zh": "摘要"}, (1, 1))])
+    summarised = makings()
+    assert "摘要".encode() in summarised[-1]
+    store.set_scores([Scored("2401.00001", 0.8, True, ("rl",), "alignment", ())])
+    rescored = makings()
+    assert rescored != summarised
+    store.set_verdict("2401.00001", True)
+    assert makings() != rescored
+
+
 def test_two_processes_opening_a_new_database_at_once_both_work(db_url):
     errors = []
 
