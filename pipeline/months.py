@@ -26,7 +26,7 @@ from pipeline.deliver.files import write_atomic
 
 FOLDER = ".rl-digest-cache"  # under outputs.dir: not part of the site, not published
 LEDGER = "months.json"
-FORMAT = 1  # of the ledger and piece files
+FORMAT = 2  # of the ledger and piece files
 
 
 def inputs(parts: Iterable[object], templates: Path | None) -> str:

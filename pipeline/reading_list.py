@@ -143,17 +143,46 @@ class _Topic:
     newest: list[str] = field(default_factory=list)
     years: dict[str, _Part] = field(default_factory=dict)
     days: dict[str, _Part] = field(default_factory=dict)
+    since: int = 0  # where the rows since the last cut begin in the spool
+    recent: list[list] = field(default_factory=list)  # [day, rows, bytes] of those rows
 
     def add(self, day: str | None, row: str) -> None:
         data = (row + "\n").encode("utf-8")
-        at = self.spool.tell()
-        for parts, key in ((self.years, (day or "undated")[:4]), (self.days, day or "undated")):
-            part = parts.setdefault(key, _Part(at))
-            part.end, part.count = at + len(data), part.count + 1
+        self._place(self.spool.tell(), day, 1, len(data))
         self.spool.write(data)
         self.count += 1
         if len(self.newest) < NEWEST:
             self.newest.append(row)
+        if self.recent and self.recent[-1][0] == day:
+            self.recent[-1][1:] = [self.recent[-1][1] + 1, self.recent[-1][2] + len(data)]
+        else:
+            self.recent.append([day, 1, len(data)])
+
+    def _place(self, at: int, day: str | None, count: int, size: int) -> None:
+        for parts, key in ((self.years, (day or "undated")[:4]), (self.days, day or "undated")):
+            part = parts.setdefault(key, _Part(at))
+            part.end, part.count = at + size, part.count + count
+
+    def cut(self) -> list | None:
+        """[rows, [[day, rows, bytes], ...]]: the rows added since the last cut, to `replay`."""
+        if not self.recent:
+            return None
+        self.spool.seek(self.since)
+        found = [self.spool.read().decode("utf-8"), self.recent]
+        self.since, self.recent = self.spool.tell(), []
+        return found
+
+    def replay(self, text: str, days: list[list]) -> None:
+        """Rows a cut gave the last build, a day at a time."""
+        at = self.spool.seek(0, 2)
+        for day, count, size in days:
+            self._place(at, day, count, size)
+            at += size
+        self.spool.write(text.encode("utf-8"))
+        self.count += sum(count for _, count, _ in days)
+        if len(self.newest) < NEWEST:
+            self.newest += text.splitlines()[:NEWEST - len(self.newest)]
+        self.since = self.spool.tell()
 
     def rows(self, part: _Part) -> list[str]:
         self.spool.flush()
@@ -204,9 +233,10 @@ class Rows:
 class Markdown:
     """READING_LIST.md and the files of reading-list/, fed entries in `order` a batch at a
     time (the one pass over the store feeds the web edition the same batches), or a
-    month's rows again as the last build rendered them (`replay`). Months are written as
-    they complete; topics are spooled to a temporary folder and written by `close`. Use
-    as a context manager: the spools go when the block ends."""
+    month as the last build rendered it (`replay`: its topics' rows, its month files kept
+    as they are). Months are written as they complete; topics are spooled to a temporary
+    folder and written by `close`. Use as a context manager: the spools go when the
+    block ends."""
 
     leading = 0  # every row can be replayed
 
@@ -218,7 +248,7 @@ class Markdown:
         self.months: list[dict] = []
         self.month: list[tuple[str, str]] = []  # (day, row) of the month being read
         self.current, self.total = "", 0
-        self.pieces: list[list] = []  # (day, topic, row) of the month being read
+        self.recent = 0  # entries since the last cut
 
     def __enter__(self) -> Markdown:
         return self
@@ -237,41 +267,53 @@ class Markdown:
     def add(self, batch: Sequence[Entry]) -> None:
         for entry, line in zip(batch, self.rows.rows(batch), strict=True):
             self._place(entry.date, entry.topic, line)
-            self.pieces.append([entry.date, entry.topic, line])
 
-    def cut(self) -> tuple[object, list]:
-        """The month just added: no byte ranges, its rows."""
-        pieces, self.pieces = self.pieces, []
-        return None, pieces
+    def cut(self) -> tuple[object, dict]:
+        """The month just added, its files written: no byte ranges; its entry count, its
+        files as the index lists them, and each topic's rows with each day's count and size."""
+        month = self._close_month()
+        topics = {key: found for key, topic in self.state.items() if (found := topic.cut())}
+        count, self.recent = self.recent, 0
+        return None, {"count": count, "month": month, "topics": topics}
 
-    def replay(self, ranges: object, pieces: list, read: Callable[[str, int, int], bytes],
+    def replay(self, ranges: object, pieces: dict, read: Callable[[str, int, int], bytes],
                note: object) -> None:
-        for day, topic, line in pieces:
-            self._place(day, topic, line)
+        self.total += pieces["count"]
+        if pieces["month"]:
+            self.months.append(pieces["month"])
+            self.written.update({f["href"]: self.out / f["href"] for f in pieces["month"]["files"]})
+        for key, (text, days) in pieces["topics"].items():
+            self._topic(key).replay(text, days)
 
     def _place(self, day: str | None, key: str, line: str) -> None:
         row, month_row = self.rows.split(line)
         self.total += 1
+        self.recent += 1
         if day:
             if self.month and day[:7] != self.current:
                 self._close_month()
             self.current = day[:7]
             self.month.append((day, month_row))
+        self._topic(key).add(day, row)
+
+    def _topic(self, key: str) -> _Topic:
         topic = self.state.get(key)
         if topic is None:
             spool = open(Path(self.tmp.name, f"{len(self.state)}.rows"), "w+b")  # noqa: SIM115 (closed on exit)
             topic = self.state[key] = _Topic(spool)
-        topic.add(day, row)
+        return topic
 
     def sources(self) -> list[Path]:
-        return []
+        """The month files, which a replayed month keeps as the last build wrote them."""
+        return [self.out / f["href"] for month in self.months for f in month["files"]]
 
     def note(self) -> object:
         return None
 
-    def _close_month(self) -> None:
+    def _close_month(self) -> dict | None:
+        """Write the month's files; its line of the index."""
         if not self.month:
-            return
+            return None
         files = []
         for file, period, held in _month_files(self.current, self.month):
             files.append({"href": f"{FOLDER}/{file}", "period": period, "count": len(held)})
@@ -279,6 +321,7 @@ class Markdown:
                 "reading_list/file.md.j2", name=None, heading=period, rows=held, with_topic=True))
         self.months.append({"month": self.current, "count": len(self.month), "files": files})
         self.month.clear()
+        return self.months[-1]
 
     def close(self) -> dict[str, Path]:
         """Write what is left; {name under out: path} of every file the reading list now has (for git)."""
@@ -376,10 +419,10 @@ class Sink(Protocol):
 
     def add(self, batch: Sequence[Entry]) -> None: ...
 
-    def cut(self) -> tuple[object, list]:
+    def cut(self) -> tuple[object, Any]:
         """(byte ranges in its files, small pieces) of the month since the last cut."""
 
-    def replay(self, ranges: Any, pieces: list, read: Callable[[str, int, int], bytes], note: Any) -> None:
+    def replay(self, ranges: Any, pieces: Any, read: Callable[[str, int, int], bytes], note: Any) -> None:
         """A month again from what `cut` gave the last build; `read(name, start, end)`
         reads that build's files, `note` is what its `note` said."""
 
