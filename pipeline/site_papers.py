@@ -17,6 +17,8 @@ import shutil
 import tempfile
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any, TextIO
 
@@ -30,6 +32,7 @@ FEED_SIZE = 100  # entries in papers.xml: the newest additions
 MARK = "<!--rl-digest:entry-->"  # between rendered entries; escaped text can never hold it
 SUMMARY_CHARS = 160  # of the first shown language's summary in the search index
 UNDATED = "undated"  # the search index's file of undated entries
+SEPARATOR = ",\n"  # between two records of the search index
 
 
 class Papers:
@@ -37,8 +40,9 @@ class Papers:
     by reading_list.publish's one pass over the store. Use as a context manager (its
     spools and drafts go when the block ends); `close` writes the rest and returns the
     paths that changed. A month the last build rendered and nothing changed in is
-    replayed (pipeline/months.py): its lines and search records from its pieces, its
-    entries and export records as byte ranges of the pages and exports it wrote."""
+    replayed (pipeline/months.py): its month page kept as it is, its search records from
+    its pieces, its entries and export records as byte ranges of the pages and exports
+    it wrote."""
 
     leading = FEED_SIZE  # papers.xml needs the newest as entries
 
@@ -47,7 +51,7 @@ class Papers:
                  feedback: Callable[[str, str], str] | None = None):
         self.config, self.settings, self.folder, self.updated = config, settings, folder, updated
         self.votes = feedback("up", "arxiv:0000.00000") if feedback else None  # a sample, for `key`
-        self.pieces: list[list] = []  # (day, topic, line, search record) of the month being read
+        self.records: list[tuple[str, str]] = []  # (year, search record) since the last cut
         self.env = render.html_env(settings.templates)
         self.env.globals.update(paper_href=site.paper_href, anchor=site.anchor, digest_href=site.digest_href,
                                 rfc3339=render.rfc3339)
@@ -86,25 +90,28 @@ class Papers:
             self.pages.fragment(entry.topic, fragment.encode("utf-8"), 1)
             entry = export.in_languages(entry, self.settings.languages)
             record = _searchable(entry, self.settings.languages)
-            self._place(entry.date, line, record)
-            self.pieces.append([entry.date, entry.topic, line, record])
+            self.pages.line(entry.date, line)
+            self.search.add(_year(entry.date), record)
+            self.records.append((_year(entry.date), record))
             for writer in self.writers:
                 writer.add(entry)
             if len(self.newest) < FEED_SIZE:
                 self.newest.append(entry)
 
-    def _place(self, day: str | None, line: str, record: str) -> None:
-        self.pages.line(day, line)
-        self.search.add((day or "")[:4] or UNDATED, record)
+    def cut(self) -> tuple[object, dict]:
+        """The month just added, its page written: byte ranges in the topic spools and
+        exports; its entry count, its line of the index and its search records by year."""
+        month = self.pages.close_month()
+        records = [[year, SEPARATOR.join(record for _, record in group)]
+                   for year, group in groupby(self.records, key=itemgetter(0))]
+        count, self.records = len(self.records), []
+        return ({"topics": self.pages.cut(), "exports": [writer.cut() for writer in self.writers]},
+                {"count": count, "month": month, "search": records})
 
-    def cut(self) -> tuple[object, list]:
-        """The month just added: byte ranges in the topic spools and exports, and its pieces."""
-        pieces, self.pieces = self.pieces, []
-        return {"topics": self.pages.cut(), "exports": [writer.cut() for writer in self.writers]}, pieces
-
-    def replay(self, ranges: Any, pieces: list, read: Callable[[str, int, int], bytes], note: Any) -> None:
-        for day, _, line, record in pieces:
-            self._place(day, line, record)
+    def replay(self, ranges: Any, pieces: dict, read: Callable[[str, int, int], bytes], note: Any) -> None:
+        self.pages.keep_month(pieces["month"], pieces["count"])
+        for year, records in pieces["search"]:
+            self.search.add(year, records)
         for key, (start, end, count) in ranges["topics"].items():
             page, head = str(self.folder / _topic_page(key)), note[key]
             self.pages.fragment(key, read(page, head + start, head + end), count)
@@ -115,8 +122,11 @@ class Papers:
                 writer.add_records(read(name, start, end), count)
 
     def sources(self) -> list[Path]:
+        """The topic pages and exports the byte ranges point into, and the month pages a
+        replayed month keeps as they are."""
         return [self.folder / _topic_page(key) for key in self.pages.topics] + \
-            [self._export(suffix) for suffix in export.FORMATS.values()]
+            [self._export(suffix) for suffix in export.FORMATS.values()] + \
+            [self.pages.month_page(month["key"]) for month in self.pages.months]
 
     def note(self) -> object:
         """Where each topic page's entries begin (after its heading)."""
@@ -190,17 +200,29 @@ class _Pages:
         head, tail = self.page.render(body=MARK, **values, **self.context).split(MARK)
         return head, tail
 
-    def close_month(self) -> None:
+    def close_month(self) -> dict | None:
+        """Write the month's page; its line of the index."""
         if not self.month:
-            return
+            return None
         self.months.append({"key": self.current, "count": len(self.month),
                             "href": f"month/{self.current}.html"})
         head, tail = self._frame(heading=self.current, name=None, count=len(self.month))
-        target = self.folder / "papers" / "month" / f"{self.current}.html"
+        target = self.month_page(self.current)
         if write_if_changed(target, head + "".join(self.month) + tail):
             self.changed.append(target)
         self.written.add(target)
         self.month.clear()
+        return self.months[-1]
+
+    def keep_month(self, month: dict | None, count: int) -> None:
+        """A month (of `count` entries) whose page the last build wrote as it is now."""
+        self.count += count
+        if month:
+            self.months.append(month)
+            self.written.add(self.month_page(month["key"]))
+
+    def month_page(self, key: str) -> Path:
+        return self.folder / "papers" / "month" / f"{key}.html"
 
     def write_topics(self, known: Sequence[TopicDef]) -> list[dict]:
         """Each topic's page (taxonomy order, then topics it no longer names); the index's list."""
@@ -264,7 +286,7 @@ class _Search:
         self.out: TextIO | None = None
 
     def add(self, year: str, record: str) -> None:
-        """A paper's record (`_searchable`) in its year's file."""
+        """A paper's record (`_searchable`), or records joined by SEPARATOR, in its year's file."""
         if not self.years or self.years[-1] != year:
             self._close_year()
             self.years.append(year)
@@ -272,7 +294,7 @@ class _Search:
             self.out.write("window.RL_DIGEST_INDEX.papers = window.RL_DIGEST_INDEX.papers.concat([")
             self.first = True
         assert self.out is not None
-        self.out.write(("\n" if self.first else ",\n") + record)
+        self.out.write(("\n" if self.first else SEPARATOR) + record)
         self.first = False
 
     def shard(self, year: str) -> Path:
@@ -295,6 +317,10 @@ class _Search:
         for path in self.folder.glob("search-index-*.js"):
             if path not in kept:
                 path.unlink(missing_ok=True)
+
+
+def _year(day: str | None) -> str:
+    return (day or "")[:4] or UNDATED
 
 
 def _searchable(entry: Entry, languages: Sequence[str]) -> str:

@@ -93,12 +93,16 @@ def test_a_weekly_build_replays_the_months_that_did_not_change_and_writes_a_fres
     assert published(tmp_path / "a" / "out") == want
     last = {p.stem: p.stat().st_mtime_ns for p in cache.glob("20*.json")}
     assert last["2026-07"] != again["2026-07"]
-    # a replayed month keeps its Markdown file as it is, so one edited by hand is noticed
-    july = tmp_path / "a" / "out" / reading_list.FOLDER / "2026-07.md"
-    july.write_text(july.read_text(encoding="utf-8").replace("GRPO", "PPO"), encoding="utf-8")
-    build(weekly)
-    assert published(tmp_path / "a" / "out") == want
-    assert {p.stem: p.stat().st_mtime_ns for p in cache.glob("20*.json")}["2026-07"] != last["2026-07"]
+    # a replayed month keeps its Markdown file and web page as they are, so one edited by
+    # hand is noticed
+    for july in (tmp_path / "a" / "out" / reading_list.FOLDER / "2026-07.md",
+                 tmp_path / "a" / "out" / "site" / "papers" / "month" / "2026-07.html"):
+        july.write_text(july.read_text(encoding="utf-8").replace("GRPO", "PPO"), encoding="utf-8")
+        build(weekly)
+        assert published(tmp_path / "a" / "out") == want
+        now = {p.stem: p.stat().st_mtime_ns for p in cache.glob("20*.json")}
+        assert now["2026-07"] != last["2026-07"], july
+        last = now
 
 
 def test_fingerprints_change_with_a_month_s_papers_and_nothing_else(db_url, tmp_path):
