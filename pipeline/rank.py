@@ -70,8 +70,11 @@ def _trie_regex(keys: Iterable[str]) -> str:
     return walk(trie)
 
 
-def _contains(longer: str, shorter: str) -> bool:
-    return longer != shorter and f" {shorter} " in f" {longer} "
+def _inner(key: str) -> list[str]:
+    """The terms a key holds inside it: its runs of whole words, shorter than itself."""
+    words = key.split(" ")
+    n = len(words)
+    return [" ".join(words[i:j]) for i in range(n) for j in range(i + 1, n + 1) if j - i < n]
 
 
 @dataclass(frozen=True)
@@ -106,16 +109,19 @@ class Lexicon:
                     weights[name][_key(term)] = float(weight)
                     names.setdefault(_key(term), term)
         every = sorted({k for found in weights.values() for k in found})
+        position = {name: {k: i for i, k in enumerate(found)} for name, found in weights.items()}
         credits = {}
         for key in every:
             pairs = []
+            inner = _inner(key)
             for name, found in weights.items():
                 if key in found:
                     pairs.append((name, key))
-                else:  # the longest of this list's terms inside the matched one
-                    inner = [k for k in found if "*" not in k and _contains(key, k)]
-                    if inner:
-                        pairs.append((name, max(inner, key=len)))
+                    continue
+                # the longest of this list's terms inside the matched one (of equals, the first listed)
+                held = [k for k in inner if k in found and "*" not in k]
+                if held:
+                    pairs.append((name, min(held, key=lambda k, at=position[name]: (-len(k), at[k]))))
             credits[key] = tuple(pairs)
         pattern = None
         if every:

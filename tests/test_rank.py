@@ -334,6 +334,17 @@ def test_longest_term_wins_but_credits_other_lists():
     ]
 
 
+def test_a_long_term_credits_the_longest_run_of_whole_words_another_list_holds():
+    lexicon = rank.Lexicon.compile({
+        "rl": {"reward policy model": 1, "alpha beta gamma": 1},
+        "lm": {"model": 1, "policy": 1, "reward model": 1, "gamma": 1, "alpha": 1, "alph": 1},
+    })
+    found = [(name, key) for _, name, key in lexicon.find("a reward policy model; alpha beta gamma")]
+    # "reward model" is not a run of the longer term's words; of equal length, the first listed
+    assert found == [("rl", "reward policy model"), ("lm", "policy"),
+                     ("rl", "alpha beta gamma"), ("lm", "gamma")]
+
+
 def test_sentences_do_not_end_at_abbreviations():
     text = "Methods, e.g. GRPO, differ. We train it. Et al. Then more. See Fig. 2! I.E. Also (a) vs. b? Yes"
     starts = rank.sentence_starts(text)
