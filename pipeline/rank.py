@@ -119,9 +119,10 @@ class Lexicon:
                     pairs.append((name, key))
                     continue
                 # the longest of this list's terms inside the matched one (of equals, the first listed)
-                held = [k for k in inner if k in found and "*" not in k]
+                held = sorted((k for k in inner if k in found and "*" not in k),
+                              key=position[name].__getitem__)
                 if held:
-                    pairs.append((name, min(held, key=lambda k, at=position[name]: (-len(k), at[k]))))
+                    pairs.append((name, max(held, key=len)))
             credits[key] = tuple(pairs)
         pattern = None
         if every:
