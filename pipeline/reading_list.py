@@ -153,10 +153,10 @@ class _Topic:
         self.count += 1
         if len(self.newest) < NEWEST:
             self.newest.append(row)
-        if self.recent and self.recent[-1][0] == day:
-            self.recent[-1][1:] = [self.recent[-1][1] + 1, self.recent[-1][2] + len(data)]
-        else:
-            self.recent.append([day, 1, len(data)])
+        if not self.recent or self.recent[-1][0] != day:
+            self.recent.append([day, 0, 0])
+        self.recent[-1][1] += 1
+        self.recent[-1][2] += len(data)
 
     def _place(self, at: int, day: str | None, count: int, size: int) -> None:
         for parts, key in ((self.years, (day or "undated")[:4]), (self.days, day or "undated")):

@@ -89,10 +89,10 @@ class Papers:
         for entry, fragment, line in zip(batch, html, lines, strict=True):
             self.pages.fragment(entry.topic, fragment.encode("utf-8"), 1)
             entry = export.in_languages(entry, self.settings.languages)
-            record = _searchable(entry, self.settings.languages)
+            record, year = _searchable(entry, self.settings.languages), _year(entry.date)
             self.pages.line(entry.date, line)
-            self.search.add(_year(entry.date), record)
-            self.records.append((_year(entry.date), record))
+            self.search.add(year, record)
+            self.records.append((year, record))
             for writer in self.writers:
                 writer.add(entry)
             if len(self.newest) < FEED_SIZE:
