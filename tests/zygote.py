@@ -15,6 +15,8 @@ the process has exited.
 
 from __future__ import annotations
 
+import gc
+import importlib
 import json
 import os
 import select
@@ -29,9 +31,17 @@ def serve(path: str) -> None:
     import sklearn.feature_extraction.text  # noqa: F401  (loaded by a run when it needs them:
     import sklearn.linear_model  # noqa: F401  featured papers, importance, refitting; ~1 s)
 
-    from pipeline import llm  # noqa: F401  (the CLI loads openai only when it calls an LLM)
+    from pipeline import learn, llm  # noqa: F401  (the CLI loads openai only when it calls an LLM)
     from pipeline.cli import main  # the imports this process exists to do once
+    from pipeline.deliver import channels
+    from pipeline.sources import REGISTRY
 
+    for target in [*REGISTRY.values(), *channels.REGISTRY.values()]:  # loaded as configured
+        importlib.import_module(target.partition(":")[0])
+    learn.shipped()  # the packaged model, read once per process
+
+    gc.freeze()  # what is loaded now is never collected: a child's collections leave the
+    # parent's pages shared instead of touching (and so copying) every one of them
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(16)
