@@ -169,7 +169,7 @@ class SeedWarning:
     message: str
 
     def __str__(self) -> str:
-        return f"{self.source}:{self.line}: {self.message}"
+        return f"{self.source}:{self.line}: {self.message}" if self.line else f"{self.source}: {self.message}"
 
 
 @dataclass(frozen=True)

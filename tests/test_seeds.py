@@ -274,7 +274,8 @@ def test_missing_summary_line_does_not_shift_following_pairs(tmp_path):
 
 def test_missing_path_is_a_warning_not_an_exception(tmp_path):
     (document,) = load_seeds([tmp_path / "nope.txt"])
-    assert document.entries == () and "no such file" in document.warnings[0].message
+    assert document.entries == ()
+    assert str(document.warnings[0]) == f"seeds.paths: {tmp_path / 'nope.txt'}: no such file or directory"
 
 
 def test_directory_reads_seed_suffixes_sorted_and_skips_readme(tmp_path):

@@ -110,8 +110,9 @@ def _is_seed_file(path: Path) -> bool:
 
 
 def _failed(path: Path, message: str) -> SeedDocument:
-    """A file we could not open at all: one warning, line 0 meaning 'the whole file'."""
-    return SeedDocument(source=path.name, warnings=(SeedWarning(path.name, 0, message),))
+    """A file we could not open at all: one warning about the whole file (line 0), naming
+    it in full, since the name alone does not say where it was looked for."""
+    return SeedDocument(source=path.name, warnings=(SeedWarning(f"seeds.paths: {path}", 0, message),))
 
 
 def _decode(data: bytes) -> tuple[str, tuple[int, str] | None]:
