@@ -13,11 +13,12 @@ import os
 import smtplib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
 
 import sqlalchemy as sa
 from pydantic import Field
 
-from pipeline import collect, enrich, render, store
+from pipeline import calendar, collect, enrich, render, store
 from pipeline.config import Config, mask_url
 from pipeline.deliver import channels, email, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
@@ -28,7 +29,7 @@ from pipeline.store import Store
 @dataclass(frozen=True)
 class Check:
     name: str
-    status: str  # ok | fail | skip
+    status: str  # ok | warn | fail | skip (a warning does not fail doctor)
     detail: str
 
     def line(self) -> str:
@@ -37,6 +38,10 @@ class Check:
 
 def ok(name: str, detail: str) -> Check:
     return Check(name, "ok", detail)
+
+
+def warn(name: str, detail: str) -> Check:
+    return Check(name, "warn", detail)
 
 
 def fail(name: str, detail: str) -> Check:
@@ -148,6 +153,34 @@ def check_arxiv(config: Config) -> Iterable[Check]:
             yield fail("arxiv rss", str(exc))
 
 
+def check_calendar(config: Config) -> Iterable[Check]:
+    """The arXiv calendar loads, and knows the holidays of this year and, in its last month,
+    of the next: without them a holiday evening looks like a stale feed."""
+    sources = config.sources
+    if not (sources.arxiv.enabled or sources.rss.enabled or sources.oai.enabled):
+        yield skip("calendar", "no arXiv source is enabled")
+        return
+    cal = calendar.load_calendar(sources.arxiv.calendar_files)  # a bad file: fail, naming it
+    yield calendar_check(cal, datetime.now(cal.zone))
+
+
+def calendar_check(cal: calendar.Calendar, now: datetime) -> Check:
+    year = now.astimezone(cal.zone).year
+    known = ", ".join(map(str, sorted(cal.years))) or "none"
+    add = "add a file for {} to sources.arxiv.calendar_files (README: The calendar)"
+    if year not in cal.years:
+        return warn("calendar", f"arXiv's holidays for {year} are not known (known: {known}): each "
+                                "collect warns, and a holiday evening looks like a stale feed; "
+                                + add.format(year))
+    if year + 1 not in cal.years and date(year + 1, 1, 1) - now.date() <= timedelta(days=31):
+        return warn("calendar", f"arXiv's holidays for {year + 1} are not known yet (known: {known}): "
+                                f"from {year + 1}-01-01 each collect warns; once arXiv publishes them, "
+                                + add.format(year + 1))
+    upcoming = cal.between(now, now + timedelta(days=14))
+    after = f"; next announcement {upcoming[0].at:%a %Y-%m-%d %H:%M %Z}" if upcoming else ""
+    return ok("calendar", f"holidays known for {known}{after}")
+
+
 class DoctorReply(enrich.Reply):
     ok: bool = Field(description="true")
 
@@ -230,4 +263,4 @@ CHANNELS: dict[str, tuple[Callable[[Config], bool], Callable[[Config], str]]] = 
     "git": (lambda config: config.outputs.git is not None, git_reachable),
 }
 CHECKS: list[Callable[[Config], Iterable[Check]]] = [
-    check_config, check_database, check_arxiv, check_llm, check_channels]
+    check_config, check_database, check_arxiv, check_calendar, check_llm, check_channels]

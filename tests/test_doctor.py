@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import subprocess
 from contextlib import ExitStack
+from dataclasses import replace
+from datetime import UTC, date, datetime
+from pathlib import Path
 
 import pytest
 
+from pipeline import calendar, doctor
 from tests.helpers import CATS, _merge, write_config
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.chat_server import ChatServer
@@ -14,7 +18,7 @@ from tests.servers.openai_server import OpenAIServer
 from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refused_port
 
 KEY = "sk-doctor-test-key"
-LINES = ["config", "database", "arxiv api", "arxiv rss", "llm", "smtp", "git"]
+LINES = ["config", "database", "arxiv api", "arxiv rss", "calendar", "llm", "smtp", "git"]
 ENV = {"OPENAI_API_KEY": KEY, "SMTP_USERNAME": TEST_USER, "SMTP_PASSWORD": TEST_PASSWORD}
 
 
@@ -25,12 +29,14 @@ def world(tmp_path):
     subprocess.run(["git", "init", "--quiet", "--bare", str(remote)], check=True)
     subprocess.run(["git", "clone", "--quiet", str(remote), str(checkout)], check=True,
                    capture_output=True)
+    holidays = calendar_file(tmp_path, date.today().year, date.today().year + 1)
     with ExitStack() as stack:
         arxiv = stack.enter_context(ArxivServer())
         llm = stack.enter_context(OpenAIServer())
         smtp = stack.enter_context(SmtpServer(auth=True))
         yield {
-            "sources": {"arxiv": {"api_url": arxiv.api_url, "categories": CATS, "retries": 0},
+            "sources": {"arxiv": {"api_url": arxiv.api_url, "categories": CATS, "retries": 0,
+                                  "calendar_files": [str(holidays)]},
                         "rss": {"urls": [arxiv.rss_url(CATS)]}},
             "enrich": {"provider": "openai", "base_url": llm.url, "timeout_seconds": 5},
             "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp.port,
@@ -38,6 +44,13 @@ def world(tmp_path):
             "outputs": {"base_url": "https://digest.example.org/",
                         "git": {"repo": str(checkout), "branch": "main", "push": True}},
         }, llm, arxiv
+
+
+def calendar_file(tmp_path, *years: int) -> Path:
+    """A calendar file that knows these years (New Year's Day the one holiday of each)."""
+    path = tmp_path / "holidays.yaml"
+    path.write_text("no_announcement:\n" + "".join(f"  {y}-01-01: New Year's Day\n" for y in years))
+    return path
 
 
 def statuses(stdout: str) -> dict[str, str]:
@@ -114,7 +127,7 @@ def test_doctor_skips_what_is_switched_off(tmp_path, cli):
     result = cli("--config", str(config), "doctor")
     found = statuses(result.stdout)
     assert found == {"config": "OK", "database": "OK", "arxiv api": "SKIP", "arxiv rss": "SKIP",
-                     "llm": "SKIP", "smtp": "SKIP", "git": "SKIP"}
+                     "calendar": "SKIP", "llm": "SKIP", "smtp": "SKIP", "git": "SKIP"}
 
 
 def test_doctor_checks_each_chat_channel_without_posting(tmp_path, cli):
@@ -148,3 +161,30 @@ def test_doctor_checks_each_chat_channel_without_posting(tmp_path, cli):
     for result in (good, missing, wrong, down):  # the URLs and the token hold secrets
         shown = result.stdout + result.stderr
         assert servers["telegram"].token not in shown and "/hook/abc" not in shown
+
+
+def test_doctor_warns_of_a_year_whose_holidays_are_unknown_and_fails_on_a_bad_calendar(tmp_path, cli):
+    old = calendar_file(tmp_path, 1999)
+    only_oai = {"arxiv": {"enabled": False, "calendar_files": [str(old)]}, "rss": {"enabled": False},
+                "oai": {"enabled": True}}  # reads the calendar too, and doctor sends it nothing
+    config = write_config(tmp_path, {"sources": only_oai}, seeds=False)
+    known = cli("--config", str(config), "doctor")  # a warning does not fail doctor
+    assert statuses(known.stdout)["calendar"] in ("OK", "WARN")  # the bundled years and 1999
+    assert "1999" in next(line for line in known.stdout.splitlines() if line.startswith("calendar"))
+    old.write_text("no_announcement: [not, dates]\n")
+    broken = cli("--config", str(config), "doctor", check=1)
+    line = next(line for line in broken.stdout.splitlines() if line.startswith("calendar"))
+    assert statuses(broken.stdout)["calendar"] == "FAIL" and str(old) in line, line
+    assert broken.stderr.strip().endswith("rl-digest: doctor: calendar failed")
+
+
+@pytest.mark.parametrize(("now", "status", "says"), [
+    ("2026-06-01", "ok", "holidays known for 2026; next announcement Mon 2026-06-01 20:00 EDT"),
+    ("2026-11-30", "ok", "holidays known for 2026; next announcement Mon 2026-11-30 20:00 EST"),
+    ("2026-12-01", "warn", "arXiv's holidays for 2027 are not known yet (known: 2026): from 2027-01-01"),
+    ("2027-01-04", "warn", "arXiv's holidays for 2027 are not known (known: 2026): each collect warns"),
+])
+def test_the_calendar_line_looks_a_month_ahead(now, status, says):
+    cal = replace(calendar.load_calendar(), no_announcement={}, years=frozenset({2026}))
+    found = doctor.calendar_check(cal, datetime.fromisoformat(now).replace(hour=12, tzinfo=UTC))
+    assert (found.status, says in found.detail) == (status, True), found.detail
