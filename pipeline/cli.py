@@ -13,7 +13,18 @@ from typing import Any
 import click
 import yaml
 
-from pipeline import __version__, collect, compose, lock, logs, readers, reading_list, sources, starter
+from pipeline import (
+    __version__,
+    collect,
+    compose,
+    lock,
+    logs,
+    readers,
+    reading_list,
+    sources,
+    starter,
+    stopping,
+)
 from pipeline import config as config_mod
 from pipeline import doctor as doctor_mod
 from pipeline import export as export_mod
@@ -113,7 +124,7 @@ def run(state: State, as_of: str | None, dry_run: bool, offline: bool, no_email:
     """One whole cycle: collect, rank, enrich, compose, render, deliver."""
     config = state.config
     options = Options(parse_as_of(as_of, config), offline=offline, dry_run=dry_run, no_email=no_email)
-    with lock.held(config):
+    with lock.held(config), stopping.on_signals():
         report = run_digest(config, state.store(), options)
     for warning in report.warnings:
         log.warning("%s", warning)
@@ -161,7 +172,7 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
     if reader and not digest_id:
         raise ConfigError("--reader needs --digest ID", "`rl-digest status` lists the digests")
     report = RunReport(as_of=datetime.now(config.zone).isoformat())
-    with lock.held(config):
+    with lock.held(config), stopping.on_signals():
         store = state.store()
         if reader and digest_id:
             if store.digest(digest_id) is None:
@@ -193,7 +204,7 @@ def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
     config = state.config
     moment = parse_as_of(as_of, config)
     start = _since(since, config) if since else None
-    with lock.held(config):
+    with lock.held(config), stopping.on_signals():
         store = state.store()
         report, _, _ = collect_and_rank(config, store, sources.configured(config),
                                         collect.make_fetcher(config), moment, since=start)

@@ -1,5 +1,7 @@
 """The project's own errors; only cli.py turns them into exit codes and messages."""
 
+import signal
+
 
 class DigestError(Exception):
     """A failure a user can act on: a one-line message and an optional hint."""
@@ -37,6 +39,17 @@ class LockedError(DigestError):
     """Another run holds the lock (exit 75, EX_TEMPFAIL, so cron retries quietly)."""
 
     exit_code = 75
+
+
+class Interrupted(DigestError):
+    """SIGTERM or SIGINT stopped a command between steps (exit 128 + the signal's number, as
+    if the signal had ended it; what was done is kept)."""
+
+    def __init__(self, signum: int):
+        name = signal.Signals(signum).name
+        super().__init__(f"stopped by {name} between steps; what was done is kept",
+                         "the next run goes on from there")
+        self.exit_code = 128 + signum
 
 
 class LLMCallFailed(Exception):

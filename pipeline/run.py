@@ -228,8 +228,9 @@ def collect_and_rank(config: Config, store: Store, used: Sequence[Source], fetch
             ledger.save(store, as_of.date())
     except BaseException as exc:  # the row says how it ended (a long-lived scheduler goes on)
         if run_id is not None:
-            store.finish_run(run_id, "stopped" if isinstance(exc, Stopped) else "failed",
-                             collect.as_dict(report), error=str(exc) or type(exc).__name__)
+            stopped = isinstance(exc, Stopped)  # asked for: no error to show
+            store.finish_run(run_id, "stopped" if stopped else "failed", collect.as_dict(report),
+                             error=None if stopped else str(exc) or type(exc).__name__)
         raise
     if run_id is not None:
         store.finish_run(run_id, "ok", collect.as_dict(report), window=report.window)

@@ -5,7 +5,15 @@ Every stage commits its own transactions, so stopping between them loses nothing
 
 from __future__ import annotations
 
+import logging
+import signal
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from pipeline.errors import Interrupted
+
+log = logging.getLogger("pipeline")
 
 STOP = threading.Event()
 
@@ -23,3 +31,31 @@ def pause(seconds: float) -> None:
     """Sleep, unless a stop comes first."""
     if STOP.wait(seconds):
         raise Stopped()
+
+
+@contextmanager
+def on_signals() -> Iterator[None]:
+    """A one-shot command (run, collect, send) under SIGTERM or Ctrl-C: stop at the next
+    checkpoint, so its rows say `stopped` rather than `running` until the next run; a second
+    signal does what it would have done without this (ends the process at once)."""
+    kinds = (signal.SIGTERM, signal.SIGINT)
+    before = {kind: signal.getsignal(kind) for kind in kinds}
+    caught: list[int] = []
+
+    def stop(signum: int, _frame: object) -> None:
+        caught.append(signum)
+        log.warning("%s: stopping at the next step boundary (send it again to stop at once)",
+                    signal.Signals(signum).name)
+        STOP.set()
+        for kind, handler in before.items():
+            signal.signal(kind, handler)
+
+    for kind in kinds:
+        signal.signal(kind, stop)
+    try:
+        yield
+    except Stopped:
+        raise Interrupted(caught[0] if caught else signal.SIGTERM) from None
+    finally:
+        for kind, handler in before.items():
+            signal.signal(kind, handler)

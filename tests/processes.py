@@ -113,12 +113,13 @@ READY = "next publish:"  # logged once the signal handlers are in place
 
 
 class Scheduler:
-    """One `rl-digest schedule` process, its stdout and stderr in a log file."""
+    """One `rl-digest schedule` process (or another command, as `args`), its stdout and
+    stderr in a log file."""
 
-    def __init__(self, config: Path, log_path: Path):
+    def __init__(self, config: Path, log_path: Path, args: tuple[str, ...] = ("schedule",)):
         self.log_path = log_path
         self._out = log_path.open("w", encoding="utf-8")
-        self.proc = subprocess.Popen([*cli_command(), "--config", str(config), "schedule"], cwd="/",
+        self.proc = subprocess.Popen([*cli_command(), "--config", str(config), *args], cwd="/",
                                      env=cli_env(), stdin=subprocess.DEVNULL, stdout=self._out,
                                      stderr=subprocess.STDOUT)
 

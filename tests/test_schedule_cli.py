@@ -34,8 +34,8 @@ def start(tmp_path):
     """start(config, name) -> a running Scheduler; any left running is killed afterwards."""
     started: list[Scheduler] = []
 
-    def _start(config: Path, name: str = "scheduler") -> Scheduler:
-        started.append(Scheduler(config, tmp_path / f"{name}.log"))
+    def _start(config: Path, name: str = "scheduler", args: tuple[str, ...] = ("schedule",)) -> Scheduler:
+        started.append(Scheduler(config, tmp_path / f"{name}.log", args))
         return started[-1]
 
     yield _start
@@ -118,6 +118,47 @@ def test_sigterm_during_a_publish_stops_at_a_checkpoint_and_a_restart_publishes_
     assert "a publish was missed while down: running it now" in second.log()
     assert publish_runs(tmp_path) == [("stopped", None), ("ok", None)]
     assert len(assert_consistent(tmp_path)) == 1
+
+
+@pytest.mark.parametrize(("command", "rows"), [
+    ("run", [("publish", "stopped"), ("collect", "stopped")]),
+    ("collect", [("collect", "stopped")]),
+])
+def test_sigterm_stops_a_run_or_collect_between_steps_and_the_next_run_goes_on(
+        tmp_path, start, cli, command, rows):
+    """As systemd stops a timer's run, or `timeout` a cron job's: the rows say stopped, not
+    running, and nothing is half-done."""
+    with ArxivServer(papers_now()) as arxiv:
+        arxiv.script("/api/query", hang(3))  # the first API page takes 3 s: the command is busy
+        config = scheduler_config(tmp_path, arxiv)
+        busy = start(config, command, (command,))
+        busy.wait_for("the API request", lambda: any(r.path == "/api/query" for r in arxiv.requests))
+        code, took = busy.terminate()
+        log = busy.log()
+        assert code == 143, log  # 128 + SIGTERM, as if the signal had ended it
+        assert took < 8, log  # the hung page, then the checkpoint after it
+        assert "SIGTERM: stopping at the next step boundary (send it again to stop at once)" in log
+        assert log.rstrip().endswith("rl-digest: stopped by SIGTERM between steps; what was done is kept "
+                                     "(the next run goes on from there)"), log
+        assert "Traceback" not in log
+        assert query(tmp_path, "SELECT kind, status FROM runs ORDER BY id") == rows
+        shown = cli("--config", str(config), "status").stdout
+        assert ("last publish: stopped at " in shown) == (command == "run"), shown
+        row = next(line for line in shown.splitlines() if " collect as of " in line)
+        assert ": stopped (" in row and "— " not in row, shown  # stopped, with no error to show
+        cli("--config", str(config), "run")
+    assert publish_runs(tmp_path) == ([("stopped", None)] if command == "run" else []) + [("ok", None)]
+    assert len(assert_consistent(tmp_path)) == 1
+
+
+def test_a_second_sigterm_ends_a_run_at_once(tmp_path, start):
+    with ArxivServer(papers_now()) as arxiv:
+        arxiv.script("/api/query", hang(10))
+        config = scheduler_config(tmp_path, arxiv)
+        busy = start(config, "run", ("run",))
+        busy.wait_for("the API request", lambda: any(r.path == "/api/query" for r in arxiv.requests))
+        code, took = busy.terminate(again_when="SIGTERM: stopping at the next step boundary")
+    assert code == -15 and took < 5, busy.log()  # the hung page is not waited for
 
 
 def test_two_schedulers_on_one_database_publish_once(tmp_path, start, cli):
