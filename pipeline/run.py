@@ -535,7 +535,8 @@ def digest_entries(config: Config, week: Week, published: set[str] | None = None
 
 def summary_line(report: RunReport) -> str:
     day = report.as_of[:10]
-    line = (f"{day}: fetched {report.fetched}, relevant {report.relevant} ({report.seeds} seeds), "
+    line = (f"{day}: fetched {report.fetched}, new {report.new}, relevant {report.relevant} "
+            f"({report.seeds} seeds), "
             f"summarised {report.summarised} ({report.cached} cached), sent to {report.sent}, "
             f"{report.elapsed:.1f} s")
     if report.llm_calls or report.llm_failures:

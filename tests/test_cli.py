@@ -30,7 +30,7 @@ def test_seeds_reports_a_bad_line_and_keeps_the_rest(tmp_path, cli):
 def test_offline_run_from_root_writes_next_to_the_config(tmp_path, cli):
     config = write_config(tmp_path)
     result = cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02", cwd="/")
-    assert result.stdout.startswith("2026-11-02: fetched 0, relevant 7 (7 seeds), summarised 0")
+    assert result.stdout.startswith("2026-11-02: fetched 0, new 0, relevant 7 (7 seeds), summarised 0")
     digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     reading = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
     assert "## 精选解读 · Featured" in digest or "## 精选 · Featured" in digest

@@ -226,7 +226,7 @@ def test_dry_run_prints_the_digest_and_writes_records_and_sends_nothing(tmp_path
     assert dry.stdout.startswith("# ")
     for n in (1, 2):
         assert f"https://arxiv.org/abs/2611.{n:05d}" in dry.stdout
-    assert dry.stderr.splitlines()[-1].startswith(f"{AS_OF}: fetched 2, relevant 2")
+    assert dry.stderr.splitlines()[-1].startswith(f"{AS_OF}: fetched 2, new 2, relevant 2")
     # The dry run lost nothing: the real run publishes the same papers and mails them once.
     digest = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_text(encoding="utf-8")
     assert all(f"https://arxiv.org/abs/2611.{n:05d}" in digest for n in (1, 2))

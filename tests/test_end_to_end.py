@@ -19,7 +19,8 @@ def test_run_summarises_in_both_languages_and_a_rerun_calls_nothing(tmp_path, cl
         assert all(r.headers.get("authorization") == f"Bearer {KEY}" for r in llm.requests)
         second = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         assert len(llm.requests) == calls  # the cache answered everything
-    assert "summarised 3 (0 cached)" in first.stdout
+    assert "fetched 3, new 3, " in first.stdout and "summarised 3 (0 cached)" in first.stdout
+    assert "fetched 3, new 0, " in second.stdout  # the same papers again: nothing new
     assert f"; LLM: {calls} calls, " in first.stdout and "0 failed" in first.stdout
     assert "; LLM:" not in second.stdout  # nothing was called
     status = cli("--config", str(config), "status").stdout
