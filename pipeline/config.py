@@ -635,12 +635,15 @@ def masked(config: Config) -> dict[str, Any]:
 
 
 def mask_url(url: str) -> str:
-    """A URL with its userinfo password (or a token given as the user) shown as ***."""
+    """A URL with its userinfo password shown as ***; a web URL's user too, since a token
+    often stands there (https://TOKEN@host/), but not a database's: that is a role name."""
     parts = urlsplit(url)
     if "@" not in parts.netloc:
         return url
     userinfo, host = parts.netloc.rsplit("@", 1)
     user, has_password, _ = userinfo.partition(":")
+    if not has_password and not parts.scheme.startswith("http"):
+        return url
     shown = f"{user}:{MASK}" if has_password else MASK
     return urlunsplit(parts._replace(netloc=f"{shown}@{host}"))
 

@@ -198,6 +198,15 @@ def test_config_show_and_status_mask_secrets_inside_values(tmp_path, cli):
     assert "https://***@pages.example.org/" in shown
 
 
+def test_a_database_user_is_shown_the_same_way_everywhere(tmp_path, cli):
+    """A role name is no secret (a web URL's user may be a token, and is masked)."""
+    url = "postgresql+psycopg://digest@127.0.0.1:9/digest"
+    config = write_config(tmp_path, {"storage": {"url": url}})
+    assert f"url: {url}" in cli("--config", str(config), "config", "show").stdout
+    status = cli("--config", str(config), "status", check=1)  # nothing listens on port 9
+    assert status.stderr.startswith(f"rl-digest: {url}: "), status.stderr
+
+
 def test_a_database_password_comes_from_storage_password_env_and_is_never_shown(tmp_path, cli):
     config = write_config(tmp_path, {"storage": {
         "url": "postgresql+psycopg://digest:inline-pw@127.0.0.1:9/digest", "password_env": "DB_PW"}})
