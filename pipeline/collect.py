@@ -79,7 +79,10 @@ def collect(config: Config, sources: Sequence[Source], report: CollectReport, fe
     """Read each source for the report's window, in order, into `report` (filled as it
     goes, so a failed source leaves what the others did); `ledger` takes what was read."""
     cal = calendar.load_calendar(config.sources.arxiv.calendar_files)
-    span = Window(*report.window, as_of, cal, feed_groups(config), ledger, first_run)
+    # the window ends at the present even for an as-of later today or tomorrow: what the
+    # feeds should show is what arXiv has announced by now, not by then
+    span = Window(*report.window, min(as_of, report.window[1]), cal, feed_groups(config), ledger,
+                  first_run)
     found: list[Paper] = []
     first = fetcher.requests
     with progress.bar("fetching from arXiv", count=lambda: fetcher.requests - first, unit="requests"):

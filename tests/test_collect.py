@@ -6,7 +6,7 @@ import json
 import math
 import sqlite3
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -192,3 +192,30 @@ def test_the_38_built_in_seeds_resolve_in_at_most_5_api_requests(tmp_path):
     assert tied == 38
     assert 1 <= len(searches) <= 5
     assert all(seed.arxiv_id for seed in store.seeds())
+
+
+def test_an_as_of_later_today_expects_of_the_feeds_only_what_arxiv_has_announced_by_now(tmp_path):
+    """`run --as-of <today>` means the end of today; the feeds cannot show tonight's batch yet,
+    so no source waits for it (sources.rss.poll_minutes) or calls it missing."""
+    from pipeline.run import collect_and_rank
+    from pipeline.sources import Found, SourceReport
+
+    class Recorder:
+        name, label, online = "recorder", "recorder", True
+        seen: list = []
+
+        def fetch(self, window, fetcher):
+            self.seen.append(window)
+            return Found(report=SourceReport())
+
+    config = load(write_config(tmp_path, {"seeds": {"paths": []}}, seeds=False))
+    store = Store.open(config.storage.url)
+    later = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=23)
+    report, _, _ = collect_and_rank(config, store, [Recorder()], collect.make_fetcher(config), later)
+    (window,) = Recorder.seen
+    now = datetime.now(UTC)
+    assert window.as_of <= now and window.as_of == window.end == report.window[1]
+    due, _ = window.calendar.in_feed(window.as_of)
+    assert due is None or due.at <= now
+    assert not [day for days in window.missed().values() for day in days
+                if window.calendar.at(day).at > now]
