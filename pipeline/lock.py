@@ -58,6 +58,25 @@ def held(config: Config) -> Iterator[None]:
         lock.release()
 
 
+def is_held(config: Config, db: store.Store) -> bool:
+    """Whether a live process holds the run lock, found without taking it (taking it, even
+    for a moment, could turn a run that starts then away with exit 75): the server's list
+    of advisory locks, or the pid the holder wrote beside the lock file."""
+    if db.engine.dialect.name == "postgresql":
+        held_now = sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                           "AND classid = 0 AND objid = :key AND objsubid = 1")
+        with db.engine.connect() as conn:
+            return bool(conn.execute(held_now, {"key": RUN_LOCK}).scalar())
+    try:
+        pid = int(_holder_path(lock_path(config)).read_text(encoding="utf-8").split()[0])
+        os.kill(pid, 0)
+    except PermissionError:
+        return True  # alive, as another user
+    except (OSError, ValueError, IndexError):
+        return False  # no holder written, or its process is gone
+    return True
+
+
 def _locked(path: Path, config: Config) -> LockedError:
     """Exit 75 naming the holder; loudly when it has held the lock past lock.stale_hours."""
     where = _short(path, config)

@@ -8,13 +8,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline import importance, learn, rank, readers, schedule
+from pipeline import importance, learn, lock, rank, readers, schedule
 from pipeline.config import Config, mask_url
 from pipeline.deliver.outbox import RESENT, SKIPPED, Delivery, StoreOutbox
 from pipeline.errors import DigestError
 from pipeline.models import paper_key
 from pipeline.run import JUDGED
-from pipeline.store import Store
+from pipeline.store import ENDED_MID_RUN, Store
 
 THUMBS = {True: "👍", False: "👎"}
 
@@ -24,15 +24,20 @@ def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[
     now = now or datetime.now(config.zone)
     counts = store.counts()
     mark = store.watermark()
+    runs = [_run(run) for run in store.last_runs(5)]
+    last = {kind: _run(run) if (run := store.last_run(kind)) else None for kind in ("collect", "publish")}
+    if any(row and row["status"] == "running" for row in [*runs, *last.values()]) \
+            and not lock.is_held(config, store):  # its process died: say so before the next run does
+        runs = [_ended(row) for row in runs]
+        last = {kind: row and _ended(row) for kind, row in last.items()}
     return {
         "database": mask_url(config.storage.url),
         "counts": counts,
         "watermark": mark.isoformat() if mark else None,
         "next": {which: fire.isoformat() if fire else None
                  for which, fire in schedule.next_fires(config, now).items()},
-        "last": {kind: _run(run) if (run := store.last_run(kind)) else None
-                 for kind in ("collect", "publish")},
-        "runs": [_run(run) for run in store.last_runs(5)],
+        "last": last,
+        "runs": runs,
         "outbox": {"pending": counts["pending"], "failed": counts["failed"], "skipped": counts["skipped"],
                    "waiting": [{k: row[k] for k in ("digest_id", "recipient", "status", "attempts",
                                                     "last_error")}
@@ -43,6 +48,11 @@ def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[
 
 def _run(row: dict) -> dict[str, Any]:
     return {**row, "report": row["report"] or {}}
+
+
+def _ended(row: dict) -> dict[str, Any]:
+    """A `running` row no live process holds the lock for, as the next run will record it."""
+    return {**row, "status": "interrupted", "error": ENDED_MID_RUN} if row["status"] == "running" else row
 
 
 def heartbeat(config: Config, now: datetime) -> dict[str, Any] | None:

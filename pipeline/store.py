@@ -502,7 +502,7 @@ class Store:
         unless this process started it (a publish run's own collect)."""
         with self.tx() as conn:
             conn.execute(runs.update().where(runs.c.status == "running", runs.c.id.not_in(self.running))
-                         .values(status="interrupted", finished=now_iso(), error="the process ended mid-run"))
+                         .values(status="interrupted", finished=now_iso(), error=ENDED_MID_RUN))
             result = conn.execute(runs.insert().values(
                 kind=kind, as_of=as_of.isoformat(), started=now_iso(), status="running"))
             run_id = int(result.inserted_primary_key[0])  # type: ignore[index]
@@ -760,6 +760,7 @@ def _version(conn: Connection) -> int:
 
 
 MIGRATION_LOCK = 0x726C6D69  # "rlmi": PostgreSQL advisory lock key while migrating
+ENDED_MID_RUN = "the process ended mid-run"  # the error of a run whose process died
 
 
 def _upsert(conn: Connection, table: sa.Table, rows: list[dict[str, Any]],

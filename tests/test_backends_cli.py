@@ -98,6 +98,8 @@ def test_kill_9_mid_run_then_the_next_run_completes(tmp_path, cli, db_url):
                 proc.wait()
         llm.script = None
         assert smtp.messages == [] and not (tmp_path / "out" / "digests" / "2026-11-02.md").exists()
+        shown = cli("--config", str(config), "status").stdout  # no process holds the lock now
+        assert "last publish: interrupted at " in shown and "— the process ended mid-run" in shown, shown
         rerun = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         delivered = copies(smtp)
     assert "sent to 2" in rerun.stdout and "1 cached" in rerun.stdout  # the killed run's work kept
@@ -127,6 +129,8 @@ def test_a_second_run_while_one_is_going_exits_75(tmp_path, cli, db_url):
         wait_for(lambda: arxiv.requests, timeout=30, what="the first run's fetch", proc=proc)
         second = cli("--config", str(config), "run", "--as-of", "2026-11-02", check=75)
         assert proc.poll() is None  # refused at once, while the first still runs
+        shown = cli("--config", str(config), "status").stdout
+        assert "last publish: running at " in shown and "interrupted" not in shown, shown
         released.set()
         assert proc.wait(timeout=90) == 0
     lines = stderr_lines(second)
