@@ -101,10 +101,20 @@ def run(config: Config) -> list[Check]:
     return found
 
 
+EXAMPLE_DOMAINS = ("example.org", "example.com", "example.net")  # RFC 2606: never anyone's
+
+
 def check_config(config: Config) -> Iterable[Check]:
     problems = config_problems(config)
     where = str(config.path or "built-in defaults")
-    yield fail("config", f"{where}: " + "; ".join(problems)) if problems else ok("config", where)
+    contact = config.sources.arxiv.contact
+    if problems:
+        yield fail("config", f"{where}: " + "; ".join(problems))
+    elif contact.rpartition("@")[2].lower() in EXAMPLE_DOMAINS:
+        yield warn("config", f"{where}: sources.arxiv.contact is still an example address ({contact}); "
+                             "arXiv asks for a way to reach you in the User-Agent: put your own")
+    else:
+        yield ok("config", where)
 
 
 def check_database(config: Config) -> Iterable[Check]:

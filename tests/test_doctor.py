@@ -19,6 +19,7 @@ from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refu
 
 KEY = "sk-doctor-test-key"
 LINES = ["config", "database", "arxiv api", "arxiv rss", "calendar", "llm", "smtp", "git"]
+CONTACT = "ada@lab.test"  # not an example.org address, which doctor warns about
 ENV = {"OPENAI_API_KEY": KEY, "SMTP_USERNAME": TEST_USER, "SMTP_PASSWORD": TEST_PASSWORD}
 
 
@@ -36,7 +37,7 @@ def world(tmp_path):
         smtp = stack.enter_context(SmtpServer(auth=True))
         yield {
             "sources": {"arxiv": {"api_url": arxiv.api_url, "categories": CATS, "retries": 0,
-                                  "calendar_files": [str(holidays)]},
+                                  "calendar_files": [str(holidays)], "contact": CONTACT},
                         "rss": {"urls": [arxiv.rss_url(CATS)]}},
             "enrich": {"provider": "openai", "base_url": llm.url, "timeout_seconds": 5},
             "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp.port,
@@ -122,8 +123,8 @@ def test_doctor_with_the_key_unset_fails_config_and_llm(tmp_path, cli, world):
 
 
 def test_doctor_skips_what_is_switched_off(tmp_path, cli):
-    config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}}},
-                          seeds=False)
+    config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False, "contact": CONTACT},
+                                                 "rss": {"enabled": False}}}, seeds=False)
     result = cli("--config", str(config), "doctor")
     found = statuses(result.stdout)
     assert found == {"config": "OK", "database": "OK", "arxiv api": "SKIP", "arxiv rss": "SKIP",
@@ -188,3 +189,12 @@ def test_the_calendar_line_looks_a_month_ahead(now, status, says):
     cal = replace(calendar.load_calendar(), no_announcement={}, years=frozenset({2026}))
     found = doctor.calendar_check(cal, datetime.fromisoformat(now).replace(hour=12, tzinfo=UTC))
     assert (found.status, says in found.detail) == (status, True), found.detail
+
+
+def test_doctor_warns_while_the_arxiv_contact_is_the_example_address(tmp_path, cli):
+    config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}}},
+                          seeds=False)  # the built-in contact, rl-digest@example.org
+    result = cli("--config", str(config), "doctor")  # a warning: still exit 0
+    line = next(line for line in result.stdout.splitlines() if line.startswith("config"))
+    assert statuses(result.stdout)["config"] == "WARN"
+    assert "sources.arxiv.contact is still an example address (rl-digest@example.org)" in line
