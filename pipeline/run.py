@@ -143,9 +143,12 @@ def run_digest(config: Config, store: Store, options: Options,
                fetcher: Fetcher | None = None) -> RunReport:
     """collect -> rank -> resolve seeds -> enrich -> compose -> render -> deliver.
 
-    Recorded as a `publish` run; a failure marks it failed and propagates.
+    Recorded as a `publish` run, an offline one as a `preview` (it publishes nothing, so it
+    must not stand in for a publish the scheduler missed); a failure marks it failed and
+    propagates.
     """
-    run_id = None if options.dry_run else store.start_run("publish", options.as_of)
+    kind = "preview" if options.offline else "publish"
+    run_id = None if options.dry_run else store.start_run(kind, options.as_of)
     try:
         report = _run(config, store, options, fetcher)
     except Stopped:

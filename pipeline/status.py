@@ -25,7 +25,8 @@ def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[
     counts = store.counts()
     mark = store.watermark()
     runs = [_run(run) for run in store.last_runs(5)]
-    last = {kind: _run(run) if (run := store.last_run(kind)) else None for kind in ("collect", "publish")}
+    last = {kind: _run(run) if (run := store.last_run(kind)) else None
+            for kind in ("collect", "publish", "preview")}
     if any(row and row["status"] == "running" for row in [*runs, *last.values()]) \
             and not lock.is_held(config, store):  # its process died: say so before the next run does
         runs = [_ended(row) for row in runs]
@@ -107,7 +108,7 @@ def overview(config: Config, store: Store) -> str:
                           f"{src.get('new', 0)} new, {src.get('revised', 0)} revised, "
                           f"{src.get('duplicates', 0)} duplicates, {src.get('seconds', 0):.1f} s"
                           for name, src in report.get("sources", {}).items())
-        if run["kind"] == "publish" and report:
+        if run["kind"] in ("publish", "preview") and report:
             parts = (f"digest {report.get('digest') or 'none'}, relevant {report.get('relevant', 0)}, "
                      f"summarised {report.get('summarised', 0)} ({report.get('cached', 0)} cached), "
                      f"LLM calls {report.get('llm_calls', 0)}, tokens {report.get('tokens_in', 0)} in / "

@@ -161,6 +161,26 @@ def test_a_second_sigterm_ends_a_run_at_once(tmp_path, start):
     assert code == -15 and took < 5, busy.log()  # the hung page is not waited for
 
 
+def test_an_offline_preview_does_not_stand_in_for_a_missed_publish(tmp_path, start, cli):
+    """`run --offline` (make demo) while the scheduler was down records no digest, so the
+    scheduler still catches the missed publish up when it starts."""
+    with ArxivServer(papers_now()) as arxiv:
+        config = scheduler_config(tmp_path, arxiv)
+        cli("--config", str(config), "run", "--offline")
+        assert publish_runs(tmp_path) == []  # a preview, not a publish
+        scheduler = start(config)
+        scheduler.ready()
+        scheduler.wait_for("publish", lambda: published(tmp_path) and "sent to " in scheduler.log(), timeout=30)
+        code, _ = scheduler.terminate()
+    assert code == 0, scheduler.log()
+    assert "a publish was missed while down: running it now" in scheduler.log()
+    assert query(tmp_path, "SELECT kind, status FROM runs ORDER BY id") == [
+        ("preview", "ok"), ("publish", "ok"), ("collect", "ok")]
+    assert len(assert_consistent(tmp_path)) == 1
+    shown = cli("--config", str(config), "status").stdout
+    assert "last publish: ok at " in shown and " preview as of " in shown
+
+
 def test_two_schedulers_on_one_database_publish_once(tmp_path, start, cli):
     with ArxivServer(papers_now()) as arxiv:
         arxiv.script("/api/query", hang(2))  # the winner's run is still going when the other tries

@@ -16,8 +16,9 @@ def test_status_json_parses_and_holds_the_last_run(tmp_path, cli):
     config = write_config(tmp_path)
     cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
     data = json.loads(cli("--config", str(config), "status", "--json").stdout)
-    last = data["last"]["publish"]
+    last = data["last"]["preview"]  # offline is a preview, not a publish
     assert last["status"] == "ok" and last["as_of"].startswith("2026-11-02")
+    assert data["last"]["publish"] is None
     # a digest of seeds alone: their featured pair and at most digest.max_curated more
     assert last["report"]["digest"] == "2026-11-02" and last["report"]["seeds"] == 7
     assert data["runs"][0]["id"] == last["id"]
