@@ -74,15 +74,14 @@ def window(config: Config, watermark: datetime | None, as_of: datetime,
 
 
 def collect(config: Config, sources: Sequence[Source], report: CollectReport, fetcher: Fetcher,
-            as_of: datetime, ledger: coverage.Ledger, memory: Mapping[str, Any],
+            ledger: coverage.Ledger, memory: Mapping[str, Any],
             first_run: bool) -> None:
     """Read each source for the report's window, in order, into `report` (filled as it
     goes, so a failed source leaves what the others did); `ledger` takes what was read."""
     cal = calendar.load_calendar(config.sources.arxiv.calendar_files)
-    # the window ends at the present even for an as-of later today or tomorrow: what the
-    # feeds should show is what arXiv has announced by now, not by then
-    span = Window(*report.window, min(as_of, report.window[1]), cal, feed_groups(config), ledger,
-                  first_run)
+    # as of the window's end, which is the present for an as-of later today or tomorrow:
+    # what the feeds should show is what arXiv has announced by now, not by then
+    span = Window(*report.window, report.window[1], cal, feed_groups(config), ledger, first_run)
     found: list[Paper] = []
     first = fetcher.requests
     with progress.bar("fetching from arXiv", count=lambda: fetcher.requests - first, unit="requests"):
