@@ -18,6 +18,7 @@ from tests.processes import (
     DONE,
     HELD,
     Scheduler,
+    config_with,
     one_publishes,
     papers_now,
     publish_runs,
@@ -149,6 +150,22 @@ def test_sigterm_stops_a_run_or_collect_between_steps_and_the_next_run_goes_on(
         cli("--config", str(config), "run")
     assert publish_runs(tmp_path) == ([("stopped", None)] if command == "run" else []) + [("ok", None)]
     assert len(assert_consistent(tmp_path)) == 1
+
+
+def test_sigterm_while_mailing_stops_between_readers_and_send_mails_the_rest_once(tmp_path, start, cli):
+    people = ["ada@example.org", "alan@example.org", "bob@example.org"]
+    with ArxivServer(papers_now()) as arxiv, SmtpServer(stall_at="DATA", stall_seconds=1.5) as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=people)
+        busy = start(config, "run", ("run",))
+        busy.wait_for("the first message", lambda: smtp.messages, timeout=60)  # its 250 is 1.5 s away
+        code, _ = busy.terminate()
+        assert code == 143, busy.log()
+        assert len(smtp.messages) == 1  # the hand-over under way finished; no other began
+        assert publish_runs(tmp_path) == [("stopped", None)]
+        assert "2 pending" in cli("--config", str(config), "status").stdout
+        sent = cli("--config", str(config), "send").stdout
+    assert sent.startswith("sent 2, pending 0, failed 0"), sent
+    assert sorted(r for m in smtp.messages for r in m.rcpt_tos) == people  # each reader once
 
 
 def test_a_second_sigterm_ends_a_run_at_once(tmp_path, start):

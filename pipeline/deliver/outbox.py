@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Protocol
 from pipeline import progress, retry
 from pipeline.deliver.channels import Channel, Deferred, Interrupted, Refused, Unreachable
 from pipeline.models import Digest
+from pipeline.stopping import checkpoint
 
 if TYPE_CHECKING:
     from pipeline.store import Store
@@ -186,6 +187,7 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
     try:
         rows = outbox.pending(digest_id)
         for row in progress.track(rows, "sending", len(rows)):
+            checkpoint()  # a stop asked for: the rows not yet handed over stay queued
             if row.channel in skip:
                 continue
             if row.channel == EMAIL and parseaddr(row.reader)[1].lower() in unsubscribed:
