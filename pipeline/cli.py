@@ -179,6 +179,8 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
                 raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` lists them")
             StoreOutbox(store).requeue(digest_id, reader.strip())
         deliver(config, store, report, reading_list.count(store), digest_id)
+    if state.quiet and not (report.sent or report.pending or report.failed):
+        return  # nothing waited: an hourly cron line stays silent
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
     for line in status_mod.waiting_lines(StoreOutbox(store).pending()):
         echo(line)

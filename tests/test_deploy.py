@@ -25,7 +25,7 @@ def unit(name: str) -> dict[str, list[str]]:
 
 
 def test_systemd_units_run_as_their_own_user_with_state_in_var_lib():
-    for name in ("rl-digest.service", "rl-digest-scheduler.service"):
+    for name in ("rl-digest.service", "rl-digest-scheduler.service", "rl-digest-send.service"):
         found = unit(name)
         assert found["User"] == ["rl-digest"], name
         assert found["StateDirectory"] == ["rl-digest"], name
@@ -33,6 +33,9 @@ def test_systemd_units_run_as_their_own_user_with_state_in_var_lib():
     assert unit("rl-digest-scheduler.service")["RestartPreventExitStatus"] == ["2"]
     assert unit("rl-digest.service")["SuccessExitStatus"] == ["75"]
     assert unit("rl-digest.timer")["Persistent"] == ["true"]
+    send = unit("rl-digest-send.service")  # the outbox every hour, silent when nothing waits
+    assert send["ExecStart"][0].endswith(" -q send") and send["SuccessExitStatus"] == ["75"]
+    assert unit("rl-digest-send.timer")["OnCalendar"] == ["*-*-* *:20:00"]
 
 
 def steps() -> dict[str, str]:

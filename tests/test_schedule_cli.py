@@ -163,9 +163,11 @@ def test_sigterm_while_mailing_stops_between_readers_and_send_mails_the_rest_onc
         assert len(smtp.messages) == 1  # the hand-over under way finished; no other began
         assert publish_runs(tmp_path) == [("stopped", None)]
         assert "2 pending" in cli("--config", str(config), "status").stdout
-        sent = cli("--config", str(config), "send").stdout
+        sent = cli("--config", str(config), "-q", "send").stdout  # as an hourly cron line runs it
+        idle = cli("--config", str(config), "-q", "send")
     assert sent.startswith("sent 2, pending 0, failed 0"), sent
     assert sorted(r for m in smtp.messages for r in m.rcpt_tos) == people  # each reader once
+    assert idle.stdout == idle.stderr == ""  # nothing waited: nothing for cron to mail
 
 
 def test_a_second_sigterm_ends_a_run_at_once(tmp_path, start):
