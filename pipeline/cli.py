@@ -6,6 +6,7 @@ import json
 import logging
 import sys
 import traceback
+from contextlib import ExitStack
 from datetime import date, datetime
 from pathlib import Path
 from typing import Any
@@ -33,7 +34,7 @@ from pipeline import schedule as schedule_mod
 from pipeline import status as status_mod
 from pipeline.deliver.files import atomic, write_atomic
 from pipeline.deliver.outbox import StoreOutbox
-from pipeline.errors import ConfigError, DeliveryError, DigestError
+from pipeline.errors import ConfigError, DeliveryError, DigestError, LockedError
 from pipeline.models import Digest, Options, RunReport, split_arxiv_id
 from pipeline.publish import deliver
 from pipeline.run import (
@@ -172,7 +173,14 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
     if reader and not digest_id:
         raise ConfigError("--reader needs --digest ID", "`rl-digest status` lists the digests")
     report = RunReport(as_of=datetime.now(config.zone).isoformat())
-    with lock.held(config), stopping.on_signals():
+    with ExitStack() as held:
+        try:
+            held.enter_context(lock.held(config))
+        except LockedError:
+            if state.quiet:  # a run holds the lock and delivers what waits itself: nothing to mail
+                raise SystemExit(LockedError.exit_code) from None
+            raise
+        held.enter_context(stopping.on_signals())
         store = state.store()
         if reader and digest_id:
             if store.digest(digest_id) is None:
