@@ -41,7 +41,7 @@ class LockedError(DigestError):
     exit_code = 75
 
 
-class Interrupted(DigestError):
+class StoppedBySignal(DigestError):
     """SIGTERM or SIGINT stopped a command between steps (exit 128 + the signal's number, as
     if the signal had ended it; what was done is kept)."""
 

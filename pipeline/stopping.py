@@ -11,7 +11,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from pipeline.errors import Interrupted
+from pipeline.errors import StoppedBySignal
 
 log = logging.getLogger("pipeline")
 
@@ -55,7 +55,7 @@ def on_signals() -> Iterator[None]:
     try:
         yield
     except Stopped:
-        raise Interrupted(caught[0] if caught else signal.SIGTERM) from None
+        raise StoppedBySignal(caught[0] if caught else signal.SIGTERM) from None
     finally:
         for kind, handler in before.items():
             signal.signal(kind, handler)
