@@ -3,6 +3,7 @@ English-only digest without Chinese, and the glossary check counted in `status`.
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import replace
 from datetime import timedelta
@@ -176,3 +177,6 @@ def test_two_weeks_with_the_default_digest_and_an_llm_list_every_relevant_paper_
     for i in range(2, 41):
         assert f"abs/2611.{i:05d})" not in md2, i
     assert "GRPO variant 41 for" in md2 and "GRPO variant 42 for" in md2
+    for fmt, text in second.items():  # both new papers are featured: the list says so, not "nothing new"
+        words = " ".join(html.unescape(text).split())  # the text copy wraps, the HTML escapes
+        assert "This week's papers are all in Featured above." in words and "Nothing new" not in words, fmt
