@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -809,12 +811,27 @@ def _chunks(items: list, size: int = 500) -> Iterator[list]:
 def _sqlite_pragmas(busy_timeout: float) -> Any:
     def connect(dbapi_conn: Any, _record: Any) -> None:
         cursor = dbapi_conn.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
+        _switch_to_wal(cursor, busy_timeout)
         cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
     return connect
+
+
+def _switch_to_wal(cursor: Any, busy_timeout: float) -> None:
+    """PRAGMA journal_mode=WAL fails at once, without the busy handler, while another
+    connection holds a lock on a file still in rollback mode (a second process opening a
+    database the first is creating); try again until the busy timeout, as a lock would."""
+    deadline = time.monotonic() + busy_timeout
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
 
 
 def _paper_row(p: Paper) -> dict[str, Any]:

@@ -173,6 +173,23 @@ def test_two_processes_opening_a_new_database_at_once_both_work(db_url):
     assert len(Store.open(db_url).last_runs()) == 4
 
 
+def test_a_new_sqlite_file_opens_while_another_process_is_still_creating_it(tmp_path):
+    """SQLite refuses a switch to WAL at once, without waiting, while another connection
+    holds a lock on a file still in rollback mode: the moment a second process opens a
+    database the first is creating. Opening waits for it instead of failing."""
+    path = tmp_path / "db.sqlite3"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")
+    other.execute("CREATE TABLE creating (x)")
+    releasing = threading.Timer(0.5, other.execute, ["COMMIT"])
+    releasing.start()
+    store = Store.open(f"sqlite:///{path}")
+    releasing.join()
+    assert store.version() == LATEST
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
 def test_sqlite_runs_in_wal_mode(tmp_path):
     store = Store.open(f"sqlite:///{tmp_path}/db.sqlite3")
     with store.engine.connect() as conn:
