@@ -10,23 +10,32 @@ byte ranges of the pages and exports the last build wrote. Those files and the p
 must be as that build left them (size and modification time), else every month is
 rendered again; the ledger is removed when a build starts and written when it ends, so a
 build that fails halfway leaves none and the next one renders everything.
+
+A build that renders many entries (the first one, or after an upgrade or a template
+change) uses a second core: a `Helper` process renders the older months into a folder of
+its own under `.rl-digest-cache/`, and the build replays them from there (`Ledger.adopt`)
+as it would replay a last build's months.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import multiprocessing
 import os
-from collections.abc import Iterable, Iterator, Sequence
+import shutil
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pipeline.config import bundled
-from pipeline.deliver.files import write_atomic
+from pipeline.deliver.files import move_if_changed, write_atomic
+from pipeline.errors import DigestError
 
 FOLDER = ".rl-digest-cache"  # under outputs.dir: not part of the site, not published
 LEDGER = "months.json"
 FORMAT = 2  # of the ledger and piece files
+HELPER = "helper"  # under FOLDER: the helper process's outputs.dir
 
 
 def inputs(parts: Iterable[object], templates: Path | None) -> str:
@@ -63,10 +72,29 @@ class Ledger:
     """The last build's months (fingerprint, byte ranges) and the files the ranges point into."""
 
     def __init__(self, out: Path, key: str):
-        self.folder, self.key = out / FOLDER, key
+        self.out, self.folder, self.key = out, out / FOLDER, key
         self.months: dict[str, dict] = {}  # this build's, saved by `save`
         self.last = self._load()
         self._open: dict[str, int] = {}
+        self.source: Path | None = None  # the helper's outputs.dir, once adopted
+
+    def adopt(self, source: Path) -> None:
+        """Replay from the build a helper left in `source` (its own outputs.dir), not from
+        the last build here: its months' pieces are moved into this cache, and names of
+        files under outputs.dir are read from their copies under `source`."""
+        self.last, self.source = json.loads((source / FOLDER / LEDGER).read_text(encoding="utf-8")), source
+        for month in self.last["months"]:
+            os.replace(source / FOLDER / _name(month), self.folder / _name(month))
+
+    def _from(self, name: str | Path) -> Path:
+        """Where the build being replayed left the file this build calls `name`."""
+        path = Path(name)
+        return self.source / path.relative_to(self.out) if self.source else path
+
+    def place(self, path: Path) -> bool:
+        """A replayed month's file (its Markdown file, its web page), kept as the build being
+        replayed wrote it: a helper's copy is moved into place. True when its bytes changed."""
+        return move_if_changed(self._from(path), path) if self.source else False
 
     def _load(self) -> dict:
         """The last build's ledger if its inputs are this build's and its files are as it
@@ -106,7 +134,7 @@ class Ledger:
         """Bytes of a file the last build wrote, opened before this build replaces it."""
         fd = self._open.get(name)
         if fd is None:
-            fd = self._open[name] = os.open(name, os.O_RDONLY)
+            fd = self._open[name] = os.open(self._from(name), os.O_RDONLY)
         return os.pread(fd, end - start, start)
 
     def keep(self, month: str, fingerprint: str, ranges: list[Any], pieces: list[Any] | None) -> None:
@@ -155,3 +183,56 @@ def merged(fresh: Iterable[tuple[str, Iterator]], replayed: Iterable[str]
             yield pending.pop(0), None
         yield month, group
     yield from ((month, None) for month in pending)
+
+
+class Helper:
+    """A second process that renders some months into a folder of its own while this one
+    renders the rest (a forked copy of this one: no pickling, nothing imported again).
+    Use as a context manager: a helper still running when the block ends is stopped."""
+
+    def __init__(self, out: Path, work: Callable[[Path], None]):
+        """`work(folder)` builds the helper's months with `folder` as its outputs.dir."""
+        self.folder = out / FOLDER / HELPER
+        shutil.rmtree(self.folder, ignore_errors=True)  # a killed build's
+        self.folder.mkdir(parents=True)
+        context = multiprocessing.get_context("fork")
+        self._result, sender = context.Pipe(duplex=False)
+        self.process = context.Process(target=_help, args=(work, self.folder, sender), daemon=True)
+        self.process.start()
+        sender.close()
+
+    def __enter__(self) -> Helper:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def join(self) -> Path:
+        """Wait for the helper; the folder it built, or a DigestError saying why it failed."""
+        try:
+            failed = self._result.recv()
+        except EOFError:  # it died without a word (killed, out of memory)
+            failed = None
+        self.process.join()
+        if failed or self.process.exitcode:
+            why = failed or f"it ended with exit status {self.process.exitcode}"
+            raise DigestError(f"the second process rendering the older months failed: {why}")
+        return self.folder
+
+    @staticmethod
+    def usable() -> bool:
+        """A second core to run on, and fork to start it."""
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        return cores > 1 and "fork" in multiprocessing.get_all_start_methods()
+
+
+def _help(work: Callable[[Path], None], folder: Path, sender: Any) -> None:
+    """The helper process: do the work, send None or the one line that says what failed."""
+    try:
+        work(folder)
+        sender.send(None)
+    except BaseException as exc:  # every failure goes back to the parent as one line
+        sender.send(" ".join(str(exc).split()) or type(exc).__name__)

@@ -13,10 +13,13 @@ bytes change, so a weekly run touches the files that gained or changed a paper.
 from __future__ import annotations
 
 import heapq
+import logging
 import tempfile
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import date
+from functools import partial
 from itertools import groupby, islice
 from pathlib import Path
 from typing import IO, Any, Protocol
@@ -27,9 +30,12 @@ from pipeline.deliver.files import write_if_changed
 from pipeline.models import Entry, Paper, Scored, SeedEntry, paper_key, seed_key
 from pipeline.store import Store
 
+log = logging.getLogger(__name__)
+
 LIMIT = 500_000  # bytes per file: GitHub stops rendering long Markdown files, diffs get unreadable
 ROOM = 8_000  # of LIMIT, kept for a file's heading, table header and links
 NEWEST = 20  # entries per topic in the index
+SPLIT = 10_000  # entries a full build renders from which a helper process takes the older half
 FOLDER = "reading-list"
 TOPIC_CELL = "\x1f"  # around the topic cell of a rendered row (reading_list/rows.md.j2)
 
@@ -261,6 +267,9 @@ class Markdown:
     def key(self) -> object:
         return ("markdown", self.rows.settings, list(self.topics))
 
+    def elsewhere(self, out: Path, folder: Path) -> Markdown:
+        return Markdown(self.rows.settings, self.topics, folder, self.updated)
+
     def about(self, key: str) -> object:
         return None
 
@@ -276,12 +285,13 @@ class Markdown:
         count, self.recent = self.recent, 0
         return None, {"count": count, "month": month, "topics": topics}
 
-    def replay(self, ranges: object, pieces: dict, read: Callable[[str, int, int], bytes],
-               note: object) -> None:
+    def replay(self, ranges: object, pieces: dict, last: months.Ledger, note: object) -> None:
         self.total += pieces["count"]
         if pieces["month"]:
             self.months.append(pieces["month"])
-            self.written.update({f["href"]: self.out / f["href"] for f in pieces["month"]["files"]})
+            for file in pieces["month"]["files"]:
+                self.written[file["href"]] = self.out / file["href"]
+                last.place(self.out / file["href"])
         for key, (text, days) in pieces["topics"].items():
             self._topic(key).replay(text, days)
 
@@ -422,9 +432,14 @@ class Sink(Protocol):
     def cut(self) -> tuple[object, Any]:
         """(byte ranges in its files, small pieces) of the month since the last cut."""
 
-    def replay(self, ranges: Any, pieces: Any, read: Callable[[str, int, int], bytes], note: Any) -> None:
-        """A month again from what `cut` gave the last build; `read(name, start, end)`
-        reads that build's files, `note` is what its `note` said."""
+    def replay(self, ranges: Any, pieces: Any, last: months.Ledger, note: Any) -> None:
+        """A month again from what `cut` gave the last build; `last.read(name, start, end)`
+        reads that build's files, `last.place(path)` keeps one as it is, `note` is what
+        its `note` said."""
+
+    def elsewhere(self, out: Path, folder: Path) -> Any:
+        """The same writer, with `folder` in place of outputs.dir `out` (a helper's), to
+        use as a context manager."""
 
     def close(self) -> object: ...
 
@@ -435,24 +450,45 @@ class Sink(Protocol):
         """What the next build needs to read those files (where a page's entries begin)."""
 
 
-def publish(config: Config, store: Store, updated: str, also: Sequence[Sink] = ()) -> dict[str, Path]:
+def publish(config: Config, store: Store, updated: str, also: Sequence[Sink] = (),
+            split: int = SPLIT) -> dict[str, Path]:
     """The reading list from the store into outputs.dir, in one streamed pass that also
     feeds `also` (the web edition's papers) the same entries: each is built once, and
     only in the months that changed since the last build (pipeline/months.py); the
-    others are replayed from what that build wrote."""
+    others are replayed from what that build wrote. A build that renders every month, of
+    `split` entries or more, leaves the older half to a helper process."""
     with Markdown(render.Settings.of(config), config.topics, config.outputs.dir, updated) as markdown:
         sinks: list[Sink] = [markdown, *also]
-        key = months.inputs([sink.key() for sink in sinks], config.templates.dir)
-        ledger = months.Ledger(config.outputs.dir, key)
         found = fingerprints(config, store, sinks)
-        prints = found.of()
-        replayed = ledger.reusable(prints) - _leading(found.counts, max(s.leading for s in sinks))
-        fresh = groupby(entries(config, store, skip=replayed), key=month_of)
-        for month, group in months.merged(fresh, replayed):
+        _build(config, store, config.outputs.dir, sinks, found, split=split)
+        return markdown.written
+
+
+def _build(config: Config, store: Store, out: Path, sinks: Sequence[Sink], found: months.Fingerprints,
+           split: int = 0, only: Collection[str] | None = None) -> None:
+    """Feed the sinks every month (or `only` those) and close them; save the ledger."""
+    key = months.inputs([sink.key() for sink in sinks], config.templates.dir)
+    ledger = months.Ledger(out, key)
+    prints = found.of()
+    leading = _leading(found.counts, max(s.leading for s in sinks))
+    replayed = set() if only is not None else ledger.reusable(prints) - leading
+    skip = set(prints) - set(only) if only is not None else replayed
+    whole = only is None and not replayed and sum(found.counts.values()) >= split > 0
+    helped = _older_half(found.counts, leading) if whole and months.Helper.usable() else set()
+    with ExitStack() as stack:
+        if helped:
+            log.info("a second process renders %s to %s", min(helped), max(helped))
+            work = partial(_help, config, store, sinks, found, helped)
+            helper = stack.enter_context(months.Helper(out, work))
+            skip = helped
+        fresh = groupby(entries(config, store, skip=skip), key=month_of)
+        for month, group in months.merged(fresh, replayed | helped):
             if group is None:
+                if month in helped and ledger.source is None:
+                    ledger.adopt(helper.join())
                 for sink, ranges, pieces, note in zip(sinks, ledger.ranges(month), ledger.pieces(month),
                                                       ledger.notes(), strict=True):
-                    sink.replay(ranges, pieces, ledger.read, note)
+                    sink.replay(ranges, pieces, ledger, note)
             else:
                 for batch in batches(group):
                     for sink in sinks:
@@ -460,11 +496,31 @@ def publish(config: Config, store: Store, updated: str, also: Sequence[Sink] = (
             cuts = [sink.cut() for sink in sinks]
             ledger.keep(month, prints.get(month, ""), [ranges for ranges, _ in cuts],
                         None if group is None else [pieces for _, pieces in cuts])
-        for sink in also:
+        for sink in sinks:
             sink.close()
-        written = markdown.close()
         ledger.save(sinks)
-        return written
+
+
+def _help(config: Config, store: Store, sinks: Sequence[Sink], found: months.Fingerprints,
+          helped: set[str], folder: Path) -> None:
+    """The helper process's build: the months `helped`, into `folder` as its outputs.dir."""
+    store.engine.dispose(close=False)  # the parent's connections stay the parent's
+    with ExitStack() as stack:
+        moved = [stack.enter_context(sink.elsewhere(config.outputs.dir, folder)) for sink in sinks]
+        _build(config, store, folder, moved, found, only=helped)
+
+
+def _older_half(counts: Mapping[str, int], leading: set[str]) -> set[str]:
+    """The oldest dated months that hold about half the entries, none of the `leading` ones."""
+    found, seen, total = set(), 0, sum(counts.values())
+    for month in reversed(months.order(counts)):
+        if not month:
+            continue
+        if month in leading or seen + counts[month] > total / 2:
+            break
+        found.add(month)
+        seen += counts[month]
+    return found
 
 
 def _leading(counts: Mapping[str, int], leading: int) -> set[str]:

@@ -22,7 +22,7 @@ from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from pipeline import export, reading_list, render, site
+from pipeline import export, months, reading_list, render, site
 from pipeline.config import Config, TopicDef
 from pipeline.deliver.files import streamed_if_changed, write_if_changed
 from pipeline.models import Digest, Entry
@@ -50,6 +50,7 @@ class Papers:
                  digests: Sequence[Digest], updated: str,
                  feedback: Callable[[str, str], str] | None = None):
         self.config, self.settings, self.folder, self.updated = config, settings, folder, updated
+        self.store, self.digests, self.feedback = store, digests, feedback
         self.votes = feedback("up", "arxiv:0000.00000") if feedback else None  # a sample, for `key`
         self.records: list[tuple[str, str]] = []  # (year, search record) since the last cut
         self.env = render.html_env(settings.templates)
@@ -82,6 +83,10 @@ class Papers:
     def about(self, key: str) -> object:
         return self.listed.get(key), self.news.get(key)
 
+    def elsewhere(self, out: Path, folder: Path) -> Papers:
+        return Papers(self.config, self.store, self.settings, folder / self.folder.relative_to(out),
+                      self.digests, self.updated, self.feedback)
+
     def add(self, batch: Sequence[Entry]) -> None:
         html = self.entries_html.render(entries=batch, listed=self.listed, news=self.news,
                                         **self.context).split(MARK)[1:]
@@ -108,18 +113,20 @@ class Papers:
         return ({"topics": self.pages.cut(), "exports": [writer.cut() for writer in self.writers]},
                 {"count": count, "month": month, "search": records})
 
-    def replay(self, ranges: Any, pieces: dict, read: Callable[[str, int, int], bytes], note: Any) -> None:
+    def replay(self, ranges: Any, pieces: dict, last: months.Ledger, note: Any) -> None:
         self.pages.keep_month(pieces["month"], pieces["count"])
+        if pieces["month"] and last.place(kept := self.pages.month_page(pieces["month"]["key"])):
+            self.changed.append(kept)
         for year, records in pieces["search"]:
             self.search.add(year, records)
         for key, (start, end, count) in ranges["topics"].items():
             page, head = str(self.folder / _topic_page(key)), note[key]
-            self.pages.fragment(key, read(page, head + start, head + end), count)
+            self.pages.fragment(key, last.read(page, head + start, head + end), count)
         exports = [str(self._export(suffix)) for suffix in export.FORMATS.values()]
         for writer, name, found in zip(self.writers, exports, ranges["exports"], strict=True):
             if found:
                 start, end, count = found
-                writer.add_records(read(name, start, end), count)
+                writer.add_records(last.read(name, start, end), count)
 
     def sources(self) -> list[Path]:
         """The topic pages and exports the byte ranges point into, and the month pages a

@@ -5,13 +5,17 @@ makes it render everything again."""
 
 from __future__ import annotations
 
+import logging
 from contextlib import ExitStack
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from pipeline import config as cfg
 from pipeline import months, reading_list, render, site_papers
+from pipeline.errors import DigestError
 from pipeline.models import Enrichment, Paper, Scored, paper_key
 from pipeline.store import Store
 from tests.helpers import write_config
@@ -34,14 +38,14 @@ def stock(store: Store, found: list[Paper]) -> None:
                     for p in found])
 
 
-def build(config_path: Path) -> None:
+def build(config_path: Path, split: int = reading_list.SPLIT) -> None:
     """What `rl-digest run` does for the reading list and the web edition's papers."""
     config = cfg.load(config_path)
     store = Store.open(config.storage.url)
     with ExitStack() as stack:
         papers = stack.enter_context(site_papers.Papers(config, store, render.Settings.of(config),
                                                         config.outputs.dir / "site", [], UPDATED))
-        reading_list.publish(config, store, UPDATED, also=[papers])
+        reading_list.publish(config, store, UPDATED, also=[papers], split=split)
     store.close()
 
 
@@ -103,6 +107,55 @@ def test_a_weekly_build_replays_the_months_that_did_not_change_and_writes_a_fres
         now = {p.stem: p.stat().st_mtime_ns for p in cache.glob("20*.json")}
         assert now["2026-07"] != last["2026-07"], july
         last = now
+
+
+@pytest.mark.skipif(not months.Helper.usable(), reason="one core, or no fork: builds never split")
+def test_a_big_full_build_leaves_the_older_months_to_a_second_process_and_writes_the_same_bytes(
+        db_url, tmp_path, caplog):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    helped = write_config(tmp_path / "a", {"storage": {"url": db_url}}, seeds=False)
+    alone = write_config(tmp_path / "b", {"storage": {"url": db_url}}, seeds=False)
+    store = Store.open(db_url)
+    start = datetime(2026, 11, 25, 12, tzinfo=UTC)
+    stock(store, [paper(k, start - timedelta(hours=12 * k)) for k in range(240)])
+    with caplog.at_level(logging.INFO, logger="pipeline.reading_list"):
+        build(helped, split=100)
+    assert "a second process renders 2026-07 to 2026-08" in caplog.text
+    build(alone, split=0)
+    out = tmp_path / "a" / "out"
+    assert published(out) == published(tmp_path / "b" / "out")
+    assert not (out / months.FOLDER / months.HELPER).exists()
+
+    # the next week replays the months the helper rendered, as those of any last build
+    stock(store, [paper(1000 + k, start + timedelta(days=1, hours=k)) for k in range(5)])
+    store.close()
+    pieces = {p.stem: p.stat().st_mtime_ns for p in (out / months.FOLDER).glob("20*.json")}
+    build(helped, split=100)
+    after = {p.stem: p.stat().st_mtime_ns for p in (out / months.FOLDER).glob("20*.json")}
+    assert after["2026-07"] == pieces["2026-07"] and after["2026-11"] != pieces["2026-11"]
+    build(alone, split=0)
+    assert published(out) == published(tmp_path / "b" / "out")
+
+
+class FailsElsewhere(reading_list.Markdown):
+    def elsewhere(self, out: Path, folder: Path) -> reading_list.Markdown:
+        raise DigestError(f"{folder}: No space left on device")
+
+
+@pytest.mark.skipif(not months.Helper.usable(), reason="one core, or no fork: builds never split")
+def test_a_second_process_that_fails_fails_the_build_with_its_reason_and_the_next_build_renders_all(tmp_path):
+    config = cfg.load(write_config(tmp_path, {}, seeds=False))
+    store = Store.open(config.storage.url)
+    start = datetime(2026, 11, 25, 12, tzinfo=UTC)
+    stock(store, [paper(k, start - timedelta(hours=12 * k)) for k in range(240)])
+    failing = FailsElsewhere(render.Settings.of(config), config.topics, tmp_path / "elsewhere", UPDATED)
+    with failing, pytest.raises(DigestError, match="second process .* failed: .*No space left on device"):
+        reading_list.publish(config, store, UPDATED, also=[failing], split=100)
+    assert not (config.outputs.dir / months.FOLDER / months.LEDGER).exists()
+    assert not (config.outputs.dir / months.FOLDER / months.HELPER).exists()
+    reading_list.publish(config, store, UPDATED, split=100)
+    assert "2026-07" in (config.outputs.dir / "READING_LIST.md").read_text(encoding="utf-8")
 
 
 def test_fingerprints_change_with_a_month_s_papers_and_nothing_else(db_url, tmp_path):

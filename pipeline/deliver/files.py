@@ -90,6 +90,18 @@ def write_if_changed(path: Path, text: str) -> bool:
     return True
 
 
+def move_if_changed(source: Path, path: Path) -> bool:
+    """Put `source` (a finished file on the same file system) in place of `path` unless
+    their bytes are the same (then `source` just goes); True when `path` changed."""
+    if path.is_file() and filecmp.cmp(source, path, shallow=False):
+        source.unlink()
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(source, path)
+    _fsync_dir(path.parent)
+    return True
+
+
 def _clear_killed_writes(path: Path) -> None:
     """Remove half-written copies of `path` whose writer is gone (a kill -9 during fsync).
 
