@@ -67,25 +67,8 @@ def md_escape(value: object) -> str:
     it stays as is. Links are defused the way GitHub's parser needs: `http\\:\\/\\/`,
     `www\\.`, and a word joiner (U+2060, invisible) after every `@`.
     """
-    text = one_line(value)
-    if _MARKUP.search(text):  # most titles and summaries hold none: skip the loop
-        out: list[str] = []
-        for i, ch in enumerate(text):
-            prev = text[i - 1] if i else ""
-            nxt = text[i + 1] if i + 1 < len(text) else ""
-            if ch == "\\":
-                out.append("\\\\" if not nxt or nxt in _PUNCT else "\\")
-            elif ch in _ALWAYS:
-                out.append("\\" + ch)
-            elif ch == "_":
-                out.append("_" if prev.isalnum() and nxt.isalnum() else "\\_")
-            elif ch == "&" and _ENTITY.match(text, i):
-                out.append("\\&")  # `&lt;` stays the four characters it is
-            elif ch == "@":
-                out.append("@\u2060")  # a word joiner: GFM makes no mailto link of a@b.org
-            else:
-                out.append(ch)
-        text = "".join(out)
+    line = one_line(value)
+    text = _MARKUP.sub(lambda m: _md_char(line, m.start()), line)  # most titles: no match
     if text[:1] in ("#", "+", "-", "="):  # a heading, list item or setext underline
         text = "\\" + text
     number = _NUMBERED.match(text)  # "1. " would start an ordered list
@@ -93,6 +76,22 @@ def md_escape(value: object) -> str:
         text = number.group(1) + "\\" + text[len(number.group(1)):]
     text = _SCHEME.sub(lambda m: m.group(1) + "\\:" + ("\\/\\/" if m.group(2) else ""), text)
     return _WWW.sub(r"\1\\.", text)
+
+
+def _md_char(text: str, i: int) -> str:
+    """The character at `i` (one `_MARKUP` finds) as md_escape writes it, by its neighbours."""
+    ch = text[i]
+    prev = text[i - 1] if i else ""
+    nxt = text[i + 1] if i + 1 < len(text) else ""
+    if ch == "\\":
+        return "\\\\" if not nxt or nxt in _PUNCT else "\\"
+    if ch in _ALWAYS:
+        return "\\" + ch
+    if ch == "_":
+        return "_" if prev.isalnum() and nxt.isalnum() else "\\_"
+    if ch == "&":
+        return "\\&" if _ENTITY.match(text, i) else ch  # `&lt;` stays the four characters it is
+    return "@\u2060"  # a word joiner: GFM makes no mailto link of a@b.org
 
 
 def safe_url(value: object) -> str:
