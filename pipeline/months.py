@@ -19,6 +19,7 @@ as it would replay a last build's months.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import multiprocessing
@@ -231,6 +232,7 @@ class Helper:
 
 def _help(work: Callable[[Path], None], folder: Path, sender: Any) -> None:
     """The helper process: do the work, send None or the one line that says what failed."""
+    gc.freeze()  # the parent's objects: a collection would touch, and so copy, all their pages
     try:
         work(folder)
         sender.send(None)

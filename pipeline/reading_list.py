@@ -35,7 +35,8 @@ log = logging.getLogger(__name__)
 LIMIT = 500_000  # bytes per file: GitHub stops rendering long Markdown files, diffs get unreadable
 ROOM = 8_000  # of LIMIT, kept for a file's heading, table header and links
 NEWEST = 20  # entries per topic in the index
-SPLIT = 10_000  # entries a full build renders from which a helper process takes the older half
+SPLIT = 10_000  # entries a full build renders from which a helper process takes the older months
+SHARE = 0.52  # of the entries, the helper's: a little more than half, as the build then replays them
 FOLDER = "reading-list"
 TOPIC_CELL = "\x1f"  # around the topic cell of a rendered row (reading_list/rows.md.j2)
 
@@ -456,7 +457,7 @@ def publish(config: Config, store: Store, updated: str, also: Sequence[Sink] = (
     feeds `also` (the web edition's papers) the same entries: each is built once, and
     only in the months that changed since the last build (pipeline/months.py); the
     others are replayed from what that build wrote. A build that renders every month, of
-    `split` entries or more, leaves the older half to a helper process."""
+    `split` entries or more, leaves the older months to a helper process."""
     with Markdown(render.Settings.of(config), config.topics, config.outputs.dir, updated) as markdown:
         sinks: list[Sink] = [markdown, *also]
         found = fingerprints(config, store, sinks)
@@ -474,7 +475,7 @@ def _build(config: Config, store: Store, out: Path, sinks: Sequence[Sink], found
     replayed = set() if only is not None else ledger.reusable(prints) - leading
     skip = set(prints) - set(only) if only is not None else replayed
     whole = only is None and not replayed and sum(found.counts.values()) >= split > 0
-    helped = _older_half(found.counts, leading) if whole and months.Helper.usable() else set()
+    helped = _older(found.counts, leading) if whole and months.Helper.usable() else set()
     with ExitStack() as stack:
         if helped:
             log.info("a second process renders %s to %s", min(helped), max(helped))
@@ -510,13 +511,13 @@ def _help(config: Config, store: Store, sinks: Sequence[Sink], found: months.Fin
         _build(config, store, folder, moved, found, only=helped)
 
 
-def _older_half(counts: Mapping[str, int], leading: set[str]) -> set[str]:
-    """The oldest dated months that hold about half the entries, none of the `leading` ones."""
+def _older(counts: Mapping[str, int], leading: set[str]) -> set[str]:
+    """The oldest dated months that hold about SHARE of the entries, none of the `leading` ones."""
     found, seen, total = set(), 0, sum(counts.values())
     for month in reversed(months.order(counts)):
         if not month:
             continue
-        if month in leading or seen + counts[month] > total / 2:
+        if month in leading or seen + counts[month] > total * SHARE:
             break
         found.add(month)
         seen += counts[month]

@@ -22,6 +22,8 @@ from operator import itemgetter
 from pathlib import Path
 from typing import IO, Any, TextIO
 
+import orjson
+
 from pipeline import export, months, reading_list, render, site
 from pipeline.config import Config, TopicDef
 from pipeline.deliver.files import streamed_if_changed, write_if_changed
@@ -334,10 +336,9 @@ def _searchable(entry: Entry, languages: Sequence[str]) -> str:
     """One paper in the search index: [anchor, title, Chinese title, summary (the first shown
     language's, clipped), authors, topic, year]; its page is the index's topics[topic]."""
     summary = next((text for _, text in render.texts(languages, entry.summary_zh, entry.summary_en)), "")
-    return json.dumps([site.anchor(entry.key), render.one_line(entry.title),
-                       render.one_line(entry.title_zh or ""), render.clip(summary, SUMMARY_CHARS),
-                       ", ".join(entry.authors[:8]), entry.topic, (entry.date or "")[:4]],
-                      ensure_ascii=False)
+    return orjson.dumps([site.anchor(entry.key), render.one_line(entry.title),
+                         render.one_line(entry.title_zh or ""), render.clip(summary, SUMMARY_CHARS),
+                         ", ".join(entry.authors[:8]), entry.topic, (entry.date or "")[:4]]).decode()
 
 
 def _updates(digests: Sequence[Digest]) -> dict[str, list[dict]]:
