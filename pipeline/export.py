@@ -123,9 +123,10 @@ def _abstract(entry: Entry) -> str:
     return flat(entry.abstract or entry.summary_en or "")
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=256)
 def flat(text: str) -> str:
-    """Whitespace runs to one space (the four formats of one entry share the work)."""
+    """Whitespace runs to one space (the four formats of one entry share the work: room
+    for the abstract to stay cached past the authors of a long author list)."""
     return " ".join(text.split())
 
 
@@ -214,7 +215,7 @@ def csl(entry: Entry) -> dict:
 
 
 def csljson(entry: Entry) -> str:
-    return orjson.dumps(csl(entry)).decode()  # orjson: four times json's speed on 100,000 entries
+    return orjson.dumps(csl(entry)).decode()  # orjson: JSON in a quarter of json's time
 
 
 def jsonl(entry: Entry) -> str:

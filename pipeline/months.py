@@ -19,7 +19,6 @@ as it would replay a last build's months.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import multiprocessing
@@ -232,7 +231,6 @@ class Helper:
 
 def _help(work: Callable[[Path], None], folder: Path, sender: Any) -> None:
     """The helper process: do the work, send None or the one line that says what failed."""
-    gc.freeze()  # the parent's objects: a collection would touch, and so copy, all their pages
     try:
         work(folder)
         sender.send(None)

@@ -12,11 +12,12 @@ bytes change, so a weekly run touches the files that gained or changed a paper.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import logging
 import tempfile
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from functools import partial
@@ -73,22 +74,24 @@ def month_of(entry: Entry) -> str:
     return (entry.date or "")[:7]
 
 
-def entries(config: Config, store: Store, batch: int = 500, skip: Collection[str] = ()) -> Iterator[Entry]:
+def entries(config: Config, store: Store, batch: int = 500, skip: Collection[str] = (),
+            only: Collection[str] | None = None) -> Iterator[Entry]:
     """Every relevant paper and seed entry so far, in `order`, read `batch` papers at a
-    time; those of the months in `skip` (YYYY-MM) left out."""
+    time; those of the months in `skip` (YYYY-MM) left out, or all but those of `only`."""
     seeds = store.seeds()
     by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}
     translations = store.latest_enrichments("seed_translation")
 
     def papers() -> Iterator[Entry]:
-        for rows in store.reading_rows(batch, skip):
+        for rows in store.reading_rows(batch, skip, only):
             for paper, scored, summary in rows:
                 yield paper_entry(config.topics, paper, scored, summary, by_paper.get(paper.id),
                                   translations)
 
     untied = sorted((seed_entry(config.topics, s, translations) for s in seeds if not s.arxiv_id),
                     key=order)
-    return (entry for entry in heapq.merge(papers(), untied, key=order) if month_of(entry) not in skip)
+    return (entry for entry in heapq.merge(papers(), untied, key=order)
+            if month_of(entry) not in skip and (only is None or month_of(entry) in only))
 
 
 def fingerprints(config: Config, store: Store, sinks: Sequence[Sink]) -> months.Fingerprints:
@@ -459,31 +462,48 @@ def publish(config: Config, store: Store, updated: str, also: Sequence[Sink] = (
     others are replayed from what that build wrote. A build that renders every month, of
     `split` entries or more, leaves the older months to a helper process."""
     with Markdown(render.Settings.of(config), config.topics, config.outputs.dir, updated) as markdown:
-        sinks: list[Sink] = [markdown, *also]
-        found = fingerprints(config, store, sinks)
-        _build(config, store, config.outputs.dir, sinks, found, split=split)
+        with _frozen():
+            _build(config, store, config.outputs.dir, [markdown, *also], split=split)
         return markdown.written
 
 
-def _build(config: Config, store: Store, out: Path, sinks: Sequence[Sink], found: months.Fingerprints,
-           split: int = 0, only: Collection[str] | None = None) -> None:
-    """Feed the sinks every month (or `only` those) and close them; save the ledger."""
-    key = months.inputs([sink.key() for sink in sinks], config.templates.dir)
-    ledger = months.Ledger(out, key)
-    prints = found.of()
-    leading = _leading(found.counts, max(s.leading for s in sinks))
-    replayed = set() if only is not None else ledger.reusable(prints) - leading
-    skip = set(prints) - set(only) if only is not None else replayed
-    whole = only is None and not replayed and sum(found.counts.values()) >= split > 0
-    helped = _older(found.counts, leading) if whole and months.Helper.usable() else set()
+@contextmanager
+def _frozen() -> Iterator[None]:
+    """Leave what is alive when the build starts (the modules, the sinks) out of garbage
+    collection while it runs: collecting them again and again took a tenth of a
+    100,000-paper build, and would copy every page a helper process shares with this one."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+def _build(config: Config, store: Store, out: Path, sinks: Sequence[Sink], split: int = 0,
+           only: Collection[str] | None = None) -> None:
+    """Feed the sinks every month (or `only` those, for a helper) and close them; save the
+    ledger. Without a last build to replay from, and with `split` entries or more, a
+    helper process renders the older months meanwhile (started before the fingerprints
+    are read: it needs none, the ledger that adopts its months keeps this build's)."""
+    ledger = months.Ledger(out, months.inputs([sink.key() for sink in sinks], config.templates.dir))
+    leading = max(s.leading for s in sinks)
     with ExitStack() as stack:
+        helped: set[str] = set()
+        if only is None and not ledger.last and split > 0 and months.Helper.usable():
+            counts = store.reading_months()
+            if sum(counts.values()) >= split:
+                helped = _older(counts, _leading(counts, leading))
         if helped:
             log.info("a second process renders %s to %s", min(helped), max(helped))
-            work = partial(_help, config, store, sinks, found, helped)
-            helper = stack.enter_context(months.Helper(out, work))
-            skip = helped
-        fresh = groupby(entries(config, store, skip=skip), key=month_of)
-        for month, group in months.merged(fresh, replayed | helped):
+            helper = stack.enter_context(months.Helper(out, partial(_help, config, store, sinks, helped)))
+        if only is None:
+            found = fingerprints(config, store, sinks)
+            prints = found.of()
+            replayed = (ledger.reusable(prints) - _leading(found.counts, leading)) | helped
+        else:
+            prints, replayed = {}, set()
+        fresh = groupby(entries(config, store, skip=replayed, only=only), key=month_of)
+        for month, group in months.merged(fresh, replayed):
             if group is None:
                 if month in helped and ledger.source is None:
                     ledger.adopt(helper.join())
@@ -502,13 +522,12 @@ def _build(config: Config, store: Store, out: Path, sinks: Sequence[Sink], found
         ledger.save(sinks)
 
 
-def _help(config: Config, store: Store, sinks: Sequence[Sink], found: months.Fingerprints,
-          helped: set[str], folder: Path) -> None:
+def _help(config: Config, store: Store, sinks: Sequence[Sink], helped: set[str], folder: Path) -> None:
     """The helper process's build: the months `helped`, into `folder` as its outputs.dir."""
     store.engine.dispose(close=False)  # the parent's connections stay the parent's
     with ExitStack() as stack:
         moved = [stack.enter_context(sink.elsewhere(config.outputs.dir, folder)) for sink in sinks]
-        _build(config, store, folder, moved, found, only=helped)
+        _build(config, store, folder, moved, only=helped)
 
 
 def _older(counts: Mapping[str, int], leading: set[str]) -> set[str]:

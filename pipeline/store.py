@@ -347,18 +347,20 @@ class Store:
         with self.engine.connect() as conn:
             return [row_to_paper(row) for row in conn.execute(query).mappings()]
 
-    def reading_rows(self, batch: int = 500, skip: Collection[str] = ()
+    def reading_rows(self, batch: int = 500, skip: Collection[str] = (), only: Collection[str] | None = None
                      ) -> Iterator[list[tuple[Paper, Scored, dict | None]]]:
         """The reading list's papers (kept, or tied to a seed entry), newest day first, ties
         by id, each with its score and newest cached summary: `batch` rows at a time, so
         memory stays flat however many there are. Papers of the months in `skip`
-        (YYYY-MM) are left out."""
+        (YYYY-MM) are left out; with `only`, all but those of its months."""
         mine = _mine()
         query = (sa.select(papers, mine.c.verdict, _summary(enrichments.c.data).label("summary"))
                  .select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
                  .where(_in_reading_list(mine)).order_by(_day().desc().nulls_last(), papers.c.id))
         if skip:
             query = query.where(sa.or_(sa.func.substr(_day(), 1, 7).not_in(list(skip)), _day().is_(None)))
+        if only is not None:
+            query = query.where(sa.func.substr(_day(), 1, 7).in_(list(only)))
         with self.engine.connect() as conn:
             result = conn.execution_options(yield_per=batch).execute(query).mappings()
             for rows in result.partitions():
@@ -378,6 +380,16 @@ class Store:
         with self.engine.connect() as conn:
             for rows in conn.execution_options(yield_per=batch).execute(query).partitions():
                 yield from ((row[0], row[1], tuple(row[2:])) for row in rows)
+
+    def reading_months(self) -> dict[str, int]:
+        """How many of the reading list's papers each month (YYYY-MM, "" undated) holds."""
+        mine = _mine()
+        month = sa.func.coalesce(sa.func.substr(_day(), 1, 7), "")
+        query = (sa.select(month, sa.func.count())
+                 .select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
+                 .where(_in_reading_list(mine)).group_by(month))
+        with self.engine.connect() as conn:
+            return {found: count for found, count in conn.execute(query)}
 
     def reading_count(self) -> int:
         """How many entries the reading list holds: its papers and the untied seed entries."""
