@@ -54,15 +54,23 @@ def published(out: Path) -> dict[str, bytes]:
             if p.is_file() and months.FOLDER not in p.parts}
 
 
-def test_a_weekly_build_replays_the_months_that_did_not_change_and_writes_a_fresh_builds_bytes(db_url, tmp_path):
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    weekly = write_config(tmp_path / "a", {"storage": {"url": db_url}}, seeds=False)
-    fresh = write_config(tmp_path / "b", {"storage": {"url": db_url}}, seeds=False)
+START = datetime(2026, 11, 25, 12, tzinfo=UTC)
+
+
+def two_outputs(tmp_path: Path, db_url: str) -> tuple[Path, Path, Store, list[Paper]]:
+    """Two configs (outputs in a/ and b/) on one database of 240 papers, late July to November."""
+    configs = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        configs.append(write_config(tmp_path / name, {"storage": {"url": db_url}}, seeds=False))
     store = Store.open(db_url)
-    start = datetime(2026, 11, 25, 12, tzinfo=UTC)
-    found = [paper(k, start - timedelta(hours=12 * k)) for k in range(240)]  # late July to November
+    found = [paper(k, START - timedelta(hours=12 * k)) for k in range(240)]
     stock(store, found)
+    return configs[0], configs[1], store, found
+
+
+def test_a_weekly_build_replays_the_months_that_did_not_change_and_writes_a_fresh_builds_bytes(db_url, tmp_path):
+    weekly, fresh, store, found = two_outputs(tmp_path, db_url)
     build(weekly)
     cache = tmp_path / "a" / "out" / months.FOLDER
     pieces = {p.stem: p.stat().st_mtime_ns for p in cache.glob("20*.json")}
@@ -71,7 +79,7 @@ def test_a_weekly_build_replays_the_months_that_did_not_change_and_writes_a_fres
     # a week later: new papers, an August paper revised, a September paper summarised again
     august = next(p for p in found if p.submitted and p.submitted.month == 8)
     september = next(p for p in found if p.submitted and p.submitted.month == 9)
-    stock(store, [paper(1000 + k, start + timedelta(days=1, hours=k)) for k in range(5)])
+    stock(store, [paper(1000 + k, START + timedelta(days=1, hours=k)) for k in range(5)])
     store.upsert_papers([replace(august, version=2, title="A revised title")])
     store.put_many([Enrichment("s:again", paper_key(september.id), "paper_summary",
                                {"summary_zh": "新的摘要", "summary_en": "A newer summary."})])
@@ -112,13 +120,7 @@ def test_a_weekly_build_replays_the_months_that_did_not_change_and_writes_a_fres
 @pytest.mark.skipif(not months.Helper.usable(), reason="one core, or no fork: builds never split")
 def test_a_big_full_build_leaves_the_older_months_to_a_second_process_and_writes_the_same_bytes(
         db_url, tmp_path, caplog):
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    helped = write_config(tmp_path / "a", {"storage": {"url": db_url}}, seeds=False)
-    alone = write_config(tmp_path / "b", {"storage": {"url": db_url}}, seeds=False)
-    store = Store.open(db_url)
-    start = datetime(2026, 11, 25, 12, tzinfo=UTC)
-    stock(store, [paper(k, start - timedelta(hours=12 * k)) for k in range(240)])
+    helped, alone, store, _ = two_outputs(tmp_path, db_url)
     with caplog.at_level(logging.INFO, logger="pipeline.reading_list"):
         build(helped, split=100)
     assert "a second process renders 2026-07 to 2026-08" in caplog.text
@@ -128,7 +130,7 @@ def test_a_big_full_build_leaves_the_older_months_to_a_second_process_and_writes
     assert not (out / months.FOLDER / months.HELPER).exists()
 
     # the next week replays the months the helper rendered, as those of any last build
-    stock(store, [paper(1000 + k, start + timedelta(days=1, hours=k)) for k in range(5)])
+    stock(store, [paper(1000 + k, START + timedelta(days=1, hours=k)) for k in range(5)])
     store.close()
     pieces = {p.stem: p.stat().st_mtime_ns for p in (out / months.FOLDER).glob("20*.json")}
     build(helped, split=100)
@@ -147,8 +149,7 @@ class FailsElsewhere(reading_list.Markdown):
 def test_a_second_process_that_fails_fails_the_build_with_its_reason_and_the_next_build_renders_all(tmp_path):
     config = cfg.load(write_config(tmp_path, {}, seeds=False))
     store = Store.open(config.storage.url)
-    start = datetime(2026, 11, 25, 12, tzinfo=UTC)
-    stock(store, [paper(k, start - timedelta(hours=12 * k)) for k in range(240)])
+    stock(store, [paper(k, START - timedelta(hours=12 * k)) for k in range(240)])
     failing = FailsElsewhere(render.Settings.of(config), config.topics, tmp_path / "elsewhere", UPDATED)
     with failing, pytest.raises(DigestError, match="second process .* failed: .*No space left on device"):
         reading_list.publish(config, store, UPDATED, also=[failing], split=100)
@@ -161,8 +162,7 @@ def test_a_second_process_that_fails_fails_the_build_with_its_reason_and_the_nex
 def test_fingerprints_change_with_a_month_s_papers_and_nothing_else(db_url, tmp_path):
     config = cfg.load(write_config(tmp_path, {"storage": {"url": db_url}}, seeds=False))
     store = Store.open(db_url)
-    start = datetime(2026, 11, 25, 12, tzinfo=UTC)
-    stock(store, [paper(k, start - timedelta(days=20 * k)) for k in range(4)])  # Nov, Nov, Oct, Sep
+    stock(store, [paper(k, START - timedelta(days=20 * k)) for k in range(4)])  # Nov, Nov, Oct, Sep
     markdown = reading_list.Markdown(render.Settings.of(config), config.topics, tmp_path, UPDATED)
     before = reading_list.fingerprints(config, store, [markdown]).of()
     store.set_verdict("2611.00002", False)  # the reader takes October's paper out
