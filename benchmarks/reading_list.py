@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -187,6 +188,7 @@ def main() -> None:
         size = sum(p.stat().st_size for p in db.parent.glob("digest.sqlite3*"))
         out = config.outputs.dir
         store.close()  # as after any earlier run: its WAL folded into the file (Store.close)
+        os.sync()  # and on disk: the first run does not share the disk with the build's writes
         runs = [run_child(path, out), run_child(path, out)]
         stock(store, rows, papers[args.papers:], args.papers)
         store.close()

@@ -323,7 +323,18 @@ def _shared(env: jinja2.Environment) -> jinja2.Environment:
     env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time,
                        slug=slug, safe_url=safe_url, width=display_width)
     env.globals.update(texts=texts, summary_lines=summary_lines, entry_links=entry_links)
+    # The same helpers as filters, for the templates of the reading list's 100,000 entries:
+    # Jinja sends a call through Context.call, a filter straight to the function (a fifth
+    # of a topic page's rendering time).
+    env.filters.update(in_languages=lambda pair, languages: texts(languages, *pair), entry_links=entry_links,
+                       topic_name=_topic_name)
     return env
+
+
+@jinja2.pass_context
+def _topic_name(context: Any, key: str) -> str:
+    """A topic's name in the shown languages (its key if the taxonomy no longer names it)."""
+    return context["topic_names"].get(key, key)
 
 
 def text_env(user_dir: Path | None = None) -> jinja2.Environment:

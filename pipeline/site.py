@@ -13,6 +13,8 @@ from collections.abc import Callable, Sequence
 from itertools import groupby
 from pathlib import Path
 
+import jinja2
+
 from pipeline import render
 from pipeline.deliver.files import write_if_changed
 from pipeline.models import Digest
@@ -31,7 +33,22 @@ def anchor(key: str) -> str:
 
 def paper_href(key: str, topic: str) -> str:
     """A paper's canonical page from the site's root: its entry on its topic's page."""
-    return f"papers/topic/{_safe(topic)}.html#{anchor(key)}"
+    return f"{topic_href(topic)}#{anchor(key)}"
+
+
+def topic_href(topic: str) -> str:
+    """A topic's page of the reading list, from the site's root."""
+    return f"papers/topic/{_safe(topic)}.html"
+
+
+def env(settings: render.Settings) -> jinja2.Environment:
+    """The web edition's templates, with its links as globals (and as filters, for the
+    templates of the reading list's entries: see render._shared)."""
+    found = render.html_env(settings.templates)
+    found.globals.update(paper_href=paper_href, anchor=anchor, digest_href=digest_href,
+                         rfc3339=render.rfc3339)
+    found.filters.update(anchor=anchor, paper_href=paper_href, topic_href=topic_href)
+    return found
 
 
 def digest_href(digest_id: str) -> str:
@@ -45,20 +62,19 @@ def build(settings: render.Settings, folder: Path, digests: Sequence[Digest], up
     `updated` is the feed's date (publish.last_change), never the clock; `feedback` makes
     a paper's 👍/👎 link (Links.on_the_web) when `serve.base_url` is set.
     """
-    env = render.html_env(settings.templates)
-    env.globals.update(paper_href=paper_href, anchor=anchor, digest_href=digest_href)
+    jinja = env(settings)
     newest = sorted(digests, key=lambda d: d.id, reverse=True)
     common = {**render.common(settings), "feedback": feedback}
     pages: dict[str, str] = {}
     for digest in newest:
-        pages[digest_href(digest.id)] = env.get_template("site/digest.html.j2").render(
+        pages[digest_href(digest.id)] = jinja.get_template("site/digest.html.j2").render(
             d=digest, root="../", paper_count=render.paper_count(digest), **common)
     months = [(month, list(group)) for month, group in groupby(newest, key=lambda d: d.id[:7])]
-    pages["index.html"] = env.get_template("site/index.html.j2").render(
+    pages["index.html"] = jinja.get_template("site/index.html.j2").render(
         latest=newest[0] if newest else None, months=months, root="",
         counts={d.id: render.paper_count(d) for d in newest}, **common)
     pages["feed.xml"] = render.feed_xml(settings, newest, updated, site=True)
     for name in ASSETS:
-        source, _, _ = env.loader.get_source(env, f"site/assets/{name}")  # type: ignore[union-attr]
+        source, _, _ = jinja.loader.get_source(jinja, f"site/assets/{name}")  # type: ignore[union-attr]
         pages[f"assets/{name}"] = source
     return [folder / name for name, text in pages.items() if write_if_changed(folder / name, text)]

@@ -55,9 +55,7 @@ class Papers:
         self.store, self.digests, self.feedback = store, digests, feedback
         self.votes = feedback("up", "arxiv:0000.00000") if feedback else None  # a sample, for `key`
         self.records: list[tuple[str, str]] = []  # (year, search record) since the last cut
-        self.env = render.html_env(settings.templates)
-        self.env.globals.update(paper_href=site.paper_href, anchor=site.anchor, digest_href=site.digest_href,
-                                rfc3339=render.rfc3339)
+        self.env = site.env(settings)
         self.context = {**render.common(settings), "root": "../../", "feedback": feedback}
         self.entries_html = self.env.get_template("site/papers_entries.html.j2")
         self.lines_html = self.env.get_template("site/papers_lines.html.j2")
@@ -253,7 +251,7 @@ class _Pages:
 
 
 def _topic_page(key: str) -> str:
-    return site.paper_href("", key).split("#")[0]  # papers/topic/<key>.html
+    return site.topic_href(key)
 
 
 class _Spool:
