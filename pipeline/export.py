@@ -55,7 +55,10 @@ def write(fmt: str, found: Iterable[Entry], out: TextIO) -> int:
 
 
 class Writer:
-    """One format's file, an entry at a time (the web edition writes all four in one pass)."""
+    """One format's file, an entry at a time (the web edition writes all four in one pass);
+    the records go to the file BATCH at a time, in one write."""
+
+    BATCH = 500
 
     def __init__(self, fmt: str, out: TextIO, ranges: bool = False):
         """`ranges`: keep where each month's records lie (`cut`); `out` is then a file."""
@@ -63,12 +66,21 @@ class Writer:
         self.head, self.sep, self.tail = ("[\n", ",\n", "\n]\n") if fmt == "csljson" else ("", "", "")
         self.since: int | None = None  # byte offset of the first record since the last cut
         self.recent = 0  # records since the last cut
+        self.pending: list[str] = []  # records not yet written
 
     def add(self, entry: Entry) -> None:
-        self.add_records(self.record(entry), 1)
+        self.pending.append(self.record(entry))
+        if len(self.pending) >= self.BATCH:
+            self._write_pending()
+
+    def _write_pending(self) -> None:
+        if self.pending:
+            records, self.pending = self.pending, []
+            self.add_records(self.sep.join(records), len(records))
 
     def add_records(self, text: str | bytes, count: int) -> None:
         """`count` records, or their UTF-8 bytes as the last build wrote them (pipeline/months.py)."""
+        self._write_pending()
         self.out.write(self.sep if self.count else self.head)
         if self.ranges and self.since is None:
             self.since = self._at()
@@ -83,6 +95,7 @@ class Writer:
     def cut(self) -> list[int] | None:
         """[start, end, count]: the byte range of the records since the last cut, the
         separator before the first left out (it depends on what came before)."""
+        self._write_pending()
         found = None if self.since is None else [self.since, self._at(), self.recent]
         self.since, self.recent = None, 0
         return found
@@ -92,6 +105,7 @@ class Writer:
         return self.out.buffer.tell()
 
     def close(self) -> int:
+        self._write_pending()
         self.out.write(self.tail if self.count else self.head + self.tail.lstrip("\n"))
         return self.count
 
@@ -113,6 +127,11 @@ def name_parts(name: str) -> tuple[str, str]:
     Cached: the four formats of an entry ask for the same names."""
     words = name.split()
     return (words[-1], " ".join(words[:-1])) if words else ("", "")
+
+
+def cited(name: str) -> str:
+    """'Jane Q. Doe' -> 'Doe, Jane Q.', as BibTeX and RIS list authors (one line already)."""
+    return ", ".join(part for part in name_parts(name) if part)
 
 
 def _code(entry: Entry) -> str | None:
@@ -151,7 +170,11 @@ def _paired(text: str) -> bool:
 
 def bibtex_text(value: str) -> str:
     """Text as a BibTeX field value that LaTeX prints (and parsers read back) as it was."""
-    text = flat(value)
+    return _tex(flat(value))
+
+
+def _tex(text: str) -> str:
+    """bibtex_text of text already on one line."""
     if not _TEX_CHARS.search(text):  # most names and titles: nothing to escape
         return text
     table = _TEX if _paired(text) else {**_TEX, **_UNPAIRED}
@@ -161,8 +184,7 @@ def bibtex_text(value: str) -> str:
 def bibtex(entry: Entry) -> str:
     ident = arxiv_id(entry)
     fields = [("title", "{" + bibtex_text(entry.title) + "}"),  # double braces keep its case
-              ("author", " and ".join("{" + bibtex_text(a) + "}" if " and " in a else
-                                      bibtex_text(", ".join(p for p in name_parts(a) if p))
+              ("author", " and ".join("{" + bibtex_text(a) + "}" if " and " in a else _tex(cited(a))
                                       for a in entry.authors))]
     if entry.date:
         fields += [("year", entry.date[:4]), ("date", entry.date)]
@@ -170,7 +192,7 @@ def bibtex(entry: Entry) -> str:
         fields += [("eprint", ident), ("archiveprefix", "arXiv"), ("doi", ARXIV_DOI.format(ident))]
         if entry.categories:
             fields.append(("primaryclass", entry.categories[0]))
-    fields += [("url", entry.url or ""), ("abstract", bibtex_text(_abstract(entry))),
+    fields += [("url", entry.url or ""), ("abstract", _tex(_abstract(entry))),
                ("keywords", bibtex_text(entry.topic)), ("note", bibtex_text(entry.venue or ""))]
     body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields if value)
     return f"@misc{{{cite_key(entry)},\n{body}\n}}\n\n"
@@ -180,16 +202,16 @@ def bibtex(entry: Entry) -> str:
 
 def ris(entry: Entry) -> str:
     ident = arxiv_id(entry)
-    lines = [("TY", "GEN"), ("ID", cite_key(entry)), ("TI", entry.title)]
-    lines += [("AU", ", ".join(p for p in name_parts(a) if p)) for a in entry.authors]
+    lines = [("TY", "GEN"), ("ID", cite_key(entry)), ("TI", flat(entry.title))]
+    lines += [("AU", cited(a)) for a in entry.authors]
     if entry.date:
         lines += [("PY", entry.date[:4]), ("DA", entry.date.replace("-", "/"))]
-    lines += [("UR", entry.url or ""), ("AB", _abstract(entry)), ("KW", entry.topic),
+    lines += [("UR", entry.url or ""), ("AB", _abstract(entry)), ("KW", flat(entry.topic)),
               ("DO", ARXIV_DOI.format(ident) if ident else ""), ("PB", "arXiv" if ident else ""),
-              ("N1", f"arXiv:{ident}" if ident else ""), ("N1", entry.venue or ""),
+              ("N1", f"arXiv:{ident}" if ident else ""), ("N1", flat(entry.venue or "")),
               ("L1", entry.url.replace("/abs/", "/pdf/", 1) if ident and entry.url else ""),
               ("L2", _code(entry) or "")]
-    return "".join(f"{tag}  - {flat(value)}\n" for tag, value in lines if value) + "ER  - \n\n"
+    return "".join(f"{tag}  - {value}\n" for tag, value in lines if value) + "ER  - \n\n"  # all on one line
 
 
 # --- CSL-JSON and JSONL ----------------------------------------------------------------------
