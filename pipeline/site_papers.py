@@ -120,7 +120,7 @@ class Papers:
         for year, records in pieces["search"]:
             self.search.add(year, records)
         for key, (start, end, count) in ranges["topics"].items():
-            page, head = str(self.folder / _topic_page(key)), note[key]
+            page, head = str(self.folder / site.topic_href(key)), note[key]
             self.pages.fragment(key, last.read(page, head + start, head + end), count)
         exports = [str(self._export(suffix)) for suffix in export.FORMATS.values()]
         for writer, name, found in zip(self.writers, exports, ranges["exports"], strict=True):
@@ -131,7 +131,7 @@ class Papers:
     def sources(self) -> list[Path]:
         """The topic pages and exports the byte ranges point into, and the month pages a
         replayed month keeps as they are."""
-        return [self.folder / _topic_page(key) for key in self.pages.topics] + \
+        return [self.folder / site.topic_href(key) for key in self.pages.topics] + \
             [self._export(suffix) for suffix in export.FORMATS.values()] + \
             [self.pages.month_page(month["key"]) for month in self.pages.months]
 
@@ -237,7 +237,7 @@ class _Pages:
         found = []
         for key in reading_list.in_order(self.topics, known):
             spool, name = self.topics[key], names.get(key)
-            page = _topic_page(key)
+            page = site.topic_href(key)
             head, tail = self._frame(heading=None, name=name or {"zh": key, "en": key}, count=spool.count)
             self.heads[key] = len(head.encode("utf-8"))
             with streamed_if_changed(self.folder / page, self.changed) as out:
@@ -248,10 +248,6 @@ class _Pages:
             found.append({"key": key, "name": name, "count": spool.count, "page": page,
                           "href": page.removeprefix("papers/")})
         return found
-
-
-def _topic_page(key: str) -> str:
-    return site.topic_href(key)
 
 
 class _Spool:
