@@ -18,7 +18,8 @@ so no figure is tuned on its test fold. NAME picks candidates (default: all; abo
 - fields: title and abstract grams as separate vocabularies (instead of the title counted twice);
 - svm: a linear SVM, Platt-calibrated on 5 inner folds, instead of the logistic regression;
 - authors: an author prior (how often a paper's authors wrote relevant papers in the training
-  months) mixed into the text half;
+  months) mixed into the text half; authors+: the same beside C 8, separate vocabularies and
+  borderline weight 0.1;
 - boosted: a gradient-boosted combiner (HistGradientBoostingClassifier, fixed settings) over the
   text model's out-of-fold probability, the rule's value and reasons (and categories, lengths,
   whether arXiv's comment field is filled).
@@ -188,8 +189,8 @@ class Authors:
 
     kind = "hybrid"
 
-    def __init__(self, beta):
-        self.beta = beta
+    def __init__(self, beta, **base):
+        self.beta, self.base = beta, base
 
     def __call__(self, train, seeds, scored):
         seen: dict[str, list[int]] = {}
@@ -200,7 +201,7 @@ class Authors:
                 counts[1] += 1
         base = sum(r["label"] == 1 for r in train) / len(train)
         found = []
-        for r, text, rule in Candidate("hybrid")(train, seeds, scored):
+        for r, text, rule in Candidate("hybrid", **self.base)(train, seeds, scored):
             prior = [(p + base) / (n + 1) for p, n in (seen[a] for a in r.get("authors") or () if a in seen)]
             found.append((r, (1 - self.beta) * text + self.beta * max(prior) if prior else text, rule))
         return found
@@ -224,6 +225,9 @@ CANDIDATES = {
              Candidate("hybrid", c=c, svm=True)) for c in (0.1, 1.0)],
     "authors": [(f"hybrid, author prior mixed into the text half, beta {b}", Authors(b))
                 for b in (0.1, 0.2, 0.3, 0.5)],
+    "authors+": [(f"hybrid with {name}, author prior beta {b}", Authors(b, **base)) for b in (0.2, 0.3)
+                 for name, base in (("C 8", {"c": 8.0}), ("separate vocabularies, C 16", {"fields": True}),
+                                    ("borderline weight 0.1", {"borderline": 0.1}))],
     "boosted": [("boosted combiner: text (out of fold), rule, reasons", Boosted()),
                 ("boosted combiner + categories, lengths, comment", Boosted(extra=True))],
 }
