@@ -6,6 +6,7 @@ makes it render everything again."""
 from __future__ import annotations
 
 import logging
+import os
 from contextlib import ExitStack
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -129,6 +130,15 @@ def test_a_big_full_build_leaves_the_older_months_to_a_second_process_and_writes
     assert published(out) == published(tmp_path / "b" / "out")
     assert not (out / months.FOLDER / months.HELPER).exists()
 
+    # everything rendered again (no ledger): the helper's months whose bytes are the same
+    # are not put in place again, so a weekly git diff stays empty
+    july = [out / reading_list.FOLDER / "2026-07.md", out / "site" / "papers" / "month" / "2026-07.html"]
+    stamps = [path.stat().st_mtime_ns for path in july]
+    (out / months.FOLDER / months.LEDGER).unlink()
+    build(helped, split=100)
+    assert [path.stat().st_mtime_ns for path in july] == stamps
+    assert published(out) == published(tmp_path / "b" / "out")
+
     # the next week replays the months the helper rendered, as those of any last build
     stock(store, [paper(1000 + k, START + timedelta(days=1, hours=k)) for k in range(5)])
     store.close()
@@ -143,6 +153,22 @@ def test_a_big_full_build_leaves_the_older_months_to_a_second_process_and_writes
 class FailsElsewhere(reading_list.Markdown):
     def elsewhere(self, out: Path, folder: Path) -> reading_list.Markdown:
         raise DigestError(f"{folder}: No space left on device")
+
+
+class DiesElsewhere(reading_list.Markdown):
+    def elsewhere(self, out: Path, folder: Path) -> reading_list.Markdown:
+        os._exit(3)  # as if killed: no word back
+
+
+@pytest.mark.skipif(not months.Helper.usable(), reason="one core, or no fork: builds never split")
+def test_a_second_process_that_dies_without_a_word_fails_the_build_with_its_exit_status(tmp_path):
+    config = cfg.load(write_config(tmp_path, {}, seeds=False))
+    store = Store.open(config.storage.url)
+    stock(store, [paper(k, START - timedelta(hours=12 * k)) for k in range(240)])
+    dying = DiesElsewhere(render.Settings.of(config), config.topics, tmp_path / "elsewhere", UPDATED)
+    with dying, pytest.raises(DigestError, match="second process .* failed: it ended with exit status 3"):
+        reading_list.publish(config, store, UPDATED, also=[dying], split=100)
+    assert not (config.outputs.dir / months.FOLDER / months.HELPER).exists()
 
 
 @pytest.mark.skipif(not months.Helper.usable(), reason="one core, or no fork: builds never split")
