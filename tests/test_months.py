@@ -161,23 +161,14 @@ class DiesElsewhere(reading_list.Markdown):
 
 
 @pytest.mark.skipif(not months.Helper.usable(), reason="one core, or no fork: builds never split")
-def test_a_second_process_that_dies_without_a_word_fails_the_build_with_its_exit_status(tmp_path):
+@pytest.mark.parametrize(("sink", "why"), [(FailsElsewhere, ".*No space left on device"),
+                                           (DiesElsewhere, "it ended with exit status 3")])
+def test_a_second_process_that_fails_fails_the_build_with_why_and_the_next_build_renders_all(tmp_path, sink, why):
     config = cfg.load(write_config(tmp_path, {}, seeds=False))
     store = Store.open(config.storage.url)
     stock(store, [paper(k, START - timedelta(hours=12 * k)) for k in range(240)])
-    dying = DiesElsewhere(render.Settings.of(config), config.topics, tmp_path / "elsewhere", UPDATED)
-    with dying, pytest.raises(DigestError, match="second process .* failed: it ended with exit status 3"):
-        reading_list.publish(config, store, UPDATED, also=[dying], split=100)
-    assert not (config.outputs.dir / months.FOLDER / months.HELPER).exists()
-
-
-@pytest.mark.skipif(not months.Helper.usable(), reason="one core, or no fork: builds never split")
-def test_a_second_process_that_fails_fails_the_build_with_its_reason_and_the_next_build_renders_all(tmp_path):
-    config = cfg.load(write_config(tmp_path, {}, seeds=False))
-    store = Store.open(config.storage.url)
-    stock(store, [paper(k, START - timedelta(hours=12 * k)) for k in range(240)])
-    failing = FailsElsewhere(render.Settings.of(config), config.topics, tmp_path / "elsewhere", UPDATED)
-    with failing, pytest.raises(DigestError, match="second process .* failed: .*No space left on device"):
+    with sink(render.Settings.of(config), config.topics, tmp_path / "elsewhere", UPDATED) as failing, \
+            pytest.raises(DigestError, match=f"second process .* failed: {why}"):
         reading_list.publish(config, store, UPDATED, also=[failing], split=100)
     assert not (config.outputs.dir / months.FOLDER / months.LEDGER).exists()
     assert not (config.outputs.dir / months.FOLDER / months.HELPER).exists()
