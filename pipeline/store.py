@@ -394,11 +394,9 @@ class Store:
     def reading_count(self) -> int:
         """How many entries the reading list holds: its papers and the untied seed entries."""
         untied = sa.select(sa.func.count()).select_from(seeds).where(_seed_arxiv_id().is_(None))
-        mine = _mine()
-        counted = (sa.select(sa.func.count()).select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
-                   .where(_in_reading_list(mine)))
+        kept = sum(self.reading_months().values())
         with self.engine.connect() as conn:
-            return (conn.execute(counted).scalar() or 0) + (conn.execute(untied).scalar() or 0)
+            return kept + (conn.execute(untied).scalar() or 0)
 
     def marked(self, relevant: bool) -> list[Paper]:
         """The papers the install's own verdict (rl-digest mark) calls relevant, or not."""
