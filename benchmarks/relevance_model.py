@@ -4,8 +4,9 @@
     .venv/bin/python benchmarks/relevance_model.py --check    # CV table and scenario, write nothing
     make model                                                # the same as the first line
 
-The model is the text half of pipeline/learn.py (TF-IDF 1-2-grams, title twice,
-balanced logistic regression, borderline rows weighted 0.3) trained on
+The model is the text half of pipeline/learn.py (NB-LR: which 1-2-grams a paper has,
+each scaled by its naive-Bayes log-count ratio, into a balanced logistic regression,
+borderline rows weighted 0.3) trained on
 ../shared/data/arxiv_dev.jsonl plus the built-in seed titles as positives; the
 rule's calibration (Platt), the mixing weight and the threshold are chosen by
 cross-validation with folds by time: the corpus sorted by listing date is cut into
