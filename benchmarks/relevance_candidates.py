@@ -6,14 +6,23 @@ Each candidate is fitted on earlier months only and scores the next block (the f
 relevance_model.py); its weight and threshold are chosen on earlier months only (`nested`),
 so no figure is tuned on its test fold. NAME picks candidates (default: all; about 10 min):
 
+The text model of every candidate is the shipped NB-LR (presence of each gram scaled by its
+naive-Bayes log-count ratio) unless it says TF-IDF; rows of benchmarks/relevance.md measured
+before 2026-12-02's fourth session used TF-IDF with the title twice throughout.
+
 - shipped: the shipped recipe (text model averaged with the Platt-calibrated rule);
-- stacked: the issue's first idea, TF-IDF plus the rule's own features (its value, whether
+- tfidf: the recipe shipped before, TF-IDF of the grams with the title counted twice;
+- roles: beside the grams, each abstract word tagged by its sentence's kind (the paper's own,
+  the setting, other);
+- logit-stack: one regression over the text model's out-of-fold logit, the rule's value, whether
+  it passes and that times the logit, in place of the average;
+- stacked: the issue's first idea, the text grams plus the rule's own features (its value, whether
   it passes, each reason it gives: which terms fired and where, negation, the subject rule)
   in one balanced logistic regression; `alpha` scales the rule's block against the text's;
 - rule-features: those rule features alone, and as the rule's half of the average;
 - categories: arXiv categories as features of the text model;
 - borderline: the weight of borderline rows (shipped 0.3);
-- C: the text model's regularisation (shipped 16);
+- C: the text model's regularisation (shipped 16): 2, 8, 32;
 - char: character 3-5-grams beside the words;
 - fields: title and abstract grams as separate vocabularies (instead of the title counted twice);
 - svm: a linear SVM, Platt-calibrated on 5 inner folds, instead of the logistic regression;
@@ -31,10 +40,14 @@ the optimistic figure (weight and threshold chosen on the pooled test folds them
 from __future__ import annotations
 
 import argparse
+import re
 
 import numpy as np
+import relevance_model
 from _common import ROOT
-from relevance_model import both, choose, corpus, nested, time_folds
+from relevance_model import THRESHOLDS, both, choose, corpus, nested, time_folds
+
+WIDE = tuple(round(0.30 + 0.025 * i, 3) for i in range(25))  # 0.3 .. 0.9
 
 
 def rule_features(row, categories=False) -> dict[str, float]:
@@ -52,10 +65,10 @@ class Candidate:
     """kind: "hybrid" (text model + rule, averaged), "text", "stacked" or "rule" (one model)."""
 
     def __init__(self, kind, c=16.0, alpha=1.0, categories=False, borderline=0.3, char=False,
-                 rule_features=False, fields=False, svm=False):
+                 rule_features=False, fields=False, svm=False, nb=True, roles=False):
         self.kind, self.c, self.alpha, self.categories = kind, c, alpha, categories
         self.borderline, self.char, self.rule_half = borderline, char, rule_features
-        self.fields, self.svm = fields, svm
+        self.fields, self.svm, self.nb, self.roles = fields, svm, nb, roles
 
     def _text(self, rows, fit):
         from scipy.sparse import hstack
@@ -66,14 +79,23 @@ class Candidate:
         if self.categories:
             docs = [d | {"category " + c: 1 for c in r.get("categories") or ()}
                     for d, r in zip(docs, rows, strict=True)]
+        if self.roles:
+            docs = [d | r["roles"] for d, r in zip(docs, rows, strict=True)]
         if fit:
             self.words = DictVectorizer()
             counts = self.words.fit_transform(docs)
             self.keep = np.flatnonzero(np.asarray((counts > 0).sum(0)).ravel() >= 3)
-            self.tfidf = TfidfTransformer(sublinear_tf=True)
-            x = self.tfidf.fit_transform(counts[:, self.keep])
+            if self.nb:
+                self.scale = nb_scale(counts[:, self.keep] > 0, rows, self.borderline)
+            else:
+                self.tfidf = TfidfTransformer(sublinear_tf=True).fit(counts[:, self.keep])
+        counts = self.words.transform(docs)[:, self.keep]
+        if self.nb:
+            from sklearn.preprocessing import normalize
+
+            x = normalize((counts > 0).multiply(self.scale).tocsr())
         else:
-            x = self.tfidf.transform(self.words.transform(docs)[:, self.keep])
+            x = self.tfidf.transform(counts)
         if self.char:
             texts = [(r["title"] + " ") * 2 + r["abstract"] for r in rows]
             if fit:
@@ -131,6 +153,30 @@ class Candidate:
         return [(r, p, q) for r, p, q in zip(scored, a, b, strict=True)]
 
 
+def nb_scale(present, rows, borderline):
+    """|log-count ratio| of each column, as pipeline/learn.py's fit_text computes it."""
+    y = np.array([r["label"] for r in rows])
+    weights = np.array([borderline if r.get("borderline") else 1.0 for r in rows])
+    share = [1.0 + np.asarray(present.T.astype(float) @ (weights * (y == label))).ravel() for label in (1, 0)]
+    return np.abs(np.log(share[0] / share[0].sum()) - np.log(share[1] / share[1].sum()))
+
+
+ROLE_WORD = re.compile(r"[a-z][a-z0-9-]+")
+OWN = re.compile(r"\b(we|our|this paper|this work|this study)\b")
+SETTING = re.compile(r"\b(existing|prior|previous|recent|recently|such as|e\.g\.|typically|conventional|"
+                     r"traditional|although|while|however|despite|unlike|has been|have been|widely)\b")
+
+
+def sentence_roles(abstract: str) -> dict[str, int]:
+    """Each word of the abstract tagged by the kind of sentence it stands in: the paper's own
+    ("we", "this paper"), the setting (background cues), or other."""
+    found = {}
+    for sentence in re.split(r"(?<=[.!?])\s+", abstract.lower()):
+        role = "own" if OWN.search(sentence) else "setting" if SETTING.search(sentence) else "other"
+        found |= {f"{role}:{word}": 1 for word in ROLE_WORD.findall(sentence)}
+    return found
+
+
 KINDS = ("title", "abstract", "background", "negated", "negative", "similar to seed")
 CATEGORIES = ("cs.CL", "cs.CV", "cs.AI", "cs.LG", "cs.RO", "stat.ML", "cs.MA", "cs.IR", "cs.SE", "cs.CR")
 
@@ -181,6 +227,37 @@ class Boosted:
         return [(r, float(p), 0.0) for r, p in zip(scored, found, strict=True)]
 
 
+class LogitStack:
+    """One logistic regression over the text model's logit (out of fold on the training
+    months: 5 inner blocks in time order), the rule's value (clipped to [-2, 3]), whether the
+    rule passes, and that times the logit: a combiner that can trust the text model less
+    where the rule already said yes. Its probability is thresholded alone."""
+
+    kind = "combined"
+
+    def __call__(self, train, seeds, scored):
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.model_selection import KFold
+
+        out_of_fold = np.zeros(len(train))
+        for fit, held in KFold(5).split(train):
+            text = Candidate("text")([train[i] for i in fit], seeds, [train[i] for i in held])
+            out_of_fold[held] = [p for _, p, _ in text]
+        text = [p for _, p, _ in Candidate("text")(train, seeds, scored)]
+
+        def features(p, row):
+            logit = float(np.log(np.clip(p, 1e-4, 1 - 1e-4) / (1 - np.clip(p, 1e-4, 1 - 1e-4))))
+            passes = float(row["rule"] >= 0.9)
+            return [logit, max(-2.0, min(3.0, row["rule"])), passes, passes * logit]
+
+        model = LogisticRegression(C=1.0, solver="liblinear", random_state=0)
+        model.fit([features(p, r) for p, r in zip(out_of_fold, train, strict=True)],
+                  [r["label"] for r in train],
+                  sample_weight=[0.3 if r.get("borderline") else 1.0 for r in train])
+        found = model.predict_proba([features(p, r) for p, r in zip(text, scored, strict=True)])[:, 1]
+        return [(r, float(p), 0.0) for r, p in zip(scored, found, strict=True)]
+
+
 class Authors:
     """The shipped hybrid with an author prior mixed into its text half: for a paper with an
     author seen in the training months, the best share of relevant papers among those
@@ -209,6 +286,12 @@ class Authors:
 
 CANDIDATES = {
     "shipped": [("hybrid (shipped recipe)", Candidate("hybrid")), ("text model alone", Candidate("text"))],
+    "tfidf": [("hybrid, TF-IDF with the title twice (shipped before)", Candidate("hybrid", nb=False)),
+              ("TF-IDF text model alone", Candidate("text", nb=False))],
+    "roles": [(f"hybrid + words tagged by sentence kind, C {c}", Candidate("hybrid", c=c, roles=True))
+              for c in (4, 16)],
+    "logit-stack": [("one regression over the text logit, the rule's value, its pass and their product",
+                     LogitStack())],
     "stacked": [(f"stacked, C {c}, alpha {a}", Candidate("stacked", c=c, alpha=a))
                 for c in (4, 16) for a in (0.3, 1.0, 3.0)],
     "rule-features": [("rule features alone (C 1)", Candidate("rule", c=1.0)),
@@ -254,6 +337,7 @@ def main() -> None:
         row["fields"] = dict.fromkeys(abstract, 1) | {"title " + gram: 1 for gram in title}
     for row, features in zip(rows + seeds, found, strict=True):
         row["abstract"] = row.get("abstract") or ""
+        row["roles"] = sentence_roles(row["abstract"])
         score = rank.score(row["title"], row["abstract"], rules)
         row["rule"], row["reasons"] = score.value, score.reasons
         row["features"] = features
@@ -261,6 +345,8 @@ def main() -> None:
         for label, candidate in CANDIDATES[name]:
             folds = time_folds(rows, seeds, candidate)
             weights = (0.2, 0.3, 0.4, 0.5, 0.6) if candidate.kind == "hybrid" else (1.0,)
+            # a combiner's probability is its own calibration: its cut may lie above 0.6
+            relevance_model.THRESHOLDS = WIDE if candidate.kind == "combined" else THRESHOLDS
             pooled, made, _, per_fold = nested(folds, weights)
             scored = [x for f in folds[1:] for x in f]
             w, t = choose(scored, weights)
