@@ -493,16 +493,20 @@ def current(cfg: Relevance, store: Verdicts, refit_now: bool = True) -> Hybrid |
     """The model this install scores with: None when `relevance.model` is off, the shipped
     one without verdicts, else a refit on the shipped rows plus the verdicts, kept in the
     install's state and redone only when the verdicts (or the shipped model) change.
-    refit_now=False (status, eval) takes the last refit as it is."""
+    refit_now=False (status) takes the last refit as it is, if it was made from this shipped
+    model; after an upgrade, the shipped model until the next run refits."""
     if not cfg.model:
         return None
     base = shipped()
-    saved = store.get_state(STATE_KEY)
+    stored = store.get_state(STATE_KEY)
+    # a refit from another shipped model (before an upgrade) is not this model's: its numbers
+    # mean other things
+    saved = stored if stored and stored.get("base") == base.version else None
     if not refit_now:
         return Hybrid.from_dict(saved) if saved else base
     mine = verdict_rows(store)
     if not mine:
-        if saved:
+        if stored:
             store.set_state(STATE_KEY, None)  # every verdict taken back
         return base
     fingerprint = hashlib.sha256(json.dumps(
@@ -510,7 +514,7 @@ def current(cfg: Relevance, store: Verdicts, refit_now: bool = True) -> Hybrid |
     if saved and saved.get("fingerprint") == fingerprint:
         return Hybrid.from_dict(saved)
     model = refit(base, mine)
-    store.set_state(STATE_KEY, {**model.to_dict(), "fingerprint": fingerprint})
+    store.set_state(STATE_KEY, {**model.to_dict(), "fingerprint": fingerprint, "base": base.version})
     return model
 
 

@@ -216,11 +216,10 @@ def judging(config: Config, store: Store) -> list[str]:
     agreed = sum((r.score >= threshold) == bool(r.relevant) for r in judged)  # type: ignore[operator]
     marked = [r for r in rows if r.verdict is not None and r.relevant is not None]
     matched = sum(bool(r.relevant) == r.verdict for r in marked)
-    saved = store.get_state(learn.STATE_KEY) if config.relevance.model else None
-    model = ("off (the rule alone)" if not config.relevance.model else
-             f"{saved['version']} (refit on the papers you and your readers judged: "
-             f"{saved['verdicts']})" if saved
-             else f"{learn.shipped().version} (shipped)")
+    current = learn.current(config.relevance, store, refit_now=False)
+    model = ("off (the rule alone)" if current is None else
+             f"{current.version} (refit on the papers you and your readers judged: {current.verdicts})"
+             if current.verdicts else f"{current.version} (shipped)")
     return [f"relevance model: {model}",
             f"LLM judge: {len(judged)} judged, {agreed} agreed with the scorer",
             f"your verdicts: {len(marked)}, the scorer agrees with {matched}"]

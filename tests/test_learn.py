@@ -227,6 +227,31 @@ def test_mark_then_run_refits_the_model_and_undo_takes_it_back(tmp_path, cli):
     assert "relevance model: " + shipped in cli("--config", str(config), "status").stdout
 
 
+def test_a_refit_from_an_older_shipped_model_is_not_used_and_the_next_run_refits(tmp_path, cli):
+    """An upgrade ships a new model; the install's refit was made from the old one (whose
+    numbers mean other things: the TF-IDF model's idf is not NB-LR's scale). Until the next
+    run refits, status shows the shipped model, not the old refit."""
+    papers = [rl_paper(1, DAY), image_paper(2)]
+    with ArxivServer(papers) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        cli("--config", str(config), "mark", papers[1].id, "--relevant")
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+        refit = run_report(tmp_path)["relevance_model"]
+        assert refit != learn.shipped().version
+        with sqlite3.connect(tmp_path / "state" / "digest.sqlite3") as db:  # as an older install left it
+            (value,) = db.execute("SELECT value FROM state WHERE key = ?", (learn.STATE_KEY,)).fetchone()
+            old = {k: v for k, v in json.loads(value).items() if k != "base"}
+            db.execute("UPDATE state SET value = ? WHERE key = ?", (json.dumps(old), learn.STATE_KEY))
+        assert f"relevance model: {learn.shipped().version} (shipped)" in cli("--config", str(config),
+                                                                             "status").stdout
+        assert f"model {learn.shipped().version}:" in cli("--config", str(config), "status", "--paper",
+                                                          papers[0].id).stdout
+        cli("--config", str(config), "run", "--as-of", "2026-11-16")
+        assert run_report(tmp_path)["relevance_model"] == refit  # the same verdicts, the same refit
+        assert f"relevance model: {refit} (refit" in cli("--config", str(config), "status").stdout
+
+
 def test_mark_needs_a_verdict_or_undo(tmp_path, cli):
     config = full_config(tmp_path, ArxivServer())
     result = cli("--config", str(config), "mark", "2611.00001", check=2)
