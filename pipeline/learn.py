@@ -54,7 +54,7 @@ _CHUNK = 128  # papers per numpy pass: its arrays (about 2 MB) stay in the cache
 
 def features_many(titles: Sequence[str], abstracts: Sequence[str]) -> list[dict[str, int]]:
     """Where each gram (pipeline/grams.py) of each paper is: 1 in the abstract, 2 in the
-    title, 3 in both. The model reads presence; `strongest` and the benchmarks read where."""
+    title, 3 in both. The model reads presence; the benchmarks' TF-IDF candidates read where."""
     texts = [text for pair in zip(titles, abstracts, strict=True) for text in pair]
     found = grams.strings(grams.words(texts), len(texts))
     out = []
