@@ -78,7 +78,11 @@ def test_scheduler_catches_up_the_missed_publish_then_stops_on_sigterm(tmp_path,
     assert took < 5, log  # waiting, it stops at once (a run under way would finish its step first)
     assert "next collect: " in log and "next publish: " in log
     assert "a publish was missed while down: running it now" in log
-    assert "SIGTERM: stopping" in log and log.rstrip().endswith("scheduler stopped")
+    # SIGTERM can land between the run's summary line and the job's end (its lock released):
+    # then the scheduler rightly says it finishes the publish first; either way it stops at once
+    assert ("SIGTERM: stopping" in log
+            or "SIGTERM: finishing the current step of publish, then stopping" in log), log
+    assert log.rstrip().endswith("scheduler stopped")
     assert "Traceback" not in log
     assert api and all("rl-digest" in r.headers.get("User-Agent", "") for r in api)
     assert publish_runs(tmp_path) == [("ok", None)]
