@@ -154,11 +154,11 @@ class Candidate:
 
 
 def nb_scale(present, rows, borderline):
-    """|log-count ratio| of each column, as pipeline/learn.py's fit_text computes it."""
-    y = np.array([r["label"] for r in rows])
+    """The shipped model's gram scales (pipeline/learn.py) over these rows."""
+    from pipeline import learn
+
     weights = np.array([borderline if r.get("borderline") else 1.0 for r in rows])
-    share = [1.0 + np.asarray(present.T.astype(float) @ (weights * (y == label))).ravel() for label in (1, 0)]
-    return np.abs(np.log(share[0] / share[0].sum()) - np.log(share[1] / share[1].sum()))
+    return learn.log_count_ratio(present.astype(float), np.array([r["label"] for r in rows]), weights)
 
 
 ROLE_WORD = re.compile(r"[a-z][a-z0-9-]+")
@@ -197,6 +197,17 @@ def combiner_features(row, text: float, extra: bool) -> list[float]:
     return found
 
 
+def text_both_ways(train, seeds, scored, splitter):
+    """The text model's probabilities of the training rows out of fold (each inner fold of
+    `splitter` scored by a model of the others), so that a combiner does not learn to trust a
+    model that has seen the row; and of the scored rows, by a model of all training rows."""
+    out_of_fold = np.zeros(len(train))
+    for fit, held in splitter.split(train):
+        text = Candidate("text")([train[i] for i in fit], seeds, [train[i] for i in held])
+        out_of_fold[held] = [p for _, p, _ in text]
+    return out_of_fold, [p for _, p, _ in Candidate("text")(train, seeds, scored)]
+
+
 class Boosted:
     """A gradient-boosted combiner (scikit-learn's HistGradientBoostingClassifier, fixed
     settings, not tuned) over `combiner_features`. The text probability it learns from is
@@ -212,11 +223,7 @@ class Boosted:
         from sklearn.ensemble import HistGradientBoostingClassifier
         from sklearn.model_selection import KFold
 
-        out_of_fold = np.zeros(len(train))
-        for fit, held in KFold(5, shuffle=True, random_state=0).split(train):
-            text = Candidate("text")([train[i] for i in fit], seeds, [train[i] for i in held])
-            out_of_fold[held] = [p for _, p, _ in text]
-        text = [p for _, p, _ in Candidate("text")(train, seeds, scored)]
+        out_of_fold, text = text_both_ways(train, seeds, scored, KFold(5, shuffle=True, random_state=0))
         model = HistGradientBoostingClassifier(learning_rate=0.05, max_iter=200, max_leaf_nodes=15,
                                                min_samples_leaf=20, l2_regularization=1.0, random_state=0)
         model.fit([combiner_features(r, p, self.extra) for r, p in zip(train, out_of_fold, strict=True)],
@@ -239,11 +246,7 @@ class LogitStack:
         from sklearn.linear_model import LogisticRegression
         from sklearn.model_selection import KFold
 
-        out_of_fold = np.zeros(len(train))
-        for fit, held in KFold(5).split(train):
-            text = Candidate("text")([train[i] for i in fit], seeds, [train[i] for i in held])
-            out_of_fold[held] = [p for _, p, _ in text]
-        text = [p for _, p, _ in Candidate("text")(train, seeds, scored)]
+        out_of_fold, text = text_both_ways(train, seeds, scored, KFold(5))
 
         def features(p, row):
             logit = float(np.log(np.clip(p, 1e-4, 1 - 1e-4) / (1 - np.clip(p, 1e-4, 1 - 1e-4))))

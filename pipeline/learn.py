@@ -307,9 +307,7 @@ def fit_text(rows: Sequence[Mapping[str, Any]], min_df: int = 3, c: float = 16.0
     verdict (a reader's own row) flags. Deterministic: liblinear with a fixed seed.
     `counts`: Counts.of(rows), when the caller has it already.
 
-    A gram's scale is |log-count ratio|: the log of its (weighted, add-one) share among the
-    relevant rows' grams over its share among the others'. Its sign would only flip the
-    coefficient's, so the absolute value keeps the model's meaning and the scales positive."""
+    A gram's scale is its `log_count_ratio`."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.preprocessing import normalize
 
@@ -321,14 +319,22 @@ def fit_text(rows: Sequence[Mapping[str, Any]], min_df: int = 3, c: float = 16.0
     y = np.array([int(r["label"]) for r in rows])
     weights = np.array([r.get("weight", VERDICT_WEIGHT) if r.get("verdict") else
                         BORDERLINE_WEIGHT if r.get("borderline") else 1.0 for r in rows])
-    share = [1.0 + np.asarray(present.T @ (weights * (y == label))).ravel() for label in (1, 0)]
-    scale = np.abs(np.log(share[0] / share[0].sum()) - np.log(share[1] / share[1].sum()))
+    scale = log_count_ratio(present, y, weights)
     model = LogisticRegression(C=c, class_weight="balanced", solver="liblinear", random_state=SEED)
     model.fit(normalize(present.multiply(scale).tocsr()), y, sample_weight=weights)
     coef = model.coef_[0]
     terms = {gram: (round(float(scale[i]), 5), round(float(coef[i]), 5))
              for i, gram in enumerate(map(counts.names.__getitem__, kept)) if abs(coef[i]) >= 1e-4}
     return TextModel.of(terms, round(float(model.intercept_[0]), 5))
+
+
+def log_count_ratio(present: Any, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """|log-count ratio| of each column of a presence matrix: the log of its (weighted,
+    add-one) share among the relevant rows' grams over its share among the others'. Its sign
+    would only flip the coefficient's, so the absolute value keeps the model's meaning and the
+    scales positive."""
+    share = [1.0 + np.asarray(present.T @ (weights * (y == label))).ravel() for label in (1, 0)]
+    return np.abs(np.log(share[0] / share[0].sum()) - np.log(share[1] / share[1].sum()))
 
 
 def fit_rule_calibration(values: Sequence[float], labels: Sequence[int]) -> tuple[float, float]:
