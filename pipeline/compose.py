@@ -32,7 +32,8 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
     """A paper as a digest line; a seed's curated Chinese beats the LLM's.
 
     Without a summary the English line is the abstract's contribution sentence. Links
-    and venue are read from the abstract, comment and journal-ref; TeX becomes text.
+    and venue are read from the abstract, comment and journal-ref; TeX in the title and
+    the authors' names (`R\\"opke`) becomes text.
     """
     summary = summary or {}
     curated_zh = seed.summary_zh if seed else None
@@ -42,7 +43,8 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
         key=paper_key(paper.id), title=readable(paper.title) or paper.title, topic=topic,
         url=paper.abs_url,
         date=day.date().isoformat() if day else (seed.date.isoformat() if seed and seed.date else None),
-        authors=paper.authors, categories=paper.categories, score=score,
+        authors=tuple(readable(a) or a for a in paper.authors), categories=paper.categories,
+        score=score,
         title_zh=readable(summary.get("title_zh")),
         summary_zh=curated_zh or readable(summary.get("summary_zh")),
         summary_en=(curated_en if curated_zh else None) or readable(summary.get("summary_en"))

@@ -16,7 +16,12 @@ from urllib.parse import urlsplit
 # --- TeX ---------------------------------------------------------------------------------
 
 _MATH = re.compile(r"\$(?!\s)([^$]{1,200}?)(?<!\s)\$")  # "5$ or 6$" is not math
-_COMMAND = re.compile(r"\\[A-Za-z]+\*?(?:\{[^{}$]*\})*")
+# \"o \'{e} \"\i; a command with its arguments; either inside one pair of braces ({\"O},
+# {\ae}, {\v{S}}); an escaped & % _ #. A lone backslash or an unfinished accent stays.
+_ACCENT = r"""\\[`'^"~=.](?:\{\\?[A-Za-z]?\}|\\?[A-Za-z])"""
+_WORD = r"\\[A-Za-z]+\*?"
+_COMMAND = re.compile(rf"\{{(?:{_ACCENT}|{_WORD}(?:\{{[^{{}}$]*\}})?)\}}"
+                      rf"|{_ACCENT}|{_WORD}(?:\{{[^{{}}$]*\}})*|\\[&%_#]")
 _SUP = str.maketrans("0123456789+-=()n", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿ")
 _SUB = str.maketrans("0123456789+-=()", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎")
 _SCRIPT = re.compile(r"([\^_])([0-9]{1,3}(?![0-9])|[+\-n](?![A-Za-z0-9]))")
@@ -36,7 +41,8 @@ def _tex_piece(source: str) -> str:  # the same $\pi$ and \textsc{} recur from p
 
 
 def readable(text: str | None) -> str | None:
-    """`GRPO-$\\lambda$` -> `GRPO-λ`, `AM$^3$Safety` -> `AM³Safety`, `\\textsc{X}` -> `X`.
+    """`GRPO-$\\lambda$` -> `GRPO-λ`, `AM$^3$Safety` -> `AM³Safety`, `\\textsc{X}` -> `X`,
+    `R\\"opke` -> `Röpke`.
 
     Only `$...$` spans and backslash commands are converted, so `%`, `&` and a lone
     `$` in plain prose stay what they are. Escaping for a format happens later.

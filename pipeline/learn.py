@@ -23,6 +23,7 @@ import hashlib
 import io
 import json
 import math
+import unicodedata
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from pipeline import grams, rank
+from pipeline.extract import readable
 from pipeline.models import Paper
 
 if TYPE_CHECKING:
@@ -374,7 +376,15 @@ def refit(base: Hybrid, verdict_rows: Sequence[Mapping[str, Any]],
 # --- the reader's profile and the decision ----------------------------------------------
 
 def author_name(author: str) -> str:
-    return " ".join(author.casefold().replace(".", " ").split())
+    """The key a followed author is matched by: `Röpke`, `Ropke` and arXiv's `R\\"opke`
+    are one name, whatever the case, the accents or the dots of initials."""
+    decoded = unicodedata.normalize("NFKD", (readable(author) or "").casefold())
+    bare = "".join(c for c in decoded if not unicodedata.combining(c)).translate(_UNACCENTED)
+    return " ".join(bare.replace(".", " ").split())
+
+
+_UNACCENTED = str.maketrans({"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ı": "i", "ß": "ss", "æ": "ae",
+                             "œ": "oe", "þ": "th"})  # letters NFKD leaves as they are
 
 
 @dataclass(frozen=True)
@@ -396,7 +406,7 @@ class Profile:
         if self.authors:
             followed = next((a for a in authors if author_name(a) in self.authors), None)
         if followed:
-            return True, f"{FOLLOW}{followed}"
+            return True, f"{FOLLOW}{readable(followed) or followed}"
         found = {name: key for _, name, key in self.phrases.find(f"{title}\n{abstract}")}
         for name, keep in (("exclude", False), ("include", True)):
             if name in found:

@@ -29,6 +29,14 @@ def test_a_paper_entry_takes_the_llm_summary_and_falls_back_to_the_first_sentenc
     assert (bare.summary_zh, bare.summary_en, bare.llm) == (None, "We train an LLM with GRPO.", False)
 
 
+def test_tex_in_a_title_and_in_authors_names_becomes_text():
+    paper = replace(PAPER, title='Schr\\"odinger bridges for GRPO', authors=(
+        'Willem R\\"opke', "\\'Angel Mu\\~noz", "<b>Jos\\'e</b> | *x*", "Ada"))
+    entry = compose.paper_entry(paper, "algorithms", None)
+    assert entry.title == "Schrödinger bridges for GRPO"
+    assert entry.authors == ("Willem Röpke", "Ángel Muñoz", "<b>José</b> | *x*", "Ada")
+
+
 def test_a_seed_tied_to_a_paper_keeps_its_curated_chinese_and_reading():
     entry = compose.paper_entry(PAPER, "algorithms", 1.0, SUMMARY, SEED)
     assert entry.curated and entry.summary_zh == "人工摘要。"

@@ -87,6 +87,18 @@ def test_venue(comment, journal_ref, expected):
     ("GRPO-$\\lambda$", "GRPO-λ"), ("$\\alpha$-RL", "α-RL"), ("\\textsc{X}", "X"),
     ("Byzantine-Robust Optimization under $(L_0, L_1)$-Smoothness",
      "Byzantine-Robust Optimization under (L₀, L₁)-Smoothness"),  # 2603.12512
+    # accents as arXiv sends them in titles and names (its RSS of 2024-11-28)
+    ('Cardinal Sequences of Lindel\\"of scattered P-spaces', "Cardinal Sequences of Lindelöf scattered P-spaces"),
+    ("A note on P\\'{o}lya-Szeg\\\"{o} inequality", "A note on Pólya-Szegö inequality"),
+    ("On an Erd\\H{o}s-Szekeres Game", "On an Erdős-Szekeres Game"),
+    ("consistent with {\\Lambda}CDM", "consistent with ΛCDM"),
+    ("Mapping Personal Attributes \\& Preferences", "Mapping Personal Attributes & Preferences"),
+    ('Willem R\\"opke', "Willem Röpke"), ("\\v{S}imon Sedl\\'a\\v{c}ek", "Šimon Sedláček"),
+    ("\\'Angel Luis Mu\\~noz Casta\\~neda", "Ángel Luis Muñoz Castañeda"),
+    ("Sofie Castro Holb{\\ae}k", "Sofie Castro Holbæk"), ('{\\"O}zt\\"urk', "Öztürk"),
+    ("Marc Aragon\\`es Fontbot\\'e", "Marc Aragonès Fontboté"), ('na\\"{\\i}ve', "naïve"),
+    # a backslash that starts nothing stays, as does an accent with nothing to sit on
+    ("a \\ b", "a \\ b"), ('ends in \\"', 'ends in \\"'),
     # plain prose keeps its % & ~ and a lone or spaced-out $
     ("50% of a & b ~ c costs 5$ or 6$", "50% of a & b ~ c costs 5$ or 6$"),
     ("<script>x</script>", "<script>x</script>"),  # escaping is the renderer's job

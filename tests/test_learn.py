@@ -182,16 +182,28 @@ def image_paper(n: int) -> object:
                    authors=("Grace Hopper",))
 
 
+@pytest.mark.parametrize("followed, written", [
+    ("Willem Röpke", 'Willem R\\"opke'), ("willem ropke", "Willem Röpke"), ("Lukasz Kaiser", "Łukasz Kaiser"),
+    ("J. Doe", "j doe"), ("Sofie Holbaek", "Sofie Holb{\\ae}k"), ("Ø. Øster", "O Oster"),
+])
+def test_a_followed_author_is_found_however_arxiv_spells_the_name(followed, written):
+    assert learn.author_name(followed) == learn.author_name(written)
+
+
+def test_a_followed_name_does_not_match_a_different_one():
+    assert learn.author_name("Jan Muller") != learn.author_name("Jana Müller")
+
+
 def test_include_exclude_and_follow_through_the_cli(tmp_path, cli):
     followed = replace(rl_paper(3, DAY), title="Robot arm control with deep Q-learning",
                        abstract="A reinforcement learning policy for a robot arm, trained with deep Q-learning.",
-                       authors=("Edsger Dijkstra",))
+                       authors=('Willem R\\"opke',))  # arXiv's TeX for Röpke
     excluded = replace(rl_paper(2, DAY), title="GRPO for LLM agents in autonomous driving simulators")
     papers = [rl_paper(1, DAY), excluded, followed, image_paper(4)]
     with ArxivServer(papers) as arxiv:
         config = full_config(tmp_path, arxiv, relevance={
             "include": ["text-to-image"], "exclude": ["autonomous driving"],
-            "follow_authors": ["edsger dijkstra"]})
+            "follow_authors": ["willem ropke"]})
         cli("--config", str(config), "run", "--as-of", "2026-11-02")
     digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     assert "GRPO variant 1" in digest
@@ -203,7 +215,7 @@ def test_include_exclude_and_follow_through_the_cli(tmp_path, cli):
     shown = {p.id: cli("--config", str(config), "status", "--paper", p.id).stdout for p in papers}
     assert "reasons: include: text-to-image" in shown[papers[3].id]
     assert "reasons: exclude: autonomous driving" in shown[excluded.id]
-    assert "reasons: follow: Edsger Dijkstra" in shown[followed.id]
+    assert "reasons: follow: Willem Röpke" in shown[followed.id]
     assert "model's strongest terms: " in shown[papers[0].id]
 
 
