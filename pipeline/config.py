@@ -521,7 +521,11 @@ def load(path: Path | None) -> Config:
     except ValidationError as exc:
         raise ConfigError(_first_error(path or bundled("config.yaml"), exc)) from None
     root = (path.resolve().parent if path else Path.cwd())
-    return _resolve_paths(config, root, path)
+    config = _resolve_paths(config, root, path)
+    if "paths" not in (user.get("seeds") or {}):  # the default seeds/ beside a config is optional
+        seeds = config.seeds.model_copy(update={"paths": [p for p in config.seeds.paths if p.exists()]})
+        config = config.model_copy(update={"seeds": seeds})
+    return config
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

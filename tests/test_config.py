@@ -28,13 +28,26 @@ def test_a_partial_config_takes_the_rest_from_defaults(tmp_path):
 
 def test_paths_resolve_relative_to_the_config_file_not_the_cwd(tmp_path, monkeypatch):
     path = tmp_path / "conf" / "config.yaml"
-    path.parent.mkdir()
+    (path.parent / "seeds").mkdir(parents=True)
     path.write_text("outputs: {dir: out}\n", encoding="utf-8")
     monkeypatch.chdir("/")
     cfg = config.load(path)
     assert cfg.outputs.dir == path.parent / "out"
     assert cfg.storage.url == f"sqlite:///{path.parent}/state/digest.sqlite3"
     assert cfg.seeds.paths == [path.parent / "seeds"]
+
+
+def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_path, cli):
+    """The default seeds/ beside a config is optional: a weekly cron run of a config that
+    never mentions seeds must not mail its operator a warning about it."""
+    path = tmp_path / "config.yaml"
+    path.write_text(f"storage: {{url: 'sqlite:///{tmp_path}/s.db'}}\noutputs: {{dir: out}}\n", encoding="utf-8")
+    quiet = cli("--config", str(path), "run", "--offline")
+    assert "seeds" not in quiet.stderr
+    assert "7 seeds" in quiet.stdout  # the built-in pages are still read
+    path.write_text(path.read_text(encoding="utf-8") + "seeds: {paths: [seeds]}\n", encoding="utf-8")
+    named = cli("--config", str(path), "run", "--offline")
+    assert f"seeds.paths: {tmp_path / 'seeds'}: no such file or directory" in named.stderr
 
 
 @pytest.mark.parametrize(
