@@ -31,7 +31,15 @@ before 2026-12-02's fourth session used TF-IDF with the title twice throughout.
   borderline weight 0.1;
 - boosted: a gradient-boosted combiner (HistGradientBoostingClassifier, fixed settings) over the
   text model's out-of-fold probability, the rule's value and reasons (and categories, lengths,
-  whether arXiv's comment field is filled).
+  whether arXiv's comment field is filled);
+- knn: a nearest-neighbour prior (the share of relevant papers among a paper's k most similar
+  training papers, cosine over the text model's NB-scaled grams, or TF-IDF) mixed into the
+  text half;
+- gated: two mixing weights, one for papers whose rule value lies in a low band (one RL term:
+  0.9-1.0; or anything above 0 up to 1.0) and one for the rest, both chosen on earlier months;
+- local: beside the text model of all papers, one fitted only on the papers the rule found
+  something in (its value not 0), mixed into the text half of those papers: a model of which
+  RL-naming papers are relevant, not of which papers name RL.
 
 Prints P and R on all rows and non-borderline rows, min(P, R) of each fold (the noise), and
 the optimistic figure (weight and threshold chosen on the pooled test folds themselves).
@@ -45,7 +53,7 @@ import re
 import numpy as np
 import relevance_model
 from _common import ROOT
-from relevance_model import THRESHOLDS, both, choose, corpus, nested, time_folds
+from relevance_model import THRESHOLDS, both, choose, corpus, mix, nested, time_folds
 
 WIDE = tuple(round(0.30 + 0.025 * i, 3) for i in range(25))  # 0.3 .. 0.9
 
@@ -287,6 +295,70 @@ class Authors:
         return found
 
 
+class Knn:
+    """The shipped hybrid with a nearest-neighbour prior mixed into its text half: the share
+    of relevant papers among the `k` training papers most similar to a scored one (cosine
+    over the text model's NB-scaled grams, or with `tfidf` over TF-IDF of the grams);
+    `beta` of it replaces as much of the text probability."""
+
+    kind = "hybrid"
+
+    def __init__(self, k, beta, tfidf=False):
+        self.k, self.beta, self.tfidf = k, beta, tfidf
+
+    def __call__(self, train, seeds, scored):
+        model = Candidate("hybrid")
+        found = model(train, seeds, scored)
+        space = Candidate("text", nb=False) if self.tfidf else model  # rows L2-normalised either way
+        near = space._text(train, self.tfidf)
+        similar = (space._text(scored, False) @ near.T).toarray()
+        nearest = np.argpartition(-similar, self.k, axis=1)[:, :self.k]
+        prior = np.array([r["label"] for r in train], dtype=float)[nearest].mean(1)
+        return [(r, (1 - self.beta) * text + self.beta * q, rule)
+                for (r, text, rule), q in zip(found, prior, strict=True)]
+
+
+class Gate:
+    """A text weight that depends on the rule: `low` for papers whose rule value lies in
+    (`above`, 1.0] (0.89: the one-RL-term band, from the rule's threshold 0.9 to 1.0; 0: every
+    weak one, kept or not), `other` for the rest."""
+
+    def __init__(self, above, low, other):
+        self.above, self.low, self.other = above, low, other
+
+    def __call__(self, row):
+        return self.low if self.above < row["rule"] <= 1.0 else self.other
+
+
+class Gated(Candidate):
+    """The shipped hybrid, its weight chosen separately in a low band of the rule's value."""
+
+    def __init__(self, above):
+        super().__init__("hybrid")
+        self.weights = tuple(Gate(above, low, other) for low in (0.0, 0.2, 0.4, 0.6, 0.8)
+                             for other in (0.2, 0.3, 0.4, 0.5, 0.6))
+
+
+class Local:
+    """The shipped hybrid, plus a text model fitted only on the training papers the rule
+    found something in (value not 0) and the seeds; for such a scored paper, `gamma` of its
+    text probability is replaced by that model's."""
+
+    kind = "hybrid"
+
+    def __init__(self, gamma):
+        self.gamma = gamma
+
+    def __call__(self, train, seeds, scored):
+        found = Candidate("hybrid")(train, seeds, scored)
+        some = [i for i, r in enumerate(scored) if r["rule"] != 0]
+        local = Candidate("text")([r for r in train if r["rule"] != 0], seeds, [scored[i] for i in some])
+        for i, (_, p, _) in zip(some, local, strict=True):
+            r, text, rule = found[i]
+            found[i] = (r, (1 - self.gamma) * text + self.gamma * p, rule)
+        return found
+
+
 CANDIDATES = {
     "shipped": [("hybrid (shipped recipe)", Candidate("hybrid")), ("text model alone", Candidate("text"))],
     "tfidf": [("hybrid, TF-IDF with the title twice (shipped before)", Candidate("hybrid", nb=False)),
@@ -316,6 +388,13 @@ CANDIDATES = {
                                     ("borderline weight 0.1", {"borderline": 0.1}))],
     "boosted": [("boosted combiner: text (out of fold), rule, reasons", Boosted()),
                 ("boosted combiner + categories, lengths, comment", Boosted(extra=True))],
+    "knn": [(f"hybrid, {k}-nearest-neighbour prior ({space}) mixed into the text half, beta {b}",
+             Knn(k, b, tfidf=space == "TF-IDF")) for space in ("NB-scaled", "TF-IDF")
+            for k in (10, 30) for b in (0.2, 0.4)],
+    "gated": [(f"hybrid, its own weight for rule values in ({above}, 1.0]", Gated(above))
+              for above in (0.89, 0.0)],
+    "local": [(f"hybrid + a text model of the papers the rule found something in, gamma {g}", Local(g))
+              for g in (0.3, 0.5, 1.0)],
 }
 
 
@@ -347,13 +426,14 @@ def main() -> None:
     for name in args.names or CANDIDATES:
         for label, candidate in CANDIDATES[name]:
             folds = time_folds(rows, seeds, candidate)
-            weights = (0.2, 0.3, 0.4, 0.5, 0.6) if candidate.kind == "hybrid" else (1.0,)
+            weights = getattr(candidate, "weights", None) or (
+                (0.2, 0.3, 0.4, 0.5, 0.6) if candidate.kind == "hybrid" else (1.0,))
             # a combiner's probability is its own calibration: its cut may lie above 0.6
             relevance_model.THRESHOLDS = WIDE if candidate.kind == "combined" else THRESHOLDS
             pooled, made, _, per_fold = nested(folds, weights)
             scored = [x for f in folds[1:] for x in f]
             w, t = choose(scored, weights)
-            optimistic = both([w * a + (1 - w) * b >= t for _, a, b in scored], pooled)
+            optimistic = both([m >= t for m in mix(w, scored)], pooled)
             p, r, pc, rc = both(made, pooled)
             spread = [min(x, y) for x, y in per_fold]
             print(f"{label}: P {p:.3f} R {r:.3f}, non-borderline P {pc:.3f} R {rc:.3f}; "

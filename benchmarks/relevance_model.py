@@ -96,13 +96,24 @@ def both(decisions, rows):
     return a[:2] + c[:2]
 
 
+def mix(w, scored) -> list[float]:
+    """w x a + (1 - w) x b of each (row, a, b); `w` may be a function of the row (a weight
+    that depends on the rule's value: relevance_candidates.py's `gated`)."""
+    found = []
+    for row, a, b in scored:
+        weight = w(row) if callable(w) else w
+        found.append(weight * a + (1 - weight) * b)
+    return found
+
+
 def choose(scored, weights=WEIGHTS):
     """The weight and threshold with the best min(P, R) over all rows (ties: non-borderline)."""
     rows = [r for r, _, _ in scored]
     best = None
     for w in weights:
+        mixed = mix(w, scored)
         for t in THRESHOLDS:
-            p, r, pc, rc = both([w * a + (1 - w) * b >= t for _, a, b in scored], rows)
+            p, r, pc, rc = both([m >= t for m in mixed], rows)
             key = (round(min(p, r), 3), min(pc, rc))
             if best is None or key > best[0]:
                 best = (key, w, t)
@@ -116,7 +127,7 @@ def nested(folds, weights=WEIGHTS):
     rows, decisions, choices, per_fold = [], [], [], []
     for k in range(1, len(folds)):
         w, t = choose(folds[0] if k == 1 else [x for f in folds[1:k] for x in f], weights)
-        made = [w * a + (1 - w) * b >= t for _, a, b in folds[k]]
+        made = [m >= t for m in mix(w, folds[k])]
         rows += [r for r, _, _ in folds[k]]
         decisions += made
         choices.append((w, t))
