@@ -39,7 +39,11 @@ before 2026-12-02's fourth session used TF-IDF with the title twice throughout.
   0.9-1.0; or anything above 0 up to 1.0) and one for the rest, both chosen on earlier months;
 - local: beside the text model of all papers, one fitted only on the papers the rule found
   something in (its value not 0), mixed into the text half of those papers: a model of which
-  RL-naming papers are relevant, not of which papers name RL.
+  RL-naming papers are relevant, not of which papers name RL;
+- embed: a sentence embedding (all-MiniLM-L6-v2 of "title. abstract", written by
+  benchmarks/relevance_embed.py into the file RL_DIGEST_EMBEDDINGS names): a balanced logistic
+  regression on it, or a k-nearest-neighbour prior over its cosine, mixed into the text half
+  (beta 1.0: in place of it). Does a model of meaning know what the grams do not?
 
 Prints P and R on all rows and non-borderline rows, min(P, R) of each fold (the noise), and
 the optimistic figure (weight and threshold chosen on the pooled test folds themselves).
@@ -48,7 +52,10 @@ the optimistic figure (weight and threshold chosen on the pooled test folds them
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import re
+import sys
 
 import numpy as np
 import relevance_model
@@ -295,6 +302,13 @@ class Authors:
         return found
 
 
+def neighbour_prior(similar, train, k):
+    """The share of relevant papers among the `k` training papers most similar to each scored
+    one (`similar`: scored rows by training rows)."""
+    nearest = np.argpartition(-similar, k, axis=1)[:, :k]
+    return np.array([r["label"] for r in train], dtype=float)[nearest].mean(1)
+
+
 class Knn:
     """The shipped hybrid with a nearest-neighbour prior mixed into its text half: the share
     of relevant papers among the `k` training papers most similar to a scored one (cosine
@@ -311,9 +325,7 @@ class Knn:
         found = model(train, seeds, scored)
         space = Candidate("text", nb=False) if self.tfidf else model  # rows L2-normalised either way
         near = space._text(train, self.tfidf)
-        similar = (space._text(scored, False) @ near.T).toarray()
-        nearest = np.argpartition(-similar, self.k, axis=1)[:, :self.k]
-        prior = np.array([r["label"] for r in train], dtype=float)[nearest].mean(1)
+        prior = neighbour_prior((space._text(scored, False) @ near.T).toarray(), train, self.k)
         return [(r, (1 - self.beta) * text + self.beta * q, rule)
                 for (r, text, rule), q in zip(found, prior, strict=True)]
 
@@ -359,6 +371,49 @@ class Local:
         return found
 
 
+@functools.cache
+def embeddings() -> dict[str, np.ndarray]:
+    """The vectors of the file RL_DIGEST_EMBEDDINGS names, by key, read once: they are made in a
+    venv of their own (benchmarks/relevance_embed.py), so torch stays out of the project."""
+    path = os.environ.get("RL_DIGEST_EMBEDDINGS")
+    if not path:
+        sys.exit("embed: set RL_DIGEST_EMBEDDINGS to the file benchmarks/relevance_embed.py wrote")
+    found = np.load(path)
+    return dict(zip(found["keys"].tolist(), found["vectors"], strict=True))
+
+
+class Embed:
+    """The shipped hybrid with a sentence-embedding model mixed into its text half: a balanced
+    logistic regression (C `c`, borderline rows weighted 0.3) on the embeddings, or with `k` the
+    share of relevant papers among the k training papers nearest by cosine; `beta` of it
+    replaces as much of the text probability."""
+
+    kind = "hybrid"
+
+    def __init__(self, beta, c=1.0, k=None):
+        self.beta, self.c, self.k = beta, c, k
+
+    @staticmethod
+    def vectors(rows):
+        found = embeddings()
+        return np.array([found[r["id"] or "seed:" + r["title"]] for r in rows])
+
+    def __call__(self, train, seeds, scored):
+        from sklearn.linear_model import LogisticRegression
+
+        found = Candidate("hybrid")(train, seeds, scored)
+        if self.k:
+            prior = neighbour_prior(self.vectors(scored) @ self.vectors(train).T, train, self.k)
+        else:
+            rows = train + seeds
+            model = LogisticRegression(C=self.c, class_weight="balanced", solver="liblinear", random_state=0)
+            model.fit(self.vectors(rows), [r["label"] for r in rows],
+                      sample_weight=[0.3 if r.get("borderline") else 1.0 for r in rows])
+            prior = model.predict_proba(self.vectors(scored))[:, 1]
+        return [(r, (1 - self.beta) * text + self.beta * q, rule)
+                for (r, text, rule), q in zip(found, prior, strict=True)]
+
+
 CANDIDATES = {
     "shipped": [("hybrid (shipped recipe)", Candidate("hybrid")), ("text model alone", Candidate("text"))],
     "tfidf": [("hybrid, TF-IDF with the title twice (shipped before)", Candidate("hybrid", nb=False)),
@@ -395,6 +450,11 @@ CANDIDATES = {
               for above in (0.89, 0.0)],
     "local": [(f"hybrid + a text model of the papers the rule found something in, gamma {g}", Local(g))
               for g in (0.3, 0.5, 1.0)],
+    "embed": [(f"hybrid, embedding LR (C {c}) {'in place of' if b == 1.0 else 'mixed into'} the text half"
+               + ("" if b == 1.0 else f", beta {b}"), Embed(b, c=c))
+              for c in (1.0, 4.0) for b in (0.3, 0.5, 1.0)]
+             + [(f"hybrid, {k}-nearest-neighbour prior (embedding cosine) mixed into the text half, beta {b}",
+                 Embed(b, k=k)) for k in (10, 30, 50) for b in (0.2, 0.3, 0.4)],
 }
 
 
