@@ -212,6 +212,13 @@ def combiner_features(row, text: float, extra: bool) -> list[float]:
     return found
 
 
+def row_weights(rows) -> list[float]:
+    """Each row's weight in a fit, as the shipped text model weighs it (borderline rows less)."""
+    from pipeline.learn import BORDERLINE_WEIGHT
+
+    return [BORDERLINE_WEIGHT if r.get("borderline") else 1.0 for r in rows]
+
+
 def text_both_ways(train, seeds, scored, splitter):
     """The text model's probabilities of the training rows out of fold (each inner fold of
     `splitter` scored by a model of the others), so that a combiner does not learn to trust a
@@ -243,7 +250,7 @@ class Boosted:
                                                min_samples_leaf=20, l2_regularization=1.0, random_state=0)
         model.fit([combiner_features(r, p, self.extra) for r, p in zip(train, out_of_fold, strict=True)],
                   [r["label"] for r in train],
-                  sample_weight=[0.3 if r.get("borderline") else 1.0 for r in train])
+                  sample_weight=row_weights(train))
         found = model.predict_proba([combiner_features(r, p, self.extra)
                                      for r, p in zip(scored, text, strict=True)])[:, 1]
         return [(r, float(p), 0.0) for r, p in zip(scored, found, strict=True)]
@@ -271,7 +278,7 @@ class LogitStack:
         model = LogisticRegression(C=1.0, solver="liblinear", random_state=0)
         model.fit([features(p, r) for p, r in zip(out_of_fold, train, strict=True)],
                   [r["label"] for r in train],
-                  sample_weight=[0.3 if r.get("borderline") else 1.0 for r in train])
+                  sample_weight=row_weights(train))
         found = model.predict_proba([features(p, r) for p, r in zip(text, scored, strict=True)])[:, 1]
         return [(r, float(p), 0.0) for r, p in zip(scored, found, strict=True)]
 
@@ -309,6 +316,12 @@ def neighbour_prior(similar, train, k):
     return np.array([r["label"] for r in train], dtype=float)[nearest].mean(1)
 
 
+def mixed_in(found, prior, beta):
+    """The hybrid's (row, text, rule) triples with `beta` of each text probability replaced by
+    the paper's `prior`."""
+    return [(r, (1 - beta) * text + beta * q, rule) for (r, text, rule), q in zip(found, prior, strict=True)]
+
+
 class Knn:
     """The shipped hybrid with a nearest-neighbour prior mixed into its text half: the share
     of relevant papers among the `k` training papers most similar to a scored one (cosine
@@ -326,8 +339,7 @@ class Knn:
         space = Candidate("text", nb=False) if self.tfidf else model  # rows L2-normalised either way
         near = space._text(train, self.tfidf)
         prior = neighbour_prior((space._text(scored, False) @ near.T).toarray(), train, self.k)
-        return [(r, (1 - self.beta) * text + self.beta * q, rule)
-                for (r, text, rule), q in zip(found, prior, strict=True)]
+        return mixed_in(found, prior, self.beta)
 
 
 class Gate:
@@ -371,6 +383,11 @@ class Local:
         return found
 
 
+def embedding_key(row) -> str:
+    """How a row's vector is filed: a dev row by its id, a seed (no id) by its title."""
+    return row["id"] or "seed:" + row["title"]
+
+
 @functools.cache
 def embeddings() -> dict[str, np.ndarray]:
     """The vectors of the file RL_DIGEST_EMBEDDINGS names, by key, read once: they are made in a
@@ -396,7 +413,7 @@ class Embed:
     @staticmethod
     def vectors(rows):
         found = embeddings()
-        return np.array([found[r["id"] or "seed:" + r["title"]] for r in rows])
+        return np.array([found[embedding_key(r)] for r in rows])
 
     def __call__(self, train, seeds, scored):
         from sklearn.linear_model import LogisticRegression
@@ -408,10 +425,9 @@ class Embed:
             rows = train + seeds
             model = LogisticRegression(C=self.c, class_weight="balanced", solver="liblinear", random_state=0)
             model.fit(self.vectors(rows), [r["label"] for r in rows],
-                      sample_weight=[0.3 if r.get("borderline") else 1.0 for r in rows])
+                      sample_weight=row_weights(rows))
             prior = model.predict_proba(self.vectors(scored))[:, 1]
-        return [(r, (1 - self.beta) * text + self.beta * q, rule)
-                for (r, text, rule), q in zip(found, prior, strict=True)]
+        return mixed_in(found, prior, self.beta)
 
 
 CANDIDATES = {

