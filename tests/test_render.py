@@ -511,6 +511,7 @@ document.getElementById('m').addEventListener('load', function () {
   b.setAttribute('data-featured', String(d.getElementById('featured').getBoundingClientRect().top));
   b.setAttribute('data-bg', w.getComputedStyle(d.body).backgroundColor);
   b.setAttribute('data-text', w.getComputedStyle(d.querySelector('h2')).color);
+  b.setAttribute('data-overflow', String(d.documentElement.scrollWidth - d.documentElement.clientWidth));
 });
 </script>"""
     host = tmp_path / "host.html"
@@ -530,6 +531,16 @@ def test_on_a_phone_the_featured_section_starts_within_two_screens(tmp_path, cfg
     found = _measure(tmp_path, html, 375, dark=False)
     assert found["width"] == "375"
     assert 0 < float(found["featured"]) < 2 * PHONE_SCREEN, found
+
+
+def test_on_a_phone_the_comparison_table_does_not_widen_the_email(tmp_path, cfg, digest):
+    """Cells an LLM fills with slashed lists and long compounds have no break point: the
+    table must wrap them, not push the whole email past the screen."""
+    long = ("GRPO/DAPO/GSPO/Dr.GRPO/REINFORCE++", "Memory-Augmented/Test-Time-Reinforcement/Learning")
+    rows = tuple(replace(r, cells=((long[0], long[1]), (long[1], long[0]))) for r in digest.comparison)
+    html = render.digest_html(cfg, replace(digest, comparison=rows), READING)
+    found = _measure(tmp_path, html, 375, dark=False)
+    assert found["overflow"] == "0", found
 
 
 def test_dark_mode_turns_the_page_dark_and_keeps_it_readable(tmp_path, html):
