@@ -29,6 +29,7 @@ from pipeline import links
 from pipeline.config import bundled
 from pipeline.extract import checked_url
 from pipeline.models import Digest, Entry, Section
+from pipeline.text import first_sentence
 
 if TYPE_CHECKING:
     from pipeline.config import Config
@@ -321,7 +322,8 @@ def _shared(env: jinja2.Environment) -> jinja2.Environment:
         env.keep_trailing_newline, env.newline_sequence, env.undefined.__name__, env.optimized,
         sorted(env.extensions))))
     env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time,
-                       slug=slug, safe_url=safe_url, width=display_width)
+                       slug=slug, safe_url=safe_url, width=display_width,
+                       first_sentence=lambda value, limit: first_sentence(one_line(value), limit))
     env.globals.update(texts=texts, summary_lines=summary_lines, entry_links=entry_links)
     # The same helpers as filters, for the templates of the reading list's 100,000 entries:
     # Jinja sends a call through Context.call, a filter straight to the function (a fifth
@@ -405,11 +407,17 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
                     key=lambda t: -t[2])
     # The whole digest, for an email that had to leave papers out: its web page when the
     # site is served somewhere (outputs.site_url), else its Markdown copy beside this one.
+    # A relative link works between the files in outputs.dir, not in a mail client: an
+    # email links the web reading list, or nothing.
     web = f"{settings.site_url}digests/{digest.id}.html" if settings.site_url else None
-    whole = web or (f"{base}digests/{digest.id}.md" if base else f"{digest.id}.md")
+    if base:
+        reading, whole = f"{base}READING_LIST.md", web or f"{base}digests/{digest.id}.md"
+    elif personal:
+        reading, whole = f"{settings.site_url}papers/index.html" if web else None, web
+    else:
+        reading, whole = relative, web or f"{digest.id}.md"
     ctx.update(d=digest, sections=digest.sections, paper_count=paper_count(digest), top_topics=counts[:3],
-               more=len(digest.left_out), reading_list_count=reading_count,
-               reading_list_url=f"{base}READING_LIST.md" if base else relative,
+               more=len(digest.left_out), reading_list_count=reading_count, reading_list_url=reading,
                digest_url=web or (f"{base}digests/{digest.id}.html" if base else None),
                whole_url=whole)
     return ctx

@@ -78,6 +78,12 @@ def at_sentence(text: str, limit: int) -> str:
     return clip(text, limit)
 
 
+def first_sentence(text: str, limit: int) -> str:
+    """The opening sentence, clipped when longer than `limit`: a reminder that reads as one."""
+    end = next((m.start() for m in _SENTENCE_END.finditer(text) if m.start() > 0), len(text))
+    return clip(text[:end].rstrip(), limit)
+
+
 def for_terminal(text: str) -> str:
     """What may reach a terminal: no escape sequences, no bells, no NULs."""
     return _TERMINAL.sub("", _SURROGATE.sub("\ufffd", text))

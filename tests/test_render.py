@@ -17,7 +17,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from pipeline import render
+from pipeline import links, render
 from pipeline.render import display_width, md_escape, wrap
 from tests import fixtures_digest as fx
 from tests.helpers import chromium
@@ -68,7 +68,7 @@ def txt(cfg, digest):
 # Hugging Face links read from the fixture's abstract (never its javascript: ones).
 OURS = ("https://arxiv.org/abs/", "https://arxiv.org/pdf/", "https://github.com/example-lab/",
         "https://huggingface.co/example-lab/", "https://huggingface.co/datasets/example-lab/",
-        "../READING_LIST.md", "#")
+        "../READING_LIST.md")
 
 
 INTRO_START = fx.INTRO_ZH[:20]
@@ -543,6 +543,37 @@ def test_on_a_phone_the_comparison_table_does_not_widen_the_email(tmp_path, cfg,
     assert found["overflow"] == "0", found
 
 
+SERVED = "https://digest.example.org/rl-digest/"  # serve.base_url: the site and the reader links
+
+
+def _email(cfg, digest, address="bob.long.name@example.org"):
+    """The HTML part of `address`'s email when `serve.base_url` is set: tokens in every link."""
+    served = replace(cfg, serve_url=SERVED, site_url=SERVED)
+    html = render.digest_html(served, digest, READING, personal=True)
+    return links.Links(SERVED, "a-test-secret").personal(html, address)
+
+
+def test_on_a_phone_the_reader_links_do_not_widen_the_email(tmp_path, cfg, digest):
+    """An unsubscribe URL with its token has no break point: it must not be the link's text."""
+    found = _measure(tmp_path, _email(cfg, digest), 375, dark=False)
+    assert found["overflow"] == "0", found
+
+
+def test_an_email_links_only_where_a_mail_client_can_go(cfg, digest):
+    """A relative link or `#` goes nowhere from an inbox; a seed entry without a URL is text."""
+    bare = replace(digest.curated[0], url=None, title="Seed Entry Without a Link")
+    digest = replace(digest, curated=(bare, *digest.curated[1:]))
+    page = parse(_email(cfg, digest))
+    anchors = [attrs["href"] for tag, attrs in page.tags if tag == "a"]
+    assert anchors and all(h.startswith(("https://", "mailto:")) for h in anchors), anchors
+    assert f"{SERVED}papers/index.html" in anchors  # the reading list, on the web
+    assert "Seed Entry Without a Link" in "".join(page.text)
+    alone = parse(render.digest_html(cfg, digest, READING, personal=True))  # no URL configured
+    assert all(h.startswith(("https://", "mailto:")) for t, a in alone.tags if t == "a" for h in [a["href"]])
+    text = render.digest_text(cfg, digest, READING, personal=True)
+    assert "READING_LIST.md" not in text and "../" not in text and f"{READING} " in text
+
+
 def test_dark_mode_turns_the_page_dark_and_keeps_it_readable(tmp_path, html):
     light, dark = _measure(tmp_path, html, 375, dark=False), _measure(tmp_path, html, 375, dark=True)
 
@@ -553,11 +584,17 @@ def test_dark_mode_turns_the_page_dark_and_keeps_it_readable(tmp_path, html):
     assert brightness(dark["bg"]) < 150 and brightness(dark["text"]) > 600  # light on dark
 
 
-def test_after_the_first_digest_the_topic_intro_is_one_line(cfg, digest):
+def test_after_the_first_digest_the_topic_intro_is_its_first_sentence(cfg, digest):
+    """A reminder that reads as a sentence, not a stub cut inside a parenthesis."""
     later = replace(digest, first=False)
+    zh_first, zh_rest = fx.INTRO_ZH.split("。", 1)
+    en_first, en_rest = fx.INTRO_EN.split(". ", 1)
+    english = replace(cfg, languages=("en",))
     for make in (render.digest_markdown, render.digest_text, render.digest_html):
         first, after = make(cfg, digest, READING), make(cfg, later, READING)
         assert fx.INTRO_ZH in first.replace("\n", "") or fx.INTRO_ZH[:30] in first
         assert fx.INTRO_EN[:60] in " ".join(first.split())
-        assert fx.INTRO_ZH[:20] in after and fx.INTRO_ZH[40:60] not in after.replace("\n", "")
-        assert fx.INTRO_EN[:30] not in " ".join(after.split())
+        assert zh_first + "。" in after.replace("\n", "")
+        assert zh_rest[:10] not in after.replace("\n", "") and en_first[:30] not in " ".join(after.split())
+        shown = " ".join(make(english, later, READING).split())
+        assert en_first + "." in shown and en_rest[:20] not in shown

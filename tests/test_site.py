@@ -58,6 +58,16 @@ def test_a_second_build_of_the_same_digests_rewrites_nothing(tmp_path):
         "index.html", "feed.xml", "digests/2026-12-07.html"}  # the older weeks' pages stay
 
 
+def test_a_seed_entry_without_a_url_is_a_title_not_a_link_to_nowhere(tmp_path):
+    digest = fx.digest()
+    bare = replace(digest.curated[0], url=None, title="Seed Entry Without a Link")
+    site.build(fx.config(), tmp_path, [replace(digest, curated=(bare, *digest.curated[1:]))],
+               "2026-11-30T08:00:00+08:00")
+    page = HTMLParser((tmp_path / "digests" / f"{digest.id}.html").read_text("utf-8"))
+    assert "Seed Entry Without a Link" in page.body.text()
+    assert [a.attributes["href"] for a in page.css("a") if a.attributes.get("href") == "#"] == []
+
+
 def two_weeks(tmp_path: Path, cli, title: str | None = None, **extra) -> Path:
     """Two weekly runs through the real CLI with the LLM stand-in; out/site/. Week two has
     two featured papers, one full entry and two one-line entries."""
