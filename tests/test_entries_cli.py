@@ -54,6 +54,26 @@ def test_a_revision_and_a_new_venue_are_listed_once_under_updates(tmp_path, cli,
     assert not week3.exists() or "更新 · Updates" not in week3.read_text(encoding="utf-8")
 
 
+def test_a_paper_first_listed_in_one_line_gets_its_updates_too(tmp_path, cli):
+    """Most of a busy week is one-line entries: their news is as much news."""
+    week1 = [rl_paper(i, DAY) for i in range(1, 7)]
+    later = DAY + timedelta(days=7)
+    with ArxivServer(week1) as arxiv:
+        config = full_config(tmp_path, arxiv, digest={"max_papers": 1, "featured": 1})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        first = outputs(tmp_path, "2026-11-02")["md"]
+        arxiv.papers = [replace(p, version=2, updated=later, announce_type="replace") for p in week1]
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+    one_line = [p for p in week1 if f"- [{p.title}](" in first]
+    assert len(one_line) >= 3, first  # most of the week was listed in one line
+    md = outputs(tmp_path, "2026-11-09")["md"]
+    assert f"更新 Updates: {len(week1)}" in md.split("\n\n", 2)[1]  # the header counts them
+    updates = md.split("## 更新 · Updates", 1)[1].split("\n## ", 1)[0]
+    for paper in week1:
+        assert paper.title in updates and updates.count(paper.title) == 1, paper.title
+    assert updates.count("v1 → v2") == len(week1)
+
+
 def test_english_only_has_no_chinese_anywhere_seeds_included(tmp_path, cli):
     paper = replace(rl_paper(1, DAY), title="GRPO-$\\lambda$ for reasoning with reinforcement learning")
     week = [paper, *(rl_paper(i, DAY) for i in range(2, 5))]  # enough for highlights and a pair

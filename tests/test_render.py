@@ -425,6 +425,14 @@ def test_wrap_breaks_english_at_spaces_and_keeps_urls():
     assert wrap("two\nlines") == "two lines"
 
 
+def test_wrap_keeps_a_count_with_its_label():
+    line = "新论文 New: 7 · 修订 Revised: 3 · 更新 Updates: 1 · 精选收录 Curated: 2 · 精选 Featured: 12"
+    for width in range(20, 80):
+        for row in wrap(line, width=width).splitlines():
+            assert not row.split()[0].isdigit(), (width, row)
+    assert " ".join(wrap(line, width=30).split()) == line
+
+
 # --- templates: strictness and overrides --------------------------------------------------
 
 def test_strict_undefined_catches_a_missing_variable(tmp_path, digest):
