@@ -582,6 +582,17 @@ def test_an_email_links_only_where_a_mail_client_can_go(cfg, digest):
     assert "READING_LIST.md" not in text and "../" not in text and f"{READING} " in text
 
 
+def test_the_text_email_puts_each_vote_link_on_a_line_of_its_own(cfg, digest):
+    served = replace(cfg, serve_url=SERVED, site_url=SERVED)
+    text = links.Links(SERVED, "a-test-secret").personal(
+        render.digest_text(served, digest, READING, personal=True), "bob@example.org")
+    votes = [line for line in text.splitlines() if "/f/" in line]
+    listed = [e for s in digest.sections for e in (*s.entries, *s.brief)] + list(digest.featured)
+    assert len(votes) == 2 * len({e.key for e in listed if e.url})
+    assert all(re.fullmatch(r" *(👍|👎) https://\S+/f/\S+", line) for line in votes), votes
+    assert not [line for line in text.splitlines() if line.strip() in ("👍", "👎", "·")]
+
+
 def test_dark_mode_turns_the_page_dark_and_keeps_it_readable(tmp_path, html):
     light, dark = _measure(tmp_path, html, 375, dark=False), _measure(tmp_path, html, 375, dark=True)
 
