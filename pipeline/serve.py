@@ -22,7 +22,9 @@ from starlette.staticfiles import StaticFiles
 
 from pipeline import readers, render
 from pipeline.config import Config
-from pipeline.links import Claim, Links
+from pipeline.extract import readable
+from pipeline.links import WEB, Claim, Links
+from pipeline.models import seed_key
 from pipeline.store import Store
 
 _WRITE = threading.Lock()
@@ -33,9 +35,23 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
     page = render.html_env(settings.templates).get_template("serve/page.html.j2")
     known = render.common(settings)
 
-    def answer(name: str, status: int = 200, **more: object) -> HTMLResponse:
-        context = {**known, "page": name, "action": None, "other": None, "verdict": None, **more}
+    home = "/" if (Path(config.outputs.dir) / "site").is_dir() else None
+
+    def answer(name: str, status: int = 200, *, address: str | None = None, **more: object) -> HTMLResponse:
+        """A small page in the reader's own languages, naming who and what it is about."""
+        context = {**known, "page": name, "action": None, "other": None, "verdict": None,
+                   "paper": None, "address": address, "home": home, **more}
+        if address:
+            context["languages"] = next((list(r.languages) for r in config.readers()
+                                         if r.address == address and r.languages), known["languages"])
         return HTMLResponse(page.render(**context), status_code=status)
+
+    def title_of(key: str) -> str | None:
+        """The paper a verdict is about, by name: a stored paper, or a seed entry."""
+        if key.startswith("arxiv:"):
+            found = store.papers([key.removeprefix("arxiv:")])
+            return readable(found[0].title) if found else None
+        return next((readable(s.title) for s in store.seeds() if seed_key(s.title) == key), None)
 
     def reader_of(token: str, actions: tuple[str, ...]) -> tuple[str, Claim] | None:
         """The reader's address and what the token says, when it checks out."""
@@ -54,24 +70,29 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
             return answer("refused", 403)
         address, _ = found
         if request.method == "GET":
-            return answer(f"confirm_{action}", action=str(request.url))
+            return answer(f"confirm_{action}", address=address, action=str(request.url))
         with _WRITE:
             store.set_reader_status(address, readers.UNSUBSCRIBED if action == "unsubscribe"
                                     else readers.ACTIVE)
         if action == "unsubscribe":
-            return answer("unsubscribed", other=links.url("resubscribe", address))
-        return answer("resubscribed")
+            return answer("unsubscribed", address=address, other=links.url("resubscribe", address))
+        return answer("resubscribed", address=address)
 
     def feedback(request: Request) -> HTMLResponse:
         found = reader_of(request.path_params["token"], tuple(readers.VERDICTS))
         if found is None or not found[1].paper:
             return answer("refused", 403)
         address, claim = found
+        shown = {"verdict": claim.action, "paper": title_of(claim.paper),
+                 "address": None if address == WEB else address}
         if request.method == "GET":
-            return answer("confirm_feedback", action=str(request.url), verdict=claim.action)
+            return answer("confirm_feedback", action=str(request.url), **shown)
         with _WRITE:
             readers.record_verdict(store, address, claim.paper, claim.action)
-        return answer("thanks", verdict=claim.action)
+        return answer("thanks", **shown)
+
+    async def not_found(request: Request, exc: Exception) -> HTMLResponse:
+        return answer("not_found", 404)
 
     routes: list[BaseRoute] = [Route("/u/{token}", subscription, methods=["GET", "POST"]),
               Route("/r/{token}", subscription, methods=["GET", "POST"]),
@@ -79,7 +100,7 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
     site = Path(config.outputs.dir) / "site"
     if site.is_dir():
         routes.append(Mount("/", StaticFiles(directory=site, html=True)))
-    return Starlette(routes=routes)
+    return Starlette(routes=routes, exception_handlers={404: not_found})
 
 
 def run(config: Config, store: Store, links: Links, host: str, port: int) -> None:

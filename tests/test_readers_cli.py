@@ -75,7 +75,7 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
         tmp_path, cli):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    people = ["ada@example.org", "Alan Turing <alan@example.org>"]
+    people = ["ada@example.org", {"address": "alan@example.org", "name": "Alan Turing", "languages": ["en"]}]
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
         config = config_with(tmp_path, arxiv, smtp.port, recipients=people,
                              serve={"base_url": base + "/"})
@@ -103,6 +103,7 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
             web_vote = re.search(r'href="(http://[^"]+/f/[^"]+)"[^>]*>👍', page).group(1)
             served = get(base + "/digests/" + page_name(tmp_path))
             web_thanks = get(web_vote, b"")
+            missing = get(base + "/digests/1999-01-01.html")
         finally:
             server.terminate()
             server.wait(timeout=10)
@@ -128,6 +129,11 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
     assert asked[0] == 200 and f'<form method="post" action="{feedback.group(1)}"' in asked[1]
     assert "readers:" not in after_get  # a GET (a mail scanner's prefetch) records nothing
     assert thanks[0] == 200 and "👎" in thanks[1] and "<form" not in thanks[1]
+    title = rl_paper(1, DAY).title
+    assert title in asked[1] and title in thanks[1] and 'href="/"' in thanks[1]  # what, and a way on
+    # Alan reads English: his pages are in English and say whose address it is.
+    assert 'lang="en"' in confirm[1] and not CJK.search(confirm[1]) and "alan@example.org" in confirm[1]
+    assert missing[0] == 404 and 'href="/"' in missing[1]
     assert "readers: alan@example.org 👎 web 👍" in shown  # the web edition's visitors: one reader
     assert web_thanks[0] == 200 and "👍" in web_thanks[1]
     assert served[0] == 200 and web_vote in served[1]  # serve hands out the site with its votes
