@@ -119,6 +119,7 @@ def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_pat
 
     assert results("") == []  # nothing asked, nothing listed
     assert results("?q=variant+2") == ["2611.00002"]
+    assert results("?q=L%C3%B6velace+variant+2") == results("?q=LOVELACE+variant+2") == ["2611.00002"]
     agents = results("?q=web+agents")
     assert agents and set(agents) == {"2611.00005", "2611.00007"}
     data = index_data(folder)

@@ -2,7 +2,8 @@
    (search-index.js: the topics' pages; search-index-<year>.js: papers as [anchor, title,
    Chinese title, summary, authors, topic, year]; a paper's page is its topic's page).
    Every word typed must appear in a paper's title, Chinese title, summaries or authors;
-   the topic and year filters narrow further. No framework, nothing fetched. */
+   the topic and year filters narrow further; case and accents do not matter ("ropke" finds
+   Röpke, as relevance.follow_authors does). No framework, nothing fetched. */
 (function () {
   "use strict";
   var LIMIT = 200;
@@ -11,12 +12,18 @@
       year = document.getElementById("year"), list = document.getElementById("results"),
       found = document.getElementById("found");
   if (!q || !list) return;
+  /* Letters NFKD leaves whole; the same table as pipeline/learn.py's author_name. */
+  var BARE = {"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ı": "i", "ß": "ss", "æ": "ae", "œ": "oe", "þ": "th"};
+  function fold(text) {
+    return text.toLowerCase().normalize("NFKD").replace(/[\u0300-\u036f]/g, "")
+      .replace(/[øłđðıßæœþ]/g, function (c) { return BARE[c]; });
+  }
   var haystacks = data.papers.map(function (p) {
-    return (p[1] + "\n" + p[2] + "\n" + p[3] + "\n" + p[4]).toLowerCase();
+    return fold(p[1] + "\n" + p[2] + "\n" + p[3] + "\n" + p[4]);
   });
 
   function show() {
-    var words = q.value.toLowerCase().split(/\s+/).filter(Boolean);
+    var words = fold(q.value).split(/\s+/).filter(Boolean);
     var t = topic.value, y = year.value;
     list.textContent = "";
     if (!words.length && !t && !y) { found.textContent = ""; return; }
