@@ -4,6 +4,7 @@ each digest untrimmed in both languages, an index by month, the digests' Atom fe
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import urllib.error
@@ -242,7 +243,7 @@ def test_the_language_switch_hides_the_other_language_and_survives_a_reload(tmp_
       step += 1;
       if (step === 1) {  // choose English, then reload the page
         d.querySelector('[data-choose=en]').click();
-        seen.push({zh: shown(zh), en: shown(en)});
+        seen.push({zh: shown(zh), en: shown(en), text: d.body.innerText});
         w.location.reload();
       } else {  // after the reload: back to Chinese
         d.querySelector('[data-choose=zh]').click();
@@ -251,7 +252,12 @@ def test_the_language_switch_hides_the_other_language_and_survives_a_reload(tmp_
       }""")
     first, clicked, reloaded, chinese = found
     assert first == {"zh": True, "en": True, "langs": True, "pressed": "both"}
+    english = clicked.pop("text")
     assert clicked == {"zh": False, "en": True}
+    # Chosen English, the page reads in English: tags, counts, curated marks, topic names
+    # and the trends too; only the switch keeps its own 中文 button.
+    chinese_left = re.findall(r"[^\n]{0,20}[\u3000-\u9fff\uff00-\uffef]+[^\n]{0,20}", english)
+    assert [run for run in chinese_left if run.strip() not in ("中文", "中英 Both")] == []
     assert reloaded == {"zh": False, "en": True, "langs": True, "pressed": "en"}  # remembered
     assert chinese == {"zh": True, "en": False}
 
