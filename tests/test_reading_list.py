@@ -59,6 +59,17 @@ def test_golden_reading_list_index_and_month(tmp_path):
     golden("reading_list_month.md", read(tmp_path / "reading-list" / "2026-11.md"))
 
 
+def test_the_months_add_up_to_the_total_with_the_undated_seeds_in_a_row_of_their_own(tmp_path):
+    undated = [Entry(key=f"seed:undated{k}", title=f"Undated seed {k}", topic="algorithms", curated=True,
+                     summary_zh="人工挑选。") for k in range(3)]
+    text = read(write(tmp_path, [*many(5), *undated])["READING_LIST.md"])
+    total = int(re.search(r"(\d+) 篇 papers", text).group(1))
+    months = text.split('<a id="by-month"></a>', 1)[1]
+    rows = [row for row in table_rows(months)[1:]]
+    assert sum(int(row.rsplit("|", 2)[1]) for row in rows) == total == 8
+    assert rows[-1] == "| 无日期 undated | 3 |"
+
+
 def test_every_file_parses_as_tables_that_keep_their_columns_and_only_our_links(tmp_path):
     cmarkgfm = pytest.importorskip("cmarkgfm")
     from cmarkgfm.cmark import Options
