@@ -24,7 +24,10 @@ _COMMAND = re.compile(rf"\{{(?:{_ACCENT}|{_WORD}(?:\{{[^{{}}$]*\}})?)\}}"
                       rf"|{_ACCENT}|{_WORD}(?:\{{[^{{}}$]*\}})*|\\[&%_#]")
 _SUP = str.maketrans("0123456789+-=()n", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿ")
 _SUB = str.maketrans("0123456789+-=()", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎")
-_SCRIPT = re.compile(r"([\^_])([0-9]{1,3}(?![0-9])|[+\-n](?![A-Za-z0-9]))")
+_SCRIPT = re.compile(r"([\^_])([0-9]{1,3}(?![0-9])|[+\-n*](?![A-Za-z0-9]))")  # π^* -> π*
+# TeX's dashes as titles use them: "X --- Y" and "X -- A Survey" (ten dev titles); never
+# the ends of an HTML comment, which stays text.
+_DASHES = re.compile(r"(?<![-!])---(?![->])|(?<=\s)--(?=\s)")
 
 
 @lru_cache(maxsize=1)
@@ -42,13 +45,15 @@ def _tex_piece(source: str) -> str:  # the same $\pi$ and \textsc{} recur from p
 
 def readable(text: str | None) -> str | None:
     """`GRPO-$\\lambda$` -> `GRPO-λ`, `AM$^3$Safety` -> `AM³Safety`, `\\textsc{X}` -> `X`,
-    `R\\"opke` -> `Röpke`.
+    `R\\"opke` -> `Röpke`, `X -- A Survey` -> `X – A Survey`.
 
     Only `$...$` spans and backslash commands are converted, so `%`, `&` and a lone
     `$` in plain prose stay what they are. Escaping for a format happens later.
     """
-    if not text or ("$" not in text and "\\" not in text):
+    if not text or ("$" not in text and "\\" not in text and "--" not in text):
         return text
+    if "--" in text:
+        text = _DASHES.sub(lambda m: "—" if m.group(0) == "---" else "–", text)
     text = _MATH.sub(lambda m: _tex_piece(m.group(1)), text)
     return _COMMAND.sub(lambda m: _tex_piece(m.group(0)), text)
 

@@ -102,6 +102,10 @@ def test_venue(comment, journal_ref, expected):
     # plain prose keeps its % & ~ and a lone or spaced-out $
     ("50% of a & b ~ c costs 5$ or 6$", "50% of a & b ~ c costs 5$ or 6$"),
     ("<script>x</script>", "<script>x</script>"),  # escaping is the renderer's job
+    # TeX's dashes (2603.17187), a starred policy; an HTML comment and a flag stay as sent
+    ("MetaClaw: Just Talk -- An Agent That Meta-Learns", "MetaClaw: Just Talk – An Agent That Meta-Learns"),
+    ("Naive Bayes --- a survey", "Naive Bayes — a survey"), ("the optimal $\\pi^*$", "the optimal π*"),
+    ("<!-- x --> and --help", "<!-- x --> and --help"), ("a--b and a---b", "a--b and a—b"),
 ])
 def test_readable_tex(raw, shown):
     assert readable(raw) == shown
