@@ -70,6 +70,12 @@ def test_the_months_add_up_to_the_total_with_the_undated_seeds_in_a_row_of_their
     assert rows[-1] == "| 无日期 undated | 3 |"
 
 
+def test_an_english_summary_standing_in_for_the_chinese_one_is_marked_pending(tmp_path):
+    waiting = replace(many(2)[1], summary_zh=None, summary_en="Summary in English for now.")
+    text = read(write(tmp_path, [many(1)[0], waiting])["READING_LIST.md"])
+    assert "| ⏳ Summary in English for now. |" in text and "| 第 0 篇论文的摘要。 |" in text
+
+
 def test_every_file_parses_as_tables_that_keep_their_columns_and_only_our_links(tmp_path):
     cmarkgfm = pytest.importorskip("cmarkgfm")
     from cmarkgfm.cmark import Options
