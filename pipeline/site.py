@@ -66,9 +66,11 @@ def build(settings: render.Settings, folder: Path, digests: Sequence[Digest], up
     newest = sorted(digests, key=lambda d: d.id, reverse=True)
     common = {**render.common(settings), "feedback": feedback}
     pages: dict[str, str] = {}
-    for digest in newest:
+    for n, digest in enumerate(newest):  # each page links the weeks before and after it
         pages[digest_href(digest.id)] = jinja.get_template("site/digest.html.j2").render(
-            d=digest, root="../", paper_count=render.paper_count(digest), **common)
+            d=digest, root="../", paper_count=render.paper_count(digest),
+            newer=newest[n - 1].id if n else None,
+            older=newest[n + 1].id if n + 1 < len(newest) else None, **common)
     months = [(month, list(group)) for month, group in groupby(newest, key=lambda d: d.id[:7])]
     pages["index.html"] = jinja.get_template("site/index.html.j2").render(
         latest=newest[0] if newest else None, months=months, root="",

@@ -56,7 +56,15 @@ def test_a_second_build_of_the_same_digests_rewrites_nothing(tmp_path):
     later = digests + [replace(fx.many(3), id="2026-12-07")]
     changed = site.build(fx.config(), tmp_path, later, "2026-12-07T08:00:00+08:00")
     assert {p.relative_to(tmp_path).as_posix() for p in changed} == {
-        "index.html", "feed.xml", "digests/2026-12-07.html"}  # the older weeks' pages stay
+        "index.html", "feed.xml", "digests/2026-12-07.html",
+        "digests/2026-11-30.html"}  # which now links the new week; the older weeks' pages stay
+    pages = {d: HTMLParser((tmp_path / "digests" / f"{d}.html").read_text("utf-8"))
+             for d in ("2026-11-23", "2026-11-30", "2026-12-07")}
+    pager = {d: {a.attributes["rel"]: a.attributes["href"] for a in page.css("nav.pager a")}
+             for d, page in pages.items()}
+    assert pager == {"2026-11-23": {"next": "2026-11-30.html"},
+                     "2026-11-30": {"prev": "2026-11-23.html", "next": "2026-12-07.html"},
+                     "2026-12-07": {"prev": "2026-11-30.html"}}
 
 
 def test_a_seed_entry_without_a_url_is_a_title_not_a_link_to_nowhere(tmp_path):
