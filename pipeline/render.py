@@ -411,6 +411,8 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
     # A relative link works between the files in outputs.dir, not in a mail client: an
     # email links the web reading list, or nothing.
     web = f"{settings.site_url}digests/{digest.id}.html" if settings.site_url else None
+    reading: str | None
+    whole: str | None
     if base:
         reading, whole = f"{base}READING_LIST.md", web or f"{base}digests/{digest.id}.md"
     elif personal:

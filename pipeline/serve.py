@@ -83,13 +83,13 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         if found is None or not found[1].paper:
             return answer("refused", 403)
         address, claim = found
-        shown = {"verdict": claim.action, "paper": title_of(claim.paper),
-                 "address": None if address == WEB else address}
+        paper, reader = title_of(claim.paper), None if address == WEB else address
         if request.method == "GET":
-            return answer("confirm_feedback", action=str(request.url), **shown)
+            return answer("confirm_feedback", address=reader, action=str(request.url),
+                          verdict=claim.action, paper=paper)
         with _WRITE:
             readers.record_verdict(store, address, claim.paper, claim.action)
-        return answer("thanks", **shown)
+        return answer("thanks", address=reader, verdict=claim.action, paper=paper)
 
     async def not_found(request: Request, exc: Exception) -> HTMLResponse:
         return answer("not_found", 404)

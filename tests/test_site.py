@@ -3,9 +3,10 @@ each digest untrimmed in both languages, an index by month, the digests' Atom fe
 
 from __future__ import annotations
 
+import itertools
 import json
-import re
 import os
+import re
 import shutil
 import urllib.error
 import urllib.request
@@ -98,7 +99,7 @@ def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
     assert broken_links(folder) == []
     for name, page in pages.items():  # headings go down one level at a time (screen readers)
         levels = [int(h.tag[1]) for h in page.css("h1, h2, h3, h4, h5, h6")]
-        assert levels[0] == 1 and all(b <= a + 1 for a, b in zip(levels, levels[1:])), (name, levels)
+        assert levels[0] == 1 and all(b <= a + 1 for a, b in itertools.pairwise(levels)), (name, levels)
     chart = pages["index.html"].css_first("#trends svg.trends")  # week 2 has a week before it
     assert chart is not None and len(chart.css("rect title")) == 2  # one bar a week, one topic
     assert "3, 5" in chart.css_first("desc").text()

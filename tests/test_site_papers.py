@@ -5,6 +5,7 @@ weeks, and in headless Chromium: a query narrows the list, so does the topic fil
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -118,6 +119,9 @@ def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_pat
         return re.findall(r'href="\.\./papers/topic/[^"]*#p-arxiv-(2611\.\d+)"', listed.group(1) if listed else "")
 
     assert results("") == []  # nothing asked, nothing listed
+    done = chromium(tmp_path, "--virtual-time-budget=3000", "--dump-dom", page + "?q=variant+2")
+    summary = next(p[3] for p in index_data(folder)["papers"] if p[0] == "p-arxiv-2611.00002")
+    assert summary and f'<div class="snippet">{html.escape(summary, quote=False)}</div>' in done.stdout  # why it matched
     assert results("?q=variant+2") == ["2611.00002"]
     assert results("?q=L%C3%B6velace+variant+2") == results("?q=LOVELACE+variant+2") == ["2611.00002"]
     agents = results("?q=web+agents")

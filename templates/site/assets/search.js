@@ -39,6 +39,7 @@
       a.textContent = p[1];
       li.appendChild(a);
       if (p[2]) { var zh = document.createElement("span"); zh.lang = "zh-CN"; zh.setAttribute("data-l", "zh"); zh.textContent = " · " + p[2]; li.appendChild(zh); }
+      if (p[3]) { var line = document.createElement("div"); line.className = "snippet"; line.textContent = p[3]; li.appendChild(line); }
       var meta = document.createElement("div");
       meta.className = "meta";
       meta.textContent = [p[6], p[4]].filter(Boolean).join(" · ");
