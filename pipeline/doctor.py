@@ -123,7 +123,7 @@ def check_database(config: Config) -> Iterable[Check]:
         return
     url = mask_url(config.storage.url)
     try:
-        db = Store.open(config.storage.url, config.storage.busy_timeout_seconds)
+        db = Store.open(config.database_url(), config.storage.busy_timeout_seconds)
         try:
             version = db.version()
         finally:

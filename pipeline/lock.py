@@ -62,9 +62,10 @@ def is_held(config: Config, db: store.Store) -> bool:
     """Whether a live process holds the run lock, found without taking it (taking it, even
     for a moment, could turn a run that starts then away with exit 75): the server's list
     of advisory locks, or the pid the holder wrote beside the lock file."""
-    if db.engine.dialect.name == "postgresql":
+    if db.engine.dialect.name == "postgresql":  # this database's lock, not another install's
         held_now = sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
-                           "AND classid = 0 AND objid = :key AND objsubid = 1")
+                           "AND classid = 0 AND objid = :key AND objsubid = 1 AND database = "
+                           "(SELECT oid FROM pg_database WHERE datname = current_database())")
         with db.engine.connect() as conn:
             return bool(conn.execute(held_now, {"key": RUN_LOCK}).scalar())
     try:

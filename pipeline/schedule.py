@@ -47,7 +47,8 @@ from pipeline.store import Store
 
 log = logging.getLogger(__name__)
 
-RETRY_SECONDS = 300  # a publish that found the lock held looks again this much later
+RETRY_SECONDS = 300  # a publish that found the lock held (or failed) looks again this much later
+FAILED_RETRY_MAX = 3600  # the longest wait between publishes that keep failing
 CATCH_UP = "catch-up"
 HEARTBEAT = "heartbeat"
 OUTBOX = "outbox"
@@ -102,8 +103,8 @@ def beat(config: Config, scheduler: BlockingScheduler | None, stopped: bool = Fa
         "pid": os.getpid(), "host": socket.gethostname(),
         "wake": datetime.now(UTC).isoformat(timespec="seconds"),
         "interval_seconds": config.schedule.heartbeat_seconds,
-        "next": {job.id: job.next_run_time.isoformat() for job in jobs
-                 if job.id != HEARTBEAT and job.next_run_time is not None},
+        "next": {job.id: job.next_run_time.isoformat() for job in jobs  # a stopped scheduler's
+                 if job.id != HEARTBEAT and getattr(job, "next_run_time", None) is not None},  # have none
         "running": RUNNING.names(), "stopped": stopped,
     }
     try:
@@ -137,9 +138,11 @@ RUNNING = _Running()
 
 def guarded(config: Config, name: str, work: Callable[[], object],
             due: Callable[[], bool] | None = None,
-            on_locked: Callable[[], None] | None = None) -> Callable[[], None]:
+            on_locked: Callable[[], None] | None = None,
+            on_failed: Callable[[], None] | None = None) -> Callable[[], None]:
     """A job body: takes the run lock (skips the fire if it is held), asks `due` inside the
-    lock whether there is still work (another process may have done it), logs failures."""
+    lock whether there is still work (another process may have done it), logs failures
+    (then `on_failed`: a publish tries again soon rather than at next week's fire)."""
 
     def job() -> None:
         if STOP.is_set():
@@ -159,9 +162,13 @@ def guarded(config: Config, name: str, work: Callable[[], object],
             log.info("%s: stopped between steps; the next fire picks up from here", name)
         except DigestError as exc:
             log.error("%s failed: %s", name, exc)
+            if on_failed is not None and not STOP.is_set():
+                on_failed()
         except Exception as exc:  # keep the scheduler alive; the traceback with -v
             log.error("%s failed: %s: %s", name, type(exc).__name__, exc,
                       exc_info=log.isEnabledFor(logging.DEBUG))
+            if on_failed is not None and not STOP.is_set():
+                on_failed()
         finally:
             RUNNING.remove(name)
 
@@ -219,8 +226,18 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Callab
 
     outbox_body = guarded(config, "outbox", then_plan(outbox_job or (lambda: None), RETRY_SECONDS),
                           on_locked=lambda: plan_outbox(RETRY_SECONDS))
-    publish_body = guarded(config, "publish", then_plan(publish_job, 0), due=is_due,
-                           on_locked=lambda: catch_up(RETRY_SECONDS))
+    failures = [0]  # publishes failed in a row: each waits twice as long, up to an hour
+
+    def publish_work() -> None:
+        publish_job()
+        failures[0] = 0
+
+    def retry_after_failure() -> None:
+        failures[0] += 1
+        catch_up(min(RETRY_SECONDS * 2 ** (failures[0] - 1), FAILED_RETRY_MAX))
+
+    publish_body = guarded(config, "publish", then_plan(publish_work, 0), due=is_due,
+                           on_locked=lambda: catch_up(RETRY_SECONDS), on_failed=retry_after_failure)
     scheduler.add_job(guarded(config, "collect", collect_job), trigger(config, "collect"),
                       id="collect", name="collect", **defaults)
     scheduler.add_job(publish_body, trigger(config, "publish"), id="publish", name="publish",

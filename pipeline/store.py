@@ -718,7 +718,11 @@ def connect(url: str, busy_timeout: float = 30, **engine_options: Any) -> Engine
         _private(path)
     options: dict[str, Any] = (
         {"connect_args": {"timeout": busy_timeout}} if kind == "sqlite" else
-        {"connect_args": {"connect_timeout": max(1, int(busy_timeout))}, "pool_pre_ping": True})
+        # PostgreSQL: a lock held by another session is waited for as long as SQLite's busy
+        # timeout, then fails (exit 75) rather than hanging a cron run.
+        {"connect_args": {"connect_timeout": max(1, int(busy_timeout)),
+                          "options": f"-c lock_timeout={max(1, int(busy_timeout * 1000))}"},
+         "pool_pre_ping": True})
     try:
         engine = sa.create_engine(parsed, json_serializer=_json_dumps, **options, **engine_options)
     except ImportError as exc:
@@ -793,12 +797,17 @@ def _one_line_errors(place: str, busy_timeout: float) -> Any:
     read-only disk, a server that is down) as one line naming the file or URL, not a
     traceback. A constraint or programming error is a bug and stays as it is."""
     def handle(context: Any) -> None:
+        if context.is_pre_ping:  # a connection the server ended (a restart): the pool opens a new one
+            return
         if not isinstance(context.sqlalchemy_exception, sa.exc.OperationalError | sa.exc.DatabaseError) \
                 or isinstance(context.sqlalchemy_exception, sa.exc.IntegrityError | sa.exc.ProgrammingError
                               | sa.exc.InterfaceError | sa.exc.NotSupportedError):
             return
         words = one_line(context.original_exception)
         if context.dialect is not None and context.dialect.name == "postgresql":
+            if "lock timeout" in words:
+                raise LockedError(f"{place}: a table is locked by another session "
+                                  f"(waited {busy_timeout:g} s)") from None
             raise DigestError(f"{place}: {words}", "is the server up, and storage.url right?") from None
         if "locked" in words or "busy" in words:
             raise LockedError(f"{place}: the database is locked by another process "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 from datetime import UTC, datetime, timedelta
@@ -13,7 +14,7 @@ from apscheduler.executors.base import run_job
 
 from pipeline import lock, schedule
 from pipeline.config import crontab, load
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, DigestError
 from pipeline.stopping import STOP, Stopped
 from pipeline.store import Store
 from tests.helpers import ROOT, write_config
@@ -183,6 +184,47 @@ def test_a_publish_that_finds_the_lock_held_skips_and_tries_again_later(tmp_path
     assert retry.trigger.run_date - before >= timedelta(seconds=schedule.RETRY_SECONDS - 1)
     retry.func()  # five minutes later, the lock is free and the publish still due
     assert calls == ["publish"]
+
+
+def test_a_failed_publish_tries_again_soon_and_backs_off_until_it_succeeds(tmp_path, caplog):
+    """arXiv down at Monday 08:00 must not cost the readers their week's digest."""
+    caplog.set_level(logging.INFO, logger="pipeline")
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    calls: list[str] = []
+    outage = [2]
+
+    def publish():
+        if outage[0]:
+            outage[0] -= 1
+            raise DigestError("https://export.arxiv.org/api/query: HTTP 503")
+        recorder(store, calls)()
+
+    scheduler = schedule.build(config, lambda: None, publish, store)
+
+    def retry():  # not started, the scheduler keeps each planned job: the newest is the plan
+        return [j for j in scheduler.get_jobs() if j.id == "catch-up"][-1]
+
+    waits = []
+    for fire in (scheduler.get_job("publish"), None):
+        before = datetime.now(config.zone)
+        (fire or retry()).func()
+        waits.append(retry().trigger.run_date - before)
+    assert "publish failed: https://export.arxiv.org/api/query: HTTP 503" in caplog.text
+    assert timedelta(seconds=schedule.RETRY_SECONDS - 1) <= waits[0] < waits[1]  # backing off
+    retry().func()  # arXiv is back
+    assert calls == ["publish"]
+    assert not schedule.publish_due(config, store, datetime.now(config.zone))
+
+
+def test_a_heartbeat_after_the_scheduler_stopped_writes_without_a_traceback(tmp_path):
+    """A job that ends after SIGTERM shut the scheduler down still beats: its jobs then have
+    no next fire (APScheduler's pending jobs have no next_run_time at all)."""
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    scheduler = schedule.build(config, lambda: None, lambda: None, store)  # not running
+    schedule.beat(config, scheduler)
+    assert json.loads(schedule.heartbeat_path(config).read_text(encoding="utf-8"))["next"] == {}
 
 
 def test_a_job_does_not_start_once_stop_was_asked(tmp_path, stop_flag):

@@ -254,6 +254,42 @@ def test_watermark_only_moves_with_successful_runs(db_url):
     assert store.watermark() == a
 
 
+def test_after_the_server_ended_our_connections_the_next_query_reconnects(db_url):
+    """A PostgreSQL restart ends every open connection; `rl-digest schedule` lives for months
+    and must open new ones, not fail its next publish."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("a server's connections: PostgreSQL only")
+    store = Store.open(db_url)
+    store.set_state("k", 1)  # a connection now waits in the pool
+    admin = sa.create_engine(db_url, poolclass=sa.NullPool)
+    with admin.connect() as conn:
+        ended = conn.execute(sa.text(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()")).scalar()
+    admin.dispose()
+    assert ended >= 1
+    assert store.get_state("k") == 1
+    store.close()
+
+
+def test_a_table_locked_elsewhere_is_waited_for_then_one_clear_error(db_url):
+    """A query never hangs on another session's lock: it waits storage.busy_timeout_seconds,
+    then says so (exit 75, as on SQLite)."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("SQLite's busy timeout is tested in test_reliability.py")
+    from pipeline.errors import LockedError
+    from pipeline.store import connect
+    store = Store(connect(db_url, busy_timeout=1))
+    store.migrate()
+    holder = sa.create_engine(db_url, poolclass=sa.NullPool)
+    with holder.connect() as conn, conn.begin():
+        conn.execute(sa.text("LOCK TABLE state IN ACCESS EXCLUSIVE MODE"))
+        with pytest.raises(LockedError, match="locked by another"):
+            store.get_state("k")
+    holder.dispose()
+    store.close()
+
+
 def test_a_corrupt_database_is_one_clear_error(tmp_path):
     path = tmp_path / "db.sqlite3"
     path.write_bytes(b"this is not a database" * 100)
