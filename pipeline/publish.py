@@ -69,11 +69,13 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
     if options.offline:  # a preview: files only, nothing sent, nothing recorded
         channels.open_channels(config, count, email=False)  # a bad channel still fails here
         return
-    deliver(config, store, report, count, email=not options.no_email)
+    # Committed before the sending starts, which can take long and be cut off: `send` and
+    # the scheduler finish an outbox, not a commit.
     if config.outputs.git is not None:
         result = git.publish(config.outputs.git, files, store, prune=(reading_list.FOLDER,))
         if not result.ok:
             report.delivery_errors.append(result.error or "git publishing failed")
+    deliver(config, store, report, count, email=not options.no_email)
 
 
 def deliver(config: Config, store: Store, report: RunReport, reading_count: int,

@@ -88,6 +88,28 @@ def test_kill_9_mid_data_then_the_next_run_delivers_that_reader_with_the_same_me
     assert "sent 0, pending 0, failed 0" in sent.stdout
 
 
+def test_a_run_cut_off_mid_send_has_already_committed_its_digest_to_git(tmp_path, cli):
+    """`send` finishes what the outbox holds, not a commit: the git checkout gets the week's
+    files before the first message goes out."""
+    remote, checkout = tmp_path / "remote.git", tmp_path / "checkout"
+    subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(remote)], check=True)
+    subprocess.run(["git", "clone", "--quiet", str(remote), str(checkout)], check=True)
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, \
+            SmtpServer(stall_at="DATA", stall_seconds=30) as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, outputs={"git": {
+            "repo": str(checkout), "branch": "main", "path": "rl", "push": True}})
+        proc = start_cli("--config", str(config), "run", "--as-of", AS_OF)
+        try:
+            wait_for(lambda: smtp.messages, what="the first message to arrive", proc=proc)
+            kill9(proc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    pushed = subprocess.run(["git", "--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert f"rl/digests/{AS_OF}.md" in pushed and "rl/READING_LIST.md" in pushed
+
+
 def test_kill_before_the_body_went_out_sends_it_once_next_run(tmp_path, cli):
     """kill -9 while the server stalls its answer to RCPT TO: nothing left, and the next run
     sends it exactly once (with the Message-ID stored when the hand-over began)."""
