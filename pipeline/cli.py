@@ -294,9 +294,10 @@ def preview(state: State, digest_id: str | None) -> None:
 
 def _stored_digest(store: Store, digest_id: str | None) -> Digest:
     stored = store.digest(digest_id)
+    if stored is None and digest_id:  # an id that names no digest is bad usage (exit 2), as for send
+        raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` lists them")
     if stored is None:
-        raise DigestError(f"no digest {digest_id}" if digest_id else "no digest yet",
-                          "run `rl-digest run` first")
+        raise DigestError("no digest yet", "run `rl-digest run` first")
     return compose.digest_from_dict(stored["data"])
 
 

@@ -117,5 +117,5 @@ def test_render_and_preview_rebuild_a_stored_digest(tmp_path, cli):
     shown = cli("--config", str(config), "preview").stdout.strip()
     assert shown.endswith("2026-11-02.html")
     assert "<html" in open(shown, encoding="utf-8").read()
-    missing = cli("--config", str(config), "render", "--digest", "1999-01-01", check=1)
-    assert "no digest 1999-01-01" in missing.stderr
+    missing = cli("--config", str(config), "render", "--digest", "1999-01-01", check=2)  # bad usage
+    assert "--digest: no digest 1999-01-01" in missing.stderr
