@@ -88,7 +88,8 @@ def parse_as_of(value: str | None, config: Config, option: str = "--as-of") -> d
     except ValueError:
         raise ConfigError(f"{option}: not an ISO date or datetime: {value!r}",
                           "write it as YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
-    if moment > now + timedelta(days=1):
+    ahead = now + timedelta(days=1)
+    if (moment.date() > ahead.date()) if len(value) == 10 else moment > ahead:  # tomorrow's date is fine
         raise ConfigError(f"{option}: {value} is more than a day ahead of now ({now:%Y-%m-%d %H:%M})",
                           "a digest can only be made for the past or the present")
     if moment < ARXIV_BEGAN:

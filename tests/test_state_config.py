@@ -9,11 +9,14 @@ import sys
 import time
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 import yaml
 
 from pipeline.config import load
+from pipeline.errors import ConfigError
+from pipeline.run import parse_as_of
 from pipeline.store import Store
 from tests.helpers import CATS, ROOT, config_for, rl_paper, write_config
 from tests.servers.arxiv_server import ArxivServer, http_error
@@ -40,6 +43,14 @@ def test_an_as_of_far_in_the_future_is_refused_and_moves_nothing(tmp_path, cli):
     too_early = cli("--config", str(config), "run", "--as-of", "0001-01-01", check=2)
     one_line(too_early, "before arXiv began")
     assert not (tmp_path / "out").exists()
+
+
+def test_tomorrows_date_is_accepted_and_the_day_after_is_not():
+    config = load(None)
+    today = datetime.now(ZoneInfo(config.schedule.timezone)).date()
+    assert parse_as_of((today + timedelta(days=1)).isoformat(), config).date() == today + timedelta(days=1)
+    with pytest.raises(ConfigError, match="more than a day ahead"):
+        parse_as_of((today + timedelta(days=2)).isoformat(), config)
 
 
 def test_the_watermark_never_passes_the_present(tmp_path, cli):
