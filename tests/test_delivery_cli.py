@@ -50,6 +50,17 @@ def message_ids(smtp: SmtpServer, reader: str) -> list[str]:
     return [str(m.message["Message-ID"]).strip() for m in smtp.to(reader)]
 
 
+def kill_once_a_message_arrives(config, smtp) -> None:
+    """A run, killed -9 while the (stalling) server holds its first message."""
+    proc = start_cli("--config", str(config), "run", "--as-of", AS_OF)
+    try:
+        wait_for(lambda: smtp.messages, what="the first message to arrive", proc=proc)
+        kill9(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
 def test_kill_9_mid_data_then_the_next_run_delivers_that_reader_with_the_same_message_id(
         tmp_path, cli):
     """kill -9 while the server holds the message but has not yet answered 250: the row is
@@ -59,13 +70,7 @@ def test_kill_9_mid_data_then_the_next_run_delivers_that_reader_with_the_same_me
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, \
             SmtpServer(stall_at="DATA", stall_seconds=30) as smtp:
         config = config_with(tmp_path, arxiv, smtp.port)
-        proc = start_cli("--config", str(config), "run", "--as-of", AS_OF)
-        try:
-            wait_for(lambda: smtp.messages, what="the first message to arrive", proc=proc)
-            kill9(proc)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        kill_once_a_message_arrives(config, smtp)
         cut = outbox(tmp_path)
         smtp.stall_seconds = 0  # the server is well again
         again = cli("--config", str(config), "run", "--as-of", AS_OF)
@@ -98,13 +103,7 @@ def test_a_run_cut_off_mid_send_has_already_committed_its_digest_to_git(tmp_path
             SmtpServer(stall_at="DATA", stall_seconds=30) as smtp:
         config = config_with(tmp_path, arxiv, smtp.port, outputs={"git": {
             "repo": str(checkout), "branch": "main", "path": "rl", "push": True}})
-        proc = start_cli("--config", str(config), "run", "--as-of", AS_OF)
-        try:
-            wait_for(lambda: smtp.messages, what="the first message to arrive", proc=proc)
-            kill9(proc)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
+        kill_once_a_message_arrives(config, smtp)
     pushed = subprocess.run(["git", "--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main"],
                             capture_output=True, text=True, check=True).stdout.split()
     assert f"rl/digests/{AS_OF}.md" in pushed and "rl/READING_LIST.md" in pushed
