@@ -43,7 +43,8 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
                    "paper": None, "address": address, "home": home, **more}
         if address:
             context["languages"] = next((list(r.languages) for r in config.readers()
-                                         if r.address == address and r.languages), known["languages"])
+                                         if r.address.lower() == address.lower() and r.languages),
+                                        known["languages"])
         return HTMLResponse(page.render(**context), status_code=status)
 
     def title_of(key: str) -> str | None:
