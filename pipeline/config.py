@@ -413,11 +413,24 @@ class Config(Model):
             first.setdefault(reader.address.lower(), reader)
         return list(first.values())
 
+    def password_env_problem(self) -> tuple[str, str] | None:
+        """Why the database password cannot be read (and what to do), or None."""
+        name = self.storage.password_env
+        if not name or name in os.environ:
+            return None
+        return (f"storage.password_env: the environment variable {name} is not set",
+                f"export {name} with the database password, or set storage.password_env: null "
+                "if the server asks for none")
+
     def secret(self, env_name: str | None) -> str | None:
         return os.environ.get(env_name) if env_name else None
 
     def database_url(self) -> str:
-        """storage.url with the password from storage.password_env, when that is set."""
+        """storage.url with the password from storage.password_env, when that is set. A
+        variable named but not set is a config error: the server's refusal would say less."""
+        problem = self.password_env_problem()
+        if problem:
+            raise ConfigError(*problem)
         password = self.secret(self.storage.password_env)
         if not password:
             return self.storage.url
@@ -559,7 +572,20 @@ def _refuse_secrets(data: Any, path: Path, prefix: str = "") -> None:
                 f"{path}: {dotted}: secrets are not read from the config file",
                 f"put it in an environment variable and set {dotted}_env to its name",
             )
+        if dotted == "storage.url" and isinstance(value, str) and _has_password(value):
+            raise ConfigError(
+                f"{path}: storage.url: holds a password; secrets are not read from the config file",
+                "take it out of the URL, put it in an environment variable and set "
+                "storage.password_env to its name",
+            )
         _refuse_secrets(value, path, dotted + ".")
+
+
+def _has_password(url: str) -> bool:
+    try:
+        return urlsplit(url).password is not None
+    except ValueError:
+        return False  # not a URL: the store says so, naming storage.url
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:

@@ -73,6 +73,9 @@ def config_problems(config: Config) -> list[str]:
     database = database_problem(config.storage.url)
     if database:
         problems.append(database)
+    password = config.password_env_problem()
+    if password:
+        problems.append(f"{password[0]} ({password[1]})")
     return problems
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator
@@ -808,6 +809,9 @@ def _one_line_errors(place: str, busy_timeout: float) -> Any:
             if "lock timeout" in words:
                 raise LockedError(f"{place}: a table is locked by another session "
                                   f"(waited {busy_timeout:g} s)") from None
+            refused = _refused(words)
+            if refused:  # restarting cannot fix these: exit 2, so systemd does not loop
+                raise ConfigError(f"{place}: {words}", refused) from None
             raise DigestError(f"{place}: {words}", "is the server up, and storage.url right?") from None
         if "locked" in words or "busy" in words:
             raise LockedError(f"{place}: the database is locked by another process "
@@ -819,6 +823,18 @@ def _one_line_errors(place: str, busy_timeout: float) -> Any:
                 else "can this user write the state folder?" if "readonly" in words else None)
         raise DigestError(f"{place}: {words}", hint) from None
     return handle
+
+
+def _refused(words: str) -> str | None:
+    """What to change when PostgreSQL turns the URL's role or password away, else None."""
+    if "no password supplied" in words:
+        return ("the server asks for a password: put it in an environment variable and set "
+                "storage.password_env to its name")
+    if "password authentication failed" in words:
+        return "check the password in the environment variable that storage.password_env names"
+    if re.search(r'(role|database) ".*" does not exist', words):
+        return "storage.url names a role or database the server does not have"
+    return None
 
 
 def _chunks(items: list, size: int = 500) -> Iterator[list]:

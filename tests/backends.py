@@ -4,6 +4,9 @@ PostgreSQL comes from $RL_DIGEST_TEST_PG_URL when set (`.ci/run` starts a server
 it), else from a cluster of our own made with initdb/pg_ctl where those are installed (as
 the unprivileged `postgres` user when we are root). When neither works, the PostgreSQL
 cases skip and say why; SQLite always runs.
+
+Both servers trust every role on 127.0.0.1 but the members of PASSWORD_GROUP, who must give
+their password (scram-sha-256), so that the password cases meet a server that checks one.
 """
 
 from __future__ import annotations
@@ -18,9 +21,12 @@ import tempfile
 import uuid
 from pathlib import Path
 
+import pytest
 import sqlalchemy as sa
 
 URL_ENV = "RL_DIGEST_TEST_PG_URL"
+PASSWORD_GROUP = "rl_digest_password"
+PASSWORD_RULE = f"host all +{PASSWORD_GROUP} 127.0.0.1/32 scram-sha-256\n"  # .ci/run writes it too
 
 
 class Postgres:
@@ -37,10 +43,31 @@ class Postgres:
             conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
         return self.admin.url.set(database=name).render_as_string(hide_password=False)
 
+    def password_database(self) -> tuple[str, str]:
+        """A database owned by a new role that must give its password: the URL without it,
+        and the password. Skips where the server lets that role in without one."""
+        role, password = f"rl_pw_{uuid.uuid4().hex[:12]}", uuid.uuid4().hex
+        with self.admin.connect() as conn:
+            conn.exec_driver_sql(f"DO $$ BEGIN CREATE ROLE {PASSWORD_GROUP}; "
+                                 "EXCEPTION WHEN duplicate_object THEN NULL; END $$")
+            conn.exec_driver_sql(f"CREATE ROLE {role} LOGIN PASSWORD '{password}' IN ROLE {PASSWORD_GROUP}")
+            conn.exec_driver_sql(f'CREATE DATABASE "{role}" OWNER {role}')
+        url = self.admin.url.set(username=role, password=None, database=role)
+        try:
+            sa.create_engine(url, poolclass=sa.NullPool).connect().close()
+        except sa.exc.OperationalError:
+            return url.render_as_string(hide_password=False), password
+        self.drop_database(url.render_as_string(hide_password=False))
+        pytest.skip(f"the server lets {role} in without a password (no {PASSWORD_RULE.strip()!r} "
+                    "in its pg_hba.conf)")
+
     def drop_database(self, url: str) -> None:
+        """The database, and the role password_database made for it."""
         name = sa.engine.make_url(url).database
         with self.admin.connect() as conn:
             conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            if name.startswith("rl_pw_"):
+                conn.exec_driver_sql(f'DROP ROLE IF EXISTS "{name}"')
 
     def stop(self) -> None:
         self.admin.dispose()
@@ -91,6 +118,9 @@ def _own_cluster() -> Postgres | str:
         if done.returncode != 0:
             shutil.rmtree(folder, ignore_errors=True)
             return f"{Path(step[0]).name} failed: {' '.join((done.stderr or done.stdout).split())[:300]}"
+        if step is steps[0]:  # the first matching line wins: the password rule before `trust`
+            rules = folder / "data" / "pg_hba.conf"
+            rules.write_text(PASSWORD_RULE + rules.read_text(encoding="utf-8"), encoding="utf-8")
     return Postgres(f"postgresql+psycopg://rl@127.0.0.1:{port}/postgres", folder, user,
                     f"{binaries}/pg_ctl")
 

@@ -77,3 +77,14 @@ def db_url(request, tmp_path):
     url = server.create_database()
     yield url
     server.drop_database(url)
+
+
+@pytest.fixture
+def pg_password(request):
+    """A PostgreSQL database whose role must give a password: (URL without it, password)."""
+    server = request.getfixturevalue("postgres")
+    if isinstance(server, str):
+        pytest.skip(f"PostgreSQL: {server}")
+    url, password = server.password_database()
+    yield url, password
+    server.drop_database(url)

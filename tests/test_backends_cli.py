@@ -224,3 +224,49 @@ def test_the_database_lock_is_taken_on_a_dedicated_connection(tmp_path, db_url):
         if holder.poll() is None:
             holder.kill()
             holder.wait()
+
+
+def test_a_database_password_is_read_from_the_environment_and_a_wrong_one_is_one_line(
+        tmp_path, cli, pg_password):
+    """Against a server that checks passwords: the right one from storage.password_env
+    works; a wrong, unset or missing one is one line saying what to change, exit 2 (so
+    systemd's RestartPreventExitStatus=2 stops the loop), and the password never shows."""
+    url, password = pg_password
+    storage = {"url": url, "password_env": "RL_DIGEST_DB_PASSWORD", "busy_timeout_seconds": 5}
+    config = str(config_with(tmp_path, storage=storage))
+    right = {"RL_DIGEST_DB_PASSWORD": password}
+    assert cli("--config", config, "run", "--offline", env=right).returncode == 0
+    assert f"database: {url}" in cli("--config", config, "status", env=right).stdout
+    doctor = cli("--config", config, "doctor", env=right, check=None).stdout
+    assert re.search(r"^database\s+OK\s+.*connected", doctor, re.M), doctor
+
+    cases = {
+        "wrong": (right | {"RL_DIGEST_DB_PASSWORD": "not-the-password"}, storage,
+                  "password authentication failed",
+                  "check the password in the environment variable that storage.password_env names"),
+        "unset": ({}, storage, "storage.password_env: the environment variable RL_DIGEST_DB_PASSWORD "
+                               "is not set", "export RL_DIGEST_DB_PASSWORD"),
+        "not configured": (right, {"password_env": None}, "no password supplied",
+                           "set storage.password_env to its name"),
+    }
+    for case, (env, changed, says, hint) in cases.items():
+        config = str(config_with(tmp_path, storage={**storage, **changed}))
+        for command in (["status"], ["run", "--offline"]):
+            result = cli("--config", config, *command, env=env, check=2)
+            lines = stderr_lines(result)
+            assert len(lines) == 1 and says in lines[0] and hint in lines[0], (case, result.stderr)
+            assert password not in result.stdout + result.stderr
+        doctor = cli("--config", config, "doctor", env=env, check=1).stdout
+        assert re.search(r"^(config|database)\s+FAIL\s+.*" + re.escape(says), doctor, re.M), (case, doctor)
+        assert password not in doctor
+
+
+def test_a_database_the_server_does_not_have_is_a_config_error(tmp_path, cli, db_url):
+    if db_url.startswith("sqlite"):
+        pytest.skip("a PostgreSQL case")
+    missing = db_url.rsplit("/", 1)[0] + "/no_such_database"
+    config = config_with(tmp_path, storage={"url": missing})
+    result = cli("--config", str(config), "status", check=2)
+    lines = stderr_lines(result)
+    assert len(lines) == 1 and 'database "no_such_database" does not exist' in lines[0], result.stderr
+    assert "storage.url names a role or database the server does not have" in lines[0]

@@ -58,6 +58,8 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         ("sources: {arxiv: {page_size: 5000}}\n", "sources.arxiv.page_size: Input should be less than or equal to 2000"),
         ("email: {password: hunter2}\n", "email.password: secrets are not read from the config file"),
         ("enrich: {api_key: sk-123}\n", "enrich.api_key: secrets are not read from the config file"),
+        ("storage: {url: 'postgresql+psycopg://rl:pw@db/rl'}\n",
+         "storage.url: holds a password; secrets are not read from the config file"),
         ("email: [unclosed\n", "config.yaml:2"),
         ("- just\n- a list\n", "expected a mapping"),
         ("schedule: {timezone: Mars/Olympus}\n", "unknown time zone"),
@@ -80,6 +82,11 @@ def test_secret_in_file_hints_at_the_env_var(tmp_path):
     with pytest.raises(ConfigError) as caught:
         config.load(path)
     assert "email.password_env" in str(caught.value)
+    assert "hunter2" not in str(caught.value)
+    path.write_text("storage: {url: 'postgresql+psycopg://rl:hunter2@db/rl'}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        config.load(path)
+    assert "storage.password_env" in str(caught.value)
     assert "hunter2" not in str(caught.value)
 
 
