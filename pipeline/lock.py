@@ -70,12 +70,46 @@ def is_held(config: Config, db: store.Store) -> bool:
             return bool(conn.execute(held_now, {"key": RUN_LOCK}).scalar())
     try:
         pid = int(_holder_path(lock_path(config)).read_text(encoding="utf-8").split()[0])
+    except (OSError, ValueError, IndexError):
+        return False  # no holder written
+    return alive(pid)
+
+
+def alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this machine."""
+    try:
         os.kill(pid, 0)
     except PermissionError:
         return True  # alive, as another user
-    except (OSError, ValueError, IndexError):
-        return False  # no holder written, or its process is gone
+    except (OSError, OverflowError):
+        return False
     return True
+
+
+def scheduler_path(config: Config) -> Path:
+    return lock_path(config).with_name("scheduler.lock")
+
+
+@contextmanager
+def one_scheduler(config: Config) -> Iterator[None]:
+    """One `rl-digest schedule` per state folder, held for the process's life: a second
+    would fire every job twice and write over the first one's heartbeat. (Schedulers on
+    two machines sharing PostgreSQL have folders of their own; the run lock keeps them
+    apart.)"""
+    path = scheduler_path(config)
+    lock = filelock.FileLock(str(path), mode=0o600)
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        raise LockedError(f"another scheduler runs on this state folder: it holds {_short(path, config)}",
+                          "`rl-digest status` names its pid; stop it before starting this one") from None
+    except OSError as exc:
+        raise DigestError(f"{path}: cannot take the scheduler lock: {exc.strerror or exc}") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def _locked(path: Path, config: Config) -> LockedError:

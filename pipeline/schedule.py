@@ -278,6 +278,12 @@ def _keep_heartbeat(config: Config, scheduler: BlockingScheduler) -> None:
 def serve(config: Config, collect_job: Callable[[], object], publish_job: Callable[[], object],
           store: Store, outbox_job: Callable[[], object] | None = None) -> None:
     """Block until SIGTERM or SIGINT; the running step finishes its transaction first."""
+    with lock.one_scheduler(config):
+        _serve(config, collect_job, publish_job, store, outbox_job)
+
+
+def _serve(config: Config, collect_job: Callable[[], object], publish_job: Callable[[], object],
+           store: Store, outbox_job: Callable[[], object] | None) -> None:
     now = datetime.now(config.zone)
     executor = ThreadPoolExecutor(max_workers=2)
     scheduler = build(config, collect_job, publish_job, store, now, executor, outbox_job)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -68,8 +69,10 @@ def heartbeat(config: Config, now: datetime) -> dict[str, Any] | None:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return {"path": str(path), "alive": False, "problem": f"unreadable: {exc}"}
     limit = 3 * int(data.get("interval_seconds") or config.schedule.heartbeat_seconds)
-    return {**data, "path": str(path), "age_seconds": round(age),
-            "alive": not data.get("stopped") and age <= limit, "max_age_seconds": limit}
+    gone = (not data.get("stopped") and data.get("host") == socket.gethostname()
+            and isinstance(data.get("pid"), int) and not lock.alive(data["pid"]))  # kill -9, a crash
+    return {**data, "path": str(path), "age_seconds": round(age), "gone": gone,
+            "alive": not data.get("stopped") and not gone and age <= limit, "max_age_seconds": limit}
 
 
 def heartbeat_line(beat: dict[str, Any] | None, config: Config) -> str:
@@ -77,9 +80,10 @@ def heartbeat_line(beat: dict[str, Any] | None, config: Config) -> str:
         return f"scheduler: no heartbeat at {schedule.heartbeat_path(config)} (not running here)"
     if "problem" in beat:
         return f"scheduler: heartbeat {beat['path']} {beat['problem']}"
-    state = ("stopped" if beat.get("stopped") else "alive" if beat["alive"]
-             else f"silent for more than {beat['max_age_seconds']} s")
-    fires = ", ".join(f"{job} {when}" for job, when in beat.get("next", {}).items())
+    state = ("stopped" if beat.get("stopped") else "gone without stopping (killed?)" if beat.get("gone")
+             else "alive" if beat["alive"] else f"silent for more than {beat['max_age_seconds']} s")
+    nexts = {} if beat.get("gone") else beat.get("next", {})  # a dead process fires nothing
+    fires = ", ".join(f"{job} {when}" for job, when in nexts.items())
     return (f"scheduler: {state}, last wake {beat['age_seconds']} s ago (pid {beat['pid']} on "
             f"{beat['host']})" + (f"; next {fires}" if fires else ""))
 

@@ -966,8 +966,8 @@ def _private(path: Path) -> None:
 
 
 def _only_ours(database: Path) -> bool:
-    """A folder holding nothing but the store's files (database, WAL, lock, heartbeat) is
+    """A folder holding nothing but the store's files (database, WAL, locks, heartbeat) is
     the state folder an older version made 0755; a folder shared with other files is not
     ours to close."""
-    return all(entry.name.startswith((database.name, "heartbeat.json", ".heartbeat.json."))
+    return all(entry.name.startswith((database.name, "heartbeat.json", ".heartbeat.json.", "scheduler.lock"))
                for entry in database.parent.iterdir())

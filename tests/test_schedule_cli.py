@@ -15,11 +15,9 @@ import pytest
 
 from tests.helpers import CATS, rl_paper, write_config
 from tests.processes import (
-    DONE,
-    HELD,
     Scheduler,
     config_with,
-    one_publishes,
+    kill9,
     papers_now,
     publish_runs,
     published,
@@ -200,20 +198,22 @@ def test_an_offline_preview_does_not_stand_in_for_a_missed_publish(tmp_path, sta
     assert "last publish: ok at " in shown and " preview as of " in shown
 
 
-def test_two_schedulers_on_one_database_publish_once(tmp_path, start, cli):
+def test_a_cron_run_while_the_scheduler_publishes_is_turned_away_and_the_week_is_published_once(
+        tmp_path, start, cli):
+    """One scheduler per state folder (a second is refused: see below); the run lock keeps a
+    cron `run` started mid-publish from publishing the week again."""
     with ArxivServer(papers_now()) as arxiv:
-        arxiv.script("/api/query", hang(2))  # the winner's run is still going when the other tries
+        arxiv.script("/api/query", hang(3))  # the scheduler's publish is still going
         config = scheduler_config(tmp_path, arxiv)
-        # create the database first: two processes migrating a brand-new one at once can
-        # collide in Store.migrate ("table schema_migrations already exists")
-        cli("--config", str(config), "status")
-        codes, logs = one_publishes([start(config, "a"), start(config, "b")],
-                                    lambda: published(tmp_path))
-    assert codes == [0, 0], logs
-    assert sum("summarised" in log for log in logs) == 1, logs  # one summary line: one publish
-    loser = next(log for log in logs if "summarised" not in log)
-    assert HELD in loser and "publish: trying again at " in loser or any(d in loser for d in DONE)
-    assert "Traceback" not in "".join(logs)
+        scheduler = start(config)
+        scheduler.ready()
+        scheduler.wait_for("the publish's fetch", lambda: any(r.path == "/api/query" for r in arxiv.requests))
+        cron = cli("--config", str(config), "run", check=75)
+        scheduler.wait_for("publish", lambda: published(tmp_path), timeout=60)
+        code, _ = scheduler.terminate()
+    assert code == 0, scheduler.log()
+    assert cron.stderr.startswith("rl-digest: another rl-digest run holds state/digest.sqlite3.lock (pid "), \
+        cron.stderr
     assert publish_runs(tmp_path) == [("ok", None)]
     assert len(assert_consistent(tmp_path)) == 1
 
@@ -276,3 +276,34 @@ def test_the_scheduler_retries_the_outbox_by_itself_when_the_backoff_runs_out(
     assert "no publish is due" in log
     assert "outbox: sent 2, pending 0, failed 0" in log
     assert received == ["ada@example.org", "alan@example.org"]
+
+
+def test_one_scheduler_per_state_folder_and_a_killed_one_is_not_called_alive(tmp_path, start, cli):
+    """A second `schedule` on the same config is turned away (exit 75, one line) while the
+    first runs on; after a kill -9 of the first, status says it is gone, not alive, and a
+    new scheduler starts."""
+    with ArxivServer(papers_now()) as arxiv:
+        config = scheduler_config(tmp_path, arxiv)
+        first = start(config, "first")
+        first.ready()
+        first.wait_for("a publish", lambda: published(tmp_path), timeout=60)
+        second = start(config, "second")
+        assert second.proc.wait(timeout=60) == 75, second.log()
+        lines = second.log().strip().splitlines()
+        assert lines == ["rl-digest: another scheduler runs on this state folder: it holds "
+                         "state/scheduler.lock (`rl-digest status` names its pid; stop it before "
+                         "starting this one)"], second.log()
+        alive = cli("--config", str(config), "status", "--check-heartbeat")
+        assert alive.stdout.startswith("scheduler: alive") and f"pid {first.proc.pid} " in alive.stdout
+
+        kill9(first.proc)
+        gone = cli("--config", str(config), "status", "--check-heartbeat", check=1)
+        assert gone.stderr.startswith("rl-digest: scheduler: gone without stopping (killed?), last wake "), \
+            gone.stderr
+        assert f"pid {first.proc.pid} " in gone.stderr and "; next" not in gone.stderr
+        assert "gone without stopping" in cli("--config", str(config), "status").stdout
+
+        third = start(config, "third")
+        third.ready()
+        code, _ = third.terminate()
+    assert code == 0, third.log()
