@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline import importance, learn, lock, rank, readers, schedule
+from pipeline import extract, importance, learn, lock, rank, readers, schedule
 from pipeline.config import Config, mask_url
 from pipeline.deliver.outbox import RESENT, SKIPPED, Delivery, StoreOutbox
 from pipeline.errors import DigestError
@@ -184,7 +184,7 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
     verdict = {None: "none", True: "relevant", False: "irrelevant"}[row.verdict]
     reasons = "; ".join(row.reasons) or "-"
     rule = rank.score(p.title, p.abstract, rank.compile_rules(config.relevance))
-    lines = [f"{p.id}v{p.version}  {p.title}",
+    lines = [f"{p.id}v{p.version}  {' '.join((extract.readable(p.title) or '').split())}",
              f"  categories: {', '.join(p.categories)}  sources: {', '.join(p.sources)}",
              f"  score: {row.score if row.score is not None else 'not scored'}  "
              f"relevant: {row.relevant}  your verdict: {verdict}",

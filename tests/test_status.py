@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from tests.helpers import write_config
+from tests.helpers import config_for, rl_paper, write_config
 from tests.processes import Scheduler, papers_now, published, scheduler_config
 from tests.servers.arxiv_server import ArxivServer
 
@@ -69,3 +70,14 @@ def test_an_old_heartbeat_fails_the_healthcheck(tmp_path, cli):
     assert re.search(r"scheduler: silent for more than 180 s, last wake 6\d\d s ago \(pid 1 on box\)",
                      result.stderr)
     assert "scheduler: silent for more than 180 s" in cli("--config", str(config), "status").stdout
+
+
+def test_status_of_one_paper_shows_its_title_as_a_reader_reads_it(tmp_path, cli):
+    """The title as the digest prints it: TeX decoded, arXiv's line breaks joined."""
+    day = datetime(2026, 11, 20, 12, tzinfo=UTC)
+    paper = replace(rl_paper(1, day), title="GRPO-$\\lambda$ -- A Survey of\n  RL for LLM Reasoning")
+    with ArxivServer([paper]) as arxiv:
+        config = config_for(tmp_path, arxiv)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-21")
+        shown = cli("--config", str(config), "status", "--paper", paper.id).stdout
+    assert shown.splitlines()[0] == f"{paper.id}v1  GRPO-λ – A Survey of RL for LLM Reasoning", shown
