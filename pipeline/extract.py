@@ -8,6 +8,7 @@ Nothing here invents: every value is a piece of the given text or None.
 
 from __future__ import annotations
 
+import logging
 import re
 from functools import lru_cache
 from typing import Any
@@ -34,12 +35,27 @@ _DASHES = re.compile(r"(?<![-!])---(?![->])|(?<=\s)--(?=\s)")
 def _latex() -> Any:  # imported on first use: collecting never pays for it
     from pylatexenc.latex2text import LatexNodes2Text
 
+    logging.getLogger("pylatexenc").setLevel(logging.ERROR)  # "\\frac failed its substitution": kept as sent
     return LatexNodes2Text(math_mode="text", keep_comments=False, strict_latex_spaces=False)
+
+
+# Links and citations, which pylatexenc turns into "<url>" and "<cit.>" (and its \href
+# raises): \url{u} is u, \href{u}{text} is "text (u)", a citation goes with its space.
+_LINK = re.compile(r"\\(?:url|href)\{([^{}\s]+)\}(?:\{([^{}]*)\})?")
+_CITE = re.compile(r"\s*~?\\cite[a-z]*\*?(?:\[[^\]]*\])*\{[^{}]*\}")
+
+
+def _link(match: re.Match[str]) -> str:
+    url, text = match.group(1), (match.group(2) or "").strip()
+    return url if not text or text == url else f"{text} ({url})"
 
 
 @lru_cache(maxsize=4096)
 def _tex_piece(source: str) -> str:  # the same $\pi$ and \textsc{} recur from paper to paper
-    text = _latex().latex_to_text(source)
+    try:
+        text = _latex().latex_to_text(source)
+    except Exception:  # noqa: BLE001 -- pylatexenc's own slips (\sqrt, \footnote): keep it as sent
+        return source
     return _SCRIPT.sub(lambda m: m.group(2).translate(_SUP if m.group(1) == "^" else _SUB), text)
 
 
@@ -54,6 +70,8 @@ def readable(text: str | None) -> str | None:
         return text
     if "--" in text:
         text = _DASHES.sub(lambda m: "—" if m.group(0) == "---" else "–", text)
+    if "\\" in text:
+        text = _CITE.sub("", _LINK.sub(_link, text))
     text = _MATH.sub(lambda m: _tex_piece(m.group(1)), text)
     return _COMMAND.sub(lambda m: _tex_piece(m.group(0)), text)
 

@@ -7,6 +7,7 @@ these tests run without it; the last test reads the whole file when it is there.
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 
@@ -106,9 +107,31 @@ def test_venue(comment, journal_ref, expected):
     ("MetaClaw: Just Talk -- An Agent That Meta-Learns", "MetaClaw: Just Talk – An Agent That Meta-Learns"),
     ("Naive Bayes --- a survey", "Naive Bayes — a survey"), ("the optimal $\\pi^*$", "the optimal π*"),
     ("<!-- x --> and --help", "<!-- x --> and --help"), ("a--b and a---b", "a--b and a—b"),
+    # links and citations in abstracts (2603.17055, 2602.04279, 2601.22139 write \href)
+    ("Code: \\href{https://github.com/bradybuddiemarch/gcpo}{this}.",
+     "Code: this (https://github.com/bradybuddiemarch/gcpo)."),
+    ("at \\href{https://github.com/Skylanding/ARISE}{https://github.com/Skylanding/ARISE}",
+     "at https://github.com/Skylanding/ARISE"),
+    ("see $\\href{https://x.org/a_b}{here}$.", "see here (https://x.org/a_b)."),
+    ("Code: \\url{https://github.com/a/b}.", "Code: https://github.com/a/b."),
+    ("as shown by GRPO~\\cite{shao2024}, and \\citep[p.~3]{a,b} too", "as shown by GRPO, and too"),
+    # what pylatexenc cannot read stays as sent (it raised on these)
+    ("a \\sqrt rate", "a \\sqrt rate"), ("the \\footnote mark", "the \\footnote mark"),
+    ("a bare \\href", "a bare \\href"), ("$O(\\sqrt{T})$ regret", "O(√(T)) regret"),
 ])
 def test_readable_tex(raw, shown):
     assert readable(raw) == shown
+
+
+def test_readable_reads_every_title_and_abstract_of_the_dev_corpus(caplog):
+    """No real arXiv text makes it raise, nor log pylatexenc's complaints."""
+    dev = shared_file("data", "arxiv_dev.jsonl")
+    rows = [json.loads(line) for line in dev.read_text(encoding="utf-8").splitlines() if line.strip()]
+    with caplog.at_level(logging.WARNING):
+        for row in rows:
+            readable(row["title"])
+            readable(row["abstract"])
+    assert not caplog.records, caplog.records[:3]
 
 
 def test_contribution_is_the_claim_not_the_background():
