@@ -4,7 +4,7 @@ two machines sharing one PostgreSQL database."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,14 +37,7 @@ def held(config: Config) -> Iterator[None]:
             yield
         return
     path = lock_path(config)
-    lock = filelock.FileLock(str(path), mode=0o600)
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        lock.acquire(timeout=0)
-    except filelock.Timeout:
-        raise _locked(path, config) from None
-    except OSError as exc:
-        raise DigestError(f"{path}: cannot take the run lock: {exc.strerror or exc}") from None
+    lock = _take(path, "run lock", lambda: _locked(path, config))
     holder = _holder_path(path)
     try:
         holder.write_text(f"{os.getpid()} {datetime.now(UTC).isoformat(timespec='seconds')}\n",
@@ -97,19 +90,26 @@ def one_scheduler(config: Config) -> Iterator[None]:
     two machines sharing PostgreSQL have folders of their own; the run lock keeps them
     apart.)"""
     path = scheduler_path(config)
+    lock = _take(path, "scheduler lock", lambda: LockedError(
+        f"another scheduler runs on this state folder: it holds {_short(path, config)}",
+        "`rl-digest status` names its pid; stop it before starting this one"))
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+def _take(path: Path, what: str, taken: Callable[[], LockedError]) -> filelock.BaseFileLock:
+    """A lock file taken at once, or the error `taken` gives when another process holds it."""
     lock = filelock.FileLock(str(path), mode=0o600)
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         lock.acquire(timeout=0)
     except filelock.Timeout:
-        raise LockedError(f"another scheduler runs on this state folder: it holds {_short(path, config)}",
-                          "`rl-digest status` names its pid; stop it before starting this one") from None
+        raise taken() from None
     except OSError as exc:
-        raise DigestError(f"{path}: cannot take the scheduler lock: {exc.strerror or exc}") from None
-    try:
-        yield
-    finally:
-        lock.release()
+        raise DigestError(f"{path}: cannot take the {what}: {exc.strerror or exc}") from None
+    return lock
 
 
 def _locked(path: Path, config: Config) -> LockedError:
