@@ -219,16 +219,20 @@ def test_a_database_user_is_shown_the_same_way_everywhere(tmp_path, cli):
 
 
 def test_a_database_password_comes_from_storage_password_env_and_is_never_shown(tmp_path, cli):
-    config = write_config(tmp_path, {"storage": {
+    inline = write_config(tmp_path / "inline", {"storage": {
         "url": "postgresql+psycopg://digest:inline-pw@127.0.0.1:9/digest", "password_env": "DB_PW"}})
+    refused = cli("--config", str(inline), "config", "show", check=2)
+    assert "storage.url: holds a password" in one_line(refused) and "inline-pw" not in refused.stderr
+    config = write_config(tmp_path, {"storage": {
+        "url": "postgresql+psycopg://digest@127.0.0.1:9/digest", "password_env": "DB_PW"}})
     shown = cli("--config", str(config), "config", "show", env={"DB_PW": "env-pw"}).stdout
-    assert "inline-pw" not in shown and "env-pw" not in shown
-    assert "postgresql+psycopg://digest:***@127.0.0.1:9/digest" in shown
+    assert "env-pw" not in shown
+    assert "postgresql+psycopg://digest@127.0.0.1:9/digest" in shown
     assert "DB_PW (set)" in shown
     status = cli("--config", str(config), "status", env={"DB_PW": "env-pw"}, check=None)
     assert status.returncode in (1, 2)  # no server there, or no driver: one line either way
     one_line(status)
-    assert "env-pw" not in status.stderr + status.stdout and "inline-pw" not in status.stderr
+    assert "env-pw" not in status.stderr + status.stdout
 
 
 # --- the lock --------------------------------------------------------------------------------
