@@ -184,7 +184,7 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
     verdict = {None: "none", True: "relevant", False: "irrelevant"}[row.verdict]
     reasons = "; ".join(row.reasons) or "-"
     rule = rank.score(p.title, p.abstract, rank.compile_rules(config.relevance))
-    lines = [f"{p.id}v{p.version}  {' '.join((extract.readable(p.title) or '').split())}",
+    lines = [f"{p.id}v{p.version}  {extract.readable(p.title) or p.title}",
              f"  categories: {', '.join(p.categories)}  sources: {', '.join(p.sources)}",
              f"  score: {row.score if row.score is not None else 'not scored'}  "
              f"relevant: {row.relevant}  your verdict: {verdict}",

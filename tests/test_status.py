@@ -73,7 +73,7 @@ def test_an_old_heartbeat_fails_the_healthcheck(tmp_path, cli):
 
 
 def test_status_of_one_paper_shows_its_title_as_a_reader_reads_it(tmp_path, cli):
-    """The title as the digest prints it: TeX decoded, arXiv's line breaks joined."""
+    """The title as the digest prints it: TeX decoded (arXiv's line breaks were joined on the way in)."""
     day = datetime(2026, 11, 20, 12, tzinfo=UTC)
     paper = replace(rl_paper(1, day), title="GRPO-$\\lambda$ -- A Survey of\n  RL for LLM Reasoning")
     with ArxivServer([paper]) as arxiv:
