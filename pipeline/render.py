@@ -366,7 +366,7 @@ class Settings:
 
     topic: Any  # config.Topic: the digest's name and intro in both languages
     languages: tuple[str, ...]
-    topic_names: Mapping[str, str]  # topic key -> its name in the shown languages
+    topic_names: Mapping[str, tuple[str, str]]  # topic key -> its (zh, en) names
     base_url: str | None = None  # where the web edition lives, ending in "/"
     unsubscribe_url: str | None = None
     templates: Path | None = None  # the user's template overrides
@@ -379,8 +379,7 @@ class Settings:
     def of(cls, config: Config) -> Settings:
         return cls(
             topic=config.topic, languages=tuple(config.languages),
-            topic_names={t.key: " · ".join(text for _, text in texts(config.languages, t.name.zh, t.name.en))
-                         for t in config.topics},
+            topic_names={t.key: (t.name.zh, t.name.en) for t in config.topics},
             base_url=config.outputs.base_url.rstrip("/") + "/" if config.outputs.base_url else None,
             unsubscribe_url=config.email.unsubscribe_url, templates=config.templates.dir,
             timezone=config.schedule.timezone, serve_url=config.serve.base_url,
@@ -390,7 +389,9 @@ class Settings:
 def common(settings: Settings) -> dict:
     """What every template knows about the configuration."""
     return {"topic": settings.topic, "languages": list(settings.languages),
-            "topic_names": dict(settings.topic_names), "base_url": settings.base_url,
+            "topic_names": {key: " · ".join(text for _, text in texts(settings.languages, *names))
+                            for key, names in settings.topic_names.items()},
+            "base_url": settings.base_url,
             "unsubscribe_url": settings.unsubscribe_url}
 
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from itertools import groupby
 from pathlib import Path
+from typing import Any
 
 import jinja2
 
@@ -48,6 +49,13 @@ def env(settings: render.Settings) -> jinja2.Environment:
     found.globals.update(paper_href=paper_href, anchor=anchor, digest_href=digest_href,
                          rfc3339=render.rfc3339)
     found.filters.update(anchor=anchor, paper_href=paper_href, topic_href=topic_href)
+    # A topic's name with each language tagged, so the zh / en switch hides the other one:
+    # rendered once per topic (the month pages name a topic on every line). It takes the
+    # context as render's plain one does: compiled templates are shared between the two.
+    macros: Any = found.get_template("site/macros.html.j2").make_module(
+        {"languages": list(settings.languages), "root": ""})
+    names = {key: macros.pair(*pair) for key, pair in settings.topic_names.items()}
+    found.filters["topic_name"] = jinja2.pass_context(lambda _, key: names.get(key, key))
     return found
 
 

@@ -32,7 +32,7 @@ from pipeline.store import Store
 
 FEED_SIZE = 100  # entries in papers.xml: the newest additions
 MARK = "<!--rl-digest:entry-->"  # between rendered entries; escaped text can never hold it
-SUMMARY_CHARS = 160  # of the first shown language's summary in the search index
+SUMMARY_CHARS = 160  # of each summary in the search index
 UNDATED = "undated"  # the search index's file of undated entries
 SEPARATOR = ",\n"  # between two records of the search index
 
@@ -327,11 +327,14 @@ def _year(day: str | None) -> str:
 
 
 def _searchable(entry: Entry, languages: Sequence[str]) -> str:
-    """One paper in the search index: [anchor, title, Chinese title, summary (the first shown
-    language's, clipped), authors, topic, year]; its page is the index's topics[topic]."""
-    summary = next((text for _, text in render.texts(languages, entry.summary_zh, entry.summary_en)), "")
-    return orjson.dumps([site.anchor(entry.key), render.one_line(entry.title),
-                         render.one_line(entry.title_zh or ""), render.clip(summary, SUMMARY_CHARS),
+    """One paper in the search index: [anchor, title, Chinese title, Chinese summary, English
+    summary (clipped; "" for a language not shown), authors, topic, year]; its page is the
+    index's topics[topic]. Both summaries, so a query in either language finds the paper."""
+    shown = dict(render.texts(languages, entry.summary_zh, entry.summary_en))
+    title_zh = render.one_line(entry.title_zh or "") if "zh" in languages else ""
+    return orjson.dumps([site.anchor(entry.key), render.one_line(entry.title), title_zh,
+                         render.clip(shown.get("zh", ""), SUMMARY_CHARS),
+                         render.clip(shown.get("en", ""), SUMMARY_CHARS),
                          ", ".join(entry.authors[:8]), entry.topic, (entry.date or "")[:4]]).decode()
 
 

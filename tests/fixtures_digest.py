@@ -37,8 +37,7 @@ def config(languages=("zh", "en"), templates_dir: Path | None = None, base_url: 
         topic=Topic(name=Bilingual(zh="强化学习", en="Reinforcement Learning for LLMs"),
                     intro=Bilingual(zh=INTRO_ZH, en=INTRO_EN)),
         languages=tuple(languages),
-        topic_names={t.key: " · ".join(text for _, text in render.texts(languages, t.name.zh, t.name.en))
-                     for t in TOPICS},
+        topic_names={t.key: (t.name.zh, t.name.en) for t in TOPICS},
         base_url=base_url.rstrip("/") + "/" if base_url else None,
         unsubscribe_url=unsubscribe_url, templates=templates_dir, timezone="Asia/Shanghai",
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -322,3 +323,31 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
          "--hide-scrollbars", f"--user-data-dir={tmp_path / 'profile'}", *args],
         capture_output=True, timeout=120, check=False, text=True)
 
+
+def in_frame(tmp_path: Path, site_dir: Path, page: str, width: int, script: str) -> dict:
+    """Load `page` of a copy of the site in a `width` px frame of a host page, run `script`
+    (it sees f, d, w and may call done(result)) and return what it reported."""
+    copy = tmp_path / "site"
+    shutil.copytree(site_dir, copy, dirs_exist_ok=True)
+    host = copy / "host.html"
+    host.write_text(f"""<!doctype html><html><body><iframe id="f" src="{page}" width="{width}"
+height="900"></iframe><script>
+var f = document.getElementById('f'), step = 0, seen = [];
+function done(result) {{ document.body.setAttribute('data-result', JSON.stringify(result)); }}
+function shown(node) {{ return !!node && node.getClientRects().length > 0 &&
+  getComputedStyle(node).visibility !== 'hidden'; }}
+f.addEventListener('load', function () {{ var d = f.contentDocument, w = f.contentWindow; {script} }});
+</script></body></html>""", encoding="utf-8")
+    out = chromium(tmp_path, "--allow-file-access-from-files", "--window-size=1400,1000",
+                   "--virtual-time-budget=8000", "--dump-dom", host.as_uri())
+    found = HTMLParser(out.stdout).css_first("body[data-result]")
+    if found is None:
+        pytest.skip(f"chromium laid out no page: {out.stderr[-300:]}")
+    return json.loads(found.attributes["data-result"] or "{}")
+
+
+def chinese_left(text: str) -> list[str]:
+    """Runs of Chinese in a page's visible text (with some context), but the switch's own
+    中文 and 中英 Both buttons: what a reader who chose English still sees in Chinese."""
+    runs = re.findall(r"[^\n]{0,20}[\u3000-\u9fff\uff00-\uffef]+[^\n]{0,20}", text)
+    return [run for run in runs if run.strip() not in ("中文", "中英 Both")]

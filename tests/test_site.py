@@ -4,10 +4,7 @@ each digest untrimmed in both languages, an index by month, the digests' Atom fe
 from __future__ import annotations
 
 import itertools
-import json
 import os
-import re
-import shutil
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
@@ -25,8 +22,10 @@ from tests.helpers import (
     KEY,
     ROOT,
     broken_links,
+    chinese_left,
     chromium,
     full_config,
+    in_frame,
     rl_paper,
     run_cli,
     site_pages,
@@ -76,6 +75,17 @@ def test_a_seed_entry_without_a_url_is_a_title_not_a_link_to_nowhere(tmp_path):
     page = HTMLParser((tmp_path / "digests" / f"{digest.id}.html").read_text("utf-8"))
     assert "Seed Entry Without a Link" in page.body.text()
     assert [a.attributes["href"] for a in page.css("a") if a.attributes.get("href") == "#"] == []
+
+
+def test_without_a_model_the_facts_table_names_each_topic_in_both_languages_tagged(tmp_path):
+    site.build(fx.config(), tmp_path, [fx.plain_digest()], "2026-12-07T08:00:00+08:00")
+    page = HTMLParser((tmp_path / "digests" / "2026-12-07.html").read_text("utf-8"))
+    row = next(tr for tr in page.css("table.cmp tr") if tr.css("td") and "Topic" in tr.css("td")[0].text())
+    cells = row.css("td")[1:]
+    assert len(cells) == 2  # the two featured papers, each cell one span per language
+    for cell, key in zip(cells, ("multimodal", "analysis"), strict=True):
+        names = {node.attributes["data-l"]: node.text() for node in cell.css("[data-l]")}
+        assert names == {"zh": fx.NAMES[key].zh, "en": fx.NAMES[key].en}
 
 
 def two_weeks(tmp_path: Path, cli, title: str | None = None, **extra) -> Path:
@@ -208,31 +218,9 @@ def test_serve_answers_the_index_and_each_digest_page(hostile):
 
 # --- in headless Chromium ------------------------------------------------------------------
 
-def _measure(tmp_path: Path, site_dir: Path, page: str, width: int, script: str) -> dict:
-    """Load `page` of a copy of the site in a `width` px frame of a host page, run `script`
-    (it sees f, d, w and may call done(result)) and return what it reported."""
-    copy = tmp_path / "site"
-    shutil.copytree(site_dir, copy, dirs_exist_ok=True)
-    host = copy / "host.html"
-    host.write_text(f"""<!doctype html><html><body><iframe id="f" src="{page}" width="{width}"
-height="900"></iframe><script>
-var f = document.getElementById('f'), step = 0, seen = [];
-function done(result) {{ document.body.setAttribute('data-result', JSON.stringify(result)); }}
-function shown(node) {{ return !!node && node.getClientRects().length > 0 &&
-  getComputedStyle(node).visibility !== 'hidden'; }}
-f.addEventListener('load', function () {{ var d = f.contentDocument, w = f.contentWindow; {script} }});
-</script></body></html>""", encoding="utf-8")
-    out = chromium(tmp_path, "--allow-file-access-from-files", "--window-size=1400,1000",
-                   "--virtual-time-budget=8000", "--dump-dom", host.as_uri())
-    found = HTMLParser(out.stdout).css_first("body[data-result]")
-    if found is None:
-        pytest.skip(f"chromium laid out no page: {out.stderr[-300:]}")
-    return json.loads(found.attributes["data-result"] or "{}")
-
-
 @pytest.mark.parametrize("width", [375, 1280])
 def test_the_index_fits_the_screen_without_sideways_scrolling(tmp_path, hostile, width):
-    found = _measure(tmp_path, hostile, "index.html", width, """
+    found = in_frame(tmp_path, hostile, "index.html", width, """
       done({inner: w.innerWidth, scroll: d.documentElement.scrollWidth,
             h1: d.querySelector('h1').getBoundingClientRect().width});""")
     assert found["inner"] == width
@@ -247,7 +235,7 @@ def test_the_index_fits_the_screen_without_sideways_scrolling(tmp_path, hostile,
 
 
 def test_the_language_switch_hides_the_other_language_and_survives_a_reload(tmp_path, hostile):
-    found = _measure(tmp_path, hostile, "digests/2026-11-09.html", 1024, """
+    found = in_frame(tmp_path, hostile, "digests/2026-11-09.html", 1024, """
       var zh = d.querySelector('p[data-l=zh]'), en = d.querySelector('p[data-l=en]');
       var pressed = d.querySelector('[aria-pressed=true]');
       seen.push({zh: shown(zh), en: shown(en), langs: shown(d.querySelector('.langs')),
@@ -268,8 +256,7 @@ def test_the_language_switch_hides_the_other_language_and_survives_a_reload(tmp_
     assert clicked == {"zh": False, "en": True}
     # Chosen English, the page reads in English: tags, counts, curated marks, topic names
     # and the trends too; only the switch keeps its own 中文 button.
-    chinese_left = re.findall(r"[^\n]{0,20}[\u3000-\u9fff\uff00-\uffef]+[^\n]{0,20}", english)
-    assert [run for run in chinese_left if run.strip() not in ("中文", "中英 Both")] == []
+    assert chinese_left(english) == []
     assert reloaded == {"zh": False, "en": True, "langs": True, "pressed": "en"}  # remembered
     assert chinese == {"zh": True, "en": False}
 

@@ -13,7 +13,17 @@ from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 
-from tests.helpers import DAY, KEY, broken_links, chromium, full_config, rl_paper, site_pages
+from tests.helpers import (
+    DAY,
+    KEY,
+    broken_links,
+    chinese_left,
+    chromium,
+    full_config,
+    in_frame,
+    rl_paper,
+    site_pages,
+)
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
 
@@ -89,10 +99,11 @@ def test_search_index_feed_and_exports(tmp_path, cli):
     data = index_data(folder)
     assert len(data["papers"]) == 8
     first = next(p for p in data["papers"] if p[0] == "p-arxiv-2611.00001")
-    anchor, title, title_zh, summary, authors, topic, year = first
+    anchor, title, title_zh, summary_zh, summary_en, authors, topic, year = first
     assert (folder / data["topics"][topic]).is_file() and title.startswith("<script>")  # data, not markup
     assert data["years"] == ["2026"] and (folder / "search-index-2026.js").is_file()
-    assert title_zh and summary and authors == "Ada Lovelace, Alan Turing" and year == "2026"
+    assert title_zh and summary_zh and summary_en.startswith("English summary of")
+    assert authors == "Ada Lovelace, Alan Turing" and year == "2026"
     feed = ET.parse(folder / "papers.xml").getroot()
     entries = list(feed.iter(f"{ATOM}entry"))
     assert len(entries) == 8 and entries[0].find(f"{ATOM}title").text
@@ -120,15 +131,17 @@ def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_pat
 
     assert results("") == []  # nothing asked, nothing listed
     done = chromium(tmp_path, "--virtual-time-budget=3000", "--dump-dom", page + "?q=variant+2")
-    summary = next(p[3] for p in index_data(folder)["papers"] if p[0] == "p-arxiv-2611.00002")
-    assert summary and f'<div class="snippet">{html.escape(summary, quote=False)}</div>' in done.stdout  # why it matched
+    zh, en = next(p[3:5] for p in index_data(folder)["papers"] if p[0] == "p-arxiv-2611.00002")
+    for lang, summary in (("zh-CN", zh), ("en", en)):  # why it matched, in each language
+        assert f'<div class="snippet" lang="{lang}" data-l="{lang[:2]}">{html.escape(summary, quote=False)}</div>' in done.stdout
     assert results("?q=variant+2") == ["2611.00002"]
+    assert results("?q=english+summary+variant+2") == ["2611.00002"]  # words of the second language's summary
     assert results("?q=L%C3%B6velace+variant+2") == results("?q=LOVELACE+variant+2") == ["2611.00002"]
     agents = results("?q=web+agents")
     assert agents and set(agents) == {"2611.00005", "2611.00007"}
     data = index_data(folder)
-    chosen = next(p[5] for p in data["papers"] if p[0] == "p-arxiv-2611.00005")
-    of_topic = {p[0].removeprefix("p-arxiv-") for p in data["papers"] if p[5] == chosen}
+    chosen = next(p[6] for p in data["papers"] if p[0] == "p-arxiv-2611.00005")
+    of_topic = {p[0].removeprefix("p-arxiv-") for p in data["papers"] if p[6] == chosen}
     assert set(results(f"?topic={chosen}")) == of_topic and len(of_topic) < 8
     assert set(results(f"?q=variant&topic={chosen}")) <= of_topic
     ARTIFACTS.mkdir(exist_ok=True)
@@ -147,10 +160,52 @@ def test_a_week_later_only_the_pages_its_papers_are_on_are_rewritten(tmp_path, c
     after = {p.relative_to(folder).as_posix(): p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
     rewritten = {name for name, stamp in after.items() if before.get(name) != stamp}
     data = index_data(folder)
-    topic = next(p[5] for p in data["papers"] if p[0] == "p-arxiv-2611.00009")
+    topic = next(p[6] for p in data["papers"] if p[0] == "p-arxiv-2611.00009")
     page = data["topics"][topic]
     assert {"papers/month/2026-11.html", page, "search-index-2026.js"} <= rewritten
     assert "p-arxiv-2611.00009" in (folder / page).read_text(encoding="utf-8")
     kept = {name for name in before if name.startswith(("papers/topic/", "papers/month/"))} - {
         page, "papers/month/2026-11.html"}
     assert "papers/month/2026-10.html" in kept and kept.isdisjoint(rewritten)  # older month, other topics
+
+
+def test_chosen_english_the_reading_list_pages_read_in_english(tmp_path, cli):
+    """The switch reaches what cannot hold tagged text: the filters' options, the search
+    box's hint, the count of results; and each paper line's topic name."""
+    folder = two_weeks(tmp_path, cli)
+    month = next(p for p in (folder / "papers" / "month").iterdir()).relative_to(folder).as_posix()
+    topic = next(p for p in (folder / "papers" / "topic").iterdir()).relative_to(folder).as_posix()
+    found = in_frame(tmp_path, folder, "papers/index.html", 1024, f"""
+      function read() {{
+        var q = d.getElementById('q');
+        return {{text: d.body.innerText, hint: q ? q.placeholder : '',
+                 options: Array.from(d.querySelectorAll('option'), o => o.textContent)}};
+      }}
+      step += 1;
+      if (step === 1) {{
+        seen.push(read());
+        d.querySelector('[data-choose=en]').click();
+        var q = d.getElementById('q');
+        q.value = 'variant';
+        q.dispatchEvent(new Event('input'));
+        seen.push(read());
+        d.querySelector('[data-choose=both]').click();
+        seen.push(read());
+        d.querySelector('[data-choose=en]').click();
+        f.src = '{month}';
+      }} else if (step === 2) {{
+        seen.push(read());
+        f.src = '{topic}';
+      }} else {{
+        seen.push(read());
+        done(seen);
+      }}""")
+    both, english, both_again, on_month, on_topic = found
+    assert "全部主题 All topics" in both["options"] and "搜索" in both["hint"]
+    assert english["options"][:1] == ["All topics"] and "All years" in english["options"]
+    assert not chinese_left("\n".join(english["options"])) and not chinese_left(english["hint"])
+    assert re.search(r"\b\d+ papers\b", english["text"]) and chinese_left(english["text"]) == []
+    assert both_again["options"] == both["options"] and both_again["hint"] == both["hint"]
+    assert "Agentic and multi-turn RL" in on_month["text"]  # each line's topic, in English
+    for page in (on_month, on_topic):
+        assert chinese_left(page["text"]) == [], page["text"][:400]

@@ -1,16 +1,18 @@
 /* The reading list's search (papers/index.html): plain JavaScript over window.RL_DIGEST_INDEX
    (search-index.js: the topics' pages; search-index-<year>.js: papers as [anchor, title,
-   Chinese title, summary, authors, topic, year]; a paper's page is its topic's page).
+   Chinese title, Chinese summary, English summary, authors, topic, year]; a paper's page is
+   its topic's page). Each summary shows tagged with its language, for the zh / en switch.
    Every word typed must appear in a paper's title, Chinese title, summaries or authors;
    the topic and year filters narrow further; case and accents do not matter ("ropke" finds
    Röpke, as relevance.follow_authors does). No framework, nothing fetched. */
 (function () {
   "use strict";
   var LIMIT = 200;
+  var order = (document.documentElement.getAttribute("data-langs") || "zh en").split(" ");
   var data = window.RL_DIGEST_INDEX || {papers: [], topics: {}};
   var q = document.getElementById("q"), topic = document.getElementById("topic"),
       year = document.getElementById("year"), list = document.getElementById("results"),
-      found = document.getElementById("found");
+      found = document.getElementById("found"), count = document.getElementById("hits");
   if (!q || !list) return;
   /* Letters NFKD leaves whole; the same table as pipeline/learn.py's author_name. */
   var BARE = {"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ı": "i", "ß": "ss", "æ": "ae", "œ": "oe", "þ": "th"};
@@ -19,34 +21,44 @@
       .replace(/[øłđðıßæœþ]/g, function (c) { return BARE[c]; });
   }
   var haystacks = data.papers.map(function (p) {
-    return fold(p[1] + "\n" + p[2] + "\n" + p[3] + "\n" + p[4]);
+    return fold(p[1] + "\n" + p[2] + "\n" + p[3] + "\n" + p[4] + "\n" + p[5]);
   });
 
   function show() {
     var words = fold(q.value).split(/\s+/).filter(Boolean);
     var t = topic.value, y = year.value;
     list.textContent = "";
-    if (!words.length && !t && !y) { found.textContent = ""; return; }
+    found.hidden = !words.length && !t && !y;
+    if (found.hidden) return;
     var hits = 0;
     for (var i = 0; i < data.papers.length; i++) {
       var p = data.papers[i];
-      if ((t && p[5] !== t) || (y && p[6] !== y)) continue;
+      if ((t && p[6] !== t) || (y && p[7] !== y)) continue;
       if (!words.every(function (w) { return haystacks[i].indexOf(w) !== -1; })) continue;
       hits++;
       if (hits > LIMIT) continue;
       var li = document.createElement("li"), a = document.createElement("a");
-      a.href = "../" + data.topics[p[5]] + "#" + p[0];
+      a.href = "../" + data.topics[p[6]] + "#" + p[0];
       a.textContent = p[1];
       li.appendChild(a);
       if (p[2]) { var zh = document.createElement("span"); zh.lang = "zh-CN"; zh.setAttribute("data-l", "zh"); zh.textContent = " · " + p[2]; li.appendChild(zh); }
-      if (p[3]) { var line = document.createElement("div"); line.className = "snippet"; line.textContent = p[3]; li.appendChild(line); }
+      order.forEach(function (lang) {
+        var text = lang === "zh" ? p[3] : p[4];
+        if (!text) return;
+        var line = document.createElement("div");
+        line.className = "snippet";
+        line.lang = lang === "zh" ? "zh-CN" : "en";
+        line.setAttribute("data-l", lang);
+        line.textContent = text;
+        li.appendChild(line);
+      });
       var meta = document.createElement("div");
       meta.className = "meta";
-      meta.textContent = [p[6], p[4]].filter(Boolean).join(" · ");
+      meta.textContent = [p[7], p[5]].filter(Boolean).join(" · ");
       li.appendChild(meta);
       list.appendChild(li);
     }
-    found.textContent = hits + " " + (found.getAttribute("data-label") || "");
+    count.textContent = String(hits);
   }
 
   q.addEventListener("input", show);

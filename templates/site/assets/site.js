@@ -22,6 +22,15 @@
       choice = "both";
     }
     root.setAttribute("data-show", choice);
+    /* Options and placeholders hold plain text: swap it (the text for both is kept aside). */
+    var plain = document.querySelectorAll("[data-zh][data-en]");
+    for (var j = 0; j < plain.length; j++) {
+      var node = plain[j], field = node.tagName === "INPUT" ? "placeholder" : "textContent";
+      if (!node.hasAttribute("data-both")) {
+        node.setAttribute("data-both", node[field]);
+      }
+      node[field] = node.getAttribute("data-" + choice);
+    }
     var buttons = document.querySelectorAll("[data-choose]");
     for (var i = 0; i < buttons.length; i++) {
       buttons[i].setAttribute("aria-pressed", String(buttons[i].getAttribute("data-choose") === choice));
