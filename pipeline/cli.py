@@ -117,7 +117,8 @@ def main(ctx: click.Context, config_path: Path | None, verbose: int, quiet: bool
 
 @main.command()
 @click.option("--as-of", help="Fix 'now': an ISO date (end of that day) or datetime.")
-@click.option("--dry-run", is_flag=True, help="Render to stdout; write, send and record nothing.")
+@click.option("--dry-run", is_flag=True,
+              help="Collect as a run does, then print the digest; write, send and record no digest.")
 @click.option("--offline", is_flag=True, help="No network: seeds and stored papers only.")
 @click.option("--no-email", is_flag=True, help="Write files but send no email.")
 @pass_state

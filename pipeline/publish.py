@@ -45,7 +45,8 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
             text = render.digest_as(settings, digest, fmt, count)
             files[f"digests/{digest.id}.{fmt}"] = write_atomic(out / "digests" / f"{digest.id}.{fmt}", text)
         if store.digest(digest.id) is None and not options.offline:  # offline is a preview
-            readers.keep(config, store)
+            if not options.no_email:
+                readers.keep(config, store)
             opened = channels.open_channels(config, count, email=not options.no_email,
                                             unsubscribed=readers.unsubscribed(store))
             store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),

@@ -252,6 +252,7 @@ def test_dry_run_prints_the_digest_and_writes_records_and_sends_nothing(tmp_path
     digest = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_text(encoding="utf-8")
     assert all(f"https://arxiv.org/abs/2611.{n:05d}" in digest for n in (1, 2))
     assert "sent to 2" in real.stdout
+    assert ", new 0, relevant 2" in real.stdout  # what the dry run fetched was kept (README)
     assert delivered == {"ada@example.org": 1, "alan@example.org": 1}
 
 

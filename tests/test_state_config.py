@@ -193,6 +193,20 @@ def test_a_bad_line_in_the_recipients_file_names_file_and_line(tmp_path, cli):
     one_line(cli("--config", str(config), "config", "check", check=2), "readers.txt:2:", "one address")
 
 
+def test_a_run_stops_at_a_bad_reader_line_before_it_fetches_or_summarises(tmp_path, cli):
+    """Not after the week's LLM calls and files: the run exits 2 at once; --no-email goes on."""
+    (tmp_path / "readers.txt").write_text("ok@example.org\nbob@exmaple..org\n", encoding="utf-8")
+    email = {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": 9, "security": "none",
+             "recipients_file": "readers.txt"}
+    with ArxivServer([rl_paper(1, datetime(2026, 10, 29, 12, tzinfo=UTC))]) as arxiv:
+        config = config_for(tmp_path, arxiv, email=email)
+        refused = cli("--config", str(config), "run", "--as-of", "2026-11-02", check=2)
+        one_line(refused, "readers.txt:2:", "not an email address")
+        assert arxiv.requests == [] and not (tmp_path / "out").exists()
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", "--no-email")
+    assert (tmp_path / "out" / "digests" / "2026-11-02.md").is_file()
+
+
 # --- secrets ---------------------------------------------------------------------------------
 
 def test_config_show_and_status_mask_secrets_inside_values(tmp_path, cli):
