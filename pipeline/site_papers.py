@@ -151,7 +151,7 @@ class Papers:
         for writer in self.writers:
             writer.close()
         self.stack.close()  # the index and exports are in place
-        base = settings.base_url
+        base = settings.site_url  # the pages it links are the site's, not out/'s (outputs.base_url)
         feed_id = f"{base}papers.xml" if base else render.feed_id(settings, "papers")
         done = {
             "papers/index.html": env.get_template("site/papers_index.html.j2").render(

@@ -209,3 +209,20 @@ def test_chosen_english_the_reading_list_pages_read_in_english(tmp_path, cli):
     assert "Agentic and multi-turn RL" in on_month["text"]  # each line's topic, in English
     for page in (on_month, on_topic):
         assert chinese_left(page["text"]) == [], page["text"][:400]
+
+
+def test_papers_xml_links_the_site_where_it_is_served_not_the_files(tmp_path, cli):
+    """outputs.base_url is where out/ is published; the feed's pages live in out/site/,
+    served at outputs.site_url: every link must open a page the site has."""
+    with ArxivServer([rl_paper(1, DAY), rl_paper(2, DAY)]) as arxiv:
+        config = full_config(tmp_path, arxiv, outputs={
+            "base_url": "https://files.example.org/out/", "site_url": "https://digest.example.org/rl/"})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+    folder = tmp_path / "out" / "site"
+    feed = ET.parse(folder / "papers.xml").getroot()
+    links = [link.get("href") for link in feed.iter(f"{ATOM}link")]
+    assert "https://digest.example.org/rl/papers.xml" in links and len(links) == 2 + 2
+    for href in links:
+        path, _, anchor = href.removeprefix("https://digest.example.org/rl/").partition("#")
+        assert (folder / path).is_file(), href
+        assert not anchor or f'id="{anchor}"' in (folder / path).read_text(encoding="utf-8"), href
