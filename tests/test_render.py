@@ -617,3 +617,20 @@ def test_after_the_first_digest_the_topic_intro_is_its_first_sentence(cfg, diges
         assert zh_rest[:10] not in after.replace("\n", "") and en_first[:30] not in " ".join(after.split())
         shown = " ".join(make(english, later, READING).split())
         assert en_first + "." in shown and en_rest[:20] not in shown
+
+
+def test_a_reader_of_chinese_alone_is_told_papers_may_be_missing():
+    """The coverage line in Chinese, as in English, names the gaps not recovered."""
+    gaps = [{"group": "9 feeds", "day": "06-07", "cause": "feed stale", "recovered": ""},
+            {"group": "cs.CL", "day": "06-02 → 06-04 (3 announcements)", "cause": "not collected",
+             "recovered": ""},
+            {"group": "cs.LG", "day": "06-05", "cause": "feed stale", "recovered": "OAI-PMH"}]
+    coverage = {"first": "06-01", "last": "06-07", "expected": 5, "read": 4, "groups": [],
+                "gaps": gaps, "no_announcement": [], "relevant": {}}
+    digest = replace(fx.digest(), coverage=coverage)
+    for text in (render.digest_markdown(fx.config(languages=("zh",)), digest, READING),
+                 render.digest_text(fx.config(languages=("zh",)), digest, READING)):
+        line = "".join(text.split())  # the text part wraps Chinese between any two characters
+        assert "缺口3处，已补回1处；未补回的2处（06-07、06-02→06-04）：当天发布的论文可能不在本期" in line
+    english = render.digest_markdown(fx.config(languages=("en",)), digest, READING)
+    assert english.count("NOT recovered") == 2
