@@ -18,6 +18,7 @@ from pipeline.run import JUDGED
 from pipeline.store import ENDED_MID_RUN, Store
 
 THUMBS = {True: "👍", False: "👎"}
+WARNINGS_SHOWN = 5  # of each run's; a day of stale feeds warns once per category
 
 
 def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[str, Any]:
@@ -46,6 +47,12 @@ def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[
                                for row in store.deliveries(statuses=("pending", "failed"))]},
         "scheduler": heartbeat(config, now),
     }
+
+
+def _warnings(report: dict) -> list[str]:
+    """A run's warnings: a publish keeps its own list, a collect its sources'."""
+    return report.get("warnings") or [
+        w for src in report.get("sources", {}).values() for w in src.get("warnings", [])]
 
 
 def _run(row: dict) -> dict[str, Any]:
@@ -106,6 +113,8 @@ def overview(config: Config, store: Store) -> str:
             lines.append(f"last {kind}: {last['status']} at {last['finished'] or last['started']}"
                          + (f" — {last['error']}" if last["error"] else ""))
     lines.append("recent runs:")
+    collected = {run["as_of"]: set(_warnings(run["report"]))
+                 for run in data["runs"] if run["kind"] == "collect"}
     for run in data["runs"]:
         report = run["report"]
         parts = ", ".join(f"{name}: {src.get('requests', 0)} requests, {src.get('seen', 0)} seen, "
@@ -124,10 +133,13 @@ def overview(config: Config, store: Store) -> str:
         lines += ["    " + line for line in coverage_lines(report.get("coverage"))]
         sources = report.get("sources", {}).values()
         lines += [f"    {note}" for src in sources for note in src.get("notes", [])]
-        warnings = report.get("warnings") or [
-            w for src in report.get("sources", {}).values() for w in src.get("warnings", [])]
-        for warning in warnings:
-            lines.append(f"    warning: {warning}")
+        warnings = _warnings(report)
+        if run["kind"] != "collect":  # a publish repeats its own collect's: shown there once
+            warnings = [w for w in warnings if w not in collected.get(run["as_of"], ())]
+        lines += [f"    warning: {warning}" for warning in warnings[:WARNINGS_SHOWN]]
+        if len(warnings) > WARNINGS_SHOWN:
+            lines.append(f"    … and {len(warnings) - WARNINGS_SHOWN} more warnings "
+                         "(rl-digest status --json lists them all)")
     lines += judging(config, store)
     outbox = StoreOutbox(store)
     waiting, failed = outbox.pending(), outbox.rows(("failed",))

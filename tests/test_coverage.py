@@ -228,3 +228,25 @@ def test_feed_order_and_cap_match_arxiv():
     kinds = [line.strip() for line in body.splitlines() if "<arxiv:announce_type>" in line]
     assert kinds[0] == "<arxiv:announce_type>new</arxiv:announce_type>"
     assert kinds.count("<arxiv:announce_type>new</arxiv:announce_type>") == 700  # new first, replacements cut
+
+
+def test_status_names_a_day_of_stale_feeds_once_and_briefly(tmp_path, cli):
+    """Every category's feed frozen warns once per feed: status lists a run's first five,
+    counts the rest, and does not repeat under the publish what its collect said."""
+    cats = [c for c in DEFAULT_CATS if c.startswith("cs.")][:8]
+    monday = datetime(2026, 11, 23, 15, tzinfo=UTC)
+    with ArxivServer([relevant(n, (cat,), day=monday - timedelta(days=1))
+                      for n, cat in enumerate(cats, 1)]) as server:
+        config = config_for(tmp_path, server, cats=cats)
+        collect(cli, config, TUESDAY)
+        for cat in cats:
+            server.freeze(cat)
+        cli("--config", str(config), "run", "--as-of", "2026-11-25T14:00:00+00:00")
+        status = cli("--config", str(config), "status").stdout
+        whole = json.loads(cli("--config", str(config), "status", "--json").stdout)
+    stale = [line for line in status.splitlines() if "warning: stale feed:" in line]
+    assert len(stale) == 5, status
+    assert status.count("… and 3 more warnings (rl-digest status --json lists them all)") == 1
+    collected = next(r for r in whole["runs"] if r["kind"] == "collect")
+    assert sum("stale feed:" in w for s in collected["report"]["sources"].values()
+               for w in s["warnings"]) == len(cats)
