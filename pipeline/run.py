@@ -545,6 +545,8 @@ def summary_line(report: RunReport) -> str:
             f"({report.seeds} seeds), "
             f"summarised {report.summarised} ({report.cached} cached), sent to {report.sent}, "
             f"{report.elapsed:.1f} s")
+    if report.digest is None:  # nothing written: say why rather than leave the reader to look
+        line += "; no digest: nothing relevant is waiting for one"
     if report.llm_calls or report.llm_failures:
         line += (f"; LLM: {report.llm_calls} calls, {report.tokens_in} tokens in, "
                  f"{report.tokens_out} out, {report.llm_failures} failed")

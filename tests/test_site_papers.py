@@ -113,7 +113,9 @@ def test_search_index_feed_and_exports(tmp_path, cli):
     assert len(json.loads((folder / "exports" / "reading-list.json").read_text(encoding="utf-8"))) == 8
     before = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
     with ArxivServer([]) as arxiv:  # a week with nothing new rewrites nothing of the reading list
-        cli("--config", str(full_config(tmp_path, arxiv)), "run", "--as-of", "2026-11-16")
+        quiet = cli("--config", str(full_config(tmp_path, arxiv)), "run", "--as-of", "2026-11-16")
+    assert quiet.stdout.rstrip().endswith("; no digest: nothing relevant is waiting for one")
+    assert not (tmp_path / "out" / "digests" / "2026-11-16.md").exists()
     after = {p: p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
     assert [p.relative_to(folder).as_posix() for p in after if after[p] != before.get(p)
             and "papers" in p.as_posix()] == []
