@@ -20,6 +20,8 @@ from pipeline.models import Entry
 
 FORMATS = {"bibtex": "bib", "ris": "ris", "csljson": "json", "jsonl": "jsonl"}  # format -> file suffix
 ARXIV_DOI = "10.48550/arXiv.{}"  # the DOI arXiv registers for every paper
+SUFFIXES = {"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"}  # the last word of a name, not its family
+PARTICLES = {"de", "da", "del", "della", "di", "du", "van", "von", "le", "la", "dos", "das"}
 
 
 def select(found: Iterable[Entry], topic: str | None = None, since: date | None = None) -> Iterator[Entry]:
@@ -124,9 +126,18 @@ def arxiv_id(entry: Entry) -> str | None:
 @lru_cache(maxsize=256)
 def name_parts(name: str) -> tuple[str, str]:
     """(family, given): 'Jane Q. Doe' -> ('Doe', 'Jane Q.'); one word is a family name.
-    Cached: the four formats of an entry ask for the same names."""
+    BibTeX's von rule keeps a particle with the family name, so reference managers file
+    'Mihaela van der Schaar' under van der Schaar, not Schaar; a suffix stays with it too
+    ('Martin Luther King Jr.' -> ('King Jr.', 'Martin Luther')). Cached: the four formats
+    of an entry ask for the same names."""
     words = name.split()
-    return (words[-1], " ".join(words[:-1])) if words else ("", "")
+    last = len(words) - 1
+    if last >= 2 and words[last].lower() in SUFFIXES:
+        last -= 1
+    start = next((i for i in range(1, last) if words[i][:1].islower()), max(last, 0))
+    if start > 1 and words[start - 1].lower() in PARTICLES and words[start][:1].islower():
+        start -= 1  # 'Fernando De la Torre': a capital particle before a lower-case one
+    return " ".join(words[start:]), " ".join(words[:start])
 
 
 def cited(name: str) -> str:

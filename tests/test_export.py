@@ -20,7 +20,8 @@ from tests.servers.arxiv_server import ArxivServer
 HOSTILE = "{Braces} at 50% & more: a_b $x$ #1 \\emph ^hat ~tilde"
 ENTRY = Entry(
     key="arxiv:2611.00001", title=HOSTILE, topic="algorithms", url="https://arxiv.org/abs/2611.00001",
-    date="2026-11-27", authors=("Jane Q. Doe", "Wei Zhang", "Plato", "Smith and Sons"),
+    date="2026-11-27", authors=("Jane Q. Doe", "Wei Zhang", "Plato", "Smith and Sons", "Mihaela van der Schaar",
+             "Martin Luther King Jr."),
     categories=("cs.LG", "cs.CL"), abstract="We double GRPO's sample efficiency (50% fewer rollouts) & more.",
     links=(("code", "https://github.com/example/grpo"),), venue="NeurIPS 2026",
 )
@@ -55,7 +56,9 @@ def test_bibtex_parses_back_to_the_same_text():
     assert plain.latex_to_text(first["title"]) == HOSTILE  # {, %, &, _, $, #, \, ^, ~ survive
     assert plain.latex_to_text(first["abstract"]) == ENTRY.abstract
     names = re.split(r" and (?![^{}]*\})", first["author"])  # BibTeX's rule: " and " outside braces
-    assert [plain.latex_to_text(a) for a in names] == ["Doe, Jane Q.", "Zhang, Wei", "Plato", "Smith and Sons"]
+    assert [plain.latex_to_text(a) for a in names] == [
+        "Doe, Jane Q.", "Zhang, Wei", "Plato", "Smith and Sons", "van der Schaar, Mihaela",
+        "King Jr., Martin Luther"]  # filed under van der Schaar and King
     assert (first["year"], first["eprint"], first["archiveprefix"], first["primaryclass"]) == (
         "2026", "2611.00001", "arXiv", "cs.LG")
     assert first["doi"] == "10.48550/arXiv.2611.00001" and first["url"] == ENTRY.url
@@ -67,6 +70,7 @@ def test_ris_reads_back_with_rispy():
     first, seed = rispy.loads(written("ris", [ENTRY, SEED]))
     assert first["type_of_reference"] == "GEN" and first["title"] == HOSTILE
     assert first["authors"][:3] == ["Doe, Jane Q.", "Zhang, Wei", "Plato"]
+    assert first["authors"][4:] == ["van der Schaar, Mihaela", "King Jr., Martin Luther"]
     assert (first["year"], first["date"], first["urls"]) == ("2026", "2026/11/27", [ENTRY.url])
     assert first["doi"] == "10.48550/arXiv.2611.00001" and first["abstract"] == ENTRY.abstract
     assert first["keywords"] == ["algorithms"] and "NeurIPS 2026" in first["notes"]
@@ -80,6 +84,8 @@ def test_csl_json_has_the_fields_zotero_reads():
     assert first["title"] == HOSTILE
     assert first["author"][:3] == [{"family": "Doe", "given": "Jane Q."}, {"family": "Zhang", "given": "Wei"},
                                    {"family": "Plato"}]
+    assert first["author"][4] == {"family": "van der Schaar", "given": "Mihaela"}
+    assert export.name_parts("Fernando De la Torre") == ("De la Torre", "Fernando")
     assert first["issued"] == {"date-parts": [[2026, 11, 27]]}
     assert first["URL"] == ENTRY.url and first["DOI"] == "10.48550/arXiv.2611.00001"
     assert first["abstract"] == ENTRY.abstract
