@@ -172,7 +172,7 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
     """Deliver everything still waiting in the outbox, now (backoff only paces the scheduler)."""
     config = state.config
     if reader and not digest_id:
-        raise ConfigError("--reader needs --digest ID", "`rl-digest status` lists the digests")
+        raise ConfigError("--reader needs --digest ID", "`rl-digest status` names the newest digests")
     report = RunReport(as_of=datetime.now(config.zone).isoformat())
     with ExitStack() as held:
         try:
@@ -185,7 +185,7 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
         store = state.store()
         if reader and digest_id:
             if store.digest(digest_id) is None:
-                raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` lists them")
+                raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` names the newest")
             StoreOutbox(store).requeue(digest_id, reader.strip())
         deliver(config, store, report, reading_list.count(store), digest_id)
     if state.quiet and not (report.sent or report.pending or report.failed):
@@ -296,7 +296,7 @@ def preview(state: State, digest_id: str | None) -> None:
 def _stored_digest(store: Store, digest_id: str | None) -> Digest:
     stored = store.digest(digest_id)
     if stored is None and digest_id:  # an id that names no digest is bad usage (exit 2), as for send
-        raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` lists them")
+        raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` names the newest")
     if stored is None:
         raise DigestError("no digest yet", "run `rl-digest run` first")
     return compose.digest_from_dict(stored["data"])

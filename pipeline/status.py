@@ -18,6 +18,7 @@ from pipeline.run import JUDGED
 from pipeline.store import ENDED_MID_RUN, Store
 
 THUMBS = {True: "👍", False: "👎"}
+DIGESTS_SHOWN = 3  # the newest digests' ids
 WARNINGS_SHOWN = 5  # of each run's; a day of stale feeds warns once per category
 
 
@@ -41,6 +42,7 @@ def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[
                  for which, fire in schedule.next_fires(config, now).items()},
         "last": last,
         "runs": runs,
+        "digests": store.digest_ids()[::-1][:DIGESTS_SHOWN],  # the ids render, preview and send take
         "outbox": {"pending": counts["pending"], "failed": counts["failed"], "skipped": counts["skipped"],
                    "waiting": [{k: row[k] for k in ("digest_id", "recipient", "status", "attempts",
                                                     "last_error")}
@@ -101,7 +103,8 @@ def overview(config: Config, store: Store) -> str:
     lines = [
         f"database: {data['database']}",
         f"papers {counts['papers']}, relevant {counts['relevant']}, seeds {counts['seeds']}, "
-        f"digests {counts['digests']}",
+        f"digests {counts['digests']}" + (f" (newest {', '.join(data['digests'])})"
+                                          if data["digests"] else ""),
         f"watermark: {data['watermark'] or 'none (the first collect reads lookback_days)'}",
     ]
     for which, fire in data["next"].items():

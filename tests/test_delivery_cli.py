@@ -149,6 +149,7 @@ def test_send_digest_reader_resends_one_on_purpose_with_a_new_message_id(tmp_pat
         unknown = cli("--config", str(config), "send", "--digest", "2020-01-06",
                       "--reader", "ada@example.org", check=2)
         alone = cli("--config", str(config), "send", "--reader", "ada@example.org", check=2)
+        listed = cli("--config", str(config), "status").stdout
         delivered = copies(smtp)
         ada_ids = message_ids(smtp, "ada@example.org")
     assert "sent 1, pending 0, failed 0" in resent.stdout
@@ -158,7 +159,8 @@ def test_send_digest_reader_resends_one_on_purpose_with_a_new_message_id(tmp_pat
     assert ada_ids[0] == first and ada_ids[1] != first
     assert outbox(tmp_path)["ada@example.org"]["message_id"] == ada_ids[1]
     assert stderr_lines(unknown) == ["rl-digest: --digest: no digest 2020-01-06 "
-                                     "(`rl-digest status` lists them)"]
+                                     "(`rl-digest status` names the newest)"]
+    assert f"digests 1 (newest {AS_OF})" in listed  # as the hint says
     assert "--reader needs --digest" in alone.stderr
 
 
