@@ -203,7 +203,7 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
              f"  categories: {', '.join(p.categories)}  sources: {', '.join(p.sources)}",
              f"  score: {row.score if row.score is not None else 'not scored'}  "
              f"relevant: {row.relevant}  your verdict: {verdict}",
-             f"  topic: {row.topic} {list(row.topics)}",
+             f"  topic: {row.topic}" + (f" (also {', '.join(row.topics)})" if row.topics else ""),
              f"  reasons: {reasons}",
              f"  rule: {rule.value:+.2f} (threshold {config.relevance.threshold})"]
     said = {who: v for who, v in readers.verdicts(store, paper_key(paper_id)).items() if who != "you"}

@@ -81,3 +81,5 @@ def test_status_of_one_paper_shows_its_title_as_a_reader_reads_it(tmp_path, cli)
         cli("--config", str(config), "collect", "--as-of", "2026-11-21")
         shown = cli("--config", str(config), "status", "--paper", paper.id).stdout
     assert shown.splitlines()[0] == f"{paper.id}v1  GRPO-λ – A Survey of RL for LLM Reasoning", shown
+    topic = next(line for line in shown.splitlines() if line.startswith("  topic: "))
+    assert re.fullmatch(r"  topic: [a-z_]+( \(also [a-z_]+(, [a-z_]+)*\))?", topic), topic  # words, no Python list
