@@ -23,6 +23,7 @@ from tests.helpers import (
     in_frame,
     rl_paper,
     site_pages,
+    write_config,
 )
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
@@ -228,3 +229,14 @@ def test_papers_xml_links_the_site_where_it_is_served_not_the_files(tmp_path, cl
         path, _, anchor = href.removeprefix("https://digest.example.org/rl/").partition("#")
         assert (folder / path).is_file(), href
         assert not anchor or f'id="{anchor}"' in (folder / path).read_text(encoding="utf-8"), href
+
+
+def test_the_months_and_the_undated_add_up_to_the_whole_list(tmp_path, cli):
+    """Seed entries without a date have no month page; the index counts them all the same."""
+    cli("--config", str(write_config(tmp_path)), "run", "--offline", "--as-of", "2026-11-02")
+    index = site_pages(tmp_path / "out" / "site")["papers/index.html"]
+    total = int(re.match(r"\d+", index.css_first("p.meta").text()).group())
+    rows = index.css("ul.months li")
+    undated = [li.text() for li in rows if not li.css("a")]
+    assert len(undated) == 1 and "undated" in undated[0]
+    assert sum(int(re.search(r"\((\d+)", li.text()).group(1)) for li in rows) == total
