@@ -451,17 +451,18 @@ def _ranked(entries: Sequence[Entry]) -> list[Entry]:
     return sorted(entries, key=lambda e: (not e.curated, -(e.score or 0.0), e.key))
 
 
-def _keep(digest: Digest, keep: int, brief: bool) -> tuple[tuple[Section, ...], int]:
+def _keep(digest: Digest, keep: int, brief: bool) -> tuple[tuple[Section, ...], dict[str, int]]:
     """Sections holding only the `keep` best full entries (their order unchanged), and the
-    one-line entries when `brief`; and how many went."""
+    one-line entries when `brief`; and how many went, per topic. Every section stays, so
+    a reader sees each topic and its whole count even when its papers all went."""
     everything = [e for s in digest.sections for e in s.entries]
     kept = {e.key for e in _ranked(everything)[:keep]}
     sections = tuple(replace(s, entries=tuple(e for e in s.entries if e.key in kept),
                              brief=s.brief if brief else ())
                      for s in digest.sections)
-    gone = len(everything) - min(keep, len(everything))
-    gone += 0 if brief else sum(len(s.brief) for s in digest.sections)
-    return tuple(s for s in sections if s.entries or s.brief), gone
+    left = {s.topic: len(s.entries) + len(s.brief) - len(t.entries) - len(t.brief)
+            for s, t in zip(digest.sections, sections, strict=True)}
+    return sections, left
 
 
 def _inline(html: str) -> str:
@@ -487,8 +488,9 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     total = sum(len(s.entries) for s in digest.sections)
 
     def render(clip_en: int | None, keep: int, clip_all: int | None = None, brief: bool = False) -> str:
-        sections, cut = _keep(digest, keep, brief)
-        page = template.render(**{**base, "sections": sections, "more": base["more"] + cut,
+        sections, left = _keep(digest, keep, brief)
+        cut = sum(left.values())
+        page = template.render(**{**base, "sections": sections, "left": left, "more": base["more"] + cut,
                                   "trimmed": cut > 0, "clip_en": clip_en, "clip_all": clip_all})
         return _inline(page)
 

@@ -370,6 +370,22 @@ def test_an_oversized_email_is_trimmed_and_points_to_the_whole_digest():
     assert len(clipped.encode("utf-8")) <= render.EMAIL_LIMIT
 
 
+def test_a_trimmed_email_keeps_every_topic_with_its_whole_count():
+    """The text part is whole; the HTML one must not read as a different week: each topic
+    keeps its heading and full count, and says how many of its papers the whole digest has."""
+    d = fx.many(40, scale=12)
+    html = render.digest_html(fx.config(), d, 500)
+    text = render.digest_text(fx.config(), d, 500)
+    left = 0
+    for s in d.sections:
+        whole = len(s.entries) + len(s.brief)
+        assert f"{s.name_zh} · {s.name_en} ({whole})" in html, s.topic
+        assert f"({whole})" in text
+    for n in re.findall(r"\+(\d+) 篇本主题论文见完整版 more on this topic in the whole digest", html):
+        left += int(n)
+    assert left == 40 - html.count('class="paper"') > 0
+
+
 def test_a_trimmed_email_links_the_digests_web_copy_when_the_site_is_served():
     """Issue 14: with outputs.site_url (or serve.base_url) known, the "more" line and "view
     online" go to the digest's page of the web edition; else to its Markdown copy."""
