@@ -222,9 +222,12 @@ def test_serve_answers_the_index_and_each_digest_page(hostile):
 def test_the_index_fits_the_screen_without_sideways_scrolling(tmp_path, hostile, width):
     found = in_frame(tmp_path, hostile, "index.html", width, """
       done({inner: w.innerWidth, scroll: d.documentElement.scrollWidth,
-            h1: d.querySelector('h1').getBoundingClientRect().width});""")
+            h1: d.querySelector('h1').getBoundingClientRect().width,
+            dates: Array.from(d.querySelectorAll('.nowrap'),
+                              n => [n.getClientRects().length, w.getComputedStyle(n).whiteSpace])});""")
     assert found["inner"] == width
     assert found["scroll"] <= width, found
+    assert found["dates"] and {tuple(d) for d in found["dates"]} == {(1, "nowrap")}, found  # never cut at a hyphen
     assert 0 < found["h1"] <= width
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / f"site-index-{width}.png"
