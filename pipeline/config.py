@@ -14,7 +14,7 @@ from email.utils import getaddresses, parseaddr
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -562,30 +562,44 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _refuse_secrets(data: Any, path: Path, prefix: str = "") -> None:
-    if not isinstance(data, dict):
-        return
-    for key, value in data.items():
-        dotted = f"{prefix}{key}"
-        if isinstance(key, str) and SECRET_KEYS.search(key) and not key.endswith("_env"):
-            raise ConfigError(
-                f"{path}: {dotted}: secrets are not read from the config file",
-                f"put it in an environment variable and set {dotted}_env to its name",
-            )
-        if dotted == "storage.url" and isinstance(value, str) and _has_password(value):
-            raise ConfigError(
-                f"{path}: storage.url: holds a password; secrets are not read from the config file",
-                "take it out of the URL, put it in an environment variable and set "
-                "storage.password_env to its name",
-            )
-        _refuse_secrets(value, path, dotted + ".")
+def _refuse_secrets(data: Any, path: Path, dotted: str = "") -> None:
+    """No secret in the file: neither a key that names one nor credentials inside a URL
+    (they would reach logs, errors, status and, for outputs.base_url, every email)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            inner = f"{dotted}.{key}" if dotted else str(key)
+            if isinstance(key, str) and SECRET_KEYS.search(key) and not key.endswith("_env"):
+                raise ConfigError(
+                    f"{path}: {inner}: secrets are not read from the config file",
+                    f"put it in an environment variable and set {inner}_env to its name",
+                )
+            _refuse_secrets(value, path, inner)
+    elif isinstance(data, list):
+        for n, value in enumerate(data):
+            _refuse_secrets(value, path, f"{dotted}.{n}")
+    elif isinstance(data, str) and (what := _credentials(data)):
+        raise ConfigError(
+            f"{path}: {dotted}: holds {what} in the URL; secrets are not read from the config file",
+            "take it out of the URL, put it in an environment variable and set storage.password_env "
+            "to its name" if dotted == "storage.url" else
+            "take it out of the URL; a secret goes in an environment variable (enrich.api_key_env, "
+            "email.password_env, storage.password_env, a channel's *_env)",
+        )
 
 
-def _has_password(url: str) -> bool:
+def _credentials(value: str) -> str | None:
+    """What secret a URL carries before its host, or None: a password anywhere, and in a
+    web address a user too, since a token often stands there (https://TOKEN@host/); a
+    database URL's user is a role name."""
+    if "://" not in value or "@" not in value:
+        return None
     try:
-        return urlsplit(url).password is not None
+        parts = urlsplit(value.strip())
+        if parts.password is not None:
+            return "a password"
+        return "a user or token" if parts.username and parts.scheme in ("http", "https") else None
     except ValueError:
-        return False  # not a URL: the store says so, naming storage.url
+        return None  # not a URL: the key's own check says so
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -647,35 +661,16 @@ def sqlite_file(url: str) -> Path | None:
 
 
 def masked(config: Config) -> dict[str, Any]:
-    """The effective config for `config show`: secret env names shown with set/unset,
-    passwords and userinfo in URLs and secret-looking extra_body entries as ***."""
+    """The effective config for `config show`: secret env names shown with set/unset and
+    secret-looking extra_body entries as *** (a URL holds no credentials: load refuses them)."""
     data = config.model_dump(mode="json", by_alias=True, exclude={"path"})
     for section, key in (("enrich", "api_key_env"), ("email", "username_env"), ("email", "password_env"),
                          ("storage", "password_env")):
         name = data[section].get(key)
         if name:
             data[section][key] = f"{name} ({'set' if os.environ.get(name) else 'unset'})"
-    data["storage"]["url"] = mask_url(data["storage"]["url"])
-    for section in ("enrich", "outputs", "email"):
-        for key in ("base_url", "unsubscribe_url", "site_url"):
-            if data[section].get(key):
-                data[section][key] = mask_url(data[section][key])
     data["enrich"]["extra_body"] = _mask_names(data["enrich"]["extra_body"])
     return data
-
-
-def mask_url(url: str) -> str:
-    """A URL with its userinfo password shown as ***; a web URL's user too, since a token
-    often stands there (https://TOKEN@host/), but not a database's: that is a role name."""
-    parts = urlsplit(url)
-    if "@" not in parts.netloc:
-        return url
-    userinfo, host = parts.netloc.rsplit("@", 1)
-    user, has_password, _ = userinfo.partition(":")
-    if not has_password and not parts.scheme.startswith("http"):
-        return url
-    shown = f"{user}:{MASK}" if has_password else MASK
-    return urlunsplit(parts._replace(netloc=f"{shown}@{host}"))
 
 
 def _mask_names(value: Any) -> Any:

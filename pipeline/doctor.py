@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from pydantic import Field
 
 from pipeline import calendar, collect, enrich, render, store
-from pipeline.config import Config, mask_url
+from pipeline.config import Config
 from pipeline.deliver import channels, email, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
 from pipeline.sources import arxiv_api, arxiv_rss
@@ -124,7 +124,7 @@ def check_database(config: Config) -> Iterable[Check]:
     if database_problem(config.storage.url):
         yield skip("database", "not usable (see the config line)")
         return
-    url = mask_url(config.storage.url)
+    url = config.storage.url
     try:
         db = Store.open(config.database_url(), config.storage.busy_timeout_seconds)
         try:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import extract, importance, learn, lock, rank, readers, schedule
-from pipeline.config import Config, mask_url
+from pipeline.config import Config
 from pipeline.deliver.outbox import RESENT, SKIPPED, Delivery, StoreOutbox
 from pipeline.errors import DigestError
 from pipeline.models import paper_key
@@ -35,7 +35,7 @@ def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[
         runs = [_ended(row) for row in runs]
         last = {kind: row and _ended(row) for kind, row in last.items()}
     return {
-        "database": mask_url(config.storage.url),
+        "database": config.storage.url,
         "counts": counts,
         "watermark": mark.isoformat() if mark else None,
         "next": {which: fire.isoformat() if fire else None

@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
-from pipeline.config import mask_url, sqlite_file
+from pipeline.config import sqlite_file
 from pipeline.errors import ConfigError, DigestError, LockedError
 from pipeline.models import Enrichment, Paper, Scored, SeedEntry, merge_papers, paper_key, seed_key
 
@@ -738,9 +738,9 @@ def connect(url: str, busy_timeout: float = 30, **engine_options: Any) -> Engine
 
 
 def where(engine: Engine) -> str:
-    """The SQLite file, or the server URL without its password."""
+    """The SQLite file, or the server URL without its password: as storage.url reads."""
     path = sqlite_file(str(engine.url))
-    return str(path) if path else mask_url(engine.url.render_as_string(hide_password=False))
+    return str(path) if path else engine.url._replace(password=None).render_as_string(hide_password=False)
 
 
 def one_line(error: BaseException) -> str:

@@ -59,7 +59,7 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         ("email: {password: hunter2}\n", "email.password: secrets are not read from the config file"),
         ("enrich: {api_key: sk-123}\n", "enrich.api_key: secrets are not read from the config file"),
         ("storage: {url: 'postgresql+psycopg://rl:pw@db/rl'}\n",
-         "storage.url: holds a password; secrets are not read from the config file"),
+         "storage.url: holds a password in the URL; secrets are not read from the config file"),
         ("email: [unclosed\n", "config.yaml:2"),
         ("- just\n- a list\n", "expected a mapping"),
         ("schedule: {timezone: Mars/Olympus}\n", "unknown time zone"),

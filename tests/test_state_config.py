@@ -209,18 +209,33 @@ def test_a_run_stops_at_a_bad_reader_line_before_it_fetches_or_summarises(tmp_pa
 
 # --- secrets ---------------------------------------------------------------------------------
 
-def test_config_show_and_status_mask_secrets_inside_values(tmp_path, cli):
-    config = write_config(tmp_path, {
-        "storage": {"url": f"sqlite:///{tmp_path}/state/digest.sqlite3"},
-        "enrich": {"base_url": "https://user:hunter2@llm.example.org/v1",
-                   "extra_body": {"api-key": "sk-extra-secret", "options": {"Authorization": "Bearer tok"},
-                                  "temperature": 0.2}},
-        "outputs": {"base_url": "https://deploy-token-123@pages.example.org/"}})
+def test_config_show_masks_secret_looking_extra_body_entries(tmp_path, cli):
+    config = write_config(tmp_path, {"enrich": {"extra_body": {
+        "api-key": "sk-extra-secret", "options": {"Authorization": "Bearer tok"}, "temperature": 0.2}}})
     shown = cli("--config", str(config), "config", "show").stdout
-    for secret in ("hunter2", "sk-extra-secret", "Bearer tok", "deploy-token-123"):
+    for secret in ("sk-extra-secret", "Bearer tok"):
         assert secret not in shown
-    assert "https://user:***@llm.example.org/v1" in shown and "temperature: 0.2" in shown
-    assert "https://***@pages.example.org/" in shown
+    assert "temperature: 0.2" in shown
+
+
+@pytest.mark.parametrize(("overrides", "key", "secret"), [
+    ({"enrich": {"base_url": "https://user:hunter2@llm.example.org/v1"}}, "enrich.base_url", "hunter2"),
+    ({"outputs": {"base_url": "https://deploy-token-123@pages.example.org/"}}, "outputs.base_url",
+     "deploy-token-123"),
+    ({"sources": {"arxiv": {"api_url": "http://mirror:MIRRORPASS-55@127.0.0.1:9/api/query"}}},
+     "sources.arxiv.api_url", "MIRRORPASS-55"),
+    ({"sources": {"rss": {"urls": ["https://rss.arxiv.org/rss/cs.LG", "http://u:RSSPASS@127.0.0.1:9/rss"]}}},
+     "sources.rss.urls.1", "RSSPASS"),
+])
+def test_credentials_inside_any_url_are_refused_naming_the_key(tmp_path, cli, overrides, key, secret):
+    """They would reach doctor's lines, the logs, status and the database (and, in
+    outputs.base_url, every email): every command stops before it does anything."""
+    config = write_config(tmp_path, overrides)
+    for command in (("config", "check"), ("config", "show"), ("doctor",), ("run", "--offline")):
+        refused = cli("--config", str(config), *command, check=2)
+        one_line(refused, f"{config}: {key}: holds a ", "in the URL; secrets are not read from the config file")
+        assert secret not in refused.stdout + refused.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "state").exists()
 
 
 def test_a_database_user_is_shown_the_same_way_everywhere(tmp_path, cli):
