@@ -350,6 +350,7 @@ class Storage(Model):
 
 class Lock(Model):
     stale_hours: float = Field(6, gt=0)  # a run holding the lock longer is reported loudly
+    dir: Path | None = None  # the lock files and heartbeat (default: beside the SQLite file, or state/)
 
 
 class Templates(Model):
@@ -642,6 +643,7 @@ def _resolve_paths(config: Config, root: Path, path: Path | None) -> Config:
                 update={"recipients_file": at(config.email.recipients_file)}
             ),
             "templates": Templates(dir=at(config.templates.dir)),
+            "lock": config.lock.model_copy(update={"dir": at(config.lock.dir)}),
             "storage": config.storage.model_copy(update={"url": _sqlite_at(config.storage.url, root)}),
         }
     )

@@ -18,7 +18,7 @@ from datetime import date, datetime, timedelta
 import sqlalchemy as sa
 from pydantic import Field
 
-from pipeline import calendar, collect, enrich, render, store
+from pipeline import calendar, collect, enrich, lock, render, store
 from pipeline.config import Config
 from pipeline.deliver import channels, email, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
@@ -141,6 +141,21 @@ def check_database(config: Config) -> Iterable[Check]:
         yield fail("database", f"{url}: schema version {version}, this rl-digest expects {store.LATEST}")
     else:
         yield ok("database", f"{url}: connected, schema version {version} is current")
+
+
+def check_state_folder(config: Config) -> Iterable[Check]:
+    """The run lock, the scheduler's lock and heartbeat need a folder the process can write
+    (a service may see the config's folder read-only: lock.dir moves them)."""
+    folder = lock.lock_path(config).parent
+    existing = next(p for p in (folder, *folder.parents) if p.exists())
+    if not existing.is_dir():
+        yield fail("locks", f"{existing}: not a folder, so no run or scheduler can take its lock "
+                            "below it; set lock.dir to a folder this user can write")
+    elif os.access(existing, os.W_OK | os.X_OK):
+        yield ok("locks", f"{folder}: writable (the run lock, the scheduler's lock and heartbeat)")
+    else:
+        yield fail("locks", f"{existing}: not writable, so no run or scheduler can take its lock there; "
+                            "set lock.dir to a folder this user can write")
 
 
 def check_arxiv(config: Config) -> Iterable[Check]:
@@ -276,4 +291,4 @@ CHANNELS: dict[str, tuple[Callable[[Config], bool], Callable[[Config], str]]] = 
     "git": (lambda config: config.outputs.git is not None, git_reachable),
 }
 CHECKS: list[Callable[[Config], Iterable[Check]]] = [
-    check_config, check_database, check_arxiv, check_calendar, check_llm, check_channels]
+    check_config, check_database, check_state_folder, check_arxiv, check_calendar, check_llm, check_channels]

@@ -20,12 +20,16 @@ RUN_LOCK = 0x726C6467  # "rldg": the PostgreSQL advisory lock key of a run
 
 
 def lock_path(config: Config) -> Path:
-    """Next to the SQLite file; for a server database, in the config's state/ folder."""
+    """In lock.dir when set (a service whose config folder is read-only); else next to the
+    SQLite file, or for a server database in the config's state/ folder."""
     db = sqlite_file(config.storage.url)
+    name = db.name + ".lock" if db is not None else "rl-digest.lock"
+    if config.lock.dir is not None:
+        return config.lock.dir / name
     if db is not None:
-        return db.with_name(db.name + ".lock")
+        return db.with_name(name)
     root = config.path.parent if config.path else Path.cwd()
-    return root / "state" / "rl-digest.lock"
+    return root / "state" / name
 
 
 @contextmanager

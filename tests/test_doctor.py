@@ -18,7 +18,7 @@ from tests.servers.openai_server import OpenAIServer
 from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refused_port
 
 KEY = "sk-doctor-test-key"
-LINES = ["config", "database", "arxiv api", "arxiv rss", "calendar", "llm", "smtp", "git"]
+LINES = ["config", "database", "locks", "arxiv api", "arxiv rss", "calendar", "llm", "smtp", "git"]
 CONTACT = "ada@lab.test"  # not an example.org address, which doctor warns about
 ENV = {"OPENAI_API_KEY": KEY, "SMTP_USERNAME": TEST_USER, "SMTP_PASSWORD": TEST_PASSWORD}
 
@@ -82,6 +82,9 @@ def _down(name: str, overrides: dict, tmp_path) -> dict:
     if name == "database":
         (tmp_path / "broken.sqlite3").write_bytes(b"this is not a database file\n" * 200)
         return {"storage": {"url": f"sqlite:///{tmp_path}/broken.sqlite3"}}
+    if name == "locks":  # a service whose config folder it cannot write: a file stands in the way
+        (tmp_path / "not-a-folder").write_text("", encoding="utf-8")
+        return {"lock": {"dir": "not-a-folder/locks"}}
     if name == "arxiv api":
         return {"sources": {"arxiv": {"api_url": f"{dead}/api/query"}}}
     if name == "arxiv rss":
@@ -96,7 +99,7 @@ def _down(name: str, overrides: dict, tmp_path) -> dict:
     raise AssertionError(name)
 
 
-@pytest.mark.parametrize("name", ["database", "arxiv api", "arxiv rss", "llm", "smtp", "git"])
+@pytest.mark.parametrize("name", ["database", "locks", "arxiv api", "arxiv rss", "llm", "smtp", "git"])
 def test_doctor_names_the_one_service_that_is_down_and_exits_1(tmp_path, cli, world, name):
     overrides, _, _ = world
     config = write_config(tmp_path, _merge(overrides, _down(name, overrides, tmp_path)), seeds=False)
@@ -127,7 +130,7 @@ def test_doctor_skips_what_is_switched_off(tmp_path, cli):
                                                  "rss": {"enabled": False}}}, seeds=False)
     result = cli("--config", str(config), "doctor")
     found = statuses(result.stdout)
-    assert found == {"config": "OK", "database": "OK", "arxiv api": "SKIP", "arxiv rss": "SKIP",
+    assert found == {"config": "OK", "database": "OK", "locks": "OK", "arxiv api": "SKIP", "arxiv rss": "SKIP",
                      "calendar": "SKIP", "llm": "SKIP", "smtp": "SKIP", "git": "SKIP"}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -282,3 +283,15 @@ def test_a_lock_held_past_stale_hours_is_reported_loudly_with_pid_and_start(tmp_
         holder.wait()
     line = one_line(locked, "STALE LOCK", f"pid {holder.pid}", "started ", "lock.stale_hours")
     assert "it may be hung" in line
+
+
+def test_lock_dir_moves_the_lock_files_out_of_a_read_only_config_folder(tmp_path, cli):
+    """A service may see its config's folder read-only (systemd's ProtectSystem=strict):
+    lock.dir takes the run lock, the scheduler's lock and heartbeat elsewhere."""
+    config = write_config(tmp_path, {"lock": {"dir": "locks"},  # doctor below reaches nothing outside
+                                     "sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}}})
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    assert (tmp_path / "locks" / "digest.sqlite3.lock").exists()
+    assert not (tmp_path / "state" / "digest.sqlite3.lock").exists()
+    doctor = cli("--config", str(config), "doctor", check=None).stdout
+    assert re.search(rf"^locks +OK +{re.escape(str(tmp_path / 'locks'))}: writable", doctor, re.M), doctor
