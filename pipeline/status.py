@@ -46,7 +46,7 @@ def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[
         "outbox": {"pending": counts["pending"], "failed": counts["failed"], "skipped": counts["skipped"],
                    "waiting": [{k: row[k] for k in ("digest_id", "recipient", "status", "attempts",
                                                     "last_error")}
-                               for row in store.deliveries(statuses=("pending", "failed"))]},
+                               for row in store.deliveries(statuses=("pending", "sending", "failed"))]},
         "scheduler": heartbeat(config, now),
     }
 

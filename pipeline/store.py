@@ -679,7 +679,8 @@ class Store:
                 "relevant": count(papers, papers.c.relevant.is_(True)),
                 "seeds": count(seeds),
                 "digests": count(digests),
-                "pending": count(deliveries, deliveries.c.status == "pending"),
+                # a hand-over cut off (`sending`) waits to be resent as much as a pending one
+                "pending": count(deliveries, deliveries.c.status.in_(("pending", "sending"))),
                 "failed": count(deliveries, deliveries.c.status == "failed"),
                 "skipped": count(deliveries, deliveries.c.status == "skipped"),
             }

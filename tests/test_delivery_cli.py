@@ -11,6 +11,7 @@ collapse the two) and `status` notes it: at most one duplicate, never a loss.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -72,6 +73,7 @@ def test_kill_9_mid_data_then_the_next_run_delivers_that_reader_with_the_same_me
         config = config_with(tmp_path, arxiv, smtp.port)
         kill_once_a_message_arrives(config, smtp)
         cut = outbox(tmp_path)
+        watched = json.loads(cli("--config", str(config), "status", "--json").stdout)["outbox"]
         smtp.stall_seconds = 0  # the server is well again
         again = cli("--config", str(config), "run", "--as-of", AS_OF)
         status = cli("--config", str(config), "status")
@@ -81,6 +83,10 @@ def test_kill_9_mid_data_then_the_next_run_delivers_that_reader_with_the_same_me
     assert cut["ada@example.org"]["status"] == "sending"
     assert cut["ada@example.org"]["message_id"]
     assert cut["alan@example.org"]["status"] == "pending"
+    # a monitor reading status --json sees the cut-off hand-over waiting, as status says it
+    assert watched["pending"] == 2
+    assert {(w["recipient"], w["status"]) for w in watched["waiting"]} == {
+        ("ada@example.org", "sending"), ("alan@example.org", "pending")}
     assert delivered == {"ada@example.org": 2, "alan@example.org": 1}
     assert ada_ids == [cut["ada@example.org"]["message_id"]] * 2
     rows = outbox(tmp_path)
