@@ -9,7 +9,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, run_cli
 
 DEPLOY = ROOT / "deploy"
 
@@ -31,11 +31,19 @@ def test_systemd_units_run_as_their_own_user_with_state_in_var_lib():
         assert found["StateDirectory"] == ["rl-digest"], name
         assert "--config /etc/rl-digest/config.yaml" in found["ExecStart"][0]
     assert unit("rl-digest-scheduler.service")["RestartPreventExitStatus"] == ["2"]
-    assert unit("rl-digest.service")["SuccessExitStatus"] == ["75"]
+    assert unit("rl-digest.service")["SuccessExitStatus"] == ["75 143"]  # locked; stopped between steps
+    assert unit("rl-digest.service")["TimeoutStopSec"] == ["5min"]
     assert unit("rl-digest.timer")["Persistent"] == ["true"]
     send = unit("rl-digest-send.service")  # the outbox every hour, silent when nothing waits
     assert send["ExecStart"][0].endswith(" -q send") and send["SuccessExitStatus"] == ["75"]
     assert unit("rl-digest-send.timer")["OnCalendar"] == ["*-*-* *:20:00"]
+
+
+def test_the_units_read_the_secrets_file_rl_digest_init_tells_you_to_make(tmp_path):
+    made = run_cli("init", str(tmp_path / "etc"))
+    assert f"cp {tmp_path / 'etc'}/.env.example {tmp_path / 'etc'}/.env" in made.stdout
+    for name in ("rl-digest.service", "rl-digest-scheduler.service", "rl-digest-send.service"):
+        assert unit(name)["EnvironmentFile"] == ["/etc/rl-digest/.env"], name
 
 
 def steps() -> dict[str, str]:
