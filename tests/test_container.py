@@ -124,3 +124,19 @@ def test_the_image_builds_and_runs_as_a_user():
     assert version is not None and version.returncode == 0 and "rl-digest" in version.stdout
     whoami = _docker("run", "--rm", "--entrypoint", "id", "rl-digest:test", "-un")
     assert whoami is not None and whoami.stdout.strip() == "rl-digest"
+
+
+def test_the_readmes_docker_steps_work_in_a_copy_of_the_repository(tmp_path):
+    """The first shell block of README "Run with Docker", run in a copy of what it needs:
+    it leaves the files compose mounts and reads."""
+    section = (ROOT / "README.md").read_text(encoding="utf-8").split("## Run with Docker", 1)[1]
+    script = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    shutil.copytree(ROOT / "templates" / "init", tmp_path / "templates" / "init")
+    shutil.copy(ROOT / "config.yaml", tmp_path / "config.yaml")
+    subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=tmp_path, check=True, timeout=60)
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
+    mounted = [v.split(":")[0] for v in compose["services"]["scheduler"]["volumes"] if v.startswith("./")]
+    assert mounted and all((tmp_path / path).is_file() for path in mounted), mounted
+    env = (tmp_path / ".env").read_text(encoding="utf-8")
+    assert "OPENAI_API_KEY" in env and "POSTGRES_PASSWORD=" in env
+    assert (tmp_path / ".env").stat().st_mode & 0o077 == 0
