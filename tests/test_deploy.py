@@ -4,12 +4,13 @@ Actions workflow's git steps run for real against a local remote."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import yaml
 
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, run_cli, write_config
 
 DEPLOY = ROOT / "deploy"
 
@@ -89,3 +90,22 @@ def test_the_database_round_trips_through_one_replaced_commit_on_its_branch(tmp_
     (work / "state" / "digest.sqlite3").unlink()
     _step(restore, work, tmp_path)
     assert (work / "state" / "digest.sqlite3").read_bytes() == b"week two"
+
+
+def test_what_the_workflow_commits_holds_every_file_the_reading_list_links(tmp_path):
+    """GitHub shows READING_LIST.md from main: its links to the topic and month files must
+    land there too."""
+    remote, work = tmp_path / "remote.git", tmp_path / "work"
+    _git(tmp_path, "init", "--quiet", "--bare", "-b", "main", str(remote))
+    _git(tmp_path, "clone", "--quiet", str(remote), str(work))
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet",
+         "--allow-empty", "-m", "start")
+    _git(work, "push", "--quiet", "origin", "HEAD:main")
+    run_cli("--config", str(write_config(work)), "run", "--offline", "--as-of", "2026-11-02")
+    _step(steps()["Commit the digests, the reading list, feed.xml and the web edition"], work, tmp_path)
+    seen = tmp_path / "seen"
+    _git(tmp_path, "clone", "--quiet", str(remote), str(seen))
+    index = (seen / "out" / "READING_LIST.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\((?!https?:)([^)#]+)", index)
+    assert any(link.startswith("reading-list/") for link in links)
+    assert [link for link in links if not (seen / "out" / link).is_file()] == []
