@@ -186,7 +186,7 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
         if reader and digest_id:
             if store.digest(digest_id) is None:
                 raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` names the newest")
-            StoreOutbox(store).requeue(digest_id, reader.strip())
+            StoreOutbox(store).requeue(digest_id, readers.resend_target(config, reader))
         deliver(config, store, report, reading_list.count(store), digest_id)
     if state.quiet and not (report.sent or report.pending or report.failed):
         return  # nothing waited: an hourly cron line stays silent

@@ -12,8 +12,9 @@ from __future__ import annotations
 from email.utils import parseaddr
 from typing import Any
 
-from pipeline.config import Config
+from pipeline.config import Config, Reader
 from pipeline.deliver.outbox import SKIPPED
+from pipeline.errors import ConfigError
 from pipeline.store import YOU, Store
 
 ACTIVE, UNSUBSCRIBED = "active", "unsubscribed"
@@ -53,6 +54,25 @@ def listing(config: Config, store: Store) -> list[dict[str, Any]]:
         row["last_delivery"] = last.get(row["address"].lower())
         row["skipped"] = skipped.get(row["address"].lower())
     return rows
+
+
+def resend_target(config: Config, who: str) -> str:
+    """The outbox row `send --reader WHO` queues: a configured reader's address, or
+    CHANNEL:READER of a configured chat channel. Anything else is bad usage: a typo must
+    not mail the group's digest to a stranger (a new reader goes in the config first)."""
+    who = who.strip()
+    channel, colon, _ = who.partition(":")
+    if colon and channel in {entry.key for entry in config.channels}:
+        return who
+    try:
+        address = Reader.parse(who).address
+    except ValueError as exc:
+        raise ConfigError(f"--reader: {exc}", "an email address, or CHANNEL:READER") from None
+    if address.lower() not in {r.address.lower() for r in config.readers()}:
+        raise ConfigError(f"--reader: {address} is not one of the readers",
+                          "add them to email.to or email.recipients_file first; "
+                          "`rl-digest readers` lists them")
+    return address
 
 
 def record_verdict(store: Store, address: str, paper: str, action: str) -> None:

@@ -150,6 +150,11 @@ def test_send_digest_reader_resends_one_on_purpose_with_a_new_message_id(tmp_pat
         cli("--config", str(config), "run", "--as-of", AS_OF)
         first = outbox(tmp_path)["ada@example.org"]["message_id"]
         resent = cli("--config", str(config), "send", "--digest", AS_OF, "--reader", "ada@example.org")
+        stranger = cli("--config", str(config), "send", "--digest", AS_OF,
+                       "--reader", "grace@example.org", check=2)
+        garbled = cli("--config", str(config), "send", "--digest", AS_OF, "--reader", "not-an-address",
+                      check=2)
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=[*READERS, "Grace <grace@example.org>"])
         newcomer = cli("--config", str(config), "send", "--digest", AS_OF,
                        "--reader", "grace@example.org")
         unknown = cli("--config", str(config), "send", "--digest", "2020-01-06",
@@ -168,6 +173,11 @@ def test_send_digest_reader_resends_one_on_purpose_with_a_new_message_id(tmp_pat
                                      "(`rl-digest status` names the newest)"]
     assert f"digests 1 (newest {AS_OF})" in listed  # as the hint says
     assert "--reader needs --digest" in alone.stderr
+    # a typo mails no stranger: a new reader goes in the config first (as grace did above)
+    assert stderr_lines(stranger) == ["rl-digest: --reader: grace@example.org is not one of the readers "
+                                      "(add them to email.to or email.recipients_file first; "
+                                      "`rl-digest readers` lists them)"]
+    assert stderr_lines(garbled)[0].startswith("rl-digest: --reader: ") and "Traceback" not in garbled.stderr
 
 
 # --- a channel added from a test module ------------------------------------------------------
