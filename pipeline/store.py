@@ -734,7 +734,8 @@ def connect(url: str, busy_timeout: float = 30, **engine_options: Any) -> Engine
             f"pip install 'rl-digest[postgres]'{other}") from None
     if kind == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas(busy_timeout))
-    sa.event.listen(engine, "handle_error", _one_line_errors(where(engine), busy_timeout))
+    sa.event.listen(engine, "handle_error", _one_line_errors(where(engine), busy_timeout,
+                                                             engine.url.password is not None))
     return engine
 
 
@@ -794,7 +795,7 @@ def _upsert(conn: Connection, table: sa.Table, rows: list[dict[str, Any]],
         index_elements=keys, set_={name: insert.excluded[name] for name in names}), rows)
 
 
-def _one_line_errors(place: str, busy_timeout: float) -> Any:
+def _one_line_errors(place: str, busy_timeout: float, password_given: bool) -> Any:
     """The database's environmental failures (a lock held elsewhere, a damaged file, a full or
     read-only disk, a server that is down) as one line naming the file or URL, not a
     traceback. A constraint or programming error is a bug and stays as it is."""
@@ -810,7 +811,7 @@ def _one_line_errors(place: str, busy_timeout: float) -> Any:
             if "lock timeout" in words:
                 raise LockedError(f"{place}: a table is locked by another session "
                                   f"(waited {busy_timeout:g} s)") from None
-            refused = _refused(words)
+            refused = _refused(words, password_given)
             if refused:  # restarting cannot fix these: exit 2, so systemd does not loop
                 raise ConfigError(f"{place}: {words}", refused) from None
             raise DigestError(f"{place}: {words}", "is the server up, and storage.url right?") from None
@@ -826,13 +827,16 @@ def _one_line_errors(place: str, busy_timeout: float) -> Any:
     return handle
 
 
-def _refused(words: str) -> str | None:
-    """What to change when PostgreSQL turns the URL's role or password away, else None."""
+def _refused(words: str, password_given: bool) -> str | None:
+    """What to change when PostgreSQL turns the URL's role or password away, else None.
+    `password_given`: storage.password_env supplied one (else libpq found its own, if any)."""
     if "no password supplied" in words:
         return ("the server asks for a password: put it in an environment variable and set "
                 "storage.password_env to its name")
     if "password authentication failed" in words:
-        return "check the password in the environment variable that storage.password_env names"
+        return ("check the password in the environment variable that storage.password_env names"
+                if password_given else
+                "check the password libpq found (PGPASSWORD, ~/.pgpass), or set storage.password_env")
     if re.search(r'(role|database) ".*" does not exist', words):
         return "storage.url names a role or database the server does not have"
     return None

@@ -249,6 +249,9 @@ def test_a_database_password_is_read_from_the_environment_and_a_wrong_one_is_one
                                "is not set", "export RL_DIGEST_DB_PASSWORD"),
         "not configured": (right, {"password_env": None}, "no password supplied",
                            "set storage.password_env to its name"),
+        "libpq's own, wrong": ({"PGPASSWORD": "not-the-password"}, {"password_env": None},
+                               "password authentication failed",
+                               "check the password libpq found (PGPASSWORD, ~/.pgpass)"),
     }
     for case, (env, changed, says, hint) in cases.items():
         config = str(config_with(tmp_path, storage={**storage, **changed}))
