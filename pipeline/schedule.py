@@ -155,7 +155,11 @@ def guarded(config: Config, name: str, work: Callable[[], object],
                     return
                 work()
         except LockedError as exc:
-            log.warning("%s: skipped this fire: %s", name, exc)
+            ours = [other for other in RUNNING.names() if other != name]
+            if ours:  # not another process: this scheduler's own job (a publish collects too)
+                log.info("%s: skipped this fire: this scheduler's %s holds the run lock", name, ours[0])
+            else:
+                log.warning("%s: skipped this fire: %s", name, exc)
             if on_locked is not None and not STOP.is_set():
                 on_locked()
         except Stopped:

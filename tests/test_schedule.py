@@ -169,6 +169,24 @@ def test_a_late_fire_within_the_grace_runs_once_and_one_beyond_it_is_caught_up(t
     assert [j.id for j in scheduler.get_jobs()].count("catch-up") == 2  # start-up's and this one
 
 
+def test_a_collect_that_fires_while_the_schedulers_own_publish_runs_says_so_calmly(tmp_path, caplog):
+    """Not 'another rl-digest run holds the lock': it is this scheduler's publish, which
+    collects too; so no warning."""
+    caplog.set_level(logging.INFO, logger="pipeline")
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    scheduler = schedule.build(config, lambda: None, recorder(store, []), store)
+    schedule.RUNNING.add("publish")
+    try:
+        with lock.held(config):  # the publish holds the run lock
+            scheduler.get_job("collect").func()
+    finally:
+        schedule.RUNNING.remove("publish")
+    said = [r for r in caplog.records if "collect: skipped this fire" in r.getMessage()]
+    assert [(r.levelname, r.getMessage()) for r in said] == [
+        ("INFO", "collect: skipped this fire: this scheduler's publish holds the run lock")]
+
+
 def test_a_publish_that_finds_the_lock_held_skips_and_tries_again_later(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="pipeline")
     config = load(write_config(tmp_path, seeds=False))
