@@ -106,7 +106,8 @@ class Group(click.Group):
               help="Config file (default ./config.yaml, or $RL_DIGEST_CONFIG).")
 @click.option("-v", "--verbose", count=True,
               help="More logging, tracebacks on errors; -vv adds the HTTP libraries' lines.")
-@click.option("-q", "--quiet", is_flag=True, help="No log lines but errors; a command's own result line stays.")
+@click.option("-q", "--quiet", is_flag=True,
+              help="No log lines but errors; a command's own result line stays.")
 @click.version_option(__version__, prog_name="rl-digest")
 @click.pass_context
 def main(ctx: click.Context, config_path: Path | None, verbose: int, quiet: bool) -> None:
