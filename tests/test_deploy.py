@@ -63,6 +63,17 @@ def _git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout
 
 
+def _repository(tmp_path: Path) -> tuple[Path, Path]:
+    """A bare remote with one commit on main, and a clone of it: what Actions checks out."""
+    remote, work = tmp_path / "remote.git", tmp_path / "work"
+    _git(tmp_path, "init", "--quiet", "--bare", "-b", "main", str(remote))
+    _git(tmp_path, "clone", "--quiet", str(remote), str(work))
+    _git(work, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet",
+         "--allow-empty", "-m", "start")
+    _git(work, "push", "--quiet", "origin", "HEAD:main")
+    return remote, work
+
+
 def _step(script: str, cwd: Path, tmp_path: Path) -> None:
     env = {**os.environ, "RUNNER_TEMP": str(tmp_path), "GIT_CONFIG_GLOBAL": "/dev/null"}
     subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=cwd, env=env, check=True,
@@ -70,12 +81,7 @@ def _step(script: str, cwd: Path, tmp_path: Path) -> None:
 
 
 def test_the_database_round_trips_through_one_replaced_commit_on_its_branch(tmp_path):
-    remote, work = tmp_path / "remote.git", tmp_path / "work"
-    _git(tmp_path, "init", "--quiet", "--bare", "-b", "main", str(remote))
-    _git(tmp_path, "clone", "--quiet", str(remote), str(work))
-    _git(work, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet",
-         "--allow-empty", "-m", "start")
-    _git(work, "push", "--quiet", "origin", "HEAD:main")
+    remote, work = _repository(tmp_path)
     scripts = steps()
     restore = scripts["Restore the database from the rl-digest-state branch"]
     save = scripts["Save the database as the one commit of rl-digest-state"]
@@ -95,12 +101,7 @@ def test_the_database_round_trips_through_one_replaced_commit_on_its_branch(tmp_
 def test_what_the_workflow_commits_holds_every_file_the_reading_list_links(tmp_path):
     """GitHub shows READING_LIST.md from main: its links to the topic and month files must
     land there too."""
-    remote, work = tmp_path / "remote.git", tmp_path / "work"
-    _git(tmp_path, "init", "--quiet", "--bare", "-b", "main", str(remote))
-    _git(tmp_path, "clone", "--quiet", str(remote), str(work))
-    _git(work, "-c", "user.name=t", "-c", "user.email=t@example.org", "commit", "--quiet",
-         "--allow-empty", "-m", "start")
-    _git(work, "push", "--quiet", "origin", "HEAD:main")
+    remote, work = _repository(tmp_path)
     run_cli("--config", str(write_config(work)), "run", "--offline", "--as-of", "2026-11-02")
     _step(steps()["Commit the digests, the reading list, feed.xml and the web edition"], work, tmp_path)
     seen = tmp_path / "seen"
