@@ -70,8 +70,8 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         if found is None:
             return answer("refused", 403)
         address, _ = found
-        if request.method == "GET":
-            return answer(f"confirm_{action}", address=address, action=str(request.url))
+        if request.method != "POST":  # GET, and the HEAD link checkers send: ask, change nothing
+            return answer(f"confirm_{action}", address=address, action=request.url.path)
         with _WRITE:
             store.set_reader_status(address, readers.UNSUBSCRIBED if action == "unsubscribe"
                                     else readers.ACTIVE)
@@ -85,8 +85,8 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
             return answer("refused", 403)
         address, claim = found
         paper, reader = title_of(claim.paper), None if address == WEB else address
-        if request.method == "GET":
-            return answer("confirm_feedback", address=reader, action=str(request.url),
+        if request.method != "POST":
+            return answer("confirm_feedback", address=reader, action=request.url.path,
                           verdict=claim.action, paper=paper)
         with _WRITE:
             readers.record_verdict(store, address, claim.paper, claim.action)

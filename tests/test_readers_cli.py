@@ -15,6 +15,7 @@ import urllib.error
 import urllib.request
 from datetime import UTC, datetime
 from email.message import EmailMessage
+from urllib.parse import urlsplit
 
 from tests.helpers import rl_paper
 from tests.processes import config_with, start_cli, wait_for
@@ -62,6 +63,11 @@ def test_each_reader_gets_the_digest_and_subject_in_their_languages(tmp_path, cl
     assert re.search(r"zh@example.org\s+lang=zh\s+active", listed.stdout)
 
 
+def head(url: str) -> int:
+    with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=10) as answer:
+        return answer.status
+
+
 def get(url: str, data: bytes | None = None) -> tuple[int, str]:
     request = urllib.request.Request(url, data=data, method="POST" if data is not None else "GET")
     try:
@@ -90,12 +96,14 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
             assert "mailto:" in header and "ada" not in link
             forged = link[:-3] + ("AAA" if not link.endswith("AAA") else "BBB")
             refused = get(forged, b"List-Unsubscribe=One-Click")
-            confirm = get(re.search(r"<(http://[^>]+/u/[^>]+)>",
-                                    str(alan.message["List-Unsubscribe"])).group(1))
+            alans = re.search(r"<(http://[^>]+/u/[^>]+)>", str(alan.message["List-Unsubscribe"])).group(1)
+            confirm = get(alans)
+            checked = head(alans)  # a link checker's HEAD, as a GET: asks, changes nothing
             after_forgery = cli("--config", str(config), "readers").stdout
             done = get(link, b"List-Unsubscribe=One-Click")
             feedback = re.search(r'href="(http://[^"]+/f/[^"]+)"[^>]*>👎', body(alan.message, "html"))
             asked = get(feedback.group(1))
+            head(feedback.group(1))
             after_get = cli("--config", str(config), "status", "--paper", "2611.00001").stdout
             thanks = get(feedback.group(1), b"")
             forged_vote = get(feedback.group(1)[:-2] + "xx", b"")
@@ -118,6 +126,9 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
         back = cli("--config", str(config), "readers").stdout  # the file edited: still unsubscribed
     assert refused[0] == 403 and forged_vote[0] == 403
     assert confirm[0] == 200 and "<form method=\"post\"" in confirm[1]  # GET only asks
+    assert checked == 200
+    # the form posts back to the path it came from, whatever Host the request named
+    assert f'action="{urlsplit(alans).path}"' in confirm[1]
     assert re.search(r"ada@example.org\s+lang=\S+\s+active", after_forgery)
     assert re.search(r"Alan Turing <alan@example.org>\s+lang=\S+\s+active", after_forgery)
     assert done[0] == 200 and "/r/" in done[1]  # unsubscribed, with a way back
@@ -126,8 +137,8 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
     assert re.search(r"alan@example.org>\s+lang=\S+\s+active", listed)
     assert re.search(r"ada@example.org\s+lang=-\s+removed\s+last delivery: 20", removed)
     assert re.search(r"ada@example.org\s+lang=\S+\s+unsubscribed", back)
-    assert asked[0] == 200 and f'<form method="post" action="{feedback.group(1)}"' in asked[1]
-    assert "readers:" not in after_get  # a GET (a mail scanner's prefetch) records nothing
+    assert asked[0] == 200 and f'<form method="post" action="{urlsplit(feedback.group(1)).path}"' in asked[1]
+    assert "readers:" not in after_get  # a GET or HEAD (a mail scanner's prefetch) records nothing
     assert thanks[0] == 200 and "👎" in thanks[1] and "<form" not in thanks[1]
     title = rl_paper(1, DAY).title
     assert title in asked[1] and title in thanks[1] and 'href="/"' in thanks[1]  # what, and a way on
