@@ -230,3 +230,38 @@ def test_chat_posts_lead_with_the_weeks_highlights(tmp_path, cli):
     assert 3 <= len(hook["highlights"]) <= 5
     assert all(h["en"].startswith("Takeaway: ") and h["url"].startswith("https://arxiv.org/abs/")
                for h in hook["highlights"])
+
+
+def _numbers(posts: list[dict]) -> list[int]:
+    return sorted(int(n) for post in posts for n in re.findall(r"number (\d+)", post["text"]))
+
+
+def test_a_digest_in_pieces_cut_off_after_the_first_posts_only_the_rest_next_time(tmp_path, cli):
+    """Telegram accepted part 1 and then failed: the retry posts parts 2.. only (the chat
+    never shows part 1 twice); a part refused for good fails the row, nothing is reposted."""
+    long_title = "Scaling reinforcement learning for LLM reasoning with and without verifiers " * 3
+    papers = [rl_paper(n, DAY, title=f"{long_title} number {n}") for n in range(1, 41)]
+    with ArxivServer(papers) as arxiv, ChatServer("telegram") as telegram:
+        servers = {"telegram": telegram}
+        config = chat_config(tmp_path, arxiv, servers, top=100, retries=1)
+        telegram.queue(None, (503, {}), (503, {}))  # part 1 posted, part 2 fails twice
+        cut = cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers), check=1)
+        assert len(telegram.posts) == 1
+        sent = cli("--config", str(config), "send", env=env_for(servers))
+        assert _numbers(telegram.posts) == list(range(1, 41))  # every paper once, part 1 once
+        assert "sent 1, pending 0, failed 0" in sent.stdout and "after 1 of " in cut.stderr
+        before = len(telegram.posts)
+        cli("--config", str(config), "send", "--digest", AS_OF, "--reader", "telegram:-100123",
+            env=env_for(servers))  # a resend by hand is the whole digest again
+        assert _numbers(telegram.posts[before:]) == list(range(1, 41))
+        before = len(telegram.posts)
+        telegram.queue(None, (400, {}))  # the second part refused for good
+        refused = cli("--config", str(config), "send", "--digest", AS_OF, "--reader",
+                      "telegram:-100123", env=env_for(servers), check=1)
+        for _ in range(2):  # nothing is retried, so part 1 is not posted again
+            cli("--config", str(config), "send", env=env_for(servers))
+    assert len(telegram.posts) == before + 1
+    rows = db_rows(tmp_path, "SELECT status, last_error FROM deliveries WHERE recipient = ?",
+                   "telegram:-100123")
+    assert rows[0]["status"] == "failed" and "after 1 of " in rows[0]["last_error"], rows
+    assert "after 1 of " in refused.stderr

@@ -89,11 +89,12 @@ class Refused(Exception):
 
 class Interrupted(Exception):
     """Cut off after content left: the other side may have it. Sent again later with
-    the same id (at most one duplicate, never a loss)."""
+    the same id (at most one duplicate, never a loss), or with `resume`, the id a channel
+    whose digest is several messages builds the ones not yet posted from."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, resume: str | None = None):
         super().__init__(reason)
-        self.reason = reason
+        self.reason, self.resume = reason, resume
 
 
 Factory = Callable[[ChannelSetup], Channel]

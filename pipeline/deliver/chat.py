@@ -52,6 +52,7 @@ from pipeline.stopping import pause
 SLACK_BLOCK = 3000  # characters in one section block's text
 SLACK_BLOCKS = 50
 TELEGRAM_LIMIT = 4096  # UTF-16 code units of one message
+PART = "#"  # in a stored Message-ID: "<id>#2", the first two messages were posted
 
 
 class ChatOptions(BaseModel):
@@ -161,20 +162,28 @@ class ChatChannel:
         return [str(self.options.chat_id) if self.kind == "telegram" else str(self.options.url_env)]
 
     def build(self, digest: Digest, reader: str, message_id: str | None = None) -> Message:
+        """The digest's messages; from message `k` on when `message_id` ends in `#k` (the
+        first k were posted before a hand-over was cut off: they are not posted twice)."""
         title, text, content = compact(self.settings, digest, self.platform.template,
                                        self.platform.html, self.options.top)
         bodies = self.platform.bodies(title, text, content)
-        return Message(reader, message_id or f"{digest.id}.{self.name}", bodies)
+        base, _, start = (message_id or f"{digest.id}.{self.name}").partition(PART)
+        return Message(reader, base + (PART + start if start else ""), bodies[int(start or 0):])
 
     def send(self, message: Message) -> str:
+        base, _, start = message.id.partition(PART)
+        first = int(start or 0)
         for number, body in enumerate(message.body):
             try:
                 self._post(body)
             except (Deferred, Refused, Interrupted) as exc:
-                if number == 0 or isinstance(exc, Unreachable):
+                if number == 0 and first == 0:
                     raise
-                raise Interrupted(f"{exc.reason} after {number} of {len(message.body)} "
-                                  "messages") from None
+                done, total = first + number, first + len(message.body)
+                if isinstance(exc, Refused):  # the rest would be refused again: stop here
+                    raise Refused(f"{exc.reason} after {done} of {total} messages") from None
+                raise Interrupted(f"{exc.reason} after {done} of {total} messages",
+                                  resume=f"{base}{PART}{done}") from None
         parts = len(message.body)
         return f"{self.kind} accepted {parts} message{'s' if parts > 1 else ''}"
 

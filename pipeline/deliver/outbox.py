@@ -233,8 +233,13 @@ def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable
     except Deferred as exc:
         _defer(outbox, row, exc.reason, now, max_attempts, report)
     except Interrupted as exc:
-        _defer(outbox, row, f"{exc.reason} while handing over {message.id}; it is sent again "
-                            "with the same Message-ID", now, max_attempts, report, interrupted=True)
+        if exc.resume is not None:  # several messages, some posted: the rest go next time
+            outbox.claim(row, exc.resume)
+            again = "the messages not yet posted are sent next time"
+        else:
+            again = "it is sent again with the same Message-ID"
+        _defer(outbox, row, f"{exc.reason} while handing over {message.id}; {again}", now,
+               max_attempts, report, interrupted=True)
     except Refused as exc:
         _fail(outbox, row, exc.reason, report)
     else:

@@ -43,7 +43,7 @@ class ChatServer:
         self.posts: list[Any] = []  # accepted bodies
         self.malformed: list[str] = []
         self.reads: list[str] = []  # paths of GET requests
-        self._queue: deque[tuple[int, dict]] = deque()
+        self._queue: deque[tuple[int, dict] | None] = deque()
         self._lock = threading.Lock()
 
     @property
@@ -54,7 +54,8 @@ class ChatServer:
             return base
         return f"{base}/robot/send?access_token=tok" if self.kind == "dingtalk" else f"{base}/hook/abc"
 
-    def queue(self, *answers: tuple[int, dict]) -> None:
+    def queue(self, *answers: tuple[int, dict] | None) -> None:
+        """The next requests' answers, in order; None answers one as usual."""
         self._queue.extend(answers)
 
     def __enter__(self) -> Self:
@@ -103,8 +104,9 @@ class ChatServer:
                 body = json.loads(raw.decode("utf-8"))
             except ValueError:
                 body = None
-            if self._queue:
-                status, headers = self._queue.popleft()
+            scripted = self._queue.popleft() if self._queue else None  # None: answer as usual
+            if scripted is not None:
+                status, headers = scripted
                 self.requests.append(Request(time.monotonic(), path, query, body, status))
                 return status, headers, {"error": f"scripted {status}"}
             problem = None if "application/json" in content_type else "not JSON"
