@@ -61,6 +61,7 @@ class State:
     def config(self) -> config_mod.Config:
         if self._config is None:
             self._config = config_mod.load(self.config_path or config_mod.default_path())
+            logs.hide(self._config.secret_values())
         return self._config
 
     def store(self) -> Store:
@@ -75,7 +76,7 @@ pass_state = click.make_pass_decorator(State)
 
 def echo(message: object = "", err: bool = False, nl: bool = True) -> None:
     """click.echo without control characters: feed text never drives the terminal."""
-    click.echo(for_terminal(str(message)), err=err, nl=nl)
+    click.echo(logs.redact(for_terminal(str(message))), err=err, nl=nl)
 
 
 class Group(click.Group):
@@ -87,17 +88,19 @@ class Group(click.Group):
         except DigestError as exc:
             state = ctx.find_object(State)
             if state is not None and state.verbose:
-                traceback.print_exc()
+                echo(traceback.format_exc().rstrip(), err=True)
             echo(f"rl-digest: {exc}".replace("\n", " "), err=True)
             ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
             raise
         except Exception as exc:  # a bug or an unforeseen failure: still one line without -v
             state = ctx.find_object(State)
-            if state is not None and state.verbose:
-                raise
             what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-            echo(f"rl-digest: unexpected error: {what} (run again with -v for the traceback)", err=True)
+            if state is not None and state.verbose:
+                echo(traceback.format_exc().rstrip(), err=True)
+                echo(f"rl-digest: unexpected error: {what}", err=True)
+            else:
+                echo(f"rl-digest: unexpected error: {what} (run again with -v for the traceback)", err=True)
             ctx.exit(1)
 
 

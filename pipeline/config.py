@@ -423,6 +423,24 @@ class Config(Model):
                 f"export {name} with the database password, or set storage.password_env: null "
                 "if the server asks for none")
 
+    def secret_values(self) -> list[str]:
+        """What the environment variables the config names (every `*_env` key, the chat
+        channels' too; not the SMTP user name, which doctor shows) hold: for logs.hide."""
+        names: list[str] = []
+
+        def walk(value: Any) -> None:
+            if isinstance(value, dict):
+                for key, inner in value.items():
+                    if str(key).endswith("_env") and key != "username_env" and isinstance(inner, str):
+                        names.append(inner)
+                    walk(inner)
+            elif isinstance(value, list):
+                for inner in value:
+                    walk(inner)
+
+        walk(self.model_dump(mode="json"))
+        return [found for name in names if (found := os.environ.get(name))]
+
     def secret(self, env_name: str | None) -> str | None:
         return os.environ.get(env_name) if env_name else None
 

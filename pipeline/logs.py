@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import sys
+from collections.abc import Iterable
+from urllib.parse import urlsplit
 
 from rich.logging import RichHandler
 
@@ -19,6 +21,39 @@ THIRD_PARTY = ("httpx", "httpx2", "httpcore", "httpcore2", "openai", "urllib3", 
                "filelock")
 PLAIN_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%S%z"
+
+
+SECRETS: list[str] = []  # what no line may show, longest first (hide)
+MASK = "***"
+
+
+def hide(values: Iterable[str]) -> None:
+    """The secrets the config's *_env variables hold: every log line, error and traceback
+    shows them as ***. For a URL also its path and query, which an HTTP library logs
+    alone ("POST /bot123:TOKEN/sendMessage", "/robot/send?access_token=…")."""
+    for value in values:
+        found = [value]
+        if "://" in value:
+            parts = urlsplit(value)
+            found.append(parts.path + (f"?{parts.query}" if parts.query else ""))
+        SECRETS.extend(part for part in found if len(part) >= 6 and part not in SECRETS)
+    SECRETS.sort(key=len, reverse=True)
+
+
+def redact(text: str) -> str:
+    for secret in SECRETS:
+        if secret in text:
+            text = text.replace(secret, MASK)
+    return text
+
+
+def _hidden(record: logging.LogRecord) -> bool:
+    if SECRETS:
+        record.msg, record.args = redact(record.getMessage()), ()
+        if record.exc_info:  # -v's traceback: formatted here, so it can be redacted too
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+            record.exc_info = None
+    return True
 
 
 class _Plain(logging.Formatter):
@@ -45,6 +80,7 @@ def setup(verbose: int = 0, quiet: bool = False) -> None:
     else:
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(_Plain(PLAIN_FORMAT, TIME_FORMAT))
+    handler.addFilter(_hidden)
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)

@@ -265,3 +265,19 @@ def test_a_digest_in_pieces_cut_off_after_the_first_posts_only_the_rest_next_tim
                    "telegram:-100123")
     assert rows[0]["status"] == "failed" and "after 1 of " in rows[0]["last_error"], rows
     assert "after 1 of " in refused.stderr
+
+
+def test_even_the_http_librarys_debug_lines_never_show_a_webhook_path_or_bot_token(tmp_path, cli):
+    """-vv lets urllib3 log each request line ("POST /bot<token>/sendMessage"): the secrets
+    the config's *_env variables hold are masked in every line, and in -v's tracebacks."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack, \
+            ChatServer("telegram", token="123456:SECRET-TG-TOKEN") as telegram, \
+            ChatServer("dingtalk", secret=SECRETS["dingtalk"]) as ding:
+        servers = {"slack": slack, "telegram": telegram, "dingtalk": ding}
+        config = chat_config(tmp_path, arxiv, servers)
+        ran = cli("-vv", "--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers))
+        checked = cli("-vv", "--config", str(config), "doctor", env=env_for(servers), check=None)
+    said = ran.stdout + ran.stderr + checked.stdout + checked.stderr
+    assert "urllib3.connectionpool" in said and "POST ***" in said  # the lines are there, masked
+    for secret in ("SECRET-TG-TOKEN", "/hook/abc", "access_token=tok", SECRETS["dingtalk"]):
+        assert secret not in said, secret
