@@ -39,6 +39,13 @@ class Claim:
     paper: str
 
 
+def growth(text: str) -> int:
+    """The bytes `text` gains when `Links.personal` puts a reader's tokens in. A token's
+    length depends on its action and paper only, so this is the same for every reader:
+    an email checked for size with it stays under the limit for each of them."""
+    return sum(len(_SIZER.token(m[1], "", unquote(m[2]))) - len(m[0]) for m in _MARKED.finditer(text))
+
+
 class Links:
     def __init__(self, base_url: str, secret: str):
         self.base = base_url.rstrip("/") + "/"
@@ -100,3 +107,6 @@ class Links:
 
 def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
+
+
+_SIZER = Links("https://example.org/", "only-for-measuring")  # growth's tokens: their length only

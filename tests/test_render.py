@@ -652,3 +652,14 @@ def test_a_reader_of_chinese_alone_is_told_papers_may_be_missing():
         assert "缺口3处，已补回1处；未补回的2处（06-07、06-02→06-04）：当天发布的论文可能不在本期" in line
     english = render.digest_markdown(fx.config(languages=("en",)), digest, READING)
     assert english.count("NOT recovered") == 2
+
+
+def test_a_trimmed_email_stays_under_the_limit_once_each_readers_links_are_in():
+    """The size is checked with the tokens' length, not the placeholders': a trimmed email
+    fills the limit, and 100-odd 👍/👎 links each growing by some 40 bytes would push it over
+    (Gmail then clips it, unsubscribe link and all)."""
+    settings = replace(fx.config(), serve_url="https://digest.example.org/rl/")
+    html = render.digest_html(settings, fx.many(150), 500, personal=True)
+    assert "篇论文见完整版" in html and links.growth(html) > 1000  # trimmed, and links to fill in
+    mine = links.Links("https://digest.example.org/rl/", "a-secret").personal(html, "ada.lovelace@example.org")
+    assert len(html.encode("utf-8")) < len(mine.encode("utf-8")) <= render.EMAIL_LIMIT
