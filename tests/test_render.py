@@ -651,7 +651,9 @@ def test_a_reader_of_chinese_alone_is_told_papers_may_be_missing():
         line = "".join(text.split())  # the text part wraps Chinese between any two characters
         assert "缺口3处，已补回1处；未补回的2处（06-07、06-02→06-04）：当天发布的论文可能不在本期" in line
     english = render.digest_markdown(fx.config(languages=("en",)), digest, READING)
-    assert english.count("NOT recovered") == 2
+    assert english.count("NOT recovered") == 2 and "未补回" not in english
+    both = "".join(render.digest_markdown(fx.config(), digest, READING).split())
+    assert "未补回的2处" in both and both.count("NOTrecovered") == 2  # each reader of a bilingual digest
 
 
 def test_a_trimmed_email_stays_under_the_limit_once_each_readers_links_are_in():
