@@ -665,3 +665,15 @@ def test_a_trimmed_email_stays_under_the_limit_once_each_readers_links_are_in():
     assert "篇论文见完整版" in html and links.growth(html) > 1000  # trimmed, and links to fill in
     mine = links.Links("https://digest.example.org/rl/", "a-secret").personal(html, "ada.lovelace@example.org")
     assert len(html.encode("utf-8")) < len(mine.encode("utf-8")) <= render.EMAIL_LIMIT
+
+
+def test_a_links_line_never_starts_with_a_separator():
+    """A seed entry has no arXiv, PDF or code link: its line is the votes alone, not '· 👍 👎'."""
+    settings = replace(fx.config(), serve_url="https://digest.example.org/rl/")
+    digest = fx.digest()
+    bare = replace(digest.curated[0], url=None, links=(), venue=None)
+    html = render.digest_html(settings, replace(digest, curated=(bare, *digest.curated[1:])), 5,
+                              personal=True)
+    lines = re.findall(r'<p class="links"[^>]*>(.*?)</p>', html)
+    assert any("👍" in line and "href" in line and "arxiv" not in line for line in lines), lines
+    assert [line for line in lines if line.lstrip().startswith("·")] == []

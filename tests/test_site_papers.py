@@ -240,3 +240,6 @@ def test_the_months_and_the_undated_add_up_to_the_whole_list(tmp_path, cli):
     undated = [li.text() for li in rows if not li.css("a")]
     assert len(undated) == 1 and "undated" in undated[0]
     assert sum(int(re.search(r"\((\d+)", li.text()).group(1)) for li in rows) == total
+    lines = [p.text() for name, tree in site_pages(tmp_path / "out" / "site").items()
+             if name.startswith("papers/topic/") for p in tree.css("p.links")]
+    assert lines and [line for line in lines if line.lstrip().startswith("·")] == []  # seeds lack arXiv
