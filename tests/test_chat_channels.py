@@ -281,3 +281,14 @@ def test_even_the_http_librarys_debug_lines_never_show_a_webhook_path_or_bot_tok
     assert "urllib3.connectionpool" in said and "POST ***" in said  # the lines are there, masked
     for secret in ("SECRET-TG-TOKEN", "/hook/abc", "access_token=tok", SECRETS["dingtalk"]):
         assert secret not in said, secret
+
+
+def test_a_webhook_url_without_a_scheme_fails_the_row_and_is_not_called_a_cut_off_send(tmp_path, cli):
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack:
+        config = chat_config(tmp_path, arxiv, {"slack": slack})
+        env = {"SLACK_URL": slack.url.removeprefix("http://")}  # as copied from a browser's bar
+        ran = cli("--config", str(config), "run", "--as-of", AS_OF, env=env, check=1)
+    rows = db_rows(tmp_path, "SELECT status, last_error FROM deliveries")
+    assert [r["status"] for r in rows] == ["failed"], rows
+    assert "SLACK_URL is not a web address" in rows[0]["last_error"] and "sent again" not in ran.stderr
+    assert slack.requests == []

@@ -227,6 +227,10 @@ class ChatChannel:
         for attempt in range(self.options.retries + 1):
             try:
                 response = self.session.post(url, json=body, timeout=self.options.timeout_seconds)
+            except (requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema,
+                    requests.exceptions.InvalidURL) as exc:  # nothing left: a URL no retry can fix
+                raise Refused(f"{where}: the URL in {self.options.url_env or 'api_url'} is not a "
+                              f"web address ({type(exc).__name__})") from None
             except requests.RequestException as exc:
                 if _before_sending(exc):
                     raise Unreachable(f"{where}: {_reason(exc)}") from None
