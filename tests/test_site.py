@@ -112,6 +112,9 @@ def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
         assert levels[0] == 1 and all(b <= a + 1 for a, b in itertools.pairwise(levels)), (name, levels)
     chart = pages["index.html"].css_first("#trends svg.trends")  # week 2 has a week before it
     assert chart is not None and len(chart.css("rect title")) == 2  # one bar a week, one topic
+    # its legend is HTML: legible on a phone, each name tagged for the language switch
+    legend = pages["index.html"].css("#trends ul.legend li")
+    assert len(legend) == 1 and {n.attributes["data-l"] for n in legend[0].css("[data-l]")} == {"zh", "en"}
     assert "3, 5" in chart.css_first("desc").text()
     week2 = pages["digests/2026-11-09.html"]
     listed = {node.attributes["id"] for node in week2.css("article[id], .brief[id]")}
