@@ -384,6 +384,9 @@ def test_a_trimmed_email_keeps_every_topic_with_its_whole_count():
     for n in re.findall(r"\+(\d+) 篇本主题论文见完整版 more on this topic in the whole digest", html):
         left += int(n)
     assert left == 40 - html.count('class="paper"') > 0
+    header = html.split('class="head"', 1)[1].split("</td>", 1)[0]  # said at the top, too
+    assert "本邮件为节选，部分论文见完整版 This email is shortened; some papers are only in the whole digest" in header
+    assert "This email is shortened" not in render.digest_html(fx.config(), fx.many(5), 500)
 
 
 def test_a_trimmed_email_links_the_digests_web_copy_when_the_site_is_served():
