@@ -243,3 +243,14 @@ def test_the_months_and_the_undated_add_up_to_the_whole_list(tmp_path, cli):
     lines = [p.text() for name, tree in site_pages(tmp_path / "out" / "site").items()
              if name.startswith("papers/topic/") for p in tree.css("p.links")]
     assert lines and [line for line in lines if line.lstrip().startswith("·")] == []  # seeds lack arXiv
+
+
+def test_the_search_form_fits_a_phone(tmp_path, cli):
+    folder = two_weeks(tmp_path, cli)
+    found = in_frame(tmp_path, folder, "papers/index.html", 375, """
+      done({scroll: d.documentElement.scrollWidth,
+            right: Array.from(d.querySelectorAll('form.search input, form.search select'),
+                              n => Math.ceil(n.getBoundingClientRect().right)),
+            box: d.getElementById('q').getBoundingClientRect().width});""")
+    assert found["scroll"] <= 375 and found["right"] and max(found["right"]) <= 375, found
+    assert found["box"] > 300  # the search box has the whole row, so its hint shows
