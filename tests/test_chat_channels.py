@@ -6,6 +6,7 @@ stop the others and stays queued, and Telegram's 4096-character split."""
 from __future__ import annotations
 
 import html
+import json
 import re
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -292,3 +293,18 @@ def test_a_webhook_url_without_a_scheme_fails_the_row_and_is_not_called_a_cut_of
     assert [r["status"] for r in rows] == ["failed"], rows
     assert "SLACK_URL is not a web address" in rows[0]["last_error"] and "sent again" not in ran.stderr
     assert slack.requests == []
+
+
+def test_a_feishu_post_stays_under_its_20_kb_with_a_raised_top(tmp_path, cli):
+    """Feishu refuses a body over 20 KB for good: with `top: 100` and a big week, fewer
+    papers a topic go in, as many as fit."""
+    long = "GRPO-style reinforcement learning for large language model reasoning with verifiable rewards, "
+    papers = [rl_paper(n, DAY, title=f"{long * 2}study {n}") for n in range(1, 151)]
+    with ArxivServer(papers) as arxiv, ChatServer("feishu", secret=SECRETS["feishu"]) as feishu:
+        servers = {"feishu": feishu}
+        config = chat_config(tmp_path, arxiv, servers, top=100)
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers))
+    (body,) = [r.body for r in feishu.requests]
+    assert len(json.dumps(body).encode()) <= 20_000
+    shown = re.findall(r"study (\d+)", post_text("feishu", body))
+    assert 10 < len(shown) < 100  # trimmed to fit (100 would be 2x too big), not to nothing

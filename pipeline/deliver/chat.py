@@ -52,6 +52,7 @@ from pipeline.stopping import pause
 SLACK_BLOCK = 3000  # characters in one section block's text
 SLACK_BLOCKS = 50
 TELEGRAM_LIMIT = 4096  # UTF-16 code units of one message
+FEISHU_BYTES = 20_000 - 200  # "请求体的数据大小不能超过 20 KB", less room for timestamp and sign
 PART = "#"  # in a stored Message-ID: "<id>#2", the first two messages were posted
 
 
@@ -79,6 +80,7 @@ class Platform:
     bodies: Callable[[str, str, dict], list[dict]]  # (title, text, content) -> request bodies
     answer: Callable[[requests.Response], str | None]  # None: accepted; else the refusal
     busy: Callable[[requests.Response], bool] = lambda response: False  # a rate limit in a 200
+    max_bytes: int | None = None  # of one request body as sent (JSON, non-ASCII escaped)
 
 
 def _slack(title: str, text: str, content: dict) -> list[dict]:
@@ -129,7 +131,7 @@ PLATFORMS = {
                       lambda r: None if r.text.strip() == "ok" else _words(r)),
     "feishu": Platform("markdown.md.j2", False, ("url_env",), _feishu,
                        lambda r: None if _code(r, "code", "StatusCode") == 0 else _words(r),
-                       busy=lambda r: _code(r, "code") == 11232),
+                       busy=lambda r: _code(r, "code") == 11232, max_bytes=FEISHU_BYTES),
     "dingtalk": Platform("markdown.md.j2", False, ("url_env",), _dingtalk,
                          lambda r: None if _code(r, "errcode") == 0 else _words(r),
                          busy=lambda r: _code(r, "errcode") == 130101),
@@ -164,9 +166,13 @@ class ChatChannel:
     def build(self, digest: Digest, reader: str, message_id: str | None = None) -> Message:
         """The digest's messages; from message `k` on when `message_id` ends in `#k` (the
         first k were posted before a hand-over was cut off: they are not posted twice)."""
-        title, text, content = compact(self.settings, digest, self.platform.template,
-                                       self.platform.html, self.options.top)
-        bodies = self.platform.bodies(title, text, content)
+        for top in range(self.options.top, -1, -1):  # fewer papers a topic until the body fits
+            title, text, content = compact(self.settings, digest, self.platform.template,
+                                           self.platform.html, top)
+            bodies = self.platform.bodies(title, text, content)
+            if self.platform.max_bytes is None or \
+                    max(len(json.dumps(body).encode()) for body in bodies) <= self.platform.max_bytes:
+                break
         base, _, start = (message_id or f"{digest.id}.{self.name}").partition(PART)
         return Message(reader, base + (PART + start if start else ""), bodies[int(start or 0):])
 
