@@ -37,7 +37,7 @@ from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from pipeline import lock
+from pipeline import lock, stopping
 from pipeline.config import Config
 from pipeline.deliver.files import write_atomic
 from pipeline.deliver.outbox import StoreOutbox, next_retry
@@ -292,23 +292,28 @@ def _serve(config: Config, collect_job: Callable[[], object], publish_job: Calla
     executor = ThreadPoolExecutor(max_workers=2)
     scheduler = build(config, collect_job, publish_job, store, now, executor, outbox_job)
 
+    asked: list[str] = []
+
     def stop(signum: int, _frame: Any) -> None:
         name = signal.Signals(signum).name
-        if not STOP.is_set():
-            STOP.set()
-            busy = RUNNING.names()
-            log.info("%s: %s", name, f"finishing the current step of {', '.join(busy)}, then stopping"
-                     if busy else "stopping")
-        else:
+        if asked:
             log.info("%s: already stopping; waiting for the current step", name)
-        if scheduler.state != STATE_STOPPED:  # not yet started: the listener below stops it
-            scheduler.shutdown(wait=False)  # returns at once; the job thread is joined below
+            return
+        asked.append(name)
+        busy = RUNNING.names()
+        log.info("%s: %s", name, f"finishing the current step of {', '.join(busy)}, then stopping"
+                 if busy else "stopping")
+        stopping.from_signal(STOP.set, shut_down)
 
-    def stopped_before_start(_event: Any) -> None:
-        if STOP.is_set() and scheduler.state != STATE_STOPPED:
-            scheduler.shutdown(wait=False)
+    def shut_down(_event: Any = None) -> None:
+        """Once STOP is set: at once, or when the scheduler has started (the listener)."""
+        with shutting:
+            if STOP.is_set() and scheduler.state != STATE_STOPPED:
+                scheduler.shutdown(wait=False)  # returns at once; the job thread is joined below
 
-    scheduler.add_listener(stopped_before_start, EVENT_SCHEDULER_STARTED)
+    shutting = threading.Lock()
+
+    scheduler.add_listener(shut_down, EVENT_SCHEDULER_STARTED)
     _keep_heartbeat(config, scheduler)
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

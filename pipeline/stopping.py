@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pipeline.errors import StoppedBySignal
@@ -20,6 +20,17 @@ STOP = threading.Event()
 
 class Stopped(Exception):
     """A stop was asked for; what was done so far is committed."""
+
+
+def from_signal(*steps: Callable[[], object]) -> None:
+    """Run `steps` (STOP.set first) for a signal handler, on a thread of their own. The
+    handler runs on the main thread between two of its bytecodes, maybe while that thread
+    holds the very lock a step takes (inside STOP.wait, or the scheduler's own wait), and
+    the step would then wait for it forever."""
+    def run() -> None:
+        for step in steps:
+            step()
+    threading.Thread(target=run, name="stop", daemon=True).start()
 
 
 def checkpoint() -> None:
@@ -46,7 +57,7 @@ def on_signals() -> Iterator[None]:
         caught.append(signum)
         log.warning("%s: stopping at the next step boundary (send it again to stop at once)",
                     signal.Signals(signum).name)
-        STOP.set()
+        from_signal(STOP.set)
         for kind, handler in before.items():
             signal.signal(kind, handler)
 
