@@ -37,12 +37,12 @@ from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from pipeline import lock, stopping
+from pipeline import lock
 from pipeline.config import Config
 from pipeline.deliver.files import write_atomic
 from pipeline.deliver.outbox import StoreOutbox, next_retry
 from pipeline.errors import DigestError, LockedError
-from pipeline.stopping import STOP, Stopped
+from pipeline.stopping import STOP, Stopped, from_signal
 from pipeline.store import Store
 
 log = logging.getLogger(__name__)
@@ -293,6 +293,7 @@ def _serve(config: Config, collect_job: Callable[[], object], publish_job: Calla
     scheduler = build(config, collect_job, publish_job, store, now, executor, outbox_job)
 
     asked: list[str] = []
+    shutting = threading.Lock()  # the signal's thread and the start-up listener: one shutdown
 
     def stop(signum: int, _frame: Any) -> None:
         name = signal.Signals(signum).name
@@ -303,15 +304,13 @@ def _serve(config: Config, collect_job: Callable[[], object], publish_job: Calla
         busy = RUNNING.names()
         log.info("%s: %s", name, f"finishing the current step of {', '.join(busy)}, then stopping"
                  if busy else "stopping")
-        stopping.from_signal(STOP.set, shut_down)
+        from_signal(STOP.set, shut_down)
 
     def shut_down(_event: Any = None) -> None:
         """Once STOP is set: at once, or when the scheduler has started (the listener)."""
         with shutting:
             if STOP.is_set() and scheduler.state != STATE_STOPPED:
                 scheduler.shutdown(wait=False)  # returns at once; the job thread is joined below
-
-    shutting = threading.Lock()
 
     scheduler.add_listener(shut_down, EVENT_SCHEDULER_STARTED)
     _keep_heartbeat(config, scheduler)
