@@ -494,8 +494,8 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
                                   "trimmed": cut > 0, "clip_en": clip_en, "clip_all": clip_all})
         return _inline(page)
 
-    def fits(page: str) -> bool:  # as each reader gets it: their tokens make the links longer
-        return len(page.encode("utf-8")) + links.growth(page) <= limit
+    def fits(page: str) -> bool:  # as each reader gets it: longer links (their tokens), CRLF lines
+        return len(page.encode("utf-8")) + links.growth(page) + page.count("\n") <= limit
 
     page = ""
     for clip_en, brief in ((None, True), (None, False), (CLIP_EN, False)):

@@ -668,6 +668,7 @@ def test_a_trimmed_email_stays_under_the_limit_once_each_readers_links_are_in():
     assert "篇论文见完整版" in html and links.growth(html) > 1000  # trimmed, and links to fill in
     mine = links.Links("https://digest.example.org/rl/", "a-secret").personal(html, "ada.lovelace@example.org")
     assert len(html.encode("utf-8")) < len(mine.encode("utf-8")) <= render.EMAIL_LIMIT
+    assert len(mine.replace("\n", "\r\n").encode("utf-8")) <= render.EMAIL_LIMIT  # as mail carries it
 
 
 def test_a_links_line_never_starts_with_a_separator():
