@@ -117,6 +117,7 @@ def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
     assert len(legend) == 1 and {n.attributes["data-l"] for n in legend[0].css("[data-l]")} == {"zh", "en"}
     assert "3, 5" in chart.css_first("desc").text()
     week2 = pages["digests/2026-11-09.html"]
+    assert "New: 5" in week2.css_first("p.meta").text() and "Revised" not in week2.css_first("p.meta").text()
     listed = {node.attributes["id"] for node in week2.css("article[id], .brief[id]")}
     assert listed == {f"p-arxiv-2611.0000{n}" for n in (4, 5, 6, 7, 8)}
     assert len(week2.css("article.feature")) == 2 and len(week2.css(".brief")) == 2
