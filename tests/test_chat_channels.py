@@ -130,6 +130,20 @@ def test_a_500_and_a_429_with_retry_after_are_retried_and_one_post_arrives(tmp_p
     assert telegram.requests[1].at - telegram.requests[0].at >= 0.9
 
 
+def test_a_retry_after_longer_than_max_wait_leaves_the_post_queued_until_then(tmp_path, cli):
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack:
+        slack.queue((429, {"Retry-After": "7200"}))
+        config = chat_config(tmp_path, arxiv, {"slack": slack}, max_wait_seconds=30)
+        result = cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for({"slack": slack}),
+                     check=1)  # a delivery still waits
+    assert [r.status for r in slack.requests] == [429]  # not asked again within the run
+    assert "asking to wait 7200 s (more than max_wait_seconds)" in result.stderr
+    row = db_rows(tmp_path, "SELECT * FROM deliveries")[0]
+    assert row["status"] == "pending" and row["attempts"] == 1
+    wait = datetime.fromisoformat(row["next_attempt"]) - datetime.now(UTC)
+    assert 7100 < wait.total_seconds() <= 7200  # not the 5-minute backoff
+
+
 def test_a_failing_channel_stays_queued_without_stopping_the_others_and_no_secret_is_shown(
         tmp_path, cli):
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack, \

@@ -62,12 +62,15 @@ def test_429_waits_as_long_as_retry_after_says(server):
     assert gaps(server)[0] >= 0.95
 
 
-def test_retry_after_is_capped(server):
+def test_a_retry_after_longer_than_the_cap_fails_at_once_naming_the_wait(server):
     server.script("/rss/", http_error(429, retry_after=3600))
+    url = server.rss_url(["cs.LG"])
 
-    fetcher(max_wait_seconds=0.05).get(server.rss_url(["cs.LG"]))
+    with pytest.raises(SourceError) as caught:
+        fetcher(max_wait_seconds=120).get(url)
 
-    assert gaps(server)[0] < 1
+    assert str(caught.value) == f"{url}: HTTP 429, asking to wait 3600 s (more than 120 s)"
+    assert len(server.requests) == 1  # no wait, no retry: the next run reads the window again
 
 
 def test_other_4xx_fails_at_once(server):

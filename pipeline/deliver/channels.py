@@ -68,11 +68,13 @@ class Channel(Protocol):
 
 
 class Deferred(Exception):
-    """Not handed over, try again later (a 4xx, a timeout before any content left)."""
+    """Not handed over, try again later (a 4xx, a timeout before any content left);
+    `after`: the seconds the other side asked to be left alone, when it said."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, after: float | None = None):
         super().__init__(reason)
         self.reason = reason
+        self.after = after
 
 
 class Unreachable(Deferred):

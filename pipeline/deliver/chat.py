@@ -19,7 +19,8 @@ platform's documentation asks:
 The webhook URL, bot token and signing secret come from the environment variables the
 entry names (`url_env`, `token_env`, `secret_env`), read when sending; they never appear
 in a log line or an error. 429 and 5xx answers are retried here, waiting as long as
-Retry-After asks (up to `max_wait_seconds`); what still fails stays in the outbox.
+Retry-After asks; a longer ask than `max_wait_seconds` defers the row at once, to be
+tried no sooner than asked. What still fails stays in the outbox.
 """
 
 from __future__ import annotations
@@ -245,9 +246,13 @@ class ChatChannel:
             busy = status == 429 or status >= 500 or (status == 200 and self.platform.busy(response))
             if not busy:
                 break
+            asked = retry_after(response)
+            if asked is not None and asked > self.options.max_wait_seconds:  # not worth a wait
+                raise Deferred(f"{where}: {_words(response)}, asking to wait {asked:.0f} s "
+                               f"(more than max_wait_seconds)", after=asked)
             if attempt == self.options.retries:
                 raise Deferred(f"{where}: {_words(response)} after {attempt} retries")
-            pause(retry.backoff(attempt, 1.0, self.options.max_wait_seconds, retry_after(response)))
+            pause(retry.backoff(attempt, 1.0, self.options.max_wait_seconds, asked))
         if not 200 <= status < 300:
             raise Refused(f"{where}: {_words(response)}")
         refusal = self.platform.answer(response)

@@ -25,9 +25,9 @@ States of a row
 
 Retries: a deferral (4xx, refused connection, timeout, interruption) keeps the row
 waiting with `attempts + 1`, `last_error` and `next_attempt = now + backoff`
-(5 min x 2^(attempts-1), at most 6 h). The backoff paces only the scheduler's own
-retries (`due_only=True`); `run` and `send`, started by a person or cron, try every
-waiting row at once.
+(5 min x 2^(attempts-1), at most 6 h; longer if the server asked for longer).
+The backoff paces only the scheduler's own retries (`due_only=True`); `run` and
+`send`, started by a person or cron, try every waiting row at once.
 """
 
 from __future__ import annotations
@@ -231,7 +231,7 @@ def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable
         _defer(outbox, row, exc.reason, now, max_attempts, report, quiet=True)
         log.warning("%s; its deliveries stay queued", exc.reason)
     except Deferred as exc:
-        _defer(outbox, row, exc.reason, now, max_attempts, report)
+        _defer(outbox, row, exc.reason, now, max_attempts, report, after=exc.after)
     except Interrupted as exc:
         if exc.resume is not None:  # several messages, some posted: the rest go next time
             outbox.claim(row, exc.resume)
@@ -270,12 +270,13 @@ def _fail(outbox: Outbox, row: Delivery, words: str, report: DeliveryReport) -> 
 
 
 def _defer(outbox: Outbox, row: Delivery, words: str, now: datetime, max_attempts: int,
-           report: DeliveryReport, quiet: bool = False, interrupted: bool = False) -> None:
+           report: DeliveryReport, quiet: bool = False, interrupted: bool = False,
+           after: float | None = None) -> None:
     attempts = row.attempts + 1
     if attempts >= max_attempts:
         _fail(outbox, row, f"gave up after {attempts} attempts: {words}", report)
         return
-    retry = now + backoff(attempts)
+    retry = now + max(backoff(attempts), timedelta(seconds=after or 0))
     outbox.mark_failed(row, words, retry, interrupted=interrupted or row.interrupted)
     report.pending += 1
     if not quiet:

@@ -103,6 +103,10 @@ class Fetcher:
                     return self._get_once(url, retry_when)
                 except _Retryable as problem:
                     last = problem
+                    asked = problem.retry_after
+                    if asked is not None and asked > self.max_wait_seconds:  # a later run's turn
+                        raise SourceError(f"{url}: {problem.cause}, asking to wait {asked:.0f} s "
+                                          f"(more than {self.max_wait_seconds:g} s)") from None
                     if attempt < self.retries:
                         pause(backoff(attempt, self.backoff_seconds, self.max_wait_seconds,
                                       problem.retry_after))
