@@ -156,6 +156,7 @@ class Papers:
         done = {
             "papers/index.html": env.get_template("site/papers_index.html.j2").render(
                 topics=topics, months=pages.months, years=[y for y in self.search.years if y != UNDATED],
+                undated=UNDATED in self.search.years,
                 shards=[self.search.shard(y).name for y in self.search.years],
                 total=pages.count, **{**context, "root": "../"}),
             "papers.xml": env.get_template("site/papers.xml.j2").render(

@@ -245,6 +245,19 @@ def test_the_months_and_the_undated_add_up_to_the_whole_list(tmp_path, cli):
     assert lines and [line for line in lines if line.lstrip().startswith("·")] == []  # seeds lack arXiv
 
 
+def test_the_year_filter_finds_the_undated_seeds_in_chromium(tmp_path, cli):
+    cli("--config", str(write_config(tmp_path)), "run", "--offline", "--as-of", "2026-11-02")
+    folder = tmp_path / "out" / "site"
+    undated = sum(1 for p in index_data(folder)["papers"] if not p[7])
+    options = [o.attributes.get("value") for o in site_pages(folder)["papers/index.html"].css("#year option")]
+    assert options[0] == "" and options[-1] == "undated" and "2026" in options
+    done = chromium(tmp_path, "--virtual-time-budget=3000", "--dump-dom",
+                    (folder / "papers" / "index.html").as_uri() + "?year=undated")
+    assert done.returncode == 0, done.stderr
+    hits = re.search(r'<span id="hits">(\d+)</span>', done.stdout)
+    assert hits and int(hits.group(1)) == undated > 0
+
+
 def test_the_search_form_fits_a_phone(tmp_path, cli):
     folder = two_weeks(tmp_path, cli)
     found = in_frame(tmp_path, folder, "papers/index.html", 375, """

@@ -33,7 +33,7 @@
     var hits = 0;
     for (var i = 0; i < data.papers.length; i++) {
       var p = data.papers[i];
-      if ((t && p[6] !== t) || (y && p[7] !== y)) continue;
+      if ((t && p[6] !== t) || (y && (p[7] || "undated") !== y)) continue;
       if (!words.every(function (w) { return haystacks[i].indexOf(w) !== -1; })) continue;
       hits++;
       if (hits > LIMIT) continue;
