@@ -29,6 +29,7 @@ from pipeline import links
 from pipeline.config import bundled
 from pipeline.extract import checked_url
 from pipeline.models import Digest, Entry, Section
+from pipeline.sources import seeds
 from pipeline.text import first_sentence
 
 if TYPE_CHECKING:
@@ -323,7 +324,7 @@ def _shared(env: jinja2.Environment) -> jinja2.Environment:
         env.keep_trailing_newline, env.newline_sequence, env.undefined.__name__, env.optimized,
         sorted(env.extensions))))
     env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time,
-                       slug=slug, safe_url=safe_url, width=display_width,
+                       slug=slug, safe_url=safe_url, width=display_width, seed_origin=seeds.origin,
                        first_sentence=lambda value, limit: first_sentence(one_line(value), limit))
     env.globals.update(texts=texts, summary_lines=summary_lines, entry_links=entry_links)
     # The same helpers as filters, for the templates of the reading list's 100,000 entries:

@@ -163,6 +163,14 @@ def test_curated_entries_say_so_with_their_origin(tmp_path):
     assert "📌 Curated" in text and "精选" not in text and "算法" not in text
 
 
+def test_a_built_in_seed_is_curated_without_its_file_name(tmp_path):
+    builtin = sorted(p.name for p in cfg.bundled("seeds").glob("*.txt"))[0]  # 000_fba6f3c0aaa545ca.txt
+    found = [replace(e, origin=builtin) if e.curated else e for e in fixture_entries()]
+    write(tmp_path, found)
+    row = next(r for r in table_rows(read(tmp_path / "reading-list" / "algorithms.md")) if "Pipes" in r)
+    assert "📌 精选收录 Curated |" in row and builtin not in row
+
+
 # --- from the store ---------------------------------------------------------------------------
 
 def day(n: int) -> datetime:

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -66,6 +67,17 @@ def seed_source(setup: SourceSetup) -> SeedFiles:
     """The registered factory: seeds.paths, and the bundled pages when seeds.builtin is on."""
     seeds = setup.config.seeds
     return SeedFiles(list(seeds.paths), bundled("seeds") if seeds.builtin else None)
+
+
+@cache
+def _builtin_names() -> frozenset[str]:
+    return frozenset(path.name for path in bundled("seeds").iterdir() if path.suffix in SEED_SUFFIXES)
+
+
+def origin(source: str | None) -> str | None:
+    """The seed file a curated entry is shown to come from: the reader's own files name
+    whose picks they are; the built-in pages' names (000_fba6f3c0aaa545ca.txt) say nothing."""
+    return None if source in _builtin_names() else source
 
 
 def load_seeds(paths: list[Path]) -> list[SeedDocument]:
