@@ -60,6 +60,11 @@ class Calendar:
         return [self.at(day) for day in days
                 if self.announces(day) and start < self.at(day).at <= end]
 
+    def fed_by(self, moment: datetime) -> datetime:
+        """The last midnight in New York at `moment`: every announcement made by then is in
+        a feed (rebuilt at midnight) and in OAI-PMH; a later one is not readable yet."""
+        return datetime.combine(moment.astimezone(self.zone).date(), time(), self.zone)
+
     def in_feed(self, moment: datetime) -> tuple[Announcement | None, date]:
         """The announcement a feed read at `moment` carries, and that evening's date.
 

@@ -61,9 +61,7 @@ class Ledger:
                end: datetime) -> dict[str, list[date]]:
         """Per group, the announcements of (start, end] not read completely, plus
         open gaps of the last RETRY_DAYS; only announcements a feed could have carried."""
-        cutoff = datetime.combine(end.astimezone(calendar.zone).date(), datetime.min.time(),
-                                  calendar.zone)
-        due = {a.day for a in calendar.between(start, min(end, cutoff))}
+        due = {a.day for a in calendar.between(start, calendar.fed_by(end))}
         since = (end.date() - timedelta(days=RETRY_DAYS)).isoformat()
         found: dict[str, list[date]] = {}
         for group in groups:
@@ -117,8 +115,10 @@ class Summary:
 
 def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: datetime,
               end: datetime) -> Summary:
-    """The window's announcements against the ledger, per archive."""
-    announcements = calendar.between(start, end)
+    """The window's announcements against the ledger, per archive: those that reached a
+    feed in it. One made minutes before `end` (a digest at 20:00:30 New York time, 08:00 in
+    Beijing in summer) is not readable yet: it counts in the next window, not as a gap."""
+    announcements = calendar.between(calendar.fed_by(start), calendar.fed_by(end))
     days = [a.day.isoformat() for a in announcements]
     by_archive: dict[str, list[str]] = {}
     for group in groups:

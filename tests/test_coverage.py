@@ -11,7 +11,9 @@ import sqlite3
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
+from pipeline import coverage
 from pipeline.calendar import load_calendar
 from pipeline.config import load
 from pipeline.models import Paper
@@ -250,3 +252,18 @@ def test_status_names_a_day_of_stale_feeds_once_and_briefly(tmp_path, cli):
     collected = next(r for r in whole["runs"] if r["kind"] == "collect")
     assert sum("stale feed:" in w for s in collected["report"]["sources"].values()
                for w in s["warnings"]) == len(cats)
+
+
+def test_an_announcement_made_as_the_digest_goes_out_counts_next_week_not_as_a_gap():
+    """Monday 08:00 in Beijing is Sunday 20:00 in New York in summer: the announcement of
+    that minute reaches no feed before midnight, so the next digest counts it."""
+    beijing, ledger = ZoneInfo("Asia/Shanghai"), coverage.Ledger()
+    for day in (31, 1, 2, 3, 4):
+        ledger.get(date(2026, 5 if day == 31 else 6, day), "cs.LG").read = "RSS"
+    week = [datetime(2026, 6, d, 8, tzinfo=beijing) for d in (1, 8, 15)]
+    first = coverage.summarise(ledger, load_calendar(), ["cs.LG"], week[0], week[1])
+    assert (first.first, first.last, first.expected, first.read, first.gaps) == ("05-31", "06-04", 5, 5, ())
+    ledger.get(date(2026, 6, 7), "cs.LG").read = "RSS"
+    second = coverage.summarise(ledger, load_calendar(), ["cs.LG"], week[1], week[2])
+    assert (second.first, second.expected) == ("06-07", 5)
+    assert [g.day for g in second.gaps] == ["06-08 → 06-11 (4 announcements)"]  # not read here
