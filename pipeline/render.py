@@ -40,6 +40,7 @@ EMAIL_LIMIT = 100_000  # bytes of the inlined HTML
 CLIP_EN = 160  # characters kept of an English line when the email must shrink
 CLIP_ALL = (600, 200, 60)  # then of each featured, comparison and synthesis text, in steps
 WIDTH = 72  # columns of the plain-text email
+FEED_DIGESTS = 20  # entries in feed.xml: a reader polls the whole file, each entry a whole digest
 
 # --- Markdown --------------------------------------------------------------------
 
@@ -542,13 +543,13 @@ def feed_id(settings: Settings, name: str) -> str:
 
 
 def feed_xml(settings: Settings, digests: Sequence[Digest], updated: str, site: bool = False) -> str:
-    """An Atom feed, newest digest first, one entry per digest: out/feed.xml links the
-    digests' email copies, the site's feed (`site`) their web pages."""
+    """An Atom feed of the newest FEED_DIGESTS digests, newest first, one entry per digest:
+    out/feed.xml links the digests' email copies, the site's feed (`site`) their web pages."""
     ctx = common(settings)
     base = settings.site_url if site else ctx["base_url"]
     tz = settings.timezone
     entries = []
-    for digest in sorted(digests, key=lambda d: d.id, reverse=True):
+    for digest in sorted(digests, key=lambda d: d.id, reverse=True)[:FEED_DIGESTS]:
         link = f"{base}digests/{digest.id}.html" if base else f"digests/{digest.id}.html"
         entries.append({"d": digest, "id": link if base else feed_id(settings, digest.id),
                         "link": link, "updated": rfc3339(digest.window_end, digest.timezone),

@@ -11,6 +11,7 @@ import re
 import struct
 import xml.etree.ElementTree as ET
 from dataclasses import replace
+from datetime import date, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -495,6 +496,16 @@ def test_feed_is_atom_with_one_entry_per_digest(cfg, digest):
     with_base = render.feed_xml(fx.config(base_url="https://x.example/rl"), [digest], UPDATED)
     assert '<link rel="self" type="application/atom+xml" href="https://x.example/rl/feed.xml"/>' in with_base
     assert "<id>https://x.example/rl/digests/2026-11-30.html</id>" in with_base
+
+
+def test_the_feed_holds_the_newest_twenty_digests_however_long_the_history(cfg):
+    """A feed reader fetches the whole file each time: a year of weekly digests stays out."""
+    start = date(2026, 1, 5)
+    year = [replace(fx.plain_digest(), id=(start + timedelta(weeks=n)).isoformat()) for n in range(52)]
+    root = ET.fromstring(render.feed_xml(cfg, year, "2026-12-28").encode("utf-8"))
+    links = [e.find("{http://www.w3.org/2005/Atom}link").get("href")
+             for e in root.iter("{http://www.w3.org/2005/Atom}entry")]
+    assert len(links) == 20 and links[0] == "digests/2026-12-28.html" and links[-1] == "digests/2026-08-17.html"
 
 
 # --- a look in a real browser -------------------------------------------------------------
