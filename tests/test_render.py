@@ -188,6 +188,20 @@ def test_subject_is_one_line_with_the_date(cfg, digest):
     assert "\n" not in subject
 
 
+def test_english_counts_one_paper_in_the_singular_and_more_in_the_plural():
+    one = re.compile(r"(?<![\d.])1 papers\b")
+    for languages in (["en"], ["zh", "en"]):
+        settings = fx.config(languages=languages)
+        single = replace(fx.plain_digest(), featured=())  # one paper under one topic
+        subject = render.digest_subject(settings, single)
+        assert subject.endswith("· 1 paper"), subject
+        for text in (render.digest_markdown(settings, single, 1), render.digest_text(settings, single, 1),
+                     render.digest_html(settings, single, 1)):
+            assert not one.search(text)
+            assert re.search(r"\b1 (篇 )?paper\b", text)
+        assert render.digest_subject(settings, replace(fx.many(2), featured=())).endswith("· 2 papers")
+
+
 def test_digest_as_every_format(cfg, digest, md, html, txt):
     assert render.digest_as(cfg, digest, "md", READING) == md
     assert render.digest_as(cfg, digest, "html", READING) == html
