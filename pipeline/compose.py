@@ -32,8 +32,8 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
     """A paper as a digest line; a seed's curated Chinese beats the LLM's.
 
     Without a summary the English line is the abstract's contribution sentence. Links
-    and venue are read from the abstract, comment and journal-ref; TeX in the title and
-    the authors' names (`R\\"opke`) becomes text.
+    and venue are read from the abstract, comment and journal-ref; TeX in the title, the
+    authors' names (`R\\"opke`) and the abstract a featured paper shows becomes text.
     """
     summary = summary or {}
     curated_zh = seed.summary_zh if seed else None
@@ -51,7 +51,7 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
         or readable(contribution(paper.abstract)) or None,
         key_points_zh=tuple(map(readable, summary.get("key_points_zh") or ())),  # type: ignore[arg-type]
         key_points_en=tuple(map(readable, summary.get("key_points_en") or ())),  # type: ignore[arg-type]
-        abstract=paper.abstract, curated=seed is not None, version=paper.version,
+        abstract=readable(paper.abstract), curated=seed is not None, version=paper.version,
         revised=paper.version > 1, llm=bool(summary),
         headline_zh=seed.headline_zh if seed else None,
         parts=tuple(Part(label, "", text) for label, text in seed.parts_zh) if seed else (),

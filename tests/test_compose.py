@@ -37,6 +37,13 @@ def test_tex_in_a_title_and_in_authors_names_becomes_text():
     assert entry.authors == ("Willem Röpke", "Ángel Muñoz", "<b>José</b> | *x*", "Ada")
 
 
+def test_tex_in_the_abstract_a_featured_paper_shows_becomes_text():
+    paper = replace(PAPER, abstract="We \\uline{M}ine \\uline{in}trinsic mast\\uline{er}y. "
+                                     "It reaches \\textbf{4.58} on $\\alpha$-AIME.")
+    entry = compose.paper_entry(paper, "algorithms", None)
+    assert entry.abstract == "We Mine intrinsic mastery. It reaches 4.58 on α-AIME."
+
+
 def test_a_seed_tied_to_a_paper_keeps_its_curated_chinese_and_reading():
     entry = compose.paper_entry(PAPER, "algorithms", 1.0, SUMMARY, SEED)
     assert entry.curated and entry.summary_zh == "人工摘要。"
