@@ -282,7 +282,10 @@ def rfc3339(value: object, tz: str | None = None) -> str:
 
 
 def paper_count(digest: Digest) -> int:
-    return sum(len(s.entries) + len(s.brief) for s in digest.sections) + len(digest.featured)
+    """This week's papers, as the subject and indexes count them: a featured seed (the seed
+    page's own pair, in a week of seeds alone) is no paper of the week."""
+    return (sum(len(s.entries) + len(s.brief) for s in digest.sections)
+            + sum(1 for e in digest.featured if not e.curated))
 
 
 # --- environments -------------------------------------------------------------------

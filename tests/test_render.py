@@ -179,13 +179,20 @@ def test_english_only_digest_reads_in_english():
     assert "📄 [Read the paper](https://arxiv.org/abs/2611.00006)" in md
     assert "https://digest.example.org/rl/READING_LIST.md" in md
     subject = render.digest_subject(cfg, fx.digest())
-    assert subject == "Reinforcement Learning for LLMs Weekly · 2026-11-30 · 9 papers"
+    assert subject == "Reinforcement Learning for LLMs Weekly · 2026-11-30 · 8 papers"
 
 
 def test_subject_is_one_line_with_the_date(cfg, digest):
     subject = render.digest_subject(cfg, digest)
-    assert subject == "强化学习周报 Reinforcement Learning for LLMs Weekly · 2026-11-30 · 9 papers"
+    # the week's 7 listed papers and Exploration Hacking; PRISM, featured too, is a seed
+    assert subject == "强化学习周报 Reinforcement Learning for LLMs Weekly · 2026-11-30 · 8 papers"
     assert "\n" not in subject
+
+
+def test_a_week_of_seeds_alone_counts_no_paper_of_the_week(cfg):
+    seeds_only = replace(fx.plain_digest(), sections=(), featured=(fx.PRISM, replace(fx.HACKING, curated=True)),
+                         new=0)
+    assert render.digest_subject(cfg, seeds_only).endswith("· 0 papers")
 
 
 def test_english_counts_one_paper_in_the_singular_and_more_in_the_plural():
@@ -482,7 +489,7 @@ def test_a_user_override_replaces_one_template_only(tmp_path, digest, md):
     (tmp_path / "subject.txt.j2").write_text("My digest {{ d.id }} ({{ paper_count }})\n",
                                              encoding="utf-8")
     cfg = fx.config(templates_dir=tmp_path)
-    assert render.digest_subject(cfg, digest) == "My digest 2026-11-30 (9)"
+    assert render.digest_subject(cfg, digest) == "My digest 2026-11-30 (8)"
     assert render.digest_markdown(cfg, digest, READING) == md
 
 
