@@ -67,9 +67,10 @@ def config_problems(config: Config) -> list[str]:
         if not config.readers():
             problems.append("email.to: email is enabled but has no recipients "
                             "(add email.to or email.recipients_file)")
-        if not config.outputs.base_url:
-            problems.append("outputs.base_url: not set, so the links in the email are relative and "
-                            "lead nowhere (set it to where out/ is published)")
+        if not config.outputs.base_url and not config.site_url:
+            problems.append("outputs.base_url: not set, nor outputs.site_url, so the email links no "
+                            "reading list or whole digest and cannot be trimmed to 100 KB (set one "
+                            "to where out/ or out/site/ is published)")
     database = database_problem(config.storage.url)
     if database:
         problems.append(database)

@@ -485,6 +485,8 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     lowest-ranked full entries are left to the web and Markdown copies (a line says how
     many); if the featured readings, comparison and synthesis alone are too big, they are
     shortened first. A language is never dropped: every entry kept speaks in each of them.
+    An email with no link to a whole copy (no outputs.site_url or base_url) is never
+    trimmed: what it left out would be out of every reader's reach.
     """
     limit = settings.email_limit if limit is None else limit
     template = html_env(settings.templates).get_template("email.html.j2")
@@ -502,6 +504,8 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     def fits(page: str) -> bool:  # as each reader gets it: longer links (their tokens), CRLF lines
         return len(page.encode("utf-8")) + links.growth(page) + page.count("\n") <= limit
 
+    if base["whole_url"] is None:
+        return render(None, total, brief=True)
     page = ""
     for clip_en, brief in ((None, True), (None, False), (CLIP_EN, False)):
         page = render(clip_en, total, brief=brief)

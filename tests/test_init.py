@@ -73,10 +73,15 @@ def test_config_check_flags_email_without_readers_or_base_url(tmp_path, cli):
     lines = result.stderr.splitlines()
     assert len(lines) == 2
     assert any("email.to: email is enabled but has no recipients" in line for line in lines)
-    assert any("outputs.base_url: not set, so the links in the email are relative" in line for line in lines)
+    assert any("outputs.base_url: not set, nor outputs.site_url, so the email links no reading list"
+               in line for line in lines)
     fixed = write_config(tmp_path, {"email": {"enabled": True, "to": ["ada@example.org"]},
                                     "outputs": {"base_url": "https://digest.example.org/"}}, seeds=False)
     assert cli("--config", str(fixed), "config", "check").stdout.strip().endswith(": ok")
+    on_the_web = write_config(tmp_path, {"email": {"enabled": True, "to": ["ada@example.org"]},
+                                         "outputs": {"site_url": "https://digest.example.org/site/"}},
+                              seeds=False)
+    assert cli("--config", str(on_the_web), "config", "check").stdout.strip().endswith(": ok")
 
 
 def test_config_check_flags_a_missing_database_driver(tmp_path, cli):

@@ -695,12 +695,27 @@ def test_a_trimmed_email_stays_under_the_limit_once_each_readers_links_are_in():
     """The size is checked with the tokens' length, not the placeholders': a trimmed email
     fills the limit, and 100-odd 👍/👎 links each growing by some 40 bytes would push it over
     (Gmail then clips it, unsubscribe link and all)."""
-    settings = replace(fx.config(), serve_url="https://digest.example.org/rl/")
+    settings = replace(fx.config(), serve_url="https://digest.example.org/rl/",
+                       site_url="https://digest.example.org/rl/")  # as Config.site_url derives it
     html = render.digest_html(settings, fx.many(150), 500, personal=True)
     assert "篇论文见完整版" in html and links.growth(html) > 1000  # trimmed, and links to fill in
     mine = links.Links("https://digest.example.org/rl/", "a-secret").personal(html, "ada.lovelace@example.org")
     assert len(html.encode("utf-8")) < len(mine.encode("utf-8")) <= render.EMAIL_LIMIT
     assert len(mine.replace("\n", "\r\n").encode("utf-8")) <= render.EMAIL_LIMIT  # as mail carries it
+
+
+def test_an_email_with_no_whole_copy_to_link_keeps_every_paper():
+    """No outputs.site_url or base_url: the email cannot say where the rest is, so it is
+    not trimmed (Gmail's "View entire message" still reaches a clipped one's end)."""
+    week = fx.many(150)
+    html = render.digest_html(fx.config(), week, 500, personal=True)
+    assert len(html.encode("utf-8")) > render.EMAIL_LIMIT
+    assert all(e.title in html for s in week.sections for e in s.entries)
+    assert "篇论文见完整版" not in html and "完整版" not in html
+    site = replace(fx.config(), site_url="https://digest.example.org/rl/")
+    trimmed = render.digest_html(site, week, 500, personal=True)
+    assert len(trimmed.encode("utf-8")) <= render.EMAIL_LIMIT
+    assert 'href="https://digest.example.org/rl/digests/2026-11-30.html"' in trimmed
 
 
 def test_a_links_line_never_starts_with_a_separator():
