@@ -718,6 +718,17 @@ def test_an_email_with_no_whole_copy_to_link_keeps_every_paper():
     assert 'href="https://digest.example.org/rl/digests/2026-11-30.html"' in trimmed
 
 
+def test_a_featured_paper_shows_its_code_and_venue_in_every_edition(cfg):
+    """A featured paper is listed nowhere else: its code link and venue are read there."""
+    digest = fx.digest()
+    hacking = replace(fx.HACKING, links=(("code", "https://github.com/foo/bar"),), venue="ICLR 2027")
+    digest = replace(digest, featured=(fx.PRISM, hacking))
+    for text in (render.digest_markdown(cfg, digest, 1), render.digest_text(cfg, digest, 1),
+                 render.digest_html(cfg, digest, 1)):
+        featured = text.split("Exploration Hacking", 1)[1].split("Comparison", 1)[0]
+        assert "https://github.com/foo/bar" in featured and "ICLR 2027" in featured
+
+
 def test_a_links_line_never_starts_with_a_separator():
     """A seed entry has no arXiv, PDF or code link: its line is the votes alone, not '· 👍 👎'."""
     settings = replace(fx.config(), serve_url="https://digest.example.org/rl/")
