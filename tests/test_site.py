@@ -88,6 +88,27 @@ def test_without_a_model_the_facts_table_names_each_topic_in_both_languages_tagg
         assert names == {"zh": fx.NAMES[key].zh, "en": fx.NAMES[key].en}
 
 
+def test_a_link_named_differently_in_each_language_follows_the_switch(tmp_path):
+    """代码 / Code, 项目主页 / Project page: tagged per language like every other label (they
+    stayed English when a reader chose 中文); arXiv and PDF read the same in both."""
+    digest = fx.digest()
+    linked = replace(digest.sections[0].entries[0], links=(("code", "https://github.com/foo/bar"),))
+    section = replace(digest.sections[0], entries=(linked, *digest.sections[0].entries[1:]))
+    site.build(fx.config(), tmp_path, [replace(digest, sections=(section, *digest.sections[1:]))],
+               "2026-11-30T08:00:00+08:00")
+    page = HTMLParser((tmp_path / "digests" / f"{digest.id}.html").read_text("utf-8"))
+    code = next(a for a in page.css("a") if a.attributes.get("href") == "https://github.com/foo/bar")
+    assert {node.attributes["data-l"]: node.text() for node in code.css("[data-l]")} == {"zh": "代码", "en": "Code"}
+    pdf = next(a for a in page.css("a") if a.attributes.get("href", "").startswith("https://arxiv.org/pdf/"))
+    assert pdf.text() == "PDF" and not pdf.css("[data-l]")
+    english = tmp_path / "en"
+    site.build(fx.config(languages=["en"]), english, [replace(digest, sections=(section, *digest.sections[1:]))],
+               "2026-11-30T08:00:00+08:00")
+    page = HTMLParser((english / "digests" / f"{digest.id}.html").read_text("utf-8"))
+    code = next(a for a in page.css("a") if a.attributes.get("href") == "https://github.com/foo/bar")
+    assert code.text() == "Code" and not code.css("[data-l]")
+
+
 def two_weeks(tmp_path: Path, cli, title: str | None = None, **extra) -> Path:
     """Two weekly runs through the real CLI with the LLM stand-in; out/site/. Week two has
     two featured papers, one full entry and two one-line entries."""
