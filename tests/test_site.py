@@ -288,3 +288,27 @@ def test_the_language_switch_hides_the_other_language_and_survives_a_reload(tmp_
     assert reloaded == {"zh": False, "en": True, "langs": True, "pressed": "en"}  # remembered
     assert chinese == {"zh": True, "en": False}
 
+
+
+def test_the_comparison_fits_a_phone_whatever_its_words(tmp_path):
+    """Long words in the cells (an LLM writes "Text-to-Visualization/Perspective") break
+    on a phone rather than push the table past the screen behind a sideways scroll nobody
+    sees; the row names stay whole."""
+    digest = fx.digest()
+    long = "Text-to-Visualization/Perspective-Alignment"
+    rows = tuple(replace(r, cells=tuple((f"{zh}{long}", f"{en} {long}") for zh, en in r.cells))
+                 for r in digest.comparison)
+    built = tmp_path / "built"
+    site.build(fx.config(), built, [replace(digest, comparison=rows)], "2026-11-30T08:00:00+08:00")
+    found = in_frame(tmp_path, built, f"digests/{digest.id}.html", 375, """
+      var table = d.querySelector('table.cmp'), name = table.querySelector('tr > :first-child');
+      done({inner: w.innerWidth, scroll: d.documentElement.scrollWidth,
+            right: table.getBoundingClientRect().right, box: table.parentNode.scrollWidth,
+            shown: table.parentNode.clientWidth, nameLines: name.getClientRects().length,
+            nameHeight: name.getBoundingClientRect().height,
+            lineHeight: parseFloat(w.getComputedStyle(name).lineHeight)});""")
+    assert found["inner"] == 375
+    assert found["scroll"] <= 375 and found["right"] <= 375, found
+    assert found["box"] <= found["shown"], found  # nothing hidden behind the sideways scroll
+    # "维度 · Dimension" on at most three lines: the row names are not broken letter by letter
+    assert found["nameHeight"] <= 3.5 * found["lineHeight"], found
