@@ -51,7 +51,7 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
         or readable(contribution(paper.abstract)) or None,
         key_points_zh=tuple(map(readable, summary.get("key_points_zh") or ())),  # type: ignore[arg-type]
         key_points_en=tuple(map(readable, summary.get("key_points_en") or ())),  # type: ignore[arg-type]
-        abstract=readable(paper.abstract), curated=seed is not None, version=paper.version,
+        abstract=readable(paper.abstract) or paper.abstract, curated=seed is not None, version=paper.version,
         revised=paper.version > 1, llm=bool(summary),
         headline_zh=seed.headline_zh if seed else None,
         parts=tuple(Part(label, "", text) for label, text in seed.parts_zh) if seed else (),

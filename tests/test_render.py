@@ -11,7 +11,7 @@ import re
 import struct
 import xml.etree.ElementTree as ET
 from dataclasses import replace
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -19,6 +19,7 @@ import jinja2
 import pytest
 
 from pipeline import links, render
+from pipeline.deliver.email import WIRE_POLICY, build_message
 from pipeline.render import display_width, md_escape, wrap
 from tests import fixtures_digest as fx
 from tests.helpers import chromium
@@ -369,11 +370,12 @@ def test_html_refuses_unsafe_link_schemes(cfg, digest):
     assert "javascript:" not in render.digest_markdown(cfg, d, READING)
 
 
-def test_forty_papers_fit_in_one_gmail_message():
-    html = render.digest_html(fx.config(), fx.many(40), 500)
-    size = len(html.encode("utf-8"))
-    assert size < 100_000, size
-    assert html.count('class="paper"') == 40 and "篇论文见阅读清单" not in html
+def test_a_week_of_thirty_papers_fits_in_one_gmail_message():
+    """digest.max_papers' 30 full entries in both languages, whole, under the limit as
+    sent (quoted-printable Chinese is three times its UTF-8)."""
+    html = render.digest_html(fx.config(), fx.many(30), 500)
+    assert render.as_sent(html) < 100_000, render.as_sent(html)
+    assert html.count('class="paper"') == 30 and "篇论文见阅读清单" not in html and "…" not in html
 
 
 def test_an_oversized_email_is_trimmed_and_points_to_the_whole_digest():
@@ -387,9 +389,9 @@ def test_an_oversized_email_is_trimmed_and_points_to_the_whole_digest():
     assert f'… +{40 - shown} 篇论文见完整版 more papers in the whole digest: <a href="{d.id}.md"' in html
     assert "PRISM: Distribution Alignment" in html and "综合洞察" in html  # featured stay
     # Clipping comes first: a little too big only loses English text.
-    clipped = render.digest_html(fx.config(), fx.many(40, scale=4), 500)
-    assert clipped.count('class="paper"') == 40 and "…" in clipped
-    assert len(clipped.encode("utf-8")) <= render.EMAIL_LIMIT
+    clipped = render.digest_html(fx.config(), fx.many(30, scale=2), 500)
+    assert clipped.count('class="paper"') == 30 and "…" in clipped
+    assert len(clipped.encode("utf-8")) < render.as_sent(clipped) <= render.EMAIL_LIMIT
 
 
 def test_a_trimmed_email_keeps_every_topic_with_its_whole_count():
@@ -701,7 +703,14 @@ def test_a_trimmed_email_stays_under_the_limit_once_each_readers_links_are_in():
     assert "篇论文见完整版" in html and links.growth(html) > 1000  # trimmed, and links to fill in
     mine = links.Links("https://digest.example.org/rl/", "a-secret").personal(html, "ada.lovelace@example.org")
     assert len(html.encode("utf-8")) < len(mine.encode("utf-8")) <= render.EMAIL_LIMIT
-    assert len(mine.replace("\n", "\r\n").encode("utf-8")) <= render.EMAIL_LIMIT  # as mail carries it
+    assert len(mine.replace("\n", "\r\n").encode("utf-8")) <= render.EMAIL_LIMIT
+    # as mail carries it: the HTML part's body in the message put on the wire, encoded
+    message = build_message(sender="d@example.org", recipient="ada.lovelace@example.org", subject="s",
+                            text="t", html=mine, digest_id="2026-11-30", list_id="l.example.org",
+                            unsubscribe_mailto="d@example.org", unsubscribe_url=None,
+                            date=datetime(2026, 11, 30, tzinfo=UTC), message_id=None)
+    part = message.get_body(("html",)).as_bytes(policy=WIRE_POLICY).split(b"\r\n\r\n", 1)[1]
+    assert 0.9 * render.EMAIL_LIMIT < len(part) <= render.EMAIL_LIMIT, len(part)
 
 
 def test_an_email_with_no_whole_copy_to_link_keeps_every_paper():

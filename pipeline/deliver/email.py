@@ -38,7 +38,7 @@ log = logging.getLogger(__name__)
 
 # Build with 7-bit transfer encodings (base64 / quoted-printable are chosen per
 # part), so no 8BITMIME support is needed; serialise with CRLF line ends.
-BUILD_POLICY = email_policy.default.clone(cte_type="7bit")
+BUILD_POLICY = render.MAIL_POLICY
 WIRE_POLICY = email_policy.SMTP
 WIRE_POLICY_UTF8 = email_policy.SMTPUTF8
 
