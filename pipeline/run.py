@@ -520,18 +520,18 @@ def _dump(reply: Any) -> dict | None:
 
 
 def digest_entries(config: Config, week: Week, published: set[str] | None = None) -> list[Entry]:
-    """Relevant papers and seed entries; those already in a digest are left out when asked."""
+    """Relevant papers and seed entries; those already in a digest are left out when asked
+    (a seed shown under its title before its paper was found, too)."""
     by_paper = {s.arxiv_id: s for s in week.seeds if s.arxiv_id}
     tied = [week.papers[pid] for pid in sorted(by_paper) if pid in week.papers]
     entries, seen = [], set(published or ())
     for paper in week.kept() + tied:
-        key = paper_key(paper.id)
-        if key in seen:
+        key, seed = paper_key(paper.id), by_paper.get(paper.id)
+        if key in seen or seed is not None and seed_key(seed.title) in seen:
             continue
         seen.add(key)
         entries.append(reading_list.paper_entry(config.topics, paper, week.scores.get(paper.id),
-                                                week.summaries.get(key), by_paper.get(paper.id),
-                                                week.translations))
+                                                week.summaries.get(key), seed, week.translations))
     for seed in week.seeds:
         if seed.arxiv_id or published is not None and seed_key(seed.title) in published:
             continue

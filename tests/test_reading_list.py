@@ -13,7 +13,7 @@ import pytest
 
 from pipeline import config as cfg
 from pipeline import reading_list, run
-from pipeline.models import Enrichment, Entry, Paper, Scored, SeedEntry, paper_key
+from pipeline.models import Enrichment, Entry, Paper, Scored, SeedEntry, paper_key, seed_key
 from pipeline.store import Store
 from tests import fixtures_digest as fx
 from tests.helpers import write_config
@@ -239,3 +239,17 @@ def test_a_month_past_the_limit_is_split_into_packs_of_days_that_keep_their_byte
                   url="https://arxiv.org/abs/2611.99999")
     write(tmp_path, [*papers, newer])
     assert {name: (tmp_path / "reading-list" / name).read_bytes() for name in oldest} == oldest
+
+
+def test_a_seed_shown_before_its_paper_was_found_is_not_shown_again(tmp_path):
+    """A curated entry shown under its title, then tied to the arXiv paper that later
+    carries that title, is still the entry shown before: not a second 收录 line."""
+    config = cfg.load(write_config(tmp_path, {}, seeds=False))
+    paper = Paper(id="2606.00146", title="OpenSeeker-v2", abstract="We train a search agent with RL.",
+                  authors=("Ada",), categories=("cs.CL",), submitted=day(0), updated=day(0))
+    seed = SeedEntry("OpenSeeker-v2", "mine.md", 3, summary_zh="人工挑选", arxiv_id=paper.id)
+    week = run.Week(papers={paper.id: paper}, scores={paper.id: Scored(paper.id, 2.0, True, (), "agentic")},
+                    seeds=[seed], published={seed_key(seed.title)}, summaries={}, translations={})
+    assert run.digest_entries(config, week, week.published) == []
+    assert [e.key for e in run.digest_entries(config, week, set())] == [paper_key(paper.id)]
+    assert [e.key for e in run.digest_entries(config, week)] == [paper_key(paper.id)]  # the reading list
