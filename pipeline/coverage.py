@@ -59,9 +59,9 @@ class Ledger:
 
     def missed(self, calendar: Calendar, groups: Iterable[str], start: datetime,
                end: datetime) -> dict[str, list[date]]:
-        """Per group, the announcements of (start, end] not read completely, plus
-        open gaps of the last RETRY_DAYS; only announcements a feed could have carried."""
-        due = {a.day for a in calendar.between(start, calendar.fed_by(end))}
+        """Per group, the announcements that reached a feed in (start, end], as summarise
+        counts them, not read completely, plus open gaps of the last RETRY_DAYS."""
+        due = {a.day for a in calendar.between(calendar.fed_by(start), calendar.fed_by(end))}
         since = (end.date() - timedelta(days=RETRY_DAYS)).isoformat()
         found: dict[str, list[date]] = {}
         for group in groups:

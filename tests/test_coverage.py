@@ -267,3 +267,16 @@ def test_an_announcement_made_as_the_digest_goes_out_counts_next_week_not_as_a_g
     second = coverage.summarise(ledger, load_calendar(), ["cs.LG"], week[1], week[2])
     assert (second.first, second.expected) == ("06-07", 5)
     assert [g.day for g in second.gaps] == ["06-08 → 06-11 (4 announcements)"]  # not read here
+
+
+def test_the_announcement_a_window_counts_is_one_collecting_looks_for():
+    """A first run at Monday 08:00 in Beijing in summer starts at the very minute of
+    Sunday's announcement (20:00 in New York): the header counts it in this window, so
+    collecting must look for it too, or it reads as a gap nothing ever fills."""
+    beijing = ZoneInfo("Asia/Shanghai")
+    start, end = datetime(2026, 6, 1, 8, tzinfo=beijing), datetime(2026, 6, 8, 8, tzinfo=beijing)
+    calendar = load_calendar()
+    counted = coverage.summarise(coverage.Ledger(), calendar, ["cs.LG"], start, end)
+    looked_for = coverage.Ledger().missed(calendar, ["cs.LG"], start, end)["cs.LG"]
+    assert counted.first == "05-31" and looked_for[0] == date(2026, 5, 31)
+    assert len(looked_for) == counted.expected == 5
