@@ -318,7 +318,7 @@ def mark(state: State, paper_id: str, relevant: bool | None, undo: bool) -> None
         raise click.UsageError("give --relevant, --irrelevant or --undo")
     ident, _ = split_arxiv_id(paper_id)
     if not state.store().set_verdict(ident, None if undo else relevant):
-        raise DigestError(f"{ident}: no such paper in the database", "run `rl-digest collect` first")
+        raise ConfigError(f"{ident}: no such paper in the database", "run `rl-digest collect` first")
     said = "verdict taken back" if undo else f"marked {'relevant' if relevant else 'irrelevant'}"
     echo(f"{ident}: {said}; the next run refits the model")
 

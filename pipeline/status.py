@@ -12,7 +12,7 @@ from typing import Any
 from pipeline import extract, importance, learn, lock, rank, readers, schedule
 from pipeline.config import Config
 from pipeline.deliver.outbox import RESENT, SKIPPED, Delivery, StoreOutbox
-from pipeline.errors import DigestError
+from pipeline.errors import ConfigError
 from pipeline.models import paper_key
 from pipeline.run import JUDGED
 from pipeline.store import ENDED_MID_RUN, Store
@@ -193,7 +193,7 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
     """One paper: the stored decision, the rule's reasons and the model's strongest terms."""
     found = store.papers([paper_id])
     if not found:
-        raise DigestError(f"{paper_id}: no such paper in the database")
+        raise ConfigError(f"{paper_id}: no such paper in the database")
     p = found[0]
     row = store.scores()[paper_id]
     verdict = {None: "none", True: "relevant", False: "irrelevant"}[row.verdict]
@@ -258,9 +258,9 @@ def read_labels(path: Path) -> list[dict]:
                          "authors": row.get("authors", []),
                              "borderline": bool(row.get("borderline"))})
             except (ValueError, KeyError, TypeError) as exc:
-                raise DigestError(f"{path}:{number}: not a labelled paper ({exc})") from None
+                raise ConfigError(f"{path}:{number}: not a labelled paper ({exc})") from None
     if not rows:
-        raise DigestError(f"{path}: no labelled papers")
+        raise ConfigError(f"{path}: no labelled papers")
     return rows
 
 

@@ -291,6 +291,20 @@ def test_mark_needs_a_verdict_or_undo(tmp_path, cli):
     assert "--relevant, --irrelevant or --undo" in result.stderr
 
 
+def test_a_paper_or_labels_file_that_names_nothing_is_bad_usage(tmp_path, cli):
+    """Exit 2 with one line naming what was asked for, as `--digest` of no digest is: exit 1
+    is a delivery that failed, which a monitoring script would page someone for."""
+    config = full_config(tmp_path, ArxivServer())
+    for args in (("mark", "2611.99999", "--relevant"), ("status", "--paper", "2611.99999")):
+        result = cli("--config", str(config), *args, check=2)
+        assert result.stderr.strip().splitlines() == [result.stderr.strip()]
+        assert "2611.99999: no such paper in the database" in result.stderr
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(SAMPLE.read_text(encoding="utf-8").splitlines()[0] + "\nnot json\n", encoding="utf-8")
+    result = cli("--config", str(config), "eval", "--labels", str(labels), check=2)
+    assert f"{labels}:2: not a labelled paper" in result.stderr
+
+
 def test_eval_reports_the_current_model(tmp_path, cli):
     labels = tmp_path / "labels.jsonl"
     labels.write_text(SAMPLE.read_text(encoding="utf-8"), encoding="utf-8")
