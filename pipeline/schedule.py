@@ -65,14 +65,17 @@ def next_fires(config: Config, now: datetime) -> dict[str, datetime | None]:
 
 
 def previous_fire(config: Config, which: str, now: datetime) -> datetime | None:
-    """The latest fire time at or before now (within the last five weeks)."""
+    """The latest fire time at or before now (within the last five weeks).
+
+    Stepped in UTC: a second past the second 01:30 of a night the clock falls back is,
+    in wall-clock arithmetic, the first 01:30 again, and the search would never end."""
     cron = trigger(config, which)
-    moment, last = now - timedelta(days=35), None
+    moment, last = now.astimezone(UTC) - timedelta(days=35), None
     while True:
-        fire = cron.get_next_fire_time(last, moment)
+        fire = cron.get_next_fire_time(None, moment)
         if fire is None or fire > now:
             return last
-        last, moment = fire, fire + timedelta(seconds=1)
+        last, moment = fire, fire.astimezone(UTC) + timedelta(seconds=1)
 
 
 def publish_due(config: Config, store: Store, now: datetime) -> bool:

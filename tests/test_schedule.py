@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import signal
+import threading
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -85,6 +86,23 @@ def test_catch_up_after_a_week_down_publishes_exactly_once(tmp_path):
     run = store.start_run("publish", back)  # the catch-up publish
     store.finish_run(run, "ok", {})
     assert not schedule.publish_due(config, store, back + timedelta(minutes=5))
+
+
+def test_a_fire_in_the_hour_a_clock_falls_back_is_found_and_the_search_ends(tmp_path):
+    """01:30 on 2026-11-01 in New York happens twice. Stepping a second past the second one
+    in wall-clock time went back an hour to the first, and the scheduler spun forever at
+    start-up (and at its next publish, holding the run lock) for five weeks."""
+    config = load(write_config(tmp_path, {"schedule": {"timezone": "America/New_York",
+                                                       "publish_cron": "30 1 * * sun"}}, seeds=False))
+    zone = ZoneInfo("America/New_York")
+    found: list = []
+    search = threading.Thread(target=lambda: found.append(
+        schedule.previous_fire(config, "publish", datetime(2026, 11, 4, 12, tzinfo=zone))), daemon=True)
+    search.start()
+    search.join(timeout=10)
+    assert found, "previous_fire did not return"
+    assert found[0].astimezone(UTC) == datetime(2026, 11, 1, 6, 30, tzinfo=UTC)  # the second 01:30, EST
+    assert found[0].astimezone(zone).fold == 1
 
 
 def test_nothing_is_due_before_the_first_fire_after_a_publish(tmp_path):
