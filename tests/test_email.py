@@ -216,13 +216,13 @@ def test_server_down_keeps_all_pending_then_each_sent_exactly_once(store: Store)
     assert (first.sent, first.pending, first.failed) == (0, 3, 0)
     assert len(first.errors) == 1 and "connection refused" in first.errors[0]
     assert all(p in first.errors[0] for p in PEOPLE)
-    second = send_pending(store, cfg(port), content, NOW + timedelta(minutes=5), due_only=True)
+    second = send_pending(store, cfg(port), content, NOW + timedelta(minutes=5))  # cron's `send`
     assert second.pending == 3
-    assert {r["attempts"] for r in rows(store).values()} == {2}
+    assert {r["attempts"] for r in rows(store).values()} == {0}  # a server never reached counts no try
     assert {r["status"] for r in rows(store).values()} == {"pending"}
     with SmtpServer(port=port) as server:
         not_yet = send_pending(store, cfg(port), content, NOW + timedelta(minutes=6), due_only=True)
-        assert not_yet.sent == 0  # next try is 10 minutes after the second failure
+        assert not_yet.sent == 0  # the scheduler looks again UNREACHABLE_WAIT after the last try
         up = send_pending(store, cfg(port), content, NOW + timedelta(minutes=20), due_only=True)
         after = send_pending(store, cfg(port), content, NOW + timedelta(days=1))
     assert (up.sent, up.pending, up.failed) == (3, 0, 0)
@@ -230,14 +230,31 @@ def test_server_down_keeps_all_pending_then_each_sent_exactly_once(store: Store)
     assert sorted(server.recipients) == sorted(PEOPLE)
 
 
-def test_gives_up_after_max_attempts(store: Store) -> None:
+def test_gives_up_after_max_attempts_the_server_deferred_and_only_those(store: Store) -> None:
+    """Only the other side's "later", on tries that were due, counts toward giving up."""
     save(store, PEOPLE[:1])
-    port = refused_port()
-    send_pending(store, cfg(port), content, NOW, max_attempts=2)
-    report = send_pending(store, cfg(port), content, NOW + timedelta(hours=1), max_attempts=2)
+    with SmtpServer(reject={PEOPLE[0]: "450 4.2.1 Mailbox busy, try later"}) as server:
+        send_pending(store, cfg(server.port), content, NOW, max_attempts=2)
+        early = send_pending(store, cfg(server.port), content, NOW + timedelta(minutes=1), max_attempts=2)
+        assert (early.failed, early.pending) == (0, 1)  # an hourly cron's try ahead of the backoff
+        assert rows(store)[PEOPLE[0]]["attempts"] == 1
+        report = send_pending(store, cfg(server.port), content, NOW + timedelta(hours=1), max_attempts=2)
     assert (report.failed, report.pending) == (1, 0)
     row = rows(store)[PEOPLE[0]]
     assert row["status"] == "failed" and row["last_error"].startswith("gave up after 2 attempts")
+    assert "450 4.2.1 Mailbox busy" in row["last_error"]
+
+
+def test_a_server_down_for_days_never_fails_a_readers_digest(store: Store) -> None:
+    """An hourly `send` through a week of a refused connection: the digest waits, then goes."""
+    save(store, PEOPLE[:1])
+    port = refused_port()
+    for hour in range(7 * 24):
+        report = send_pending(store, cfg(port), content, NOW + timedelta(hours=hour))
+        assert (report.failed, report.pending) == (0, 1)
+    with SmtpServer(port=port) as server:
+        back = send_pending(store, cfg(port), content, NOW + timedelta(days=7, hours=1))
+    assert (back.sent, back.failed) == (1, 0) and server.recipients == PEOPLE[:1]
 
 
 def test_stall_past_timeout_leaves_pending(store: Store) -> None:

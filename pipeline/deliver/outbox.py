@@ -19,15 +19,20 @@ States of a row
 * `sent`: the other side accepted it.
 * `skipped`: not sent because its reader unsubscribed after it was queued (email);
   `rl-digest readers` and `status` show it. Never sent later, even after a resubscribe.
-* `failed`: refused for good (a 5xx: the server's words are kept), or still not
-  handed over after `MAX_ATTEMPTS` tries. Shown by `status` and in the exit code;
+* `failed`: refused for good (a 5xx: the server's words are kept), or still deferred
+  by the other side after `MAX_ATTEMPTS` tries. Shown by `status` and in the exit code;
   `rl-digest send --digest ID --reader ADDR` queues it again.
 
-Retries: a deferral (4xx, refused connection, timeout, interruption) keeps the row
+Retries: a deferral (4xx, a timeout or interruption once connected) keeps the row
 waiting with `attempts + 1`, `last_error` and `next_attempt = now + backoff`
-(5 min x 2^(attempts-1), at most 6 h; longer if the server asked for longer).
+(5 min x 2^(attempts-1), at most 6 h; longer if the server asked for longer): 25
+tries span some five days, the give-up time RFC 5321 (4.5.4.1) asks of a sender.
 The backoff paces only the scheduler's own retries (`due_only=True`); `run` and
-`send`, started by a person or cron, try every waiting row at once.
+`send`, started by a person or cron, try every waiting row at once, and such a try
+ahead of its time does not count. A server or channel that cannot be reached at all
+(refused connection, no route, a webhook host that does not answer) counts nothing:
+the rows wait, retried every `UNREACHABLE_WAIT`, however long the outage, and every
+run says so in its exit code. Only the other side's own answer ends a row.
 """
 
 from __future__ import annotations
@@ -51,7 +56,8 @@ log = logging.getLogger(__name__)
 
 BACKOFF_BASE = timedelta(minutes=5)
 BACKOFF_CAP = timedelta(hours=6)
-MAX_ATTEMPTS = 10
+MAX_ATTEMPTS = 25
+UNREACHABLE_WAIT = timedelta(minutes=15)  # the scheduler's pace while a server is down
 RESENT = "resent after an interrupted hand-over"
 EMAIL = "email"
 SKIPPED = "skipped"
@@ -118,9 +124,10 @@ class Outbox(Protocol):
         """Accepted by the other side."""
 
     def mark_failed(self, row: Delivery, error: str, retry_at: datetime | None = None,
-                    interrupted: bool = False) -> None:
+                    interrupted: bool = False, attempts: int | None = None) -> None:
         """Not delivered: waits until `retry_at` (still `sending` if `interrupted`),
-        or `failed` for good when there is no `retry_at`."""
+        or `failed` for good when there is no `retry_at`; `attempts` now counted (one
+        more than before unless given)."""
 
     def mark_skipped(self, row: Delivery, why: str) -> None:
         """Not to be sent: its reader no longer wants it."""
@@ -147,9 +154,10 @@ class StoreOutbox:
                                    sent_at=_iso(at), next_attempt=None, last_error=note)
 
     def mark_failed(self, row: Delivery, error: str, retry_at: datetime | None = None,
-                    interrupted: bool = False) -> None:
+                    interrupted: bool = False, attempts: int | None = None) -> None:
         status = "failed" if retry_at is None else "sending" if interrupted else "pending"
-        self.store.update_delivery(row.id, status=status, attempts=row.attempts + 1,
+        self.store.update_delivery(row.id, status=status,
+                                   attempts=row.attempts + 1 if attempts is None else attempts,
                                    last_error=error,
                                    next_attempt=_iso(retry_at) if retry_at else None)
 
@@ -207,7 +215,7 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
             if row.channel in down:
                 reason, rows = down[row.channel]
                 rows.append(row)
-                _defer(outbox, row, reason, now, max_attempts, report, quiet=True)
+                _wait(outbox, row, reason, now, report)
                 continue
             _hand_over(outbox, channel, row, digest, now, max_attempts, report, down)
     finally:
@@ -228,7 +236,7 @@ def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable
         words = channel.send(message)
     except Unreachable as exc:
         down[row.channel] = (exc.reason, [row])
-        _defer(outbox, row, exc.reason, now, max_attempts, report, quiet=True)
+        _wait(outbox, row, exc.reason, now, report)
         log.warning("%s; its deliveries stay queued", exc.reason)
     except Deferred as exc:
         _defer(outbox, row, exc.reason, now, max_attempts, report, after=exc.after)
@@ -269,15 +277,27 @@ def _fail(outbox: Outbox, row: Delivery, words: str, report: DeliveryReport) -> 
     log.warning("delivery of digest %s to %s failed: %s", row.digest_id, row.label, words)
 
 
+def _wait(outbox: Outbox, row: Delivery, words: str, now: datetime, report: DeliveryReport) -> None:
+    """The server or channel was not reached: nothing was tried, so nothing counts."""
+    outbox.mark_failed(row, words, now + UNREACHABLE_WAIT, interrupted=row.interrupted,
+                       attempts=row.attempts)
+    report.pending += 1
+
+
 def _defer(outbox: Outbox, row: Delivery, words: str, now: datetime, max_attempts: int,
            report: DeliveryReport, quiet: bool = False, interrupted: bool = False,
            after: float | None = None) -> None:
-    attempts = row.attempts + 1
+    """The other side said "later" (or the hand-over broke off): a try that counts, when
+    it was due; one a person or cron made ahead of the backoff keeps the row's pace."""
+    early = row.next_attempt is not None and row.next_attempt > now
+    attempts = row.attempts if early else row.attempts + 1
     if attempts >= max_attempts:
         _fail(outbox, row, f"gave up after {attempts} attempts: {words}", report)
         return
     retry = now + max(backoff(attempts), timedelta(seconds=after or 0))
-    outbox.mark_failed(row, words, retry, interrupted=interrupted or row.interrupted)
+    if early and row.next_attempt is not None:
+        retry = row.next_attempt
+    outbox.mark_failed(row, words, retry, interrupted=interrupted or row.interrupted, attempts=attempts)
     report.pending += 1
     if not quiet:
         report.errors.append(f"{row.label}: {words}; it stays queued (the scheduler tries again "
