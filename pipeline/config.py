@@ -302,6 +302,8 @@ class Email(Model):
     to: list[Reader] = []
     recipients_file: Path | None = None
     timeout_seconds: float = Field(gt=0)
+    # the wait for the server's verdict on a message it has taken in (RFC 5321: 10 min)
+    reply_timeout_seconds: float = Field(default=600, gt=0)
     unsubscribe_url: str | None = None
 
     @field_validator("unsubscribe_url")

@@ -285,7 +285,8 @@ def test_lost_reply_after_the_message_went_out_is_resent_with_the_same_message_i
     `sending` with its Message-ID, and the next batch sends it again with that id."""
     save(store, PEOPLE[:1])
     with SmtpServer(stall_at="DATA", stall_seconds=1.5) as server:  # stores it, then stalls
-        report = send_pending(store, cfg(server.port, timeout_seconds=0.3), content, NOW)
+        report = send_pending(store, cfg(server.port, timeout_seconds=0.3, reply_timeout_seconds=0.3),
+                              content, NOW)
         cut = rows(store)[PEOPLE[0]]
         again = send_pending(store, cfg(server.port, timeout_seconds=5), content,
                              NOW + timedelta(minutes=1))
@@ -300,6 +301,17 @@ def test_lost_reply_after_the_message_went_out_is_resent_with_the_same_message_i
     row = rows(store)[PEOPLE[0]]
     assert row["status"] == "sent" and row["message_id"] == cut["message_id"]
     assert row["last_error"].startswith(RESENT)
+
+
+def test_a_server_slow_to_answer_a_message_it_took_gets_it_once(store: Store) -> None:
+    """Its verdict on the final dot may take longer than any other reply (RFC 5321 allows
+    10 minutes): waiting only `timeout_seconds` sent the message again on every retry."""
+    save(store, PEOPLE[:1])
+    with SmtpServer(stall_at="DATA", stall_seconds=1.5) as server:
+        report = send_pending(store, cfg(server.port, timeout_seconds=0.3), content, NOW)
+    assert (report.sent, report.pending, report.failed) == (1, 0, 0)
+    assert server.recipients == PEOPLE[:1]
+    assert rows(store)[PEOPLE[0]]["last_error"] is None
 
 
 def test_a_sending_row_left_by_a_dead_process_is_resent_with_its_message_id(store: Store) -> None:

@@ -244,7 +244,7 @@ class _Session:
             smtp = self.open()
             reused = self.used
             try:
-                words = _transaction(smtp, msg, sender_addr, recipient)
+                words = _transaction(smtp, msg, sender_addr, recipient, self.cfg)
             except _Dropped as exc:
                 _close(smtp)
                 self.smtp = None
@@ -266,7 +266,8 @@ class _Dropped(Exception):
         self.reason = reason
 
 
-def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipient: str) -> str:
+def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipient: str,
+                 cfg: Email) -> str:
     international = not (sender_addr + recipient).isascii()
     options: list[str] = []
     if international:
@@ -288,7 +289,13 @@ def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipi
         raise _Dropped(_reason(exc)) from None
     try:
         smtp.send(_dot_stuff(data))
+        # The message is out: wait for the verdict as long as RFC 5321 (4.5.3.2.6) asks; a
+        # slow server that had taken it, cut off sooner, got it again on every retry.
+        if smtp.sock is not None:
+            smtp.sock.settimeout(max(cfg.timeout_seconds, cfg.reply_timeout_seconds))
         code, resp = smtp.getreply()
+        if smtp.sock is not None:
+            smtp.sock.settimeout(cfg.timeout_seconds)
     except (smtplib.SMTPServerDisconnected, OSError) as exc:
         _close(smtp)
         raise Interrupted(_reason(exc) + " after the message was sent") from None
