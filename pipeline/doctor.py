@@ -22,7 +22,7 @@ from pipeline import calendar, collect, enrich, lock, render, store
 from pipeline.config import Config
 from pipeline.deliver import channels, email, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
-from pipeline.sources import arxiv_api, arxiv_rss
+from pipeline.sources import arxiv_api, arxiv_oai, arxiv_rss
 from pipeline.store import Store
 
 
@@ -160,7 +160,8 @@ def check_state_folder(config: Config) -> Iterable[Check]:
 
 
 def check_arxiv(config: Config) -> Iterable[Check]:
-    """One request to the API and one to each RSS feed, paced as a run paces them."""
+    """One request to the API, one to each RSS feed and one to OAI-PMH, paced as a run
+    paces them."""
     arxiv = config.sources.arxiv
     fetcher = collect.make_fetcher(config)
     fetcher.retries = 0
@@ -180,6 +181,14 @@ def check_arxiv(config: Config) -> Iterable[Check]:
             yield ok("arxiv rss", f"{url}: answered ({feed.items} items today)")
         except DigestError as exc:
             yield fail("arxiv rss", str(exc))
+    oai = config.sources.oai
+    if not oai.enabled:
+        yield skip("arxiv oai", "sources.oai.enabled is false")
+    else:  # a run that finds a gap asks it, and stops (exit 3) when it does not answer
+        try:
+            yield ok("arxiv oai", f"{oai.url}: answered Identify ({arxiv_oai.identify(fetcher, oai.url)})")
+        except DigestError as exc:
+            yield fail("arxiv oai", str(exc))
 
 
 def check_calendar(config: Config) -> Iterable[Check]:

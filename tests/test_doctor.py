@@ -18,7 +18,7 @@ from tests.servers.openai_server import OpenAIServer
 from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refused_port
 
 KEY = "sk-doctor-test-key"
-LINES = ["config", "database", "locks", "arxiv api", "arxiv rss", "calendar", "llm", "smtp", "git"]
+LINES = ["config", "database", "locks", "arxiv api", "arxiv rss", "arxiv oai", "calendar", "llm", "smtp", "git"]
 CONTACT = "ada@lab.test"  # not an example.org address, which doctor warns about
 ENV = {"OPENAI_API_KEY": KEY, "SMTP_USERNAME": TEST_USER, "SMTP_PASSWORD": TEST_PASSWORD}
 
@@ -38,7 +38,8 @@ def world(tmp_path):
         yield {
             "sources": {"arxiv": {"api_url": arxiv.api_url, "categories": CATS, "retries": 0,
                                   "calendar_files": [str(holidays)], "contact": CONTACT},
-                        "rss": {"urls": [arxiv.rss_url(CATS)]}},
+                        "rss": {"urls": [arxiv.rss_url(CATS)]},
+                        "oai": {"enabled": True, "url": arxiv.oai_url}},
             "enrich": {"provider": "openai", "base_url": llm.url, "timeout_seconds": 5},
             "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp.port,
                       "security": "none", "timeout_seconds": 5, "to": ["ada@example.org"]},
@@ -71,7 +72,8 @@ def test_doctor_all_green_sends_nothing(tmp_path, cli, world):
     assert len(result.stdout.splitlines()) == len(LINES)
     assert [r.task for r in llm.requests] == ["doctor"]  # one tiny structured call
     assert llm.requests[0].response_format["type"] == "json_schema"
-    assert len(arxiv.requests) == 2  # one API request, one RSS request
+    assert len(arxiv.requests) == 3  # one API request, one RSS request, one OAI-PMH Identify
+    assert "answered Identify (arXiv)" in result.stdout
     assert f"logged in as {TEST_USER}" in result.stdout
     assert KEY not in result.stdout + result.stderr and TEST_PASSWORD not in result.stdout + result.stderr
     assert not (tmp_path / "out").exists()  # nothing published
@@ -89,6 +91,8 @@ def _down(name: str, overrides: dict, tmp_path) -> dict:
         return {"sources": {"arxiv": {"api_url": f"{dead}/api/query"}}}
     if name == "arxiv rss":
         return {"sources": {"rss": {"urls": [f"{dead}/rss/cs.LG"]}}}
+    if name == "arxiv oai":
+        return {"sources": {"oai": {"url": f"{dead}/oai"}}}
     if name == "llm":
         return {"enrich": {"base_url": f"{dead}/v1"}}
     if name == "smtp":
@@ -99,7 +103,8 @@ def _down(name: str, overrides: dict, tmp_path) -> dict:
     raise AssertionError(name)
 
 
-@pytest.mark.parametrize("name", ["database", "locks", "arxiv api", "arxiv rss", "llm", "smtp", "git"])
+@pytest.mark.parametrize("name", ["database", "locks", "arxiv api", "arxiv rss", "arxiv oai", "llm", "smtp",
+                                  "git"])
 def test_doctor_names_the_one_service_that_is_down_and_exits_1(tmp_path, cli, world, name):
     overrides, _, _ = world
     config = write_config(tmp_path, _merge(overrides, _down(name, overrides, tmp_path)), seeds=False)
@@ -131,7 +136,7 @@ def test_doctor_skips_what_is_switched_off(tmp_path, cli):
     result = cli("--config", str(config), "doctor")
     found = statuses(result.stdout)
     assert found == {"config": "OK", "database": "OK", "locks": "OK", "arxiv api": "SKIP", "arxiv rss": "SKIP",
-                     "calendar": "SKIP", "llm": "SKIP", "smtp": "SKIP", "git": "SKIP"}
+                     "arxiv oai": "SKIP", "calendar": "SKIP", "llm": "SKIP", "smtp": "SKIP", "git": "SKIP"}
 
 
 def test_doctor_checks_each_chat_channel_without_posting(tmp_path, cli):
@@ -169,14 +174,15 @@ def test_doctor_checks_each_chat_channel_without_posting(tmp_path, cli):
 
 def test_doctor_warns_of_a_year_whose_holidays_are_unknown_and_fails_on_a_bad_calendar(tmp_path, cli):
     old = calendar_file(tmp_path, 1999)
-    only_oai = {"arxiv": {"enabled": False, "calendar_files": [str(old)]}, "rss": {"enabled": False},
-                "oai": {"enabled": True}}  # reads the calendar too, and doctor sends it nothing
-    config = write_config(tmp_path, {"sources": only_oai}, seeds=False)
-    known = cli("--config", str(config), "doctor")  # a warning does not fail doctor
-    assert statuses(known.stdout)["calendar"] in ("OK", "WARN")  # the bundled years and 1999
-    assert "1999" in next(line for line in known.stdout.splitlines() if line.startswith("calendar"))
-    old.write_text("no_announcement: [not, dates]\n")
-    broken = cli("--config", str(config), "doctor", check=1)
+    with ArxivServer() as arxiv:
+        only_oai = {"arxiv": {"enabled": False, "calendar_files": [str(old)]}, "rss": {"enabled": False},
+                    "oai": {"enabled": True, "url": arxiv.oai_url}}  # reads the calendar too
+        config = write_config(tmp_path, {"sources": only_oai}, seeds=False)
+        known = cli("--config", str(config), "doctor")  # a warning does not fail doctor
+        assert statuses(known.stdout)["calendar"] in ("OK", "WARN")  # the bundled years and 1999
+        assert "1999" in next(line for line in known.stdout.splitlines() if line.startswith("calendar"))
+        old.write_text("no_announcement: [not, dates]\n")
+        broken = cli("--config", str(config), "doctor", check=1)
     line = next(line for line in broken.stdout.splitlines() if line.startswith("calendar"))
     assert statuses(broken.stdout)["calendar"] == "FAIL" and str(old) in line, line
     assert broken.stderr.strip().endswith("rl-digest: doctor: calendar failed")

@@ -149,6 +149,14 @@ def harvest(fetcher: Fetcher, url: str, category: str, since: date) -> Harvest:
     return Harvest(category, tuple(papers), records, latest)
 
 
+def identify(fetcher: Fetcher, url: str) -> str:
+    """The repository's name from one Identify request: the URL answers OAI-PMH."""
+    try:
+        return _Scythe(url, fetcher).identify().repositoryName or "a repository with no name"
+    except (OAIPMHException, ValueError) as exc:
+        raise SourceError(f"{url}: not an OAI-PMH Identify answer ({exc})") from None
+
+
 class _Scythe(Scythe):
     """oaipmh-scythe with its HTTP done by the Fetcher (no retries of its own)."""
 
