@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import traceback
 from contextlib import ExitStack
@@ -93,6 +94,9 @@ class Group(click.Group):
             ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
             raise
+        except BrokenPipeError:  # `rl-digest doctor | head`: the reader has seen enough
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's signal docs)
+            ctx.exit(1)
         except Exception as exc:  # a bug or an unforeseen failure: still one line without -v
             state = ctx.find_object(State)
             what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
 
-from tests.helpers import ROOT, cli_command, write_config
+from tests.helpers import ROOT, cli_command, cli_env, write_config
 
 
 def test_seeds_lists_all_38_entries_from_any_directory(tmp_path, cli):
@@ -119,3 +120,17 @@ def test_render_and_preview_rebuild_a_stored_digest(tmp_path, cli):
     assert "<html" in open(shown, encoding="utf-8").read()
     missing = cli("--config", str(config), "render", "--digest", "1999-01-01", check=2)  # bad usage
     assert "--digest: no digest 1999-01-01" in missing.stderr
+
+
+def test_output_into_a_pipe_closed_early_ends_quietly(tmp_path):
+    """`rl-digest doctor | head -3`: the reader stopped reading; no "unexpected error" line."""
+    config = write_config(tmp_path, {"enrich": {"provider": "none"}}, seeds=False)
+    read, write = os.pipe()
+    os.close(read)  # the reader has gone before the first line
+    try:
+        result = subprocess.run([*cli_command(), "--config", str(config), "doctor"], stdout=write,
+                                stderr=subprocess.PIPE, text=True, cwd="/", env=cli_env(), timeout=120)
+    finally:
+        os.close(write)
+    assert result.returncode == 1
+    assert result.stderr == ""
