@@ -343,11 +343,21 @@ def status(state: State, paper_id: str | None, as_json: bool, check_heartbeat: b
             raise DigestError(line)
         echo(line)
         return
+    if as_json and not paper_id:
+        failed = None
+        try:
+            found = status_mod.snapshot(config, state.store())
+        except DigestError as exc:  # a monitor still reads an object: what failed, the scheduler
+            failed = exc
+            found = {"database": config.storage.url, "error": str(exc),
+                     "scheduler": status_mod.heartbeat(config, datetime.now(config.zone))}
+        echo(json.dumps(found, ensure_ascii=False, indent=1, default=str))
+        if failed is not None:
+            raise failed
+        return
     store = state.store()
     if paper_id:
         echo(status_mod.paper(state.config, store, split_arxiv_id(paper_id)[0]), nl=False)
-    elif as_json:
-        echo(json.dumps(status_mod.snapshot(config, store), ensure_ascii=False, indent=1, default=str))
     else:
         echo(status_mod.overview(config, store), nl=False)
 

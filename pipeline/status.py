@@ -11,7 +11,7 @@ from typing import Any
 
 from pipeline import extract, importance, learn, lock, rank, readers, schedule
 from pipeline.config import Config
-from pipeline.deliver.outbox import RESENT, SKIPPED, Delivery, StoreOutbox
+from pipeline.deliver.outbox import MAX_ATTEMPTS, RESENT, SKIPPED, Delivery, StoreOutbox
 from pipeline.errors import ConfigError
 from pipeline.models import paper_key
 from pipeline.run import JUDGED
@@ -178,13 +178,15 @@ def coverage_lines(summary: dict | None) -> list[str]:
 
 
 def waiting_lines(rows: list[Delivery]) -> list[str]:
-    """Rows still to deliver: when the scheduler tries next (run and send try at once), and why."""
+    """Rows still to deliver: the tries that count toward giving up (a server never reached
+    counts none), when the scheduler tries next (run and send try at once), and why."""
     lines = []
     for row in rows:
         state = "hand-over interrupted" if row.interrupted else "pending"
+        counted = f" after {row.attempts} of {MAX_ATTEMPTS} tries" if row.attempts else ""
         when = (f"the scheduler tries at {row.next_attempt.isoformat(timespec='seconds')}"
                 if row.next_attempt else "the scheduler tries at its next look")
-        lines.append(f"  {row.digest_id} {row.who}: {state} after {row.attempts} attempts; {when}, "
+        lines.append(f"  {row.digest_id} {row.who}: {state}{counted}; {when}, "
                      f"run or send at once" + (f" — {row.last_error}" if row.last_error else ""))
     return lines
 

@@ -31,6 +31,17 @@ def test_status_json_parses_and_holds_the_last_run(tmp_path, cli):
     assert data["scheduler"] is None  # no scheduler has run here
 
 
+def test_status_json_with_the_database_down_still_prints_an_object(tmp_path, cli):
+    """A monitor parses stdout: it gets the error and the scheduler's heartbeat, exit 1."""
+    (tmp_path / "broken.sqlite3").write_bytes(b"this is not a database file\n" * 200)
+    config = write_config(tmp_path, {"storage": {"url": f"sqlite:///{tmp_path}/broken.sqlite3"}}, seeds=False)
+    result = cli("--config", str(config), "status", "--json", check=1)
+    data = json.loads(result.stdout)
+    assert "broken.sqlite3" in data["error"] and data["scheduler"] is None
+    assert data["database"].endswith("broken.sqlite3")
+    assert result.stderr.count("\n") == 1 and "broken.sqlite3" in result.stderr
+
+
 def test_the_scheduler_writes_a_heartbeat_that_status_and_the_healthcheck_read(tmp_path, cli):
     with ArxivServer(papers_now()) as arxiv:
         config = scheduler_config(tmp_path, arxiv)
