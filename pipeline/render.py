@@ -415,8 +415,9 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
     if serve:
         ctx["unsubscribe_url"] = links.placeholder(serve, "unsubscribe")
     base = ctx["base_url"]
-    counts = sorted(((s.name_zh, s.name_en, len(s.entries) + len(s.brief)) for s in digest.sections),
-                    key=lambda t: -t[2])
+    featured = featured_by_topic(digest)
+    counts = sorted(((s.name_zh, s.name_en, len(s.entries) + len(s.brief) + len(featured.get(s.topic, ())))
+                     for s in with_featured(settings, digest.sections, featured)), key=lambda t: -t[2])
     # The whole digest, for an email that had to leave papers out: its web page when the
     # site is served somewhere (outputs.site_url), else its Markdown copy beside this one.
     # A relative link works between the files in outputs.dir, not in a mail client: an
@@ -430,7 +431,8 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
         reading, whole = f"{settings.site_url}papers/index.html" if web else None, web
     else:
         reading, whole = relative, web or f"{digest.id}.md"
-    ctx.update(d=digest, sections=digest.sections, paper_count=paper_count(digest), top_topics=counts[:3],
+    ctx.update(d=digest, sections=with_featured(settings, digest.sections, featured), featured_in=featured,
+               paper_count=paper_count(digest), top_topics=counts[:3],
                more=len(digest.left_out), reading_list_count=reading_count, reading_list_url=reading,
                digest_url=web or (f"{base}digests/{digest.id}.html" if base else None),
                whole_url=whole)
@@ -454,6 +456,29 @@ def digest_subject(settings: Settings, digest: Digest) -> str:
     text = text_env(settings.templates).get_template("subject.txt.j2").render(
         d=digest, paper_count=paper_count(digest), **common(settings))
     return one_line(text)
+
+
+def featured_by_topic(digest: Digest) -> dict[str, list[Entry]]:
+    """This week's featured papers by topic: each topic's list names its own, pointing up
+    to Featured, so that its count is all of its papers, as the trends and header count."""
+    found: dict[str, list[Entry]] = {}
+    for entry in digest.featured:
+        if not entry.curated:
+            found.setdefault(entry.topic, []).append(entry)
+    return found
+
+
+def with_featured(settings: Settings, sections: Sequence[Section],
+                  featured: Mapping[str, Sequence[Entry]]) -> tuple[Section, ...]:
+    """`sections` and a heading for each topic whose papers are all featured, in the
+    taxonomy's order."""
+    have = {s.topic for s in sections}
+    extra = [Section(topic, *settings.topic_names.get(topic, (topic, topic)), ())
+             for topic in featured if topic not in have]
+    if not extra:
+        return tuple(sections)
+    order = {topic: n for n, topic in enumerate(settings.topic_names)}
+    return tuple(sorted([*sections, *extra], key=lambda s: order.get(s.topic, len(order))))
 
 
 def _ranked(entries: Sequence[Entry]) -> list[Entry]:
@@ -502,6 +527,8 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     def render(clip_en: int | None, keep: int, clip_all: int | None = None, brief: bool = False) -> str:
         sections, left = _keep(digest, keep, brief)
         cut = sum(left.values())
+        sections = with_featured(settings, sections, base["featured_in"])
+        left = {s.topic: left.get(s.topic, 0) for s in sections}
         page = template.render(**{**base, "sections": sections, "left": left, "more": base["more"] + cut,
                                   "trimmed": cut > 0, "clip_en": clip_en, "clip_all": clip_all})
         return _inline(page)

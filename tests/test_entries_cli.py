@@ -140,7 +140,8 @@ def test_every_relevant_paper_is_listed_seeds_in_their_place_and_offline_is_a_pr
     week = md.split("## 本周论文 · This week's papers", 1)[1].split("\n## ", 1)[0]
     for i in range(1, 6):  # every relevant paper: featured, full or one line
         assert f"GRPO variant {i} for" in md
-    assert week.count("- **[") == 2 and week.count("\n- [") == 2  # 2 full, 2 one-line (1 featured)
+    assert week.count("- **[") == 3 and week.count("\n- [") == 2  # 2 full, 2 one-line, 1 featured
+    assert week.count("↑ 见上文精选解读 read in Featured above") == 1  # named under its topic too
     assert "📌" not in week  # no seed under this week's papers
     curated = md.split("## 收录 · From the reading list", 1)[1].split("\n---\n", 1)[0]
     assert 1 <= curated.count("📌") <= 5  # at most digest.max_curated seed entries
@@ -178,10 +179,10 @@ def test_two_weeks_with_the_default_digest_and_an_llm_list_every_relevant_paper_
     md = first["md"]
     featured = md.split("## 精选解读 · Featured", 1)[1].split("\n## ", 1)[0]
     week = md.split("## 本周论文 · This week's papers", 1)[1].split("\n## ", 1)[0]
-    for i in range(1, 41):  # every relevant paper, once: featured, full entry or one line
-        assert (featured + week).count(f"abs/2611.{i:05d})") == 1, i
-    assert featured.count("📄") == 2
-    assert week.count("- **[") == 30 and week.count("\n- [") == 8
+    for i in range(1, 41):  # every relevant paper, once: full entry, one line or featured above
+        assert week.count(f"abs/2611.{i:05d})") == 1, i
+    assert featured.count("📄") == 2 and week.count("↑ 见上文精选解读") == 2
+    assert week.count("- **[") == 32 and week.count("\n- [") == 8
     assert "📌" not in week
     curated = md.split("## 收录 · From the reading list", 1)[1].split("\n---\n", 1)[0]
     assert 1 <= curated.count("📌") <= 5
@@ -197,6 +198,6 @@ def test_two_weeks_with_the_default_digest_and_an_llm_list_every_relevant_paper_
     for i in range(2, 41):
         assert f"abs/2611.{i:05d})" not in md2, i
     assert "GRPO variant 41 for" in md2 and "GRPO variant 42 for" in md2
-    for fmt, text in second.items():  # both new papers are featured: the list says so, not "nothing new"
+    for fmt, text in second.items():  # both new papers are featured: the list names them, not "nothing new"
         words = " ".join(html.unescape(text).split())  # the text copy wraps, the HTML escapes
-        assert "This week's papers are all in Featured above." in words and "Nothing new" not in words, fmt
+        assert words.count("read in Featured above") == 2 and "Nothing new" not in words, fmt

@@ -157,7 +157,12 @@ def test_markdown_follows_the_seed_page(md, digest):
     assert "Pipes in Titles" not in papers
     assert "Pipes in Titles" in md.split("## 收录 · From the reading list", 1)[1]
     assert "回复 “unsubscribe”" in md and "[READING_LIST.md](../READING_LIST.md)" in md
-    assert md.count("**[") == sum(len(s.entries) for s in digest.sections) + len(digest.updates) + len(digest.curated)
+    assert md.count("**[") == (sum(len(s.entries) for s in digest.sections) + len(digest.updates)
+                               + len(digest.curated) + 1)  # + Exploration Hacking's line under its topic
+    # A featured paper of the week is named under its topic too, which counts it.
+    assert ("### 综述与分析 · Surveys and analyses (1)\n\n- **[Exploration Hacking: Can LLMs Learn to Resist "
+            "RL Training?](https://arxiv.org/abs/2611.00007)**（2026-11-21） · ↑ 见上文精选解读 read in "
+            "Featured above\n") in md
 
 
 def test_no_synthesis_is_invented_and_facts_table_without_a_model():
@@ -402,7 +407,7 @@ def test_a_trimmed_email_keeps_every_topic_with_its_whole_count():
     text = render.digest_text(fx.config(), d, 500)
     left = 0
     for s in d.sections:
-        whole = len(s.entries) + len(s.brief)
+        whole = len(s.entries) + len(s.brief) + sum(1 for e in d.featured if e.topic == s.topic and not e.curated)
         assert f"{s.name_zh} · {s.name_en} ({whole})" in html, s.topic
         assert f"({whole})" in text
     for n in re.findall(r"\+(\d+) 篇本主题论文见完整版 more on this topic in the whole digest", html):

@@ -142,6 +142,9 @@ def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
     listed = {node.attributes["id"] for node in week2.css("article[id], .brief[id]")}
     assert listed == {f"p-arxiv-2611.0000{n}" for n in (4, 5, 6, 7, 8)}
     assert len(week2.css("article.feature")) == 2 and len(week2.css(".brief")) == 2
+    # each featured paper is named under its topic too, pointing up to its reading
+    ups = {a.attributes["href"] for a in week2.css("p.up a[href^='#']")}
+    assert ups == {f"#{node.attributes['id']}" for node in week2.css("article.feature")}
     for key in listed:  # each entry links arXiv and its paper page
         hrefs = [a.attributes.get("href") for a in week2.css(f"#{key.replace('.', chr(92) + '.')} a")]
         assert f"https://arxiv.org/abs/{key[len('p-arxiv-'):]}" in hrefs
