@@ -351,3 +351,11 @@ def chinese_left(text: str) -> list[str]:
     中文 and 中英 Both buttons: what a reader who chose English still sees in Chinese."""
     runs = re.findall(r"[^\n]{0,20}[\u3000-\u9fff\uff00-\uffef]+[^\n]{0,20}", text)
     return [run for run in runs if run.strip() not in ("中文", "中英 Both")]
+
+
+def ids_in(text: str) -> list[str]:
+    """The arXiv ids a digest or reading list links, leaving out the highlights and the
+    lines that point a featured paper up to its reading (they link papers listed elsewhere)."""
+    text = re.sub(r"## 本周看点 · Highlights\n.*?(?=\n## )", "", text, flags=re.S)
+    text = re.sub(r"^.*↑ 见上文精选解读.*$", "", text, flags=re.M)
+    return re.findall(r"https://arxiv\.org/abs/(\d{4}\.\d{5})", text)

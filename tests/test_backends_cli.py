@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 import pytest
 
 from tests import backends
-from tests.helpers import CATS, ROOT, rl_paper
+from tests.helpers import CATS, ROOT, ids_in, rl_paper
 from tests.processes import (
     DONE,
     HELD,
@@ -37,13 +37,6 @@ from tests.servers.openai_server import OpenAIServer, stall
 WEEK1 = datetime(2026, 10, 29, 12, tzinfo=UTC)
 WEEK2 = datetime(2026, 11, 5, 12, tzinfo=UTC)
 KEY = "sk-test-backends"
-
-
-def ids_in(text: str) -> list[str]:
-    """The arXiv ids a digest or reading list links, leaving out the highlights (they
-    link papers that are listed below them)."""
-    text = re.sub(r"## 本周看点 · Highlights\n.*?(?=\n## )", "", text, flags=re.S)
-    return re.findall(r"https://arxiv\.org/abs/(\d{4}\.\d{5})", text)
 
 
 def on(db_url: str, **extra) -> dict:

@@ -45,7 +45,7 @@ from pipeline.render import md_escape, one_line
 from pipeline.sources.seeds import load_seeds
 from tests import backends
 from tests import fixtures_digest as fx
-from tests.helpers import ROOT, cli_command, cli_env, rl_paper
+from tests.helpers import ROOT, cli_command, cli_env, ids_in, rl_paper
 from tests.processes import (
     READERS,
     WatchedSmtp,
@@ -97,13 +97,6 @@ def one_clear_line(result: subprocess.CompletedProcess, *words: str) -> str:
     for word in words:
         assert word in lines[0], (word, lines[0])
     return lines[0]
-
-
-def ids_in(text: str) -> list[str]:
-    """The arXiv ids a digest or reading list links, leaving out the highlights (they
-    link papers that are listed below them)."""
-    text = re.sub(r"## 本周看点 · Highlights\n.*?(?=\n## )", "", text, flags=re.S)
-    return re.findall(r"https://arxiv\.org/abs/(\d{4}\.\d{5})", text)
 
 
 def off_topic(n: int, day: datetime) -> Paper:
