@@ -33,10 +33,16 @@ _DASHES = re.compile(r"(?<![-!])---(?![->])|(?<=\s)--(?=\s)")
 
 @lru_cache(maxsize=1)
 def _latex() -> Any:  # imported on first use: collecting never pays for it
-    from pylatexenc.latex2text import LatexNodes2Text
+    from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
 
     logging.getLogger("pylatexenc").setLevel(logging.ERROR)  # "\\frac failed its substitution": kept as sent
-    return LatexNodes2Text(math_mode="text", keep_comments=False, strict_latex_spaces=False)
+    # pylatexenc drops these with their text ("We release \\texttt{ToolRL}" read "We release ")
+    context = get_default_latex_context_db()
+    kept = ("texttt", "textsf", "textup", "textmd", "mbox")
+    context.add_context_category("rl-digest", prepend=True,
+                                 macros=[MacroTextSpec(name, simplify_repl="%(1)s") for name in kept])
+    return LatexNodes2Text(latex_context=context, math_mode="text", keep_comments=False,
+                           strict_latex_spaces=False)
 
 
 # Links and citations, which pylatexenc turns into "<url>" and "<cit.>" (and its \href

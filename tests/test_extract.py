@@ -118,6 +118,9 @@ def test_venue(comment, journal_ref, expected):
     # what pylatexenc cannot read stays as sent (it raised on these)
     ("a \\sqrt rate", "a \\sqrt rate"), ("the \\footnote mark", "the \\footnote mark"),
     ("a bare \\href", "a bare \\href"), ("$O(\\sqrt{T})$ regret", "O(√(T)) regret"),
+    # typewriter and sans names of tools keep their text (pylatexenc dropped it)
+    ("We release \\texttt{ToolRL} and \\textsf{Bench}.", "We release ToolRL and Bench."),
+    ("an \\mbox{RL-free} \\textup{step}", "an RL-free step"),
 ])
 def test_readable_tex(raw, shown):
     assert readable(raw) == shown
