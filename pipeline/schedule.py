@@ -70,10 +70,11 @@ def previous_fire(config: Config, which: str, now: datetime) -> datetime | None:
     Stepped in UTC: a second past the second 01:30 of a night the clock falls back is,
     in wall-clock arithmetic, the first 01:30 again, and the search would never end."""
     cron = trigger(config, which)
-    moment, last = now.astimezone(UTC) - timedelta(days=35), None
+    now = now.astimezone(UTC)  # two times of one zone compare by the wall clock, fold aside
+    moment, last = now - timedelta(days=35), None
     while True:
         fire = cron.get_next_fire_time(None, moment)
-        if fire is None or fire > now:
+        if fire is None or fire.astimezone(UTC) > now:
             return last
         last, moment = fire, fire.astimezone(UTC) + timedelta(seconds=1)
 

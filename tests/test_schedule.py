@@ -103,6 +103,10 @@ def test_a_fire_in_the_hour_a_clock_falls_back_is_found_and_the_search_ends(tmp_
     assert found, "previous_fire did not return"
     assert found[0].astimezone(UTC) == datetime(2026, 11, 1, 6, 30, tzinfo=UTC)  # the second 01:30, EST
     assert found[0].astimezone(zone).fold == 1
+    # between the two 01:30s only the first has fired (the wall clock reads 01:40 EDT)
+    first_pass = datetime(2026, 11, 1, 5, 40, tzinfo=UTC).astimezone(zone)
+    assert schedule.previous_fire(config, "publish", first_pass).astimezone(UTC) == \
+        datetime(2026, 11, 1, 5, 30, tzinfo=UTC)
 
 
 def test_nothing_is_due_before_the_first_fire_after_a_publish(tmp_path):
