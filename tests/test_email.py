@@ -19,7 +19,15 @@ import sqlalchemy as sa
 
 from pipeline.config import Email
 from pipeline.deliver.email import EmailChannel, build_message
-from pipeline.deliver.outbox import MAX_ATTEMPTS, RESENT, DeliveryReport, StoreOutbox, backoff, deliver
+from pipeline.deliver.outbox import (
+    MAX_ATTEMPTS,
+    RESENT,
+    DeliveryReport,
+    StoreOutbox,
+    _defer,
+    backoff,
+    deliver,
+)
 from pipeline.store import Store, deliveries
 from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refused_port
 
@@ -312,6 +320,40 @@ def test_a_server_slow_to_answer_a_message_it_took_gets_it_once(store: Store) ->
     assert (report.sent, report.pending, report.failed) == (1, 0, 0)
     assert server.recipients == PEOPLE[:1]
     assert rows(store)[PEOPLE[0]]["last_error"] is None
+
+
+def test_a_server_that_went_quiet_after_one_message_leaves_the_others_for_the_next_batch(
+        store: Store) -> None:
+    """Each reader would wait the whole reply_timeout_seconds on such a server (600 s: 100
+    readers held the run lock for 16 hours): one cut-off hand-over, the rest wait uncounted."""
+    save(store)
+    with SmtpServer(stall_at="DATA", stall_seconds=2) as server:
+        report = send_pending(store, cfg(server.port, timeout_seconds=0.3, reply_timeout_seconds=0.3),
+                              content, NOW)
+        assert len(server.messages) == 1
+    assert (report.sent, report.pending, report.failed) == (0, 3, 0)
+    states = sorted((r["status"], r["attempts"]) for r in rows(store).values())
+    assert states == [("pending", 0), ("pending", 0), ("sending", 1)]
+
+
+def test_a_cut_off_hand_over_counts_even_ahead_of_its_time_and_a_retry_after_is_kept(store: Store) -> None:
+    """Each cut-off hand-over may leave a copy, so an hourly cron's early tries count; and a
+    server's Retry-After outlasts the backoff of an early try."""
+    save(store, PEOPLE[:1])
+    outbox = StoreOutbox(store)
+    row = outbox.pending()[0]
+    _defer(outbox, row, "4.7.0 slow down", NOW, MAX_ATTEMPTS, DeliveryReport())
+    row = outbox.pending()[0]
+    assert row.attempts == 1 and row.next_attempt == NOW + backoff(1)
+    early = NOW + timedelta(minutes=1)
+    _defer(outbox, row, "429", early, MAX_ATTEMPTS, DeliveryReport(), after=7200)
+    row = outbox.pending()[0]
+    assert row.attempts == 1 and row.next_attempt == early + timedelta(seconds=7200)
+    send_pending(store, cfg(refused_port()), content, early)  # a relay down: the pace stays
+    row = outbox.pending()[0]
+    assert row.attempts == 1 and row.next_attempt == early + timedelta(seconds=7200)
+    _defer(outbox, row, "cut off", early, MAX_ATTEMPTS, DeliveryReport(), interrupted=True)
+    assert outbox.pending()[0].attempts == 2
 
 
 def test_a_sending_row_left_by_a_dead_process_is_resent_with_its_message_id(store: Store) -> None:

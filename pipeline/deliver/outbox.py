@@ -32,7 +32,10 @@ The backoff paces only the scheduler's own retries (`due_only=True`); `run` and
 ahead of its time does not count. A server or channel that cannot be reached at all
 (refused connection, no route, a webhook host that does not answer) counts nothing:
 the rows wait, retried every `UNREACHABLE_WAIT`, however long the outage, and every
-run says so in its exit code. Only the other side's own answer ends a row.
+run says so in its exit code; so do a login refused and a secret variable unset, which
+the operator mends. Only the other side's answer to the message ends a row. A hand-over
+cut off (the server took the message and did not answer) leaves the channel's other rows
+waiting for the next batch: a server that sick would hold each of them for minutes.
 """
 
 from __future__ import annotations
@@ -222,6 +225,8 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
         for channel in channels.values():
             channel.close()
     for reason, rows in down.values():
+        if not rows:  # a hand-over cut off with no row behind it: its own line says it
+            continue
         names = ", ".join(r.who for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
         report.errors.append(f"{reason}; {len(rows)} deliveries stay queued ({names})")
     return report
@@ -246,8 +251,9 @@ def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable
             again = "the messages not yet posted are sent next time"
         else:
             again = "it is sent again with the same Message-ID"
-        _defer(outbox, row, f"{exc.reason} while handing over {message.id}; {again}", now,
-               max_attempts, report, interrupted=True)
+        words = f"{exc.reason} while handing over {message.id}; {again}"
+        _defer(outbox, row, words, now, max_attempts, report, interrupted=True)
+        down[row.channel] = (f"{row.channel}: {exc.reason}", [])  # a sick server: the rest wait
     except Refused as exc:
         _fail(outbox, row, exc.reason, report)
     else:
@@ -278,31 +284,31 @@ def _fail(outbox: Outbox, row: Delivery, words: str, report: DeliveryReport) -> 
 
 
 def _wait(outbox: Outbox, row: Delivery, words: str, now: datetime, report: DeliveryReport) -> None:
-    """The server or channel was not reached: nothing was tried, so nothing counts."""
-    outbox.mark_failed(row, words, now + UNREACHABLE_WAIT, interrupted=row.interrupted,
-                       attempts=row.attempts)
+    """Our side of the hand-over failed (the server not reached, its login refused, a secret
+    unset): the message was not offered, so nothing counts; the row keeps any later pace."""
+    retry = max(now + UNREACHABLE_WAIT, row.next_attempt or now)
+    outbox.mark_failed(row, words, retry, interrupted=row.interrupted, attempts=row.attempts)
     report.pending += 1
 
 
 def _defer(outbox: Outbox, row: Delivery, words: str, now: datetime, max_attempts: int,
-           report: DeliveryReport, quiet: bool = False, interrupted: bool = False,
-           after: float | None = None) -> None:
-    """The other side said "later" (or the hand-over broke off): a try that counts, when
-    it was due; one a person or cron made ahead of the backoff keeps the row's pace."""
-    early = row.next_attempt is not None and row.next_attempt > now
+           report: DeliveryReport, interrupted: bool = False, after: float | None = None) -> None:
+    """The other side said "later", or took the message and went quiet: a try that counts.
+    A "later" to a try made ahead of the backoff (a person's or cron's) does not count and
+    keeps the row's pace; a hand-over cut off always counts, as each may leave a copy."""
+    early = not interrupted and row.next_attempt is not None and row.next_attempt > now
     attempts = row.attempts if early else row.attempts + 1
     if attempts >= max_attempts:
         _fail(outbox, row, f"gave up after {attempts} attempts: {words}", report)
         return
     retry = now + max(backoff(attempts), timedelta(seconds=after or 0))
     if early and row.next_attempt is not None:
-        retry = row.next_attempt
+        retry = max(row.next_attempt, now + timedelta(seconds=after or 0))
     outbox.mark_failed(row, words, retry, interrupted=interrupted or row.interrupted, attempts=attempts)
     report.pending += 1
-    if not quiet:
-        report.errors.append(f"{row.label}: {words}; it stays queued (the scheduler tries again "
-                             f"after {_iso(retry)})")
-        log.warning("delivery of digest %s to %s deferred: %s", row.digest_id, row.label, words)
+    report.errors.append(f"{row.label}: {words}; it stays queued (the scheduler tries again "
+                         f"after {_iso(retry)})")
+    log.warning("delivery of digest %s to %s deferred: %s", row.digest_id, row.label, words)
 
 
 def _column(channel: str, reader: str) -> str:
