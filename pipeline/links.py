@@ -39,11 +39,11 @@ class Claim:
     paper: str
 
 
-def growth(text: str) -> int:
-    """The bytes `text` gains when `Links.personal` puts a reader's tokens in. A token's
-    length depends on its action and paper only, so this is the same for every reader:
-    an email checked for size with it stays under the limit for each of them."""
-    return sum(len(_SIZER.token(m[1], "", unquote(m[2]))) - len(m[0]) for m in _MARKED.finditer(text))
+def sized(text: str) -> str:
+    """`text` with each placeholder link as long as a reader's. A token's length depends on
+    its action and paper only, so an email measured with these stays under the limit for
+    every reader."""
+    return _SIZER.personal(text, "")
 
 
 class Links:
@@ -109,4 +109,4 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).decode().rstrip("=")
 
 
-_SIZER = Links("https://example.org/", "only-for-measuring")  # growth's tokens: their length only
+_SIZER = Links("https://example.org/", "only-for-measuring")  # sized()'s tokens: their length only

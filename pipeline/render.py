@@ -534,7 +534,7 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
         return _inline(page)
 
     def fits(page: str) -> bool:  # as each reader gets it: longer links (their tokens), encoded
-        return as_sent(page) + links.growth(page) <= limit
+        return as_sent(links.sized(page)) <= limit
 
     if base["whole_url"] is None:
         return render(None, total, brief=True)
