@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
+import signal
 import sys
 import traceback
 from contextlib import ExitStack
@@ -80,6 +82,16 @@ def echo(message: object = "", err: bool = False, nl: bool = True) -> None:
     click.echo(logs.redact(for_terminal(str(message))), err=err, nl=nl)
 
 
+def _reader_gone() -> bool:
+    """Whether our stdout is a pipe whose reader has closed it (not a socket of ours that broke)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+    except (OSError, ValueError):  # no real stdout (a test runner's): not a pipe that ended
+        return False
+    return any(event & select.POLLERR for _, event in poller.poll(0))
+
+
 class Group(click.Group):
     """Turns the project's errors into exit codes; a traceback only with -v."""
 
@@ -94,10 +106,10 @@ class Group(click.Group):
             ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
             raise
-        except BrokenPipeError:  # `rl-digest doctor | head`: the reader has seen enough
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's signal docs)
-            ctx.exit(1)
         except Exception as exc:  # a bug or an unforeseen failure: still one line without -v
+            if isinstance(exc, BrokenPipeError) and _reader_gone():  # `doctor | head` saw enough
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's signal docs)
+                ctx.exit(128 + signal.SIGPIPE)  # as a shell reports a command its pipe ended
             state = ctx.find_object(State)
             what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
             if state is not None and state.verbose:
