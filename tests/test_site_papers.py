@@ -12,6 +12,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlencode
 
 from tests.helpers import (
     DAY,
@@ -256,6 +257,13 @@ def test_the_year_filter_finds_the_undated_seeds_in_chromium(tmp_path, cli):
     assert done.returncode == 0, done.stderr
     hits = re.search(r'<span id="hits">(\d+)</span>', done.stdout)
     assert hits and int(hits.group(1)) == undated > 0
+    assert '<span id="one" hidden="">' in done.stdout and '<span id="many">' in done.stdout
+    titles = [p[1] for p in index_data(folder)["papers"]]
+    single = next(t for t in titles if sum(t in other for other in titles) == 1)
+    done = chromium(tmp_path, "--virtual-time-budget=3000", "--dump-dom",
+                    (folder / "papers" / "index.html").as_uri() + "?" + urlencode({"q": single}))
+    assert '<span id="hits">1</span>' in done.stdout, single
+    assert '<span id="one">' in done.stdout and '<span id="many" hidden="">' in done.stdout  # "1 paper"
 
 
 def test_the_search_form_fits_a_phone(tmp_path, cli):

@@ -59,6 +59,8 @@
       list.appendChild(li);
     }
     count.textContent = String(hits);
+    document.getElementById("one").hidden = hits !== 1;  /* "1 paper", "2 papers" */
+    document.getElementById("many").hidden = hits === 1;
   }
 
   q.addEventListener("input", show);
