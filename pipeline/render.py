@@ -416,8 +416,9 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
         ctx["unsubscribe_url"] = links.placeholder(serve, "unsubscribe")
     base = ctx["base_url"]
     featured = featured_by_topic(digest)
+    sections = with_featured(settings, digest.sections, featured)
     counts = sorted(((s.name_zh, s.name_en, len(s.entries) + len(s.brief) + len(featured.get(s.topic, ())))
-                     for s in with_featured(settings, digest.sections, featured)), key=lambda t: -t[2])
+                     for s in sections), key=lambda t: -t[2])
     # The whole digest, for an email that had to leave papers out: its web page when the
     # site is served somewhere (outputs.site_url), else its Markdown copy beside this one.
     # A relative link works between the files in outputs.dir, not in a mail client: an
@@ -431,7 +432,7 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
         reading, whole = f"{settings.site_url}papers/index.html" if web else None, web
     else:
         reading, whole = relative, web or f"{digest.id}.md"
-    ctx.update(d=digest, sections=with_featured(settings, digest.sections, featured), featured_in=featured,
+    ctx.update(d=digest, sections=sections, featured_in=featured,
                paper_count=paper_count(digest), top_topics=counts[:3],
                more=len(digest.left_out), reading_list_count=reading_count, reading_list_url=reading,
                digest_url=web or (f"{base}digests/{digest.id}.html" if base else None),
