@@ -244,7 +244,8 @@ def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
     start, end = report.window
     echo(f"{end.date()}: fetched {report.fetched}, new {len(report.new)}, "
          f"revised {len(report.revised)} ({start:%Y-%m-%d %H:%M} → {end:%Y-%m-%d %H:%M})")
-    for line in report.notes + status_mod.coverage_lines(collect.as_dict(report)["coverage"]):
+    # a source's note and the coverage can say the same (an arXiv holiday): once
+    for line in dict.fromkeys(report.notes + status_mod.coverage_lines(collect.as_dict(report)["coverage"])):
         echo(line)
 
 

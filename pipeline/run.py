@@ -325,6 +325,8 @@ def load_week(config: Config, store: Store, seeds: list[SeedEntry], as_of: datet
     scores = store.scores()
     papers = {p.id: p for p in store.relevant_papers()}
     published = store.published_keys()
+    # a seed shown under its title before its paper was found: that paper is shown too
+    published |= {paper_key(s.arxiv_id) for s in seeds if s.arxiv_id and seed_key(s.title) in published}
     tied = [s.arxiv_id for s in seeds if s.arxiv_id and s.arxiv_id not in papers]
     grey = [pid for pid in grey_band(config, scores, published) if pid not in papers]
     papers.update((p.id, p) for p in store.papers(list(dict.fromkeys(tied + grey))))
@@ -520,14 +522,13 @@ def _dump(reply: Any) -> dict | None:
 
 
 def digest_entries(config: Config, week: Week, published: set[str] | None = None) -> list[Entry]:
-    """Relevant papers and seed entries; those already in a digest are left out when asked
-    (a seed shown under its title before its paper was found, too)."""
+    """Relevant papers and seed entries; those already in a digest are left out when asked."""
     by_paper = {s.arxiv_id: s for s in week.seeds if s.arxiv_id}
     tied = [week.papers[pid] for pid in sorted(by_paper) if pid in week.papers]
     entries, seen = [], set(published or ())
     for paper in week.kept() + tied:
         key, seed = paper_key(paper.id), by_paper.get(paper.id)
-        if key in seen or seed is not None and seed_key(seed.title) in seen:
+        if key in seen:
             continue
         seen.add(key)
         entries.append(reading_list.paper_entry(config.topics, paper, week.scores.get(paper.id),

@@ -241,15 +241,18 @@ def test_a_month_past_the_limit_is_split_into_packs_of_days_that_keep_their_byte
     assert {name: (tmp_path / "reading-list" / name).read_bytes() for name in oldest} == oldest
 
 
-def test_a_seed_shown_before_its_paper_was_found_is_not_shown_again(tmp_path):
+def test_a_seed_shown_before_its_paper_was_found_is_not_shown_again(db_url, tmp_path):
     """A curated entry shown under its title, then tied to the arXiv paper that later
-    carries that title, is still the entry shown before: not a second 收录 line."""
-    config = cfg.load(write_config(tmp_path, {}, seeds=False))
+    carries that title, is still the entry shown before: not a second 收录 line, and its
+    paper waits for no digest (nor a summary every run)."""
+    config = cfg.load(write_config(tmp_path, {"storage": {"url": db_url}}, seeds=False))
+    store = Store.open(db_url)
     paper = Paper(id="2606.00146", title="OpenSeeker-v2", abstract="We train a search agent with RL.",
                   authors=("Ada",), categories=("cs.CL",), submitted=day(0), updated=day(0))
-    seed = SeedEntry("OpenSeeker-v2", "mine.md", 3, summary_zh="人工挑选", arxiv_id=paper.id)
-    week = run.Week(papers={paper.id: paper}, scores={paper.id: Scored(paper.id, 2.0, True, (), "agentic")},
-                    seeds=[seed], published={seed_key(seed.title)}, summaries={}, translations={})
-    assert run.digest_entries(config, week, week.published) == []
-    assert [e.key for e in run.digest_entries(config, week, set())] == [paper_key(paper.id)]
+    store.upsert_papers([paper])
+    store.set_scores([Scored(paper.id, 2.0, True, (), "agentic")])
+    store.save_seeds([SeedEntry("OpenSeeker-v2", "mine.md", 3, summary_zh="人工挑选", arxiv_id=paper.id)])
+    store.save_digest("2025-12-22", (day(30), day(23)), {"title": "t"}, [(seed_key("OpenSeeker-v2"), False)], [])
+    week = run.load_week(config, store, store.seeds(), None)
+    assert run.digest_entries(config, week, week.published) == [] and week.waiting() == []
     assert [e.key for e in run.digest_entries(config, week)] == [paper_key(paper.id)]  # the reading list
