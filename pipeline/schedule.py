@@ -297,18 +297,28 @@ def _serve(config: Config, collect_job: Callable[[], object], publish_job: Calla
     scheduler = build(config, collect_job, publish_job, store, now, executor, outbox_job)
 
     asked: list[str] = []
+    asking = threading.Lock()  # two signals' threads: one of them stops the scheduler
     shutting = threading.Lock()  # the signal's thread and the start-up listener: one shutdown
 
     def stop(signum: int, _frame: Any) -> None:
+        """The handler hands all to a thread (from_signal): it interrupts the main thread
+        anywhere, even inside the write of a log line, where a log line of its own raised
+        "reentrant call" and the scheduler never stopped."""
         name = signal.Signals(signum).name
-        if asked:
+        from_signal(lambda: asked_to_stop(name))
+
+    def asked_to_stop(name: str) -> None:
+        with asking:
+            again = bool(asked)
+            asked.append(name)
+        if again:
             log.info("%s: already stopping; waiting for the current step", name)
             return
-        asked.append(name)
+        STOP.set()
         busy = RUNNING.names()
         log.info("%s: %s", name, f"finishing the current step of {', '.join(busy)}, then stopping"
                  if busy else "stopping")
-        from_signal(STOP.set, shut_down)
+        shut_down()
 
     def shut_down(_event: Any = None) -> None:
         """Once STOP is set: at once, or when the scheduler has started (the listener)."""

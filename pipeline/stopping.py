@@ -25,8 +25,9 @@ class Stopped(Exception):
 def from_signal(*steps: Callable[[], object]) -> None:
     """Run `steps` (STOP.set first) for a signal handler, on a thread of their own. The
     handler runs on the main thread between two of its bytecodes, maybe while that thread
-    holds the very lock a step takes (inside STOP.wait, or the scheduler's own wait), and
-    the step would then wait for it forever."""
+    holds the very lock a step takes (inside STOP.wait, the scheduler's own wait, or the
+    write of a log line, where a second write raises "reentrant call"), and the step would
+    then wait for it forever or fail."""
     def run() -> None:
         for step in steps:
             step()
@@ -55,9 +56,9 @@ def on_signals() -> Iterator[None]:
 
     def stop(signum: int, _frame: object) -> None:
         caught.append(signum)
-        log.warning("%s: stopping at the next step boundary (send it again to stop at once)",
-                    signal.Signals(signum).name)
-        from_signal(STOP.set)
+        name = signal.Signals(signum).name  # the log line from the thread too: see from_signal
+        from_signal(STOP.set, lambda: log.warning(
+            "%s: stopping at the next step boundary (send it again to stop at once)", name))
         for kind, handler in before.items():
             signal.signal(kind, handler)
 
