@@ -415,8 +415,7 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
     if serve:
         ctx["unsubscribe_url"] = links.placeholder(serve, "unsubscribe")
     base = ctx["base_url"]
-    featured = featured_by_topic(digest)
-    sections = with_featured(settings, digest.sections, featured)
+    sections, featured = listed(settings, digest)
     counts = sorted(((s.name_zh, s.name_en, len(s.entries) + len(s.brief) + len(featured.get(s.topic, ())))
                      for s in sections), key=lambda t: -t[2])
     # The whole digest, for an email that had to leave papers out: its web page when the
@@ -467,6 +466,12 @@ def featured_by_topic(digest: Digest) -> dict[str, list[Entry]]:
         if not entry.curated:
             found.setdefault(entry.topic, []).append(entry)
     return found
+
+
+def listed(settings: Settings, digest: Digest) -> tuple[tuple[Section, ...], dict[str, list[Entry]]]:
+    """The week's sections as every edition lists them, and the featured papers by topic."""
+    featured = featured_by_topic(digest)
+    return with_featured(settings, digest.sections, featured), featured
 
 
 def with_featured(settings: Settings, sections: Sequence[Section],
