@@ -754,3 +754,13 @@ def test_a_links_line_never_starts_with_a_separator():
     lines = re.findall(r'<p class="links"[^>]*>(.*?)</p>', html)
     assert any("👍" in line and "href" in line and "arxiv" not in line for line in lines), lines
     assert [line for line in lines if line.lstrip().startswith("·")] == []
+
+
+def test_a_count_reads_in_each_order_of_the_two_languages(digest):
+    """English first puts the number before each word ("215 papers / 215 篇"), never a
+    measure word stranded after the English one ("215 papers 篇")."""
+    for make in (render.digest_markdown, render.digest_text, render.digest_html):
+        english_first = " ".join(make(fx.config(languages=("en", "zh")), digest, READING).split())
+        assert f"{READING} papers / {READING} 篇" in english_first and "papers 篇" not in english_first
+        chinese_first = " ".join(make(fx.config(), digest, READING).split())
+        assert f"{READING} 篇 papers" in chinese_first
