@@ -7,8 +7,8 @@ import re
 import sqlite3
 from dataclasses import replace
 
-from pipeline.text import at_sentence, clean, clean_name, xml_safe
-from tests.helpers import CATS, DAY, config_for, full_config, rl_paper
+from pipeline.text import at_sentence, clean, clean_name, for_terminal, xml_safe
+from tests.helpers import CATS, DAY, config_for, full_config, rl_paper, write_config
 from tests.servers.arxiv_server import OK, RSS_TYPE, ArxivServer, raw
 from tests.servers.openai_server import OpenAIServer, default_content, ok
 
@@ -171,3 +171,33 @@ def test_featured_readings_comparison_and_synthesis_at_their_bounds_keep_the_ema
     assert len(markdown) > 200_000  # the whole readings are there, in the Markdown copy
     assert len(html) < 100_000
     assert "这是一句很长的中文解读".encode() in html  # shortened, not dropped
+
+
+def test_a_seed_file_is_outside_text_cleaned_as_a_feed_is(tmp_path, cli):
+    """A pasted or downloaded seed page can carry what a feed can: an escape sequence in
+    a YAML string or raw in a text line, a right-to-left override. None of it reaches the
+    terminal, the digest's files or an export."""
+    (tmp_path / "seeds").mkdir()
+    (tmp_path / "seeds" / "010_mine.yaml").write_text(
+        '- title: "Evil \\u202Egnp.exe\\u202C RLHF \\e]0;pwned\\a \\e[31mred for LLM"\n'
+        '  summary_zh: "种子 \\u202E反转\\u202C 摘要 \\e[2J 强化学习"\n'
+        '  date: 2026-10-28\n', encoding="utf-8")
+    (tmp_path / "seeds" / "011_page.txt").write_text(
+        "Raw \x1b[2J\u202eline\u202c RLHF for LLM（2026-10-27）：原始 \x07 行 强化学习\n", encoding="utf-8")
+    config = write_config(tmp_path, seeds=False)
+    listed = cli("--config", str(config), "seeds")
+    cli("--config", str(config), "run", "--offline", "--as-of", AS_OF)
+    exported = cli("--config", str(config), "export", "--format", "bibtex")
+
+    assert "Evil gnp.exe RLHF ]0;pwned [31mred for LLM" in listed.stdout  # the ESC gone, its text kept
+    assert "Raw [2Jline RLHF for LLM" in listed.stdout
+    files = [p.read_text(encoding="utf-8") for p in (tmp_path / "out").rglob("*") if p.suffix in (".md", ".html", ".txt")]
+    assert files and any("gnp.exe" in text for text in files)
+    for text in (listed.stdout, listed.stderr, exported.stdout, *files):
+        assert not CONTROL.search(text.replace("\r", "")), repr(CONTROL.search(text.replace("\r", "")))
+        assert "\u202e" not in text and "\u202c" not in text
+
+
+def test_what_reaches_a_terminal_has_no_escape_bell_or_bidi_override():
+    """A database written before a source cleaned its text still prints safely."""
+    assert for_terminal("a\x1b[31m\u202eb\u202c\x07 c\td\n") == "a[31mb c\td\n"

@@ -18,9 +18,10 @@ from typing import Any
 import yaml
 
 from pipeline.config import bundled
-from pipeline.models import SeedDocument, SeedEntry, SeedWarning, collapse
+from pipeline.models import SeedDocument, SeedEntry, SeedWarning
 from pipeline.sources import Found, SourceSetup, Window
 from pipeline.sources.http import Fetcher
+from pipeline.text import clean_name  # a seed file is outside text, as a feed is
 
 SEED_SUFFIXES = (".txt", ".yaml", ".yml")
 YAML_KEYS = ("title", "summary_zh", "summary_en", "arxiv_id", "date", "topic", "featured")
@@ -163,12 +164,12 @@ def _is_paper_link(line: str) -> bool:
 def _same_text(a: str, b: str) -> bool:
     """A 'summary' that only repeats the title (e.g. 'Title。') says nothing."""
     strip = " \t。.．!！"
-    return collapse(a).strip(strip).casefold() == collapse(b).strip(strip).casefold()
+    return clean_name(a).strip(strip).casefold() == clean_name(b).strip(strip).casefold()
 
 
 def _summary(text: str | None, title: str) -> tuple[str | None, bool]:
     """(summary, truncated): the page cut long summaries with '...'; keep the dots, flag it."""
-    text = collapse(text)
+    text = clean_name(text)
     if not text or _same_text(text, title):
         return None, False
     return text, text.endswith(("...", "…"))
@@ -255,7 +256,7 @@ class _Page:
         label = _LABEL.match(line)
         if self.featured and (label or _is_paper_link(line)):
             if label:
-                self.parts.append((label.group(1), collapse(label.group(2))))
+                self.parts.append((label.group(1), clean_name(label.group(2))))
             else:
                 self.close_featured()
             return
@@ -280,24 +281,24 @@ class _Page:
         elif _is_paper_link(line):
             pass  # a link line outside a featured block: page chrome
         elif match := _SYNTHESIS.match(line):
-            self.synthesis = collapse(match.group(1)) or None
+            self.synthesis = clean_name(match.group(1)) or None
         elif line.endswith((":", "：")) and following.startswith("|"):
             pass  # framing text introducing the comparison table
         elif not _has_letters(line):
             self.warn(number, "neither a title nor a summary")
         elif not _is_prose(line):
-            self.pending = (number, collapse(line))
+            self.pending = (number, clean_name(line))
         elif _is_heading(line, following):
             heading = _HEADING.match(line)
-            name = collapse(heading.group(1) if heading else line)
-            self.featured = (number, name, collapse(line))
+            name = clean_name(heading.group(1) if heading else line)
+            self.featured = (number, name, clean_name(line))
         elif self.is_page and not self.entries and not self.comparison:
-            self.intro.append(collapse(line))
+            self.intro.append(clean_name(line))
         else:
             self.warn(number, "a summary with no title before it")
 
     def add_dated(self, number: int, match: re.Match[str]) -> None:
-        title = collapse(match.group(1))
+        title = clean_name(match.group(1))
         when = _parse_date(*match.group(2, 3, 4))
         if when is None:
             self.warn(number, f"invalid date {'-'.join(match.group(2, 3, 4))!r}; kept without it")
@@ -314,7 +315,7 @@ class _Page:
         )
 
     def add_table_row(self, line: str) -> None:
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        cells = [clean_name(cell) for cell in line.strip().strip("|").split("|")]
         if not all(_TABLE_SEPARATOR.match(cell.replace(" ", "")) for cell in cells):
             self.comparison.append(tuple(cells))
 
@@ -446,7 +447,7 @@ def _yaml_entry(source: str, item: object, node: yaml.Node,
             warn(where, f"key {key!r} must be text, not {value!r}; entry skipped")
             return None
         values[key] = value
-    title = collapse(values.get("title"))
+    title = clean_name(values.get("title"))
     if not title:
         warn(line, "key 'title' is missing or empty; entry skipped")
         return None
@@ -466,10 +467,10 @@ def _yaml_entry(source: str, item: object, node: yaml.Node,
         source=source,
         line=line,
         summary_zh=summary,
-        summary_en=collapse(values.get("summary_en")) or None,
+        summary_en=clean_name(values.get("summary_en")) or None,
         date=when,
-        arxiv_id=collapse(values.get("arxiv_id")) or None,
-        topic=collapse(values.get("topic")) or None,
+        arxiv_id=clean_name(values.get("arxiv_id")) or None,
+        topic=clean_name(values.get("topic")) or None,
         featured=bool(values.get("featured", False)),
         truncated=truncated,
     )
