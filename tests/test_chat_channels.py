@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
+from pipeline.deliver import chat
 from tests.helpers import rl_paper
 from tests.processes import config_with, db_rows
 from tests.servers.arxiv_server import ArxivServer
@@ -322,3 +323,25 @@ def test_a_feishu_post_stays_under_its_20_kb_with_a_raised_top(tmp_path, cli):
     assert len(json.dumps(body).encode()) <= 20_000
     shown = re.findall(r"study (\d+)", post_text("feishu", body))
     assert 10 < len(shown) < 100  # trimmed to fit (100 would be 2x too big), not to nothing
+
+
+def test_a_long_slack_line_is_cut_between_links_and_entities_and_no_block_is_dropped():
+    """A featured line runs to 3,400 characters (a 400-character title, 1,500 a language
+    of why it matters, each `&` five once escaped); Slack shows a link or an entity cut in
+    two as raw text, and refuses more than 50 blocks in a message."""
+    links = [f"<https://arxiv.org/abs/2611.{n:05d}|Title &amp; words &lt;{n}&gt;>" for n in range(150)]
+    line = " ".join(links) + " " + "z" * 3500
+    pieces = chat.split_lines(line, chat.SLACK_BLOCK, len)
+    assert len(pieces) > 2 and all(len(p) <= chat.SLACK_BLOCK for p in pieces)
+    for piece in pieces:
+        assert piece.count("<") == piece.count(">")
+        assert not re.search(r"&\w*$", piece) and not re.match(r"^\w*;", piece)
+    assert re.findall(r"<[^<>]*>", "\n".join(pieces)) == links
+    assert "".join(pieces).count("z") == 3500  # a word longer than a block is cut, not lost
+
+    (body,) = chat._slack("t", "\n\n".join(f"paragraph {n}" for n in range(50)), {})
+    assert all(block["text"]["verbatim"] for block in body["blocks"])  # a URL in a title stays text
+    bodies = chat._slack("t", "\n\n".join(f"paragraph {n}" for n in range(120)), {})
+    assert [len(b["blocks"]) for b in bodies] == [50, 50, 20]
+    shown = [block["text"]["text"] for b in bodies for block in b["blocks"]]
+    assert shown == [f"paragraph {n}" for n in range(120)]

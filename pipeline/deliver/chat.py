@@ -85,10 +85,13 @@ class Platform:
 
 
 def _slack(title: str, text: str, content: dict) -> list[dict]:
-    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": chunk}}
+    """Section blocks of mrkdwn, `verbatim` so that a URL or a name in a paper's text is not
+    turned into a link or a mention; past 50 blocks, the next message goes on."""
+    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": chunk, "verbatim": True}}
               for block in text.strip().split("\n\n") if block.strip()
               for chunk in split_lines(block.strip(), SLACK_BLOCK, len)]
-    return [{"text": title, "blocks": blocks[:SLACK_BLOCKS]}]
+    return [{"text": title, "blocks": blocks[start:start + SLACK_BLOCKS]}
+            for start in range(0, len(blocks), SLACK_BLOCKS)]
 
 
 def _feishu(title: str, text: str, content: dict) -> list[dict]:
@@ -348,21 +351,42 @@ def utf16(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
+# Where a long line may be cut: a run of spaces, or between two atoms; a Slack link
+# <url|text> and an entity (&amp;) are atoms, never cut.
+_ATOM = re.compile(r"<[^<>]*>|&#?\w+;|\s+|[^<&\s]+|.", re.DOTALL)
+
+
 def split_lines(text: str, limit: int, size: Callable[[str], int]) -> list[str]:
-    """Whole lines packed into pieces of at most `limit`; a longer line is cut."""
+    """Whole lines packed into pieces of at most `limit`; a longer line is cut at a space
+    where it can be, never inside a link or an entity (a word longer than a piece is cut)."""
     pieces: list[str] = []
     for line in text.split("\n"):
-        while size(line) > limit:
-            cut = limit
-            while size(line[:cut]) > limit:
-                cut -= 1
-            pieces.append(line[:cut])
-            line = line[cut:]
-        if pieces and size(pieces[-1]) + 1 + size(line) <= limit:
-            pieces[-1] += "\n" + line
-        else:
-            pieces.append(line)
+        for part in _cut(line, limit, size):
+            if pieces and size(pieces[-1]) + 1 + size(part) <= limit:
+                pieces[-1] += "\n" + part
+            else:
+                pieces.append(part)
     return [piece for piece in pieces if piece.strip()]
+
+
+def _cut(line: str, limit: int, size: Callable[[str], int]) -> list[str]:
+    if size(line) <= limit:
+        return [line]
+    parts, piece = [], ""
+    for atom in _ATOM.findall(line):
+        while size(atom) > limit:  # a word (or a link) longer than a piece: cut by characters
+            cut = limit - size(piece)
+            while cut > 0 and size(atom[:cut]) > limit - size(piece):
+                cut -= 1
+            parts.append(piece + atom[:cut])
+            piece, atom = "", atom[cut:]
+        if size(piece) + size(atom) > limit:
+            parts.append(piece)
+            piece = atom.lstrip()
+        else:
+            piece += atom
+    parts.append(piece)
+    return [part.strip() for part in parts if part.strip()]
 
 
 _TAG = re.compile(r"<[^>]*>")
