@@ -39,8 +39,22 @@ log = logging.getLogger(__name__)
 # Build with 7-bit transfer encodings (base64 / quoted-printable are chosen per
 # part), so no 8BITMIME support is needed; serialise with CRLF line ends.
 BUILD_POLICY = render.MAIL_POLICY
-WIRE_POLICY = email_policy.SMTP
-WIRE_POLICY_UTF8 = email_policy.SMTPUTF8
+
+
+class _WirePolicy(email_policy.EmailPolicy):
+    """The wire's policy, but a List-Unsubscribe header is folded only between its
+    targets: Python folds a URL longer than a line as RFC 2047 encoded-words, which no
+    mail client decodes there, and one-click unsubscribe (RFC 8058) then has no URL."""
+
+    def _fold(self, name: str, value: Any, refold_binary: bool = False) -> str:
+        if name.lower() != "list-unsubscribe":
+            return super()._fold(name, value, refold_binary)  # type: ignore[misc]
+        return f"{name}: " + ("," + self.linesep + " ").join(_TARGET.findall(str(value))) + self.linesep
+
+
+_TARGET = re.compile(r"<[^<>]*>")
+WIRE_POLICY = _WirePolicy(linesep="\r\n")  # email.policy.SMTP
+WIRE_POLICY_UTF8 = WIRE_POLICY.clone(utf8=True)  # email.policy.SMTPUTF8
 
 Content = Callable[[Digest, tuple[str, ...]], tuple[str, str, str | None]]
 
@@ -79,11 +93,11 @@ def build_message(
     msg["Date"] = format_datetime(_aware(date))
     msg["Message-ID"] = message_id or make_msgid(idstring=digest_id, domain=_domain(sender_addr))
     msg["List-Id"] = list_id if "<" in list_id else f"<{list_id}>"
-    targets = []
-    if unsubscribe_mailto:
-        targets.append(f"<mailto:{unsubscribe_mailto}?subject=unsubscribe>")
+    targets = []  # the one-click URL first: a client takes the first it can use (RFC 2369)
     if unsubscribe_url:
         targets.append("<" + unsubscribe_url.replace("{recipient}", quote(recipient, safe="")) + ">")
+    if unsubscribe_mailto:
+        targets.append(f"<mailto:{unsubscribe_mailto}?subject=unsubscribe>")
     if targets:
         msg["List-Unsubscribe"] = ", ".join(targets)
     if unsubscribe_url and unsubscribe_url.lower().startswith("https://"):
