@@ -376,13 +376,19 @@ def status(state: State, paper_id: str | None, as_json: bool, check_heartbeat: b
 
 
 @main.command("readers")
+@click.option("--unsubscribe", "stop", metavar="ADDR", multiple=True,
+              help="Unsubscribe a reader who asked by mail (a reply, the mailto: link).")
+@click.option("--subscribe", "start", metavar="ADDR", multiple=True,
+              help="Subscribe an unsubscribed reader again.")
 @pass_state
-def readers_cmd(state: State) -> None:
+def readers_cmd(state: State, stop: tuple[str, ...], start: tuple[str, ...]) -> None:
     """Each email reader: languages, status (active, unsubscribed, removed), last delivery."""
+    for who, status in [*((w, readers.UNSUBSCRIBED) for w in stop), *((w, readers.ACTIVE) for w in start)]:
+        echo(f"{readers.set_status(state.config, state.store(), who, status)}: {status}")
     for row in readers.listing(state.config, state.store()):
         who = f"{row['name']} <{row['address']}>" if row["name"] else row["address"]
         languages = ",".join(row["languages"] or []) or "-"
-        skipped = f"  digest {row['skipped']} skipped: unsubscribed before it was sent" \
+        skipped = f"  digest {row['skipped'][0]} skipped: {row['skipped'][1].removeprefix('the reader ')}" \
             if row["skipped"] else ""
         echo(f"{who}  lang={languages}  {row['status']}  last delivery: "
              f"{row['last_delivery'] or 'never'}{skipped}")

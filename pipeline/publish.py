@@ -88,7 +88,9 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     opened = channels.open_channels(config, reading_count, email=email, unsubscribed=gone)
     result = outbox.deliver(outbox.StoreOutbox(store), opened, lambda did: stored_digest(store, did),
                             datetime.now(UTC), digest_id=digest_id, due_only=due_only,
-                            skip=() if email else ("email",), unsubscribed=gone)
+                            skip=() if email else ("email",), unsubscribed=gone,
+                            readers={r.address.lower() for r in config.readers()}
+                            if config.email.enabled else None)
     report.sent += result.sent
     report.pending += result.pending
     report.failed += result.failed

@@ -36,11 +36,11 @@ def listing(config: Config, store: Store) -> list[dict[str, Any]]:
     """Each reader with status and last delivery; readers no longer in the config that
     once were (kept in the store, or delivered to) show as `removed`."""
     last: dict[str, str] = {}
-    skipped: dict[str, str] = {}
+    skipped: dict[str, tuple[str, str]] = {}  # the newest digest skipped, and why
     for row in store.deliveries(statuses=("sent", SKIPPED)):
         key = parseaddr(row["recipient"])[1].lower() or row["recipient"].lower()
         if row["status"] == SKIPPED:
-            skipped[key] = max(skipped.get(key, ""), row["digest_id"])
+            skipped[key] = max(skipped.get(key, ("", "")), (row["digest_id"], row["last_error"] or ""))
         elif row["sent_at"] and row["sent_at"] > last.get(key, ""):
             last[key] = row["sent_at"]
     stored = store.readers()
@@ -64,14 +64,26 @@ def resend_target(config: Config, who: str) -> str:
     channel, colon, _ = who.partition(":")
     if colon and channel in {entry.key for entry in config.channels}:
         return who
+    return reader_address(config, who, "--reader", "an email address, or CHANNEL:READER")
+
+
+def reader_address(config: Config, who: str, option: str, expected: str = "an email address") -> str:
+    """The address of one of the configured readers, as `who` names them; else exit 2."""
     try:
-        address = Reader.parse(who).address
+        address = Reader.parse(who.strip()).address
     except ValueError as exc:
-        raise ConfigError(f"--reader: {exc}", "an email address, or CHANNEL:READER") from None
+        raise ConfigError(f"{option}: {exc}", expected) from None
     if address.lower() not in {r.address.lower() for r in config.readers()}:
-        raise ConfigError(f"--reader: {address} is not one of the readers",
+        raise ConfigError(f"{option}: {address} is not one of the readers",
                           "add them to email.to or email.recipients_file first; "
                           "`rl-digest readers` lists them")
+    return address
+
+
+def set_status(config: Config, store: Store, who: str, status: str) -> str:
+    """Unsubscribe (or subscribe again) one of the readers, as their link would; the address."""
+    address = reader_address(config, who, "--unsubscribe" if status == UNSUBSCRIBED else "--subscribe")
+    store.set_reader_status(address, status)
     return address
 
 

@@ -202,6 +202,39 @@ def test_a_week_queued_before_the_reader_unsubscribed_is_skipped_not_sent(tmp_pa
     assert "2026-11-09 ada@example.org: skipped — the reader unsubscribed before it was sent" in status
 
 
+def test_a_reader_removed_while_their_digest_waits_is_skipped_and_one_can_be_unsubscribed_by_hand(
+        tmp_path, cli):
+    """A reader taken off the list gets nothing more, not even a digest queued while the
+    mail server was down (in the default languages, as the list no longer says theirs); a
+    reader who asked by mail is unsubscribed and subscribed again by hand."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        with SmtpServer() as smtp:
+            port = smtp.port
+        config = config_with(tmp_path, arxiv, port)  # ada and alan, the server down
+        down = cli("--config", str(config), "run", "--as-of", AS_OF, check=None)
+        config = config_with(tmp_path, arxiv, port, recipients=["alan@example.org", "bob@example.org"])
+        with SmtpServer(port=port) as back:
+            sent = cli("--config", str(config), "send")
+            received = {a: len(back.to(a)) for a in ("ada@example.org", "alan@example.org")}
+        listed = cli("--config", str(config), "readers").stdout
+        stopped = cli("--config", str(config), "readers", "--unsubscribe", "Bob <BOB@example.org>")
+        unknown = cli("--config", str(config), "readers", "--unsubscribe", "eve@example.org", check=2)
+        arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
+        with SmtpServer(port=port) as week:
+            cli("--config", str(config), "run", "--as-of", NEXT)
+            weekly = {a: len(week.to(a)) for a in ("alan@example.org", "bob@example.org")}
+        started = cli("--config", str(config), "readers", "--subscribe", "bob@example.org")
+    assert down.returncode == 1 and sent.returncode == 0
+    assert received == {"ada@example.org": 0, "alan@example.org": 1}
+    assert re.search(r"ada@example.org\s+lang=-\s+removed\s+last delivery: never\s+"
+                     r"digest 2026-11-02 skipped: was removed from the list before it was sent", listed)
+    assert stopped.stdout.startswith("BOB@example.org: unsubscribed\n")
+    assert re.search(r"bob@example.org\s+lang=\S+\s+unsubscribed", stopped.stdout, re.I)
+    assert unknown.stderr.startswith("rl-digest: --unsubscribe: eve@example.org is not one of the readers")
+    assert weekly == {"alan@example.org": 1, "bob@example.org": 0}
+    assert re.search(r"bob@example.org\s+lang=\S+\s+active", started.stdout, re.I)
+
+
 def votes(message: Received) -> dict[tuple[str, str], str]:
     """(up | down, paper key) -> the feedback link, from a received email's HTML."""
     found = {}

@@ -17,8 +17,9 @@ States of a row
   Every caller holds the run lock, so a `sending` row at the start of a batch is
   never another live process's.
 * `sent`: the other side accepted it.
-* `skipped`: not sent because its reader unsubscribed after it was queued (email);
-  `rl-digest readers` and `status` show it. Never sent later, even after a resubscribe.
+* `skipped`: not sent because its reader unsubscribed, or was removed from the list,
+  after it was queued (email); `rl-digest readers` and `status` show it. Never sent
+  later, even after a resubscribe.
 * `failed`: refused for good (a 5xx: the server's words are kept), or still deferred
   by the other side after `MAX_ATTEMPTS` tries. Shown by `status` and in the exit code;
   `rl-digest send --digest ID --reader ADDR` queues it again.
@@ -65,6 +66,7 @@ RESENT = "resent after an interrupted hand-over"
 EMAIL = "email"
 SKIPPED = "skipped"
 UNSUBSCRIBED = "the reader unsubscribed before it was sent"
+REMOVED = "the reader was removed from the list before it was sent"
 
 
 @dataclass(frozen=True)
@@ -183,14 +185,15 @@ class StoreOutbox:
 def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str], Digest],
             now: datetime, *, digest_id: str | None = None, due_only: bool = False,
             skip: Collection[str] = (), unsubscribed: Collection[str] = (),
-            max_attempts: int = MAX_ATTEMPTS) -> DeliveryReport:
+            readers: Collection[str] | None = None, max_attempts: int = MAX_ATTEMPTS) -> DeliveryReport:
     """Hand over every waiting row (of `digest_id`, or all), channel by channel.
 
     `digest(id)` gives the stored digest. `due_only`: skip rows whose backoff has not
     run out (the scheduler); otherwise try them all now (a person or cron). Rows of
     the channels in `skip` are left as they are (`run --no-email`). Email rows of the
     addresses in `unsubscribed` (lower case), queued before the reader unsubscribed, are
-    marked skipped, never sent.
+    marked skipped, never sent; so are those of addresses no longer among `readers` (lower
+    case; None: not known, email is off), removed from the list before it went.
     """
     now = _aware(now).astimezone(UTC)
     report = DeliveryReport()
@@ -201,10 +204,11 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
             checkpoint()  # a stop asked for: the rows not yet handed over stay queued
             if row.channel in skip:
                 continue
-            if row.channel == EMAIL and parseaddr(row.reader)[1].lower() in unsubscribed:
-                outbox.mark_skipped(row, UNSUBSCRIBED)
+            why = _stopped(row, unsubscribed, readers)
+            if why:
+                outbox.mark_skipped(row, why)
                 report.skipped += 1
-                log.info("digest %s to %s skipped: %s", row.digest_id, row.who, UNSUBSCRIBED)
+                log.info("digest %s to %s skipped: %s", row.digest_id, row.who, why)
                 continue
             channel = channels.get(row.channel)
             if channel is None:
@@ -230,6 +234,16 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
         names = ", ".join(r.who for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
         report.errors.append(f"{reason}; {len(rows)} deliveries stay queued ({names})")
     return report
+
+
+def _stopped(row: Delivery, unsubscribed: Collection[str], readers: Collection[str] | None) -> str | None:
+    """Why an email row is no longer to be sent: its reader unsubscribed, or left the list."""
+    if row.channel != EMAIL:
+        return None
+    address = parseaddr(row.reader)[1].lower()
+    if address in unsubscribed:
+        return UNSUBSCRIBED
+    return REMOVED if readers is not None and address not in readers else None
 
 
 def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable[[str], Digest],
