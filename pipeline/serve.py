@@ -35,12 +35,16 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
     page = render.html_env(settings.templates).get_template("serve/page.html.j2")
     known = render.common(settings)
 
-    home = "/" if (Path(config.outputs.dir) / "site").is_dir() else None
+    site = Path(config.outputs.dir) / "site"
+    has_site = site.is_dir()  # mounted below, or not, for the server's life
 
-    def answer(name: str, status: int = 200, *, address: str | None = None, **more: object) -> HTMLResponse:
-        """A small page in the reader's own languages, naming who and what it is about."""
+    def answer(request: Request, name: str, status: int = 200, *, address: str | None = None,
+               **more: object) -> HTMLResponse:
+        """A small page in the reader's own languages, naming who and what it is about. Its
+        links are relative, so they work behind a proxy that serves it under a path."""
+        home = "../" * (request.url.path.count("/") - 1) or "./"
         context = {**known, "page": name, "action": None, "other": None, "verdict": None,
-                   "paper": None, "address": address, "home": home, **more}
+                   "paper": None, "address": address, "home": home if has_site else None, **more}
         if address:
             context["languages"] = next((list(r.languages) for r in config.readers()
                                          if r.address.lower() == address.lower() and r.languages),
@@ -68,38 +72,37 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         action = "unsubscribe" if request.url.path.startswith("/u/") else "resubscribe"
         found = reader_of(token, (action,))
         if found is None:
-            return answer("refused", 403)
+            return answer(request, "refused", 403)
         address, _ = found
         if request.method != "POST":  # GET, and the HEAD link checkers send: ask, change nothing
-            return answer(f"confirm_{action}", address=address, action=request.url.path)
+            return answer(request, f"confirm_{action}", address=address, action=token)
         with _WRITE:
             store.set_reader_status(address, readers.UNSUBSCRIBED if action == "unsubscribe"
                                     else readers.ACTIVE)
         if action == "unsubscribe":
-            return answer("unsubscribed", address=address, other=links.url("resubscribe", address))
-        return answer("resubscribed", address=address)
+            return answer(request, "unsubscribed", address=address, other=links.url("resubscribe", address))
+        return answer(request, "resubscribed", address=address)
 
     def feedback(request: Request) -> HTMLResponse:
         found = reader_of(request.path_params["token"], tuple(readers.VERDICTS))
         if found is None or not found[1].paper:
-            return answer("refused", 403)
+            return answer(request, "refused", 403)
         address, claim = found
         paper, reader = title_of(claim.paper), None if address == WEB else address
         if request.method != "POST":
-            return answer("confirm_feedback", address=reader, action=request.url.path,
+            return answer(request, "confirm_feedback", address=reader, action=request.path_params["token"],
                           verdict=claim.action, paper=paper)
         with _WRITE:
             readers.record_verdict(store, address, claim.paper, claim.action)
-        return answer("thanks", address=reader, verdict=claim.action, paper=paper)
+        return answer(request, "thanks", address=reader, verdict=claim.action, paper=paper)
 
     async def not_found(request: Request, exc: Exception) -> HTMLResponse:
-        return answer("not_found", 404)
+        return answer(request, "not_found", 404)
 
     routes: list[BaseRoute] = [Route("/u/{token}", subscription, methods=["GET", "POST"]),
               Route("/r/{token}", subscription, methods=["GET", "POST"]),
               Route("/f/{token}", feedback, methods=["GET", "POST"])]
-    site = Path(config.outputs.dir) / "site"
-    if site.is_dir():
+    if has_site:
         routes.append(Mount("/", StaticFiles(directory=site, html=True)))
     return Starlette(routes=routes, exception_handlers={404: not_found})
 
