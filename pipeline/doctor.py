@@ -54,6 +54,8 @@ def skip(name: str, detail: str) -> Check:
 
 # --- config check ---------------------------------------------------------------------------
 
+SECRET_MIN = 16  # characters of serve's signing secret; `openssl rand -hex 32` gives 64
+
 
 def config_problems(config: Config) -> list[str]:
     """Settings that validate but will fail at run time, one line each, naming the key."""
@@ -71,6 +73,15 @@ def config_problems(config: Config) -> list[str]:
             problems.append("outputs.base_url: not set, nor outputs.site_url, so the email links no "
                             "reading list or whole digest and cannot be trimmed to 100 KB (set one "
                             "to where out/ or out/site/ is published)")
+    problems += channel_problems(config)
+    if config.serve.base_url and not config.secret(config.serve.secret_env):
+        problems.append(f"serve.secret_env: {config.serve.secret_env} is not set (the secret that "
+                        "signs the reader links; every run would stop: export it, e.g. "
+                        "$(openssl rand -hex 32))")
+    elif config.serve.base_url and len(config.secret(config.serve.secret_env) or "") < SECRET_MIN:
+        problems.append(f"serve.secret_env: the secret in {config.serve.secret_env} is shorter than "
+                        f"{SECRET_MIN} characters, easy to guess (links could be forged): use "
+                        "$(openssl rand -hex 32)")
     database = database_problem(config.storage.url)
     if database:
         problems.append(database)
@@ -78,6 +89,19 @@ def config_problems(config: Config) -> list[str]:
     if password:
         problems.append(f"{password[0]} ({password[1]})")
     return problems
+
+
+def channel_problems(config: Config) -> list[str]:
+    """The `channels` entries a run would refuse (exit 2, nobody gets the digest), and the
+    environment variables they name (their `*_env` options) that are not set."""
+    try:
+        channels.open_channels(config, 0, email=False)
+    except ConfigError as exc:
+        return [str(exc)]
+    return [f"channels ({entry.key}).{key}: the environment variable {value} is not set "
+            "(the channel's posts would wait in the outbox)"
+            for entry in config.channels for key, value in entry.model_dump().items()
+            if key.endswith("_env") and isinstance(value, str) and not os.environ.get(value)]
 
 
 def database_problem(url: str) -> str | None:

@@ -8,7 +8,7 @@ import pytest
 
 from pipeline import config
 from pipeline.errors import ConfigError
-from tests.helpers import ROOT
+from tests.helpers import ROOT, write_config
 
 
 def test_bundled_config_is_valid_and_complete():
@@ -176,3 +176,28 @@ def test_the_site_is_on_by_default_and_served_where_serve_is(tmp_path):
     path.write_text("outputs: {site_url: 'ftp://example.org/'}\n")
     with pytest.raises(ConfigError, match="outputs.site_url: not an http"):
         config.load(path)
+
+
+def test_config_check_finds_what_would_stop_a_run_in_channels_and_serve(tmp_path, cli):
+    """`run` refuses these with exit 2 and nobody gets the digest, email included; `config
+    check` (and doctor's config line) said ok."""
+    def check(extra: dict, env: dict | None = None) -> list[str]:
+        path = write_config(tmp_path, extra, seeds=False)
+        result = cli("--config", str(path), "config", "check", env=env, check=None)
+        return [result.returncode, *result.stderr.strip().splitlines()]
+
+    hook = {"SLACK_URL": "http://127.0.0.1:9/hook"}
+    assert check({"channels": [{"type": "slack", "url_env": "SLACK_URL", "colour": "red"}]}, hook)[:2] == [
+        2, f"rl-digest: {tmp_path / 'config.yaml'}: channels (slack).colour: Extra inputs are not permitted"]
+    literal = check({"channels": [{"type": "slack", "url": "https://hooks.slack.com/services/T/B/x"}]})
+    assert literal[0] == 2 and "channels (slack).url: Extra inputs are not permitted (secrets are not read " \
+        "from the config file: put it in an environment variable and set url_env to its name)" in literal[1]
+    assert "channels (team).chat_id: required for a telegram channel" in check(
+        {"channels": [{"type": "telegram", "name": "team", "token_env": "TG"}]}, {"TG": "1:x"})[1]
+    unset = check({"channels": [{"type": "slack", "url_env": "SLACK_URL"}]}, {"SLACK_URL": ""})
+    assert unset[0] == 2 and "channels (slack).url_env: the environment variable SLACK_URL is not set" in unset[1]
+    assert check({"channels": [{"type": "slack", "url_env": "SLACK_URL"}]}, hook) == [0]
+    serve = {"serve": {"base_url": "https://digest.example.org/"}}
+    assert "serve.secret_env: RL_DIGEST_SECRET is not set" in check(serve, {"RL_DIGEST_SECRET": ""})[1]
+    assert "shorter than 16 characters" in check(serve, {"RL_DIGEST_SECRET": "abc"})[1]
+    assert check(serve, {"RL_DIGEST_SECRET": "0123456789abcdef0123"}) == [0]

@@ -155,7 +155,10 @@ class ChatChannel:
         except ValidationError as exc:
             error = exc.errors()[0]
             key = ".".join(str(part) for part in error["loc"])
-            raise ConfigError(f"{where}.{key}: {error['msg']}") from None
+            secret = error["type"] == "extra_forbidden" and f"{key}_env" in ChatOptions.model_fields
+            raise ConfigError(f"{where}.{key}: {error['msg']}",  # `url:` holds a webhook's secret path
+                              f"secrets are not read from the config file: put it in an environment "
+                              f"variable and set {key}_env to its name" if secret else None) from None
         for key in PLATFORMS[kind].needs:
             if not getattr(self.options, key):
                 raise ConfigError(f"{where}.{key}: required for a {kind} channel")
