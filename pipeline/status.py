@@ -11,7 +11,7 @@ from typing import Any
 
 from pipeline import extract, importance, learn, lock, rank, readers, schedule
 from pipeline.config import Config
-from pipeline.deliver.outbox import MAX_ATTEMPTS, RESENT, SKIPPED, Delivery, StoreOutbox
+from pipeline.deliver.outbox import EMAIL, MAX_ATTEMPTS, RESENT, SKIPPED, Delivery, StoreOutbox
 from pipeline.errors import ConfigError
 from pipeline.models import paper_key
 from pipeline.run import JUDGED
@@ -156,7 +156,8 @@ def overview(config: Config, store: Store) -> str:
     for row in outbox.rows(("sent",)):
         if row.last_error and row.last_error.startswith(RESENT):
             lines.append(f"  {row.digest_id} {row.who}: sent at {row.sent_at}, {row.last_error}; "
-                         "the reader may have two copies with the same Message-ID")
+                         + ("the reader may have two copies with the same Message-ID" if row.channel == EMAIL
+                            else "the chat may show it twice (the same Idempotency-Key)"))
     return "\n".join(lines) + "\n"
 
 

@@ -129,6 +129,9 @@ def test_a_500_and_a_429_with_retry_after_are_retried_and_one_post_arrives(tmp_p
     assert slack.requests[2].at - slack.requests[1].at >= 1.9  # waited as Retry-After asked
     assert [r.status for r in telegram.requests] == [429, 200] and len(telegram.posts) == 1
     assert telegram.requests[1].at - telegram.requests[0].at >= 0.9
+    # every try of one post carries one Idempotency-Key, so a receiver can drop a repeat
+    assert len({r.key for r in slack.requests}) == 1 and slack.requests[0].key.startswith(f"{AS_OF}.slack.")
+    assert len({r.key for r in telegram.requests}) == 1 and telegram.requests[0].key.endswith("#0")
 
 
 def test_a_retry_after_longer_than_max_wait_leaves_the_post_queued_until_then(tmp_path, cli):
@@ -277,6 +280,10 @@ def test_a_digest_in_pieces_cut_off_after_the_first_posts_only_the_rest_next_tim
         for _ in range(2):  # nothing is retried, so part 1 is not posted again
             cli("--config", str(config), "send", env=env_for(servers))
     assert len(telegram.posts) == before + 1
+    keys = [r.key for r in telegram.requests]
+    first = keys[0].removesuffix("#0")
+    assert keys[:4] == [f"{first}#0", f"{first}#1", f"{first}#1", f"{first}#1"]  # part 2's key, kept
+    assert all(not key.startswith(first) for key in keys[5:])  # a resend by hand is a new post
     rows = db_rows(tmp_path, "SELECT status, last_error FROM deliveries WHERE recipient = ?",
                    "telegram:-100123")
     assert rows[0]["status"] == "failed" and "after 1 of " in rows[0]["last_error"], rows

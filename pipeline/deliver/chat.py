@@ -32,6 +32,7 @@ import html
 import json
 import os
 import re
+import secrets
 import socket
 import ssl
 import time
@@ -180,7 +181,8 @@ class ChatChannel:
             if self.platform.max_bytes is None or \
                     max(len(json.dumps(body).encode()) for body in bodies) <= self.platform.max_bytes:
                 break
-        base, _, start = (message_id or f"{digest.id}.{self.name}").partition(PART)
+        # a new id for each new hand-over (a resend by hand is a new post), kept while it is retried
+        base, _, start = (message_id or f"{digest.id}.{self.name}.{secrets.token_hex(4)}").partition(PART)
         return Message(reader, base + (PART + start if start else ""), bodies[int(start or 0):])
 
     def send(self, message: Message) -> str:
@@ -188,7 +190,7 @@ class ChatChannel:
         first = int(start or 0)
         for number, body in enumerate(message.body):
             try:
-                self._post(body)
+                self._post(body, f"{base}{PART}{first + number}")
             except (Deferred, Refused, Interrupted) as exc:
                 if number == 0 and first == 0:
                     raise
@@ -234,12 +236,16 @@ class ChatChannel:
             raise DigestError(f"{where}: {host}:{port}: {exc.strerror or exc}") from None
         return f"{where}: {host}:{port} reachable (a webhook has no call that posts nothing)"
 
-    def _post(self, body: dict) -> None:
+    def _post(self, body: dict, key: str) -> None:
+        """One post, retried as the platform asks. `key`, the same on every try of this post
+        (and on a post again after a hand-over was cut off), goes as the Idempotency-Key
+        header, so a receiver of our webhook can tell a repeat from a new post."""
         url, body = self._address(body)
         where = f"{self.kind} ({self.name})"
         for attempt in range(self.options.retries + 1):
             try:
-                response = self.session.post(url, json=body, timeout=self.options.timeout_seconds)
+                response = self.session.post(url, json=body, timeout=self.options.timeout_seconds,
+                                             headers={"Idempotency-Key": key})
             except (requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema,
                     requests.exceptions.InvalidURL) as exc:  # nothing left: a URL no retry can fix
                 raise Refused(f"{where}: the URL in {self.options.url_env or 'api_url'} is not a "

@@ -264,7 +264,8 @@ def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable
             outbox.claim(row, exc.resume)
             again = "the messages not yet posted are sent next time"
         else:
-            again = "it is sent again with the same Message-ID"
+            again = ("it is sent again with the same Message-ID" if row.channel == EMAIL
+                     else "it is posted again with the same Idempotency-Key")
         words = f"{exc.reason} while handing over {message.id}; {again}"
         _defer(outbox, row, words, now, max_attempts, report, interrupted=True)
         down[row.channel] = (f"{row.channel}: {exc.reason}", [])  # a sick server: the rest wait

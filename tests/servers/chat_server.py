@@ -34,6 +34,7 @@ class Request:
     query: dict[str, str]
     body: Any
     status: int  # what the receiver answered
+    key: str | None = None  # the Idempotency-Key header
 
 
 class ChatServer:
@@ -68,7 +69,8 @@ class ChatServer:
                 parts = urlsplit(self.path)
                 query = {k: v[0] for k, v in parse_qs(parts.query).items()}
                 status, headers, body = server._answer(parts.path, query, raw,
-                                                       self.headers.get("Content-Type", ""))
+                                                       self.headers.get("Content-Type", ""),
+                                                       self.headers.get("Idempotency-Key"))
                 data = body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
                 for key, value in headers.items():
@@ -98,7 +100,7 @@ class ChatServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def _answer(self, path: str, query: dict, raw: bytes, content_type: str):
+    def _answer(self, path: str, query: dict, raw: bytes, content_type: str, key: str | None):
         with self._lock:
             try:
                 body = json.loads(raw.decode("utf-8"))
@@ -107,12 +109,12 @@ class ChatServer:
             scripted = self._queue.popleft() if self._queue else None  # None: answer as usual
             if scripted is not None:
                 status, headers = scripted
-                self.requests.append(Request(time.monotonic(), path, query, body, status))
+                self.requests.append(Request(time.monotonic(), path, query, body, status, key))
                 return status, headers, {"error": f"scripted {status}"}
             problem = None if "application/json" in content_type else "not JSON"
             problem = problem or self._check(path, query, body)
             status = 400 if problem else 200
-            self.requests.append(Request(time.monotonic(), path, query, body, status))
+            self.requests.append(Request(time.monotonic(), path, query, body, status, key))
             if problem:
                 self.malformed.append(problem)
                 return 400, {}, {"error": problem}
