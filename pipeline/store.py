@@ -91,6 +91,7 @@ deliveries = sa.Table(
     sa.Column("status", sa.String(16), nullable=False), sa.Column("attempts", sa.Integer, nullable=False),
     sa.Column("last_error", sa.Text), sa.Column("message_id", sa.String(255)),
     sa.Column("sent_at", Stamp), sa.Column("next_attempt", Stamp),
+    sa.Column("not_before", Stamp),  # the other side's Retry-After: no try before it, by anyone
     sa.UniqueConstraint("digest_id", "recipient"),  # a reader gets a digest once
 )
 state = sa.Table(
@@ -187,11 +188,20 @@ def _reader_tables(conn: Connection) -> None:
         conn.execute(sa.DDL("ALTER TABLE papers DROP COLUMN verdict"))
 
 
+def _delivery_not_before(conn: Connection) -> None:
+    """A row keeps the time the other side asked us to wait until (Retry-After)."""
+    if "not_before" in {c["name"] for c in sa.inspect(conn).get_columns("deliveries")}:
+        return
+    column = sa.schema.CreateColumn(deliveries.c.not_before).compile(dialect=conn.dialect)
+    conn.execute(sa.DDL(f"ALTER TABLE deliveries ADD COLUMN {column}"))
+
+
 UPGRADES: list[Callable[[Connection], None]] = [
     _from_hand_written_sql,  # 1 -> 2
     _digest_item_snapshots,  # 2 -> 3
     _source_memory,  # 3 -> 4
     _reader_tables,  # 4 -> 5
+    _delivery_not_before,  # 5 -> 6
 ]
 LATEST = len(UPGRADES) + 1
 

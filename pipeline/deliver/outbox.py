@@ -83,6 +83,7 @@ class Delivery:
     message_id: str | None = None
     sent_at: str | None = None
     next_attempt: datetime | None = None
+    not_before: datetime | None = None  # the other side's Retry-After
 
     @property
     def who(self) -> str:
@@ -129,10 +130,11 @@ class Outbox(Protocol):
         """Accepted by the other side."""
 
     def mark_failed(self, row: Delivery, error: str, retry_at: datetime | None = None,
-                    interrupted: bool = False, attempts: int | None = None) -> None:
+                    interrupted: bool = False, attempts: int | None = None,
+                    not_before: datetime | None = None) -> None:
         """Not delivered: waits until `retry_at` (still `sending` if `interrupted`),
         or `failed` for good when there is no `retry_at`; `attempts` now counted (one
-        more than before unless given)."""
+        more than before unless given); `not_before`: no try before it, even by hand."""
 
     def mark_skipped(self, row: Delivery, why: str) -> None:
         """Not to be sent: its reader no longer wants it."""
@@ -159,12 +161,14 @@ class StoreOutbox:
                                    sent_at=_iso(at), next_attempt=None, last_error=note)
 
     def mark_failed(self, row: Delivery, error: str, retry_at: datetime | None = None,
-                    interrupted: bool = False, attempts: int | None = None) -> None:
+                    interrupted: bool = False, attempts: int | None = None,
+                    not_before: datetime | None = None) -> None:
         status = "failed" if retry_at is None else "sending" if interrupted else "pending"
         self.store.update_delivery(row.id, status=status,
                                    attempts=row.attempts + 1 if attempts is None else attempts,
                                    last_error=error,
-                                   next_attempt=_iso(retry_at) if retry_at else None)
+                                   next_attempt=_iso(retry_at) if retry_at else None,
+                                   not_before=_iso(not_before) if not_before else None)
 
     def mark_skipped(self, row: Delivery, why: str) -> None:
         self.store.update_delivery(row.id, status=SKIPPED, last_error=why, next_attempt=None)
@@ -178,8 +182,8 @@ class StoreOutbox:
             self.store.add_delivery(digest_id, who)
             return
         self.store.update_delivery(found[0]["id"], status="pending", attempts=0, message_id=None,
-                                   next_attempt=None, last_error="queued again by hand",
-                                   sent_at=None)
+                                   next_attempt=None, not_before=None,
+                                   last_error="queued again by hand", sent_at=None)
 
 
 def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str], Digest],
@@ -218,6 +222,11 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
                 continue
             if due_only and row.next_attempt is not None and row.next_attempt > now:
                 report.pending += 1
+                continue
+            if row.not_before is not None and row.not_before > now:  # asked: a try now would not be heard
+                report.pending += 1
+                report.errors.append(f"{row.label}: waits until {_iso(row.not_before)}, as the other "
+                                     "side asked (Retry-After)")
                 continue
             if row.channel in down:
                 reason, rows = down[row.channel]
@@ -302,7 +311,8 @@ def _wait(outbox: Outbox, row: Delivery, words: str, now: datetime, report: Deli
     """Our side of the hand-over failed (the server not reached, its login refused, a secret
     unset): the message was not offered, so nothing counts; the row keeps any later pace."""
     retry = max(now + UNREACHABLE_WAIT, row.next_attempt or now)
-    outbox.mark_failed(row, words, retry, interrupted=row.interrupted, attempts=row.attempts)
+    outbox.mark_failed(row, words, retry, interrupted=row.interrupted, attempts=row.attempts,
+                       not_before=row.not_before)
     report.pending += 1
 
 
@@ -316,10 +326,12 @@ def _defer(outbox: Outbox, row: Delivery, words: str, now: datetime, max_attempt
     if attempts >= max_attempts:
         _fail(outbox, row, f"gave up after {attempts} attempts: {words}", report)
         return
-    retry = now + max(backoff(attempts), timedelta(seconds=after or 0))
+    asked = now + timedelta(seconds=after) if after else None
+    retry = max(now + backoff(attempts), asked or now)
     if early and row.next_attempt is not None:
-        retry = max(row.next_attempt, now + timedelta(seconds=after or 0))
-    outbox.mark_failed(row, words, retry, interrupted=interrupted or row.interrupted, attempts=attempts)
+        retry = max(row.next_attempt, asked or now)
+    outbox.mark_failed(row, words, retry, interrupted=interrupted or row.interrupted, attempts=attempts,
+                       not_before=asked)
     report.pending += 1
     report.errors.append(f"{row.label}: {words}; it stays queued (the scheduler tries again "
                          f"after {_iso(retry)})")
@@ -334,11 +346,12 @@ def _record(row: dict) -> Delivery:
     recipient = row["recipient"]
     head, sep, tail = recipient.partition(":")
     channel, reader = (head, tail) if sep and "@" not in head else (EMAIL, recipient)
-    when = row["next_attempt"]
+    when, asked = row["next_attempt"], row["not_before"]
     return Delivery(id=row["id"], digest_id=row["digest_id"], channel=channel, reader=reader,
                     status=row["status"], attempts=row["attempts"], last_error=row["last_error"],
                     message_id=row["message_id"], sent_at=row["sent_at"],
-                    next_attempt=_aware(datetime.fromisoformat(when)) if when else None)
+                    next_attempt=_aware(datetime.fromisoformat(when)) if when else None,
+                    not_before=_aware(datetime.fromisoformat(asked)) if asked else None)
 
 
 def _iso(value: datetime) -> str:
