@@ -468,7 +468,6 @@ def config_group() -> None:
 def config_check(state: State) -> None:
     """Validate the configuration; exit 2 naming the key if it is wrong."""
     config = state.config
-    config.readers()
     problems = doctor_mod.config_problems(config)
     for problem in problems[1:]:
         echo(f"rl-digest: {config.path or 'built-in defaults'}: {problem}", err=True)

@@ -7,6 +7,7 @@ from the environment variables the config names.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from email.headerregistry import Address
@@ -30,6 +31,8 @@ from pydantic import (
 )
 
 from pipeline.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 SECRET_KEYS = re.compile(r"(password|passwd|api_?key|token|secret)$", re.IGNORECASE)
 # extra_body and header-like names whose values are secrets, however they are spelt
@@ -407,10 +410,16 @@ class Config(Model):
 
     def readers(self) -> list[Reader]:
         """email.to plus the lines of email.recipients_file, once per address (the first
-        mention wins)."""
+        mention wins). A line that names no reader is reported (once) and skipped: the
+        other readers still get the week's digest."""
         found = list(self.email.to)
         if self.email.recipients_file:
-            found += read_recipients(self.email.recipients_file)
+            more, problems = read_recipients(self.email.recipients_file)
+            found += more
+            for problem in problems:
+                if problem not in _REPORTED:
+                    _REPORTED.add(problem)
+                    log.warning("%s", problem)
         first: dict[str, Reader] = {}
         for reader in found:
             first.setdefault(reader.address.lower(), reader)
@@ -494,17 +503,18 @@ def crontab(expr: str) -> str:
     return normal
 
 
-_LANG = re.compile(r"(.*?)\s+lang=(\S*)")
+_LANG = re.compile(r"(.*?)\s+lang=\s*(\S*)")
+_REPORTED: set[str] = set()  # the recipients file's bad lines already logged by this process
 
 
-def read_recipients(path: Path) -> list[Reader]:
+def read_recipients(path: Path) -> tuple[list[Reader], list[str]]:
     """One reader a line: `addr` or `Name <addr>`, then optionally `lang=en`, `lang=zh`
-    or `lang=zh,en`; `#` starts a comment."""
+    or `lang=zh,en`; `#` starts a comment. The readers, and a line for each line skipped."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from None
-    found = []
+    found, problems = [], []
     for number, raw in enumerate(lines, 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -514,13 +524,14 @@ def read_recipients(path: Path) -> list[Reader]:
         if match:
             line, languages = match.group(1), match.group(2).split(",")
             if not set(languages) <= {"zh", "en"} or len(set(languages)) != len(languages):
-                raise ConfigError(f"{path}:{number}: lang= takes zh, en or zh,en, not "
-                                  f"{match.group(2)!r}")
+                problems.append(f"{path}:{number}: lang= takes zh, en or zh,en, not "
+                                f"{match.group(2)!r}; line skipped")
+                continue
         try:
             found.append(Reader.parse(line, languages))
         except ValueError as exc:
-            raise ConfigError(f"{path}:{number}: {exc}") from None
-    return found
+            problems.append(f"{path}:{number}: {exc}; line skipped")
+    return found, problems
 
 
 def parse_yaml(text: str) -> Any:

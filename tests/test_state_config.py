@@ -21,6 +21,7 @@ from pipeline.run import parse_as_of
 from pipeline.store import Store
 from tests.helpers import CATS, ROOT, config_for, rl_paper, write_config
 from tests.servers.arxiv_server import ArxivServer, http_error
+from tests.servers.smtp_server import SmtpServer
 
 DAY = datetime(2026, 11, 10, 12, tzinfo=UTC)
 
@@ -194,18 +195,21 @@ def test_a_bad_line_in_the_recipients_file_names_file_and_line(tmp_path, cli):
     one_line(cli("--config", str(config), "config", "check", check=2), "readers.txt:2:", "one address")
 
 
-def test_a_run_stops_at_a_bad_reader_line_before_it_fetches_or_summarises(tmp_path, cli):
-    """Not after the week's LLM calls and files: the run exits 2 at once; --no-email goes on."""
+def test_a_bad_reader_line_is_named_once_and_skipped_and_the_others_get_the_digest(tmp_path, cli):
+    """A typo in one reader's line costs that line, reported, not the whole group's week
+    (as a bad seed line costs that line); `config check` and doctor fail on it."""
     (tmp_path / "readers.txt").write_text("ok@example.org\nbob@exmaple..org\n", encoding="utf-8")
-    email = {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": 9, "security": "none",
-             "recipients_file": "readers.txt"}
-    with ArxivServer([rl_paper(1, datetime(2026, 10, 29, 12, tzinfo=UTC))]) as arxiv:
-        config = config_for(tmp_path, arxiv, email=email)
-        refused = cli("--config", str(config), "run", "--as-of", "2026-11-02", check=2)
-        one_line(refused, "readers.txt:2:", "not an email address")
-        assert arxiv.requests == [] and not (tmp_path / "out").exists()
-        cli("--config", str(config), "run", "--as-of", "2026-11-02", "--no-email")
-    assert (tmp_path / "out" / "digests" / "2026-11-02.md").is_file()
+    with ArxivServer([rl_paper(1, datetime(2026, 10, 29, 12, tzinfo=UTC))]) as arxiv, SmtpServer() as smtp:
+        email = {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp.port, "security": "none",
+                 "recipients_file": "readers.txt"}
+        config = config_for(tmp_path, arxiv, email=email, outputs={"base_url": "https://example.org/rl/"})
+        ran = cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        checked = cli("--config", str(config), "config", "check", check=2)
+        received = len(smtp.to("ok@example.org"))
+    assert "sent to 1" in ran.stdout and received == 1
+    warned = [line for line in ran.stderr.splitlines() if "readers.txt:2:" in line]
+    assert len(warned) == 1 and "not an email address" in warned[0] and "line skipped" in warned[0]
+    one_line(checked, "readers.txt:2:", "not an email address")
 
 
 # --- secrets ---------------------------------------------------------------------------------
