@@ -38,7 +38,7 @@ from pipeline import status as status_mod
 from pipeline.deliver.files import atomic, write_atomic
 from pipeline.deliver.outbox import StoreOutbox
 from pipeline.errors import ConfigError, DeliveryError, DigestError, LockedError
-from pipeline.models import Digest, Options, RunReport, split_arxiv_id
+from pipeline.models import Digest, Options, RunReport, paper_key, split_arxiv_id
 from pipeline.publish import deliver
 from pipeline.run import (
     collect_and_rank,
@@ -47,7 +47,7 @@ from pipeline.run import (
     seed_documents,
     summary_line,
 )
-from pipeline.store import Store
+from pipeline.store import YOU, Store
 from pipeline.text import for_terminal
 
 log = logging.getLogger("pipeline")
@@ -211,8 +211,13 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
     if state.quiet and not (report.sent or report.pending or report.failed):
         return  # nothing waited: an hourly cron line stays silent
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
-    for line in status_mod.waiting_lines(StoreOutbox(store).pending()):
+    outbox = StoreOutbox(store)
+    for line in status_mod.waiting_lines(outbox.pending()):
         echo(line)
+    earlier = len(outbox.rows(("failed",), digest_id)) - report.failed
+    if earlier:  # refused for good before: not retried, but not to be forgotten either
+        echo(f"{earlier} failed earlier, refused for good: `rl-digest status` lists them; "
+             "`rl-digest send --digest ID --reader WHO` queues one again")
     _fail_on_delivery_errors(report)
 
 
@@ -334,8 +339,13 @@ def mark(state: State, paper_id: str, relevant: bool | None, undo: bool) -> None
     if undo == (relevant is not None):
         raise click.UsageError("give --relevant, --irrelevant or --undo")
     ident, _ = split_arxiv_id(paper_id)
-    if not state.store().set_verdict(ident, None if undo else relevant):
+    store = state.store()
+    had = any(v["reader"] == YOU for v in store.verdicts(paper_key(ident)))
+    if not store.set_verdict(ident, None if undo else relevant):
         raise ConfigError(f"{ident}: no such paper in the database", "run `rl-digest collect` first")
+    if undo and not had:
+        echo(f"{ident}: no verdict of yours to take back; nothing changed")
+        return
     said = "verdict taken back" if undo else f"marked {'relevant' if relevant else 'irrelevant'}"
     echo(f"{ident}: {said}; the next run refits the model")
 

@@ -149,7 +149,8 @@ def overview(config: Config, store: Store) -> str:
     lines.append(f"outbox: {len(waiting)} pending, {len(failed)} failed")
     lines += waiting_lines(waiting)
     for row in failed:
-        lines.append(f"  {row.digest_id} {row.who}: failed after {row.attempts} attempts — "
+        lines.append(f"  {row.digest_id} {row.who}: failed after {row.attempts} "
+                     f"{'try' if row.attempts == 1 else 'tries'} — "
                      f"{row.last_error or ''}")
     for row in outbox.rows((SKIPPED,)):
         lines.append(f"  {row.digest_id} {row.who}: skipped — {row.last_error}")

@@ -236,13 +236,16 @@ def test_a_550_fails_that_reader_with_the_servers_words_and_the_others_get_it(tm
         config = config_with(tmp_path, arxiv, smtp.port, recipients=readers)
         result = cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
         status = cli("--config", str(config), "status")
+        later = cli("--config", str(config), "send")  # an hourly cron: nothing to retry
         delivered = copies(smtp)
     assert delivered == {"ada@example.org": 1, "grace@example.org": 1}
+    assert later.stdout.splitlines() == ["sent 0, pending 0, failed 0", "1 failed earlier, refused for "
+        "good: `rl-digest status` lists them; `rl-digest send --digest ID --reader WHO` queues one again"]
     assert "sent to 2" in result.stdout
     lines = stderr_lines(result)
     assert "Traceback" not in result.stderr
     assert lines[-1].startswith(f"rl-digest: alan@example.org (digest {AS_OF}): {words} (RCPT TO)")
-    assert f"{AS_OF} alan@example.org: failed after 1 attempts — {words} (RCPT TO)" in status.stdout
+    assert f"{AS_OF} alan@example.org: failed after 1 try — {words} (RCPT TO)" in status.stdout
     assert "outbox: 0 pending, 1 failed" in status.stdout
     rows = outbox(tmp_path)
     assert rows["alan@example.org"]["status"] == "failed"  # a 5xx is final: never retried

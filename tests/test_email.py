@@ -249,7 +249,7 @@ def test_gives_up_after_max_attempts_the_server_deferred_and_only_those(store: S
         report = send_pending(store, cfg(server.port), content, NOW + timedelta(hours=1), max_attempts=2)
     assert (report.failed, report.pending) == (1, 0)
     row = rows(store)[PEOPLE[0]]
-    assert row["status"] == "failed" and row["last_error"].startswith("gave up after 2 attempts")
+    assert row["status"] == "failed" and row["last_error"].startswith("gave up after 2 tries")
     assert "450 4.2.1 Mailbox busy" in row["last_error"]
 
 

@@ -253,8 +253,10 @@ def test_mark_then_run_refits_the_model_and_undo_takes_it_back(tmp_path, cli):
         shown = cli("--config", str(config), "status", "--paper", second_week[0].id).stdout
         assert f"model {refit}:" in shown
 
-        cli("--config", str(config), "mark", first_week[1].id, "--undo")
+        undone = cli("--config", str(config), "mark", first_week[1].id, "--undo").stdout
         cli("--config", str(config), "mark", first_week[2].id, "--undo")
+        again = cli("--config", str(config), "mark", first_week[2].id, "--undo").stdout
+        assert "verdict taken back" in undone and "no verdict of yours to take back" in again
         cli("--config", str(config), "run", "--as-of", "2026-11-16")
         assert run_report(tmp_path)["relevance_model"] == shipped
     assert "relevance model: " + shipped in cli("--config", str(config), "status").stdout

@@ -241,7 +241,8 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
         if not rows:  # a hand-over cut off with no row behind it: its own line says it
             continue
         names = ", ".join(r.who for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
-        report.errors.append(f"{reason}; {len(rows)} deliveries stay queued ({names})")
+        stay = "delivery stays" if len(rows) == 1 else "deliveries stay"
+        report.errors.append(f"{reason}; {len(rows)} {stay} queued ({names})")
     return report
 
 
@@ -304,7 +305,7 @@ def _fail(outbox: Outbox, row: Delivery, words: str, report: DeliveryReport) -> 
     outbox.mark_failed(row, words)
     report.failed += 1
     report.errors.append(f"{row.label}: {words}")
-    log.warning("delivery of digest %s to %s failed: %s", row.digest_id, row.label, words)
+    log.warning("delivery of digest %s to %s failed: %s", row.digest_id, row.who, words)
 
 
 def _wait(outbox: Outbox, row: Delivery, words: str, now: datetime, report: DeliveryReport) -> None:
@@ -324,7 +325,7 @@ def _defer(outbox: Outbox, row: Delivery, words: str, now: datetime, max_attempt
     early = not interrupted and row.next_attempt is not None and row.next_attempt > now
     attempts = row.attempts if early else row.attempts + 1
     if attempts >= max_attempts:
-        _fail(outbox, row, f"gave up after {attempts} attempts: {words}", report)
+        _fail(outbox, row, f"gave up after {attempts} tries: {words}", report)
         return
     asked = now + timedelta(seconds=after) if after else None
     retry = max(now + backoff(attempts), asked or now)
@@ -335,7 +336,7 @@ def _defer(outbox: Outbox, row: Delivery, words: str, now: datetime, max_attempt
     report.pending += 1
     report.errors.append(f"{row.label}: {words}; it stays queued (the scheduler tries again "
                          f"after {_iso(retry)})")
-    log.warning("delivery of digest %s to %s deferred: %s", row.digest_id, row.label, words)
+    log.warning("delivery of digest %s to %s deferred: %s", row.digest_id, row.who, words)
 
 
 def _column(channel: str, reader: str) -> str:
