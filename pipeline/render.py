@@ -63,6 +63,7 @@ _ENTITY = re.compile(r"&(#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1
 _NUMBERED = re.compile(r"^(\d{1,9})[.)]")
 _SCHEME = re.compile(r"(https?|ftp|mailto|xmpp):(//)?", re.IGNORECASE)
 _WWW = re.compile(r"(www)\.", re.IGNORECASE)
+_CLOSING = re.compile(r"(\s)(?=#+\s*$)")  # before a run of # that ends the text
 _MARKUP = re.compile(r"[\\`*\[\]<>|~_&@]")  # what the loop in md_escape may change
 
 
@@ -83,6 +84,7 @@ def md_escape(value: object) -> str:
     if number:
         text = number.group(1) + "\\" + text[len(number.group(1)):]
     text = _SCHEME.sub(lambda m: m.group(1) + "\\:" + ("\\/\\/" if m.group(2) else ""), text)
+    text = _CLOSING.sub(r"\1\\", text)  # in a heading, "C #" would lose its "#" as a closing sequence
     return _WWW.sub(r"\1\\.", text)
 
 

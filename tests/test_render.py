@@ -252,6 +252,9 @@ def test_bundled_config_renders_everything():
     ("trailing \\", "trailing \\\\"),
     ("two\nlines", "two lines"),
     ("RLHF (PPO) costs 5$!", "RLHF (PPO) costs 5$!"),
+    ("Learning in C #", "Learning in C \\#"),  # as a heading's end, a closing sequence: lost
+    ("Rank #1 ## ", "Rank #1 \\##"),
+    ("C# and F# for RL", "C# and F# for RL"),
 ])
 def test_md_escape(raw, escaped):
     assert md_escape(raw) == escaped
