@@ -19,8 +19,9 @@ from urllib.parse import urlsplit
 _MATH = re.compile(r"\$(?!\s)([^$]{1,200}?)(?<!\s)\$")  # "5$ or 6$" is not math
 # \"o \'{e} \"\i; a command with its arguments; either inside one pair of braces ({\"O},
 # {\ae}, {\v{S}}); an escaped & % _ #. A lone backslash or an unfinished accent stays.
-_ACCENT = r"""\\[`'^"~=.](?:\{\\?[A-Za-z]?\}|\\?[A-Za-z])"""
-_WORD = r"\\[A-Za-z]+\*?"
+# (not after a backslash: `a\\b` is a line break and a b, not the accent \b)
+_ACCENT = r"""(?<!\\)\\[`'^"~=.](?:\{\\?[A-Za-z]?\}|\\?[A-Za-z])"""
+_WORD = r"(?<!\\)\\[A-Za-z]+\*?"
 _COMMAND = re.compile(rf"\{{(?:{_ACCENT}|{_WORD}(?:\{{[^{{}}$]*\}})?)\}}"
                       rf"|{_ACCENT}|{_WORD}(?:\{{[^{{}}$]*\}})*|\\[&%_#]")
 _SUP = str.maketrans("0123456789+-=()n", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿ")
@@ -39,8 +40,9 @@ def _latex() -> Any:  # imported on first use: collecting never pays for it
     # pylatexenc drops these with their text ("We release \\texttt{ToolRL}" read "We release ")
     context = get_default_latex_context_db()
     kept = ("texttt", "textsf", "textup", "textmd", "mbox")
-    context.add_context_category("rl-digest", prepend=True,
-                                 macros=[MacroTextSpec(name, simplify_repl="%(1)s") for name in kept])
+    symbols = {name: "%(1)s" for name in kept} | {"textless": "<", "textgreater": ">"}  # dropped too
+    macros = [MacroTextSpec(name, simplify_repl=text) for name, text in symbols.items()]
+    context.add_context_category("rl-digest", prepend=True, macros=macros)
     return LatexNodes2Text(latex_context=context, math_mode="text", keep_comments=False,
                            strict_latex_spaces=False)
 

@@ -120,6 +120,8 @@ def test_venue(comment, journal_ref, expected):
     ("a bare \\href", "a bare \\href"), ("$O(\\sqrt{T})$ regret", "O(√(T)) regret"),
     # typewriter and sans names of tools keep their text (pylatexenc dropped it)
     ("We release \\texttt{ToolRL} and \\textsf{Bench}.", "We release ToolRL and Bench."),
+    ("a \\textless{}tag\\textgreater{} in text", "a <tag> in text"),  # pylatexenc dropped both
+    ("lines a\\\\b", "lines a\\\\b"),  # a line break, then b: not the accent \b
     ("an \\mbox{RL-free} \\textup{step}", "an RL-free step"),
 ])
 def test_readable_tex(raw, shown):
