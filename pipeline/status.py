@@ -217,7 +217,7 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
     taste = importance.taste(seeds, store.papers(s.arxiv_id for s in seeds if s.arxiv_id),
                              *learn.judged(store), config.relevance.follow_authors)
     weighed = importance.weigh([p], {p.id: row.score or 0.0}, taste, config.digest.importance)[p.id]
-    lines.append(f"  importance: {weighed.total:.2f} = " + " ".join(
+    lines.append(f"  importance: {round(weighed.total, 2) + 0.0:.2f} = " + " ".join(  # never "-0.00"
         f"{name} {value:+.2f}" for name, value in weighed.parts()))
     model = learn.current(config.relevance, store, refit_now=False)
     if model is not None:
