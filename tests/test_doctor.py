@@ -207,3 +207,18 @@ def test_doctor_warns_while_the_arxiv_contact_is_the_example_address(tmp_path, c
     line = next(line for line in result.stdout.splitlines() if line.startswith("config"))
     assert statuses(result.stdout)["config"] == "WARN"
     assert "sources.arxiv.contact is still an example address (rl-digest@example.org)" in line
+
+
+def test_doctor_finds_a_telegram_chat_the_bot_is_not_in(tmp_path, cli):
+    """A wrong chat_id passes getMe, then every post is refused for good; getChat reads
+    the chat, posting nothing."""
+    with ChatServer("telegram") as telegram:
+        def doctor(chat_id: str, check: int) -> str:
+            entry = {"type": "telegram", "token_env": "TG_TOKEN", "chat_id": chat_id, "api_url": telegram.url}
+            config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}},
+                                             "channels": [entry]}, seeds=False)
+            return cli("--config", str(config), "doctor", env={"TG_TOKEN": telegram.token}, check=check).stdout
+        good, wrong = doctor("-100123", 0), doctor("-100999", 1)
+    assert statuses(good)["telegram"] == "OK" and "chat RL group" in good
+    assert statuses(wrong)["telegram"] == "FAIL" and "getChat -100999: HTTP 400 Bad Request: chat not found" in wrong
+    assert telegram.posts == [] and telegram.requests == []

@@ -208,7 +208,7 @@ class ChatChannel:
     def check(self) -> str:
         """What `rl-digest doctor` says of this channel, posting nothing: the variables the
         entry names are set; Telegram's `getMe` (the Bot API's call for testing a token)
-        answers; a webhook has no call that does not post, so its host is only reached (a
+        and `getChat` answer; a webhook has no call that does not post, so its host is only reached (a
         TCP handshake, and TLS for https)."""
         where = f"{self.kind} ({self.name})"
         named = (self.options.url_env, self.options.token_env, self.options.secret_env)
@@ -225,7 +225,17 @@ class ChatChannel:
             me = _json(response).get("result")
             if response.status_code != 200 or not isinstance(me, dict):
                 raise DigestError(f"{where}: getMe: {_words(response)}")
-            return f"{where}: the token is good (bot @{me.get('username')}); nothing posted"
+            try:  # the chat: a wrong chat_id, or a bot not in it, refuses every post for good
+                response = self.session.get(f"{self.options.api_url.rstrip('/')}/bot{token}/getChat",
+                                            params={"chat_id": self.options.chat_id},
+                                            timeout=self.options.timeout_seconds)
+            except requests.RequestException as exc:
+                raise DigestError(f"{where}: {_reason(exc)}") from None
+            chat = _json(response).get("result")
+            if response.status_code != 200 or not isinstance(chat, dict):
+                raise DigestError(f"{where}: getChat {self.options.chat_id}: {_words(response)}")
+            return (f"{where}: the token is good (bot @{me.get('username')}), chat "
+                    f"{chat.get('title') or self.options.chat_id}; nothing posted")
         url = urlsplit(_secret(self.options.url_env, self.name))
         host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
         try:

@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Self
 from urllib.parse import parse_qs, urlsplit
 
+CHAT_ID = "-100123"  # the one Telegram chat the stand-in's bot is in
+
 
 @dataclass(frozen=True)
 class Request:
@@ -80,7 +82,8 @@ class ChatServer:
                 self.wfile.write(data)
 
             def do_GET(self):  # noqa: N802 (http.server's name)
-                status, body = server._read(urlsplit(self.path).path)
+                parts = urlsplit(self.path)
+                status, body = server._read(parts.path, {k: v[0] for k, v in parse_qs(parts.query).items()})
                 data = json.dumps(body).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
@@ -121,13 +124,18 @@ class ChatServer:
             self.posts.append(body)
             return 200, {}, self._ok()
 
-    def _read(self, path: str) -> tuple[int, dict]:
-        """A GET: Telegram's getMe (the Bot API's call for testing a token); nothing else reads."""
+    def _read(self, path: str, query: dict) -> tuple[int, dict]:
+        """A GET: Telegram's getMe (the Bot API's call for testing a token) and getChat (a
+        chat the bot is in: CHAT_ID only); nothing else reads."""
         with self._lock:
             self.reads.append(path)
         if self.kind == "telegram" and path == f"/bot{self.token}/getMe":
             return 200, {"ok": True, "result": {"id": 123, "is_bot": True, "first_name": "RL Digest",
                                                 "username": "rl_digest_bot"}}
+        if self.kind == "telegram" and path == f"/bot{self.token}/getChat":
+            if query.get("chat_id") == CHAT_ID:
+                return 200, {"ok": True, "result": {"id": int(CHAT_ID), "type": "supergroup", "title": "RL group"}}
+            return 400, {"ok": False, "error_code": 400, "description": "Bad Request: chat not found"}
         if self.kind == "telegram":
             return 401, {"ok": False, "error_code": 401, "description": "Unauthorized"}
         return 405, {"error": "webhooks take POST only"}
