@@ -65,7 +65,8 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
     files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(settings, digests, updated))
     report.files += [str(path) for path in files.values()]
     if config.outputs.site:
-        report.files += [str(path) for path in site.build(settings, out / "site", shown, updated, feedback)]
+        report.files += [str(path) for path in site.build(settings, out / "site", shown, updated, feedback,
+                                                          reading_list.tied(config, store))]
         report.files += [str(path) for path in papers[0].changed]
     if options.offline:  # a preview: files only, nothing sent, nothing recorded
         channels.open_channels(config, count, email=False)  # a bad channel still fails here

@@ -94,6 +94,17 @@ def entries(config: Config, store: Store, batch: int = 500, skip: Collection[str
             if month_of(entry) not in skip and (only is None or month_of(entry) in only))
 
 
+def tied(config: Config, store: Store) -> dict[str, tuple[str, str]]:
+    """Seed entries shown under their title before their paper was found: the seed's key ->
+    the key and topic its entry has now, so an old digest's link still finds it."""
+    seeds = [s for s in store.seeds() if s.arxiv_id]
+    found = {p.id: p for p in store.papers([s.arxiv_id for s in seeds if s.arxiv_id])}
+    scores = store.scores() if found else {}
+    return {seed_key(s.title): (paper_key(p.id),
+                                topic_of(config.topics, scores.get(p.id), p.title, p.abstract))
+            for s in seeds if (p := found.get(s.arxiv_id or ""))}
+
+
 def fingerprints(config: Config, store: Store, sinks: Sequence[Sink]) -> months.Fingerprints:
     """Each month's fingerprint: its papers' stored rows, their seed entries and what else
     the sinks show of them (the digest that listed a paper), read without building entries."""

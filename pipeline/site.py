@@ -9,7 +9,7 @@ only when its text changed, so a weekly run rewrites the index and the new week'
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import groupby
 from pathlib import Path
 from typing import Any
@@ -64,15 +64,19 @@ def digest_href(digest_id: str) -> str:
 
 
 def build(settings: render.Settings, folder: Path, digests: Sequence[Digest], updated: str,
-          feedback: Callable[[str, str], str] | None = None) -> list[Path]:
+          feedback: Callable[[str, str], str] | None = None,
+          moved: Mapping[str, tuple[str, str]] | None = None) -> list[Path]:
     """Write the site's pages for `digests` (any order) into `folder`; the paths that changed.
 
     `updated` is the feed's date (publish.last_change), never the clock; `feedback` makes
-    a paper's 👍/👎 link (Links.on_the_web) when `serve.base_url` is set.
+    a paper's 👍/👎 link (Links.on_the_web) when `serve.base_url` is set; `moved`
+    (reading_list.tied) is where a seed entry's paper page is now that its paper was found.
     """
     jinja = env(settings)
     newest = sorted(digests, key=lambda d: d.id, reverse=True)
-    common = {**render.common(settings), "feedback": feedback}
+    moved = moved or {}
+    common = {**render.common(settings), "feedback": feedback,
+              "paper_href": lambda key, topic: paper_href(*moved.get(key, (key, topic)))}
     pages: dict[str, str] = {}
     for n, digest in enumerate(newest):  # each page links the weeks before and after it
         sections, featured = render.listed(settings, digest)

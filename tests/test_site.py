@@ -77,6 +77,21 @@ def test_a_seed_entry_without_a_url_is_a_title_not_a_link_to_nowhere(tmp_path):
     assert [a.attributes["href"] for a in page.css("a") if a.attributes.get("href") == "#"] == []
 
 
+def test_a_seed_shown_before_its_paper_was_found_links_the_papers_entry_now(tmp_path):
+    """The seed's entry on its topic page became its paper's (another anchor, maybe another
+    topic): an old digest's "paper page" link follows it there."""
+    digest = fx.digest()
+    seed = digest.curated[0]
+    site.build(fx.config(), tmp_path, [digest], "2026-11-30T08:00:00+08:00",
+               moved={seed.key: ("arxiv:2606.00146", "agentic")})
+    page = HTMLParser((tmp_path / "digests" / f"{digest.id}.html").read_text("utf-8"))
+    hrefs = {a.attributes["href"] for a in page.css("a")}
+    assert "../papers/topic/agentic.html#p-arxiv-2606.00146" in hrefs
+    assert "../" + site.paper_href(seed.key, seed.topic) not in hrefs
+    other = digest.sections[0].entries[0]
+    assert "../" + site.paper_href(other.key, other.topic) in hrefs  # not moved
+
+
 def test_without_a_model_the_facts_table_names_each_topic_in_both_languages_tagged(tmp_path):
     site.build(fx.config(), tmp_path, [fx.plain_digest()], "2026-12-07T08:00:00+08:00")
     page = HTMLParser((tmp_path / "digests" / "2026-12-07.html").read_text("utf-8"))
