@@ -216,24 +216,9 @@ class ChatChannel:
         if missing:
             raise DigestError(f"{where}: the environment variable {', '.join(missing)} is not set")
         if self.kind == "telegram":
-            token = _secret(self.options.token_env, self.name)
-            try:
-                response = self.session.get(f"{self.options.api_url.rstrip('/')}/bot{token}/getMe",
-                                            timeout=self.options.timeout_seconds)
-            except requests.RequestException as exc:
-                raise DigestError(f"{where}: {_reason(exc)}") from None
-            me = _json(response).get("result")
-            if response.status_code != 200 or not isinstance(me, dict):
-                raise DigestError(f"{where}: getMe: {_words(response)}")
-            try:  # the chat: a wrong chat_id, or a bot not in it, refuses every post for good
-                response = self.session.get(f"{self.options.api_url.rstrip('/')}/bot{token}/getChat",
-                                            params={"chat_id": self.options.chat_id},
-                                            timeout=self.options.timeout_seconds)
-            except requests.RequestException as exc:
-                raise DigestError(f"{where}: {_reason(exc)}") from None
-            chat = _json(response).get("result")
-            if response.status_code != 200 or not isinstance(chat, dict):
-                raise DigestError(f"{where}: getChat {self.options.chat_id}: {_words(response)}")
+            me = self._bot_read(where, "getMe")
+            # a wrong chat_id, or a bot not in the chat, has every post refused for good
+            chat = self._bot_read(where, "getChat", chat_id=self.options.chat_id)
             return (f"{where}: the token is good (bot @{me.get('username')}), chat "
                     f"{chat.get('title') or self.options.chat_id}; nothing posted")
         url = urlsplit(_secret(self.options.url_env, self.name))
@@ -245,6 +230,20 @@ class ChatChannel:
         except OSError as exc:
             raise DigestError(f"{where}: {host}:{port}: {exc.strerror or exc}") from None
         return f"{where}: {host}:{port} reachable (a webhook has no call that posts nothing)"
+
+    def _bot_read(self, where: str, method: str, **params: str | None) -> dict:
+        """One Bot API call that changes nothing, for doctor: its result, else DigestError."""
+        token = _secret(self.options.token_env, self.name)
+        try:
+            response = self.session.get(f"{self.options.api_url.rstrip('/')}/bot{token}/{method}",
+                                        params=params, timeout=self.options.timeout_seconds)
+        except requests.RequestException as exc:
+            raise DigestError(f"{where}: {_reason(exc)}") from None
+        found = _json(response).get("result")
+        if response.status_code != 200 or not isinstance(found, dict):
+            said = " ".join([method, *(value or "" for value in params.values())])
+            raise DigestError(f"{where}: {said}: {_words(response)}")
+        return found
 
     def _post(self, body: dict, key: str) -> None:
         """One post, retried as the platform asks. `key`, the same on every try of this post
