@@ -35,6 +35,7 @@ from pipeline import export as export_mod
 from pipeline import render as render_mod
 from pipeline import schedule as schedule_mod
 from pipeline import status as status_mod
+from pipeline.deliver import git
 from pipeline.deliver.files import atomic, write_atomic
 from pipeline.deliver.outbox import StoreOutbox
 from pipeline.errors import ConfigError, DeliveryError, DigestError, LockedError
@@ -208,17 +209,32 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
                 raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` names the newest")
             StoreOutbox(store).requeue(digest_id, readers.resend_target(config, reader))
         deliver(config, store, report, reading_list.count(store), digest_id)
-    if state.quiet and not (report.sent or report.pending or report.failed):
+        pushed = _push_waiting(config, store, report)
+    if state.quiet and not (report.sent or report.pending or report.failed or pushed):
         return  # nothing waited: an hourly cron line stays silent
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
     outbox = StoreOutbox(store)
     for line in status_mod.waiting_lines(outbox.pending()):
         echo(line)
+    if pushed:
+        echo(pushed)
     earlier = len(outbox.rows(("failed",), digest_id)) - report.failed
     if earlier:  # refused for good before: not retried, but not to be forgotten either
         echo(f"{earlier} failed earlier, refused for good: `rl-digest status` lists them; "
              "`rl-digest send --digest ID --reader WHO` queues one again")
     _fail_on_delivery_errors(report)
+
+
+def _push_waiting(config: config_mod.Config, store: Store, report: RunReport) -> str | None:
+    """A git push a run left waiting is tried again, as the outbox's rows are; a line saying
+    it went, or None."""
+    cfg = config.outputs.git
+    if cfg is None or not cfg.push:
+        return None
+    result = git.publish(cfg, {}, store)
+    if not result.ok:
+        report.delivery_errors.append(result.error or "git publishing failed")
+    return f"git {cfg.repo}: pushed the commits that waited" if result.pushed else None
 
 
 def _fail_on_delivery_errors(report: RunReport) -> None:

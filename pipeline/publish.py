@@ -73,8 +73,9 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
         return
     # Committed before the sending starts, which can take long and be cut off: `send` and
     # the scheduler finish an outbox, not a commit.
-    if config.outputs.git is not None:
-        result = git.publish(config.outputs.git, files, store, prune=(reading_list.FOLDER,))
+    if config.outputs.git is not None:  # every digest's files: a week whose push never began is not lost
+        result = git.publish(config.outputs.git, {**stored_files(store, out), **files}, store,
+                             prune=(reading_list.FOLDER,))
         if not result.ok:
             report.delivery_errors.append(result.error or "git publishing failed")
     deliver(config, store, report, count, email=not options.no_email)
@@ -96,6 +97,13 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     report.pending += result.pending
     report.failed += result.failed
     report.delivery_errors += result.errors
+
+
+def stored_files(store: Store, out: Path) -> dict[str, Path]:
+    """The files of every published digest still in out/digests/ (never an offline preview's)."""
+    return {f"digests/{path.name}": path for digest_id in store.digest_ids()
+            for path in (out / "digests" / f"{digest_id}.{fmt}" for fmt in ("md", "html", "txt"))
+            if path.is_file()}
 
 
 def stored_digest(store: Store, digest_id: str) -> Digest:

@@ -11,6 +11,7 @@ from typing import Any
 
 from pipeline import extract, importance, learn, lock, rank, readers, schedule
 from pipeline.config import Config
+from pipeline.deliver import git
 from pipeline.deliver.outbox import EMAIL, MAX_ATTEMPTS, RESENT, SKIPPED, Delivery, StoreOutbox
 from pipeline.errors import ConfigError
 from pipeline.models import paper_key
@@ -48,6 +49,7 @@ def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[
                                                     "last_error")}
                                for row in store.deliveries(statuses=("pending", "sending", "failed"))]},
         "scheduler": heartbeat(config, now),
+        "git": git.waiting(config.outputs.git, store) if config.outputs.git else None,  # a push waiting
     }
 
 
@@ -144,6 +146,10 @@ def overview(config: Config, store: Store) -> str:
             lines.append(f"    … and {len(warnings) - WARNINGS_SHOWN} more warnings "
                          "(rl-digest status --json lists them all)")
     lines += judging(config, store)
+    if data["git"]:
+        lines.append(f"git {config.outputs.git.repo}: push waiting since {data['git']['since']}"  # type: ignore[union-attr]
+                     + (f" — {data['git']['error']}" if data["git"]["error"] else "")
+                     + " (the next run or send pushes it)")
     outbox = StoreOutbox(store)
     waiting, failed = outbox.pending(), outbox.rows(("failed",))
     lines.append(f"outbox: {len(waiting)} pending, {len(failed)} failed")

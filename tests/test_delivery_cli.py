@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import stat
 import subprocess
 from datetime import UTC, datetime
@@ -113,6 +114,35 @@ def test_a_run_cut_off_mid_send_has_already_committed_its_digest_to_git(tmp_path
     pushed = subprocess.run(["git", "--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main"],
                             capture_output=True, text=True, check=True).stdout.split()
     assert f"rl/digests/{AS_OF}.md" in pushed and "rl/READING_LIST.md" in pushed
+
+
+def test_a_week_whose_git_publish_failed_before_copying_is_pushed_later_and_send_pushes(tmp_path, cli):
+    """The checkout gone for a week: that week's digest reaches the repo with the next
+    run's; a push that waits shows in status, and `send` (an hourly cron) pushes it."""
+    remote, checkout = tmp_path / "remote.git", tmp_path / "checkout"
+    subprocess.run(["git", "init", "--quiet", "--bare", "--initial-branch=main", str(remote)], check=True)
+    subprocess.run(["git", "clone", "--quiet", str(remote), str(checkout)], check=True)
+    moved = tmp_path / "elsewhere"
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = config_with(tmp_path, arxiv, outputs={"git": {
+            "repo": str(checkout), "branch": "main", "path": "rl", "push": True}})
+        checkout.rename(moved)
+        gone = cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
+        moved.rename(checkout)
+        arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
+        remote.rename(tmp_path / "remote-away.git")  # and the remote, this time
+        unpushed = cli("--config", str(config), "run", "--as-of", NEXT, check=1)
+        status = cli("--config", str(config), "status").stdout
+        (tmp_path / "remote-away.git").rename(remote)
+        sent = cli("--config", str(config), "send")
+        later = cli("--config", str(config), "status").stdout
+    pushed = subprocess.run(["git", "--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    assert "no such folder (outputs.git.repo)" in gone.stderr and "push failed" in unpushed.stderr
+    assert {f"rl/digests/{day}.{fmt}" for day in (AS_OF, NEXT) for fmt in ("md", "html", "txt")} <= set(pushed)
+    assert re.search(rf"git {checkout}: push waiting since 20\S+ — git .*push failed", status)
+    assert f"git {checkout}: pushed the commits that waited" in sent.stdout
+    assert "push waiting" not in later
 
 
 def test_kill_before_the_body_went_out_sends_it_once_next_run(tmp_path, cli):

@@ -211,3 +211,40 @@ def test_files_an_older_layout_had_are_removed_from_the_folders_pruned(checkout:
     tree = git("--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main").splitlines()
     assert sorted(t for t in tree if "reading-list" in t) == [
         "rl/reading-list/agentic-2025.md", "rl/reading-list/agentic-2026.md"]
+
+
+def colleague_commits(tmp_path: Path, remote: Path, name: str, text: str) -> None:
+    """Someone else pushes to the remote (a README edited on the web, say)."""
+    other = tmp_path / f"colleague-{name.replace('/', '-')}"
+    if not other.exists():
+        git("clone", "--quiet", str(remote), str(other))
+    git("pull", "--quiet", cwd=other)
+    (other / name).parent.mkdir(parents=True, exist_ok=True)
+    (other / name).write_text(text, encoding="utf-8")
+    git("add", name, cwd=other)
+    git("-c", "user.name=Col", "-c", "user.email=col@example.org", "commit", "--quiet", "-m", f"edit {name}",
+        cwd=other)
+    git("push", "--quiet", cwd=other)
+
+
+def test_a_remote_that_moved_on_gets_our_commit_on_top_and_a_conflict_is_named(
+        tmp_path: Path, checkout: Path, remote: Path, outputs, store: Store) -> None:
+    """A push refused because someone else pushed first used to fail every later week
+    until a person pulled by hand."""
+    assert publish(config(checkout), outputs, store).ok
+    colleague_commits(tmp_path, remote, "README.md", "Our reading group\n")
+    outputs["READING_LIST.md"].write_text("# 强化学习阅读清单\n\n- GRPO\n- DAPO\n", encoding="utf-8")
+    week = publish(config(checkout), outputs, store)
+    assert week.ok and week.pushed, week.error
+    assert [line.split("|")[2] for line in remote_log(remote)] == [
+        "Update RL reading list", "edit README.md", "Update RL reading list"]
+    assert git("--git-dir", str(remote), "show", "main:rl/READING_LIST.md").endswith("- DAPO")
+
+    colleague_commits(tmp_path, remote, "rl/READING_LIST.md", "edited on the web\n")
+    outputs["READING_LIST.md"].write_text("# 强化学习阅读清单\n\n- GRPO\n- DAPO\n- GSPO\n", encoding="utf-8")
+    clash = publish(config(checkout), outputs, store)
+    assert not clash.ok and "the remote has commits that change the published files too" in clash.error
+    assert "git pull --rebase" in clash.error
+    assert git("status", "--porcelain", cwd=checkout) == ""  # the rebase was taken back: nothing half-done
+    assert (checkout / "rl" / "READING_LIST.md").read_text(encoding="utf-8").endswith("- GSPO\n")
+    assert store.get_state(state_key(checkout))["error"] == clash.error  # waits, remembered

@@ -6,8 +6,9 @@ changed (nothing to commit is not an error) and pushes `outputs.git.branch`
 when `push` is true. Only the published paths are staged and committed; other
 changes in the checkout are left alone.
 
-A push that fails is remembered in the state table and tried again by the next
-`publish`, even if nothing new changed; the branch being ahead of its
+A push refused because the remote moved on is retried once on top of the remote's
+commits (fetch, rebase). A push that fails is remembered in the state table and tried
+again by the next `publish` (and `rl-digest send`), even if nothing new changed; the branch being ahead of its
 remote-tracking ref (say, after a crash between commit and push) also triggers
 a push. Failures come back in `GitReport.error`, one line naming the repo and
 git's own words; `GitReport.check()` raises `DeliveryError` (exit 1) for them.
@@ -57,7 +58,12 @@ class _GitError(Exception):
 
 
 def state_key(repo: Path) -> str:
-    return f"git.push_pending:{repo}"
+    return f"git.push_pending:{repo.resolve() if repo.exists() else repo}"
+
+
+def waiting(cfg: GitOutput, store: State) -> dict | None:
+    """The push still waiting ({"error", "since"}), for `status`; None when there is none."""
+    return store.get_state(state_key(Path(cfg.repo))) if cfg.push else None
 
 
 def publish(cfg: GitOutput, files: dict[str, Path], store: State, prune: tuple[str, ...] = ()) -> GitReport:
@@ -65,7 +71,7 @@ def publish(cfg: GitOutput, files: dict[str, Path], store: State, prune: tuple[s
     under the `prune` folders that `files` no longer names (an older layout) are removed."""
     repo = Path(cfg.repo)
     report = GitReport(repo)
-    key = state_key(repo.resolve() if repo.exists() else repo)
+    key = state_key(repo)
     try:
         if not repo.is_dir():
             raise _GitError(f"git {repo}: no such folder (outputs.git.repo)")
@@ -171,8 +177,23 @@ def _ahead(repo: Path, branch: str) -> bool:
 
 
 def _push(repo: Path, branch: str) -> None:
-    _git(repo, "push", "--set-upstream", _remote(repo, branch),
-         f"refs/heads/{branch}:refs/heads/{branch}")
+    """Push; refused because the remote moved on (someone committed there, say a README
+    edited on the web), our commits go on top of theirs and are pushed again. Ours touch
+    only the published paths, so that only fails when they edited those very files."""
+    remote, ref = _remote(repo, branch), f"refs/heads/{branch}:refs/heads/{branch}"
+    pushed = _git(repo, "push", "--set-upstream", remote, ref, check=False)
+    if pushed.returncode == 0:
+        return
+    if not any(word in pushed.stderr for word in ("fetch first", "non-fast-forward")):
+        raise _GitError(f"git {repo}: push failed: {_gist(pushed.stderr or pushed.stdout)}")
+    _git(repo, "fetch", remote, branch, what=f"fetch from {remote} failed")
+    rebased = _git(repo, "rebase", "--autostash", "FETCH_HEAD", env=_identity(repo), check=False)
+    if rebased.returncode != 0:
+        _git(repo, "rebase", "--abort", check=False)
+        raise _GitError(f"git {repo}: the remote has commits that change the published files too; "
+                        f"merge them by hand in the checkout (git pull --rebase): "
+                        f"{_gist(rebased.stderr or rebased.stdout)}")
+    _git(repo, "push", "--set-upstream", remote, ref)
 
 
 def _identity(repo: Path) -> dict[str, str]:
