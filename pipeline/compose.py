@@ -7,7 +7,7 @@ from dataclasses import asdict, replace
 from datetime import datetime
 
 from pipeline.config import TopicDef
-from pipeline.extract import contribution, links, readable, venue
+from pipeline.extract import contribution, links, readable, venue, withdrawn
 from pipeline.models import (
     Digest,
     Entry,
@@ -108,9 +108,11 @@ def highlights(reply: dict | None, papers: Sequence[Entry]) -> tuple[Highlight, 
 
 
 def snapshot(paper: Paper) -> dict:
-    """What a reader was told about a paper: its version, venue and code link."""
+    """What a reader was told about a paper: its version, venue and code link, and whether
+    it was withdrawn (only said when it was: an older ledger row has no such key)."""
     code = dict(links(paper.abstract, paper.comment)).get("code")
-    return {"version": paper.version, "venue": venue(paper.comment, paper.journal_ref), "code": code}
+    found = {"version": paper.version, "venue": venue(paper.comment, paper.journal_ref), "code": code}
+    return found | ({"withdrawn": True} if withdrawn(paper.comment, paper.abstract) else {})
 
 
 def snapshots(digest: Digest) -> dict[str, dict]:
@@ -120,7 +122,7 @@ def snapshots(digest: Digest) -> dict[str, dict]:
              for e in [*(e for s in digest.sections for e in (*s.entries, *s.brief)), *digest.featured]
              if e.key.startswith("arxiv:")}
     found.update({u.key: {"version": u.version, "venue": u.venue, "code": u.code}
-                  for u in digest.updates})
+                  | ({"withdrawn": True} if u.withdrawn else {}) for u in digest.updates})
     return found
 
 
@@ -141,6 +143,8 @@ def updates(papers: Iterable[Paper], ledger: dict[str, dict | None],
             changes.append(("venue", before.get("venue") or "", now["venue"]))
         if now["code"] and not before.get("code"):
             changes.append(("code", "", now["code"]))
+        if now.get("withdrawn") and not before.get("withdrawn"):
+            changes.append(("withdrawn", "", ""))
         if changes:
             found.append(Update(key=key, title=readable(paper.title) or paper.title, url=paper.abs_url,
                                 title_zh=readable((summaries.get(key) or {}).get("title_zh")),

@@ -172,6 +172,16 @@ def _clean(venue: str) -> str:
     return " ".join(words[:10]) + (" …" if len(words) > 10 else "")
 
 
+_WITHDRAWN = re.compile(r"(?i)\b(?:has been|is|was) withdrawn\b|\bwithdrawn by (?:the|its|their) authors?\b")
+
+
+def withdrawn(comment: str | None, abstract: str | None) -> bool:
+    """Whether this version withdraws the paper, as arXiv's withdrawals say it: the comment
+    ("This paper has been withdrawn by the authors"), or an abstract that opens with it."""
+    return bool(_WITHDRAWN.search(comment or "")
+                or _WITHDRAWN.search((abstract or "")[:120]) and len(abstract or "") < 600)
+
+
 def venue(comment: str | None, journal_ref: str | None) -> str | None:
     """Where the paper appears, as stated: the journal-ref, else the comment's
     "Accepted at <venue>" or "<venue> <year> (oral|spotlight|findings)"; None if neither."""

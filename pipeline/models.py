@@ -234,8 +234,8 @@ class Entry:
 class Update:
     """A paper from an earlier digest with news, listed once under 更新 · Updates.
 
-    changes: (what, before, after) with what in version, venue, code; the wording is
-    the templates'.
+    changes: (what, before, after) with what in version, venue, code, withdrawn; the
+    wording is the templates'.
     """
 
     key: str
@@ -246,6 +246,7 @@ class Update:
     version: int | None = None  # what the paper looks like now: the ledger's next baseline
     venue: str | None = None
     code: str | None = None
+    withdrawn: bool = False
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,28 @@ def test_a_revision_and_a_new_venue_are_listed_once_under_updates(tmp_path, cli,
     assert not week3.exists() or "更新 · Updates" not in week3.read_text(encoding="utf-8")
 
 
+def test_a_withdrawn_paper_is_said_withdrawn_once_under_updates(tmp_path, cli):
+    """arXiv withdraws a paper as a new version whose comment and abstract say so: to a
+    reader that is more than "v1 → v2"."""
+    week1 = [rl_paper(i, DAY) for i in range(1, 3)]
+    later = DAY + timedelta(days=7)
+    words = "This paper has been withdrawn by the authors due to an error in the reward model."
+    with ArxivServer(week1) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        arxiv.papers = [replace(week1[0], version=2, updated=later, announce_type="replace",
+                                comment="This paper has been withdrawn", abstract=words), week1[1]]
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+        arxiv.papers = [week1[1], rl_paper(3, later + timedelta(days=7))]
+        cli("--config", str(config), "run", "--as-of", "2026-11-16")
+        second, third = outputs(tmp_path, "2026-11-09"), outputs(tmp_path, "2026-11-16")
+    updates = second["md"].split("## 更新 · Updates", 1)[1].split("\n## ", 1)[0]
+    assert "GRPO variant 1 for" in updates and "v1 → v2" in updates
+    assert "作者已撤稿 / withdrawn by its authors" in updates
+    assert "withdrawn by its authors" in " ".join(second["txt"].split()) and "withdrawn by its authors" in second["html"]
+    assert "withdrawn by its authors" not in third["md"]  # said once
+
+
 def test_a_paper_first_listed_in_one_line_gets_its_updates_too(tmp_path, cli):
     """Most of a busy week is one-line entries: their news is as much news."""
     week1 = [rl_paper(i, DAY) for i in range(1, 7)]

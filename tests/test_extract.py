@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from pipeline.extract import checked_url, contribution, links, readable, venue
+from pipeline.extract import checked_url, contribution, links, readable, venue, withdrawn
 from tests.helpers import shared_file
 
 
@@ -166,3 +166,14 @@ def test_on_the_dev_corpus_a_quarter_have_links_and_none_is_unsafe():
     venues = [venue(r.get("comment"), r.get("journal_ref")) for r in relevant]
     assert 0.07 <= sum(1 for v in venues if v) / len(relevant) <= 0.2
     assert all(len(v) < 120 for v in venues if v)
+
+
+@pytest.mark.parametrize(("comment", "abstract", "said"), [
+    ("This paper has been withdrawn", "This paper has been withdrawn by the authors.", True),
+    (None, "This paper has been withdrawn by the author due to a crucial error in Theorem 2.", True),
+    ("Withdrawn by the authors: an error in the experiments", "We train ...", True),
+    ("Accepted at ICLR 2027", "We study RL for LLMs.", False),
+    (None, "We study drugs that have been withdrawn from the market, and RL agents. " * 20, False),
+])
+def test_a_withdrawal_is_read_from_what_arxiv_says(comment, abstract, said):
+    assert withdrawn(comment, abstract) is said
