@@ -342,6 +342,9 @@ def parse_reply(content: str | None, model: type[Reply], fit: bool = False) -> R
         if data is None:
             raise ReplyError("the reply was not a JSON object") from None
     data = _cleaned(data)
+    wrong = _wrong_language(data)
+    if wrong:
+        raise ReplyError("; ".join(wrong[:5]))
     for _ in range(2):
         try:
             return model.model_validate(data)
@@ -355,6 +358,40 @@ def parse_reply(content: str | None, model: type[Reply], fit: bool = False) -> R
                 _cut(data, error["loc"], error["ctx"]["max_length"])
             fit = False
     raise AssertionError("unreachable")
+
+
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+# fields a model may rightly leave in English: a title, a 2-5 character label ("RL"), the
+# comparison's cells (a model name, a benchmark: "Qwen2.5-7B on MATH-500")
+_EITHER = ("title_zh", "label_zh", "cells")
+
+
+def _wrong_language(data: Any, path: str = "", lang: str | None = None) -> list[str]:
+    """Chinese fields written in English, English ones in Chinese (small local models do
+    both): a reply a reader of that language could not read, asked again, then left out."""
+    if isinstance(data, dict):
+        return [problem for key, value in data.items() if key not in _EITHER
+                for problem in _wrong_language(value, f"{path}.{key}".strip("."), _language(key, lang))]
+    if isinstance(data, list):
+        return [problem for n, value in enumerate(data)
+                for problem in _wrong_language(value, f"{path}.{n}", lang)]
+    if not isinstance(data, str) or lang is None or len(data.strip()) < 12:
+        return []
+    han = len(_HAN.findall(data))
+    if lang == "zh" and han == 0:
+        return [f"{path}: not in Chinese"]
+    if lang == "en" and han > len(data) * 0.3:
+        return [f"{path}: not in English"]
+    return []
+
+
+def _language(key: str, outer: str | None) -> str | None:
+    """The language a reply's field is to be in, by its name (`zh`, `summary_en`), else
+    its parent's."""
+    for lang in ("zh", "en"):
+        if key == lang or key.endswith("_" + lang):
+            return lang
+    return outer
 
 
 def _cleaned(data: Any, key: str = "") -> Any:
@@ -596,7 +633,7 @@ class Enricher:
             if problem is not None:
                 messages = self._messages(job, problem)
             try:
-                content, used = self._call(messages, job.task, deadline)
+                content, used, cut = self._call(messages, job.task, deadline)
             except LLMCallFailed as exc:
                 why = exc.why
                 if exc.halt:
@@ -604,7 +641,6 @@ class Enricher:
                 self._fail(job, why)
                 self._call_failed(why)
                 return None, (spent[0], spent[1])
-            self._call_failed(None)
             spent[0] += used[0]
             spent[1] += used[1]
             try:
@@ -612,16 +648,20 @@ class Enricher:
                 if job.check:
                     job.check(reply)
                 self._check_glossary(job, reply)
+                self._call_failed(None)
                 return reply, (spent[0], spent[1])
             except ValueError as exc:
-                problem = str(exc)
+                problem = str(exc) if content is None or not cut else (
+                    f"the reply was cut off at the model's output limit (finish_reason: length): {exc}")
                 log.info("%s: unusable reply (%s)", job.item_key, problem)
         self._fail(job, f"unusable reply twice: {problem}")
+        self._call_failed(f"unusable reply twice: {problem}")  # a model that cannot answer: stop paying
         return None, (spent[0], spent[1])
 
     def _call(self, messages: list[dict[str, str]], task: Task,
-              deadline: float) -> tuple[str | None, tuple[int, int]]:
-        """One create() (the client retries inside it); the reply's content and token usage."""
+              deadline: float) -> tuple[str | None, tuple[int, int], bool]:
+        """One create() (the client retries inside it); the reply's content, token usage and
+        whether the model was cut off at its output limit."""
         kwargs: dict[str, Any] = {
             "model": self.cfg.model, "messages": messages,
             "response_format": self._response_format(task),
@@ -637,13 +677,19 @@ class Enricher:
         if usage is None:  # some local servers report none: estimate, so the budget still holds
             used = (sum(len(m["content"]) for m in messages) // 3, 0)
         self._count(tokens_in=used[0], tokens_out=used[1])
+        error = getattr(response, "error", None)  # OpenRouter and others: an error in a 200
+        if error and not getattr(response, "choices", None):
+            said = error.get("message") if isinstance(error, dict) else error
+            raise LLMCallFailed(f"the provider at {self.cfg.base_url} answered with an error: "
+                                f"{str(said)[:200]}")
         choices = getattr(response, "choices", None) or []
-        message = choices[0].message if choices else None
+        message = getattr(choices[0], "message", None) if choices else None
         if message is None:
-            return None, used
+            return None, used, False
+        cut = getattr(choices[0], "finish_reason", None) == "length"
         if getattr(message, "refusal", None) and not message.content:
-            return f"(refused: {message.refusal})", used  # not JSON: asked again, then falls back
-        return message.content, used
+            return f"(refused: {message.refusal})", used, cut  # not JSON: asked again, then falls back
+        return message.content, used, cut
 
     def _messages(self, job: Job, problem: str | None) -> list[dict[str, str]]:
         """System + one user turn; the retry note joins it (some chat templates refuse two)."""
@@ -685,8 +731,12 @@ class Enricher:
             if self.report.error:
                 return self.report.error
             budget = self.cfg.max_tokens_per_run
-            if budget is not None and self.report.tokens_in + self.report.tokens_out >= budget:
-                return f"token budget of {budget} spent"
+            spent = self.report.tokens_in + self.report.tokens_out
+        if budget is not None and spent >= budget:
+            why = f"the token budget of {budget} (enrich.max_tokens_per_run) is spent"
+            if self._halt(why):  # said once; calls already under way finish, so it can run over
+                log.warning("enrich: %s (%d tokens); the rest waits for the next run", why, spent)
+            return why
         return None
 
     def _check_glossary(self, job: Job, reply: Reply) -> None:

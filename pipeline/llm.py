@@ -9,6 +9,7 @@ words, so the rest of the program never touches openai's exception classes.
 from __future__ import annotations
 
 import contextvars
+import re
 import time
 from typing import Any
 
@@ -161,6 +162,9 @@ class Client:
             return self._openai.chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
             raise LLMCallFailed(*self._describe(exc)) from None
+        except ValueError:  # a 200 whose body is no JSON: a proxy's page, a wrong base_url
+            raise LLMCallFailed(f"the reply from {self.cfg.base_url} was not JSON (a proxy's "
+                                "page, or not an OpenAI-compatible endpoint?)") from None
         finally:
             _DEADLINE.reset(token)
 
@@ -184,5 +188,9 @@ class Client:
                     f"unknown model {cfg.model!r} or wrong base_url"), True
         if isinstance(exc, openai.APIStatusError):
             message = str(exc.message).replace(self.key, "***") if self.key else str(exc.message)
-            return f"HTTP {exc.status_code} from {cfg.base_url}: {message[:200]}", False
+            message = re.sub(r"^Error code: \d+ - ", "", message)  # the status, said once
+            hint = (" (a provider without json_schema replies: set enrich.structured: json_object)"
+                    if exc.status_code == 400 and cfg.structured == "json_schema"
+                    and re.search(r"(?i)response_format|json_schema", message) else "")
+            return f"HTTP {exc.status_code} from {cfg.base_url}: {message[:200]}{hint}", False
         return type(exc).__name__, False

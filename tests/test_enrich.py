@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from pathlib import Path
@@ -32,6 +33,7 @@ from tests.servers.openai_server import (
     OpenAIServer,
     Reply,
     blank,
+    default_content,
     error,
     invalid,
     ok,
@@ -40,6 +42,13 @@ from tests.servers.openai_server import (
 )
 
 KEY = "sk-test-7Hq2-DO-NOT-LEAK-91c4e0"
+
+
+def default_content_for_summary() -> dict:
+    return {"title_zh": "中文标题", "summary_zh": "本文提出了一种方法，通过强化学习优化策略。",
+            "summary_en": "We propose a method that optimises the policy with RL.",
+            "why_zh": "它说明了强化学习的作用。", "why_en": "It shows what RL does.", "kind": "method",
+            "key_points_zh": ["第一点：更稳定", "第二点：更快"], "key_points_en": ["First: steadier", "Second: faster"]}
 BUILTIN_PROMPTS = Path(__file__).resolve().parents[1] / "templates" / "prompts"
 
 
@@ -355,6 +364,7 @@ def test_the_token_budget_stops_further_calls(key, store):
     assert len(server.requests) == 2 and len(found) == 2
     assert (e.report.tokens_in, e.report.tokens_out, e.report.pending) == (200, 100, 3)
     assert e.report.failures == 0
+    assert e.report.error == "the token budget of 250 (enrich.max_tokens_per_run) is spent"  # said, once
 
 
 def test_a_refused_key_stops_the_run_calling(key, server, store):
@@ -385,6 +395,65 @@ def test_a_success_between_failures_keeps_the_llm_on(key, server, store):
     found = e.summarise(papers(6))
     assert len(found) == 2 and e.report.error is None
     assert (e.report.failures, e.report.pending) == (4, 0)
+
+
+def test_a_200_that_is_no_json_fails_that_paper_alone_and_the_others_are_kept(key, server, store):
+    """A proxy's page or a wrong gateway path, answered 200: it crashed the run, and the
+    replies already paid for in it were lost."""
+    server.queue(Reply(body=b"<html>gateway</html>"))
+    e = enricher(settings(server, concurrency=1), store, retries=0)
+    found = e.summarise(papers(4))
+    assert len(found) == 3 and e.report.failures == 1
+    assert len(enricher(settings(server), store).summarise(papers(4))) == 4  # three from the cache
+    assert len(server.requests) == 5
+
+
+def test_a_200_carrying_an_error_says_the_providers_words(key, server, store, caplog):
+    server.script = lambda request: Reply(body=json.dumps(
+        {"error": {"message": "Provider returned error", "code": 502}}).encode())
+    e = enricher(settings(server, concurrency=1, failure_limit=2), store, retries=0)
+    assert e.summarise(papers(3)) == {}
+    assert "answered with an error: Provider returned error" in e.report.error
+
+
+def test_chinese_fields_in_english_are_asked_again_then_left_out(key, server, store):
+    """A small local model writes English everywhere: the Chinese reader would see English
+    under 中文, and the header would not say the Chinese is pending; nor is it cached."""
+    def english(request):
+        reply = default_content(request)
+        return ok({k: (v if not k.endswith("_zh") or k == "title_zh" else
+                       ["An English point instead of Chinese"] * 2 if isinstance(v, list)
+                       else "An English sentence where Chinese belongs.") for k, v in reply.items()})
+    server.script = english
+    e = enricher(settings(server, concurrency=1), store, retries=0)
+    assert e.summarise(papers(1)) == {}
+    assert len(server.requests) == 2 and "summary_zh: not in Chinese" in server.requests[1].user
+    with pytest.raises(ReplyError, match="summary_en: not in English"):
+        parse_reply(json.dumps({**default_content_for_summary(), "summary_en": "本文提出了一种新的强化学习方法。"}),
+                    PaperSummary)
+    assert parse_reply(json.dumps({**default_content_for_summary(), "title_zh": "GRPO-λ: Policy Optimisation"}),
+                       PaperSummary)  # a title may stay in English
+
+
+def test_unusable_replies_stop_the_calls_after_failure_limit_papers(key, server, store):
+    """Each unusable reply is asked once more; a model that cannot answer cost two paid
+    calls per paper on every run, without end."""
+    server.script = lambda request: Reply(content='{"title_zh": "被截断', finish_reason="length")
+    e = enricher(settings(server, concurrency=1, failure_limit=2), store, retries=0)
+    assert e.summarise(papers(10)) == {}
+    assert len(server.requests) == 2 * 2 and e.report.pending == 8
+    assert "cut off at the model's output limit (finish_reason: length)" in e.report.error
+
+
+def test_a_provider_without_json_schema_is_told_to_use_json_object(key, server, store):
+    """DeepSeek's words for a json_schema request; the README's table says which providers
+    need json_object, and now the error does too, with the status said once."""
+    server.script = lambda request: Reply(status=400, body=json.dumps(
+        {"error": {"message": "This response_format type is unavailable now"}}).encode())
+    e = enricher(settings(server, concurrency=1, failure_limit=1), store, retries=0)
+    assert e.summarise(papers(2)) == {}
+    assert e.report.error.count("400") == 1 and "This response_format type is unavailable now" in e.report.error
+    assert "set enrich.structured: json_object" in e.report.error
 
 
 # --- secrets ----------------------------------------------------------------------------------

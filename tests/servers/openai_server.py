@@ -44,6 +44,7 @@ class Reply:
     usage: tuple[int, int] | None = None  # (prompt, completion); None: the server's default
     trickle: float = 0.0  # send the body one byte every this many seconds
     header_trickle: float = 0.0  # send a header one byte every this many seconds, forever
+    finish_reason: str = "stop"  # "length": the model hit its output limit
 
 
 def ok(content: Any = _DEFAULT, usage: tuple[int, int] | None = None) -> Reply:
@@ -263,7 +264,7 @@ class OpenAIServer:
             "object": "chat.completion",
             "created": int(time.time()),
             "model": request.body.get("model", "stand-in"),
-            "choices": [{"index": 0, "finish_reason": "stop",
+            "choices": [{"index": 0, "finish_reason": reply.finish_reason,
                          "message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
