@@ -194,7 +194,7 @@ def make_client(cfg: Enrich, *, max_retries: int | None = None) -> llm.Client | 
     key = os.environ.get(cfg.api_key_env)
     if key is None:
         raise DigestError(
-            f"enrich: the environment variable {cfg.api_key_env} is not set",
+            f"enrich.api_key_env: the environment variable {cfg.api_key_env} is not set",
             f"set the {cfg.api_key_env} environment variable (an empty value will do for a "
             "local server such as Ollama), or set enrich.provider: none",
         )

@@ -371,7 +371,7 @@ def make_enricher(config: Config, store: Store, options: Options, report: RunRep
         try:
             client = make_client(config.enrich)
         except DigestError as exc:
-            report.warnings.append(f"enrich: {exc}; summaries fall back for now")
+            report.warnings.append(f"{exc}; summaries fall back for now")
     return Enricher(config.enrich, config.languages, store, client,
                     render.text_env(config.templates.dir))
 
