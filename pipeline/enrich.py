@@ -305,6 +305,7 @@ class EnrichReport:
     glossary_flags: int = 0  # terms a reply's Chinese rendered against the glossary
     glossary_examples: list[str] = field(default_factory=list)
     error: str | None = None  # why calls stopped early, if they did
+    last_failure: str | None = None  # why the last item fell back, for status
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -752,6 +753,8 @@ class Enricher:
 
     def _fail(self, job: Job, why: str) -> None:
         self._count(failures=1)
+        with self._lock:
+            self.report.last_failure = f"{job.item_key}: {why}"
         log.warning("%s: %s fell back: %s", job.item_key, job.task.kind, why)
 
     def _halt(self, why: str) -> bool:

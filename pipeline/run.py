@@ -416,6 +416,9 @@ def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
         done.calls, done.failures, done.tokens_in, done.tokens_out)
     if done.error:
         report.warnings.append(f"enrich: {done.error}")
+    elif done.failures:  # status says why, not only how many
+        report.warnings.append(f"enrich: {done.failures} fell back and are tried again next run "
+                               f"(the last: {done.last_failure})")
     report.glossary_flags = done.glossary_flags
     if done.glossary_flags:
         report.warnings.append(f"glossary: {done.glossary_flags} term(s) in the LLM's Chinese differ "

@@ -50,6 +50,9 @@ def test_without_an_llm_the_digest_goes_out_marked_pending(tmp_path, cli, db_url
         result = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
         assert "summarised 0" in result.stdout
         assert "2 failed" in result.stdout  # the summary and the featured reading fell back
+        status = cli("--config", str(config), "status").stdout  # and why, not only how many
+        assert "warning: enrich: 2 fell back and are tried again next run (the last: " in status
+        assert "HTTP 500 from" in status.split("warning: enrich: 2 fell back", 1)[1].split("\n", 1)[0]
         digests = tmp_path / "out" / "digests"
         digest = (digests / "2026-11-02.md").read_text(encoding="utf-8")
         # One line in the header, no mark on the entry; the English line is the claim.
