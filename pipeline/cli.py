@@ -170,6 +170,8 @@ def schedule(state: State) -> None:
 
     def publish_job() -> None:
         report = run_digest(config, store, Options(datetime.now(config.zone).replace(microsecond=0)))
+        for warning in report.warnings:
+            log.warning("%s", warning)
         log.info("%s", summary_line(report))
         for error in report.delivery_errors:
             log.error("%s", error)
@@ -210,6 +212,8 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
             StoreOutbox(store).requeue(digest_id, readers.resend_target(config, reader))
         deliver(config, store, report, reading_list.count(store), digest_id)
         pushed = _push_waiting(config, store, report)
+    for warning in report.warnings:
+        log.warning("%s", warning)
     if state.quiet and not (report.sent or report.pending or report.failed or pushed):
         return  # nothing waited: an hourly cron line stays silent
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")

@@ -7,7 +7,6 @@ from the environment variables the config names.
 
 from __future__ import annotations
 
-import logging
 import os
 import re
 from email.headerregistry import Address
@@ -31,8 +30,6 @@ from pydantic import (
 )
 
 from pipeline.errors import ConfigError
-
-log = logging.getLogger(__name__)
 
 SECRET_KEYS = re.compile(r"(password|passwd|api_?key|token|secret)$", re.IGNORECASE)
 # extra_body and header-like names whose values are secrets, however they are spelt
@@ -410,20 +407,19 @@ class Config(Model):
 
     def readers(self) -> list[Reader]:
         """email.to plus the lines of email.recipients_file, once per address (the first
-        mention wins). A line that names no reader is reported (once) and skipped: the
-        other readers still get the week's digest."""
+        mention wins). A line that names no reader is skipped (recipient_problems says
+        which): the other readers still get the week's digest."""
         found = list(self.email.to)
         if self.email.recipients_file:
-            more, problems = read_recipients(self.email.recipients_file)
-            found += more
-            for problem in problems:
-                if problem not in _REPORTED:
-                    _REPORTED.add(problem)
-                    log.warning("%s", problem)
+            found += read_recipients(self.email.recipients_file)[0]
         first: dict[str, Reader] = {}
         for reader in found:
             first.setdefault(reader.address.lower(), reader)
         return list(first.values())
+
+    def recipient_problems(self) -> list[str]:
+        """A line for each line of email.recipients_file that names no reader."""
+        return read_recipients(self.email.recipients_file)[1] if self.email.recipients_file else []
 
     def password_env_problem(self) -> tuple[str, str] | None:
         """Why the database password cannot be read (and what to do), or None."""
@@ -504,7 +500,6 @@ def crontab(expr: str) -> str:
 
 
 _LANG = re.compile(r"(.*?)\s+lang=\s*(\S*)")
-_REPORTED: set[str] = set()  # the recipients file's bad lines already logged by this process
 
 
 def read_recipients(path: Path) -> tuple[list[Reader], list[str]]:

@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from pydantic import Field
 
 from pipeline import calendar, collect, enrich, lock, render, store
-from pipeline.config import Config, read_recipients
+from pipeline.config import Config
 from pipeline.deliver import channels, email, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
 from pipeline.sources import arxiv_api, arxiv_oai, arxiv_rss
@@ -65,11 +65,9 @@ def config_problems(config: Config) -> list[str]:
         problems.append(f"enrich.api_key_env: the environment variable {cfg.api_key_env} is not set "
                         "(summaries would fall back; set it, empty for a local server, "
                         "or set enrich.provider: none)")
-    listed, skipped = read_recipients(config.email.recipients_file) if config.email.recipients_file \
-        else ([], [])
-    problems += skipped
+    problems += config.recipient_problems()
     if config.email.enabled:
-        if not config.email.to and not listed:
+        if not config.readers():
             problems.append("email.to: email is enabled but has no recipients "
                             "(add email.to or email.recipients_file)")
         if not config.outputs.base_url and not config.site_url:

@@ -87,12 +87,14 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     leaves email rows alone; `due_only` is the scheduler's pacing. `reading_count` is
     reading_list.count's, the one count every digest shows."""
     gone = readers.unsubscribed(store)
+    unread = config.recipient_problems() if config.email.enabled and email else []
+    report.warnings += unread  # said by every run and send, as a bad seed line is
     opened = channels.open_channels(config, reading_count, email=email, unsubscribed=gone)
+    # a reader whose line has a typo is not "removed": their rows wait for the line's fix
+    listed = {r.address.lower() for r in config.readers()} if config.email.enabled and not unread else None
     result = outbox.deliver(outbox.StoreOutbox(store), opened, lambda did: stored_digest(store, did),
                             datetime.now(UTC), digest_id=digest_id, due_only=due_only,
-                            skip=() if email else ("email",), unsubscribed=gone,
-                            readers={r.address.lower() for r in config.readers()}
-                            if config.email.enabled else None)
+                            skip=() if email else ("email",), unsubscribed=gone, readers=listed)
     report.sent += result.sent
     report.pending += result.pending
     report.failed += result.failed

@@ -168,7 +168,7 @@ def run_digest(config: Config, store: Store, options: Options,
 def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None) -> RunReport:
     started = time.monotonic()
     if config.email.enabled and not (options.offline or options.no_email):
-        config.readers()  # a bad line of the readers' file stops the run now, not after the LLM's work
+        config.readers()  # an unreadable readers' file stops the run now, not after the LLM's work
     report = RunReport(as_of=options.as_of.isoformat())
     fetcher = fetcher or collect.make_fetcher(config)
     used = sources.configured(config, offline=options.offline)

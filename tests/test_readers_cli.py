@@ -238,6 +238,28 @@ def test_a_reader_removed_while_their_digest_waits_is_skipped_and_one_can_be_uns
     assert re.search(r"bob@example.org\s+lang=\S+\s+active", started.stdout, re.I)
 
 
+def test_a_typo_in_a_readers_line_does_not_count_as_removing_that_reader(tmp_path, cli):
+    """Their line skipped, the reader's digest queued during an outage is still theirs: it
+    goes out (in the digest's languages), not marked as for a reader removed, and the line is
+    named by every send."""
+    (tmp_path / "readers.txt").write_text("ada@example.org\nalan@example.org\n", encoding="utf-8")
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        with SmtpServer() as smtp:
+            port = smtp.port
+        config = config_with(tmp_path, arxiv, port, recipients=[])
+        config.write_text(config.read_text(encoding="utf-8").replace(
+            "to: []", "to: []\n  recipients_file: readers.txt"), encoding="utf-8")
+        cli("--config", str(config), "run", "--as-of", AS_OF, check=1)  # the server down
+        (tmp_path / "readers.txt").write_text("ada@example.org lang=en,\nalan@example.org\n", encoding="utf-8")
+        with SmtpServer(port=port) as back:
+            sent = cli("--config", str(config), "send")
+            again = cli("--config", str(config), "send")
+            received = {a: len(back.to(a)) for a in ("ada@example.org", "alan@example.org")}
+    assert received == {"ada@example.org": 1, "alan@example.org": 1} and "sent 2" in sent.stdout
+    for result in (sent, again):
+        assert "readers.txt:1: lang= takes zh, en or zh,en" in result.stderr
+
+
 def votes(message: Received) -> dict[tuple[str, str], str]:
     """(up | down, paper key) -> the feedback link, from a received email's HTML."""
     found = {}
