@@ -214,7 +214,8 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
         pushed = _push_waiting(config, store, report)
     for warning in report.warnings:
         log.warning("%s", warning)
-    if state.quiet and not (report.sent or report.pending or report.failed or pushed):
+    idle = not (report.sent or report.pending or report.failed or pushed or report.delivery_errors)
+    if state.quiet and idle:
         return  # nothing waited: an hourly cron line stays silent
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
     outbox = StoreOutbox(store)
@@ -233,7 +234,7 @@ def _push_waiting(config: config_mod.Config, store: Store, report: RunReport) ->
     """A git push a run left waiting is tried again, as the outbox's rows are; a line saying
     it went, or None."""
     cfg = config.outputs.git
-    if cfg is None or not cfg.push:
+    if cfg is None or not git.waiting(cfg, store):  # nothing waits: the checkout is not touched
         return None
     result = git.publish(cfg, {}, store)
     if not result.ok:

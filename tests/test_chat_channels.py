@@ -327,6 +327,21 @@ def test_a_webhook_url_without_a_scheme_fails_the_row_and_is_not_called_a_cut_of
     assert slack.requests == []
 
 
+def test_a_retry_after_on_a_later_part_is_kept_too(tmp_path, cli):
+    """A long digest goes to Telegram in parts; a flood wait on part 2 holds the row as one
+    on part 1 would: an hourly send does not post through it."""
+    long_title = "Scaling reinforcement learning for LLM reasoning with and without verifiers " * 3
+    papers = [rl_paper(n, DAY, title=f"{long_title} number {n}") for n in range(1, 41)]
+    with ArxivServer(papers) as arxiv, ChatServer("telegram") as telegram:
+        servers = {"telegram": telegram}
+        config = chat_config(tmp_path, arxiv, servers, top=100, max_wait_seconds=5)
+        telegram.queue(None, (429, {"Retry-After": "7200"}))
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers), check=1)
+        hourly = cli("--config", str(config), "send", env=env_for(servers), check=1)
+    assert len(telegram.requests) == 2 and len(telegram.posts) == 1
+    assert "as the other side asked (Retry-After)" in hourly.stderr
+
+
 def test_a_feishu_post_stays_under_its_20_kb_with_a_raised_top(tmp_path, cli):
     """Feishu refuses a body over 20 KB for good: with `top: 100` and a big week, fewer
     papers a topic go in, as many as fit."""

@@ -136,6 +136,8 @@ def test_a_week_whose_git_publish_failed_before_copying_is_pushed_later_and_send
         (tmp_path / "remote-away.git").rename(remote)
         sent = cli("--config", str(config), "send")
         later = cli("--config", str(config), "status").stdout
+        checkout.rename(moved)  # nothing waits now: send does not touch the checkout at all
+        idle = cli("--config", str(config), "send")
     pushed = subprocess.run(["git", "--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main"],
                             capture_output=True, text=True, check=True).stdout.split()
     assert "no such folder (outputs.git.repo)" in gone.stderr and "push failed" in unpushed.stderr
@@ -143,6 +145,7 @@ def test_a_week_whose_git_publish_failed_before_copying_is_pushed_later_and_send
     assert re.search(rf"git {checkout}: push waiting since 20\S+ — git .*push failed", status)
     assert f"git {checkout}: pushed the commits that waited" in sent.stdout
     assert "push waiting" not in later
+    assert idle.stdout.startswith("sent 0, pending 0, failed 0") and "git" not in idle.stdout + idle.stderr
 
 
 def test_kill_before_the_body_went_out_sends_it_once_next_run(tmp_path, cli):

@@ -248,3 +248,19 @@ def test_a_remote_that_moved_on_gets_our_commit_on_top_and_a_conflict_is_named(
     assert git("status", "--porcelain", cwd=checkout) == ""  # the rebase was taken back: nothing half-done
     assert (checkout / "rl" / "READING_LIST.md").read_text(encoding="utf-8").endswith("- GSPO\n")
     assert store.get_state(state_key(checkout))["error"] == clash.error  # waits, remembered
+
+
+def test_a_remote_that_moved_on_is_not_rebased_over_someones_uncommitted_work(
+        tmp_path: Path, checkout: Path, remote: Path, outputs, store: Store) -> None:
+    """A rebase with a stash of someone's edit could leave conflict markers in it."""
+    assert publish(config(checkout), outputs, store).ok
+    colleague_commits(tmp_path, remote, "README.md", "Edited on the web\n")
+    (checkout / "README.md").write_text("My local draft\n", encoding="utf-8")
+    git("add", "README.md", cwd=checkout)  # staged, not committed: someone's work in progress
+    outputs["READING_LIST.md"].write_text("# 强化学习阅读清单\n\n- GRPO\n- DAPO\n", encoding="utf-8")
+    week = publish(config(checkout), outputs, store)
+    assert not week.ok and "has changes of someone's not committed" in week.error
+    assert (checkout / "README.md").read_text(encoding="utf-8") == "My local draft\n"
+    assert git("status", "--porcelain", cwd=checkout) == "A  README.md"  # as they left it
+    assert git("stash", "list", cwd=checkout) == ""
+    assert store.get_state(state_key(checkout))["error"] == week.error  # the push waits

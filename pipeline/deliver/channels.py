@@ -92,11 +92,12 @@ class Refused(Exception):
 class Interrupted(Exception):
     """Cut off after content left: the other side may have it. Sent again later with
     the same id (at most one duplicate, never a loss), or with `resume`, the id a channel
-    whose digest is several messages builds the ones not yet posted from."""
+    whose digest is several messages builds the ones not yet posted from; `after`, as for
+    Deferred (a later part refused with Retry-After)."""
 
-    def __init__(self, reason: str, resume: str | None = None):
+    def __init__(self, reason: str, resume: str | None = None, after: float | None = None):
         super().__init__(reason)
-        self.reason, self.resume = reason, resume
+        self.reason, self.resume, self.after = reason, resume, after
 
 
 Factory = Callable[[ChannelSetup], Channel]

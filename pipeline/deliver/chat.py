@@ -198,7 +198,8 @@ class ChatChannel:
                 if isinstance(exc, Refused):  # the rest would be refused again: stop here
                     raise Refused(f"{exc.reason} after {done} of {total} messages") from None
                 raise Interrupted(f"{exc.reason} after {done} of {total} messages",
-                                  resume=f"{base}{PART}{done}") from None
+                                  resume=f"{base}{PART}{done}",
+                                  after=exc.after if isinstance(exc, Deferred) else None) from None
         parts = len(message.body)
         return f"{self.kind} accepted {parts} message{'s' if parts > 1 else ''}"
 

@@ -186,10 +186,18 @@ def _push(repo: Path, branch: str) -> None:
         return
     if not any(word in pushed.stderr for word in ("fetch first", "non-fast-forward")):
         raise _GitError(f"git {repo}: push failed: {_gist(pushed.stderr or pushed.stdout)}")
+    if _git(repo, "status", "--porcelain", "--untracked-files=no").stdout.strip():
+        raise _GitError(f"git {repo}: push refused: the remote has new commits, and the checkout "
+                        "has changes of someone's not committed, which a rebase could garble; "
+                        "pull by hand (git pull --rebase)")
     _git(repo, "fetch", remote, branch, what=f"fetch from {remote} failed")
-    rebased = _git(repo, "rebase", "--autostash", "FETCH_HEAD", env=_identity(repo), check=False)
+    rebased = None
+    try:
+        rebased = _git(repo, "rebase", "FETCH_HEAD", env=_identity(repo), check=False)
+    finally:  # a rebase that failed or timed out is taken back, never left half-done
+        if rebased is None or rebased.returncode != 0:
+            _git(repo, "rebase", "--abort", check=False)
     if rebased.returncode != 0:
-        _git(repo, "rebase", "--abort", check=False)
         raise _GitError(f"git {repo}: the remote has commits that change the published files too; "
                         f"merge them by hand in the checkout (git pull --rebase): "
                         f"{_gist(rebased.stderr or rebased.stdout)}")

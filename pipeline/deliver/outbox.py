@@ -277,7 +277,7 @@ def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable
             again = ("it is sent again with the same Message-ID" if row.channel == EMAIL
                      else "it is posted again with the same Idempotency-Key")
         words = f"{exc.reason} while handing over {message.id}; {again}"
-        _defer(outbox, row, words, now, max_attempts, report, interrupted=True)
+        _defer(outbox, row, words, now, max_attempts, report, interrupted=True, after=exc.after)
         down[row.channel] = (f"{row.channel}: {exc.reason}", [])  # a sick server: the rest wait
     except Refused as exc:
         _fail(outbox, row, exc.reason, report)
