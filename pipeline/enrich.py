@@ -362,6 +362,7 @@ def parse_reply(content: str | None, model: type[Reply], fit: bool = False) -> R
 
 
 _HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_ENGLISH_WORD = re.compile(r"\b[a-z]{2,}\b")
 # fields a model may rightly leave in English: a title, a 2-5 character label ("RL"), the
 # comparison's cells (a model name, a benchmark: "Qwen2.5-7B on MATH-500")
 _EITHER = ("title_zh", "label_zh", "cells")
@@ -369,7 +370,9 @@ _EITHER = ("title_zh", "label_zh", "cells")
 
 def _wrong_language(data: Any, path: str = "", lang: str | None = None) -> list[str]:
     """Chinese fields written in English, English ones in Chinese (small local models do
-    both): a reply a reader of that language could not read, asked again, then left out."""
+    both): a reply a reader of that language could not read, asked again, then left out.
+    A Chinese field without Han is wrong only when it reads as English prose, so a key point
+    that is a model name and a score ("AIME 2024: 50 pts (Qwen2.5-32B)") stays."""
     if isinstance(data, dict):
         return [problem for key, value in data.items() if key not in _EITHER
                 for problem in _wrong_language(value, f"{path}.{key}".strip("."), _language(key, lang))]
@@ -379,7 +382,7 @@ def _wrong_language(data: Any, path: str = "", lang: str | None = None) -> list[
     if not isinstance(data, str) or lang is None or len(data.strip()) < 12:
         return []
     han = len(_HAN.findall(data))
-    if lang == "zh" and han == 0:
+    if lang == "zh" and han == 0 and len(_ENGLISH_WORD.findall(data)) >= 3:
         return [f"{path}: not in Chinese"]
     if lang == "en" and han > len(data) * 0.3:
         return [f"{path}: not in English"]

@@ -428,6 +428,9 @@ def test_chinese_fields_in_english_are_asked_again_then_left_out(key, server, st
     e = enricher(settings(server, concurrency=1), store, retries=0)
     assert e.summarise(papers(1)) == {}
     assert len(server.requests) == 2 and "summary_zh: not in Chinese" in server.requests[1].user
+    mixed = {**default_content_for_summary(),  # Chinese with a model name and a score: fine
+             "key_points_zh": ["Clip-Higher 与 Dynamic Sampling", "AIME 2024: 50 pts (Qwen2.5-32B)"]}
+    assert parse_reply(json.dumps(mixed), PaperSummary).key_points_zh[1] == "AIME 2024: 50 pts (Qwen2.5-32B)"
     with pytest.raises(ReplyError, match="summary_en: not in English"):
         parse_reply(json.dumps({**default_content_for_summary(), "summary_en": "本文提出了一种新的强化学习方法。"}),
                     PaperSummary)
