@@ -172,14 +172,18 @@ def _clean(venue: str) -> str:
     return " ".join(words[:10]) + (" …" if len(words) > 10 else "")
 
 
-_WITHDRAWN = re.compile(r"(?i)\b(?:has been|is|was) withdrawn\b|\bwithdrawn by (?:the|its|their) authors?\b")
+# said at the start: "an earlier version was withdrawn from NeurIPS" or "Theorem 2 of v2 is
+# withdrawn" in the middle of a comment is no withdrawal of this paper
+_WITHDRAWN = re.compile(r"(?i)^\W*(?:(?:this|the) (?:paper|submission|article|manuscript|preprint|work)"
+                        r" (?:has been|is|was) withdrawn\b|withdrawn\b)")
 
 
 def withdrawn(comment: str | None, abstract: str | None) -> bool:
-    """Whether this version withdraws the paper, as arXiv's withdrawals say it: the comment
-    ("This paper has been withdrawn by the authors"), or an abstract that opens with it."""
+    """Whether this version withdraws the paper, as arXiv's withdrawals say it: a comment
+    ("This paper has been withdrawn by the authors", "Withdrawn: the results are wrong"), or
+    a short abstract that opens with it."""
     return bool(_WITHDRAWN.search(comment or "")
-                or _WITHDRAWN.search((abstract or "")[:120]) and len(abstract or "") < 600)
+                or _WITHDRAWN.search(abstract or "") and len(abstract or "") < 600)
 
 
 def venue(comment: str | None, journal_ref: str | None) -> str | None:

@@ -172,7 +172,11 @@ def test_on_the_dev_corpus_a_quarter_have_links_and_none_is_unsafe():
     ("This paper has been withdrawn", "This paper has been withdrawn by the authors.", True),
     (None, "This paper has been withdrawn by the author due to a crucial error in Theorem 2.", True),
     ("Withdrawn by the authors: an error in the experiments", "We train ...", True),
+    ("Withdrawn: the results are wrong", "We train ...", True),
+    ("The manuscript is withdrawn due to an error in Table 3.", "We train ...", True),
     ("Accepted at ICLR 2027", "We study RL for LLMs.", False),
+    ("v3: an earlier version was withdrawn from NeurIPS; accepted at ICLR", "We train ...", False),
+    ("Theorem 2 of v2 is withdrawn; see Section 4", "We train ...", False),
     (None, "We study drugs that have been withdrawn from the market, and RL agents. " * 20, False),
 ])
 def test_a_withdrawal_is_read_from_what_arxiv_says(comment, abstract, said):
