@@ -20,7 +20,7 @@ from pydantic import Field
 
 from pipeline import calendar, collect, enrich, lock, render, store
 from pipeline.config import Config
-from pipeline.deliver import channels, email, git
+from pipeline.deliver import channels, chat, email, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
 from pipeline.sources import arxiv_api, arxiv_oai, arxiv_rss
 from pipeline.store import Store
@@ -94,15 +94,20 @@ def config_problems(config: Config) -> list[str]:
 
 def channel_problems(config: Config) -> list[str]:
     """The `channels` entries a run would refuse (exit 2, nobody gets the digest), and the
-    environment variables they name (their `*_env` options) that are not set."""
+    environment variables the chat channels name (url_env, token_env, secret_env) that are
+    not set. A plug-in's own options are its own: an `*_env` of theirs may be no variable."""
     try:
         channels.open_channels(config, 0, email=False)
     except ConfigError as exc:
         return [str(exc)]
     return [f"channels ({entry.key}).{key}: the environment variable {value} is not set "
             "(the channel's posts would wait in the outbox)"
-            for entry in config.channels for key, value in entry.model_dump().items()
-            if key.endswith("_env") and isinstance(value, str) and not os.environ.get(value)]
+            for entry in config.channels if entry.type in chat.PLATFORMS
+            for key, value in entry.model_dump().items()
+            if key in _CHAT_ENV and isinstance(value, str) and not os.environ.get(value)]
+
+
+_CHAT_ENV = [key for key in chat.ChatOptions.model_fields if key.endswith("_env")]
 
 
 def database_problem(url: str) -> str | None:

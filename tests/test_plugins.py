@@ -42,6 +42,10 @@ def test_a_run_reads_a_toy_source_and_delivers_through_a_toy_channel(tmp_path, c
         assert f"https://arxiv.org/abs/{paper.id}" in digest
     assert "toy JSONL" in digest  # the digest names its sources
     assert "sent to 1" in run.stdout
+    own = [{**channel[0], "stage_env": "production"}]  # the plug-in's option, no variable's name
+    check = cli("--config", str(config_with(tmp_path, arxiv, channels=own)), "config", "check",
+                env=plugin_env(tmp_path / "own", ENTRY_POINTS), check=None)
+    assert check.returncode == 0, check.stderr
     [message] = toy_channel.messages(tmp_path / "notes" / "inbox.md")
     assert first.id in message and second.id in message and arxiv_paper.id in message
     assert "toy: 0 requests, 1 seen" in status.stdout and "more: 0 requests, 1 seen" in status.stdout
