@@ -219,6 +219,14 @@ def test_bom_crlf_blank_lines_and_trailing_whitespace_are_tolerated(tmp_path):
     assert document.warnings == ()
 
 
+def test_an_emoji_joined_in_a_summary_keeps_its_joiner_a_title_loses_zero_widths(tmp_path):
+    """A zero-width space in a title makes it read as another; the joiner inside 👨‍💻 in a
+    summary is part of the character a reader sees."""
+    text = "Zero\u200bWidth RLHF (2026-05-01): 👨\u200d💻 工程师的强化学习\n"
+    (entry,) = parse_seed_file(write(tmp_path, "emoji.txt", text)).entries
+    assert (entry.title, entry.summary_zh) == ("ZeroWidth RLHF", "👨\u200d💻 工程师的强化学习")
+
+
 def test_line_with_only_a_date_is_a_warning(tmp_path):
     text = "Some Paper（2026-05-12）：本文提出了方法。\n2026-05-13\n（2026-05-14）\n"
     document = parse_seed_file(write(tmp_path, "dates.txt", text))

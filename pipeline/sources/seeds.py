@@ -21,7 +21,7 @@ from pipeline.config import bundled
 from pipeline.models import SeedDocument, SeedEntry, SeedWarning
 from pipeline.sources import Found, SourceSetup, Window
 from pipeline.sources.http import Fetcher
-from pipeline.text import clean_name  # a seed file is outside text, as a feed is
+from pipeline.text import clean_name, prose  # a seed file is outside text, as a feed is
 
 SEED_SUFFIXES = (".txt", ".yaml", ".yml")
 YAML_KEYS = ("title", "summary_zh", "summary_en", "arxiv_id", "date", "topic", "featured")
@@ -169,7 +169,7 @@ def _same_text(a: str, b: str) -> bool:
 
 def _summary(text: str | None, title: str) -> tuple[str | None, bool]:
     """(summary, truncated): the page cut long summaries with '...'; keep the dots, flag it."""
-    text = clean_name(text)
+    text = prose(text)  # prose keeps the zero-width joiner inside an emoji (👨‍💻)
     if not text or _same_text(text, title):
         return None, False
     return text, text.endswith(("...", "…"))
@@ -256,7 +256,7 @@ class _Page:
         label = _LABEL.match(line)
         if self.featured and (label or _is_paper_link(line)):
             if label:
-                self.parts.append((label.group(1), clean_name(label.group(2))))
+                self.parts.append((label.group(1), prose(label.group(2))))
             else:
                 self.close_featured()
             return
@@ -281,7 +281,7 @@ class _Page:
         elif _is_paper_link(line):
             pass  # a link line outside a featured block: page chrome
         elif match := _SYNTHESIS.match(line):
-            self.synthesis = clean_name(match.group(1)) or None
+            self.synthesis = prose(match.group(1)) or None
         elif line.endswith((":", "：")) and following.startswith("|"):
             pass  # framing text introducing the comparison table
         elif not _has_letters(line):
@@ -291,9 +291,9 @@ class _Page:
         elif _is_heading(line, following):
             heading = _HEADING.match(line)
             name = clean_name(heading.group(1) if heading else line)
-            self.featured = (number, name, clean_name(line))
+            self.featured = (number, name, prose(line))
         elif self.is_page and not self.entries and not self.comparison:
-            self.intro.append(clean_name(line))
+            self.intro.append(prose(line))
         else:
             self.warn(number, "a summary with no title before it")
 
@@ -315,7 +315,7 @@ class _Page:
         )
 
     def add_table_row(self, line: str) -> None:
-        cells = [clean_name(cell) for cell in line.strip().strip("|").split("|")]
+        cells = [prose(cell) for cell in line.strip().strip("|").split("|")]
         if not all(_TABLE_SEPARATOR.match(cell.replace(" ", "")) for cell in cells):
             self.comparison.append(tuple(cells))
 
@@ -467,7 +467,7 @@ def _yaml_entry(source: str, item: object, node: yaml.Node,
         source=source,
         line=line,
         summary_zh=summary,
-        summary_en=clean_name(values.get("summary_en")) or None,
+        summary_en=prose(values.get("summary_en")) or None,
         date=when,
         arxiv_id=clean_name(values.get("arxiv_id")) or None,
         topic=clean_name(values.get("topic")) or None,
