@@ -236,6 +236,7 @@ def test_a_remote_that_moved_on_gets_our_commit_on_top_and_a_conflict_is_named(
     outputs["READING_LIST.md"].write_text("# 强化学习阅读清单\n\n- GRPO\n- DAPO\n", encoding="utf-8")
     week = publish(config(checkout), outputs, store)
     assert week.ok and week.pushed, week.error
+    assert week.commit == git("--git-dir", str(remote), "rev-parse", "main")  # the commit pushed, rebased
     assert [line.split("|")[2] for line in remote_log(remote)] == [
         "Update RL reading list", "edit README.md", "Update RL reading list"]
     assert git("--git-dir", str(remote), "show", "main:rl/READING_LIST.md").endswith("- DAPO")

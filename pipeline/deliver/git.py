@@ -98,6 +98,8 @@ def publish(cfg: GitOutput, files: dict[str, Path], store: State, prune: tuple[s
                 report.error = str(exc)
                 store.set_state(key, {"error": report.error, "since": _now()})
                 return report
+            if report.commit:  # a rebase put it on top of theirs: the commit the remote has
+                report.commit = _git(repo, "rev-parse", "HEAD").stdout.strip()
             store.set_state(key, None)
             report.pushed = True
     except _GitError as exc:
