@@ -102,7 +102,8 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
 
 
 def stored_files(store: Store, out: Path) -> dict[str, Path]:
-    """The files of every published digest still in out/digests/ (never an offline preview's)."""
+    """The files in out/digests/ of every digest the database holds: a preview of a week not
+    yet published is not among them (a rerun of a published week writes its files anew)."""
     return {f"digests/{path.name}": path for digest_id in store.digest_ids()
             for path in (out / "digests" / f"{digest_id}.{fmt}" for fmt in ("md", "html", "txt"))
             if path.is_file()}
