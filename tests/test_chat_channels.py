@@ -370,6 +370,9 @@ def test_a_long_slack_line_is_cut_between_links_and_entities_and_no_block_is_dro
         assert not re.search(r"&\w*$", piece) and not re.match(r"^\w*;", piece)
     assert re.findall(r"<[^<>]*>", "\n".join(pieces)) == links
     assert "".join(pieces).count("z") == 3500  # a word longer than a block is cut, not lost
+    words = " ".join(["R&amp;D", "Q&amp;A", "GRPO"] * 1000)
+    assert all(" ".join(pieces).split() == words.split() for pieces in
+               (chat.split_lines(words, limit, len) for limit in (20, 3000)))  # cut at spaces only
 
     (body,) = chat._slack("t", "\n\n".join(f"paragraph {n}" for n in range(50)), {})
     assert all(block["text"]["verbatim"] for block in body["blocks"])  # a URL in a title stays text

@@ -370,9 +370,10 @@ def utf16(text: str) -> int:
     return len(text.encode("utf-16-le")) // 2
 
 
-# Where a long line may be cut: a run of spaces, or between two atoms; a Slack link
-# <url|text> and an entity (&amp;) are atoms, never cut.
+# A long line is cut at a run of spaces; a word longer than a piece between its atoms. A
+# Slack link <url|text> and an entity (&amp;) are atoms, never cut.
 _ATOM = re.compile(r"<[^<>]*>|&#?\w+;|\s+|[^<&\s]+|.", re.DOTALL)
+_WORD = re.compile(r"\s+|(?:<[^<>]*>|&#?\w+;|[^<&\s]+|[<&])+")
 
 
 def split_lines(text: str, limit: int, size: Callable[[str], int]) -> list[str]:
@@ -391,20 +392,21 @@ def split_lines(text: str, limit: int, size: Callable[[str], int]) -> list[str]:
 def _cut(line: str, limit: int, size: Callable[[str], int]) -> list[str]:
     if size(line) <= limit:
         return [line]
-    parts, piece = [], ""
-    for atom in _ATOM.findall(line):
-        while size(atom) > limit:  # a word (or a link) longer than a piece: cut by characters
-            cut = limit - size(piece)
-            while cut > 0 and size(atom[:cut]) > limit - size(piece):
-                cut -= 1
-            parts.append(piece + atom[:cut])
-            piece, atom = "", atom[cut:]
-        if size(piece) + size(atom) > limit:
-            parts.append(piece)
-            piece = atom.lstrip()
-        else:
-            piece += atom
-    parts.append(piece)
+    parts = [""]
+    for word in _WORD.findall(line):
+        units = _ATOM.findall(word) if size(word) > limit else [word]
+        for unit in units:
+            while size(unit) > limit:  # an atom longer than a piece: cut by characters
+                cut = limit - size(parts[-1])
+                while cut > 0 and size(unit[:cut]) > limit - size(parts[-1]):
+                    cut -= 1
+                parts[-1] += unit[:cut]
+                parts.append("")
+                unit = unit[cut:]
+            if size(parts[-1]) + size(unit) > limit:
+                parts.append(unit.lstrip())
+            else:
+                parts[-1] += unit
     return [part.strip() for part in parts if part.strip()]
 
 
