@@ -589,6 +589,9 @@ class Enricher:
                      label, len(todo) - limit, limit)
             self._count(pending=len(todo) - limit)
             todo = todo[:limit]
+        if todo and self._stopped():  # halted by an earlier batch: no "N to enrich", no bar
+            self._count(pending=len(todo))
+            todo = []
         if not todo:
             return results  # in the order given: all came from the cache
         prompts = [self._messages(job, None) for job, _ in todo]  # a broken template stops here

@@ -387,6 +387,10 @@ def test_an_llm_that_keeps_failing_is_skipped_after_failure_limit_calls(key, ser
     skipped = [r for r in caplog.records if "skipping it for the rest of this run" in r.getMessage()]
     assert len(skipped) == 1 and skipped[0].levelname == "WARNING"
     assert len(caplog.records) < 10  # not one retry chain per paper
+    caplog.clear()
+    assert e.summarise(papers(25)[20:]) == {}  # a later batch of the run: no call, no "5 to enrich"
+    assert len(server.requests) == 6 and e.report.pending == 22
+    assert not [r for r in caplog.records if "to enrich" in r.getMessage()]
 
 
 def test_a_success_between_failures_keeps_the_llm_on(key, server, store):
