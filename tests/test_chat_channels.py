@@ -265,6 +265,21 @@ def _numbers(posts: list[dict]) -> list[int]:
     return sorted(int(n) for post in posts for n in re.findall(r"number (\d+)", post["text"]))
 
 
+def test_telegram_makes_no_link_mention_tag_or_command_of_a_title(tmp_path, cli):
+    """Telegram turns @name, #tag, $TAG, /command and anything like a domain into live
+    entities in any text; a title keeps its words but none of them becomes one."""
+    title = "GRPO @someone #reasoning $USD /start via evil.com https://x.io/a for LLM policies"
+    with ArxivServer([rl_paper(1, DAY, title=title)]) as arxiv, ChatServer("telegram") as telegram:
+        config = chat_config(tmp_path, arxiv, {"telegram": telegram})
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for({"telegram": telegram}))
+    parser = _Balanced()
+    parser.feed(telegram.posts[0]["text"])
+    shown = "".join(parser.text)
+    assert title in shown.replace("\u2060", "")  # the same words, joiners aside
+    entity = re.compile(r"[@#][A-Za-z0-9_]|\$[A-Z]|(?<!\w)/[A-Za-z]|\w\.[A-Za-z0-9]")
+    assert not entity.search(shown), entity.search(shown)
+
+
 def test_a_digest_in_pieces_cut_off_after_the_first_posts_only_the_rest_next_time(tmp_path, cli):
     """Telegram accepted part 1 and then failed: the retry posts parts 2.. only (the chat
     never shows part 1 twice); a part refused for good fails the row, nothing is reposted."""

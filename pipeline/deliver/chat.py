@@ -339,7 +339,7 @@ def compact(settings: render.Settings, digest: Digest, template: str | None, as_
     if template is None:
         return title, "", content
     env = render.html_env(settings.templates) if as_html else render.text_env(settings.templates)
-    env.filters.update(slack=slack_escape, slack_url=slack_url)
+    env.filters.update(slack=slack_escape, slack_url=slack_url, telegram=telegram_text)
     text = env.get_template(f"channels/{template}").render(
         **ctx, d=digest, title=title, sections=sections, digest_url=digest_url)
     return title, text, content
@@ -356,6 +356,18 @@ def slack_escape(value: object) -> str:
     """Slack mrkdwn text: `&`, `<`, `>` as entities (its only escapes), on one line."""
     text = render.one_line(value)
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+# What Telegram makes a live entity of in any text it is sent (the Bot API's MessageEntity:
+# mention, hashtag, cashtag, bot_command, url, email): the character that starts one, when a
+# word character follows. A word joiner after it (U+2060, invisible) is none of the characters
+# such an entity may hold, so nothing is detected; `<a>` links are the template's own.
+_TELEGRAM_ENTITY = re.compile(r"(?:[@#$.]|(?<!\w)/)(?=\w)")
+
+
+def telegram_text(value: object) -> str:
+    """Outside text for a Telegram message: one line, no @mention, #tag, /command or link."""
+    return _TELEGRAM_ENTITY.sub(lambda m: m.group() + "\u2060", render.one_line(value))
 
 
 def slack_url(value: object) -> str:
