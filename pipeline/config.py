@@ -30,6 +30,7 @@ from pydantic import (
 )
 
 from pipeline.errors import ConfigError
+from pipeline.text import clean_name
 
 SECRET_KEYS = re.compile(r"(password|passwd|api_?key|token|secret)$", re.IGNORECASE)
 # extra_body and header-like names whose values are secrets, however they are spelt
@@ -273,6 +274,12 @@ class Reader(Model):
         if parseaddr(checked)[0]:
             raise ValueError(f"the address alone (the name goes in `name`): {value!r}")
         return checked
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        """A name is outside text that reaches the To: header: no bidi override, one line."""
+        return clean_name(value) or None
 
     @model_validator(mode="before")
     @classmethod

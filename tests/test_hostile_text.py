@@ -9,8 +9,10 @@ from dataclasses import replace
 
 from pipeline.text import at_sentence, clean, clean_name, for_terminal, xml_safe
 from tests.helpers import CATS, DAY, config_for, full_config, rl_paper, write_config
+from tests.processes import config_with
 from tests.servers.arxiv_server import OK, RSS_TYPE, ArxivServer, raw
 from tests.servers.openai_server import OpenAIServer, default_content, ok
+from tests.servers.smtp_server import SmtpServer
 
 AS_OF = "2026-11-02"
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -201,3 +203,15 @@ def test_a_seed_file_is_outside_text_cleaned_as_a_feed_is(tmp_path, cli):
 def test_what_reaches_a_terminal_has_no_escape_bell_or_bidi_override():
     """A database written before a source cleaned its text still prints safely."""
     assert for_terminal("a\x1b[31m\u202eb\u202c\x07 c\td\n") == "a[31mb c\td\n"
+
+
+def test_a_readers_name_reaches_the_to_header_without_a_bidi_override(tmp_path, cli):
+    """A right-to-left override in a name would show the name, and the address beside it,
+    reversed in the reader's mail client."""
+    (tmp_path / "readers.txt").write_text("Carl\u202eRLO <carl@example.org>\n", encoding="utf-8")
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=[],
+                             email={"recipients_file": str(tmp_path / "readers.txt")})
+        cli("--config", str(config), "run", "--as-of", AS_OF)
+        (received,) = smtp.to("carl@example.org")
+    assert str(received.message["To"]) == "CarlRLO <carl@example.org>"
