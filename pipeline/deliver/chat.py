@@ -362,7 +362,7 @@ def slack_escape(value: object) -> str:
 # mention, hashtag, cashtag, bot_command, url, email): the character that starts one, when a
 # word character follows. A word joiner after it (U+2060, invisible) is none of the characters
 # such an entity may hold, so nothing is detected; `<a>` links are the template's own.
-_TELEGRAM_ENTITY = re.compile(r"(?:[@#$.]|(?<!\w)/)(?=\w)")
+_TELEGRAM_ENTITY = re.compile(r"(?:[@#$.]|(?<![\w/<>])/)(?=\w)")  # "</b>" is no command
 
 
 def telegram_text(value: object) -> str:
