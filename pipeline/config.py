@@ -572,6 +572,9 @@ def load(path: Path | None) -> Config:
     if "paths" not in (user.get("seeds") or {}):  # the default seeds/ beside a config is optional
         seeds = config.seeds.model_copy(update={"paths": [p for p in config.seeds.paths if p.exists()]})
         config = config.model_copy(update={"seeds": seeds})
+    readers = config.email.recipients_file  # and so is the default readers.txt
+    if readers and "recipients_file" not in (user.get("email") or {}) and not readers.exists():
+        config = config.model_copy(update={"email": config.email.model_copy(update={"recipients_file": None})})
     return config
 
 

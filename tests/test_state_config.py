@@ -299,3 +299,15 @@ def test_lock_dir_moves_the_lock_files_out_of_a_read_only_config_folder(tmp_path
     assert not (tmp_path / "state" / "digest.sqlite3.lock").exists()
     doctor = cli("--config", str(config), "doctor", check=None).stdout
     assert re.search(rf"^locks +OK +{re.escape(str(tmp_path / 'locks'))}: writable", doctor, re.M), doctor
+
+
+def test_a_readers_txt_beside_the_config_is_read_without_naming_it(tmp_path, cli):
+    """The default `email.recipients_file` is readers.txt beside the config, optional as the
+    default seeds/ is; a file the config names must exist."""
+    config = write_config(tmp_path, {"email": {"to": ["ada@example.org"]}})
+    assert "ada@example.org" in cli("--config", str(config), "readers").stdout
+    (tmp_path / "readers.txt").write_text("Bob <bob@example.org> lang=en\n", encoding="utf-8")
+    listed = cli("--config", str(config), "readers").stdout
+    assert "ada@example.org" in listed and "bob@example.org" in listed
+    named = write_config(tmp_path, {"email": {"recipients_file": "team.txt"}})
+    one_line(cli("--config", str(named), "readers", check=2), "team.txt", "No such file")
