@@ -35,7 +35,7 @@ from pipeline import export as export_mod
 from pipeline import render as render_mod
 from pipeline import schedule as schedule_mod
 from pipeline import status as status_mod
-from pipeline.deliver import git
+from pipeline.deliver import channels, git
 from pipeline.deliver.files import atomic, write_atomic
 from pipeline.deliver.outbox import StoreOutbox
 from pipeline.errors import ConfigError, DeliveryError, DigestError, LockedError
@@ -64,8 +64,15 @@ class State:
     @property
     def config(self) -> config_mod.Config:
         if self._config is None:
-            self._config = config_mod.load(self.config_path or config_mod.default_path())
-            logs.hide(self._config.secret_values())
+            config = config_mod.load(self.config_path or config_mod.default_path())
+            logs.hide(config.secret_values())
+            if config.channels:  # an entry a publish would refuse stops every command at start
+                try:
+                    channels.open_channels(config, 0, email=False)
+                except ConfigError as exc:
+                    where = config.path or "built-in defaults"
+                    raise ConfigError(f"{where}: {exc.message}", exc.hint) from None
+            self._config = config
         return self._config
 
     def store(self) -> Store:

@@ -574,7 +574,8 @@ def load(path: Path | None) -> Config:
         config = config.model_copy(update={"seeds": seeds})
     readers = config.email.recipients_file  # and so is the default readers.txt
     if readers and "recipients_file" not in (user.get("email") or {}) and not readers.exists():
-        config = config.model_copy(update={"email": config.email.model_copy(update={"recipients_file": None})})
+        email = config.email.model_copy(update={"recipients_file": None})
+        config = config.model_copy(update={"email": email})
     return config
 
 

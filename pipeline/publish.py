@@ -69,7 +69,6 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
                                                           reading_list.tied(config, store))]
         report.files += [str(path) for path in papers[0].changed]
     if options.offline:  # a preview: files only, nothing sent, nothing recorded
-        channels.open_channels(config, count, email=False)  # a bad channel still fails here
         return
     # Committed before the sending starts, which can take long and be cut off: `send` and
     # the scheduler finish an outbox, not a commit.

@@ -251,8 +251,11 @@ def test_a_toy_channel_from_a_test_module_gets_every_digest_once(tmp_path, cli):
 def test_an_unknown_channel_type_is_a_config_error_naming_the_key(tmp_path, cli):
     config = config_with(tmp_path, channels=[{"type": "carrier-pigeon"}])
     result = cli("--config", str(config), "run", "--offline", "--as-of", AS_OF, check=2)
+    assert not (tmp_path / "out").exists()  # refused at start, before anything is done
+    for command in ("status", "collect", "schedule"):  # not only the commands that publish
+        assert "no channel type 'carrier-pigeon'" in cli("--config", str(config), command, check=2).stderr
     assert stderr_lines(result)[-1].startswith(
-        "rl-digest: channels[0].type: no channel type 'carrier-pigeon' (known: dingtalk, email, "
+        f"rl-digest: {config}: channels[0].type: no channel type 'carrier-pigeon' (known: dingtalk, email, "
         "feishu, slack, telegram, webhook")
     unnamed = config_with(tmp_path, channels=[{"type": "toy_channel:FileChannel", "folder": "x"}])
     check = cli("--config", str(unnamed), "config", "check", check=2)
