@@ -213,9 +213,9 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
             raise
         held.enter_context(stopping.on_signals())
         store = state.store()
+        if digest_id and store.digest(digest_id) is None:  # a typo is not "nothing to send"
+            raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` names the newest")
         if reader and digest_id:
-            if store.digest(digest_id) is None:
-                raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` names the newest")
             StoreOutbox(store).requeue(digest_id, readers.resend_target(config, reader))
         deliver(config, store, report, reading_list.count(store), digest_id)
         pushed = _push_waiting(config, store, report)
