@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import select
 import signal
 import sys
@@ -442,8 +443,14 @@ def serve(state: State, host: str, port: int) -> None:
     from pipeline.links import Links
 
     config = state.config
-    links = Links.signed(config, config.serve.base_url or f"http://{host}:{port}/")
-    echo(f"serving on http://{host}:{port}/ (links signed for {links.base})")
+    here = f"http://{host}:{port}/"
+    if config.serve.base_url or config.secret(config.serve.secret_env):
+        links = Links.signed(config, config.serve.base_url or here)
+        echo(f"serving on {here} (links signed for {links.base})")
+    else:  # no link was signed to check: a key nobody has refuses every one (403)
+        links = Links(here, secrets.token_hex(32))
+        echo(f"serving on {here} (the web edition only: reader links need serve.base_url and "
+             f"{config.serve.secret_env})")
     serve_mod.run(config, state.store(), links, host, port)
 
 

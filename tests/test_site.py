@@ -239,17 +239,20 @@ def _listening(url: str) -> bool:
         return False
 
 
-def test_serve_answers_the_index_and_each_digest_page(hostile):
+@pytest.mark.parametrize("secret", ["a-long-test-secret-for-signing-links", None])
+def test_serve_answers_the_index_and_each_digest_page(hostile, secret):
+    """Without serve.base_url and a secret, serve is the web edition alone: no link checks out."""
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     config = hostile.parent.parent / "config.yaml"
     server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port),
-                       env={"RL_DIGEST_SECRET": "a-long-test-secret-for-signing-links"})
+                       env={"RL_DIGEST_SECRET": secret} if secret else {})
     try:
         wait_for(lambda: _listening(base + "/"), what="serve to listen", proc=server)
         index, page, css = _get(base + "/"), _get(base + "/digests/2026-11-02.html"), _get(
             base + "/assets/site.css")
         missing = _get(base + "/digests/1999-01-01.html")
+        assert _get(base + "/u/bm90aGluZw.c2lnbmVk")[0] == 403  # a made-up token changes nothing
     finally:
         server.terminate()
         server.wait(timeout=10)
