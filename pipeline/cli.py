@@ -511,14 +511,19 @@ def config_group() -> None:
 @config_group.command("check")
 @pass_state
 def config_check(state: State) -> None:
-    """Validate the configuration; exit 2 naming the key if it is wrong."""
+    """Validate the configuration; exit 2 naming the key if a run would stop on it. What
+    would only weaken a run (summaries falling back, a reader line skipped) is a warning."""
     config = state.config
-    problems = doctor_mod.config_problems(config)
-    for problem in problems[1:]:
-        echo(f"rl-digest: {config.path or 'built-in defaults'}: {problem}", err=True)
-    if problems:
-        raise ConfigError(f"{config.path or 'built-in defaults'}: {problems[0]}")
-    echo(f"{config.path or 'built-in defaults'}: ok")
+    where = config.path or "built-in defaults"
+    errors, warnings = doctor_mod.config_problems(config)
+    for problem in warnings:
+        echo(f"warning: {where}: {problem}", err=True)
+    for problem in errors[1:]:
+        echo(f"rl-digest: {where}: {problem}", err=True)
+    if errors:
+        raise ConfigError(f"{where}: {errors[0]}")
+    echo(f"{where}: ok" + (f" ({len(warnings)} warning{'s' * (len(warnings) > 1)} above)"
+                           if warnings else ""))
 
 
 @config_group.command("show")

@@ -14,6 +14,7 @@ import smtplib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import NamedTuple
 
 import sqlalchemy as sa
 from pydantic import Field
@@ -57,39 +58,46 @@ def skip(name: str, detail: str) -> Check:
 SECRET_MIN = 16  # characters of serve's signing secret; `openssl rand -hex 32` gives 64
 
 
-def config_problems(config: Config) -> list[str]:
-    """Settings that validate but will fail at run time, one line each, naming the key."""
-    problems = []
+class Problems(NamedTuple):
+    """What `config check` finds: errors stop a run (exit 2); warnings let it go on, worse."""
+
+    errors: list[str]
+    warnings: list[str]
+
+
+def config_problems(config: Config) -> Problems:
+    """Settings that validate but will stop or weaken a run, one line each, naming the key."""
+    errors, warnings = [], []
     cfg = config.enrich
     if cfg.provider == "openai" and cfg.api_key_env not in os.environ:
-        problems.append(f"enrich.api_key_env: the environment variable {cfg.api_key_env} is not set "
+        warnings.append(f"enrich.api_key_env: the environment variable {cfg.api_key_env} is not set "
                         "(summaries would fall back; set it, empty for a local server, "
                         "or set enrich.provider: none)")
-    problems += config.recipient_problems()
+    warnings += config.recipient_problems()
     if config.email.enabled:
         if not config.readers():
-            problems.append("email.to: email is enabled but has no recipients "
+            warnings.append("email.to: email is enabled but has no recipients "
                             "(add email.to or email.recipients_file)")
         if not config.outputs.base_url and not config.site_url:
-            problems.append("outputs.base_url: not set, nor outputs.site_url, so the email links no "
+            warnings.append("outputs.base_url: not set, nor outputs.site_url, so the email links no "
                             "reading list or whole digest and cannot be trimmed to 100 KB (set one "
                             "to where out/ or out/site/ is published)")
-    problems += channel_problems(config)
+    warnings += channel_problems(config)
     if config.serve.base_url and not config.secret(config.serve.secret_env):
-        problems.append(f"serve.secret_env: {config.serve.secret_env} is not set (the secret that "
-                        "signs the reader links; every run would stop: export it, e.g. "
-                        "$(openssl rand -hex 32))")
+        errors.append(f"serve.secret_env: {config.serve.secret_env} is not set (the secret that "
+                      "signs the reader links; every run would stop: export it, e.g. "
+                      "$(openssl rand -hex 32))")
     elif config.serve.base_url and len(config.secret(config.serve.secret_env) or "") < SECRET_MIN:
-        problems.append(f"serve.secret_env: the secret in {config.serve.secret_env} is shorter than "
-                        f"{SECRET_MIN} characters, easy to guess (links could be forged): use "
-                        "$(openssl rand -hex 32)")
+        errors.append(f"serve.secret_env: the secret in {config.serve.secret_env} is shorter than "
+                      f"{SECRET_MIN} characters, easy to guess (links could be forged): use "
+                      "$(openssl rand -hex 32)")
     database = database_problem(config.storage.url)
     if database:
-        problems.append(database)
+        errors.append(database)
     password = config.password_env_problem()
     if password:
-        problems.append(f"{password[0]} ({password[1]})")
-    return problems
+        errors.append(f"{password[0]} ({password[1]})")
+    return Problems(errors, warnings)
 
 
 def channel_problems(config: Config) -> list[str]:
@@ -138,8 +146,10 @@ def check_config(config: Config) -> Iterable[Check]:
     problems = config_problems(config)
     where = str(config.path or "built-in defaults")
     contact = config.sources.arxiv.contact
-    if problems:
-        yield fail("config", f"{where}: " + "; ".join(problems))
+    if problems.errors:
+        yield fail("config", f"{where}: " + "; ".join(problems.errors + problems.warnings))
+    elif problems.warnings:
+        yield warn("config", f"{where}: " + "; ".join(problems.warnings))
     elif contact.rpartition("@")[2].lower() in EXAMPLE_DOMAINS:
         yield warn("config", f"{where}: sources.arxiv.contact is still an example address ({contact}); "
                              "arXiv asks for a way to reach you in the User-Agent: put your own")
