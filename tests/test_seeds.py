@@ -291,9 +291,26 @@ def test_directory_reads_seed_suffixes_sorted_and_skips_readme(tmp_path):
     write(tmp_path, "a.txt", "From Text\n本文提出了方法。")
     write(tmp_path, "README.md", "Not A Seed\n")
     write(tmp_path, "c.yml", "entries:\n  - title: From YML\n")
+    write(tmp_path, "notes.md", "- **My Pick**（2026-05-01）：本文提出了方法。\n")
     documents = load_seeds([tmp_path])
-    assert [d.source for d in documents] == ["a.txt", "b.yaml", "c.yml"]
-    assert [d.entries[0].title for d in documents] == ["From Text", "From YAML", "From YML"]
+    assert [d.source for d in documents] == ["a.txt", "b.yaml", "c.yml", "notes.md"]
+    assert [d.entries[0].title for d in documents[:3]] == ["From Text", "From YAML", "From YML"]
+    assert documents[3].entries == ()  # another kind of file is said, not read
+    assert [str(w) for w in documents[3].warnings] == [
+        f"seeds.paths: {tmp_path / 'notes.md'}: not a seed file (.txt, .yaml, .yml); skipped"]
+
+
+def test_a_text_seed_pasted_from_markdown_reads_as_its_text_and_comments_are_skipped(tmp_path):
+    text = ("# my picks\n"
+            "- **Good Paper**（2026-11-02）：一个很好的论文。\n"
+            "2. __Another Paper__ (2026-11-03): 另一篇论文。\n"
+            "2026-13-45 garbage line\n")
+    document = parse_seed_file(write(tmp_path, "mine.txt", text))
+    assert [(e.title, e.date, e.summary_zh) for e in document.entries] == [
+        ("Good Paper", date(2026, 11, 2), "一个很好的论文。"),
+        ("Another Paper", date(2026, 11, 3), "另一篇论文。")]
+    assert [(w.line, w.message) for w in document.warnings] == [
+        (4, "a date before the title (write `Title（YYYY-MM-DD）：summary`)")]
 
 
 # --- YAML ---------------------------------------------------------------------------------

@@ -36,10 +36,15 @@ _NAV = re.compile(r"^\S.{0,30}?\s*第\s*\d+\s*页$")  # "强化学习 第4页": 
 _DATE = r"(\d{4})-(\d{1,2})-(\d{1,2})"
 _DATED = re.compile(rf"^(.+?)\s*[（(]\s*{_DATE}\s*[）)]\s*[：:]\s*(.*)$")
 _DATE_ONLY = re.compile(rf"^[（(]?\s*{_DATE}\s*[）)]?\s*[：:]?$")
+_DATE_FIRST = re.compile(rf"^[（(]?\s*{_DATE}(?!\d)")  # no title starts with its date
 _LABEL = re.compile(rf"^([{_HAN}]{{2,8}})\s*[：:]\s*(\S.*)$")  # "关键发现：…"
 _HEADING = re.compile(rf"^([A-Za-z0-9][^{_HAN}：:]*?)\s*[{_HAN}]")  # "PRISM 发现…"
 _SYNTHESIS = re.compile(r"^综合洞察\s*[：:]\s*(.*)$")
 _TABLE_SEPARATOR = re.compile(r"^:?-{3,}:?$")
+_COMMENT = re.compile(r"^#(\s|$)")  # "# my picks": a comment (as in readers.txt), or a Markdown heading
+# a line pasted from Markdown: "- **Title**（…）：…" reads as "Title（…）：…"
+_LIST_MARK = re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+")
+_BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 CJK_PROSE_RATIO = 0.3  # summaries mix in English terms; titles carry almost no CJK
 
 
@@ -88,11 +93,12 @@ def load_seeds(paths: list[Path]) -> list[SeedDocument]:
         path = Path(path)
         if path.is_dir():
             try:
-                files = sorted(p for p in path.iterdir() if _is_seed_file(p))
+                files = sorted(p for p in path.iterdir() if p.is_file() and not _ignored(p))
             except OSError as err:
                 documents.append(_failed(path, f"cannot list directory: {err.strerror or err}"))
                 continue
-            documents.extend(parse_seed_file(p) for p in files)
+            documents.extend(parse_seed_file(p) if p.suffix.lower() in SEED_SUFFIXES else _failed(
+                p, f"not a seed file ({', '.join(SEED_SUFFIXES)}); skipped") for p in files)
         elif path.exists():
             documents.append(parse_seed_file(path))
         else:
@@ -115,11 +121,18 @@ def parse_seed_file(path: Path) -> SeedDocument:
     return _parse_text(path.name, text)
 
 
-def _is_seed_file(path: Path) -> bool:
-    """Seed files by suffix; README.md and editors' hidden files are not seeds."""
-    if path.name == "README.md" or path.name.startswith("."):
-        return False
-    return path.is_file() and path.suffix.lower() in SEED_SUFFIXES
+def _ignored(path: Path) -> bool:
+    """What a seed folder may hold besides seeds, unremarked: its README, hidden files,
+    editors' backups."""
+    return path.name.upper().startswith("README") or path.name.startswith(".") or path.name.endswith("~")
+
+
+def _unmark(line: str) -> str:
+    """A text line without the Markdown a paste brings: a list bullet, bold around a title.
+    A table row keeps its cells as written."""
+    if line.startswith("|"):
+        return line
+    return _BOLD.sub(lambda m: m.group(1) or m.group(2), _LIST_MARK.sub("", line, count=1)).strip()
 
 
 def _failed(path: Path, message: str) -> SeedDocument:
@@ -276,6 +289,8 @@ class _Page:
             self.add_table_row(line)
         elif _DATE_ONLY.match(line):
             self.warn(number, "a date with no title")
+        elif _DATE_FIRST.match(line):
+            self.warn(number, "a date before the title (write `Title（YYYY-MM-DD）：summary`)")
         elif dated:
             self.add_dated(number, dated)
         elif _is_paper_link(line):
@@ -321,8 +336,8 @@ class _Page:
 
 
 def _parse_text(source: str, text: str) -> SeedDocument:
-    lines = [(n, raw.strip()) for n, raw in enumerate(_LINE_BREAK.split(text), 1)]
-    lines = [(n, line) for n, line in lines if line and not _NAV.match(line)]
+    lines = [(n, _unmark(raw.strip())) for n, raw in enumerate(_LINE_BREAK.split(text), 1)]
+    lines = [(n, line) for n, line in lines if line and not _NAV.match(line) and not _COMMENT.match(line)]
     is_page = any(
         _DATED.match(line) or _is_paper_link(line) or line.startswith("|") for _, line in lines
     )
