@@ -959,7 +959,9 @@ def row_to_seed(row: dict) -> SeedEntry:
 
 
 def _private(path: Path) -> None:
-    """The database holds reader addresses: its folder 0700 when we make it, the file 0600."""
+    """The database holds reader addresses: the file 0600 (SQLite gives its WAL the same),
+    its folder 0700 when we make it. A folder that was there is left as it is: it may be
+    the operator's, shared with out/ that a web server reads."""
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
@@ -974,15 +976,5 @@ def _private(path: Path) -> None:
     try:
         if path.stat().st_mode & 0o077:  # made by an older version, or by hand
             path.chmod(0o600)
-        if path.parent.stat().st_mode & 0o077 and _only_ours(path):
-            path.parent.chmod(0o700)
     except OSError:
         pass  # not ours to change; SQLite says what it cannot do
-
-
-def _only_ours(database: Path) -> bool:
-    """A folder holding nothing but the store's files (database, WAL, locks, heartbeat) is
-    the state folder an older version made 0755; a folder shared with other files is not
-    ours to close."""
-    return all(entry.name.startswith((database.name, "heartbeat.json", ".heartbeat.json.", "scheduler.lock"))
-               for entry in database.parent.iterdir())

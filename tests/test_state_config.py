@@ -134,24 +134,25 @@ def test_after_a_command_the_database_file_alone_holds_the_state(tmp_path, cli):
         assert conn.exec_driver_sql("SELECT count(*) FROM runs").scalar() == 1
 
 
-def test_an_old_world_readable_database_and_state_folder_are_made_private(tmp_path, cli):
+def test_an_old_world_readable_database_is_made_private(tmp_path, cli):
     config = write_config(tmp_path)
     cli("--config", str(config), "status")
     database = tmp_path / "state" / "digest.sqlite3"
     database.chmod(0o644)
-    database.parent.chmod(0o755)
     cli("--config", str(config), "status")
     assert mode(database) == 0o600
-    assert mode(database.parent) == 0o700
 
 
-def test_a_folder_the_database_shares_with_other_files_keeps_its_mode(tmp_path, cli):
-    shared = tmp_path / "shared"
-    shared.mkdir(mode=0o755)
+def test_a_folder_that_was_there_keeps_its_mode_so_a_web_server_still_reads_out(tmp_path, cli):
+    """/var/lib/rl-digest made by the operator, holding the database and out/ (empty at the
+    first command): the database is private, the folder is not closed to the web server."""
+    shared = tmp_path / "var"
+    shared.mkdir()
     shared.chmod(0o755)
-    (shared / "notes.txt").write_text("the reading group's notes")
-    config = write_config(tmp_path, {"storage": {"url": f"sqlite:///{shared}/digest.sqlite3"}})
+    config = write_config(tmp_path, {"storage": {"url": f"sqlite:///{shared}/digest.sqlite3"},
+                                     "outputs": {"dir": str(shared / "out")}})
     cli("--config", str(config), "status")
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
     assert mode(shared / "digest.sqlite3") == 0o600
     assert mode(shared) == 0o755
 
