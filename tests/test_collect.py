@@ -99,6 +99,15 @@ def test_run_offline_of_network_is_exit_3_with_one_line(tmp_path, cli):
     assert not (tmp_path / "out" / "digests").exists()
 
 
+def test_an_api_search_that_fails_names_the_address_without_its_whole_query(tmp_path, cli):
+    config = write_config(tmp_path, {"sources": {"arxiv": {"api_url": "http://127.0.0.1:9/api/query",
+                                                           "retries": 0},
+                                                 "rss": {"enabled": False}, "oai": {"enabled": False}}})
+    (line,) = cli("--config", str(config), "run", check=3).stderr.strip().splitlines()
+    assert line.startswith("rl-digest: http://127.0.0.1:9/api/query?search_query=") and "…: " in line
+    assert len(line) < 250, line  # a search over every category and term runs to 1,000 characters
+
+
 def test_seed_with_a_typo_resolves_to_the_stored_paper(tmp_path):
     config = load(write_config(tmp_path, {"seeds": {"paths": []}}, seeds=False))
     store = Store.open(config.storage.url)

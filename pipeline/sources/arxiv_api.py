@@ -28,7 +28,7 @@ from pipeline import text
 from pipeline.errors import SourceError
 from pipeline.models import Paper, collapse, split_arxiv_id
 from pipeline.sources import Found, SourceSetup, Window
-from pipeline.sources.http import Fetched, Fetcher, looks_like_html
+from pipeline.sources.http import Fetched, Fetcher, looks_like_html, shown
 
 MAX_PAGE_SIZE = 2000  # the API's limit per request
 QUERY_CHARS = 1000  # title searches per request: well inside arXiv's URL limits
@@ -197,7 +197,7 @@ def _results(
     try:
         yield from _Client(fetcher, api_url, page_size).results(search)
     except arxiv.ArxivError as err:
-        raise SourceError(f"{err.url}: {err.message}") from None
+        raise SourceError(f"{shown(err.url)}: {err.message}") from None
 
 
 def _check_page(page: Fetched) -> str | None:
@@ -209,13 +209,13 @@ def _check_page(page: Fetched) -> str | None:
     a SourceError (so the watermark stays) when retries run out.
     """
     if looks_like_html(page.body, page.content_type):
-        raise SourceError(f"{page.url}: an HTML page instead of the API's Atom feed")
+        raise SourceError(f"{shown(page.url)}: an HTML page instead of the API's Atom feed")
     try:
         root, total_text, has_entry = _scan(text.xml_safe(page.body))
     except expat.ExpatError as exc:
-        raise SourceError(f"{page.url}: malformed XML from the arXiv API ({exc})") from None
+        raise SourceError(f"{shown(page.url)}: malformed XML from the arXiv API ({exc})") from None
     if root != _ATOM_FEED:
-        raise SourceError(f"{page.url}: not an Atom feed (root element <{_local(root)}>)")
+        raise SourceError(f"{shown(page.url)}: not an Atom feed (root element <{_local(root)}>)")
     if not total_text.isdigit():  # a throttled or broken answer, not an empty window
         return "an Atom page without opensearch:totalResults"
     total = int(total_text)

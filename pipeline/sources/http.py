@@ -57,6 +57,20 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
+SHOWN_URL = 150  # characters of a URL an error line shows; a longer query is cut
+
+
+def shown(url: str) -> str:
+    """A URL as an error line names it: whole, or with a long query cut (an API search
+    for the seeds' titles runs to 1,000 characters), so the line stays one to read and
+    still names the address the config holds."""
+    if len(url) <= SHOWN_URL:
+        return url
+    base, _, query = url.partition("?")
+    kept = re.sub(r"%[0-9A-Fa-f]?$", "", query[:max(40, SHOWN_URL - len(base))])  # no half escape
+    return f"{base}?{kept}…" if query else url
+
+
 class Fetcher:
     """GETs one URL at a time, spaced by delay_seconds, retrying what may pass.
 
@@ -105,15 +119,15 @@ class Fetcher:
                     last = problem
                     asked = problem.retry_after
                     if asked is not None and asked > self.max_wait_seconds:  # a later run's turn
-                        raise SourceError(f"{url}: {problem.cause}, asking to wait {asked:.0f} s "
+                        raise SourceError(f"{shown(url)}: {problem.cause}, asking to wait {asked:.0f} s "
                                           f"(more than {self.max_wait_seconds:g} s)") from None
                     if attempt < self.retries:
                         pause(backoff(attempt, self.backoff_seconds, self.max_wait_seconds,
                                       problem.retry_after))
             if not self.retries:
-                raise SourceError(f"{url}: {last.cause}")
+                raise SourceError(f"{shown(url)}: {last.cause}")
             retries = "1 retry" if self.retries == 1 else f"{self.retries} retries"
-            raise SourceError(f"{url}: {last.cause} after {retries}")
+            raise SourceError(f"{shown(url)}: {last.cause} after {retries}")
 
     def _get_once(self, url: str, retry_when: Callable[[Fetched], str | None] | None) -> Fetched:
         checkpoint()
@@ -134,7 +148,7 @@ class Fetcher:
                 raise _Retryable(f"no answer within {wait:g} s") from None
             raise _Retryable(f"connection failed ({_reason(exc)})") from None
         except requests.RequestException as exc:
-            raise SourceError(f"{url}: {exc}") from None
+            raise SourceError(f"{shown(url)}: {exc}") from None
         finally:
             _DEADLINE.reset(token)
         with response:
@@ -142,7 +156,7 @@ class Fetcher:
             if status == 429 or status >= 500:
                 raise _Retryable(f"HTTP {status}", retry_after(response.headers))
             if not 200 <= status < 300:
-                raise SourceError(f"{url}: HTTP {status}")
+                raise SourceError(f"{shown(url)}: HTTP {status}")
             body = self._body(response, url, deadline)
         fetched = Fetched(url, status, response.headers.get("Content-Type", ""), body)
         if _rate_exceeded(fetched.body):
@@ -165,7 +179,7 @@ class Fetcher:
                 body += piece
                 if len(body) > self.max_bytes:
                     raise SourceError(
-                        f"{url}: the response is larger than {self.max_bytes / 2**20:g} MB "
+                        f"{shown(url)}: the response is larger than {self.max_bytes / 2**20:g} MB "
                         "(after decompression)",
                         "raise sources.max_response_mb if this source really sends that much")
                 if time.monotonic() > deadline:
