@@ -57,18 +57,21 @@ class _Retryable(Exception):
         self.retry_after = retry_after
 
 
-SHOWN_URL = 150  # characters of a URL an error line shows; a longer query is cut
+SHOWN_VALUE = 60  # characters of one query parameter an error line shows
 
 
 def shown(url: str) -> str:
-    """A URL as an error line names it: whole, or with a long query cut (an API search
-    for the seeds' titles runs to 1,000 characters), so the line stays one to read and
-    still names the address the config holds."""
-    if len(url) <= SHOWN_URL:
-        return url
-    base, _, query = url.partition("?")
-    kept = re.sub(r"%[0-9A-Fa-f]?$", "", query[:max(40, SHOWN_URL - len(base))])  # no half escape
-    return f"{base}?{kept}…" if query else url
+    """A URL as an error line names it: a long query value is cut (an API search for the
+    seeds' titles runs to 1,000 characters), so the line stays one to read and still names
+    the address the config holds and the page (`start=`) it asked for."""
+    base, mark, query = url.partition("?")
+    return base + mark + "&".join(_cut(part) for part in query.split("&")) if query else url
+
+
+def _cut(part: str) -> str:
+    if len(part) <= SHOWN_VALUE:
+        return part
+    return re.sub(r"%[0-9A-Fa-f]?$", "", part[:SHOWN_VALUE]) + "…"  # no half escape
 
 
 class Fetcher:
