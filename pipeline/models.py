@@ -356,6 +356,7 @@ class RunReport:
     tokens_in: int = 0
     tokens_out: int = 0
     glossary_flags: int = 0  # Chinese terms the LLM rendered against the glossary
+    llm_off: str | None = None  # why the LLM was not asked, or stopped being asked
     sent: int = 0
     pending: int = 0
     failed: int = 0

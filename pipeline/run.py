@@ -372,6 +372,7 @@ def make_enricher(config: Config, store: Store, options: Options, report: RunRep
             client = make_client(config.enrich)
         except DigestError as exc:
             report.warnings.append(f"{exc}; summaries fall back for now")
+            report.llm_off = exc.message
     return Enricher(config.enrich, config.languages, store, client,
                     render.text_env(config.templates.dir))
 
@@ -416,6 +417,7 @@ def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
         done.calls, done.failures, done.tokens_in, done.tokens_out)
     if done.error:
         report.warnings.append(f"enrich: {done.error}")
+        report.llm_off = done.error
     elif done.failures:  # status says why, not only how many
         report.warnings.append(f"enrich: {done.failures} fell back and are tried again next run "
                                f"(the last: {done.last_failure})")
@@ -554,4 +556,6 @@ def summary_line(report: RunReport) -> str:
     if report.llm_calls or report.llm_failures:
         line += (f"; LLM: {report.llm_calls} calls, {report.tokens_in} tokens in, "
                  f"{report.tokens_out} out, {report.llm_failures} failed")
+    if report.llm_off:  # said here too: `-q` (cron) prints this line and no warning
+        line += f"; LLM off: {report.llm_off}"
     return line

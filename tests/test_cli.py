@@ -134,3 +134,16 @@ def test_output_into_a_pipe_closed_early_ends_quietly(tmp_path):
         os.close(write)
     assert result.returncode == 141  # 128 + SIGPIPE, as a shell reports it: no digest or delivery code
     assert result.stderr == ""
+
+
+def test_a_quiet_run_without_the_llm_key_says_so_on_its_one_line(tmp_path, cli):
+    """cron runs `-q run`: no warning is printed there, so the summary line names the cause
+    of a digest whose summaries all fell back."""
+    config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}},
+                                     "enrich": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1"}})
+    env = {k: v for k, v in cli_env().items() if k != "OPENAI_API_KEY"}
+    result = subprocess.run([*cli_command(), "--config", str(config), "-q", "run", "--as-of", "2026-11-02"],
+                            env=env, capture_output=True, text=True, timeout=120, cwd="/")
+    assert result.returncode == 0 and result.stderr == ""
+    (line,) = result.stdout.splitlines()
+    assert line.endswith("; LLM off: enrich.api_key_env: the environment variable OPENAI_API_KEY is not set")
