@@ -236,13 +236,18 @@ class Outputs(Model):
 
 
 
+_ADDRESS = re.compile(r"[^\s@<>,;]+@[^\s@<>,;]+")  # what looks like one address, to count them
+
+
 def mailbox(value: str) -> str:
     """One address, bare or as `Name <addr>`, checked by email-validator; else ValueError."""
     if any(ch in value for ch in "\r\n"):
         raise ValueError(f"a line break is not allowed in an address: {value!r}")
     found = getaddresses([value])
     if len(found) != 1 or not found[0][1]:
-        raise ValueError(f"one address per entry (a list gets one entry per reader): {value!r}")
+        several = "," in value or len(_ADDRESS.findall(value)) > 1
+        raise ValueError(f"one address per entry (a list gets one entry per reader): {value!r}"
+                         if several else f"not an email address: {value!r}")
     name, address = found[0]
     if value.count("@") != address.count("@") + name.count("@"):
         raise ValueError(f"one address per entry: {value!r}")

@@ -165,6 +165,7 @@ def test_a_folder_that_was_there_keeps_its_mode_so_a_web_server_still_reads_out(
     ({"from": "a@example.org b@example.org"}, "email.from", "one address per entry"),
     ({"to": ["alice@example.org, bob@example.org"]}, "email.to.0", "one address per entry"),
     ({"to": ["ok@example.org", "alice"]}, "email.to.1", "not an email address"),
+    ({"to": ["bad@@example..org"]}, "email.to.0", "not an email address"),  # no list: no "one per entry"
     ({"unsubscribe_url": "javascript:alert(1)"}, "email.unsubscribe_url", "https://"),
     ({"unsubscribe_url": "https://example.org/u\r\nX-Evil: 1"}, "email.unsubscribe_url", "one line"),
 ])
@@ -206,11 +207,14 @@ def test_a_bad_reader_line_is_named_once_and_skipped_and_the_others_get_the_dige
         config = config_for(tmp_path, arxiv, email=email, outputs={"base_url": "https://example.org/rl/"})
         ran = cli("--config", str(config), "run", "--as-of", "2026-11-02")
         checked = cli("--config", str(config), "config", "check")
+        listed = cli("--config", str(config), "readers")
         received = len(smtp.to("ok@example.org"))
     assert "sent to 1" in ran.stdout and received == 1
     warned = [line for line in ran.stderr.splitlines() if "readers.txt:2:" in line]
     assert len(warned) == 1 and "not an email address" in warned[0] and "line skipped" in warned[0]
     one_line(checked, "warning: ", "readers.txt:2:", "not an email address")
+    one_line(listed, "warning: ", "readers.txt:2:", "not an email address")
+    assert "ok@example.org" in listed.stdout and "exmaple" not in listed.stdout
 
 
 # --- secrets ---------------------------------------------------------------------------------
