@@ -74,6 +74,11 @@ def config_problems(config: Config) -> Problems:
                         "(summaries would fall back; set it, empty for a local server, "
                         "or set enrich.provider: none)")
     warnings += config.recipient_problems()
+    warnings += [f"seeds.paths: {path}: no such file or folder (its seeds are not read)"
+                 for path in config.seeds.paths if not path.exists()]
+    if config.templates.dir and not config.templates.dir.is_dir():
+        warnings.append(f"templates.dir: {config.templates.dir}: no such folder (the built-in "
+                        "templates are used)")
     if config.email.enabled:
         if not config.readers():
             warnings.append("email.to: email is enabled but has no recipients "

@@ -55,7 +55,7 @@ def write_config(folder: Path, overrides: dict | None = None, seeds: bool = True
         "sources": {"arxiv": {"delay_seconds": 0, "retries": 1, "timeout_seconds": 5},
                     "rss": {"poll_minutes": 0}, "oai": {"enabled": False}},
         "enrich": {"provider": "none"},
-        "seeds": {"paths": ["seeds"], "builtin": False},
+        "seeds": {"paths": ["seeds"] if seeds else [], "builtin": False},
     }
     if seeds:
         shutil.copytree(ROOT / "seeds", folder / "seeds", dirs_exist_ok=True)

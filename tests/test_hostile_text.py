@@ -186,7 +186,7 @@ def test_a_seed_file_is_outside_text_cleaned_as_a_feed_is(tmp_path, cli):
         '  date: 2026-10-28\n', encoding="utf-8")
     (tmp_path / "seeds" / "011_page.txt").write_text(
         "Raw \x1b[2J\u202eline\u202c RLHF for LLM（2026-10-27）：原始 \x07 行 强化学习\n", encoding="utf-8")
-    config = write_config(tmp_path, seeds=False)
+    config = write_config(tmp_path, {"seeds": {"paths": ["seeds"]}}, seeds=False)
     listed = cli("--config", str(config), "seeds")
     cli("--config", str(config), "run", "--offline", "--as-of", AS_OF)
     exported = cli("--config", str(config), "export", "--format", "bibtex")
