@@ -10,6 +10,8 @@ at a time (a lock), so two clicks never lose one.
 
 from __future__ import annotations
 
+import os
+import socket
 import threading
 from pathlib import Path
 
@@ -22,6 +24,7 @@ from starlette.staticfiles import StaticFiles
 
 from pipeline import readers, render
 from pipeline.config import Config
+from pipeline.errors import DigestError
 from pipeline.extract import readable
 from pipeline.links import WEB, Claim, Links
 from pipeline.models import seed_key
@@ -108,5 +111,15 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
 
 
 def run(config: Config, store: Store, links: Links, host: str, port: int) -> None:
-    uvicorn.run(app(config, store, links), host=host, port=port, log_level="warning",
-                access_log=False)  # an access log would keep every token
+    """Listen first, so a port another server holds is one line of ours, not uvicorn's."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]  # "::" is IPv6
+        sock = socket.create_server((host, port), family=family)
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)  # create_server adds the address again
+        raise DigestError(f"serve: cannot listen on {host}:{port}: {why}",
+                          "another server may hold the port: stop it, or pass --port") from None
+    server = uvicorn.Server(uvicorn.Config(app(config, store, links), log_level="warning",
+                                           access_log=False))  # an access log would keep every token
+    with sock:
+        server.run(sockets=[sock])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
 import urllib.error
 import urllib.request
 import xml.etree.ElementTree as ET
@@ -260,6 +261,16 @@ def test_serve_answers_the_index_and_each_digest_page(hostile, secret):
     assert page == (200, (hostile / "digests" / "2026-11-02.html").read_text(encoding="utf-8"))
     assert css[0] == 200 and "prefers-color-scheme: dark" in css[1]
     assert missing[0] == 404
+
+
+def test_serve_on_a_port_another_server_holds_is_one_line_exit_1(hostile, cli):
+    config = hostile.parent.parent / "config.yaml"
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        port = holder.getsockname()[1]
+        result = cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port), check=1)
+    assert result.stderr.strip().splitlines() == [
+        f"rl-digest: serve: cannot listen on 127.0.0.1:{port}: Address already in use "
+        "(another server may hold the port: stop it, or pass --port)"]
 
 
 # --- in headless Chromium ------------------------------------------------------------------
