@@ -256,7 +256,7 @@ def _fail_on_delivery_errors(report: RunReport) -> None:
     if report.delivery_errors:
         final = report.failed and not report.pending and len(report.delivery_errors) == report.failed
         hint = "`rl-digest status` shows each reader's row" if final else (
-            "what failed stays queued for the next run")
+            "the next run or `rl-digest send` tries again")
         raise DeliveryError(report.delivery_errors[0], hint)
 
 
@@ -431,6 +431,8 @@ def readers_cmd(state: State, stop: tuple[str, ...], start: tuple[str, ...]) -> 
             if row["skipped"] else ""
         echo(f"{who}  lang={languages}  {row['status']}  last delivery: "
              f"{row['last_delivery'] or 'never'}{skipped}")
+    for problem in state.config.recipient_problems():  # a line that names no reader is no reader
+        echo(f"warning: {problem}", err=True)
 
 
 @main.command()
