@@ -1,5 +1,5 @@
 # make run: install into .venv and run one cycle with ./config.yaml
-# make test: install with test extras and run the test suite
+# make test: install with the test extras and run the test suite
 # make model: rebuild the shipped relevance model (needs ../shared)
 PYTHON ?= python3
 VENV := .venv
@@ -12,6 +12,11 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml setup.py | $(BIN)/python
+	$(BIN)/python -m pip install --quiet .
+	touch $@
+
+# the test tools (pytest, ruff, mypy, the local SMTP server), only for make test
+$(VENV)/.installed-test: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet ".[test]"
 	touch $@
 
@@ -27,12 +32,12 @@ demo: fresh
 fresh: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet --no-deps --force-reinstall .
 
-test: fresh
+test: $(VENV)/.installed-test fresh
 	$(BIN)/ruff check pipeline tests benchmarks
 	$(BIN)/mypy
 	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q -n auto
 
-test-slow: fresh
+test-slow: $(VENV)/.installed-test fresh
 	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q -m slow --run-slow
 
 # rebuild pipeline/data/relevance_model.npz from ../shared/data/arxiv_dev.jsonl and the
