@@ -457,7 +457,7 @@ def serve(state: State, host: str, port: int) -> None:
 
 
 @main.command("eval")
-@click.option("--labels", type=click.Path(exists=True, dir_okay=False, path_type=Path), required=True,
+@click.option("--labels", type=click.Path(path_type=Path), required=True,
               help="JSONL with id, title, abstract, label (0/1).")
 @pass_state
 def eval_cmd(state: State, labels: Path) -> None:

@@ -257,7 +257,11 @@ def judging(config: Config, store: Store) -> list[str]:
 def read_labels(path: Path) -> list[dict]:
     """JSONL rows with id, title, abstract, label; a bad line names file:line."""
     rows = []
-    with path.open(encoding="utf-8") as handle:
+    try:
+        handle = path.open(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"--labels: {path}: {exc.strerror or exc}") from None
+    with handle:
         for number, line in enumerate(handle, 1):
             if not line.strip():
                 continue

@@ -305,6 +305,8 @@ def test_a_paper_or_labels_file_that_names_nothing_is_bad_usage(tmp_path, cli):
     labels.write_text(SAMPLE.read_text(encoding="utf-8").splitlines()[0] + "\nnot json\n", encoding="utf-8")
     result = cli("--config", str(config), "eval", "--labels", str(labels), check=2)
     assert f"{labels}:2: not a labelled paper" in result.stderr
+    missing = cli("--config", str(config), "eval", "--labels", str(tmp_path / "nope.jsonl"), check=2)
+    assert missing.stderr.strip() == f"rl-digest: --labels: {tmp_path / 'nope.jsonl'}: No such file or directory"
 
 
 def test_eval_reports_the_current_model(tmp_path, cli):
