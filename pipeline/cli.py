@@ -498,7 +498,7 @@ def doctor(state: State) -> None:
 @main.command()
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
 def init(directory: Path) -> None:
-    """Write a starter config.yaml, readers.txt and .env.example into DIRECTORY (default: here)."""
+    """Write a starter config.yaml, readers.txt, .env.example and seeds/ into DIRECTORY (default: here)."""
     written, next_steps = starter.write(directory)
     for path in written:
         echo(f"wrote {path}")
