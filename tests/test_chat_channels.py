@@ -59,16 +59,20 @@ def chat_config(tmp_path: Path, arxiv: ArxivServer, servers: dict[str, ChatServe
 
 
 def post_text(kind: str, body: dict) -> str:
-    """What a reader sees of one post, as text the platform would show."""
+    """What a reader sees of one post, as text the platform would show (Feishu and DingTalk
+    Markdown with its entities decoded)."""
     if kind == "slack":
         return "\n".join(block["text"]["text"] for block in body["blocks"])
-    if kind == "feishu":
-        return body["card"]["elements"][0]["content"]
-    if kind == "dingtalk":
-        return body["markdown"]["text"]
+    if kind in ("feishu", "dingtalk"):
+        return html.unescape(markdown_of(kind, body))
     if kind == "telegram":
         return body["text"]
     return str(body)
+
+
+def markdown_of(kind: str, body: dict) -> str:
+    """The Markdown of a Feishu card or a DingTalk robot message, as sent."""
+    return body["card"]["elements"][0]["content"] if kind == "feishu" else body["markdown"]["text"]
 
 
 def test_every_chat_channel_gets_one_well_formed_post_per_digest_and_nothing_again(tmp_path, cli):
@@ -103,9 +107,11 @@ def test_every_chat_channel_gets_one_well_formed_post_per_digest_and_nothing_aga
     telegram = post_text("telegram", servers["telegram"].posts[0])
     assert "Policy &lt;b&gt;bold&lt;/b&gt; &amp; [not](a link)" in telegram
     for kind in ("feishu", "dingtalk"):  # the title stays one link whose text is the whole title
-        text = post_text(kind, servers[kind].posts[0])
-        link = re.search(r"\[(Policy .*?)\]\((https://arxiv\.org/abs/2611\.00003[^)]*)\)", text)
-        assert link and "\\[not\\]" in link.group(1) and "\\<b\\>" in link.group(1), text
+        text = markdown_of(kind, servers[kind].posts[0])
+        link = re.search(r"\[(Policy [^\]]*)\]\((https://arxiv\.org/abs/2611\.00003[^)]*)\)", text)
+        assert link and "&#91;not&#93;" in link.group(1) and "&#60;b&#62;" in link.group(1), text
+        assert html.unescape(link.group(1)) == HOSTILE  # entities, as Feishu documents: no backslash
+        assert "####" not in text  # a Feishu card of JSON 1.0 shows a heading's hashes as they are
     webhook = servers["webhook"].posts[0]
     assert webhook["date"] == AS_OF and webhook["url"].endswith(f"digests/{AS_OF}.html")
     assert {p["title"] for p in webhook["papers"]} >= {HOSTILE}

@@ -339,7 +339,7 @@ def compact(settings: render.Settings, digest: Digest, template: str | None, as_
     if template is None:
         return title, "", content
     env = render.html_env(settings.templates) if as_html else render.text_env(settings.templates)
-    env.filters.update(slack=slack_escape, slack_url=slack_url, telegram=telegram_text)
+    env.filters.update(slack=slack_escape, slack_url=slack_url, telegram=telegram_text, chat_md=chat_md)
     text = env.get_template(f"channels/{template}").render(
         **ctx, d=digest, title=title, sections=sections, digest_url=digest_url)
     return title, text, content
@@ -368,6 +368,20 @@ _TELEGRAM_ENTITY = re.compile(r"(?:[@#$.]|(?<![\w/<>])/)(?=\w)")  # "</b>" is no
 def telegram_text(value: object) -> str:
     """Outside text for a Telegram message: one line, no @mention, #tag, /command or link."""
     return _TELEGRAM_ENTITY.sub(lambda m: m.group() + "\u2060", render.one_line(value))
+
+
+# Feishu's card Markdown shows a character that is its markup as a numeric HTML entity
+# ("需要对特殊字符进行 HTML 转义…格式为 &#实体编号;", open.feishu.cn card rich-text docs); a
+# backslash is not documented there, nor for DingTalk's robot Markdown, which decodes
+# entities too. `&` is always one, so "&reg" is no ®; ":" too (":smile:" is an emoji).
+_CHAT_MD = str.maketrans({ch: f"&#{ord(ch)};" for ch in "&<>*_~`[]\\#:|"})
+_CHAT_MD_START = re.compile(r"^(?:[-+=>]|\d+(?=[.)]))")  # a list item, a quote, "1." at a line's start
+
+
+def chat_md(value: object) -> str:
+    """Outside text in a Feishu card's or a DingTalk robot's Markdown: one line, no markup."""
+    text = render.one_line(value).translate(_CHAT_MD)
+    return _CHAT_MD_START.sub(lambda m: "".join(f"&#{ord(ch)};" for ch in m.group()), text)
 
 
 def slack_url(value: object) -> str:
