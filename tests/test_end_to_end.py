@@ -74,7 +74,7 @@ def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli, db_u
     with ArxivServer([rl_paper(1, DAY)]) as arxiv:
         config = full_config(tmp_path, arxiv, smtp_port=port, db_url=db_url)
         down = cli("--config", str(config), "run", "--as-of", "2026-11-02", check=1)
-        assert "stays queued" in down.stderr
+        assert "2 deliveries stay queued" in down.stderr
         assert (tmp_path / "out" / "digests" / "2026-11-02.md").exists()
         waiting = cli("--config", str(config), "send", check=1)
         with SmtpServer(port=port) as smtp:

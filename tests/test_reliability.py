@@ -332,7 +332,7 @@ def test_a_week_of_daily_collects_with_outages_publishes_each_paper_once(tmp_pat
             delivered = copies(smtp)
     one_clear_line(collects[2], arxiv.api_url, "503")
     assert "revised 1" in collects[4].stdout
-    assert "stays queued" in stderr_lines(down)[-1]
+    assert "deliveries stay queued" in stderr_lines(down)[-1]
     assert "sent 2, pending 0, failed 0" in sent.stdout
     assert delivered == {address: 1 for address in READERS}
     digest = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_text(encoding="utf-8")
