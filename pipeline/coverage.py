@@ -108,10 +108,6 @@ class Summary:
     gaps: tuple[Gap, ...]
     no_announcement: tuple[str, ...]  # holidays in the window, in words
 
-    @property
-    def unrecovered(self) -> tuple[Gap, ...]:
-        return tuple(gap for gap in self.gaps if not gap.recovered)
-
 
 def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: datetime,
               end: datetime) -> Summary:

@@ -335,7 +335,7 @@ def _shared(env: jinja2.Environment) -> jinja2.Environment:
         env.keep_trailing_newline, env.newline_sequence, env.undefined.__name__, env.optimized,
         sorted(env.extensions))))
     env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time,
-                       slug=slug, safe_url=safe_url, width=display_width, seed_origin=seeds.origin,
+                       slug=slug, safe_url=safe_url, seed_origin=seeds.origin,
                        first_sentence=lambda value, limit: first_sentence(one_line(value), limit))
     env.globals.update(texts=texts, summary_lines=summary_lines, entry_links=entry_links)
     # The same helpers as filters, for the templates of the reading list's 100,000 entries:
@@ -379,7 +379,7 @@ class Settings:
     topic: Any  # config.Topic: the digest's name and intro in both languages
     languages: tuple[str, ...]
     topic_names: Mapping[str, tuple[str, str]]  # topic key -> its (zh, en) names
-    base_url: str | None = None  # where the web edition lives, ending in "/"
+    base_url: str | None = None  # outputs.base_url: where out/ (the reading list) is published, "/"-ended
     unsubscribe_url: str | None = None
     templates: Path | None = None  # the user's template overrides
     timezone: str | None = None  # schedule.timezone, for the feed's own date
@@ -436,9 +436,16 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
     ctx.update(d=digest, sections=sections, featured_in=featured,
                paper_count=paper_count(digest), top_topics=counts[:3],
                more=len(digest.left_out), reading_list_count=reading_count, reading_list_url=reading,
-               digest_url=web or (f"{base}digests/{digest.id}.html" if base else None),
-               whole_url=whole)
+               digest_url=digest_url(settings, digest.id), whole_url=whole)
     return ctx
+
+
+def digest_url(settings: Settings, digest_id: str) -> str | None:
+    """Where a reader opens a digest: its web page when the site is served somewhere, else
+    its HTML copy under outputs.base_url; None when neither is published."""
+    if settings.site_url:
+        return f"{settings.site_url}digests/{digest_id}.html"
+    return f"{settings.base_url}digests/{digest_id}.html" if settings.base_url else None
 
 
 # --- digests ------------------------------------------------------------------------

@@ -12,10 +12,10 @@ The outbox has its own job: it runs when the earliest waiting delivery's backoff
 runs out (and at start), sends what is due, and plans itself again; a publish
 plans it too. So a failed send is retried without waiting for the next publish.
 
-Stopping: SIGTERM/SIGINT set run.STOP and shut the scheduler down without
+Stopping: SIGTERM/SIGINT set stopping.STOP and shut the scheduler down without
 waiting; the job that is running sees STOP at its next checkpoint (between
-stages, after the current transaction) and returns; serve() then waits for its
-thread and returns, and the command exits 0.
+stages, after the current transaction) and stops there (stopping.Stopped);
+serve() then waits for its thread and returns, and the command exits 0.
 """
 
 from __future__ import annotations

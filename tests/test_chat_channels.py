@@ -401,3 +401,17 @@ def test_a_long_slack_line_is_cut_between_links_and_entities_and_no_block_is_dro
     assert [len(b["blocks"]) for b in bodies] == [50, 50, 20]
     shown = [block["text"]["text"] for b in bodies for block in b["blocks"]]
     assert shown == [f"paragraph {n}" for n in range(120)]
+
+
+def test_a_chat_post_links_the_digests_web_page_when_the_site_is_served(tmp_path, cli):
+    """outputs.site_url: the post's link is the web edition's page, as the email's is."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("webhook") as hook, \
+            ChatServer("slack") as slack:
+        servers = {"webhook": hook, "slack": slack}
+        config = config_with(tmp_path, arxiv, channels=[channel_entry(kind) for kind in servers],
+                             outputs={"base_url": "https://digest.example.org/rl/",
+                                      "site_url": "https://digest.example.org/site/"})
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers))
+    page = f"https://digest.example.org/site/digests/{AS_OF}.html"
+    assert hook.posts[0]["url"] == page
+    assert f"<{page}|" in post_text("slack", slack.posts[0])

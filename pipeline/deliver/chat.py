@@ -326,8 +326,7 @@ def compact(settings: render.Settings, digest: Digest, template: str | None, as_
                      for s in digest.sections)
     sections = tuple(s for s in sections if s.entries)
     ctx = render.common(settings)
-    base = ctx["base_url"]
-    digest_url = f"{base}digests/{digest.id}.html" if base else None
+    digest_url = render.digest_url(settings, digest.id)
     title = render.digest_subject(settings, digest)
     content = {"title": title, "date": digest.id, "url": digest_url,
                "window": {"start": digest.window_start, "end": digest.window_end},
