@@ -23,7 +23,6 @@ _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 # also, in titles and names: zero-width characters, bidi marks, the byte-order mark
 _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
                         "\u200b-\u200f\u2060-\u2064\ufeff\u180e\u061c]")
-_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _XML_CHARREF = re.compile(rb"&#(?:[xX]([0-9a-fA-F]{1,8})|([0-9]{1,10}));")
 _XML_BAD_BYTES = bytes(b for b in range(32) if b not in (9, 10, 13))
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*")
@@ -86,7 +85,7 @@ def first_sentence(text: str, limit: int) -> str:
 
 def for_terminal(text: str) -> str:
     """What may reach a terminal: no escape sequences, no bells, no NULs, no bidi overrides."""
-    return _TERMINAL.sub("", _SURROGATE.sub("\ufffd", text))
+    return clean(text)
 
 
 def xml_safe(body: bytes) -> bytes:
