@@ -234,6 +234,17 @@ def test_bundled_config_renders_everything():
     ET.fromstring(render.feed_xml(config, [d], UPDATED).encode("utf-8"))
 
 
+def test_a_feed_entry_without_a_url_is_its_title_not_a_link_to_nowhere():
+    from pipeline.config import load
+
+    config = render.Settings.of(load(None))
+    d = fx.digest()
+    d = replace(d, curated=tuple(replace(e, url=None) for e in d.curated))
+    feed = render.feed_xml(config, [d], UPDATED)
+    assert 'href="#"' not in feed
+    assert all(e.title.split()[0] in feed for e in d.curated)
+
+
 # --- Markdown safety ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("raw, escaped", [
