@@ -215,6 +215,24 @@ def test_chosen_english_the_reading_list_pages_read_in_english(tmp_path, cli):
         assert chinese_left(page["text"]) == [], page["text"][:400]
 
 
+def test_a_search_with_more_hits_than_it_lists_says_so(tmp_path, cli):
+    """The results stop at the page's limit (200); the count stays whole and a line says the
+    rest is there to narrow to, never a silent cut. Here the limit is set to 1."""
+    folder = two_weeks(tmp_path, cli)
+    index = folder / "papers" / "index.html"
+    page = index.read_text(encoding="utf-8")
+    assert 'data-limit="200"' in page
+    index.write_text(page.replace('data-limit="200"', 'data-limit="1"'), encoding="utf-8")
+    found = in_frame(tmp_path, folder, "papers/index.html", 1024, """
+      var q = d.getElementById('q');
+      q.value = 'variant';
+      q.dispatchEvent(new Event('input'));
+      done({hits: d.getElementById('hits').textContent, listed: d.querySelectorAll('#results li').length,
+            capped: !d.getElementById('capped').hidden, text: d.getElementById('found').innerText});""")
+    assert int(found["hits"]) >= 2 and found["listed"] == 1 and found["capped"], found
+    assert "200" in found["text"]  # the page's own words; the limit was changed under them
+
+
 def test_papers_xml_links_the_site_where_it_is_served_not_the_files(tmp_path, cli):
     """outputs.base_url is where out/ is published; the feed's pages live in out/site/,
     served at outputs.site_url: every link must open a page the site has."""

@@ -7,13 +7,13 @@
    Röpke, as relevance.follow_authors does). No framework, nothing fetched. */
 (function () {
   "use strict";
-  var LIMIT = 200;
   var order = (document.documentElement.getAttribute("data-langs") || "zh en").split(" ");
   var data = window.RL_DIGEST_INDEX || {papers: [], topics: {}};
   var q = document.getElementById("q"), topic = document.getElementById("topic"),
       year = document.getElementById("year"), list = document.getElementById("results"),
       found = document.getElementById("found"), count = document.getElementById("hits");
   if (!q || !list) return;
+  var LIMIT = Number(list.getAttribute("data-limit")) || 200;  /* the page says the same number */
   /* Letters NFKD leaves whole; the same table as pipeline/learn.py's author_name. */
   var BARE = {"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ı": "i", "ß": "ss", "æ": "ae", "œ": "oe", "þ": "th"};
   function fold(text) {
@@ -61,6 +61,7 @@
     count.textContent = String(hits);
     document.getElementById("one").hidden = hits !== 1;  /* "1 paper", "2 papers" */
     document.getElementById("many").hidden = hits === 1;
+    document.getElementById("capped").hidden = hits <= LIMIT;  /* never a silent cut */
   }
 
   q.addEventListener("input", show);
