@@ -67,6 +67,10 @@ def test_every_digest_paper_has_a_page_with_its_summaries_digest_and_updates(tmp
     folder = two_weeks(tmp_path, cli)
     pages = site_pages(folder)
     assert broken_links(folder, elsewhere=()) == []  # papers/ included
+    index = (folder / "papers" / "index.html").read_text(encoding="utf-8")
+    for target in ("papers.xml", "exports/reading-list.bib", "exports/reading-list.ris",
+                   "exports/reading-list.json", "exports/reading-list.jsonl"):  # a reader finds them
+        assert f'href="../{target}"' in index and (folder / target).exists(), target
     papers = {name: tree for name, tree in pages.items() if name.startswith("papers/")}
     assert "papers/index.html" in papers and any(n.startswith("papers/month/2026-") for n in papers)
     on_topics = {node.attributes["id"]: name for name, tree in papers.items() if "/topic/" in name
@@ -130,7 +134,7 @@ def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_pat
     def results(query: str) -> list[str]:
         done = chromium(tmp_path, "--virtual-time-budget=3000", "--dump-dom", page + query)
         assert done.returncode == 0, done.stderr
-        listed = re.search(r'<ol class="results" id="results">(.*?)</ol>', done.stdout, re.S)
+        listed = re.search(r'<ol class="results" id="results"[^>]*>(.*?)</ol>', done.stdout, re.S)
         return re.findall(r'href="\.\./papers/topic/[^"]*#p-arxiv-(2611\.\d+)"', listed.group(1) if listed else "")
 
     assert results("") == []  # nothing asked, nothing listed
