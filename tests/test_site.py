@@ -166,6 +166,16 @@ def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
         assert f"https://arxiv.org/abs/{key[len('p-arxiv-'):]}" in hrefs
         assert any(h and h.startswith("../papers/topic/") and h.endswith(f"#{key}") for h in hrefs)
     assert "👍" not in week2.html  # no serve.base_url: no vote links (test_readers_cli.py has them)
+    titled = {name: [a for a in page.css("a") if a.text().startswith("GRPO variant")]
+              for name, page in pages.items()}
+    assert all(titled[name] for name in ("index.html", "digests/2026-11-09.html", "papers/month/2026-10.html")
+               if name in titled), {n: len(t) for n, t in titled.items()}
+    for name, titles in titled.items():  # an arXiv title on a zh-CN page is read in an English voice
+        for a in titles:
+            node = a
+            while "lang" not in node.attributes:
+                node = node.parent
+            assert node.attributes["lang"] == "en", (name, a.html)
     feed = ET.parse(folder / "feed.xml").getroot()
     links = [e.find(f"{ATOM}link").get("href") for e in feed.iter(f"{ATOM}entry")]
     assert links == ["digests/2026-11-09.html", "digests/2026-11-02.html"]

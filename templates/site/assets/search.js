@@ -40,6 +40,7 @@
       var li = document.createElement("li"), a = document.createElement("a");
       a.href = "../" + data.topics[p[6]] + "#" + p[0];
       a.textContent = p[1];
+      a.lang = "en";  /* an arXiv title, on a page that may be zh-CN: read in the right voice */
       li.appendChild(a);
       if (p[2]) { var zh = document.createElement("span"); zh.lang = "zh-CN"; zh.setAttribute("data-l", "zh"); zh.textContent = " · " + p[2]; li.appendChild(zh); }
       order.forEach(function (lang) {
