@@ -207,8 +207,8 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
     p = found[0]
     row = store.scores()[paper_id]
     verdict = {None: "none", True: "relevant", False: "irrelevant"}[row.verdict]
-    if row.verdict is not None and row.verdict != row.relevant:  # marked since the last run
-        verdict += " (the next run applies it)"
+    if row.verdict is not None and row.verdict != row.relevant:  # the score's decision is kept apart
+        verdict += " (it decides, not the score)"
     reasons = "; ".join(row.reasons) or "-"
     rule = rank.score(p.title, p.abstract, rank.compile_rules(config.relevance))
     lines = [f"{p.id}v{p.version}  {extract.readable(p.title) or p.title}",

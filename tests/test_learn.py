@@ -244,7 +244,7 @@ def test_mark_then_run_refits_the_model_and_undo_takes_it_back(tmp_path, cli):
             out = cli("--config", str(config), "mark", paper.id, "--relevant").stdout
             assert "marked relevant" in out
             shown = cli("--config", str(config), "status", "--paper", paper.id).stdout
-            assert "relevant: False  your verdict: relevant (the next run applies it)" in shown
+            assert "relevant: False  your verdict: relevant (it decides, not the score)" in shown
         arxiv.add(*second_week)
         cli("--config", str(config), "run", "--as-of", "2026-11-09")
         refit = run_report(tmp_path)["relevance_model"]
