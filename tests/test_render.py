@@ -374,6 +374,24 @@ def test_html_links_every_paper_to_arxiv(html, digest):
     assert "https://github.com/example-lab/grpo-lambda" in hrefs and "javascript:" not in html
 
 
+def test_html_english_lines_and_titles_in_a_chinese_email_are_tagged_english(html, digest):
+    """A screen reader reads the zh-CN message's titles and English lines in an English voice."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    page = LexborHTMLParser(html)
+    assert page.css_first("html").attributes["lang"] == "zh-CN"
+
+    def lang_of(node):
+        while "lang" not in node.attributes:
+            node = node.parent
+        return node.attributes["lang"]
+
+    titled = [a for a in page.css("a") if a.attributes.get("href") in {e.url for e in entries(digest)}
+              and a.text().strip() in {e.title for e in entries(digest)}]
+    assert titled and {lang_of(a) for a in titled} == {"en"}
+    assert page.css(".en") and {lang_of(node) for node in page.css(".en")} == {"en"}
+
+
 def test_html_is_an_email_layout(html):
     assert "<style>" in html and "@media only screen and (max-width: 520px)" in html
     assert "max-width: 640px" in html and "<!--[if mso]>" in html
