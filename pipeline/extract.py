@@ -212,26 +212,50 @@ def venue(comment: str | None, journal_ref: str | None) -> str | None:
 
 # --- the contribution sentence -------------------------------------------------------------
 
-_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'\[])")
+# A sentence ends at . ! ? before a capital, a bracket, a quote, TeX ("$", "\\cmd", "{") or
+# "1)"; or with no space at all ("deployments.To address"), after a word of two letters.
+_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'\[$\\{]|\d\)\s)|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")
+_NO_END = re.compile(r"(?i)(?:\b(?:e\.g|i\.e|vs|cf|abbr|approx|fig|eq|et al)\.)$")  # "(abbr. CGC)"
 _CLAIMS = (
-    re.compile(r"(?i)\b(?:we|this\s+(?:paper|work|study|article))\s+(?:\w+\s+){0,2}?"
+    re.compile(r"(?i)\b(?:we|this\s+(?:paper|work|study|article|report|survey))\s+(?:\w+\s+){0,2}?"
                r"(?:propose|introduce|present|develop|design)s?\b"),
-    re.compile(r"(?i)\b(?:we|this\s+(?:paper|work|study|article))\s+(?:\w+\s+){0,2}?"
-               r"(?:show|find|demonstrate|study|investigate|analy[sz]e|examine|reveal)s?\b"),
-    re.compile(r"(?i)\b(?:in\s+)?this\s+(?:paper|work|study|article)\b|\bhere,?\s+we\b"),
+    # "We formalize X as Y and introduce Z": the claim past a first verb
+    re.compile(r"(?i)\bwe\s+[^.;:]{0,120}?\band\s+(?:then\s+)?(?:propose|introduce|present|develop|design)\b"),
+    re.compile(r"(?i)\b(?:we|this\s+(?:paper|work|study|article|report|survey))\s+(?:\w+\s+){0,2}?"
+               r"(?:show|find|demonstrate|study|investigate|analy[sz]e|examine|reveal|identify|conduct|"
+               r"compare|audit|measure|address|focus|argue|revisit|formulate|reformulate|construct|build|"
+               r"detail)s?\b"),
+    re.compile(r"(?i)\b(?:in\s+)?this\s+(?:paper|work|study|article|report|survey)\b|\bhere,?\s+we\b"),
+    re.compile(r"(?i)\b(?:we|our)\b"),
 )
+_NOT_A_CLAIM = re.compile(r"(?i)^(?:warning|disclaimer|content warning)\b")  # "Warning: this paper contains…"
+# "We propose two techniques to realize this.": the content is in the next sentence
+_ANNOUNCES = re.compile(r"(?i)\b(?:two|three|four|five|several|\d)\s+(?:\w+\s+)?"
+                        r"(?:contributions|techniques|components|innovations|ideas|parts|stages)\b[^.]*\.$")
+SHORT_CLAIM = 25  # characters: "We find it does not." needs the sentence after it
 
 
 def sentences(text: str) -> list[str]:
-    return [s for s in _SENTENCES.split(" ".join((text or "").split())) if s]
+    """An abstract's sentences; a piece that ends in an abbreviation ("e.g.", "abbr.") is
+    joined to the next."""
+    found: list[str] = []
+    for piece in _SENTENCES.split(" ".join((text or "").split())):
+        if found and _NO_END.search(found[-1]):
+            found[-1] += " " + piece
+        elif piece:
+            found.append(piece)
+    return found
 
 
 def contribution(abstract: str) -> str:
     """The sentence that says what the paper does ("we propose", "we introduce", "we show",
-    "this paper"); the first sentence when none does. Never rewritten."""
+    "this paper"), with the next one when it only announces it; the first sentence when none
+    does. Never rewritten."""
     found = sentences(abstract)
     for claim in _CLAIMS:
-        for sentence in found:
-            if claim.search(sentence):
-                return sentence
+        for i, sentence in enumerate(found):
+            if claim.search(sentence) and not _NOT_A_CLAIM.match(sentence):
+                short = len(sentence) < SHORT_CLAIM or (len(sentence) < 3 * SHORT_CLAIM
+                                                        and _ANNOUNCES.search(sentence))
+                return f"{sentence} {found[i + 1]}" if short and i + 1 < len(found) else sentence
     return found[0] if found else ""

@@ -153,6 +153,31 @@ def test_contribution_is_the_claim_not_the_background():
     assert contribution("") == ""
 
 
+@pytest.mark.parametrize("abstract, picked", [
+    # no space after the period: the motivation is not glued to the claim (2605.01324)
+    ("RL is limited for edge deployments.To address this, we propose VideoThinker, a framework. It works.",
+     "To address this, we propose VideoThinker, a framework."),
+    # an abbreviation does not end the sentence (2604.22498)
+    ("MLLMs miss details. We propose Compositional Grounded Contrast (abbr. CGC), a framework. Gains follow.",
+     "We propose Compositional Grounded Contrast (abbr. CGC), a framework."),
+    # a claim that only announces, or says too little, brings the sentence that says it
+    ("Drafts are slow. We propose two techniques to realize this. First, FlatRoPE breaks symmetry. Then more.",
+     "We propose two techniques to realize this. First, FlatRoPE breaks symmetry."),
+    ("Do agents differ? We find it does not. Agents fine-tuned with DPO share one distribution.",
+     "We find it does not. Agents fine-tuned with DPO share one distribution."),
+    # a verb of building or measuring is a claim too (2603.03072), as is one past a first verb
+    ("LLMs assist scientists. Figures are hard. To address these issues, we construct DaTikZ-V4, a dataset.",
+     "To address these issues, we construct DaTikZ-V4, a dataset."),
+    ("Motion matters. We formalize this as STT reasoning and introduce Motion-o, a model. It wins.",
+     "We formalize this as STT reasoning and introduce Motion-o, a model."),
+    # a content warning is no claim, though it says "this paper"
+    ("Warning: this paper contains harmful text. Jailbreaks spread. In this work, attacks are measured.",
+     "In this work, attacks are measured."),
+])
+def test_contribution_reads_real_abstracts_shapes(abstract, picked):
+    assert contribution(abstract) == picked
+
+
 def test_on_the_dev_corpus_a_quarter_have_links_and_none_is_unsafe():
     dev = shared_file("data", "arxiv_dev.jsonl")
     rows = [json.loads(line) for line in dev.read_text(encoding="utf-8").splitlines() if line.strip()]
