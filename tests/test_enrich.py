@@ -459,7 +459,7 @@ def test_a_provider_without_json_schema_is_told_to_use_json_object(key, server, 
         {"error": {"message": "This response_format type is unavailable now"}}).encode())
     e = enricher(settings(server, concurrency=1, failure_limit=1), store, retries=0)
     assert e.summarise(papers(2)) == {}
-    assert e.report.error.count("400") == 1 and "This response_format type is unavailable now" in e.report.error
+    assert e.report.error.count("HTTP 400") == 1 and "This response_format type is unavailable now" in e.report.error
     assert "set enrich.structured: json_object" in e.report.error
 
 
