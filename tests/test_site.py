@@ -144,6 +144,8 @@ def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
     assert {n for n in pages if not n.startswith("papers/")} == {
         "index.html", "digests/2026-11-02.html", "digests/2026-11-09.html"}  # papers/: test_site_papers.py
     assert broken_links(folder) == []
+    for name, page in pages.items():  # no browser asks the server for a /favicon.ico it has not
+        assert page.css_first("link[rel=icon]").attributes["href"].startswith("data:"), name
     for name, page in pages.items():  # headings go down one level at a time (screen readers)
         levels = [int(h.tag[1]) for h in page.css("h1, h2, h3, h4, h5, h6")]
         assert levels[0] == 1 and all(b <= a + 1 for a, b in itertools.pairwise(levels)), (name, levels)
