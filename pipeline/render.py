@@ -617,8 +617,8 @@ def feed_xml(settings: Settings, digests: Sequence[Digest], updated: str, site: 
         entries.append({"d": digest, "id": link if base else feed_id(settings, digest.id),
                         "link": link, "updated": rfc3339(digest.window_end, digest.timezone),
                         "paper_count": paper_count(digest)})
+    home = ("" if base else "index.html") if site else "READING_LIST.md"  # relative, as the entries' links
     return html_env(settings.templates).get_template("feed.xml.j2").render(
         entries=entries, updated=rfc3339(updated, tz),
         feed_id=f"{base}feed.xml" if base else feed_id(settings, "site-feed" if site else "feed"),
-        self_url=f"{base}feed.xml" if base else None,
-        home_url=(base if site else f"{base}READING_LIST.md") if base else None, **ctx)
+        self_url=f"{base}feed.xml" if base else None, home_url=f"{base or ''}{home}", **ctx)

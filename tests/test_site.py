@@ -181,6 +181,10 @@ def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
     feed = ET.parse(folder / "feed.xml").getroot()
     links = [e.find(f"{ATOM}link").get("href") for e in feed.iter(f"{ATOM}entry")]
     assert links == ["digests/2026-11-09.html", "digests/2026-11-02.html"]
+    home = [link.get("href") for link in feed.findall(f"{ATOM}link")]  # back to the site, relative
+    papers_home = [link.get("href") for link in ET.parse(folder / "papers.xml").getroot().findall(f"{ATOM}link")]
+    assert home == ["index.html"] and papers_home == ["papers/index.html"]
+    assert (folder / "index.html").exists() and (folder / "papers" / "index.html").exists()
     assert (tmp_path / "out" / "feed.xml").exists()  # the feed of the email copies stays
 
     # A third week rewrites the index, the feed and its own page, not the older weeks'.
