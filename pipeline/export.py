@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from pipeline.models import Entry
+from pipeline.models import Entry, collapse
 
 FORMATS = {"bibtex": "bib", "ris": "ris", "csljson": "json", "jsonl": "jsonl"}  # format -> file suffix
 ARXIV_DOI = "10.48550/arXiv.{}"  # the DOI arXiv registers for every paper
@@ -153,11 +153,9 @@ def _abstract(entry: Entry) -> str:
     return flat(entry.abstract or entry.summary_en or "")
 
 
-@lru_cache(maxsize=256)
-def flat(text: str) -> str:
-    """Whitespace runs to one space (the four formats of one entry share the work: room
-    for the abstract to stay cached past the authors of a long author list)."""
-    return " ".join(text.split())
+# Whitespace runs to one space, cached: the four formats of one entry share the work (room
+# for the abstract to stay cached past the authors of a long author list).
+flat = lru_cache(maxsize=256)(collapse)
 
 
 # --- BibTeX --------------------------------------------------------------------------------

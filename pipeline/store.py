@@ -26,7 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from pipeline.config import sqlite_file
 from pipeline.errors import ConfigError, DigestError, LockedError
-from pipeline.models import Enrichment, Paper, Scored, SeedEntry, merge_papers, paper_key, seed_key
+from pipeline.models import Enrichment, Paper, Scored, SeedEntry, collapse, merge_papers, paper_key, seed_key
 
 meta = sa.MetaData()
 ARXIV = paper_key("")  # the prefix of an arXiv paper's item key
@@ -756,7 +756,7 @@ def where(engine: Engine) -> str:
 
 
 def one_line(error: BaseException) -> str:
-    return " ".join(str(error).split())
+    return collapse(str(error))
 
 
 def _json_dumps(value: Any) -> str:
