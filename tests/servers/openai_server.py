@@ -287,15 +287,20 @@ class _Handler(BaseHTTPRequestHandler):
             return
         request = ChatRequest(self.path, headers, body)
         reply = stand_in._begin(request)
+        ended = False
         try:
             stand_in._wait(stand_in.delay + reply.delay)
             status, payload = stand_in._answer(request, reply)
             if reply.header_trickle:
                 self._trickle_headers(reply.header_trickle, stand_in._stop)
                 return
+            if not reply.trickle:  # out of flight before the answer is written: the client may
+                stand_in._end()    # send its next request the moment it has read this one
+                ended = True
             self._send(status, payload, reply.headers, reply.trickle, stand_in._stop)
         finally:
-            stand_in._end()
+            if not ended:
+                stand_in._end()
 
     def _trickle_headers(self, interval: float, stop: threading.Event) -> None:
         try:
