@@ -424,7 +424,7 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
     # site is served somewhere (outputs.site_url), else its Markdown copy beside this one.
     # A relative link works between the files in outputs.dir, not in a mail client: an
     # email links the web reading list, or nothing.
-    web = f"{settings.site_url}digests/{digest.id}.html" if settings.site_url else None
+    web = digest_url(settings, digest.id) if settings.site_url else None
     reading: str | None
     whole: str | None
     if base:
