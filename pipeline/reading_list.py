@@ -2,7 +2,8 @@
 
 Its entries are the digest's Entry records, read a batch at a time in one stable order
 (newest day first, ties by key), so memory stays flat at any size. The Markdown is an
-index (`READING_LIST.md`: per topic its count and newest entries) beside
+index (`READING_LIST.md`: per topic its count and newest entries, or every entry while the
+whole list fits in one file) beside
 `reading-list/<topic>.md` and `reading-list/<YYYY-MM>.md`, one table row per paper. A
 topic file that would pass LIMIT is split by year (a year that would still pass it, by
 month). Rows are spooled to a temporary file per topic while the months, which the
@@ -212,10 +213,14 @@ class _Topic:
         self.spool.seek(0, 2)
         return text.splitlines()
 
+    def size(self) -> int:
+        """Bytes of its rows."""
+        return self.spool.seek(0, 2)
+
     def files(self, slug: str) -> list[tuple[str, str, _Part]]:
         """(file name, period, rows): one file, else one per year, a year too big for one
         in packs of days (numbered from its oldest, so they stay as they are)."""
-        whole = _Part(0, self.spool.tell(), self.count)
+        whole = _Part(0, self.size(), self.count)
         if whole.end <= LIMIT - ROOM:
             return [(f"{slug}.md", "", whole)]
         found = []
@@ -351,7 +356,8 @@ class Markdown:
     def close(self) -> dict[str, Path]:
         """Write what is left; {name under out: path} of every file the reading list now has (for git)."""
         self._close_month()
-        sections = [_topic_files(self.rows, self.out, self.written, key, self.state[key], self.topics)
+        every = sum(topic.size() for topic in self.state.values()) <= LIMIT - ROOM
+        sections = [_topic_files(self.rows, self.out, self.written, key, self.state[key], self.topics, every)
                     for key in in_order(self.state, self.topics)]
         _write(self.out, "READING_LIST.md", self.written, self.rows.page(
             "reading_list.md.j2", sections=sections, total=self.total, updated=str(self.updated),
@@ -400,8 +406,9 @@ def in_order(found: Iterable[str], topics: Sequence[TopicDef]) -> list[str]:
 
 
 def _topic_files(rows: Rows, out: Path, written: dict[str, Path], key: str, topic: _Topic,
-                 topics: Sequence[TopicDef]) -> dict:
-    """Write a topic's file (or its files by year); return its section of the index."""
+                 topics: Sequence[TopicDef], every: bool) -> dict:
+    """Write a topic's file (or its files by year); return its section of the index, with
+    every row of the topic when `every` (the whole list fits in one file), else the newest."""
     name = next((t.name for t in topics if t.key == key), None)
     zh, en = (name.zh, name.en) if name else (key, key)
     files = []
@@ -410,8 +417,9 @@ def _topic_files(rows: Rows, out: Path, written: dict[str, Path], key: str, topi
         _write(out, f"{FOLDER}/{file}", written, rows.page(
             "reading_list/file.md.j2", name={"zh": zh, "en": en}, heading=period,
             rows=topic.rows(part), with_topic=False))
+    shown = topic.rows(_Part(0, topic.size(), topic.count)) if every else topic.newest
     return {"topic": key, "name_zh": zh, "name_en": en, "count": topic.count,
-            "newest": topic.newest, "files": files, "split": len(files) > 1}
+            "newest": shown, "every": every, "files": files, "split": len(files) > 1}
 
 
 def _write(out: Path, name: str, written: dict[str, Path], text: str) -> None:

@@ -103,13 +103,26 @@ def test_every_file_parses_as_tables_that_keep_their_columns_and_only_our_links(
     assert "| [Code](https://github.com/example-lab/grpo-lambda) | NeurIPS 2026 |" in row
 
 
-def test_the_index_shows_the_newest_twenty_per_topic_and_files_hold_every_paper(tmp_path):
+def test_the_index_holds_every_paper_while_it_fits_in_one_file(tmp_path):
     papers = many(45) + [replace(e, key=e.key + "b", topic="agentic") for e in many(3)]
+    write(tmp_path, papers)
+    index = read(tmp_path / "READING_LIST.md")
+    algorithms = index.split('<a id="algorithms"></a>', 1)[1].split("<a id=", 1)[0]
+    assert "全部 45 篇 · all 45:" in algorithms
+    assert re.findall(r"\[Paper number (\d+)\]", algorithms) == [str(k) for k in range(45)]
+    assert len(table_rows(index)) == 2 * 2 + 48 + 1  # two topics' headers and every row; the months' header
+
+
+def test_past_one_file_the_index_shows_the_newest_twenty_per_topic_and_files_hold_every_paper(tmp_path, monkeypatch):
+    papers = many(45) + [replace(e, key=e.key + "b", topic="agentic") for e in many(3)]
+    monkeypatch.setattr(reading_list, "LIMIT", 5_400)  # a topic fits in a file, the two do not
+    monkeypatch.setattr(reading_list, "ROOM", 500)
     write(tmp_path, papers)
     index = read(tmp_path / "READING_LIST.md")
     algorithms = index.split('<a id="algorithms"></a>', 1)[1].split("<a id=", 1)[0]
     assert "## 算法与目标 · Algorithms and objectives (45)" in algorithms
     assert "[reading-list/algorithms.md](reading-list/algorithms.md) (45)" in algorithms
+    assert "最新 20 篇 · the newest 20:" in algorithms
     shown = re.findall(r"\[Paper number (\d+)\]", algorithms)
     assert shown == [str(k) for k in range(20)]  # the newest 20, newest first
     topic = read(tmp_path / "reading-list" / "algorithms.md")
