@@ -433,8 +433,12 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
         reading, whole = f"{settings.site_url}papers/index.html" if web else None, web
     else:
         reading, whole = relative, web or f"{digest.id}.md"
+    # Without the LLM's takeaways the highlights list what the digest holds, 3 to 5 lines:
+    # the featured papers, the busiest topics, then curated entries until there are 3.
+    top = counts[:max(0, min(3, 5 - len(digest.featured)))]
     ctx.update(d=digest, sections=sections, featured_in=featured,
-               paper_count=paper_count(digest), top_topics=counts[:3],
+               paper_count=paper_count(digest), top_topics=top,
+               top_curated=digest.curated[:max(0, 3 - len(digest.featured) - len(top))],
                more=len(digest.left_out), reading_list_count=reading_count, reading_list_url=reading,
                digest_url=digest_url(settings, digest.id), whole_url=whole)
     return ctx

@@ -82,6 +82,24 @@ def test_highlights_without_an_llm_invent_nothing(tmp_path, cli):
     assert found and "GRPO variant" in found.group(1)
 
 
+def test_a_digest_of_seeds_alone_without_an_llm_still_has_three_highlights(tmp_path, cli):
+    from tests.helpers import write_config
+
+    config = write_config(tmp_path)  # the seed documents, no source, no LLM
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    got = outputs(tmp_path, "2026-11-02")
+    block = got["md"].split("## 本周看点 · Highlights", 1)[1].split("\n## ", 1)[0]
+    lines = [ln for ln in block.splitlines() if ln.startswith("- ")]
+    assert len(lines) == 3, lines  # the seed page's featured pair, then a curated entry
+    assert [ln.split("：", 1)[0] for ln in lines] == ["- 精选 Featured", "- 精选 Featured", "- 精选收录 Curated"]
+    curated = lines[2].split("：", 1)[1]
+    shelf = got["md"].split("## 收录 · From the reading list", 1)[1]
+    assert f"**{curated}**" in shelf  # a title the digest lists below, not one it invents
+    txt = " ".join(got["txt"].split())
+    assert f"精选收录 Curated：{curated}" in txt
+    assert "精选收录 Curated：" in got["html"].split("<h2", 2)[1]  # the email's Highlights block
+
+
 def week_of_two_questions() -> list:
     """Two reward-hacking papers among unrelated ones; the unrelated score higher."""
     hacking = [
