@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import select
 import signal
 import sys
 import traceback
+from collections.abc import Collection
 from contextlib import ExitStack
 from datetime import date, datetime
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +107,9 @@ def _reader_gone() -> bool:
 class Group(click.Group):
     """Turns the project's errors into exit codes; a traceback only with -v."""
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, globals_first(args, self.commands))
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -127,6 +133,28 @@ class Group(click.Group):
             else:
                 echo(f"rl-digest: unexpected error: {what} (run again with -v for the traceback)", err=True)
             ctx.exit(1)
+
+
+def globals_first(args: list[str], commands: Collection[str]) -> list[str]:
+    """`rl-digest run -q --config x.yaml` as `rl-digest -q --config x.yaml run`: the global
+    options are the group's, but people type them after the command too (no command has
+    options of those names)."""
+    at = 0
+    while at < len(args) and args[at] not in commands:
+        at += 2 if args[at] == "--config" else 1
+    moved: list[str] = []
+    kept: list[str] = []
+    rest = iter(args[at + 1:])
+    for arg in rest:
+        if arg == "--":
+            kept += [arg, *rest]
+        elif arg in ("-q", "--quiet", "--verbose") or re.fullmatch(r"-v+|--config=.*", arg):
+            moved.append(arg)
+        elif arg == "--config":
+            moved += [arg, *islice(rest, 1)]
+        else:
+            kept.append(arg)
+    return [*args[:at], *moved, *args[at:at + 1], *kept] if at < len(args) else args
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})

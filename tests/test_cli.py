@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -147,3 +148,19 @@ def test_a_quiet_run_without_the_llm_key_says_so_on_its_one_line(tmp_path, cli):
     assert result.returncode == 0 and result.stderr == ""
     (line,) = result.stdout.splitlines()
     assert line.endswith("; LLM off: enrich.api_key_env: the environment variable OPENAI_API_KEY is not set")
+
+
+def test_global_options_work_after_the_command_too(tmp_path, cli):
+    config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}}})
+    before = cli("-q", "--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    after = cli("run", "--offline", "--as-of", "2026-11-02", "-q", f"--config={config}")
+    same = re.compile(r", [\d.]+ s$")  # all but the time it took
+    assert same.sub("", after.stdout) == same.sub("", before.stdout)  # the same config, run again
+    assert after.stderr == before.stderr == ""  # quiet
+    plain = cli("run", "--as-of", "not-a-date", "--config", str(config), check=2)
+    loud = cli("run", "--as-of", "not-a-date", "--config", str(config), "-v", check=2)
+    assert "Traceback" in loud.stderr and "Traceback" not in plain.stderr
+    wrong = cli("status", "--config", str(tmp_path / "missing.yaml"), check=None)
+    assert wrong.returncode == 2 and "missing.yaml" in wrong.stderr  # it is this --config that is read
+    # A value that looks like one of them is still the command's own, after `--`.
+    assert cli("mark", "--config", str(config), "--", "-q", "--relevant", check=None).returncode == 2
