@@ -44,6 +44,12 @@ before 2026-12-02's fourth session used TF-IDF with the title twice throughout.
   benchmarks/relevance_embed.py into the file RL_DIGEST_EMBEDDINGS names): a balanced logistic
   regression on it, or a k-nearest-neighbour prior over its cosine, mixed into the text half
   (beta 1.0: in place of it). Does a model of meaning know what the grams do not?
+- mil, mil-title, mil-em, mil-hard: multiple instances, a sentence-level NB-LR (the shipped
+  featurisation over each abstract sentence of pipeline/extract.py, each inheriting its paper's
+  label; -title: the title one more instance; -em: one soft EM pass; -hard: mi-SVM-style
+  relabelling from an out-of-fold first pass), a paper scored by an aggregate of its sentences
+  (max, mean of the best two, noisy-or, log-mean-exp of the logits) mixed into the text half,
+  in place of it, or as a third half with its own weight chosen on earlier months.
 
 Prints P and R on all rows and non-borderline rows, min(P, R) of each fold (the noise), and
 the optimistic figure (weight and threshold chosen on the pooled test folds themselves).
@@ -430,6 +436,135 @@ class Embed:
         return mixed_in(found, prior, self.beta)
 
 
+class Sentences:
+    """Multiple instances: a sentence-level NB-LR (the shipped featurisation: presence of word
+    1-2-grams with negation, each scaled by its naive-Bayes log-count ratio, L2-normalised,
+    balanced logistic regression, C 16, borderline rows 0.3) fitted on the abstracts' sentences
+    (pipeline/extract.py's splitter), each sentence inheriting its paper's label and weight
+    (`title`: the title is an instance too; `em`: one EM-style pass, the positive papers'
+    sentences re-weighted by their first-pass probability, normalised to the paper's best;
+    `em="hard"`: mi-SVM style, a positive paper's sentences under 0.5 relabelled negative but
+    its best one, the first pass out of fold (5 inner folds of papers)).
+    A paper's score is an aggregate of its sentences' probabilities (`agg`: max, top2 = mean of
+    the best two, noisy-or, lse = log-mean-exp of the logits); `beta` of it replaces as much of
+    the shipped text probability, or (`third`) it is a third half with its own weight, chosen on
+    earlier months with the other two."""
+
+    kind = "hybrid"
+    _cache: dict = {}
+
+    def __init__(self, agg, beta=None, title=False, em=False, third=False):
+        self.agg, self.beta, self.title, self.em, self.third = agg, beta, title, em, third
+        if third:
+            self.weights = tuple(Third(w, v) for w in (0.2, 0.3, 0.4, 0.5) for v in (0.1, 0.2, 0.3)
+                                 if w + v < 0.9)
+
+    @staticmethod
+    def instances(rows, title):
+        """(grams of each instance, index of its paper)."""
+        from pipeline import extract, grams
+
+        texts, owner = [], []
+        for i, r in enumerate(rows):
+            pieces = extract.sentences(r.get("abstract") or "")
+            if title or not pieces:  # a seed (title only) has no other instance
+                pieces = [r["title"], *pieces]
+            texts += pieces
+            owner += [i] * len(pieces)
+        found = grams.strings(grams.words(texts), len(texts))
+        return [dict.fromkeys(g, 1) for g in found], np.array(owner)
+
+    def _fit(self, train, seeds, scored):
+        from sklearn.feature_extraction import DictVectorizer
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.preprocessing import normalize
+
+        from pipeline import learn
+
+        rows = train + seeds
+        docs, owner = self.instances(rows, self.title)
+        y = np.array([rows[i]["label"] for i in owner])
+        weights = np.array(row_weights(rows))[owner]
+        words = DictVectorizer()
+        counts = words.fit_transform(docs)
+        keep = np.flatnonzero(np.asarray((counts > 0).sum(0)).ravel() >= 3)
+        present = counts[:, keep] > 0
+
+        def fit(w, labels=y, part=slice(None)):
+            s = learn.log_count_ratio(present[part].astype(float), labels[part], w[part])
+            m = LogisticRegression(C=16.0, class_weight="balanced", solver="liblinear", random_state=0)
+            m.fit(normalize(present[part].multiply(s).tocsr()), labels[part], sample_weight=w[part])
+            return s, m
+
+        def predict(s, m, part=slice(None)):
+            return m.predict_proba(normalize(present[part].multiply(s).tocsr()))[:, 1]
+
+        scale, model = fit(weights)
+        if self.em == "hard":  # mi-SVM style: a positive paper's sentences under 0.5 become negative
+            # instances, its best one stays positive. The first pass is out of fold (5 inner folds
+            # of papers): in sample the fit has memorised its sentences and would relabel almost none
+            from sklearn.model_selection import KFold
+
+            p = np.zeros(len(y))
+            for fit_papers, held_papers in KFold(5, shuffle=True, random_state=0).split(rows):
+                inside, held = np.isin(owner, fit_papers), np.isin(owner, held_papers)
+                p[held] = predict(*fit(weights, part=inside), part=held)
+            best = np.zeros(len(rows))
+            np.maximum.at(best, owner, p)
+            under = (y == 1) & (p < best[owner]) & (p < 0.5)
+            if os.environ.get("MIL_VERBOSE"):
+                print(f"relabelled {under.sum()} of {(y == 1).sum()} positive instances", flush=True)
+            scale, model = fit(weights, np.where(under, 0, y))
+        elif self.em:  # soft: a positive paper's sentences weighted by their probability / its best
+            p = predict(scale, model)
+            best = np.zeros(len(rows))
+            np.maximum.at(best, owner, p)
+            scale, model = fit(weights * np.where(y == 1, p / np.maximum(best[owner], 1e-9), 1.0))
+        sdocs, sowner = self.instances(scored, self.title)
+        x = normalize((words.transform(sdocs)[:, keep] > 0).multiply(scale).tocsr())
+        p = model.predict_proba(x)[:, 1]
+        return [p[sowner == i] for i in range(len(scored))]
+
+    def __call__(self, train, seeds, scored):
+        key = (self.title, self.em, len(train), scored[0]["id"], len(scored))
+        if key not in self._cache:
+            self._cache[key] = (Candidate("hybrid")(train, seeds, scored), self._fit(train, seeds, scored))
+        found, probs = self._cache[key]
+        prior = [aggregate(p, self.agg) for p in probs]
+        if self.third:
+            return [(dict(r, mil=q), text, rule) for (r, text, rule), q in zip(found, prior, strict=True)]
+        return mixed_in(found, prior, self.beta)
+
+
+def aggregate(p, how):
+    p = np.sort(np.asarray(p))[::-1]
+    if how == "max":
+        return float(p[0])
+    if how == "top2":
+        return float(p[:2].mean())
+    if how == "noisy-or":
+        return float(1 - np.prod(1 - p))
+    if how == "lse":  # log-mean-exp of the logits: between their mean and their max
+        q = np.clip(p, 1e-6, 1 - 1e-6)
+        z = np.log(q / (1 - q))
+        z = z.max() + np.log(np.mean(np.exp(z - z.max())))
+        return float(1 / (1 + np.exp(-z)))
+    raise ValueError(how)
+
+
+class Third:
+    """w x text + v x the sentence aggregate (the row's "mil") + (1 - w - v) x rule."""
+
+    def __init__(self, w, v):
+        self.w, self.v = w, v
+
+    def combine(self, row, a, b):
+        return self.w * a + self.v * row["mil"] + (1 - self.w - self.v) * b
+
+    def __repr__(self):
+        return f"{self.w}+{self.v}"
+
+
 CANDIDATES = {
     "shipped": [("hybrid (shipped recipe)", Candidate("hybrid")), ("text model alone", Candidate("text"))],
     "tfidf": [("hybrid, TF-IDF with the title twice (shipped before)", Candidate("hybrid", nb=False)),
@@ -471,6 +606,20 @@ CANDIDATES = {
               for c in (1.0, 4.0) for b in (0.3, 0.5, 1.0)]
              + [(f"hybrid, {k}-nearest-neighbour prior (embedding cosine) mixed into the text half, beta {b}",
                  Embed(b, k=k)) for k in (10, 30, 50) for b in (0.2, 0.3, 0.4)],
+    "mil": [(f"hybrid, sentence-level NB-LR ({agg}) mixed into the text half, beta {b}", Sentences(agg, b))
+            for agg in ("max", "top2", "noisy-or", "lse") for b in (0.2, 0.3, 0.5)]
+           + [(f"hybrid, sentence-level NB-LR ({agg}) in place of the text half", Sentences(agg, 1.0))
+              for agg in ("max", "top2")]
+           + [(f"hybrid, sentence-level NB-LR ({agg}) as a third half", Sentences(agg, third=True))
+              for agg in ("max", "top2", "lse")],
+    "mil-title": [(f"hybrid, sentence-level NB-LR, title an instance ({agg}) mixed into the text half, "
+                   f"beta {b}", Sentences(agg, b, title=True))
+                  for agg in ("max", "top2", "lse") for b in (0.2, 0.3, 0.5)],
+    "mil-hard": [(f"hybrid, sentence-level NB-LR, mi-SVM-style relabelling ({agg}) mixed into the text half, "
+                  f"beta {b}", Sentences(agg, b, em="hard"))
+                 for agg in ("max", "top2") for b in (0.2, 0.3, 0.5)],
+    "mil-em": [(f"hybrid, sentence-level NB-LR, one EM pass ({agg}) mixed into the text half, beta {b}",
+                Sentences(agg, b, em=True)) for agg in ("max", "top2", "lse") for b in (0.2, 0.3, 0.5)],
 }
 
 
@@ -506,7 +655,7 @@ def main() -> None:
                 (0.2, 0.3, 0.4, 0.5, 0.6) if candidate.kind == "hybrid" else (1.0,))
             # a combiner's probability is its own calibration: its cut may lie above 0.6
             relevance_model.THRESHOLDS = WIDE if candidate.kind == "combined" else THRESHOLDS
-            pooled, made, _, per_fold = nested(folds, weights)
+            pooled, made, choices, per_fold = nested(folds, weights)
             scored = [x for f in folds[1:] for x in f]
             w, t = choose(scored, weights)
             optimistic = both([m >= t for m in mix(w, scored)], pooled)
@@ -514,7 +663,8 @@ def main() -> None:
             spread = [min(x, y) for x, y in per_fold]
             print(f"{label}: P {p:.3f} R {r:.3f}, non-borderline P {pc:.3f} R {rc:.3f}; "
                   f"min(P, R) per fold {min(spread):.3f}-{max(spread):.3f}; "
-                  f"optimistic P {optimistic[0]:.3f} R {optimistic[1]:.3f}",
+                  f"optimistic P {optimistic[0]:.3f} R {optimistic[1]:.3f} (at {w}/{t}); "
+                  f"nested choices {', '.join(f'{a}/{b}' for a, b in choices)}",
                   flush=True)
 
 

@@ -101,6 +101,9 @@ def mix(w, scored) -> list[float]:
     that depends on the rule's value: relevance_candidates.py's `gated`)."""
     found = []
     for row, a, b in scored:
+        if hasattr(w, "combine"):  # a mix of more than two halves (relevance_candidates.py's `mil`)
+            found.append(w.combine(row, a, b))
+            continue
         weight = w(row) if callable(w) else w
         found.append(weight * a + (1 - weight) * b)
     return found
