@@ -5,7 +5,8 @@ POST (RFC 8058 one-click, as mail clients send it) unsubscribes at once; both pa
 offer `/r/TOKEN` to subscribe again. `/f/TOKEN`: a reader's 👍 or 👎 on a paper; GET asks
 (a mail scanner that opens every link must not vote), POST records and thanks. A token
 that does not check out gets 403 and changes nothing (pipeline/links.py). Writes are one
-at a time (a lock), so two clicks never lose one.
+at a time (a lock), so two clicks never lose one. Every answer carries security headers,
+and no redirect names the Host header a client sent (`Secured`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,13 @@ from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.datastructures import MutableHeaders
+from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pipeline import readers, render
 from pipeline.config import Config
@@ -31,6 +35,48 @@ from pipeline.models import seed_key
 from pipeline.store import Store
 
 _WRITE = threading.Lock()
+READER_PATHS = ("/u/", "/r/", "/f/")  # the token pages: they name a reader's address
+READER_METHODS = "GET, HEAD, POST"
+HEADERS = {  # the site loads only its own scripts; the inline style of the trend chart's swatches
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+                               "object-src 'none'; base-uri 'none'; form-action 'self'; "
+                               "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+PRIVATE = {"Cache-Control": "no-store", "X-Robots-Tag": "noindex"}
+
+
+class Secured:
+    """Security headers on every answer (no-store and noindex on the token pages); the
+    methods a token page takes in its 405; a redirect (a folder to its slash) relative, so
+    it never names the Host header a client sent (a cache behind a proxy could keep it)."""
+
+    def __init__(self, app: ASGIApp):
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        private = scope["path"].startswith(READER_PATHS)
+        if private and scope["method"] not in READER_METHODS.split(", "):
+            answer = Response(status_code=405, headers={"Allow": READER_METHODS})
+            return await answer(scope, receive, self._sending(send, scope, private))
+        await self.app(scope, receive, self._sending(send, scope, private))
+
+    @staticmethod
+    def _sending(send: Send, scope: Scope, private: bool) -> Send:
+        async def sending(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                headers.update(HEADERS | (PRIVATE if private else {}))
+                if "location" in headers:  # only StaticFiles redirects: a folder to its slash
+                    query = scope["query_string"].decode("latin-1")
+                    folder = scope["path"].rsplit("/", 1)[-1]
+                    headers["location"] = f"{folder}/?{query}" if query else f"{folder}/"
+            await send(message)
+        return sending
 
 
 def app(config: Config, store: Store, links: Links) -> Starlette:
@@ -107,7 +153,9 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
               Route("/f/{token}", feedback, methods=["GET", "POST"])]
     if has_site:
         routes.append(Mount("/", StaticFiles(directory=site, html=True)))
-    return Starlette(routes=routes, exception_handlers={404: not_found})
+    found = Starlette(routes=routes, exception_handlers={404: not_found}, middleware=[Middleware(Secured)])
+    found.router.redirect_slashes = False  # `/u/TOKEN/` is not found, not sent to the Host a client names
+    return found
 
 
 def run(config: Config, store: Store, links: Links, host: str, port: int) -> None:

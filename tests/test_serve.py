@@ -1,0 +1,63 @@
+"""`rl-digest serve` as a browser and an attacker meet it: the site works in Chromium under
+its Content-Security-Policy; every answer carries security headers; no redirect names the
+Host a client sent; a token page's 405 names the methods it takes."""
+
+from __future__ import annotations
+
+import http.client
+import re
+
+from tests.helpers import chromium
+from tests.processes import start_cli, wait_for
+from tests.servers.smtp_server import free_port
+from tests.test_site import two_weeks
+
+
+def ask(port: int, method: str, path: str, host: str = "127.0.0.1") -> http.client.HTTPResponse:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request(method, path, headers={"Host": host})
+    answer = connection.getresponse()
+    answer.read()
+    connection.close()
+    return answer
+
+
+def _up(port: int) -> bool:
+    try:
+        return ask(port, "GET", "/u/x").status == 403
+    except OSError:
+        return False
+
+
+def test_the_served_site_is_locked_down_and_still_works_in_chromium(tmp_path, cli):
+    folder = two_weeks(tmp_path, cli)
+    port = free_port()
+    server = start_cli("--config", str(tmp_path / "config.yaml"), "serve", "--host", "127.0.0.1",
+                       "--port", str(port))
+    try:
+        wait_for(lambda: _up(port), timeout=60, what="serve to listen", proc=server)
+        page, token = ask(port, "GET", "/"), ask(port, "GET", "/u/x")
+        moved = ask(port, "GET", "/papers", host="evil.example")
+        slash = ask(port, "GET", "/u/x/", host="evil.example")
+        options, put = ask(port, "OPTIONS", "/u/x"), ask(port, "PUT", "/f/x")
+        shown = chromium(tmp_path, "--virtual-time-budget=3000", "--dump-dom",
+                         f"http://127.0.0.1:{port}/papers/index.html?q=variant+2")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    for answer in (page, token, moved, options):
+        assert "frame-ancestors 'none'" in answer.getheader("Content-Security-Policy")
+        assert answer.getheader("X-Content-Type-Options") == "nosniff"
+        assert answer.getheader("Referrer-Policy") == "no-referrer"
+    assert page.status == 200 and page.getheader("Cache-Control") is None  # the site may be cached
+    assert token.status == 403 and token.getheader("Cache-Control") == "no-store"  # a reader's page never
+    assert token.getheader("X-Robots-Tag") == "noindex"
+    assert moved.status == 307 and moved.getheader("Location") == "papers/"  # relative: not evil.example
+    assert slash.status == 404 and slash.getheader("Location") is None
+    assert options.status == put.status == 405 and options.getheader("Allow") == "GET, HEAD, POST"
+    # The search runs under the policy: its scripts are the site's own, no inline handler.
+    assert shown.returncode == 0, shown.stderr
+    listed = re.search(r'<ol class="results" id="results"[^>]*>(.*?)</ol>', shown.stdout, re.S)
+    assert listed and "#p-arxiv-2611.00002" in listed.group(1)
+    assert "Content Security Policy" not in shown.stderr
+    assert (folder / "papers" / "index.html").read_text("utf-8").count("onsubmit") == 0
