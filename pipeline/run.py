@@ -192,7 +192,7 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
     judged = judge_grey_band(config, week, enricher)
     if judged:
         store.set_scores(judged)
-    summarise(week, enricher, report)
+    summarise(config, week, enricher, report)
     checkpoint()
     credits = sources.credits(config, used, options.offline)
     digest = build_digest(config, options, week, collected.documents, enricher, credits,
@@ -392,14 +392,13 @@ def judge_grey_band(config: Config, week: Week, enricher: Enricher) -> list[Scor
     return judged
 
 
-def summarise(week: Week, enricher: Enricher, report: RunReport) -> None:
-    """Summaries for the papers waiting for a digest (best first), then for listed papers
-    whose summary failed before; English for curated seeds. The week takes them in."""
-    def best(p: Paper) -> float:
-        scored = week.scores.get(p.id)
-        return -((scored.score if scored else None) or 0.0)
-
-    waiting = sorted(week.waiting(), key=best)
+def summarise(config: Config, week: Week, enricher: Enricher, report: RunReport) -> None:
+    """Summaries for the papers waiting for a digest, in the digest's order (featured and
+    full entries first: enrich.max_papers must not go to one-line entries), then for listed
+    papers whose summary failed before; English for curated seeds. The week takes them in."""
+    waiting = week.waiting()
+    order = importance_of(config, week, {p.id: week.scores[p.id].score or 0.0 for p in waiting})
+    waiting.sort(key=lambda p: -order.get(p.id, 0.0))
     waiting_ids = {p.id for p in waiting}
     listed = [p for p in week.kept()
               if paper_key(p.id) not in week.summaries and p.id not in waiting_ids]
@@ -471,12 +470,17 @@ def build_digest(config: Config, options: Options, week: Week, documents: list[S
 def by_importance(config: Config, week: Week, entries: list[Entry]) -> list[Entry]:
     """The week's papers with their importance as the score they are ordered by
     (relevance plus the parts importance.py documents); seed entries as they are."""
-    keys = {e.key.removeprefix("arxiv:"): e for e in entries if e.key.startswith("arxiv:")}
-    found = importance.weigh([week.papers[pid] for pid in keys if pid in week.papers],
-                             {pid: e.score or 0.0 for pid, e in keys.items()},
-                             week.taste, config.digest.importance)
-    return [replace(e, score=found[pid].total) if (pid := e.key.removeprefix("arxiv:")) in found else e
+    found = importance_of(config, week, {e.key.removeprefix("arxiv:"): e.score or 0.0
+                                         for e in entries if e.key.startswith("arxiv:")})
+    return [replace(e, score=found[pid]) if (pid := e.key.removeprefix("arxiv:")) in found else e
             for e in entries]
+
+
+def importance_of(config: Config, week: Week, relevance: dict[str, float]) -> dict[str, float]:
+    """Paper id -> importance total, the digest's order, from each paper's relevance."""
+    found = importance.weigh([week.papers[pid] for pid in relevance if pid in week.papers],
+                             relevance, week.taste, config.digest.importance)
+    return {pid: part.total for pid, part in found.items()}
 
 
 def choose_featured(config: Config, week: Week, enricher: Enricher, papers: list[Entry],

@@ -223,3 +223,27 @@ def test_two_weeks_with_the_default_digest_and_an_llm_list_every_relevant_paper_
     for fmt, text in second.items():  # both new papers are featured: the list names them, not "nothing new"
         words = " ".join(html.unescape(text).split())  # the text copy wraps, the HTML escapes
         assert words.count("read in Featured above") == 2 and "Nothing new" not in words, fmt
+
+
+def test_the_llm_summarises_the_full_entries_first_not_the_one_line_ones(tmp_path, cli):
+    """enrich.max_papers is spent in the digest's order (importance), not by relevance alone:
+    a summary of a one-line entry shows nowhere, a full entry without one waits a week."""
+    week = [rl_paper(i, DAY) for i in range(1, 7)]
+    coded = {"2611.00005", "2611.00006"}  # relevant, no more than the others, and with code
+    week = [replace(p, abstract="A large language model is fine-tuned with reinforcement learning. "
+                                "Code: https://github.com/example/grpo.") if p.id in coded else p
+            for p in week]
+    with ArxivServer(week) as arxiv, OpenAIServer() as llm:
+        config = full_config(tmp_path, arxiv, llm, digest={"max_papers": 2, "featured": 0,
+                                                           "importance": {"code": 5.0}},
+                             enrich={"provider": "openai", "base_url": llm.url, "max_papers": 2,
+                                     "timeout_seconds": 5, "deadline_seconds": 10, "concurrency": 1})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
+        asked = {t for r in llm.requests if r.task == "paper_summary" for t in r.titles}
+    assert asked == {p.title for p in week if p.id in coded}
+    md = outputs(tmp_path, "2026-11-02")["md"]
+    for paper in week:
+        full = f"**[{paper.title}]" in md or f"**{paper.title}**" in md
+        assert full == (paper.id in coded), paper.id  # the two with code are the full entries
+        if full:
+            assert f"English summary of {paper.title}." in md
