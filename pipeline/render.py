@@ -527,8 +527,9 @@ def _inline(html: str) -> str:
 
 
 def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: int | None = None,
-                personal: bool = False) -> str:
-    """The email HTML, CSS inlined, under `limit` bytes.
+                personal: bool = False, whole: bool = False) -> str:
+    """The email HTML, CSS inlined, under `limit` bytes; `whole`, never trimmed (the file
+    copy in out/digests/, which an email's "view online" may link).
 
     Too big: the one-line entries go first, then long English lines are clipped, then the
     lowest-ranked full entries are left to the web and Markdown copies (a line says how
@@ -555,7 +556,7 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     def fits(page: str) -> bool:  # as each reader gets it: longer links (their tokens), encoded
         return as_sent(links.sized(page)) <= limit
 
-    if base["whole_url"] is None:
+    if base["whole_url"] is None or whole:
         return render(None, total, brief=True)
     page = ""
     for clip_en, brief in ((None, True), (None, False), (CLIP_EN, False)):
@@ -596,7 +597,7 @@ def digest_as(settings: Settings, digest: Digest, fmt: str, reading_count: int) 
     if fmt == "md":
         return digest_markdown(settings, digest, reading_count)
     if fmt == "html":
-        return digest_html(settings, digest, reading_count)
+        return digest_html(settings, digest, reading_count, whole=True)
     if fmt == "txt":
         return digest_text(settings, digest, reading_count)
     raise ValueError(f"unknown format {fmt!r}: md, html or txt")

@@ -12,6 +12,7 @@ import struct
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
+from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -466,6 +467,21 @@ def test_a_trimmed_email_links_the_digests_web_copy_when_the_site_is_served():
         assert f'<a href="{online}"' in html and "在线阅读 View online" in html
     whole = render.digest_html(web, fx.many(5), 500)  # nothing left out: no "more" line
     assert "more papers" not in whole and f'<a href="{page}"' in whole
+
+
+def test_the_html_file_copy_is_whole_where_the_email_is_trimmed():
+    """out/digests/ID.html (and `render --format html`) is the digest, which "view online"
+    opens: only the email is cut to its size."""
+    d = fx.many(40, scale=12)
+    settings = fx.config(base_url="https://example.org/out/")
+    mailed = render.digest_html(settings, d, 500)
+    copy = render.digest_as(settings, d, "html", 500)
+    listed = sum(len(s.entries) + len(s.brief) for s in d.sections)
+    assert mailed.count('class="paper"') < listed  # the email had to leave papers out
+    assert copy.count('class="paper"') + copy.count('class="brief"') >= listed
+    assert "This email is shortened" not in copy and "more papers in the whole digest" not in copy
+    for e in (e for s in d.sections for e in (*s.entries, *s.brief)):
+        assert escape(e.title, quote=False) in copy, e.title
 
 
 # --- plain text ---------------------------------------------------------------------------
