@@ -14,7 +14,7 @@ import re
 import string
 import unicodedata
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
 from email import policy as email_policy
@@ -505,14 +505,14 @@ def _ranked(entries: Sequence[Entry]) -> list[Entry]:
     return sorted(entries, key=lambda e: (not e.curated, -(e.score or 0.0), e.key))
 
 
-def _keep(digest: Digest, keep: int, brief: bool) -> tuple[tuple[Section, ...], dict[str, int]]:
-    """Sections holding only the `keep` best full entries (their order unchanged), and the
-    one-line entries when `brief`; and how many went, per topic. Every section stays, so
+def _keep(digest: Digest, keep: int, brief: int) -> tuple[tuple[Section, ...], dict[str, int]]:
+    """Sections holding only the `keep` best full entries and the `brief` best one-line
+    entries (their order unchanged); and how many went, per topic. Every section stays, so
     a reader sees each topic and its whole count even when its papers all went."""
-    everything = [e for s in digest.sections for e in s.entries]
-    kept = {e.key for e in _ranked(everything)[:keep]}
+    kept = {e.key for e in _ranked([e for s in digest.sections for e in s.entries])[:keep]}
+    kept |= {e.key for e in _ranked([e for s in digest.sections for e in s.brief])[:brief]}
     sections = tuple(replace(s, entries=tuple(e for e in s.entries if e.key in kept),
-                             brief=s.brief if brief else ())
+                             brief=tuple(e for e in s.brief if e.key in kept))
                      for s in digest.sections)
     left = {s.topic: len(s.entries) + len(s.brief) - len(t.entries) - len(t.brief)
             for s, t in zip(digest.sections, sections, strict=True)}
@@ -531,7 +531,8 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     """The email HTML, CSS inlined, under `limit` bytes; `whole`, never trimmed (the file
     copy in out/digests/, which an email's "view online" may link).
 
-    Too big: the one-line entries go first, then long English lines are clipped, then the
+    Too big: the one-line entries go first (the lowest-ranked first), then long English
+    lines are clipped, then the
     lowest-ranked full entries are left to the web and Markdown copies (a line says how
     many); if the featured readings, comparison and synthesis alone are too big, they are
     shortened first. A language is never dropped: every entry kept speaks in each of them.
@@ -543,8 +544,9 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     base = _digest_context(settings, digest, reading_count, "../READING_LIST.md", personal)
     base["subject"] = digest_subject(settings, digest)
     total = sum(len(s.entries) for s in digest.sections)
+    briefs = sum(len(s.brief) for s in digest.sections)
 
-    def render(clip_en: int | None, keep: int, clip_all: int | None = None, brief: bool = False) -> str:
+    def render(clip_en: int | None, keep: int, clip_all: int | None = None, brief: int = 0) -> str:
         sections, left = _keep(digest, keep, brief)
         cut = sum(left.values())
         sections = with_featured(settings, sections, base["featured_in"])
@@ -556,13 +558,26 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     def fits(page: str) -> bool:  # as each reader gets it: longer links (their tokens), encoded
         return as_sent(links.sized(page)) <= limit
 
+    def most(fitting: Callable[[int], str], high: int) -> str | None:
+        """The page with the most papers that fits (binary search), else None."""
+        low, best = 0, None
+        while low <= high:
+            mid = (low + high) // 2
+            page = fitting(mid)
+            if fits(page):
+                low, best = mid + 1, page
+            else:
+                high = mid - 1
+        return best
+
     if base["whole_url"] is None or whole:
-        return render(None, total, brief=True)
-    page = ""
-    for clip_en, brief in ((None, True), (None, False), (CLIP_EN, False)):
-        page = render(clip_en, total, brief=brief)
-        if fits(page):
-            return page
+        return render(None, total, brief=briefs)
+    page = render(None, total, brief=briefs)
+    if fits(page):
+        return page
+    found = most(lambda n: render(None, total, brief=n), briefs - 1) or render(CLIP_EN, total)
+    if fits(found):
+        return found
     clip_all = None
     best = render(CLIP_EN, 0)
     for shorter in CLIP_ALL:  # even no paper list is too big: shorten the featured readings
@@ -572,15 +587,7 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
         best = render(CLIP_EN, 0, clip_all)
     if not fits(best):
         return best  # the smallest page there is; the web and Markdown copies are whole
-    low, high = 0, total  # the most papers that fit: binary search
-    while low < high:
-        mid = (low + high + 1) // 2
-        page = render(CLIP_EN, mid, clip_all)
-        if fits(page):
-            low, best = mid, page
-        else:
-            high = mid - 1
-    return best
+    return most(lambda n: render(CLIP_EN, n, clip_all), total) or best
 
 
 def as_sent(html: str) -> int:

@@ -163,16 +163,20 @@ def test_featured_readings_comparison_and_synthesis_at_their_bounds_keep_the_ema
         return ok(content)
 
     papers = [rl_paper(n, DAY) for n in range(1, 13)]
-    with ArxivServer(papers) as arxiv, OpenAIServer(long_answers) as llm:
-        config = full_config(tmp_path, arxiv, llm, digest={"featured": 10})
+    with ArxivServer(papers) as arxiv, OpenAIServer(long_answers) as llm, SmtpServer() as smtp:
+        config = full_config(tmp_path, arxiv, llm, smtp_port=smtp.port, digest={"featured": 10},
+                             outputs={"base_url": "https://example.org/out/"})
         result = cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": "k"})
+        mailed = smtp.messages[0].message.get_body(("html",))
 
     assert "0 failed" in result.stdout
-    html = (tmp_path / "out" / "digests" / f"{AS_OF}.html").read_bytes()
+    html = (tmp_path / "out" / "digests" / f"{AS_OF}.html").read_text("utf-8")
     markdown = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_bytes()
     assert len(markdown) > 200_000  # the whole readings are there, in the Markdown copy
-    assert len(html) < 100_000
-    assert "这是一句很长的中文解读".encode() in html  # shortened, not dropped
+    assert zh[:1500] in html  # and in the HTML copy, which "view online" opens
+    assert len(mailed.get_content().encode()) < 100_000  # (as sent, quoted-printable, it is more:
+    # ten featured papers at their bounds are past what the smallest email can hold)
+    assert "这是一句很长的中文解读" in mailed.get_content() and zh[:1500] not in mailed.get_content()  # shortened, not dropped
 
 
 def test_a_seed_file_is_outside_text_cleaned_as_a_feed_is(tmp_path, cli):

@@ -416,6 +416,26 @@ def test_a_week_of_thirty_papers_fits_in_one_gmail_message():
     assert html.count('class="paper"') == 30 and "篇论文见阅读清单" not in html and "…" not in html
 
 
+def test_a_busy_week_keeps_the_best_one_line_entries_that_fit_not_none():
+    d = fx.many(30)
+    sections = tuple(replace(s, brief=tuple(
+        fx.Entry(key=f"arxiv:2612.{k:05d}", title=f"One-line paper {k} on reward models for RLHF",
+                 topic=s.topic, url=f"https://arxiv.org/abs/2612.{k:05d}", date="2026-11-20",
+                 score=1000.0 - k)
+        for k in range(n * 1000, n * 1000 + 120))) for n, s in enumerate(d.sections))
+    d = replace(d, sections=sections)
+    html = render.digest_html(fx.config(base_url="https://example.org/out/"), d, 500)
+    assert render.as_sent(html) <= 100_000
+    assert html.count('class="paper"') == 30  # every full entry stays
+    kept = [int(k) for k in re.findall(r"One-line paper (\d+) on", html)]
+    assert 0 < len(kept) < 600  # some of the one-line entries, not all, not none
+    for n in range(len(sections)):  # each topic's best first: no gap in what stays
+        mine = sorted(k for k in kept if k // 1000 == n)
+        assert mine == list(range(n * 1000, n * 1000 + len(mine)))
+    more = sum(int(m) for m in re.findall(r"\+(\d+) 篇本主题论文见完整版", html))
+    assert more == 600 - len(kept)
+
+
 def test_an_oversized_email_is_trimmed_and_points_to_the_whole_digest():
     d = fx.many(40, scale=12)
     full = render.digest_markdown(fx.config(), d, 500)
