@@ -254,7 +254,8 @@ class Store:
     def migrate(self) -> int:
         """Make a new database whole, or bring an older one forward step by step, in one
         transaction that a second process starting at the same moment waits for. A current
-        database is only read: a read-only or busy one still opens."""
+        database is only read: a read-only or busy one still opens. One a newer release
+        wrote is refused: this one would not know its new tables (machines sharing a server)."""
         if self.version() == LATEST:
             return LATEST
         with self.engine.connect() as conn:
@@ -263,6 +264,10 @@ class Store:
             else:
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK)))
             found = _version(conn)
+            if found > LATEST:
+                raise ConfigError(f"{where(self.engine)}: schema version {found} is newer than this "
+                                  f"rl-digest's ({LATEST}): a newer release has used this database",
+                                  "upgrade rl-digest here too")
             if found == 0:
                 meta.create_all(conn)
                 conn.execute(schema_migrations.insert().values(version=LATEST, applied=now_iso()))

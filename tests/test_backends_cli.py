@@ -267,3 +267,24 @@ def test_a_database_the_server_does_not_have_is_a_config_error(tmp_path, cli, db
     lines = stderr_lines(result)
     assert len(lines) == 1 and 'database "no_such_database" does not exist' in lines[0], result.stderr
     assert "storage.url names a role or database the server does not have" in lines[0]
+
+
+def test_a_database_a_newer_release_wrote_is_refused_not_used(tmp_path, cli, db_url):
+    """Machines sharing one server: the one not yet upgraded must not write a schema it
+    does not know."""
+    import sqlalchemy as sa
+
+    from pipeline.store import LATEST, Store
+
+    Store.open(db_url).close()
+    with sa.create_engine(db_url).begin() as conn:
+        conn.execute(sa.text("INSERT INTO schema_migrations (version, applied) VALUES (:v, '2027-01-01')"),
+                     {"v": LATEST + 1})
+    config = config_with(tmp_path, storage={"url": db_url})
+    result = cli("--config", str(config), "run", "--offline", check=2)
+    (line,) = stderr_lines(result)
+    assert f"schema version {LATEST + 1} is newer than this rl-digest's ({LATEST})" in line
+    assert "upgrade rl-digest here too" in line
+    assert not (tmp_path / "out" / "digests").exists()  # nothing made from it
+    doctor = cli("--config", str(config), "doctor", check=None).stdout
+    assert re.search(rf"^database\s+FAIL\s+.*schema version {LATEST + 1} is newer", doctor, re.M), doctor
