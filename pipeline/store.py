@@ -680,9 +680,16 @@ class Store:
             conn.execute(deliveries.insert().values(
                 digest_id=digest_id, recipient=recipient, status="pending", attempts=0))
 
-    def update_delivery(self, delivery_id: int, **values: Any) -> None:
+    def update_delivery(self, delivery_id: int, seen: tuple[str, str | None] | None = None,
+                        **values: Any) -> bool:
+        """Change a row; with `seen` (status, message_id), only if it still has them.
+        Whether it changed."""
+        query = deliveries.update().where(deliveries.c.id == delivery_id)
+        if seen is not None:
+            query = query.where(deliveries.c.status == seen[0],
+                                deliveries.c.message_id.is_not_distinct_from(seen[1]))
         with self.tx() as conn:
-            conn.execute(deliveries.update().where(deliveries.c.id == delivery_id).values(**values))
+            return conn.execute(query.values(**values)).rowcount == 1
 
     def counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:

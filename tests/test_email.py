@@ -238,6 +238,35 @@ def test_server_down_keeps_all_pending_then_each_sent_exactly_once(store: Store)
     assert sorted(server.recipients) == sorted(PEOPLE)
 
 
+def test_two_senders_on_one_database_never_hand_over_one_row_twice(db_url: str) -> None:
+    """The run lock keeps two senders apart, but a database restart can let go of a
+    PostgreSQL lock unseen: a sender working from rows read before the other sent them
+    must send none of them again, nor put them back in the queue."""
+    first, second = Store.open(db_url), Store.open(db_url)
+    save(first)
+
+    class Late(StoreOutbox):  # read its rows, then was overtaken before handing any over
+        def __init__(self, store: Store, rows: list) -> None:
+            super().__init__(store)
+            self.seen = rows
+
+        def pending(self, digest_id: str | None = None) -> list:
+            return self.seen
+
+    late = Late(second, StoreOutbox(second).pending())
+    with SmtpServer() as server:
+        done = send_pending(first, cfg(server.port), content, NOW)
+        channel = EmailChannel(cfg(server.port), [], lambda digest, languages: content(digest.id), ["zh", "en"])
+        again = deliver(late, {"email": channel}, lambda did: SimpleNamespace(id=did), NOW)
+        assert done.sent == 3 and again.sent == 0
+        assert sorted(server.recipients) == sorted(PEOPLE)  # one copy each
+        # nor does a stale row's "later" undo what the other did
+        late.mark_failed(late.seen[0], "connection refused", NOW + timedelta(hours=1))
+    assert {r["status"] for r in rows(first).values()} == {"sent"}
+    first.close()
+    second.close()
+
+
 def test_gives_up_after_max_attempts_the_server_deferred_and_only_those(store: Store) -> None:
     """Only the other side's "later", on tries that were due, counts toward giving up."""
     save(store, PEOPLE[:1])

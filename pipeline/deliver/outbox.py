@@ -46,7 +46,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from email.utils import parseaddr
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline import progress, retry
 from pipeline.deliver.channels import Channel, Deferred, Interrupted, Refused, Unreachable
@@ -123,8 +123,9 @@ class Outbox(Protocol):
     def pending(self, digest_id: str | None = None) -> list[Delivery]:
         """Rows still waiting (`pending` or `sending`), in order."""
 
-    def claim(self, row: Delivery, message_id: str) -> None:
-        """The hand-over begins: `sending`, with the Message-ID to reuse if cut off."""
+    def claim(self, row: Delivery, message_id: str) -> bool:
+        """The hand-over begins: `sending`, with the Message-ID to reuse if cut off. False:
+        the row is no longer as read (another process took it first): leave it alone."""
 
     def mark_sent(self, row: Delivery, at: datetime, note: str | None = None) -> None:
         """Accepted by the other side."""
@@ -142,10 +143,23 @@ class Outbox(Protocol):
 
 class StoreOutbox:
     """The outbox in the `deliveries` table. A row's `recipient` column holds the
-    reader for email (as it always has) and `channel:reader` for other channels."""
+    reader for email (as it always has) and `channel:reader` for other channels.
+
+    Every change is made only if the row is still as this process last saw it (its status
+    and Message-ID as read, or as its own claim left them): the run lock keeps two senders
+    apart, but a lock a database restart let go of must not let two hand over one row."""
 
     def __init__(self, store: Store):
         self.store = store
+        self.claimed: dict[int, str] = {}  # row id -> the Message-ID this process claimed it with
+
+    def _move(self, row: Delivery, **values: Any) -> bool:
+        mine = self.claimed.pop(row.id, None)
+        seen = ("sending", mine) if mine else (row.status, row.message_id)
+        moved = self.store.update_delivery(row.id, seen=seen, **values)
+        if not moved:
+            log.warning("%s: changed by another process meanwhile; left as it is", row.label)
+        return moved
 
     def rows(self, statuses: tuple[str, ...] = (), digest_id: str | None = None) -> list[Delivery]:
         return [_record(row) for row in self.store.deliveries(digest_id, statuses)]
@@ -153,25 +167,26 @@ class StoreOutbox:
     def pending(self, digest_id: str | None = None) -> list[Delivery]:
         return self.rows(("pending", "sending"), digest_id)
 
-    def claim(self, row: Delivery, message_id: str) -> None:
-        self.store.update_delivery(row.id, status="sending", message_id=message_id)
+    def claim(self, row: Delivery, message_id: str) -> bool:
+        if not self._move(row, status="sending", message_id=message_id):
+            return False
+        self.claimed[row.id] = message_id  # until its outcome is marked
+        return True
 
     def mark_sent(self, row: Delivery, at: datetime, note: str | None = None) -> None:
-        self.store.update_delivery(row.id, status="sent", attempts=row.attempts + 1,
-                                   sent_at=_iso(at), next_attempt=None, last_error=note)
+        self._move(row, status="sent", attempts=row.attempts + 1, sent_at=_iso(at), next_attempt=None,
+                   last_error=note)
 
     def mark_failed(self, row: Delivery, error: str, retry_at: datetime | None = None,
                     interrupted: bool = False, attempts: int | None = None,
                     not_before: datetime | None = None) -> None:
         status = "failed" if retry_at is None else "sending" if interrupted else "pending"
-        self.store.update_delivery(row.id, status=status,
-                                   attempts=row.attempts + 1 if attempts is None else attempts,
-                                   last_error=error,
-                                   next_attempt=_iso(retry_at) if retry_at else None,
-                                   not_before=_iso(not_before) if not_before else None)
+        self._move(row, status=status, attempts=row.attempts + 1 if attempts is None else attempts,
+                   last_error=error, next_attempt=_iso(retry_at) if retry_at else None,
+                   not_before=_iso(not_before) if not_before else None)
 
     def mark_skipped(self, row: Delivery, why: str) -> None:
-        self.store.update_delivery(row.id, status=SKIPPED, last_error=why, next_attempt=None)
+        self._move(row, status=SKIPPED, last_error=why, next_attempt=None)
 
     def requeue(self, digest_id: str, who: str) -> None:
         """Queue one digest for one reader (`who`: an address, or CHANNEL:READER) again, on
@@ -260,7 +275,8 @@ def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable
                now: datetime, max_attempts: int, report: DeliveryReport,
                down: dict[str, tuple[str, list[Delivery]]]) -> None:
     message = channel.build(digest(row.digest_id), row.reader, row.message_id)
-    outbox.claim(row, message.id)
+    if not outbox.claim(row, message.id):
+        return  # another process is at it: never two hand-overs of one row
     try:
         words = channel.send(message)
     except Unreachable as exc:
