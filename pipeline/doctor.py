@@ -170,7 +170,7 @@ def check_database(config: Config) -> Iterable[Check]:
     try:
         db = Store.open(config.database_url(), config.storage.busy_timeout_seconds)
         try:
-            version = db.version()
+            version, read_only = db.version(), db.read_only()
         finally:
             db.close()
     except DigestError as exc:  # names the URL already
@@ -181,6 +181,9 @@ def check_database(config: Config) -> Iterable[Check]:
         return
     if version != store.LATEST:
         yield fail("database", f"{url}: schema version {version}, this rl-digest expects {store.LATEST}")
+    elif read_only:
+        yield fail("database", f"{url}: connected, but read-only: a run could not save what it "
+                   "reads (a standby, default_transaction_read_only, or a file this user cannot write)")
     else:
         yield ok("database", f"{url}: connected, schema version {version} is current")
 

@@ -246,6 +246,16 @@ class Store:
         with self.engine.begin() as conn:
             yield conn
 
+    def read_only(self) -> bool:
+        """Whether a write would be refused: a PostgreSQL standby or default read-only
+        transactions; for SQLite, a file or folder this user cannot write."""
+        if self.engine.dialect.name == "postgresql":
+            with self.engine.connect() as conn:
+                return conn.exec_driver_sql("SHOW transaction_read_only").scalar() == "on"
+        path = self.engine.url.database or ":memory:"
+        return path != ":memory:" and not (
+            os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK))
+
     # --- migrations ---
     def version(self) -> int:
         with self.engine.connect() as conn:
@@ -836,7 +846,9 @@ def _one_line_errors(place: str, busy_timeout: float, password_given: bool) -> A
             refused = _refused(words, password_given)
             if refused:  # restarting cannot fix these: exit 2, so systemd does not loop
                 raise ConfigError(f"{place}: {words}", refused) from None
-            raise DigestError(f"{place}: {words}", "is the server up, and storage.url right?") from None
+            code = getattr(context.original_exception, "sqlstate", None) or ""
+            why = _PG_HINTS.get(code, "is the server up, and storage.url right?")
+            raise DigestError(f"{place}: {words}", why) from None
         if "locked" in words or "busy" in words:
             raise LockedError(f"{place}: the database is locked by another process "
                               f"(waited {busy_timeout:g} s)") from None
@@ -847,6 +859,15 @@ def _one_line_errors(place: str, busy_timeout: float, password_given: bool) -> A
                 else "can this user write the state folder?" if "readonly" in words else None)
         raise DigestError(f"{place}: {words}", hint) from None
     return handle
+
+
+_PG_HINTS = {  # by SQLSTATE: what an operator checks when the server is up but says no
+    "25006": "the database is read-only (default_transaction_read_only, or a standby): "
+             "point storage.url at the writable primary",
+    "53100": "is the server's disk full?",
+    "53200": "the server is out of memory",
+    "53300": "the server has no connection left (max_connections)",
+}
 
 
 def _refused(words: str, password_given: bool) -> str | None:

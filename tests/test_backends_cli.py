@@ -288,3 +288,22 @@ def test_a_database_a_newer_release_wrote_is_refused_not_used(tmp_path, cli, db_
     assert not (tmp_path / "out" / "digests").exists()  # nothing made from it
     doctor = cli("--config", str(config), "doctor", check=None).stdout
     assert re.search(rf"^database\s+FAIL\s+.*schema version {LATEST + 1} is newer", doctor, re.M), doctor
+
+
+def test_a_read_only_database_fails_doctor_and_a_run_says_why(tmp_path, cli, db_url):
+    if db_url.startswith("sqlite"):
+        pytest.skip("a PostgreSQL case (a standby, or default_transaction_read_only)")
+    import sqlalchemy as sa
+
+    from pipeline.store import Store
+
+    Store.open(db_url).close()
+    with sa.create_engine(db_url, isolation_level="AUTOCOMMIT").connect() as conn:
+        name = conn.exec_driver_sql("SELECT current_database()").scalar()
+        conn.exec_driver_sql(f'ALTER DATABASE "{name}" SET default_transaction_read_only = on')
+    config = config_with(tmp_path, storage={"url": db_url})
+    doctor = cli("--config", str(config), "doctor", check=None).stdout
+    assert re.search(r"^database\s+FAIL\s+.*connected, but read-only", doctor, re.M), doctor
+    result = cli("--config", str(config), "run", "--offline", check=1)
+    (line,) = stderr_lines(result)
+    assert "read-only" in line and "point storage.url at the writable primary" in line, line
