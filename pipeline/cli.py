@@ -204,8 +204,8 @@ def schedule(state: State) -> None:
         log.info("collect: fetched %d, new %d, revised %d", report.fetched, len(report.new),
                  len(report.revised))
 
-    def publish_job() -> None:
-        report = run_digest(config, store, Options(datetime.now(config.zone).replace(microsecond=0)))
+    def publish_job(as_of: datetime | None) -> None:
+        report = run_digest(config, store, Options(as_of or datetime.now(config.zone).replace(microsecond=0)))
         for warning in report.warnings:
             log.warning("%s", warning)
         log.info("%s", summary_line(report))

@@ -48,10 +48,14 @@ from pipeline.store import Store
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 300  # a publish that found the lock held (or failed) looks again this much later
+OWN_RETRY_SECONDS = 15  # ... held by this scheduler's own collect: soon, not at its next fire
+WATCH_SECONDS = 300  # how often a running scheduler asks whether a publish fire went by unseen
 FAILED_RETRY_MAX = 3600  # the longest wait between publishes that keep failing
 CATCH_UP = "catch-up"
 HEARTBEAT = "heartbeat"
 OUTBOX = "outbox"
+WATCH = "watch"
+PublishJob = Callable[[datetime | None], object]  # a publish as of then (None: now)
 
 
 def trigger(config: Config, which: str) -> CronTrigger:
@@ -95,6 +99,17 @@ def publish_due(config: Config, store: Store, now: datetime) -> bool:
     return not covered or max(covered) < fire
 
 
+def unfinished(store: Store) -> datetime | None:
+    """The as-of of the last publish when it was cut off (killed, stopped, failed) after
+    its digest was saved: its reading list, site, feed or git may be missing, and only its
+    outbox would be finished. Publishing again as of then reuses the digest and finishes it."""
+    run = store.last_run("publish")
+    if run is None or run["status"] in ("ok", "partial") or not run["as_of"]:
+        return None
+    as_of = datetime.fromisoformat(run["as_of"])
+    return as_of if store.digest(as_of.date().isoformat()) is not None else None
+
+
 def heartbeat_path(config: Config) -> Path:
     """state/heartbeat.json, beside the run lock: each scheduler process has its own."""
     return lock.lock_path(config).with_name("heartbeat.json")
@@ -108,7 +123,7 @@ def beat(config: Config, scheduler: BlockingScheduler | None, stopped: bool = Fa
         "wake": datetime.now(UTC).isoformat(timespec="seconds"),
         "interval_seconds": config.schedule.heartbeat_seconds,
         "next": {job.id: job.next_run_time.isoformat() for job in jobs  # a stopped scheduler's
-                 if job.id != HEARTBEAT and getattr(job, "next_run_time", None) is not None},  # have none
+                 if job.id not in (HEARTBEAT, WATCH) and getattr(job, "next_run_time", None) is not None},
         "running": RUNNING.names(), "stopped": stopped,
     }
     try:
@@ -142,7 +157,7 @@ RUNNING = _Running()
 
 def guarded(config: Config, name: str, work: Callable[[], object],
             due: Callable[[], bool] | None = None,
-            on_locked: Callable[[], None] | None = None,
+            on_locked: Callable[[bool], None] | None = None,
             on_failed: Callable[[], None] | None = None) -> Callable[[], None]:
     """A job body: takes the run lock (skips the fire if it is held), asks `due` inside the
     lock whether there is still work (another process may have done it), logs failures
@@ -165,7 +180,7 @@ def guarded(config: Config, name: str, work: Callable[[], object],
             else:
                 log.warning("%s: skipped this fire: %s", name, exc)
             if on_locked is not None and not STOP.is_set():
-                on_locked()
+                on_locked(bool(ours))
         except Stopped:
             log.info("%s: stopped between steps; the next fire picks up from here", name)
         except DigestError as exc:
@@ -183,12 +198,13 @@ def guarded(config: Config, name: str, work: Callable[[], object],
     return job
 
 
-def build(config: Config, collect_job: Callable[[], object], publish_job: Callable[[], object],
+def build(config: Config, collect_job: Callable[[], object], publish_job: PublishJob,
           store: Store, now: datetime | None = None,
           executor: ThreadPoolExecutor | None = None,
           outbox_job: Callable[[], object] | None = None) -> BlockingScheduler:
-    """The scheduler with its jobs, not started: collect, publish, a catch-up if due, and
-    the outbox retry when something waits in the outbox.
+    """The scheduler with its jobs, not started: collect, publish, a catch-up if due, the
+    outbox retry when something waits in the outbox, and a watch for a publish fire that
+    went by unseen (a clock change). `publish_job(as_of)`: None is now.
 
     coalesce: fires missed while the process was suspended run once, not once each;
     misfire_grace_time: a fire late by at most schedule.misfire_grace_seconds still runs;
@@ -202,7 +218,7 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Callab
     )
 
     def is_due() -> bool:
-        return publish_due(config, store, datetime.now(config.zone))
+        return publish_due(config, store, datetime.now(config.zone)) or unfinished(store) is not None
 
     def catch_up(delay: float = 0) -> None:
         """One publish soon, if still due then; replaces a catch-up already waiting."""
@@ -233,19 +249,26 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Callab
         return body
 
     outbox_body = guarded(config, "outbox", then_plan(outbox_job or (lambda: None), RETRY_SECONDS),
-                          on_locked=lambda: plan_outbox(RETRY_SECONDS))
+                          on_locked=lambda ours: plan_outbox(RETRY_SECONDS))
     failures = [0]  # publishes failed in a row: each waits twice as long, up to an hour
 
     def publish_work() -> None:
-        publish_job()
+        left = unfinished(store)
+        if left is not None:
+            log.info("publish: the one as of %s was cut off after its digest was saved; finishing it",
+                     left.isoformat())
+        publish_job(left)
         failures[0] = 0
+        if left is not None and publish_due(config, store, datetime.now(config.zone)):
+            catch_up()  # then this week's
 
     def retry_after_failure() -> None:
         failures[0] += 1
         catch_up(min(RETRY_SECONDS * 2 ** (failures[0] - 1), FAILED_RETRY_MAX))
 
     publish_body = guarded(config, "publish", then_plan(publish_work, 0), due=is_due,
-                           on_locked=lambda: catch_up(RETRY_SECONDS), on_failed=retry_after_failure)
+                           on_locked=lambda ours: catch_up(OWN_RETRY_SECONDS if ours else RETRY_SECONDS),
+                           on_failed=retry_after_failure)
     scheduler.add_job(guarded(config, "collect", collect_job), trigger(config, "collect"),
                       id="collect", name="collect", **defaults)
     scheduler.add_job(publish_body, trigger(config, "publish"), id="publish", name="publish",
@@ -259,7 +282,19 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Callab
             catch_up()
 
     scheduler.add_listener(missed, EVENT_JOB_MISSED)
-    if publish_due(config, store, now or datetime.now(config.zone)):
+
+    def watch() -> None:
+        """A fire the trigger stepped over (a clock that sprang forward as the scheduler
+        started) is caught up here, unless a publish runs or is planned already."""
+        if scheduler.get_job(CATCH_UP) is None and not RUNNING.names() and is_due():
+            log.warning("publish: a fire went by without a publish (a clock change?); catching it up now")
+            catch_up()
+
+    scheduler.add_job(watch, "interval", seconds=WATCH_SECONDS, id=WATCH, name=WATCH, **defaults)
+    if unfinished(store) is not None:
+        log.info("the last publish was cut off after its digest was saved: finishing it now")
+        catch_up()
+    elif publish_due(config, store, now or datetime.now(config.zone)):
         log.info("a publish was missed while down: running it now")
         catch_up()
     else:
@@ -283,14 +318,14 @@ def _keep_heartbeat(config: Config, scheduler: BlockingScheduler) -> None:
     scheduler.add_listener(job_done, EVENT_JOB_EXECUTED | EVENT_JOB_ERROR)
 
 
-def serve(config: Config, collect_job: Callable[[], object], publish_job: Callable[[], object],
+def serve(config: Config, collect_job: Callable[[], object], publish_job: PublishJob,
           store: Store, outbox_job: Callable[[], object] | None = None) -> None:
     """Block until SIGTERM or SIGINT; the running step finishes its transaction first."""
     with lock.one_scheduler(config):
         _serve(config, collect_job, publish_job, store, outbox_job)
 
 
-def _serve(config: Config, collect_job: Callable[[], object], publish_job: Callable[[], object],
+def _serve(config: Config, collect_job: Callable[[], object], publish_job: PublishJob,
            store: Store, outbox_job: Callable[[], object] | None) -> None:
     now = datetime.now(config.zone)
     executor = ThreadPoolExecutor(max_workers=2)

@@ -140,9 +140,9 @@ def stop_flag():
 
 def recorder(store, calls):
     """A publish job that records a successful publish run, as run_digest does."""
-    def publish():
-        calls.append("publish")
-        store.finish_run(store.start_run("publish", datetime.now(UTC)), "ok", {})
+    def publish(as_of=None):
+        calls.append("publish" if as_of is None else f"publish as of {as_of.isoformat()}")
+        store.finish_run(store.start_run("publish", as_of or datetime.now(UTC)), "ok", {})
     return publish
 
 
@@ -153,9 +153,9 @@ def published_now(store):
 def test_jobs_coalesce_run_one_at_a_time_and_honour_the_grace(tmp_path):
     config = load(write_config(tmp_path, {"schedule": {"misfire_grace_seconds": 120}}, seeds=False))
     store = Store.open(config.storage.url)
-    scheduler = schedule.build(config, lambda: None, lambda: None, store)
+    scheduler = schedule.build(config, lambda: None, lambda as_of: None, store)
     jobs = {job.id: job for job in scheduler.get_jobs()}
-    assert set(jobs) == {"collect", "publish", "catch-up"}  # a fresh database missed the last fire
+    assert set(jobs) == {"collect", "publish", "catch-up", "watch"}  # a fresh database missed the last fire
     for name in ("collect", "publish"):
         assert (jobs[name].coalesce, jobs[name].max_instances, jobs[name].misfire_grace_time) == (
             True, 1, 120)
@@ -166,8 +166,8 @@ def test_no_catch_up_when_the_last_publish_is_newer_than_the_last_fire(tmp_path)
     config = load(write_config(tmp_path, seeds=False))
     store = Store.open(config.storage.url)
     published_now(store)
-    scheduler = schedule.build(config, lambda: None, lambda: None, store)
-    assert {job.id for job in scheduler.get_jobs()} == {"collect", "publish"}
+    scheduler = schedule.build(config, lambda: None, lambda as_of: None, store)
+    assert {job.id for job in scheduler.get_jobs()} == {"collect", "publish", "watch"}
 
 
 def test_a_late_fire_within_the_grace_runs_once_and_one_beyond_it_is_caught_up(tmp_path, caplog):
@@ -226,6 +226,76 @@ def test_a_publish_that_finds_the_lock_held_skips_and_tries_again_later(tmp_path
     assert calls == ["publish"]
 
 
+def cut_off_after_saving(store, as_of):
+    """A publish killed after it saved its digest (its reading list, site, feed not yet written)."""
+    store.save_digest(as_of.date().isoformat(), (as_of - timedelta(days=7), as_of), {}, [], [])
+    store.start_run("publish", as_of)  # left `running`: the process is gone
+
+
+def test_a_publish_cut_off_after_saving_its_digest_is_finished_as_of_then(tmp_path):
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    as_of = datetime.now(config.zone).replace(microsecond=0)
+    cut_off_after_saving(store, as_of)
+    assert not schedule.publish_due(config, store, datetime.now(config.zone))  # its digest covers the fire
+    calls: list[str] = []
+    scheduler = schedule.build(config, lambda: None, recorder(store, calls), store)
+    scheduler.get_job("catch-up").func()
+    assert calls == [f"publish as of {as_of.isoformat()}"]  # the same digest, its files finished
+    assert [j.id for j in scheduler.get_jobs()].count("catch-up") == 1  # start-up's: nothing more to do
+    assert schedule.unfinished(store) is None
+
+
+def test_finishing_an_old_cut_off_publish_then_runs_this_weeks(tmp_path):
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    fire = schedule.previous_fire(config, "publish", datetime.now(config.zone))
+    cut_off_after_saving(store, fire - timedelta(days=1))  # last week's, before this week's fire
+    calls: list[str] = []
+    scheduler = schedule.build(config, lambda: None, recorder(store, calls), store)
+    scheduler.get_job("catch-up").func()
+    [j for j in scheduler.get_jobs() if j.id == "catch-up"][-1].func()
+    assert calls == [f"publish as of {(fire - timedelta(days=1)).isoformat()}", "publish"]
+
+
+def test_a_publish_waiting_for_its_own_collect_looks_again_in_seconds(tmp_path, caplog):
+    """A collect every few minutes holds the lock at each of the publish's retries if those
+    wait RETRY_SECONDS: the week's digest would never go out."""
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    scheduler = schedule.build(config, lambda: None, recorder(store, []), store)
+    before = datetime.now(config.zone)
+    schedule.RUNNING.add("collect")
+    try:
+        with lock.held(config):
+            scheduler.get_job("publish").func()
+    finally:
+        schedule.RUNNING.remove("collect")
+    wait = [j for j in scheduler.get_jobs() if j.id == "catch-up"][-1].trigger.run_date - before
+    assert timedelta(0) < wait <= timedelta(seconds=schedule.OWN_RETRY_SECONDS + 1)
+
+
+def test_the_watch_catches_up_a_fire_the_trigger_stepped_over(tmp_path, monkeypatch):
+    """A scheduler started inside a spring-forward hour: APScheduler's trigger goes on to
+    next week, the database says this week's fire has passed."""
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    published_now(store)
+    scheduler = schedule.build(config, lambda: None, recorder(store, []), store)
+    watch = scheduler.get_job("watch").func
+    watch()
+    assert "catch-up" not in {j.id for j in scheduler.get_jobs()}  # nothing due: nothing planned
+    monkeypatch.setattr(schedule, "publish_due", lambda *args: True)
+    schedule.RUNNING.add("collect")
+    try:
+        watch()
+    finally:
+        schedule.RUNNING.remove("collect")
+    assert "catch-up" not in {j.id for j in scheduler.get_jobs()}  # a job runs: the watch waits
+    watch()
+    assert "catch-up" in {j.id for j in scheduler.get_jobs()}
+
+
 def test_a_failed_publish_tries_again_soon_and_backs_off_until_it_succeeds(tmp_path, caplog):
     """arXiv down at Monday 08:00 must not cost the readers their week's digest."""
     caplog.set_level(logging.INFO, logger="pipeline")
@@ -234,11 +304,11 @@ def test_a_failed_publish_tries_again_soon_and_backs_off_until_it_succeeds(tmp_p
     calls: list[str] = []
     outage = [2]
 
-    def publish():
+    def publish(as_of):
         if outage[0]:
             outage[0] -= 1
             raise DigestError("https://export.arxiv.org/api/query: HTTP 503")
-        recorder(store, calls)()
+        recorder(store, calls)(as_of)
 
     scheduler = schedule.build(config, lambda: None, publish, store)
 
@@ -262,7 +332,7 @@ def test_a_heartbeat_after_the_scheduler_stopped_writes_without_a_traceback(tmp_
     no next fire (APScheduler's pending jobs have no next_run_time at all)."""
     config = load(write_config(tmp_path, seeds=False))
     store = Store.open(config.storage.url)
-    scheduler = schedule.build(config, lambda: None, lambda: None, store)  # not running
+    scheduler = schedule.build(config, lambda: None, lambda as_of: None, store)  # not running
     schedule.beat(config, scheduler)
     assert json.loads(schedule.heartbeat_path(config).read_text(encoding="utf-8"))["next"] == {}
 
@@ -313,7 +383,7 @@ def test_serve_returns_at_once_when_stop_came_before_the_scheduler_started(tmp_p
     signal.alarm(10)
     stop_flag.set()  # a SIGTERM during start-up
     try:
-        schedule.serve(config, lambda: None, lambda: None, store)  # would block if it started
+        schedule.serve(config, lambda: None, lambda as_of: None, store)  # would block if it started
     finally:
         signal.alarm(0)
         for sig, handler in handlers.items():
@@ -347,12 +417,12 @@ def test_the_outbox_job_runs_when_the_earliest_backoff_runs_out_and_plans_itself
     config = load(write_config(tmp_path, seeds=False))
     store = Store.open(config.storage.url)
     published_now(store)
-    assert "outbox" not in {j.id for j in schedule.build(config, lambda: None, lambda: None, store,
+    assert "outbox" not in {j.id for j in schedule.build(config, lambda: None, lambda as_of: None, store,
                                                          outbox_job=lambda: None).get_jobs()}
     due = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=1)
     waiting_row(store, due)
     calls: list[str] = []
-    scheduler = schedule.build(config, lambda: None, lambda: None, store,
+    scheduler = schedule.build(config, lambda: None, lambda as_of: None, store,
                                outbox_job=lambda: calls.append("outbox"))
     job = scheduler.get_job("outbox")
     assert job.trigger.run_date == due and job.misfire_grace_time is None

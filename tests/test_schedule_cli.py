@@ -123,6 +123,36 @@ def test_sigterm_during_a_publish_stops_at_a_checkpoint_and_a_restart_publishes_
     assert len(assert_consistent(tmp_path)) == 1
 
 
+def test_a_publish_killed_after_saving_its_digest_is_finished_by_the_next_start(tmp_path, start):
+    """kill -9 between the digest's row and the reading list, site and feed (on a big list
+    those take long): the restarted scheduler must not wait a week to write them."""
+    with ArxivServer(papers_now()) as arxiv:
+        config = scheduler_config(tmp_path, arxiv)
+        first = start(config, "first")
+        first.ready()
+        first.wait_for("publish", lambda: published(tmp_path))
+        first.terminate()
+        # What the kill leaves: the digest saved, its run still `running`, the files after it unwritten.
+        with sqlite3.connect(tmp_path / "state" / "digest.sqlite3") as db:
+            db.execute("UPDATE runs SET status = 'running', finished = NULL WHERE kind = 'publish'")
+        db.close()
+        for name in ("READING_LIST.md", "feed.xml"):
+            (tmp_path / "out" / name).unlink()
+        [digest_id] = assert_consistent(tmp_path)
+        (tmp_path / "out" / "site" / "digests" / f"{digest_id}.html").unlink()
+        second = start(config, "second")
+        second.ready()
+        second.wait_for("the publish finished", lambda: publish_runs(tmp_path)[-1:] == [("ok", None)]
+                        and len(publish_runs(tmp_path)) == 2)
+        code, _ = second.terminate()
+    log = second.log()
+    assert code == 0, log
+    assert "the last publish was cut off after its digest was saved: finishing it now" in log
+    assert (tmp_path / "out" / "READING_LIST.md").exists() and (tmp_path / "out" / "feed.xml").exists()
+    assert (tmp_path / "out" / "site" / "digests" / f"{digest_id}.html").exists()
+    assert assert_consistent(tmp_path) == [digest_id]  # the same digest, not a second one
+
+
 def test_sigterm_stops_a_run_between_steps_and_the_next_run_goes_on(tmp_path, start, cli):
     """As systemd stops a timer's run, or `timeout` a cron job's: the rows say stopped, not
     running, and nothing is half-done."""
