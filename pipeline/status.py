@@ -117,6 +117,11 @@ def overview(config: Config, store: Store) -> str:
         if last:
             lines.append(f"last {kind}: {last['status']} at {last['finished'] or last['started']}"
                          + (f" — {last['error']}" if last["error"] else ""))
+    cut_off = schedule.unfinished(store)
+    if cut_off is not None:
+        lines.append(f"  cut off after it saved digest {cut_off.date()}: its reading list, site and feed "
+                     f"may be behind; the scheduler finishes it at its next start, or run "
+                     f"`rl-digest run --as-of {cut_off.isoformat()}`")
     lines.append("recent runs:")
     collected = {run["as_of"]: set(_warnings(run["report"]))
                  for run in data["runs"] if run["kind"] == "collect"}

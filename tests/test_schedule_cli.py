@@ -123,7 +123,7 @@ def test_sigterm_during_a_publish_stops_at_a_checkpoint_and_a_restart_publishes_
     assert len(assert_consistent(tmp_path)) == 1
 
 
-def test_a_publish_killed_after_saving_its_digest_is_finished_by_the_next_start(tmp_path, start):
+def test_a_publish_killed_after_saving_its_digest_is_finished_by_the_next_start(tmp_path, start, cli):
     """kill -9 between the digest's row and the reading list, site and feed (on a big list
     those take long): the restarted scheduler must not wait a week to write them."""
     with ArxivServer(papers_now()) as arxiv:
@@ -140,6 +140,8 @@ def test_a_publish_killed_after_saving_its_digest_is_finished_by_the_next_start(
             (tmp_path / "out" / name).unlink()
         [digest_id] = assert_consistent(tmp_path)
         (tmp_path / "out" / "site" / "digests" / f"{digest_id}.html").unlink()
+        told = cli("--config", str(config), "status").stdout
+        assert f"cut off after it saved digest {digest_id}: its reading list, site and feed may be behind" in told
         second = start(config, "second")
         second.ready()
         second.wait_for("the publish finished", lambda: publish_runs(tmp_path)[-1:] == [("ok", None)]
