@@ -16,7 +16,7 @@ from typing import Any, TextIO
 
 import orjson
 
-from pipeline.models import Entry, collapse
+from pipeline.models import Entry, collapse, safe_id
 
 FORMATS = {"bibtex": "bib", "ris": "ris", "csljson": "json", "jsonl": "jsonl"}  # format -> file suffix
 ARXIV_DOI = "10.48550/arXiv.{}"  # the DOI arXiv registers for every paper
@@ -116,7 +116,7 @@ class Writer:
 
 def cite_key(entry: Entry) -> str:
     """arxiv:2611.00001 -> arxiv-2611.00001: the site's anchor rule, safe in every format."""
-    return re.sub(r"[^A-Za-z0-9._-]", "-", entry.key)
+    return safe_id(entry.key)
 
 
 def arxiv_id(entry: Entry) -> str | None:

@@ -5,7 +5,9 @@ Frozen: a stage returns new records, never edits the ones it was given.
 
 from __future__ import annotations
 
+import hashlib
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from typing import Any, Protocol
@@ -42,6 +44,16 @@ def paper_key(paper_id: str) -> str:
 def seed_key(title: str) -> str:
     """Seeds are identified by their title, folded: the same paper in two files is one."""
     return "seed:" + "".join(ch for ch in title.casefold() if ch.isalnum())[:200]
+
+
+def safe_id(value: str) -> str:
+    """`value` as an id for URLs, HTML anchors and citation keys (ASCII letters, digits,
+    `._-`): arxiv:2611.00001 -> arxiv-2611.00001. Text beyond ASCII (a Chinese seed
+    title) is folded and a short hash of it added, so two such keys never become one."""
+    if value.isascii():
+        return re.sub(r"[^A-Za-z0-9._-]", "-", value)
+    folded = unicodedata.normalize("NFKD", value).encode("ascii", "ignore").decode()
+    return f"{safe_id(folded).rstrip('-')}-{hashlib.blake2b(value.encode(), digest_size=4).hexdigest()}"
 
 
 def collapse(text: str | None) -> str:

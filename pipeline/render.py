@@ -534,9 +534,10 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     Too big: the one-line entries go first (the lowest-ranked first), then long English
     lines are clipped, then the lowest-ranked full entries are left to the web and
     Markdown copies (a line says how many); if the featured readings, comparison and
-    synthesis alone are too big, they are shortened first. A language is never dropped: every entry kept speaks in each of them.
-    An email with no link to a whole copy (no outputs.site_url or base_url) is never
-    trimmed: what it left out would be out of every reader's reach.
+    synthesis alone are too big, they are shortened first. A language is never dropped:
+    every entry kept speaks in each of them. An email with no link to a whole copy (no
+    outputs.site_url or base_url) is never trimmed: what it left out would be out of every
+    reader's reach.
     """
     limit = settings.email_limit if limit is None else limit
     template = html_env(settings.templates).get_template("email.html.j2")

@@ -8,7 +8,6 @@ only when its text changed, so a weekly run rewrites the index and the new week'
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from itertools import groupby
 from pathlib import Path
@@ -18,18 +17,14 @@ import jinja2
 
 from pipeline import render
 from pipeline.deliver.files import write_if_changed
-from pipeline.models import Digest
+from pipeline.models import Digest, safe_id
 
 ASSETS = ("site.css", "site.js")  # templates/site/assets/ -> out/site/assets/
 
 
-def _safe(value: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "-", value)
-
-
 def anchor(key: str) -> str:
     """A paper's id on every page that lists it: p- and its key, made URL- and id-safe."""
-    return "p-" + _safe(key)
+    return "p-" + safe_id(key)
 
 
 def paper_href(key: str, topic: str) -> str:
@@ -39,7 +34,7 @@ def paper_href(key: str, topic: str) -> str:
 
 def topic_href(topic: str) -> str:
     """A topic's page of the reading list, from the site's root."""
-    return f"papers/topic/{_safe(topic)}.html"
+    return f"papers/topic/{safe_id(topic)}.html"
 
 
 def env(settings: render.Settings) -> jinja2.Environment:

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime
 import pytest
 
 from pipeline import export
-from pipeline.models import Entry
+from pipeline.models import Entry, seed_key
 from tests.helpers import DAY, full_config, rl_paper
 from tests.processes import stderr_lines
 from tests.servers.arxiv_server import ArxivServer
@@ -63,6 +63,17 @@ def test_bibtex_parses_back_to_the_same_text():
         "2026", "2611.00001", "arXiv", "cs.LG")
     assert first["doi"] == "10.48550/arXiv.2611.00001" and first["url"] == ENTRY.url
     assert plain.latex_to_text(seed["title"]) == SEED.title and "year" not in seed
+
+
+def test_seeds_with_chinese_titles_get_keys_of_their_own_in_every_format():
+    """cite_key made every Chinese-only title of one length `seed-------`: a reference
+    manager keeps one of them and drops the rest."""
+    bibtexparser = pytest.importorskip("bibtexparser")
+    seeds = [replace(SEED, key=seed_key(title), title=title) for title in ("强化学习综述", "大模型的推理")]
+    keys = [e["ID"] for e in bibtexparser.loads(written("bibtex", seeds)).entries]
+    ids = [item["id"] for item in json.loads(written("csljson", seeds))]
+    assert len(set(keys)) == 2 and keys == ids and all(k.isascii() for k in keys)
+    assert keys == [e["ID"] for e in bibtexparser.loads(written("bibtex", seeds)).entries]  # stable
 
 
 def test_ris_reads_back_with_rispy():

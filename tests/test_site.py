@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import socket
 import urllib.error
 import urllib.request
@@ -17,6 +18,7 @@ import pytest
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
 from pipeline import site
+from pipeline.models import seed_key
 from tests import fixtures_digest as fx
 from tests.helpers import (
     DAY,
@@ -44,7 +46,12 @@ SHOWN = "<script>alert(1)</script> R|L *bold* α_t <b>x</b> line two"  # TeX mad
 
 def test_a_papers_href_is_its_topic_page_and_a_safe_anchor():
     assert site.paper_href("arxiv:2611.00001", "algorithms") == "papers/topic/algorithms.html#p-arxiv-2611.00001"
-    assert site.paper_href("seed:Über <x> y", "a b") == "papers/topic/a-b.html#p-seed--ber--x--y"
+    assert site.paper_href("seed:<x> y", "a b") == "papers/topic/a-b.html#p-seed--x--y"
+    assert site.paper_href("seed:Über <x> y", "a b").startswith("papers/topic/a-b.html#p-seed-Uber--x--y-")
+    # Two Chinese seed titles of one length were one anchor (and one citation key): no more.
+    first, second = site.anchor(seed_key("强化学习综述")), site.anchor(seed_key("大模型的推理"))
+    assert first != second and first.isascii() and re.fullmatch(r"p-seed-[0-9a-f]{8}", first)
+    assert site.anchor(seed_key("强化学习综述")) == first  # stable
 
 
 def test_a_second_build_of_the_same_digests_rewrites_nothing(tmp_path):
