@@ -77,3 +77,12 @@ def test_the_full_text_url_names_the_paper_and_the_older_key_still_counts(tmp_pa
     assert "sources.fulltext.url" in result.stderr and "{id}" in result.stderr
     older = write_config(tmp_path, {"sources": {"arxiv": {"html_url": "https://mirror.example.org/html/"}}})
     assert load(older).sources.fulltext.url == "https://mirror.example.org/html/{id}v{version}"
+
+
+def test_a_page_in_another_charset_reads_as_it_says():
+    from pipeline.sources.http import Fetched
+
+    latin = "Schrödinger, naïve café".encode("latin-1")
+    assert Fetched("u", 200, "text/html; charset=ISO-8859-1", latin).text == "Schrödinger, naïve café"
+    assert Fetched("u", 200, "text/html", "强化学习".encode()).text == "强化学习"  # none named: UTF-8
+    assert Fetched("u", 200, "text/html; charset=x-unknown", "强化".encode()).text == "强化"

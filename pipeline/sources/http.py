@@ -44,8 +44,13 @@ class Fetched:
 
     @property
     def text(self) -> str:
-        """The body as UTF-8; requests would guess ISO-8859-1 without a charset (mojibake)."""
-        return self.body.decode("utf-8", errors="replace")
+        """The body in the charset its Content-Type names, else UTF-8 (requests would guess
+        ISO-8859-1 without one: mojibake)."""
+        named = re.search(r"charset=[\"']?([\w.:-]+)", self.content_type, re.IGNORECASE)
+        try:
+            return self.body.decode(named.group(1) if named else "utf-8", errors="replace")
+        except LookupError:  # a charset Python does not know
+            return self.body.decode("utf-8", errors="replace")
 
 
 class _Retryable(Exception):
