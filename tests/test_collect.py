@@ -228,3 +228,21 @@ def test_an_as_of_later_today_expects_of_the_feeds_only_what_arxiv_has_announced
     assert due is None or due.at <= now
     assert not [day for days in window.missed().values() for day in days
                 if window.calendar.at(day).at > now]
+
+
+def test_with_oai_off_a_paper_the_api_had_only_after_the_weekly_run_is_read_the_week_after(tmp_path, cli):
+    """Submitted Thursday 15:00 New York time (after the cut-off), announced Sunday, in the
+    API from Monday: a Saturday's window must reach back past Thursday the week after."""
+    from tests.servers.arxiv_server import EMPTY
+
+    late = rl_paper(77, datetime(2026, 11, 19, 20, 0, tzinfo=UTC))
+    with ArxivServer([rl_paper(1, datetime(2026, 11, 18, 12, tzinfo=UTC))]) as server:
+        config = config_for(tmp_path, server, sources={
+            "arxiv": {"api_url": server.api_url, "categories": ["cs.LG"], "retries": 1},
+            "rss": {"urls": [server.rss_url(["cs.LG"])]}, "oai": {"enabled": False}})
+        _collect(cli, config, "2026-11-22T00:00:00+00:00")
+        server.add(late)  # only now in the API
+        server.script("/rss/", EMPTY)  # Saturday's feed: Friday has no batch
+        _collect(cli, config, "2026-11-29T00:00:00+00:00")
+    shown = cli("--config", str(config), "status", "--paper", late.id, check=None)
+    assert shown.returncode == 0 and late.title in shown.stdout, shown.stdout + shown.stderr
