@@ -20,6 +20,7 @@ from tests.servers.arxiv_server import (
     OK,
     ArxivServer,
     Fault,
+    api_error,
     http_error,
     raw,
 )
@@ -210,6 +211,18 @@ def test_bad_page_fails_at_once_naming_the_url(fault, cause):
     assert str(caught.value).startswith(server.api_url + "?search_query=")
     assert cause in str(caught.value)
     assert len(server.requests) == 1
+
+
+def test_an_api_error_entry_is_a_source_error_quoting_it_not_an_empty_result():
+    with ArxivServer([paper(1)]) as server:
+        server.script("/api/query", api_error("incorrect id format for 1234.12345v"))
+        with pytest.raises(SourceError) as caught:
+            fetch_ids(fetcher(), server.api_url, ["1234.12345v"])
+
+    message = str(caught.value)
+    assert message.startswith(server.api_url + "?search_query=&id_list=1234.12345v")
+    assert message.endswith("the arXiv API answered with an error: incorrect id format for 1234.12345v")
+    assert len(server.requests) == 1  # a refused query is not retried
 
 
 def test_real_id_list_sample_every_field():

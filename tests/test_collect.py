@@ -16,7 +16,7 @@ from pipeline.models import Paper
 from pipeline.run import resolve_seeds
 from pipeline.store import Store
 from tests.helpers import config_for, rl_paper, write_config
-from tests.servers.arxiv_server import ArxivServer, http_error
+from tests.servers.arxiv_server import ArxivServer, api_error, http_error
 
 
 def papers_in_db(tmp_path) -> dict[str, dict]:
@@ -88,6 +88,18 @@ def test_failed_source_exits_3_naming_the_url_and_keeps_the_watermark(tmp_path, 
         assert store.watermark() == datetime(2026, 11, 19, tzinfo=UTC)
         retry = cli("--config", str(config), "collect", "--as-of", "2026-11-26T00:00:00+00:00")
     assert "2026-11-19 00:00 → 2026-11-26 00:00" in retry.stdout  # the whole window again
+
+
+def test_an_api_error_entry_exits_3_quoting_it_and_keeps_the_watermark(tmp_path, cli):
+    day = datetime(2026, 11, 18, 12, tzinfo=UTC)
+    with ArxivServer([rl_paper(1, day)]) as server:
+        config = config_for(tmp_path, server, rss=False)
+        server.script("/api/query", api_error("malformed query"))
+        failed = cli("--config", str(config), "collect", "--as-of", "2026-11-19T00:00:00+00:00",
+                     check=3)
+    (line,) = failed.stderr.strip().splitlines()
+    assert server.api_url in line and line.endswith("answered with an error: malformed query")
+    assert Store.open(load(config).storage.url).watermark() is None
 
 
 def test_run_offline_of_network_is_exit_3_with_one_line(tmp_path, cli):

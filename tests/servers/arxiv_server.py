@@ -73,6 +73,16 @@ HTML_PAGE = Fault(
 )
 
 
+def api_error(message: str) -> Fault:
+    """The API's answer to a query it refuses: HTTP 200 and one Atom entry titled Error."""
+    anchor = "http://arxiv.org/api/errors#" + message.replace(" ", "_")
+    entry = (f"  <entry>\n    <id>{escape(anchor)}</id>\n    <title>Error</title>\n"
+             f"    <summary>{escape(message)}</summary>\n"
+             f'    <link href="{escape(anchor)}" rel="alternate" type="text/html"/>\n'
+             "    <author><name>arXiv api core</name></author>\n  </entry>\n")
+    return raw(atom_feed("", 0, 1, 1, entry))
+
+
 def http_error(status: int, retry_after: int | None = None) -> Fault:
     headers = (("Retry-After", str(retry_after)),) if retry_after is not None else ()
     body = f"HTTP {status}\n".encode()
