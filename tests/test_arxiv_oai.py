@@ -12,7 +12,12 @@ from pipeline.errors import SourceError
 from pipeline.models import Paper
 from pipeline.sources.arxiv_oai import harvest, set_spec
 from pipeline.sources.http import Fetcher
-from tests.servers.arxiv_server import HTML_PAGE, ArxivServer, http_error
+from tests.servers import oai_server
+from tests.servers.arxiv_server import HTML_PAGE, OK, ArxivServer, Fault, http_error, raw
+
+CUT_MID_RECORD = raw(b"<?xml version='1.0' encoding='UTF-8'?>\n<OAI-PMH xmlns=\"http://www.openarchives.org/"
+                     b"OAI/2.0/\"><responseDate>2026</responseDate><ListRecords><record><header>"
+                     b"<identifier>oai:arXiv.org:2611.0", "text/xml")
 
 DAY = datetime(2026, 11, 18, 15, tzinfo=UTC)
 
@@ -82,3 +87,49 @@ def test_an_html_page_is_a_source_error_naming_the_url():
             harvest(fetcher(), server.oai_url, "cs.LG", date(2026, 11, 1))
     assert str(caught.value).startswith(server.oai_url + "?verb=ListRecords")
     assert "not an OAI-PMH answer" in str(caught.value)
+
+
+def test_a_page_cut_mid_record_is_retried_then_read_whole():
+    with ArxivServer([paper(n) for n in range(5)]) as server:
+        server.script("/oai", CUT_MID_RECORD)
+        found = harvest(fetcher(), server.oai_url, "cs.LG", date(2026, 11, 1))
+    assert found.records == 5 and len(server.requests) == 2
+
+
+@pytest.mark.parametrize("fault", [CUT_MID_RECORD, Fault(cut_after_records=3)],
+                         ids=["mid-record", "after-a-record"])
+def test_a_page_cut_every_time_is_a_source_error_not_a_short_harvest(fault):
+    with ArxivServer([paper(n) for n in range(5)]) as server:
+        server.oai_page_size = 4
+        server.script("/oai", fault, fault, fault)
+        with pytest.raises(SourceError) as caught:
+            harvest(fetcher(), server.oai_url, "cs.LG", date(2026, 11, 1))
+    message = str(caught.value)
+    assert message.startswith(server.oai_url + "?verb=ListRecords&")
+    assert "malformed XML from OAI-PMH" in message and message.endswith("after 2 retries")
+    assert "\n" not in message
+
+
+def test_fewer_records_than_complete_list_size_is_a_source_error():
+    papers = [paper(n) for n in range(5)]
+    with ArxivServer(papers) as server:
+        server.oai_page_size = 3
+        last = oai_server.answer(papers, {"verb": "ListRecords", "resumptionToken": "cs:cs:LG|2026-11-01|3"},
+                                 server.oai_url, 3, oai_server.default_datestamp)
+        start = last.index(b"<record>")
+        short = last[:start] + last[last.index(b"</record>") + len(b"</record>"):]  # a record lost
+        server.script("/oai", OK, raw(short, "text/xml"))
+        with pytest.raises(SourceError) as caught:
+            harvest(fetcher(), server.oai_url, "cs.LG", date(2026, 11, 1))
+    assert str(caught.value) == (f"{server.oai_url}: the OAI-PMH harvest of set cs:cs:LG ended after 4 "
+                                 "records of the 5 its completeListSize promised")
+
+
+def test_any_other_failure_while_harvesting_is_a_source_error_naming_the_url():
+    with ArxivServer([paper(1)]) as server:
+        server.script("/oai", raw(b"<?xml version='1.0'?><OAI-PMH xmlns=\"http://www.openarchives.org/OAI/2.0/\">"
+                                  b"<ListRecords><record><header><identifier>x</identifier></header></record>"
+                                  b"</ListRecords></OAI-PMH>", "text/xml"))  # a record without a datestamp
+        with pytest.raises(SourceError) as caught:
+            harvest(fetcher(), server.oai_url, "cs.LG", date(2026, 11, 1))
+    assert str(caught.value).startswith(f"{server.oai_url}: could not read the OAI-PMH harvest of set cs:cs:LG (")

@@ -102,6 +102,24 @@ def test_an_api_error_entry_exits_3_quoting_it_and_keeps_the_watermark(tmp_path,
     assert Store.open(load(config).storage.url).watermark() is None
 
 
+def test_an_oai_page_cut_after_a_record_exits_3_and_keeps_the_watermark(tmp_path, cli):
+    from tests.servers.arxiv_server import EMPTY, Fault
+
+    day = datetime(2026, 11, 24, 12, tzinfo=UTC)
+    with ArxivServer([rl_paper(i, day) for i in range(5)]) as server:
+        config = write_config(tmp_path, {"sources": {
+            "arxiv": {"api_url": server.api_url, "categories": ["cs.LG"], "lookback_days": 1},
+            "rss": {"urls": [server.rss_url(["cs.LG"])]},
+            "oai": {"enabled": True, "url": server.oai_url}}, "seeds": {"paths": []}}, seeds=False)
+        server.script("/rss/", EMPTY)  # a stale feed: the day is left to the catch-up
+        server.script("/oai", *[Fault(cut_after_records=2)] * 2)  # a proxy passing on a cut page
+        failed = cli("--config", str(config), "collect", "--as-of", "2026-11-25T20:00:00+00:00",
+                     check=3)
+    (line,) = failed.stderr.strip().splitlines()
+    assert server.oai_url + "?verb=ListRecords" in line and "malformed XML from OAI-PMH" in line
+    assert Store.open(load(config).storage.url).watermark() is None
+
+
 def test_run_offline_of_network_is_exit_3_with_one_line(tmp_path, cli):
     config = write_config(tmp_path, {"sources": {"arxiv": {"api_url": "http://127.0.0.1:9/api/query"},
                                                  "rss": {"urls": ["http://127.0.0.1:9/rss/cs.LG"]}}})

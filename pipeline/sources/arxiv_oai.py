@@ -23,15 +23,17 @@ from oaipmh_scythe import Scythe
 from oaipmh_scythe.exceptions import NoRecordsMatch, OAIPMHException
 
 from pipeline.calendar import Calendar
-from pipeline.errors import SourceError
+from pipeline.errors import DigestError, SourceError
 from pipeline.models import Paper, collapse
 from pipeline.rank import Query
 from pipeline.sources import Found, SourceSetup, Window
 from pipeline.sources.arxiv_rss import split_authors
 from pipeline.sources.http import Fetched, Fetcher, looks_like_html
+from pipeline.stopping import Stopped
 
 _RAW = "{http://arxiv.org/OAI/arXivRaw/}"
-_OAI = b"http://www.openarchives.org/OAI/2.0/"
+_OAI = "http://www.openarchives.org/OAI/2.0/"
+_STRICT = etree.XMLParser(resolve_entities=False, no_network=True)  # no recover: a cut page fails
 
 
 @dataclass(frozen=True)
@@ -129,13 +131,20 @@ def set_spec(category: str) -> str:
 
 
 def harvest(fetcher: Fetcher, url: str, category: str, since: date) -> Harvest:
-    """Every record of the category's set changed since `since`, all pages."""
+    """Every record of the category's set changed since `since`, all pages.
+
+    A harvest that ends with fewer records than a page's completeListSize promised lost a
+    page (a proxy can pass on a cut answer as a whole one), so it fails like any other:
+    anything else the harvest raises is a SourceError too, so the watermark stays.
+    """
     papers, records, latest = [], 0, None
-    client = _Scythe(url, fetcher)
+    client, spec = _Scythe(url, fetcher), set_spec(category)
     try:
         for record in client.list_records(from_=since.isoformat(), metadata_prefix="arXivRaw",
-                                          set_=set_spec(category), ignore_deleted=True):
-            records += 1
+                                          set_=spec):
+            records += 1  # deleted ones too: completeListSize counts them
+            if record.deleted:  # type: ignore[union-attr]
+                continue
             stamp = date.fromisoformat(record.header.datestamp[:10])  # type: ignore[union-attr,index]
             latest = max(latest, stamp) if latest else stamp
             paper = _to_paper(record.xml)
@@ -144,8 +153,16 @@ def harvest(fetcher: Fetcher, url: str, category: str, since: date) -> Harvest:
     except NoRecordsMatch:
         pass  # an empty range is an answer, not a failure
     except OAIPMHException as exc:
-        raise SourceError(f"{url}: OAI-PMH error for set {set_spec(category)}: "
+        raise SourceError(f"{url}: OAI-PMH error for set {spec}: "
                           f"{type(exc).__name__} {exc}".rstrip()) from None
+    except (DigestError, Stopped):
+        raise
+    except Exception as exc:  # whatever it is, this harvest is not whole
+        raise SourceError(f"{url}: could not read the OAI-PMH harvest of set {spec} "
+                          f"({type(exc).__name__}: {collapse(str(exc))})") from None
+    if records < client.listed:
+        raise SourceError(f"{url}: the OAI-PMH harvest of set {spec} ended after {records} records "
+                          f"of the {client.listed} its completeListSize promised")
     return Harvest(category, tuple(papers), records, latest)
 
 
@@ -163,18 +180,27 @@ class _Scythe(Scythe):
     def __init__(self, url: str, fetcher: Fetcher):
         super().__init__(url)
         self._fetcher = fetcher
+        self.listed = 0  # the largest completeListSize a page gave: what the harvest must reach
 
     def _request(self, query: dict[str, str]) -> httpx2.Response:
         address = f"{self.endpoint}?{urlencode(query)}"
-        page = self._fetcher.get(address, retry_when=_check_page)
+        page = self._fetcher.get(address, retry_when=self._check_page)
         return httpx2.Response(200, content=page.body, request=httpx2.Request("GET", address))
 
-
-def _check_page(page: Fetched) -> str | None:
-    """Fail at once on what is not an OAI-PMH answer (an HTML or text page with 200)."""
-    if looks_like_html(page.body, page.content_type) or _OAI not in page.body[:2000]:
-        raise SourceError(f"{page.url}: not an OAI-PMH answer")
-    return None
+    def _check_page(self, page: Fetched) -> str | None:
+        """Fail at once on what is not an OAI-PMH answer (an HTML or text page with 200); retry
+        a page that is not well-formed XML (cut off by a dropped connection): oaipmh-scythe
+        parses with recover=True and would take the records before the cut for the whole page."""
+        if looks_like_html(page.body, page.content_type) or _OAI.encode() not in page.body[:2000]:
+            raise SourceError(f"{page.url}: not an OAI-PMH answer")
+        try:
+            root = etree.fromstring(page.body, _STRICT)
+        except etree.XMLSyntaxError as exc:
+            return f"malformed XML from OAI-PMH ({exc})"
+        size = root.find(f".//{{{_OAI}}}resumptionToken")
+        if size is not None and size.get("completeListSize", "").isdigit():
+            self.listed = max(self.listed, int(size.get("completeListSize", "")))
+        return None
 
 
 def _to_paper(record: etree._Element) -> Paper | None:

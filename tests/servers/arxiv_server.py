@@ -51,6 +51,7 @@ class Fault:
     feed_error: bool = False  # RSS: arXiv's "Feed error for query" document
     stream: Callable[[], Iterator[bytes]] | None = None  # body made piece by piece, no length
     raw: bool = False  # the stream is the whole response, status line and headers included
+    cut_after_records: int | None = None  # OAI-PMH: the real page ends after this many </record>
 
 
 OK = Fault()
@@ -229,8 +230,8 @@ class ArxivServer:
             return 200, "text/html; charset=utf-8", self.html[path[len("/html/"):]].encode()
         if path == "/oai":
             stamp = lambda p: self.datestamps.get(p.id) or oai_server.default_datestamp(p)  # noqa: E731
-            return 200, OAI_TYPE, oai_server.answer(self.papers, query, self.oai_url,
-                                                    self.oai_page_size, stamp)
+            body = oai_server.answer(self.papers, query, self.oai_url, self.oai_page_size, stamp)
+            return 200, OAI_TYPE, oai_server.cut(body, fault.cut_after_records)
         return 404, "text/plain", b"not found\n"
 
     # --- API ---------------------------------------------------------------

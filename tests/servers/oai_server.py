@@ -70,6 +70,16 @@ def _list_records(papers: list[Paper], query: dict[str, str], page_size: int, da
     return f"  <ListRecords>\n{records}{resumption}  </ListRecords>\n"
 
 
+def cut(page: bytes, records: int | None) -> bytes:
+    """The page as a dropped connection passes it on: ending right after the given record."""
+    if records is None:
+        return page
+    end = 0
+    for _ in range(records):
+        end = page.index(b"</record>", end) + len(b"</record>")
+    return page[:end]
+
+
 def _in_set(paper: Paper, spec: str) -> bool:
     parts = spec.split(":")
     wanted = f"{parts[1]}.{parts[2]}" if len(parts) == 3 else parts[0]
