@@ -193,6 +193,61 @@ def test_empty_page_while_total_says_more_is_a_source_error(first_ok):
     assert message.endswith(f"empty page at start={start} although totalResults=5 after 2 retries")
 
 
+class LateIndexed(ArxivServer):
+    """After the first page of each of the first `shifts` searches, arXiv indexes one more
+    paper submitted before all the others: the later pages shift by one."""
+
+    def __init__(self, papers, shifts: int):
+        super().__init__(papers)
+        self.shifts, self.late = shifts, 90
+
+    def _atom(self, query, empty):
+        page = super()._atom(query, empty)
+        if query.get("start") == "0" and self.shifts:
+            self.shifts -= 1
+            self.late += 1
+            self.papers.insert(0, paper(self.late, submitted=MONDAY - timedelta(minutes=self.late)))
+        return page
+
+
+def test_a_paper_indexed_while_paging_restarts_the_search_and_none_is_lost():
+    with LateIndexed([paper(n) for n in range(6)], shifts=1) as server:
+        found, stats = search_window(fetcher(), server.api_url, CATS, TERMS,
+                                     MONDAY - timedelta(days=1), WEEK[1], page_size=3)
+
+    assert sorted(p.id for p in found) == sorted(p.id for p in server.papers) and len(found) == 7
+    assert [r.query["start"] for r in server.requests] == ["0", "3", "0", "3", "6"]
+    assert stats.requests == 5 and stats.seen == 7
+
+
+def test_a_search_that_keeps_shifting_is_a_source_error_naming_the_page():
+    with LateIndexed([paper(n) for n in range(6)], shifts=3) as server:
+        with pytest.raises(SourceError) as caught:
+            search_window(fetcher(), server.api_url, CATS, TERMS,
+                          MONDAY - timedelta(days=1), WEEK[1], page_size=3)
+
+    message = str(caught.value)
+    assert message.startswith(server.api_url + "?search_query=") and "&start=3&" in message
+    assert message.endswith("totalResults changed from 8 to 9 while paging")
+
+
+class SortIgnored(ArxivServer):
+    """The first search's second page repeats its first (as when arXiv ignored sortBy)."""
+
+    def _atom(self, query, empty):
+        if query.get("start") == "3" and len(self.requests) == 2:
+            query = {**query, "start": "0"}
+        return super()._atom(query, empty)
+
+
+def test_fewer_distinct_ids_than_total_results_restarts_the_search():
+    with SortIgnored([paper(n) for n in range(6)]) as server:
+        found, _ = search_window(fetcher(), server.api_url, CATS, TERMS, *WEEK, page_size=3)
+
+    assert [p.id for p in found] == [paper(n).id for n in range(6)]
+    assert [r.query["start"] for r in server.requests] == ["0", "3", "0", "3"]
+
+
 @pytest.mark.parametrize(
     "fault, cause",
     [

@@ -14,6 +14,7 @@ own delay and retries are switched off so they never stack on the Fetcher's.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Iterable, Iterator
@@ -33,6 +34,7 @@ from pipeline.sources.http import Fetched, Fetcher, looks_like_html, shown
 
 MAX_PAGE_SIZE = 2000  # the API's limit per request
 QUERY_CHARS = 1000  # title searches per request: well inside arXiv's URL limits
+SEARCH_TRIES = 3  # a search whose results shift while it is paged is read again, this often
 _TOTAL = "http://a9.com/-/spec/opensearch/1.1/ totalResults"
 _ATOM_FEED = "http://www.w3.org/2005/Atom feed"  # expat's "namespace local" names
 _ATOM_ENTRY = "http://www.w3.org/2005/Atom entry"
@@ -40,6 +42,8 @@ _ATOM_ID = "http://www.w3.org/2005/Atom id"
 _ATOM_SUMMARY = "http://www.w3.org/2005/Atom summary"
 _KEPT = {_TOTAL, _ATOM_ID, _ATOM_SUMMARY}
 _API_ERROR = re.compile(r"https?://arxiv\.org/api/errors")  # the id of the API's error entry
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -112,17 +116,31 @@ def search_window(
         sort_by=arxiv.SortCriterion.SubmittedDate,
         sort_order=arxiv.SortOrder.Ascending,
     )
+    size = max(1, min(page_size, MAX_PAGE_SIZE))
     before = fetcher.requests
+    for _ in range(SEARCH_TRIES - 1):
+        try:
+            papers, seen = _read_whole(fetcher, api_url, search, size)
+            return papers, SearchStats(requests=fetcher.requests - before, seen=seen)
+        except _Shifted as shifted:
+            log.info("%s; reading the search again from its first page", shifted)
+    papers, seen = _read_whole(fetcher, api_url, search, size)  # shifting again: a SourceError
+    return papers, SearchStats(requests=fetcher.requests - before, seen=seen)
+
+
+def _read_whole(fetcher: Fetcher, api_url: str, search: arxiv.Search, page_size: int
+                ) -> tuple[list[Paper], int]:
+    """Every result of a search as Papers, deduplicated, and how many entries were returned."""
     seen = 0
 
     def converted() -> Iterator[Paper]:  # page by page: a page's arxiv.Results go once they are Papers
         nonlocal seen
-        for result in _results(fetcher, api_url, search, max(1, min(page_size, MAX_PAGE_SIZE))):
+        for result in _results(fetcher, api_url, search, page_size):
             seen += 1
             yield _to_paper(result)
 
     papers = _dedupe(converted())
-    return papers, SearchStats(requests=fetcher.requests - before, seen=seen)
+    return papers, seen
 
 
 def fetch_ids(fetcher: Fetcher, api_url: str, ids: list[str], batch: int = 100) -> list[Paper]:
@@ -161,14 +179,47 @@ def _title_groups(titles: list[str]) -> Iterator[list[str]]:
         yield group
 
 
+class _Shifted(SourceError):
+    """The result set of a search changed while it was paged (a paper indexed late): the
+    pages read no longer fit together, so the search is read again from the start."""
+
+
 class _FetcherSession:
-    """Stands in for `arxiv.Client._session`: answers `get` through the Fetcher."""
+    """Stands in for `arxiv.Client._session`: answers `get` through the Fetcher, and checks
+    that the pages of one search belong together."""
 
     def __init__(self, fetcher: Fetcher):
         self._fetcher = fetcher
+        self.total: int | None = None  # the first page's totalResults
+        self.ids: set[str] = set()  # the distinct entry ids of every page read
+        self.url = ""  # the last page asked for
 
     def get(self, url: str, **_ignored: Any) -> _Answer:
-        return _Answer(content=text.xml_safe(self._fetcher.get(url, retry_when=_check_page).body))
+        self.url = url
+        return _Answer(content=text.xml_safe(self._fetcher.get(url, retry_when=self._check_page).body))
+
+    def _check_page(self, page: Fetched) -> str | None:
+        """Refuse what arxiv's forgiving parser would read as 'no results' or as the whole search.
+
+        Malformed XML, non-Atom pages (an HTML error page served with 200) and the API's
+        own error entry (a bad query, answered with 200) fail at once. A page without
+        totalResults, or an empty page while totalResults says there is more, is a known
+        transient API fault: a reason to retry, and a SourceError (so the watermark stays)
+        when retries run out. A totalResults unlike the first page's is a _Shifted search.
+        """
+        scan = _read_page(page)
+        if not scan.total.isdigit():  # a throttled or broken answer, not an empty window
+            return "an Atom page without opensearch:totalResults"
+        total = int(scan.total)
+        start = int(parse_qs(urlsplit(page.url).query).get("start", ["0"])[0])
+        if not scan.ids and start < total:
+            return f"empty page at start={start} although totalResults={total}"
+        if self.total is not None and total != self.total:
+            raise _Shifted(f"{shown(page.url)}: totalResults changed from {self.total} to {total} "
+                           "while paging")
+        self.total = total
+        self.ids.update(scan.ids)
+        return None
 
 
 @dataclass(frozen=True)
@@ -182,10 +233,10 @@ class _Answer:
 class _Client(arxiv.Client):
     """arxiv.Client pointed at api_url, with its HTTP done by the Fetcher."""
 
-    def __init__(self, fetcher: Fetcher, api_url: str, page_size: int):
+    def __init__(self, session: _FetcherSession, api_url: str, page_size: int):
         super().__init__(page_size=page_size, delay_seconds=0, num_retries=0)
         self.query_url_format = api_url + "?{}"
-        self._session = _FetcherSession(fetcher)
+        self._session = session
 
 
 def _run(
@@ -198,22 +249,24 @@ def _run(
 def _results(
     fetcher: Fetcher, api_url: str, search: arxiv.Search, page_size: int
 ) -> Iterator[arxiv.Result]:
-    """The results one page at a time, as the arxiv package yields them."""
+    """The results one page at a time, as the arxiv package yields them.
+
+    A search read to its end (no max_results) must have shown as many distinct ids as
+    totalResults: fewer means the pages shifted under it (a re-served paper, another lost).
+    """
+    session = _FetcherSession(fetcher)
     try:
-        yield from _Client(fetcher, api_url, page_size).results(search)
+        yield from _Client(session, api_url, page_size).results(search)
     except arxiv.ArxivError as err:
         raise SourceError(f"{shown(err.url)}: {err.message}") from None
+    if search.max_results is None and len(session.ids) < (session.total or 0):
+        raise _Shifted(f"{shown(session.url)}: {len(session.ids)} distinct ids read although "
+                       f"totalResults={session.total}")
 
 
-def _check_page(page: Fetched) -> str | None:
-    """Refuse what arxiv's forgiving parser would read as 'no results'.
-
-    Malformed XML, non-Atom pages (an HTML error page served with 200) and the API's
-    own error entry (a bad query, answered with 200) fail at once. A page without
-    totalResults, or an empty page while totalResults says there is more, is a known
-    transient API fault: a reason to retry, and a SourceError (so the watermark stays)
-    when retries run out.
-    """
+def _read_page(page: Fetched) -> _Scan:
+    """The page scanned; a SourceError at once for malformed XML, an HTML or non-Atom page,
+    or the API's own error entry (a refused query, answered with 200)."""
     if looks_like_html(page.body, page.content_type):
         raise SourceError(f"{shown(page.url)}: an HTML page instead of the API's Atom feed")
     try:
@@ -224,13 +277,7 @@ def _check_page(page: Fetched) -> str | None:
         raise SourceError(f"{shown(page.url)}: not an Atom feed (root element <{_local(scan.root)}>)")
     if scan.error is not None:
         raise SourceError(f"{shown(page.url)}: the arXiv API answered with an error: {scan.error}")
-    if not scan.total.isdigit():  # a throttled or broken answer, not an empty window
-        return "an Atom page without opensearch:totalResults"
-    total = int(scan.total)
-    start = int(parse_qs(urlsplit(page.url).query).get("start", ["0"])[0])
-    if not scan.ids and start < total:
-        return f"empty page at start={start} although totalResults={total}"
-    return None
+    return scan
 
 
 @dataclass
