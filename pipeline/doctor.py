@@ -222,7 +222,11 @@ def check_arxiv(config: Config) -> Iterable[Check]:
     for url in config.sources.rss.urls if config.sources.rss.enabled else []:
         try:
             feed = arxiv_rss.fetch_feed(fetcher, url)
-            yield ok("arxiv rss", f"{url}: answered ({feed.items} items today)")
+            if feed.error is not None:  # an unknown category: every run would lose its papers
+                yield fail("arxiv rss", f"{url}: arXiv reports a feed error "
+                                        f"(check sources.rss.urls): {feed.error}")
+            else:
+                yield ok("arxiv rss", f"{url}: answered ({feed.items} items today)")
         except DigestError as exc:
             yield fail("arxiv rss", str(exc))
     oai = config.sources.oai

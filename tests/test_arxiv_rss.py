@@ -126,12 +126,11 @@ def test_real_empty_channel_is_no_papers_and_no_warning():
     assert (result.papers, result.replacements, result.warnings, result.items) == ((), (), (), 0)
 
 
-def test_real_error_answer_is_a_warning_not_an_exception():
+def test_real_error_answer_is_a_feed_error_not_an_exception():
     result = parse_feed(sample("arxiv_rss_2024-11-28_error_bad_archive.xml"), URL)
 
-    assert result.papers == () and result.items == 0
-    (warning,) = result.warnings
-    assert warning.startswith(f"{URL}: arXiv reports a feed error: Bad archive 'astroph'.")
+    assert result.papers == () and result.items == 0 and result.warnings == ()
+    assert result.error is not None and result.error.startswith("Bad archive 'astroph'.")
 
 
 @pytest.mark.parametrize(
@@ -204,15 +203,14 @@ def test_empty_weekend_feed_is_not_an_error():
     assert (result.papers, result.warnings, result.items) == ((), (), 0)
 
 
-def test_feed_error_answer_is_a_warning():
+def test_feed_error_answer_is_kept_as_the_feeds_error():
     with ArxivServer() as server:
         server.script("/rss/", FEED_ERROR)
         url = server.rss_url(["cs.LGG"])
         result = fetch_feed(fetcher(), url)
 
-    assert result.papers == ()
-    expected = f"{url}: arXiv reports a feed error: Bad archive 'cs.LGG'. Valid archive names"
-    assert result.warnings == (f"{expected} are: cs, stat, test.",)
+    assert result.papers == () and result.warnings == ()
+    assert result.error == "Bad archive 'cs.LGG'. Valid archive names are: cs, stat, test."
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from pipeline.config import load
 from pipeline.models import Paper
 from pipeline.run import resolve_seeds
 from pipeline.store import Store
-from tests.helpers import config_for, rl_paper, write_config
+from tests.helpers import CATS, config_for, rl_paper, write_config
 from tests.servers.arxiv_server import ArxivServer, api_error, http_error
 
 
@@ -211,6 +211,25 @@ def test_feed_error_and_a_stale_feed_are_warnings_not_failures(tmp_path, cli):
     assert "stale feed: cs.LG" not in first.stderr
     assert "stale feed: cs.LG shows no id newer than the 11-24 announcement's" in stale.stderr
     assert "arXiv reports a feed error" in broken.stderr and "stale" not in broken.stderr
+
+
+def test_a_feed_error_is_a_gap_asked_once_not_polled_as_stale(tmp_path, cli):
+    from tests.servers.arxiv_server import FEED_ERROR
+
+    with ArxivServer([rl_paper(1, datetime(2026, 11, 24, 12, tzinfo=UTC))]) as server:
+        bad = server.rss_url(["cs.LGG"])
+        config = write_config(tmp_path, {"sources": {
+            "arxiv": {"api_url": server.api_url, "categories": CATS, "lookback_days": 1},
+            "rss": {"urls": [server.rss_url(["cs.LG"]), bad], "poll_minutes": 0.05,
+                    "poll_interval_minutes": 0.005}}, "seeds": {"paths": []}}, seeds=False)
+        server.script("/rss/cs.LGG", *[FEED_ERROR] * 20)
+        result = _collect(cli, config, "2026-11-25T20:00:00+00:00")
+        asked = [r.path for r in server.requests if r.path.startswith("/rss/")]
+    assert asked.count("/rss/cs.LGG") == 1 and asked.count("/rss/cs.LG") == 1
+    assert (f"{bad}: arXiv reports a feed error for cs.LGG (check sources.rss.urls): "
+            "Bad archive 'cs.LGG'.") in result.stderr
+    assert "stale" not in result.stderr
+    assert "feed error: Bad archive 'cs.LGG'." in result.stdout  # the gap, in the coverage line
 
 
 def test_the_38_built_in_seeds_resolve_in_at_most_5_api_requests(tmp_path):

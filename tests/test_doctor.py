@@ -12,7 +12,7 @@ import pytest
 
 from pipeline import calendar, doctor
 from tests.helpers import CATS, _merge, write_config
-from tests.servers.arxiv_server import ArxivServer
+from tests.servers.arxiv_server import FEED_ERROR, ArxivServer
 from tests.servers.chat_server import ChatServer
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refused_port
@@ -116,6 +116,15 @@ def test_doctor_names_the_one_service_that_is_down_and_exits_1(tmp_path, cli, wo
     if name == "database":  # the URL once, then what is wrong with it
         line = next(line for line in result.stdout.splitlines() if line.startswith("database"))
         assert line.count("broken.sqlite3") == 1, line
+
+
+def test_doctor_fails_a_feed_arxiv_answers_with_a_feed_error(tmp_path, cli, world):
+    overrides, _, arxiv = world
+    config = write_config(tmp_path, overrides, seeds=False)
+    arxiv.script("/rss/", FEED_ERROR)
+    result = cli("--config", str(config), "doctor", env=ENV, check=1)
+    assert statuses(result.stdout)["arxiv rss"] == "FAIL", result.stdout
+    assert f"{arxiv.rss_url(CATS)}: arXiv reports a feed error (check sources.rss.urls): Bad archive" in result.stdout
 
 
 def test_doctor_with_the_key_unset_warns_of_config_and_fails_llm(tmp_path, cli, world):

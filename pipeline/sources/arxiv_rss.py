@@ -60,6 +60,7 @@ class FeedResult:
     replacements: tuple[Replacement, ...] = ()
     warnings: tuple[str, ...] = ()
     items: int = 0  # every <item>, whatever its type
+    error: str | None = None  # arXiv's "Feed error for query" answer (an unknown category), as it says
 
     @property
     def truncated(self) -> bool:
@@ -121,7 +122,12 @@ class ArxivRss:
         part.seen += feed.items
         part.warnings += feed.warnings
         kept = [p for p in feed.papers if self.query.matches(p.title, p.abstract, p.categories)]
-        if due is not None:
+        if feed.error is not None:  # a wrong category: the same answer however often it is asked
+            part.warnings.append(f"{url}: arXiv reports a feed error for {group} "
+                                 f"(check sources.rss.urls): {feed.error}")
+            if due is not None:
+                window.ledger.get(due.day, group).gap = f"feed error: {feed.error}"
+        elif due is not None:
             reading = window.ledger.get(due.day, group)
             last = seen.get(url) or {}
             if stale:
@@ -155,8 +161,10 @@ def rss_source(setup: SourceSetup) -> ArxivRss | None:
 
 
 def _stale(last: dict, feed: FeedResult, day: date) -> bool:
-    """No id newer than the newest of the last announcement read from this feed."""
-    if last.get("day") == day.isoformat():
+    """No id newer than the newest of the last announcement read from this feed.
+
+    A feed error is not stale: it is a configuration error that polling cannot mend."""
+    if last.get("day") == day.isoformat() or feed.error is not None:
         return False  # this announcement was read before: nothing newer is due
     newest = newest_id(feed)
     return newest is None or (last.get("newest") is not None
@@ -203,8 +211,9 @@ def fetch_feed(fetcher: Fetcher, url: str) -> FeedResult:
 def parse_feed(data: bytes, url: str) -> FeedResult:
     """Parse feed bytes; SourceError if they are not a feed at all.
 
-    An arXiv error answer is a well-formed feed with the error in its channel
-    description, so it becomes a warning, not a success and not an exception.
+    An arXiv error answer ("Feed error for query", for an unknown category) is a
+    well-formed feed with the error in its channel description: it is kept in `error`
+    for the caller to report, neither a success nor an exception.
     Sanitizing is off: feedparser would rewrite TeX like `$1/3<s<1$` as HTML.
     The bytes go in as a stream: feedparser tries bare bytes as a file path first.
     """
@@ -218,10 +227,10 @@ def parse_feed(data: bytes, url: str) -> FeedResult:
     if not parsed.get("version"):
         raise SourceError(f"{url}: not an RSS feed")
 
-    warnings = []
+    warnings, error = [], None
     title, description = channel.get("title", ""), channel.get("subtitle", "")
     if title.startswith("Feed error") or _ERROR_TEXT.search(description):
-        warnings.append(f"{url}: arXiv reports a feed error: {description or title}")
+        error = text.prose(description or title, 500)
     if parsed.bozo:
         warnings.append(
             f"{url}: feed is not well-formed ({parsed.get('bozo_exception')}); "
@@ -243,6 +252,7 @@ def parse_feed(data: bytes, url: str) -> FeedResult:
         replacements=tuple(replacements),
         warnings=tuple(warnings),
         items=len(parsed.entries),
+        error=error,
     )
 
 
