@@ -75,13 +75,16 @@ def window(config: Config, watermark: datetime | None, as_of: datetime,
 
 def collect(config: Config, sources: Sequence[Source], report: CollectReport, fetcher: Fetcher,
             ledger: coverage.Ledger, memory: Mapping[str, Any],
-            first_run: bool) -> None:
+            first_run: bool, reread: bool = False) -> None:
     """Read each source for the report's window, in order, into `report` (filled as it
-    goes, so a failed source leaves what the others did); `ledger` takes what was read."""
+    goes, so a failed source leaves what the others did); `ledger` takes what was read.
+    `reread` (collect --since) has the catch-up read every announcement of the window again,
+    those the ledger holds as read too."""
     cal = calendar.load_calendar(config.sources.arxiv.calendar_files)
     # as of the window's end, which is the present for an as-of later today or tomorrow:
     # what the feeds should show is what arXiv has announced by now, not by then
-    span = Window(*report.window, report.window[1], cal, feed_groups(config), ledger, first_run)
+    span = Window(*report.window, report.window[1], cal, feed_groups(config), ledger, first_run,
+                  reread=reread)
     found: list[Paper] = []
     first = fetcher.requests
     with progress.bar("fetching from arXiv", count=lambda: fetcher.requests - first, unit="requests"):

@@ -58,14 +58,15 @@ class Ledger:
         return self.days.setdefault(day.isoformat(), {}).setdefault(group, Reading())
 
     def missed(self, calendar: Calendar, groups: Iterable[str], start: datetime,
-               end: datetime) -> dict[str, list[date]]:
+               end: datetime, reread: bool = False) -> dict[str, list[date]]:
         """Per group, the announcements that reached a feed in (start, end], as summarise
-        counts them, not read completely, plus open gaps of the last RETRY_DAYS."""
+        counts them, not read completely (every one when `reread`), plus open gaps of the
+        last RETRY_DAYS."""
         due = {a.day for a in calendar.between(calendar.fed_by(start), calendar.fed_by(end))}
         since = (end.date() - timedelta(days=RETRY_DAYS)).isoformat()
         found: dict[str, list[date]] = {}
         for group in groups:
-            days = {day for day in due if self._open(day.isoformat(), group)}
+            days = {day for day in due if reread or self._open(day.isoformat(), group)}
             days |= {date.fromisoformat(d) for d, entries in self.days.items()
                      if d >= since and group in entries and entries[group].open}
             if days:

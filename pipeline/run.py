@@ -221,7 +221,8 @@ def collect_and_rank(config: Config, store: Store, used: Sequence[Source], fetch
     ledger = coverage.Ledger.load(store)
     run_id = store.start_run("collect", as_of) if record else None
     try:
-        collect.collect(config, used, report, fetcher, ledger, memory, first_run=mark is None)
+        collect.collect(config, used, report, fetcher, ledger, memory, first_run=mark is None,
+                        reread=since is not None)
         store.save_seeds([e for doc in report.documents for e in doc.entries])
         known = {p.id: p for p in store.papers(u.id for u in report.updates)} if report.updates else {}
         updates = collect.with_versions(report.updates, known)

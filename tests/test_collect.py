@@ -120,6 +120,21 @@ def test_an_oai_page_cut_after_a_record_exits_3_and_keeps_the_watermark(tmp_path
     assert Store.open(load(config).storage.url).watermark() is None
 
 
+def test_since_reads_days_the_ledger_closed_again_through_the_catch_up(tmp_path, cli):
+    day = datetime(2026, 11, 16, 12, tzinfo=UTC)
+    with ArxivServer([rl_paper(i, day) for i in range(3)]) as server:
+        config = write_config(tmp_path, {"sources": {
+            "arxiv": {"api_url": server.api_url, "categories": ["cs.LG"]},
+            "rss": {"urls": [server.rss_url(["cs.LG"])]},
+            "oai": {"enabled": True, "url": server.oai_url}}, "seeds": {"paths": []}}, seeds=False)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-19T06:00:00+00:00")
+        server.freeze("cs.LG")  # the feed shows the 11-18 announcement it showed before
+        server.add(rl_paper(50, day + timedelta(hours=1)))  # a paper of 11-16 this install never got
+        again = cli("--config", str(config), "collect", "--since", "2026-11-12",
+                    "--as-of", "2026-11-19T07:00:00+00:00")
+    assert "2611.00050" in papers_in_db(tmp_path) and "new 1" in again.stdout
+
+
 def test_run_offline_of_network_is_exit_3_with_one_line(tmp_path, cli):
     config = write_config(tmp_path, {"sources": {"arxiv": {"api_url": "http://127.0.0.1:9/api/query"},
                                                  "rss": {"urls": ["http://127.0.0.1:9/rss/cs.LG"]}}})

@@ -53,10 +53,11 @@ class Window:
     ledger: Ledger
     first_run: bool = False
     memory: Any = None
+    reread: bool = False  # `collect --since`: every announcement of the window counts as missed
 
     def missed(self) -> dict[str, list[date]]:
         """Per group, the announcements not read completely, each with the cause of its gap."""
-        missed = self.ledger.missed(self.calendar, self.groups, self.start, self.as_of)
+        missed = self.ledger.missed(self.calendar, self.groups, self.start, self.as_of, self.reread)
         for group, days in missed.items():
             for day in days:
                 reading = self.ledger.get(day, group)
