@@ -19,7 +19,7 @@ from typing import Any
 
 from rapidfuzz import fuzz, process
 
-from pipeline import __version__, calendar, coverage, progress
+from pipeline import __version__, calendar, coverage, lock, progress
 from pipeline.config import Config
 from pipeline.models import Paper, SeedDocument, SeedEntry, merge_papers, seed_key
 from pipeline.sources import Source, SourceReport, Window, arxiv_rss
@@ -55,7 +55,8 @@ def make_fetcher(config: Config) -> Fetcher:
     agent = f"rl-digest/{__version__} (+https://github.com/rl-digest; mailto:{arxiv.contact})"
     return Fetcher(arxiv.delay_seconds, arxiv.timeout_seconds, arxiv.retries, agent,
                    deadline_seconds=arxiv.deadline_seconds,
-                   max_bytes=int(config.sources.max_response_mb * 2**20))
+                   max_bytes=int(config.sources.max_response_mb * 2**20),
+                   pace_file=lock.lock_path(config).with_name("arxiv-pace"))
 
 
 def window(config: Config, watermark: datetime | None, as_of: datetime,

@@ -81,3 +81,21 @@ def test_the_watermark_never_moves_on_a_page_without_a_result_count(tmp_path, cl
         again = cli("--config", str(config), "collect", "--as-of", "2026-11-19T00:00:00+00:00")
     assert "new 1" in again.stdout
     assert Store.open(load(config).storage.url).watermark() == datetime(2026, 11, 19, tzinfo=UTC)
+
+
+def test_two_commands_one_after_the_other_keep_the_pace_between_them(tmp_path, cli):
+    """arXiv counts a machine's requests: a `collect` then at once a `run` (or `doctor`
+    during a run) must not put their requests closer than delay_seconds."""
+    with ArxivServer([paper(1)]) as server:
+        config = write_config(tmp_path, {"sources": {
+            "arxiv": {"api_url": server.api_url, "categories": CATS, "retries": 1, "delay_seconds": 1.5},
+            "rss": {"urls": [server.rss_url(CATS)]}, "oai": {"enabled": False}},
+            "seeds": {"paths": []}}, seeds=False)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-19T00:00:00+00:00")
+        first = len(server.requests)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-19T00:00:00+00:00")
+        starts = [r.started for r in server.requests]
+    assert first >= 1 and len(starts) > first
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert min(gaps) >= 1.4, gaps  # across the two processes too
+    assert (tmp_path / "state" / "arxiv-pace").exists()

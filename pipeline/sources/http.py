@@ -1,7 +1,8 @@
 """One polite HTTP client shared by every arXiv source: pacing, timeouts, retries, limits.
 
 arXiv asks for one request every three seconds from a client; the API and the
-RSS feed count against the same allowance, so both go through one Fetcher.
+RSS feed count against the same allowance, so both go through one Fetcher, and the
+Fetchers of this machine's processes share the last request's time (`pace_file`).
 Every request ends: `timeout_seconds` bounds each wait on the socket and
 `deadline_seconds` the whole request (connect, the headers and the full body, however
 slowly they trickle in). The body is read in pieces and decompressed as it comes, so a
@@ -16,11 +17,14 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import requests
 import urllib3
+from filelock import FileLock
 from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
@@ -97,6 +101,7 @@ class Fetcher:
         max_wait_seconds: float = 120.0,
         deadline_seconds: float = 300.0,
         max_bytes: int = 50 * 2**20,
+        pace_file: Path | None = None,
     ):
         self.delay_seconds = delay_seconds
         self.timeout_seconds = timeout_seconds
@@ -111,7 +116,8 @@ class Fetcher:
         self._session.mount("http://", _DeadlineAdapter())
         self._session.mount("https://", _DeadlineAdapter())
         self._lock = threading.Lock()
-        self._last_start: float | None = None
+        self._last_start = 0.0  # time.time() of this Fetcher's last request
+        self.pace_file = pace_file
 
     def get(self, url: str, retry_when: Callable[[Fetched], str | None] | None = None) -> Fetched:
         """Fetch url or raise SourceError naming it and the last cause.
@@ -200,12 +206,33 @@ class Fetcher:
         return bytes(body)
 
     def _wait_turn(self) -> None:
-        """Sleep until delay_seconds have passed since the previous request started."""
-        if self._last_start is not None:
-            remaining = self._last_start + self.delay_seconds - time.monotonic()
+        """Sleep until delay_seconds have passed since the last request started: this
+        Fetcher's, or another process's on this machine (a `collect` then a `run`, `doctor`
+        during a run): arXiv counts a machine's requests, not a process's. A clock set back
+        never makes the wait longer than delay_seconds."""
+        with self._shared():
+            last = max(self._last_start, self._read_pace())
+            remaining = min(last + self.delay_seconds - time.time(), self.delay_seconds)
             if remaining > 0:
                 pause(remaining)
-        self._last_start = time.monotonic()
+            self._last_start = time.time()
+            if self.pace_file is not None:
+                try:
+                    self.pace_file.write_text(repr(self._last_start), encoding="ascii")
+                except OSError:
+                    pass  # a folder that is not writable: this process still paces itself
+
+    def _shared(self) -> AbstractContextManager[object]:
+        """The pace file's lock, while a process reads, waits its turn and writes it."""
+        if self.pace_file is None or not self.pace_file.parent.is_dir():
+            return nullcontext()
+        return FileLock(str(self.pace_file) + ".lock")
+
+    def _read_pace(self) -> float:
+        try:
+            return float(self.pace_file.read_text(encoding="ascii")) if self.pace_file else 0.0
+        except (OSError, ValueError):
+            return 0.0
 
 
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
