@@ -44,7 +44,7 @@ from pipeline.deliver.files import atomic, write_atomic
 from pipeline.deliver.outbox import StoreOutbox
 from pipeline.errors import ConfigError, DeliveryError, DigestError, LockedError
 from pipeline.models import Digest, Options, RunReport, paper_key, split_arxiv_id
-from pipeline.publish import deliver
+from pipeline.publish import deliver, written_files
 from pipeline.run import (
     collect_and_rank,
     parse_as_of,
@@ -267,15 +267,18 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
 
 
 def _push_waiting(config: config_mod.Config, store: Store, report: RunReport) -> str | None:
-    """A git push a run left waiting is tried again, as the outbox's rows are; a line saying
+    """A git publish a run left failed or unpushed is tried again, as the outbox's rows are,
+    with the files the run wrote (it may have failed before copying them); a line saying
     it went, or None."""
     cfg = config.outputs.git
     if cfg is None or not git.waiting(cfg, store):  # nothing waits: the checkout is not touched
         return None
-    result = git.publish(cfg, {}, store)
+    result = git.publish(cfg, written_files(config, store), store)
     if not result.ok:
         report.delivery_errors.append(result.error or "git publishing failed")
-    return f"git {cfg.repo}: pushed the commits that waited" if result.pushed else None
+        return None
+    return f"git {cfg.repo}: " + ("pushed the commits that waited" if result.pushed
+                                  else "committed the files that waited")
 
 
 def _fail_on_delivery_errors(report: RunReport) -> None:

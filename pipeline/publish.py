@@ -108,6 +108,17 @@ def stored_files(store: Store, out: Path) -> dict[str, Path]:
             if path.is_file()}
 
 
+def written_files(config: Config, store: Store) -> dict[str, Path]:
+    """What a run hands git, as outputs.dir holds it now: `send` offers it again after a
+    publish that failed before its commit (a wrong branch, a stale lock)."""
+    out = config.outputs.dir
+    files = stored_files(store, out)
+    files.update({name: out / name for name in ("READING_LIST.md", "feed.xml") if (out / name).is_file()})
+    files.update({f"{reading_list.FOLDER}/{path.name}": path
+                  for path in sorted((out / reading_list.FOLDER).glob("*.md"))})
+    return files
+
+
 def stored_digest(store: Store, digest_id: str) -> Digest:
     stored = store.digest(digest_id)
     if stored is None:

@@ -140,6 +140,8 @@ def overview(config: Config, store: Store) -> str:
                      f"sent {report.get('sent', 0)}, pending {report.get('pending', 0)}")
         lines.append(f"  #{run['id']} {run['kind']} as of {run['as_of']}: {run['status']}"
                      + (f" ({parts})" if parts else "") + (f" — {run['error']}" if run["error"] else ""))
+        if run["status"] == "partial":  # published, but some delivery (git, a reader) failed
+            lines += [f"    delivery error: {error}" for error in report.get("delivery_errors", [])]
         lines += ["    " + line for line in coverage_lines(report.get("coverage"))]
         sources = report.get("sources", {}).values()
         lines += [f"    {note}" for src in sources for note in src.get("notes", [])]
@@ -152,9 +154,10 @@ def overview(config: Config, store: Store) -> str:
                          "(rl-digest status --json lists them all)")
     lines += judging(config, store)
     if data["git"]:
-        lines.append(f"git {config.outputs.git.repo}: push waiting since {data['git']['since']}"  # type: ignore[union-attr]
-                     + (f" — {data['git']['error']}" if data["git"]["error"] else "")
-                     + " (the next run or send pushes it)")
+        waits, repo = data["git"], config.outputs.git.repo  # type: ignore[union-attr]
+        lines.append(f"git {repo}: " + (f"failing since {waits['since']} — {waits['error']}" if waits["error"]
+                                        else f"push waiting since {waits['since']}")
+                     + " (the next run or `rl-digest send` tries again)")
     outbox = StoreOutbox(store)
     waiting, failed = outbox.pending(), outbox.rows(("failed",))
     lines.append(f"outbox: {len(waiting)} pending, {len(failed)} failed")

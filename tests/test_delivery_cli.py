@@ -142,7 +142,7 @@ def test_a_week_whose_git_publish_failed_before_copying_is_pushed_later_and_send
                             capture_output=True, text=True, check=True).stdout.split()
     assert "no such folder (outputs.git.repo)" in gone.stderr and "push failed" in unpushed.stderr
     assert {f"rl/digests/{day}.{fmt}" for day in (AS_OF, NEXT) for fmt in ("md", "html", "txt")} <= set(pushed)
-    assert re.search(rf"git {checkout}: push waiting since 20\S+ — git .*push failed", status)
+    assert re.search(rf"git {checkout}: failing since 20\S+ — git .*push failed", status)
     assert f"git {checkout}: pushed the commits that waited" in sent.stdout
     assert "push waiting" not in later
     assert idle.stdout.startswith("sent 0, pending 0, failed 0") and "git" not in idle.stdout + idle.stderr
@@ -410,3 +410,46 @@ def test_git_publishing_commits_pushes_skips_an_empty_week_and_retries_a_rejecte
     assert (tmp_path / "out" / "digests" / "2026-11-16.md").exists()  # the rest was published
     # The next run (nothing new) pushes the commit it kept.
     assert len(log4) == 2 and "2611.00002" in latest
+
+
+def published_checkout(tmp_path: Path, env: dict) -> tuple[Path, Path]:
+    """A bare remote and a checkout of it with one commit on main pushed (not unborn)."""
+    remote, checkout = tmp_path / "remote.git", tmp_path / "checkout"
+    git("init", "--quiet", "--bare", "--initial-branch=main", str(remote), env=env)
+    git("clone", "--quiet", str(remote), str(checkout), env=env)
+    git("-C", str(checkout), "-c", "user.name=Someone", "-c", "user.email=someone@example.org",
+        "commit", "--quiet", "--allow-empty", "-m", "start", env=env)
+    git("-C", str(checkout), "push", "--quiet", "origin", "main", env=env)
+    return remote, checkout
+
+
+def git_lines(text: str) -> list[str]:
+    return [line for line in text.splitlines() if "git" in line]
+
+
+def test_a_publish_that_failed_before_its_commit_is_in_status_and_doctor_and_send_finishes_it(
+        tmp_path, cli, git_env):
+    """A typo in outputs.git.branch: the run exits 1 saying send tries again, and it does:
+    `status` names the failure (and the partial run's error), `doctor` fails the git line,
+    and once the typo is fixed `send` commits and pushes the week's files."""
+    remote, checkout = published_checkout(tmp_path, git_env)
+    gitcfg = {"repo": str(checkout), "branch": "mian", "path": "rl", "push": True}
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = config_with(tmp_path, arxiv, outputs={"git": gitcfg})
+        failed = cli("--config", str(config), "-q", "run", "--as-of", AS_OF, env=git_env, check=1)
+        status = cli("--config", str(config), "status", env=git_env).stdout
+        doctor = cli("--config", str(config), "doctor", env=git_env, check=None).stdout
+        still = cli("--config", str(config), "send", env=git_env, check=1)
+        config = config_with(tmp_path, arxiv, outputs={"git": {**gitcfg, "branch": "main"}})
+        sent = cli("--config", str(config), "send", env=git_env)
+        later = cli("--config", str(config), "status", env=git_env).stdout
+    wrong = f"git {checkout}: the checkout is on branch main, not mian (outputs.git.branch)"
+    assert stderr_lines(failed) == [f"rl-digest: {wrong} (the next run or `rl-digest send` tries again)"]
+    assert re.search(rf"git {checkout}: failing since 20\S+ — {re.escape(wrong)} \(the next run", status)
+    assert f"    delivery error: {wrong}" in status
+    assert re.search(rf"git +FAIL +{re.escape(wrong)}", doctor)
+    assert wrong in still.stderr
+    assert f"git {checkout}: pushed the commits that waited" in sent.stdout
+    pushed = git("--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main", env=git_env).split()
+    assert {f"rl/digests/{AS_OF}.md", "rl/READING_LIST.md", "rl/feed.xml"} <= set(pushed)
+    assert git_lines(later.split("recent runs:")[0]) == [] and "failing since" not in later

@@ -7,10 +7,10 @@ when `push` is true. Only the published paths are staged and committed; other
 changes in the checkout are left alone.
 
 A push refused because the remote moved on is retried once on top of the remote's
-commits (fetch, rebase). A push that fails is remembered in the state table and tried
-again by the next `publish` (and `rl-digest send`), even if nothing new changed; the branch being ahead of its
-remote-tracking ref (say, after a crash between commit and push) also triggers
-a push. Failures come back in `GitReport.error`, one line naming the repo and
+commits (fetch, rebase). Any failure (a wrong branch, a push refused) is remembered in the
+state table and tried again by the next `publish` (and `rl-digest send`), even if nothing
+new changed; the branch being ahead of its remote-tracking ref (say, after a crash between
+commit and push) also triggers a push. Failures come back in `GitReport.error`, one line naming the repo and
 git's own words; `GitReport.check()` raises `DeliveryError` (exit 1) for them.
 
 Commits carry the checkout's configured identity, or `rl-digest
@@ -58,12 +58,13 @@ class _GitError(Exception):
 
 
 def state_key(repo: Path) -> str:
-    return f"git.push_pending:{repo.resolve() if repo.exists() else repo}"
+    return f"git.push_pending:{repo.resolve()}"
 
 
 def waiting(cfg: GitOutput, store: State) -> dict | None:
-    """The push still waiting ({"error", "since"}), for `status`; None when there is none."""
-    return store.get_state(state_key(Path(cfg.repo))) if cfg.push else None
+    """What still waits ({"error", "since"}: a failed publish, or a commit not pushed yet),
+    for `status` and `send`; None when nothing does."""
+    return store.get_state(state_key(Path(cfg.repo)))
 
 
 def publish(cfg: GitOutput, files: dict[str, Path], store: State, prune: tuple[str, ...] = ()) -> GitReport:
@@ -73,10 +74,7 @@ def publish(cfg: GitOutput, files: dict[str, Path], store: State, prune: tuple[s
     report = GitReport(repo)
     key = state_key(repo)
     try:
-        if not repo.is_dir():
-            raise _GitError(f"git {repo}: no such folder (outputs.git.repo)")
-        _git(repo, "rev-parse", "--git-dir", what="not a git checkout")
-        _on_branch(repo, cfg.branch)
+        _usable(repo, cfg.branch)
         paths = _copy_in(repo, cfg.path, files, report) + _prune(repo, cfg.path, files, prune, report)
         if paths:
             _git(repo, "add", "--", *paths)
@@ -85,28 +83,38 @@ def publish(cfg: GitOutput, files: dict[str, Path], store: State, prune: tuple[s
                 raise _GitError(f"git {repo}: diff failed: {_gist(staged.stderr)}")
             if staged.returncode == 1:
                 if cfg.push:  # remembered first: a crash after the commit still pushes next time
-                    store.set_state(key, {"error": None, "since": _now()})
+                    _remember(store, key, None)
                 _git(repo, "commit", "--quiet", "-m", cfg.message, "--", *paths,
                      env=_identity(repo))
                 report.commit = _git(repo, "rev-parse", "HEAD").stdout.strip()
-        if not cfg.push:
-            return report
-        if report.commit or store.get_state(key) or _ahead(repo, cfg.branch):
-            try:
-                _push(repo, cfg.branch)
-            except _GitError as exc:
-                report.error = str(exc)
-                store.set_state(key, {"error": report.error, "since": _now()})
-                return report
+        if cfg.push and (report.commit or store.get_state(key) or _ahead(repo, cfg.branch)):
+            _push(repo, cfg.branch)
             if report.commit:  # a rebase put it on top of theirs: the commit the remote has
                 report.commit = _git(repo, "rev-parse", "HEAD").stdout.strip()
-            store.set_state(key, None)
             report.pushed = True
+        store.set_state(key, None)
     except _GitError as exc:
         report.error = str(exc)
     except DigestError as exc:
         report.error = f"git {repo}: {exc.message}"
+    if report.error:  # whatever failed, `status` shows it and `send` tries again
+        _remember(store, key, report.error)
     return report
+
+
+def _remember(store: State, key: str, error: str | None) -> None:
+    """What waits, since when it first waited."""
+    since = (store.get_state(key) or {}).get("since") or _now()
+    store.set_state(key, {"error": error, "since": since})
+
+
+def _usable(repo: Path, branch: str, point: bool = True) -> None:
+    """The checkout is there, a checkout, and on `branch` (an unborn one is pointed at it
+    when `point`): what both `publish` and `doctor` check before anything else."""
+    if not repo.is_dir():
+        raise _GitError(f"git {repo}: no such folder (outputs.git.repo)")
+    _git(repo, "rev-parse", "--git-dir", what="not a git checkout")
+    _on_branch(repo, branch, point)
 
 
 def _copy_in(repo: Path, subdir: str, files: dict[str, Path], report: GitReport) -> list[str]:
@@ -147,7 +155,7 @@ def _prune(repo: Path, subdir: str, files: dict[str, Path], folders: tuple[str, 
     return gone
 
 
-def _on_branch(repo: Path, branch: str) -> None:
+def _on_branch(repo: Path, branch: str, point: bool) -> None:
     """The checkout must be on `branch`; an unborn (empty) checkout is pointed at it."""
     head = _git(repo, "symbolic-ref", "--quiet", "--short", "HEAD", check=False)
     if head.returncode != 0:
@@ -156,7 +164,8 @@ def _on_branch(repo: Path, branch: str) -> None:
     if current == branch:
         return
     if _git(repo, "rev-parse", "--verify", "--quiet", "HEAD", check=False).returncode != 0:
-        _git(repo, "symbolic-ref", "HEAD", f"refs/heads/{branch}")
+        if point:
+            _git(repo, "symbolic-ref", "HEAD", f"refs/heads/{branch}")
         return
     raise _GitError(f"git {repo}: the checkout is on branch {current}, not {branch} "
                     "(outputs.git.branch)")
@@ -255,12 +264,11 @@ def _now() -> str:
 
 
 def reachable(cfg: GitOutput) -> str:
-    """For `doctor`: the checkout is there and, when it pushes, its remote answers. Changes nothing."""
+    """For `doctor`: the checkout is there, on its branch and, when it pushes, its remote
+    answers. Changes nothing."""
     repo = Path(cfg.repo)
     try:
-        if not repo.is_dir():
-            raise _GitError(f"git {repo}: no such folder (outputs.git.repo)")
-        _git(repo, "rev-parse", "--git-dir", what="not a git checkout")
+        _usable(repo, cfg.branch, point=False)
         if not cfg.push:
             return f"{repo} is a git checkout (push: false)"
         remote = _remote(repo, cfg.branch)
