@@ -453,3 +453,40 @@ def test_a_publish_that_failed_before_its_commit_is_in_status_and_doctor_and_sen
     pushed = git("--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main", env=git_env).split()
     assert {f"rl/digests/{AS_OF}.md", "rl/READING_LIST.md", "rl/feed.xml"} <= set(pushed)
     assert git_lines(later.split("recent runs:")[0]) == [] and "failing since" not in later
+
+
+def test_a_rebase_left_half_done_with_its_index_lock_is_one_line_and_doctor_fails_it(
+        tmp_path, cli, git_env):
+    """What a kill -9 mid-rebase leaves (.git/rebase-merge and a stale .git/index.lock) is
+    named in one line saying how to clear it, by the run and by doctor; once cleared, `send`
+    publishes the week."""
+    remote, checkout = published_checkout(tmp_path, git_env)
+    other = tmp_path / "other"
+    git("clone", "--quiet", str(remote), str(other), env=git_env)
+    who = ("-c", "user.name=Someone", "-c", "user.email=someone@example.org")
+    for where, text in ((other, "theirs\n"), (checkout, "mine\n")):
+        (where / "notes.md").write_text(text, encoding="utf-8")
+        git("-C", str(where), "add", "notes.md", env=git_env)
+        git("-C", str(where), *who, "commit", "--quiet", "-m", "notes", env=git_env)
+    git("-C", str(other), "push", "--quiet", "origin", "main", env=git_env)
+    git("-C", str(checkout), "fetch", "--quiet", "origin", env=git_env)
+    halted = subprocess.run(["git", "-C", str(checkout), *who, "rebase", "origin/main"],
+                            capture_output=True, env={**os.environ, **git_env})
+    assert halted.returncode != 0 and (checkout / ".git" / "rebase-merge").is_dir()
+    (checkout / ".git" / "index.lock").touch()
+    gitcfg = {"repo": str(checkout), "branch": "main", "path": "rl", "push": True}
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = config_with(tmp_path, arxiv, outputs={"git": gitcfg})
+        failed = cli("--config", str(config), "-q", "run", "--as-of", AS_OF, env=git_env, check=1)
+        doctor = cli("--config", str(config), "doctor", env=git_env, check=None).stdout
+        (checkout / ".git" / "index.lock").unlink()
+        git("-C", str(checkout), "rebase", "--abort", env=git_env)
+        git("-C", str(checkout), "reset", "--quiet", "--hard", "origin/main", env=git_env)
+        sent = cli("--config", str(config), "send", env=git_env)
+    half = (f"git {checkout}: a rebase was left half-done in the checkout: if no git runs there, "
+            "remove .git/index.lock and run `git rebase --abort`")
+    assert stderr_lines(failed) == [f"rl-digest: {half} (the next run or `rl-digest send` tries again)"]
+    assert re.search(rf"git +FAIL +{re.escape(half)}", doctor)
+    assert f"git {checkout}: pushed the commits that waited" in sent.stdout
+    pushed = git("--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main", env=git_env).split()
+    assert {f"rl/digests/{AS_OF}.md", "notes.md"} <= set(pushed)

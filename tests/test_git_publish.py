@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import GitOutput
-from pipeline.deliver.git import publish, state_key
+from pipeline.deliver.git import _gist, publish, state_key
 from pipeline.store import Store
 
 
@@ -265,3 +265,13 @@ def test_a_remote_that_moved_on_is_not_rebased_over_someones_uncommitted_work(
     assert git("status", "--porcelain", cwd=checkout) == "A  README.md"  # as they left it
     assert git("stash", "list", cwd=checkout) == ""
     assert store.get_state(state_key(checkout))["error"] == week.error  # the push waits
+
+
+def test_a_fatal_message_over_several_lines_is_kept_whole_on_one() -> None:
+    said = ("fatal: It seems that there is already a rebase-merge directory, and\n"
+            "I wonder if you are in the middle of another rebase.  If that is the\n"
+            "case, please try\n\tgit rebase (--continue | --abort | --skip)\n"
+            "hint: an unrelated line\n")
+    assert _gist(said) == ("fatal: It seems that there is already a rebase-merge directory, and "
+                           "I wonder if you are in the middle of another rebase.  If that is the "
+                           "case, please try git rebase (--continue | --abort | --skip)")

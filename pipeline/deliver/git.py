@@ -21,6 +21,7 @@ timeout, so an unattended run cannot hang on credentials.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 from dataclasses import dataclass, field
@@ -113,8 +114,27 @@ def _usable(repo: Path, branch: str, point: bool = True) -> None:
     when `point`): what both `publish` and `doctor` check before anything else."""
     if not repo.is_dir():
         raise _GitError(f"git {repo}: no such folder (outputs.git.repo)")
-    _git(repo, "rev-parse", "--git-dir", what="not a git checkout")
+    gitdir = Path(_git(repo, "rev-parse", "--absolute-git-dir", what="not a git checkout").stdout.strip())
+    _no_leftovers(repo, gitdir)
     _on_branch(repo, branch, point)
+
+
+LEFTOVERS = (("rebase-merge", "a rebase", "git rebase --abort"),
+             ("rebase-apply", "a rebase", "git rebase --abort"),
+             ("MERGE_HEAD", "a merge", "git merge --abort"))
+
+
+def _no_leftovers(repo: Path, gitdir: Path) -> None:
+    """What a git killed mid-way leaves (a kill -9 during our own rebase, say), said in one
+    line before anything is tried: git's own words about it run to a paragraph."""
+    lock = "remove .git/index.lock and " if (gitdir / "index.lock").exists() else ""
+    for name, what, undo in LEFTOVERS:
+        if (gitdir / name).exists():
+            raise _GitError(f"git {repo}: {what} was left half-done in the checkout: if no git runs "
+                            f"there, {lock}run `{undo}`")
+    if lock:
+        raise _GitError(f"git {repo}: .git/index.lock was left in the checkout: if no git runs "
+                        "there, remove it")
 
 
 def _copy_in(repo: Path, subdir: str, files: dict[str, Path], report: GitReport) -> list[str]:
@@ -247,16 +267,28 @@ def _git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool 
     return result
 
 
+PREFIXES = ("!", "fatal:", "error:", "warning:", "hint:", "remote:", "To ")
+
+
 def _gist(text: str) -> str:
-    """Git's most telling line: a rejected ref, else fatal/error, plus a hook's own words."""
+    """Git's most telling line: a rejected ref, else fatal/error (whole, as its sentence
+    and the file names it lists often go on over the next lines), plus a hook's own words."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         return "no message"
     pick = next((ln for ln in lines if ln.startswith("!")), None) \
-        or next((ln for ln in lines if ln.startswith(("fatal:", "error:"))), None) \
-        or lines[-1]
+        or _message(lines, ("fatal:", "error:")) or lines[-1]
     remote = next((ln for ln in lines if ln.startswith("remote:") and ln != "remote:"), None)
     return f"{pick}; {remote}" if remote and remote != pick else pick
+
+
+def _message(lines: list[str], starts: tuple[str, ...]) -> str | None:
+    """The first line beginning with one of `starts`, joined with the lines that go on it."""
+    for n, line in enumerate(lines):
+        if line.startswith(starts):
+            rest = itertools.takewhile(lambda ln: not ln.startswith(PREFIXES), lines[n + 1:])
+            return " ".join([line, *rest])
+    return None
 
 
 def _now() -> str:
