@@ -244,7 +244,8 @@ def test_a_remote_that_moved_on_gets_our_commit_on_top_and_a_conflict_is_named(
     colleague_commits(tmp_path, remote, "rl/READING_LIST.md", "edited on the web\n")
     outputs["READING_LIST.md"].write_text("# 强化学习阅读清单\n\n- GRPO\n- DAPO\n- GSPO\n", encoding="utf-8")
     clash = publish(config(checkout), outputs, store)
-    assert not clash.ok and "the remote has commits that change the published files too" in clash.error
+    assert not clash.ok and ("the remote has commits that change the published files too "
+                             "(rl/READING_LIST.md)") in clash.error
     assert "git pull --rebase" in clash.error
     assert git("status", "--porcelain", cwd=checkout) == ""  # the rebase was taken back: nothing half-done
     assert (checkout / "rl" / "READING_LIST.md").read_text(encoding="utf-8").endswith("- GSPO\n")
@@ -265,6 +266,21 @@ def test_a_remote_that_moved_on_is_not_rebased_over_someones_uncommitted_work(
     assert git("status", "--porcelain", cwd=checkout) == "A  README.md"  # as they left it
     assert git("stash", "list", cwd=checkout) == ""
     assert store.get_state(state_key(checkout))["error"] == week.error  # the push waits
+
+
+def test_a_rebase_failing_for_another_reason_is_told_in_gits_words_with_the_file(
+        tmp_path: Path, checkout: Path, remote: Path, outputs, store: Store) -> None:
+    """Not every failed rebase is a clash over the published files: here someone's untracked
+    draft is in the way of a file the remote added."""
+    assert publish(config(checkout), outputs, store).ok
+    colleague_commits(tmp_path, remote, "notes.txt", "their notes\n")
+    (checkout / "notes.txt").write_text("my draft\n", encoding="utf-8")
+    outputs["READING_LIST.md"].write_text("# 强化学习阅读清单\n\n- GRPO\n- DAPO\n", encoding="utf-8")
+    week = publish(config(checkout), outputs, store)
+    assert not week.ok and "published files" not in week.error
+    assert week.error.startswith(f"git {checkout}: rebase onto origin/main failed: error: ")
+    assert "untracked working tree files would be overwritten" in week.error and "notes.txt" in week.error
+    assert (checkout / "notes.txt").read_text(encoding="utf-8") == "my draft\n"
 
 
 def test_a_fatal_message_over_several_lines_is_kept_whole_on_one() -> None:

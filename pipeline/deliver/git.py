@@ -26,7 +26,7 @@ import os
 import subprocess
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from pipeline.config import GitOutput
 from pipeline.deliver.files import write_atomic
@@ -89,7 +89,7 @@ def publish(cfg: GitOutput, files: dict[str, Path], store: State, prune: tuple[s
                      env=_identity(repo))
                 report.commit = _git(repo, "rev-parse", "HEAD").stdout.strip()
         if cfg.push and (report.commit or store.get_state(key) or _ahead(repo, cfg.branch)):
-            _push(repo, cfg.branch)
+            _push(repo, cfg.branch, cfg.path)
             if report.commit:  # a rebase put it on top of theirs: the commit the remote has
                 report.commit = _git(repo, "rev-parse", "HEAD").stdout.strip()
             report.pushed = True
@@ -207,10 +207,11 @@ def _ahead(repo: Path, branch: str) -> bool:
     return count not in ("", "0")
 
 
-def _push(repo: Path, branch: str) -> None:
+def _push(repo: Path, branch: str, subdir: str) -> None:
     """Push; refused because the remote moved on (someone committed there, say a README
     edited on the web), our commits go on top of theirs and are pushed again. Ours touch
-    only the published paths, so that only fails when they edited those very files."""
+    only the published paths (under `subdir`), so a conflict there means they edited those
+    very files; any other failure (an untracked file in the way) is told in git's words."""
     remote, ref = _remote(repo, branch), f"refs/heads/{branch}:refs/heads/{branch}"
     pushed = _git(repo, "push", "--set-upstream", remote, ref, check=False)
     if pushed.returncode == 0:
@@ -222,17 +223,28 @@ def _push(repo: Path, branch: str) -> None:
                         "has changes of someone's not committed, which a rebase could garble; "
                         "pull by hand (git pull --rebase)")
     _git(repo, "fetch", remote, branch, what=f"fetch from {remote} failed")
-    rebased = None
+    rebased, conflicts = None, []
     try:
         rebased = _git(repo, "rebase", "FETCH_HEAD", env=_identity(repo), check=False)
+        if rebased.returncode != 0:
+            conflicts = _git(repo, "diff", "--name-only", "--diff-filter=U", check=False).stdout.splitlines()
     finally:  # a rebase that failed or timed out is taken back, never left half-done
         if rebased is None or rebased.returncode != 0:
             _git(repo, "rebase", "--abort", check=False)
     if rebased.returncode != 0:
-        raise _GitError(f"git {repo}: the remote has commits that change the published files too; "
-                        f"merge them by hand in the checkout (git pull --rebase): "
+        ours = [path for path in conflicts if _published(path, subdir)]
+        if ours:
+            raise _GitError(f"git {repo}: the remote has commits that change the published files too "
+                            f"({', '.join(ours)}); merge them by hand in the checkout (git pull --rebase)")
+        raise _GitError(f"git {repo}: rebase onto {remote}/{branch} failed: "
                         f"{_gist(rebased.stderr or rebased.stdout)}")
     _git(repo, "push", "--set-upstream", remote, ref)
+
+
+def _published(path: str, subdir: str) -> bool:
+    """`path` (from the checkout's root) is under outputs.git.path."""
+    folder = PurePosixPath(subdir)
+    return str(folder) == "." or PurePosixPath(path).is_relative_to(folder)
 
 
 def _identity(repo: Path) -> dict[str, str]:
