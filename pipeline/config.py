@@ -620,7 +620,7 @@ def _refuse_secrets(data: Any, path: Path, dotted: str = "") -> None:
     elif isinstance(data, list):
         for n, value in enumerate(data):
             _refuse_secrets(value, path, f"{dotted}.{n}")
-    elif isinstance(data, str) and (what := _credentials(data)):
+    elif isinstance(data, str) and (what := url_credentials(data)):
         raise ConfigError(
             f"{path}: {dotted}: holds {what} in the URL; secrets are not read from the config file",
             "take it out of the URL, put it in an environment variable and set storage.password_env "
@@ -630,7 +630,7 @@ def _refuse_secrets(data: Any, path: Path, dotted: str = "") -> None:
         )
 
 
-def _credentials(value: str) -> str | None:
+def url_credentials(value: str) -> str | None:
     """What secret a URL carries before its host, or None: a password anywhere, and in a
     web address a user too, since a token often stands there (https://TOKEN@host/); a
     database URL's user is a role name."""

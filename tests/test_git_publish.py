@@ -291,3 +291,8 @@ def test_a_fatal_message_over_several_lines_is_kept_whole_on_one() -> None:
     assert _gist(said) == ("fatal: It seems that there is already a rebase-merge directory, and "
                            "I wonder if you are in the middle of another rebase.  If that is the "
                            "case, please try git rebase (--continue | --abort | --skip)")
+
+
+def test_credentials_in_a_url_git_prints_are_masked() -> None:
+    said = "fatal: unable to access 'http://x:ghp_TOKEN@127.0.0.1:9/r.git/': Failed to connect\n"
+    assert _gist(said) == "fatal: unable to access 'http://***@127.0.0.1:9/r.git/': Failed to connect"

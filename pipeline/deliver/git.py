@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import subprocess
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
-from pipeline.config import GitOutput
+from pipeline.config import GitOutput, url_credentials
 from pipeline.deliver.files import write_atomic
 from pipeline.errors import DeliveryError, DigestError
 from pipeline.models import State
@@ -196,6 +197,18 @@ def _remote(repo: Path, branch: str) -> str:
     return found or "origin"
 
 
+def _clean_remote(repo: Path, branch: str) -> str:
+    """The remote to push to, refused when its URL holds a token or password: git prints the
+    URL in some errors, and they reach stderr, the database and `status`."""
+    remote = _remote(repo, branch)
+    url = _git(repo, "remote", "get-url", remote, check=False).stdout.strip() or remote  # a URL itself
+    if what := url_credentials(url):
+        name = _masked(remote)
+        raise _GitError(f"git {repo}: the URL of remote {name} ({_masked(url)}) holds {what}; take it "
+                        f"out (git remote set-url {name} URL) and use git's credential helper")
+    return remote
+
+
 def _ahead(repo: Path, branch: str) -> bool:
     """Local commits the remote has not seen (or never pushed at all)."""
     if _git(repo, "rev-parse", "--verify", "--quiet", "HEAD", check=False).returncode != 0:
@@ -212,7 +225,7 @@ def _push(repo: Path, branch: str, subdir: str) -> None:
     edited on the web), our commits go on top of theirs and are pushed again. Ours touch
     only the published paths (under `subdir`), so a conflict there means they edited those
     very files; any other failure (an untracked file in the way) is told in git's words."""
-    remote, ref = _remote(repo, branch), f"refs/heads/{branch}:refs/heads/{branch}"
+    remote, ref = _clean_remote(repo, branch), f"refs/heads/{branch}:refs/heads/{branch}"
     pushed = _git(repo, "push", "--set-upstream", remote, ref, check=False)
     if pushed.returncode == 0:
         return
@@ -285,13 +298,18 @@ PREFIXES = ("!", "fatal:", "error:", "warning:", "hint:", "remote:", "To ")
 def _gist(text: str) -> str:
     """Git's most telling line: a rejected ref, else fatal/error (whole, as its sentence
     and the file names it lists often go on over the next lines), plus a hook's own words."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    lines = [line.strip() for line in _masked(text).splitlines() if line.strip()]
     if not lines:
         return "no message"
     pick = next((ln for ln in lines if ln.startswith("!")), None) \
         or _message(lines, ("fatal:", "error:")) or lines[-1]
     remote = next((ln for ln in lines if ln.startswith("remote:") and ln != "remote:"), None)
     return f"{pick}; {remote}" if remote and remote != pick else pick
+
+
+def _masked(text: str) -> str:
+    """Credentials in a URL (scheme://user:token@host) as ***."""
+    return re.sub(r"://[^/\s@]+@", "://***@", text)
 
 
 def _message(lines: list[str], starts: tuple[str, ...]) -> str | None:
@@ -315,7 +333,7 @@ def reachable(cfg: GitOutput) -> str:
         _usable(repo, cfg.branch, point=False)
         if not cfg.push:
             return f"{repo} is a git checkout (push: false)"
-        remote = _remote(repo, cfg.branch)
+        remote = _clean_remote(repo, cfg.branch)
         _git(repo, "ls-remote", "--heads", remote, what=f"remote {remote} does not answer")
         return f"{repo} pushes to {remote}, which answers"
     except _GitError as exc:
