@@ -155,7 +155,8 @@ def overview(config: Config, store: Store) -> str:
     lines += judging(config, store)
     if data["git"]:
         waits, repo = data["git"], config.outputs.git.repo  # type: ignore[union-attr]
-        lines.append(f"git {repo}: " + (f"failing since {waits['since']} — {waits['error']}" if waits["error"]
+        why = (waits["error"] or "").removeprefix(f"git {repo}: ")  # the line names the checkout once
+        lines.append(f"git {repo}: " + (f"failing since {waits['since']} — {why}" if why
                                         else f"push waiting since {waits['since']}")
                      + " (the next run or `rl-digest send` tries again)")
     outbox = StoreOutbox(store)
