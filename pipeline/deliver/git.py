@@ -10,8 +10,9 @@ A push refused because the remote moved on is retried once on top of the remote'
 commits (fetch, rebase). Any failure (a wrong branch, a push refused) is remembered in the
 state table and tried again by the next `publish` (and `rl-digest send`), even if nothing
 new changed; the branch being ahead of its remote-tracking ref (say, after a crash between
-commit and push) also triggers a push. Failures come back in `GitReport.error`, one line naming the repo and
-git's own words; `GitReport.check()` raises `DeliveryError` (exit 1) for them.
+commit and push) also triggers a push. Failures come back in `GitReport.error`, one line
+naming the repo and git's own words (credentials in a URL masked); `GitReport.check()`
+raises `DeliveryError` (exit 1) for them.
 
 Commits carry the checkout's configured identity, or `rl-digest
 <rl-digest@localhost>` when none is configured, so a fresh server works.
