@@ -428,6 +428,13 @@ def git_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if "git" in line]
 
 
+def failed_run_seen(cli, config, env: dict) -> tuple:
+    """A run whose git publishing fails (exit 1), then what `status` and `doctor` say."""
+    failed = cli("--config", str(config), "-q", "run", "--as-of", AS_OF, env=env, check=1)
+    status = cli("--config", str(config), "status", env=env).stdout
+    return failed, status, cli("--config", str(config), "doctor", env=env, check=None).stdout
+
+
 def test_a_publish_that_failed_before_its_commit_is_in_status_and_doctor_and_send_finishes_it(
         tmp_path, cli, git_env):
     """A typo in outputs.git.branch: the run exits 1 saying send tries again, and it does:
@@ -437,9 +444,7 @@ def test_a_publish_that_failed_before_its_commit_is_in_status_and_doctor_and_sen
     gitcfg = {"repo": str(checkout), "branch": "mian", "path": "rl", "push": True}
     with ArxivServer([rl_paper(1, DAY)]) as arxiv:
         config = config_with(tmp_path, arxiv, outputs={"git": gitcfg})
-        failed = cli("--config", str(config), "-q", "run", "--as-of", AS_OF, env=git_env, check=1)
-        status = cli("--config", str(config), "status", env=git_env).stdout
-        doctor = cli("--config", str(config), "doctor", env=git_env, check=None).stdout
+        failed, status, doctor = failed_run_seen(cli, config, git_env)
         still = cli("--config", str(config), "send", env=git_env, check=1)
         config = config_with(tmp_path, arxiv, outputs={"git": {**gitcfg, "branch": "main"}})
         sent = cli("--config", str(config), "send", env=git_env)
@@ -507,9 +512,7 @@ def test_a_token_in_the_checkouts_remote_url_is_refused_and_never_repeated(tmp_p
     gitcfg = {"repo": str(checkout), "branch": "main", "path": "rl", "push": True}
     with ArxivServer([rl_paper(1, DAY)]) as arxiv:
         config = config_with(tmp_path, arxiv, outputs={"git": gitcfg})
-        failed = cli("--config", str(config), "-q", "run", "--as-of", AS_OF, env=git_env, check=1)
-        status = cli("--config", str(config), "status", env=git_env).stdout
-        doctor = cli("--config", str(config), "doctor", env=git_env, check=None).stdout
+        failed, status, doctor = failed_run_seen(cli, config, git_env)
     refused = (f"git {checkout}: the URL of remote origin (http://***@127.0.0.1:{port}/remote.git) holds "
                "a password; take it out (git remote set-url origin URL) and use git's credential helper")
     assert stderr_lines(failed) == [f"rl-digest: {refused} (the next run or `rl-digest send` tries again)"]
