@@ -3,6 +3,7 @@ two machines sharing one PostgreSQL database."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,6 +16,8 @@ import sqlalchemy as sa
 from pipeline import store
 from pipeline.config import Config, sqlite_file
 from pipeline.errors import DigestError, LockedError
+
+log = logging.getLogger(__name__)
 
 RUN_LOCK = 0x726C6467  # "rldg": the PostgreSQL advisory lock key of a run
 
@@ -137,6 +140,18 @@ def _holder_path(path: Path) -> Path:
     return path.with_name(path.name + ".holder")
 
 
+_CHECKS: list[Callable[[], None]] = []  # while this process holds an advisory lock: its check
+
+
+def still_held() -> None:
+    """Before what must happen once (saving a digest): the advisory lock is its session's,
+    and a database restart ends the session unseen. Taken again if it is free, else
+    LockedError (exit 75) and this run stops. The lock file needs no check: only the
+    process lets go of it."""
+    for check in list(_CHECKS):
+        check()
+
+
 @contextmanager
 def _advisory(config: Config) -> Iterator[None]:
     """pg_try_advisory_lock on a connection of its own, held for the run. The lock is the
@@ -144,14 +159,41 @@ def _advisory(config: Config) -> Iterator[None]:
     process dies, however it dies, so a killed run never leaves it behind."""
     engine = store.connect(config.database_url(), config.storage.busy_timeout_seconds,
                            poolclass=sa.NullPool)
+    held: list[sa.Connection] = []
+
+    def take() -> None:
+        conn = engine.connect()
+        held.append(conn)
+        got = conn.execute(sa.select(sa.func.pg_try_advisory_lock(RUN_LOCK))).scalar()
+        conn.commit()  # no transaction stays open for the length of the run
+        if not got:
+            raise LockedError(f"another rl-digest run holds the lock on {store.where(engine)}")
+
+    def check() -> None:
+        try:
+            held[-1].execute(sa.select(1)).scalar()
+            held[-1].commit()
+            return
+        except (sa.exc.DBAPIError, DigestError):  # the session is gone, and the lock with it
+            log.warning("the run lock on %s was lost (the database server restarted?); taking it again",
+                        store.where(engine))
+        try:
+            take()
+        except LockedError:
+            raise LockedError(f"the run lock on {store.where(engine)} was lost (the database server "
+                              "restarted?) and another run holds it now: this run stops before "
+                              "publishing") from None
+
     try:
-        with engine.connect() as conn:
-            got = conn.execute(sa.select(sa.func.pg_try_advisory_lock(RUN_LOCK))).scalar()
-            conn.commit()  # no transaction stays open for the length of the run
-            if not got:
-                raise LockedError(f"another rl-digest run holds the lock on {store.where(engine)}")
+        take()
+        _CHECKS.append(check)
+        try:
             yield
+        finally:
+            _CHECKS.remove(check)
     finally:
+        for conn in held:
+            conn.close()
         engine.dispose()
 
 

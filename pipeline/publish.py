@@ -16,7 +16,7 @@ from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline import compose, readers, reading_list, render, site, site_papers
+from pipeline import compose, lock, readers, reading_list, render, site, site_papers
 from pipeline.config import Config
 from pipeline.deliver import channels, git, outbox
 from pipeline.deliver.files import write_atomic
@@ -39,6 +39,8 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
     if options.dry_run:
         _dry_run(config, digest, count)
         return
+    if not options.offline:  # published once, and not by a run that lost its lock unseen
+        lock.still_held()
     files: dict[str, Path] = {}
     if digest is not None:
         for fmt in ("md", "html", "txt"):

@@ -41,9 +41,9 @@ def config_with(tmp_path: Path, arxiv: ArxivServer | None = None, smtp_port: int
 
 def start_cli(*args: str, env: dict | None = None, **popen) -> subprocess.Popen:
     """The real CLI in the background, to be killed; its output is dropped (an unread pipe
-    could block it)."""
+    could block it) unless `popen` sends it to a file."""
     return subprocess.Popen([*cli_command(), *args], cwd="/", env=cli_env(env),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen)
+                            **{"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, **popen})
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 20, what: str = "condition",

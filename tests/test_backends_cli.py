@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from pipeline import lock
 from tests import backends
 from tests.helpers import CATS, ROOT, ids_in, rl_paper
 from tests.processes import (
@@ -307,3 +308,59 @@ def test_a_read_only_database_fails_doctor_and_a_run_says_why(tmp_path, cli, db_
     result = cli("--config", str(config), "run", "--offline", check=1)
     (line,) = stderr_lines(result)
     assert "read-only" in line and "point storage.url at the writable primary" in line, line
+
+
+def test_a_run_whose_lock_a_restart_dropped_stops_before_publishing_when_another_took_it(
+        tmp_path, cli, db_url):
+    """A database restart ends the lock's session unseen (here: its backend terminated, as a
+    restart does): a second machine takes the lock and publishes; the first, when it gets
+    to its digest, finds the lock gone and taken, and stops (75) rather than publish too."""
+    if not db_url.startswith("postgresql"):
+        pytest.skip("an advisory lock is a PostgreSQL session's")
+    first_go, second_go = threading.Event(), threading.Event()
+    with ArxivServer([rl_paper(1, WEEK1)]) as arxiv:
+        arxiv.script("/api/query", hang(60, first_go), hang(60, second_go))
+        machines = [tmp_path / "a", tmp_path / "b"]
+        configs = []
+        for folder in machines:
+            folder.mkdir()
+            configs.append(config_with(folder, arxiv, **on(db_url), sources={"arxiv": {
+                "api_url": arxiv.api_url, "categories": CATS, "retries": 0, "timeout_seconds": 60}}))
+        cli("--config", str(configs[0]), "status")
+        errors = (tmp_path / "first.err").open("w")
+        first = start_cli("--config", str(configs[0]), "run", "--as-of", "2026-11-02", stderr=errors)
+        wait_for(lambda: len(arxiv.requests) >= 1, timeout=30, what="the first run's fetch", proc=first)
+        backends.rows(db_url, "SELECT pg_terminate_backend(pid) AS done FROM pg_locks "
+                              f"WHERE locktype = 'advisory' AND objid = {lock.RUN_LOCK}")
+        second = start_cli("--config", str(configs[1]), "run", "--as-of", "2026-11-02")
+        wait_for(lambda: len([r for r in arxiv.requests if r.path == "/api/query"]) >= 2, timeout=30,
+                 what="the second run's fetch", proc=second)
+        first_go.set()  # the first goes on while the second holds the lock
+        assert first.wait(timeout=90) == 75
+        errors.close()
+        said = (tmp_path / "first.err").read_text()
+        second_go.set()
+        assert second.wait(timeout=90) == 0
+    assert "was lost (the database server restarted?) and another run holds it now" in said, said
+    assert len(backends.rows(db_url, "SELECT id FROM digests")) == 1
+    written = [folder for folder in machines if (folder / "out" / "digests").exists()]
+    assert written == [machines[1]]  # only the machine that held the lock published
+
+
+def test_a_lock_a_restart_dropped_is_taken_again_when_it_is_free(tmp_path, db_url, caplog):
+    if not db_url.startswith("postgresql"):
+        pytest.skip("an advisory lock is a PostgreSQL session's")
+    from pipeline import config as config_mod
+
+    cfg = config_mod.load(config_with(tmp_path, **on(db_url)))
+    held = f"SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = {lock.RUN_LOCK}"
+    with lock.held(cfg):
+        lock.still_held()  # nothing lost: nothing said
+        assert "was lost" not in caplog.text
+        backends.rows(db_url, "SELECT pg_terminate_backend(pid) AS done FROM pg_locks "
+                              f"WHERE locktype = 'advisory' AND objid = {lock.RUN_LOCK}")
+        assert backends.rows(db_url, held)[0]["n"] == 0
+        lock.still_held()
+        assert backends.rows(db_url, held)[0]["n"] == 1  # this run holds it again
+        assert "was lost (the database server restarted?); taking it again" in caplog.text
+    assert backends.rows(db_url, held)[0]["n"] == 0  # and lets go of it at the end
