@@ -89,6 +89,17 @@ class State:
 pass_state = click.make_pass_decorator(State)
 
 
+def _in_a_folder(ctx: click.Context, param: click.Parameter, path: Path | None) -> Path | None:
+    """-o into a folder that exists: a typo in a path must not leave new folders behind."""
+    if path is not None and not path.absolute().parent.is_dir():
+        raise click.BadParameter(f"{path.parent}: no such folder")
+    return path
+
+
+OUTPUT = click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
+                      callback=_in_a_folder, help="Write here instead of stdout (into a folder that exists).")
+
+
 def echo(message: object = "", err: bool = False, nl: bool = True) -> None:
     """click.echo without control characters: feed text never drives the terminal."""
     click.echo(logs.redact(for_terminal(str(message))), err=err, nl=nl)
@@ -118,6 +129,10 @@ class Group(click.Group):
             if state is not None and state.verbose:
                 echo(traceback.format_exc().rstrip(), err=True)
             echo(f"rl-digest: {exc}".replace("\n", " "), err=True)
+            ctx.exit(exc.exit_code)
+        except click.UsageError as exc:  # click's own runs to a usage block: one line, as ours
+            where = exc.ctx.command_path if exc.ctx else "rl-digest"
+            echo(f"rl-digest: {' '.join(exc.format_message().split())} ({where} --help)", err=True)
             ctx.exit(exc.exit_code)
         except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
             raise
@@ -323,7 +338,7 @@ def _since(value: str, config: config_mod.Config) -> datetime:
 @main.command()
 @click.option("--digest", "digest_id", help="Digest id (YYYY-MM-DD); default: the latest.")
 @click.option("--format", "fmt", type=click.Choice(["md", "html", "txt"]), default="md")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write here instead of stdout.")
+@OUTPUT
 @pass_state
 def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -> None:
     """Re-render a stored digest."""
@@ -342,7 +357,7 @@ def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -
 @click.option("--format", "fmt", type=click.Choice(list(export_mod.FORMATS)), required=True)
 @click.option("--topic", help="Only this topic (its key in the config's topics).")
 @click.option("--since", help="Only papers dated this day (YYYY-MM-DD) or later.")
-@click.option("-o", "--output", type=click.Path(path_type=Path), help="Write here instead of stdout.")
+@OUTPUT
 @pass_state
 def export(state: State, fmt: str, topic: str | None, since: str | None, output: Path | None) -> None:
     """The reading list for reference managers: BibTeX, RIS, CSL-JSON or JSON lines."""
@@ -390,14 +405,15 @@ def _stored_digest(store: Store, digest_id: str | None) -> Digest:
 
 @main.command()
 @click.argument("paper_id")
-@click.option("--relevant/--irrelevant", default=None,
+@click.option("--relevant", is_flag=True,
               help="Your verdict; it overrides the score and teaches the model from the next run.")
+@click.option("--irrelevant", is_flag=True, help="The other verdict.")
 @click.option("--undo", is_flag=True, help="Take your verdict on this paper back.")
 @pass_state
-def mark(state: State, paper_id: str, relevant: bool | None, undo: bool) -> None:
+def mark(state: State, paper_id: str, relevant: bool, irrelevant: bool, undo: bool) -> None:
     """Record your verdict on a paper: the digest learns your taste."""
-    if undo == (relevant is not None):
-        raise click.UsageError("give --relevant, --irrelevant or --undo")
+    if relevant + irrelevant + undo != 1:
+        raise click.UsageError("give one of --relevant, --irrelevant or --undo")
     ident, _ = split_arxiv_id(paper_id)
     store = state.store()
     had = any(v["reader"] == YOU for v in store.verdicts(paper_key(ident)))
@@ -468,7 +484,8 @@ def readers_cmd(state: State, stop: tuple[str, ...], start: tuple[str, ...]) -> 
 
 @main.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=8080, show_default=True, type=int, help="Port to listen on.")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535),
+              help="Port to listen on.")
 @pass_state
 def serve(state: State, host: str, port: int) -> None:
     """Serve the web edition (out/site/) and the reader links: unsubscribe, 👍/👎."""
@@ -479,12 +496,12 @@ def serve(state: State, host: str, port: int) -> None:
     here = f"http://{host}:{port}/"
     if config.serve.base_url or config.secret(config.serve.secret_env):
         links = Links.signed(config, config.serve.base_url or here)
-        echo(f"serving on {here} (links signed for {links.base})")
+        said = f"serving on {here} (links signed for {links.base})"
     else:  # no link was signed to check: a key nobody has refuses every one (403)
         links = Links(here, secrets.token_hex(32))
-        echo(f"serving on {here} (the web edition only: reader links need serve.base_url and "
-             f"{config.serve.secret_env})")
-    serve_mod.run(config, state.store(), links, host, port)
+        said = (f"serving on {here} (the web edition only: reader links need serve.base_url and "
+                f"{config.serve.secret_env})")
+    serve_mod.run(config, state.store(), links, host, port, listening=lambda: echo(said))
 
 
 @main.command("eval")

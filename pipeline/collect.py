@@ -53,10 +53,14 @@ class CollectReport:
 def make_fetcher(config: Config) -> Fetcher:
     arxiv = config.sources.arxiv
     agent = f"rl-digest/{__version__} (+https://github.com/rl-digest; mailto:{arxiv.contact})"
+    pace = lock.lock_path(config).with_name("arxiv-pace")
+    try:  # beside the run lock, which a server database keeps in a state/ folder of its own
+        pace.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        pass  # not writable: this process still paces itself
     return Fetcher(arxiv.delay_seconds, arxiv.timeout_seconds, arxiv.retries, agent,
                    deadline_seconds=arxiv.deadline_seconds,
-                   max_bytes=int(config.sources.max_response_mb * 2**20),
-                   pace_file=lock.lock_path(config).with_name("arxiv-pace"))
+                   max_bytes=int(config.sources.max_response_mb * 2**20), pace_file=pace)
 
 
 def window(config: Config, watermark: datetime | None, as_of: datetime,

@@ -151,13 +151,14 @@ def check_config(config: Config) -> Iterable[Check]:
     problems = config_problems(config)
     where = str(config.path or "built-in defaults")
     contact = config.sources.arxiv.contact
+    warnings = list(problems.warnings)
+    if contact.rpartition("@")[2].lower() in EXAMPLE_DOMAINS:
+        warnings.append(f"sources.arxiv.contact is still an example address ({contact}); arXiv asks "
+                        "for a way to reach you in the User-Agent: put your own")
     if problems.errors:
-        yield fail("config", f"{where}: " + "; ".join(problems.errors + problems.warnings))
-    elif problems.warnings:
-        yield warn("config", f"{where}: " + "; ".join(problems.warnings))
-    elif contact.rpartition("@")[2].lower() in EXAMPLE_DOMAINS:
-        yield warn("config", f"{where}: sources.arxiv.contact is still an example address ({contact}); "
-                             "arXiv asks for a way to reach you in the User-Agent: put your own")
+        yield fail("config", f"{where}: " + "; ".join(problems.errors + warnings))
+    elif warnings:
+        yield warn("config", f"{where}: " + "; ".join(warnings))
     else:
         yield ok("config", where)
 

@@ -122,7 +122,8 @@ def beat(config: Config, scheduler: BlockingScheduler | None, stopped: bool = Fa
         "pid": os.getpid(), "host": socket.gethostname(),
         "wake": datetime.now(UTC).isoformat(timespec="seconds"),
         "interval_seconds": config.schedule.heartbeat_seconds,
-        "next": {job.id: job.next_run_time.isoformat() for job in jobs  # a stopped scheduler's
+        "next": {job.id: job.next_run_time.isoformat(timespec="seconds")  # a stopped scheduler's have none
+                 for job in jobs
                  if job.id not in (HEARTBEAT, WATCH) and getattr(job, "next_run_time", None) is not None},
         "running": RUNNING.names(), "stopped": stopped,
     }

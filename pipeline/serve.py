@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import uvicorn
@@ -28,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pipeline import readers, render
 from pipeline.config import Config
-from pipeline.errors import DigestError
+from pipeline.errors import ConfigError, DigestError
 from pipeline.extract import readable
 from pipeline.links import WEB, Claim, Links
 from pipeline.models import seed_key
@@ -158,10 +159,16 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
     return found
 
 
-def run(config: Config, store: Store, links: Links, host: str, port: int) -> None:
-    """Listen first, so a port another server holds is one line of ours, not uvicorn's."""
+def run(config: Config, store: Store, links: Links, host: str, port: int,
+        listening: Callable[[], None] = lambda: None) -> None:
+    """Listen first, so a port another server holds is one line of ours, not uvicorn's;
+    then `listening` (the command says where it serves)."""
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]  # "::" is IPv6
+    except socket.gaierror as exc:
+        raise ConfigError(f"serve: --host {host}: {exc.strerror}",
+                          "an address of this machine, or a name it resolves") from None
+    try:
         sock = socket.create_server((host, port), family=family)
     except OSError as exc:
         why = os.strerror(exc.errno) if exc.errno else str(exc)  # create_server adds the address again
@@ -170,4 +177,5 @@ def run(config: Config, store: Store, links: Links, host: str, port: int) -> Non
     server = uvicorn.Server(uvicorn.Config(app(config, store, links), log_level="warning",
                                            access_log=False))  # an access log would keep every token
     with sock:
+        listening()
         server.run(sockets=[sock])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -164,3 +165,35 @@ def test_global_options_work_after_the_command_too(tmp_path, cli):
     assert wrong.returncode == 2 and "missing.yaml" in wrong.stderr  # it is this --config that is read
     # A value that looks like one of them is still the command's own, after `--`.
     assert cli("mark", "--config", str(config), "--", "-q", "--relevant", check=None).returncode == 2
+
+
+def test_a_usage_mistake_is_one_line_naming_the_help_to_read(tmp_path, cli):
+    config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}}})
+    cases = [  # what was wrong (click's words, whatever its release), and the help to read
+        (("export",), "--format", "rl-digest export --help"),
+        (("run", "--bogus"), "--bogus", "rl-digest run --help"),
+        (("bogus",), "bogus", "rl-digest --help"),
+        (("mark", "2611.00001", "--relevant", "--irrelevant"), "give one of --relevant, --irrelevant or --undo",
+         "rl-digest mark --help"),
+        (("export", "--format", "ris", "-o", str(tmp_path / "no-such" / "x.ris")),
+         f"{tmp_path / 'no-such'}: no such folder", "rl-digest export --help"),
+        (("serve", "--port", "70000"), "70000", "rl-digest serve --help"),
+    ]
+    for args, what, where in cases:
+        result = cli("--config", str(config), *args, check=2)
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("rl-digest: ") and what in line and line.endswith(f"({where})"), (args, line)
+    assert not (tmp_path / "no-such").exists()  # no folder left behind
+
+
+def test_serve_says_where_it_serves_only_once_it_listens(tmp_path, cli):
+    config = write_config(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = cli("--config", str(config), "serve", "--port", str(port), check=1)
+    assert "serving on" not in busy.stdout and "cannot listen on 127.0.0.1" in busy.stderr
+    unknown = cli("--config", str(config), "serve", "--host", "no-such-host.invalid", check=2)
+    (line,) = unknown.stderr.splitlines()
+    assert line.startswith("rl-digest: serve: --host no-such-host.invalid: ") and "port" not in line

@@ -216,6 +216,12 @@ def test_doctor_warns_while_the_arxiv_contact_is_the_example_address(tmp_path, c
     line = next(line for line in result.stdout.splitlines() if line.startswith("config"))
     assert statuses(result.stdout)["config"] == "WARN"
     assert "sources.arxiv.contact is still an example address (rl-digest@example.org)" in line
+    keyless = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}},
+                                      "enrich": {"provider": "openai", "api_key_env": "RL_DIGEST_NO_SUCH_KEY"}},
+                          seeds=False)
+    both = cli("--config", str(keyless), "doctor", check=None).stdout
+    line = next(line for line in both.splitlines() if line.startswith("config"))
+    assert "RL_DIGEST_NO_SUCH_KEY" in line and "still an example address" in line  # one hid the other
 
 
 def test_doctor_finds_a_telegram_chat_the_bot_is_not_in(tmp_path, cli):
