@@ -89,7 +89,7 @@ class State:
 pass_state = click.make_pass_decorator(State)
 
 
-def _in_a_folder(ctx: click.Context, param: click.Parameter, path: Path | None) -> Path | None:
+def _in_a_folder(_ctx: click.Context, _param: click.Parameter, path: Path | None) -> Path | None:
     """-o into a folder that exists: a typo in a path must not leave new folders behind."""
     if path is not None and not path.absolute().parent.is_dir():
         raise click.BadParameter(f"{path.parent}: no such folder")
