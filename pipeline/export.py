@@ -129,7 +129,15 @@ def name_parts(name: str) -> tuple[str, str]:
     BibTeX's von rule keeps a particle with the family name, so reference managers file
     'Mihaela van der Schaar' under van der Schaar, not Schaar; a suffix stays with it too
     ('Martin Luther King Jr.' -> ('King Jr.', 'Martin Luther')). Cached: the four formats
-    of an entry ask for the same names."""
+    of an entry ask for the same names. A name written 'Family, Given' (or 'Family, Jr.,
+    Given') is read that way; one with ' and ' in it ('Smith and Sons') is one name."""
+    if " and " in name:
+        return name, ""
+    if "," in name:
+        parts = [part.strip() for part in name.split(",")]
+        if len(parts) == 2:
+            return parts[0], parts[1]
+        return (f"{parts[0]} {parts[1]}", parts[2]) if len(parts) == 3 else (name, "")
     words = name.split()
     last = len(words) - 1
     if last >= 2 and words[last].lower() in SUFFIXES:
@@ -193,8 +201,8 @@ def _tex(text: str) -> str:
 def bibtex(entry: Entry) -> str:
     ident = arxiv_id(entry)
     fields = [("title", "{" + bibtex_text(entry.title) + "}"),  # double braces keep its case
-              ("author", " and ".join("{" + bibtex_text(a) + "}" if " and " in a else _tex(cited(a))
-                                      for a in entry.authors))]
+              ("author", " and ".join("{" + bibtex_text(a) + "}" if " and " in a or a.count(",") > 2
+                                      else _tex(cited(a)) for a in entry.authors))]
     if entry.date:
         fields += [("year", entry.date[:4]), ("date", entry.date)]
     if ident:

@@ -76,6 +76,22 @@ def test_seeds_with_chinese_titles_get_keys_of_their_own_in_every_format():
     assert keys == [e["ID"] for e in bibtexparser.loads(written("bibtex", seeds)).entries]  # stable
 
 
+def test_names_written_family_first_or_holding_and_stay_whole():
+    """arXiv writes 'Given Family'; a name already 'Family, Given' (or with a suffix), or one
+    with ' and ' in it, is read as written, not turned into 'Given, Family,' (which biber
+    drops with its entry) or split at 'and'."""
+    bibtexparser = pytest.importorskip("bibtexparser")
+    authors = ("Smith, Jr., John", "Doe, Jane", "Bob and Carol", "A, B, C, D")
+    entry = replace(ENTRY, authors=authors)
+    names = re.split(r" and (?![^{}]*\})", bibtexparser.loads(written("bibtex", [entry])).entries[0]["author"])
+    assert names == ["Smith Jr., John", "Doe, Jane", "{Bob and Carol}", "{A, B, C, D}"]
+    csl = json.loads(written("csljson", [entry]))[0]["author"]
+    assert csl[:3] == [{"family": "Smith Jr.", "given": "John"}, {"family": "Doe", "given": "Jane"},
+                       {"family": "Bob and Carol"}]
+    ris = [line for line in written("ris", [entry]).splitlines() if line.startswith("AU")]
+    assert ris[:3] == ["AU  - Smith Jr., John", "AU  - Doe, Jane", "AU  - Bob and Carol"]
+
+
 def test_ris_reads_back_with_rispy():
     rispy = pytest.importorskip("rispy")
     first, seed = rispy.loads(written("ris", [ENTRY, SEED]))
