@@ -245,6 +245,8 @@ def test_a_feed_error_is_a_gap_asked_once_not_polled_as_stale(tmp_path, cli):
             "Bad archive 'cs.LGG'.") in result.stderr
     assert "stale" not in result.stderr
     assert "feed error: Bad archive 'cs.LGG'." in result.stdout  # the gap, in the coverage line
+    gap = next(line for line in result.stdout.splitlines() if line.startswith("gap: cs.LGG on 11-24: feed error"))
+    assert gap.endswith("NOT recovered yet")  # the API search cannot mend a category arXiv lacks
 
 
 def test_the_38_built_in_seeds_resolve_in_at_most_5_api_requests(tmp_path):

@@ -66,6 +66,9 @@ class Window:
         return missed
 
 
+FEED_ERROR = "feed error"  # a ledger gap no source can mend: arXiv has no such category
+
+
 @dataclass
 class SourceReport:
     """What one source did, for the run report and `rl-digest status`."""

@@ -29,7 +29,7 @@ import arxiv
 from pipeline import text
 from pipeline.errors import SourceError
 from pipeline.models import Paper, collapse, split_arxiv_id
-from pipeline.sources import Found, SourceSetup, Window
+from pipeline.sources import FEED_ERROR, Found, SourceSetup, Window
 from pipeline.sources.http import Fetched, Fetcher, looks_like_html, shown
 
 MAX_PAGE_SIZE = 2000  # the API's limit per request
@@ -74,7 +74,9 @@ class ArxivApi:
         part.seconds += time.monotonic() - began
         for group, days in window.missed().items():
             for day in days:
-                window.ledger.get(day, group).recovered = "the API search"
+                reading = window.ledger.get(day, group)
+                if not (reading.gap or "").startswith(FEED_ERROR):  # a category arXiv does not have
+                    reading.recovered = "the API search"
         return found
 
 

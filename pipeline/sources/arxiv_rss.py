@@ -23,7 +23,7 @@ from pipeline.calendar import Announcement
 from pipeline.errors import SourceError
 from pipeline.models import Paper, split_arxiv_id
 from pipeline.rank import Query
-from pipeline.sources import Found, SourceSetup, Window
+from pipeline.sources import FEED_ERROR, Found, SourceSetup, Window
 from pipeline.sources.http import Fetcher, looks_like_html
 from pipeline.stopping import pause
 
@@ -126,7 +126,7 @@ class ArxivRss:
             part.warnings.append(f"{url}: arXiv reports a feed error for {group} "
                                  f"(check sources.rss.urls): {feed.error}")
             if due is not None:
-                window.ledger.get(due.day, group).gap = f"feed error: {feed.error}"
+                window.ledger.get(due.day, group).gap = f"{FEED_ERROR}: {feed.error}"
         elif due is not None:
             reading = window.ledger.get(due.day, group)
             last = seen.get(url) or {}
