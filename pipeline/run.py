@@ -120,6 +120,7 @@ class Week:
     first: bool = False  # no digest yet: a digest of seeds alone may be made
     taste: importance.Taste = field(default_factory=importance.Taste)  # what the reader likes
     history: list[tuple[str, str | None, int]] = field(default_factory=list)  # trends.Listed
+    weighed: dict[str, tuple[float, float]] = field(default_factory=dict)  # id -> (relevance, importance)
 
     def kept(self) -> list[Paper]:
         """Relevant papers (the reader's verdict beats the score), newest first."""
@@ -478,10 +479,13 @@ def by_importance(config: Config, week: Week, entries: list[Entry]) -> list[Entr
 
 
 def importance_of(config: Config, week: Week, relevance: dict[str, float]) -> dict[str, float]:
-    """Paper id -> importance total, the digest's order, from each paper's relevance."""
-    found = importance.weigh([week.papers[pid] for pid in relevance if pid in week.papers],
-                             relevance, week.taste, config.digest.importance)
-    return {pid: part.total for pid, part in found.items()}
+    """Paper id -> importance total, the digest's order, from each paper's relevance; weighed
+    once a run (the summaries' order and the digest's ask for the same papers)."""
+    todo = {pid: value for pid, value in relevance.items()
+            if pid in week.papers and week.weighed.get(pid, (None,))[0] != value}
+    found = importance.weigh([week.papers[pid] for pid in todo], todo, week.taste, config.digest.importance)
+    week.weighed.update({pid: (todo[pid], part.total) for pid, part in found.items()})
+    return {pid: week.weighed[pid][1] for pid in relevance if pid in week.weighed}
 
 
 def choose_featured(config: Config, week: Week, enricher: Enricher, papers: list[Entry],
