@@ -52,10 +52,20 @@ class Topic(Model):
     intro: Bilingual
 
 
+def http_url(value: str | None) -> str | None:
+    if value is not None and urlsplit(value).scheme not in ("https", "http"):
+        raise ValueError(f"not an http(s):// address: {value!r}")
+    return value
+
+
+HttpUrl = Annotated[str, AfterValidator(http_url)]  # an address the tool reaches
+
+
 class ArxivSource(Model):
     enabled: bool = True
-    api_url: str
-    html_url: str | None = None  # before sources.fulltext.url: <html_url>/<id>v<N>, still read
+    api_url: HttpUrl
+    # before sources.fulltext.url: <html_url>/<id>v<N>, still read
+    html_url: Annotated[str | None, AfterValidator(http_url)] = None
     categories: list[str]
     terms: list[str] = Field(min_length=1)
     lookback_days: int = Field(ge=1, le=366)
@@ -71,7 +81,7 @@ class ArxivSource(Model):
 
 class RssSource(Model):
     enabled: bool = True
-    urls: list[str]
+    urls: list[HttpUrl]
     categories_per_feed: int = Field(1, ge=1)  # a feed caps at 2000 items: split the categories
     poll_minutes: float = Field(90, ge=0)  # wait this long for an expected announcement
     poll_interval_minutes: float = Field(10, gt=0)
@@ -79,7 +89,7 @@ class RssSource(Model):
 
 class OaiSource(Model):
     enabled: bool = True
-    url: str
+    url: HttpUrl
 
 
 class PluginEntry(BaseModel):
@@ -100,7 +110,7 @@ class Fulltext(Model):
     """Where a featured paper's HTML full text is read (pipeline/fulltext.py)."""
 
     enabled: bool = True
-    url: str = "https://arxiv.org/html/{id}v{version}"
+    url: HttpUrl = "https://arxiv.org/html/{id}v{version}"
 
     @field_validator("url")
     @classmethod
@@ -177,7 +187,7 @@ class TopicDef(Model):
 
 class Enrich(Model):
     provider: Literal["openai", "none"]
-    base_url: str
+    base_url: HttpUrl
     model: str
     api_key_env: str
     structured: Literal["json_schema", "json_object"]
@@ -219,12 +229,6 @@ class GitOutput(Model):
     path: str = ""
     push: bool = True
     message: str = "Update RL reading list"
-
-
-def http_url(value: str | None) -> str | None:
-    if value is not None and urlsplit(value).scheme not in ("https", "http"):
-        raise ValueError(f"not an http(s):// address: {value!r}")
-    return value
 
 
 class Outputs(Model):

@@ -146,6 +146,23 @@ def test_config_errors_through_the_cli_exit_2_with_one_line(tmp_path, cli):
     ]
 
 
+@pytest.mark.parametrize(("text", "key"), [
+    ("enrich: {base_url: 'localhost:11434/v1'}\n", "enrich.base_url"),
+    ("sources: {arxiv: {api_url: export.arxiv.org/api/query}}\n", "sources.arxiv.api_url"),
+    ("sources: {rss: {urls: [rss.arxiv.org/rss/cs.LG]}}\n", "sources.rss.urls.0"),
+    ("sources: {oai: {url: oaipmh.arxiv.org/oai}}\n", "sources.oai.url"),
+    ("sources: {fulltext: {url: 'arxiv.org/html/{id}v{version}'}}\n", "sources.fulltext.url"),
+])
+def test_an_address_without_http_is_exit_2_naming_its_key(tmp_path, cli, text, key):
+    """A run read 'localhost:11434/v1' as unreachable (exit 0, every summary fell back) and
+    an API URL without its scheme as a dead source (exit 3, the whole query in the line)."""
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    result = cli("--config", str(path), "config", "check", check=2)
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"rl-digest: {path}: {key}: not an http(s):// address: '")
+
+
 def test_missing_config_file_is_exit_2(tmp_path, cli):
     result = cli("--config", str(tmp_path / "nope.yaml"), "config", "check", check=2)
     assert "nope.yaml: no such file" in result.stderr
