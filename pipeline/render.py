@@ -217,6 +217,18 @@ def summary_lines(entry: Entry, languages: Sequence[str]) -> list[tuple[str, str
     return texts(languages, entry.summary_zh, entry.summary_en)
 
 
+def shown(digest: Digest, languages: Sequence[str]) -> Digest:
+    """The digest as these languages show it: a comparison row with no word in them goes
+    (none left: the table lists what is known), and so does a synthesis written in another
+    language, heading and all (an English reader got an empty table and an empty Synthesis
+    when the seed page's Chinese-only pair was featured)."""
+    rows = tuple(r for r in digest.comparison if texts(languages, r.label_zh, r.label_en)
+                 or any(texts(languages, *cell) for cell in r.cells))
+    synthesis = dict(texts(languages, digest.synthesis_zh, digest.synthesis_en))
+    return replace(digest, comparison=rows, synthesis_zh=synthesis.get("zh"),
+                   synthesis_en=synthesis.get("en"))
+
+
 def entry_links(entry: Entry) -> list[tuple[str, str]]:
     """(kind, url): the PDF of an arXiv entry (its title links the abstract page), then
     those read from its text, each through the same scheme and host check as every link."""
@@ -417,6 +429,7 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
     if serve:
         ctx["unsubscribe_url"] = links.placeholder(serve, "unsubscribe")
     base = ctx["base_url"]
+    digest = shown(digest, settings.languages)
     sections, featured = listed(settings, digest)
     counts = sorted(((s.name_zh, s.name_en, len(s.entries) + len(s.brief) + len(featured.get(s.topic, ())))
                      for s in sections), key=lambda t: -t[2])

@@ -76,8 +76,8 @@ def build(settings: render.Settings, folder: Path, digests: Sequence[Digest], up
     for n, digest in enumerate(newest):  # each page links the weeks before and after it
         sections, featured = render.listed(settings, digest)
         pages[digest_href(digest.id)] = jinja.get_template("site/digest.html.j2").render(
-            d=digest, root="../", paper_count=render.paper_count(digest), featured_in=featured,
-            sections=sections,
+            d=render.shown(digest, settings.languages), root="../", paper_count=render.paper_count(digest),
+            featured_in=featured, sections=sections,
             newer=newest[n - 1].id if n else None,
             older=newest[n + 1].id if n + 1 < len(newest) else None, **common)
     months = [(month, list(group)) for month, group in groupby(newest, key=lambda d: d.id[:7])]

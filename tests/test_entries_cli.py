@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 from datetime import timedelta
 
-from tests.helpers import DAY, KEY, full_config, rl_paper
+from tests.helpers import DAY, KEY, full_config, rl_paper, write_config
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer, ok
 
@@ -115,6 +115,24 @@ def test_english_only_has_no_chinese_anywhere_seeds_included(tmp_path, cli):
         assert heading in md, heading
     assert "GRPO-λ for reasoning" in md and "$\\lambda$" not in md
     assert "Why it matters: Why GRPO-$" not in md  # the prompt saw the raw title; the page does not
+
+
+def test_english_only_without_an_llm_shows_no_empty_comparison_or_synthesis(tmp_path, cli):
+    """The seed page's pair, featured in a digest of seeds alone, is compared and
+    synthesised in Chinese only: an English reader got a table of empty rows under
+    Comparison and a Synthesis heading with nothing under it."""
+    config = write_config(tmp_path, {"languages": ["en"], "seeds": {"paths": [], "builtin": True}},
+                          seeds=False)
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-30")
+    md = outputs(tmp_path, "2026-11-30")["md"]
+    site = (tmp_path / "out" / "site" / "digests" / "2026-11-30.html").read_text(encoding="utf-8")
+    assert "## Featured" in md and "## Comparison" in md
+    table = md.split("## Comparison", 1)[1].split("\n## ", 1)[0]
+    assert "| Topic |" in table  # what is known of the pair, in English
+    assert not re.search(r"^\|( +\|)+$", table, re.M), table  # no row without a word
+    assert "## Synthesis" not in md
+    assert "Synthesis" not in outputs(tmp_path, "2026-11-30")["txt"]
+    assert "Synthesis" not in site and "<td><strong></strong></td>" not in site
 
 
 def test_the_glossary_check_flags_a_term_and_status_counts_it(tmp_path, cli):
