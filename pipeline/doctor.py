@@ -171,7 +171,7 @@ def check_database(config: Config) -> Iterable[Check]:
     try:
         db = Store.open(config.database_url(), config.storage.busy_timeout_seconds)
         try:
-            version, read_only = db.version(), db.read_only()
+            version, read_only, damage = db.version(), db.read_only(), db.damage()
         finally:
             db.close()
     except DigestError as exc:  # names the URL already
@@ -182,6 +182,9 @@ def check_database(config: Config) -> Iterable[Check]:
         return
     if version != store.LATEST:
         yield fail("database", f"{url}: schema version {version}, this rl-digest expects {store.LATEST}")
+    elif damage:
+        yield fail("database", f"{url}: damaged ({damage}): restore it from a backup, or move it "
+                   "aside to start afresh")
     elif read_only:
         yield fail("database", f"{url}: connected, but read-only: a run could not save what it "
                    "reads (a standby, default_transaction_read_only, or a file this user cannot write)")

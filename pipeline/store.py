@@ -256,6 +256,15 @@ class Store:
         return path != ":memory:" and not (
             os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK))
 
+    def damage(self) -> str | None:
+        """SQLite's first complaint about its file (PRAGMA quick_check), None when sound: a
+        damaged page may lie where opening the database never reads. A server checks its own."""
+        if self.engine.dialect.name != "sqlite":
+            return None
+        with self.engine.connect() as conn:
+            found = conn.exec_driver_sql("PRAGMA quick_check(1)").scalar()
+        return None if found == "ok" else collapse(str(found))
+
     # --- migrations ---
     def version(self) -> int:
         with self.engine.connect() as conn:

@@ -237,3 +237,19 @@ def test_doctor_finds_a_telegram_chat_the_bot_is_not_in(tmp_path, cli):
     assert statuses(good)["telegram"] == "OK" and "chat RL group" in good
     assert statuses(wrong)["telegram"] == "FAIL" and "getChat -100999: HTTP 400 Bad Request: chat not found" in wrong
     assert telegram.posts == [] and telegram.requests == []
+
+
+def test_a_damaged_sqlite_file_fails_the_database_line(tmp_path, cli):
+    """Opening reads the first page only: doctor said `connected, schema version 6 is
+    current` for a file whose other pages `status` and `run` found malformed."""
+    config = write_config(tmp_path)
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-30")
+    with open(tmp_path / "state" / "digest.sqlite3", "r+b") as db:
+        db.seek(4096)
+        db.write(b"\xff" * 8192)
+    status = cli("--config", str(config), "status", check=1)
+    assert "not a usable database" in status.stderr
+    report = cli("--config", str(config), "doctor", check=1).stdout
+    line = next(ln for ln in report.splitlines() if ln.startswith("database"))
+    assert line.split()[1] == "FAIL" and "damaged (" in line, line
+    assert line.endswith("restore it from a backup, or move it aside to start afresh"), line
