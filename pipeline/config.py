@@ -663,13 +663,14 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 def _first_error(path: Path, exc: ValidationError) -> str:
     errors = exc.errors()
     first = errors[0]
-    loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    loc = ".".join(str(part) for part in first["loc"])
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         msg = "unknown key"
     msg = msg.removeprefix("Value error, ")
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    return f"{path}: {loc}: {msg}{more}"
+    where = f"{loc}: " if loc else ""  # a check across keys names them in its message
+    return f"{path}: {where}{msg}{more}"
 
 
 def _resolve_paths(config: Config, root: Path, path: Path | None) -> Config:

@@ -64,6 +64,10 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         ("- just\n- a list\n", "expected a mapping"),
         ("schedule: {timezone: Mars/Olympus}\n", "unknown time zone"),
         ("email: {to: [not-an-address]}\n", "not an email address"),
+        # a check across keys names its key itself, with no "(top level)" before it
+        ("languages: [en, en]\n", "config.yaml: languages: each language once"),
+        ("channels: [{type: webhook, url: 'https://a.example'}, {type: webhook, url: 'https://b.example'}]\n",
+         "config.yaml: channels[1].name: 'webhook' twice"),
     ],
 )
 def test_config_errors_name_the_file_and_key(tmp_path, text, message):
