@@ -37,7 +37,7 @@ from pipeline.config import Enrich, parse_yaml
 from pipeline.errors import DigestError, LLMCallFailed
 from pipeline.models import Enrichment, Paper, SeedEntry, paper_key, seed_key
 from pipeline.stopping import STOP
-from pipeline.text import at_sentence, clean, clean_name
+from pipeline.text import at_sentence, clean, clean_name, clip
 
 if TYPE_CHECKING:
     from pipeline import llm
@@ -352,8 +352,7 @@ def parse_reply(content: str | None, model: type[Reply], fit: bool = False) -> R
         except ValidationError as exc:
             errors = exc.errors()
             if not fit or any(e["type"] != "string_too_long" for e in errors):
-                problems = [f"{'.'.join(str(p) for p in e['loc']) or 'reply'}: {e['msg']}"
-                            for e in errors]
+                problems = [f"{_where(e['loc'])}: {e['msg']}" for e in errors]
                 raise ReplyError("; ".join(problems[:5])) from None
             for error in errors:
                 _cut(data, error["loc"], error["ctx"]["max_length"])
@@ -396,6 +395,12 @@ def _language(key: str, outer: str | None) -> str | None:
         if key == lang or key.endswith("_" + lang):
             return lang
     return outer
+
+
+def _where(loc: tuple) -> str:
+    """A field's path in a reply, as an error names it: a key the model made up is outside
+    text, so one short line (a newline in it split the log line, and status's)."""
+    return clip(clean_name(".".join(str(p) for p in loc)), 80) or "reply"
 
 
 def _cleaned(data: Any, key: str = "") -> Any:
