@@ -6,11 +6,12 @@ import json
 import re
 import sqlite3
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from pipeline.text import at_sentence, clean, clean_name, for_terminal, xml_safe
 from tests.helpers import CATS, DAY, config_for, full_config, rl_paper, write_config
 from tests.processes import config_with
-from tests.servers.arxiv_server import OK, RSS_TYPE, ArxivServer, raw
+from tests.servers.arxiv_server import EMPTY, OK, RSS_TYPE, ArxivServer, raw
 from tests.servers.openai_server import OpenAIServer, default_content, ok
 from tests.servers.smtp_server import SmtpServer
 
@@ -243,3 +244,31 @@ def test_a_key_the_llm_makes_up_is_named_on_one_short_line_in_the_log_and_status
         assert named and all("Extra inputs are not permitted" in line for line in named), text
         assert not any(line.startswith(forged) for line in text.splitlines())
         assert all(len(line) < 1000 for line in named)
+
+
+def test_a_paper_only_the_oai_catch_up_reads_is_cleaned_and_bounded_as_a_feeds_is(tmp_path, cli):
+    """OAI-PMH may carry what XML allows and a terminal or a reader must not get: C1
+    controls (8-bit CSI and OSC), bidi overrides, zero-width characters, a 1,000-character
+    title. The API and the feed cleaned them; the catch-up stored them as they came."""
+    day = datetime(2026, 11, 24, 12, tzinfo=UTC)
+    hostile = replace(rl_paper(1, day), title="GRPO \u009d0;pwned \u009b31m \u202eevil\u202c zero\u200bwidth "
+                      "for reinforcement learning of LLMs " + "long " * 200,
+                      abstract="We train an LLM with RL \u009b2J \u202eusing GRPO.", authors=("Ada \u202eLovelace",),
+                      comment="9 pages \u009b2J")
+    with ArxivServer([hostile]) as server:
+        config = write_config(tmp_path, {"sources": {
+            "arxiv": {"api_url": server.api_url, "categories": ["cs.LG"], "lookback_days": 1},
+            "rss": {"urls": [server.rss_url(["cs.LG"])]},
+            "oai": {"enabled": True, "url": server.oai_url}}, "seeds": {"paths": []}}, seeds=False)
+        server.script("/rss/", EMPTY)  # a stale feed: the day is left to the catch-up
+        server.script("/api/", *[EMPTY] * 20)  # and the search does not find it
+        cli("--config", str(config), "collect", "--as-of", "2026-11-25T20:00:00+00:00")
+        oai = [r for r in server.requests if r.path == "/oai"]
+
+    assert oai
+    row = stored(tmp_path, hostile.id)
+    assert "oai" in row["sources"]
+    for value in (row["title"], row["abstract"], row["authors"], row["comment"]):
+        assert not CONTROL.search(value) and "\u202e" not in value, repr(value)
+    assert "\u200b" not in row["title"] and len(row["title"]) <= 400
+    assert row["title"].startswith("GRPO 0;pwned 31m evil zerowidth for reinforcement")

@@ -22,6 +22,7 @@ from lxml import etree
 from oaipmh_scythe import Scythe
 from oaipmh_scythe.exceptions import NoRecordsMatch, OAIPMHException
 
+from pipeline import text
 from pipeline.calendar import Calendar
 from pipeline.errors import DigestError, SourceError
 from pipeline.models import Paper, collapse
@@ -208,24 +209,24 @@ def _to_paper(record: etree._Element) -> Paper | None:
     if raw is None:
         return None
 
-    def text(tag: str) -> str:
+    def field(tag: str) -> str:
         return collapse(raw.findtext(f"{_RAW}{tag}") or "")
 
     dates = [_date(v.findtext(f"{_RAW}date")) for v in raw.findall(f"{_RAW}version")]
-    categories = tuple(text("categories").split())
-    if not text("id") or not dates or dates[0] is None:
+    categories = tuple(field("categories").split())
+    if not field("id") or not dates or dates[0] is None:
         return None
     return Paper(
-        id=text("id"),
-        title=text("title"),
-        abstract=text("abstract"),
+        id=field("id"),
+        title=text.title(field("title")),
+        abstract=text.prose(field("abstract")),
         version=len(dates),
-        authors=split_authors(text("authors")),
-        categories=categories,
+        authors=split_authors(field("authors")),
+        categories=tuple(text.clean_name(cat) for cat in categories),
         submitted=dates[0],
         updated=dates[-1],
-        comment=text("comments") or None,
-        journal_ref=text("journal-ref") or None,
+        comment=text.prose(field("comments"), 1000) or None,
+        journal_ref=text.prose(field("journal-ref"), 500) or None,
         sources=("oai",),
     )
 
