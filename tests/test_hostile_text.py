@@ -272,3 +272,20 @@ def test_a_paper_only_the_oai_catch_up_reads_is_cleaned_and_bounded_as_a_feeds_i
         assert not CONTROL.search(value) and "\u202e" not in value, repr(value)
     assert "\u200b" not in row["title"] and len(row["title"]) <= 400
     assert row["title"].startswith("GRPO 0;pwned 31m evil zerowidth for reinforcement")
+
+
+def test_a_raw_control_character_in_one_oai_record_does_not_fail_the_catch_up(tmp_path, cli):
+    """A form feed pasted from a PDF is not XML: the API and the feed drop it, the catch-up
+    refused the whole page over it (exit 3 and the watermark stuck, run after run)."""
+    day = datetime(2026, 11, 24, 12, tzinfo=UTC)
+    pasted = replace(rl_paper(1, day), abstract="We train an LLM with RL using GRPO.\x0c From a PDF.")
+    with ArxivServer([pasted, rl_paper(2, day)]) as server:
+        config = write_config(tmp_path, {"sources": {
+            "arxiv": {"api_url": server.api_url, "categories": ["cs.LG"], "lookback_days": 1},
+            "rss": {"urls": [server.rss_url(["cs.LG"])]},
+            "oai": {"enabled": True, "url": server.oai_url}}, "seeds": {"paths": []}}, seeds=False)
+        server.script("/rss/", EMPTY)  # a stale feed: the day is left to the catch-up
+        collected = cli("--config", str(config), "collect", "--as-of", "2026-11-25T20:00:00+00:00")
+
+    assert "new 2" in collected.stdout and "recovered through OAI-PMH" in collected.stdout
+    assert stored(tmp_path, pasted.id)["abstract"] == "We train an LLM with RL using GRPO. From a PDF."

@@ -186,16 +186,18 @@ class _Scythe(Scythe):
     def _request(self, query: dict[str, str]) -> httpx2.Response:
         address = f"{self.endpoint}?{urlencode(query)}"
         page = self._fetcher.get(address, retry_when=self._check_page)
-        return httpx2.Response(200, content=page.body, request=httpx2.Request("GET", address))
+        return httpx2.Response(200, content=text.xml_safe(page.body), request=httpx2.Request("GET", address))
 
     def _check_page(self, page: Fetched) -> str | None:
         """Fail at once on what is not an OAI-PMH answer (an HTML or text page with 200); retry
         a page that is not well-formed XML (cut off by a dropped connection): oaipmh-scythe
-        parses with recover=True and would take the records before the cut for the whole page."""
+        parses with recover=True and would take the records before the cut for the whole page.
+        What XML forbids inside a record (a raw form feed pasted from a PDF) goes first, as
+        from the API and the feed: one such record failed every harvest of its window."""
         if looks_like_html(page.body, page.content_type) or _OAI.encode() not in page.body[:2000]:
             raise SourceError(f"{page.url}: not an OAI-PMH answer")
         try:
-            root = etree.fromstring(page.body, _STRICT)
+            root = etree.fromstring(text.xml_safe(page.body), _STRICT)
         except etree.XMLSyntaxError as exc:
             return f"malformed XML from OAI-PMH ({exc})"
         size = root.find(f".//{{{_OAI}}}resumptionToken")
