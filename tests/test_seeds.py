@@ -433,3 +433,27 @@ def test_readme_yaml_example_parses_cleanly(tmp_path):
     document = parse_seed_file(write(tmp_path, "example.yaml", example))
     assert document.warnings == ()
     assert len(document.entries) == 2 and document.entries[0].featured
+
+
+def test_an_arxiv_id_pasted_with_its_prefix_or_url_ties_the_entry_and_a_wrong_one_is_a_warning(tmp_path, cli):
+    """`arXiv:2611.00001` or the abs URL, as copied from arXiv, is the id; the entry was
+    kept waiting for a paper of that literal name, and never showed, without a word."""
+    from tests.helpers import DAY, rl_paper
+    from tests.processes import config_with
+    from tests.servers.arxiv_server import ArxivServer
+
+    (tmp_path / "seeds").mkdir()
+    write(tmp_path / "seeds", "010_mine.yaml", '- title: My pick\n  arxiv_id: "arXiv:2611.00001"\n'
+          "  summary_zh: 我的 强化学习 摘要\n- title: My other pick\n  arxiv_id: https://arxiv.org/abs/2611.00002v2\n"
+          '- title: A typo\n  arxiv_id: "2611-00003"\n')
+    with ArxivServer([rl_paper(1, DAY), rl_paper(2, DAY)]) as arxiv:
+        config = config_with(tmp_path, arxiv, seeds={"paths": [str(tmp_path / "seeds")]})
+        listed = cli("--config", str(config), "seeds")
+        ran = cli("--config", str(config), "run", "--as-of", "2026-11-02")
+
+    assert "relevant 2 (2 seeds)" in ran.stdout
+    assert "010_mine.yaml:7: key 'arxiv_id' must be an arXiv id such as 2410.10110, not '2611-00003'" in listed.stderr
+    rows = [line for line in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8").splitlines()
+            if "arxiv.org/abs/2611.0000" in line]
+    assert len(rows) == 2 and all("010\\_mine.yaml" in row or "010_mine.yaml" in row for row in rows), rows
+    assert any("我的 强化学习 摘要" in row for row in rows)
