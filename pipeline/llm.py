@@ -20,6 +20,7 @@ import openai
 from pipeline.config import Enrich
 from pipeline.errors import LLMCallFailed
 from pipeline.retry import retry_after
+from pipeline.text import clean_name, clip
 
 PLACEHOLDER_KEY = "EMPTY"  # sent when the key variable is set but empty (Ollama, vLLM, llama.cpp)
 _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadline", default=None)
@@ -189,8 +190,9 @@ class Client:
         if isinstance(exc, openai.APIStatusError):
             message = str(exc.message).replace(self.key, "***") if self.key else str(exc.message)
             message = re.sub(r"^Error code: \d+ - ", "", message)  # the status, said once
+            message = clip(clean_name(message), 200)  # one line: vLLM's are multi-line validation errors
             hint = (" (a provider without json_schema replies: set enrich.structured: json_object)"
                     if exc.status_code == 400 and cfg.structured == "json_schema"
                     and re.search(r"(?i)response_format|json_schema", message) else "")
-            return f"HTTP {exc.status_code} from {cfg.base_url}: {message[:200]}{hint}", False
+            return f"HTTP {exc.status_code} from {cfg.base_url}: {message}{hint}", False
         return type(exc).__name__, False

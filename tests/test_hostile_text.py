@@ -12,7 +12,7 @@ from pipeline.text import at_sentence, clean, clean_name, for_terminal, xml_safe
 from tests.helpers import CATS, DAY, config_for, full_config, rl_paper, write_config
 from tests.processes import config_with
 from tests.servers.arxiv_server import EMPTY, OK, RSS_TYPE, ArxivServer, raw
-from tests.servers.openai_server import OpenAIServer, default_content, ok
+from tests.servers.openai_server import OpenAIServer, Reply, default_content, ok
 from tests.servers.smtp_server import SmtpServer
 
 AS_OF = "2026-11-02"
@@ -289,3 +289,21 @@ def test_a_raw_control_character_in_one_oai_record_does_not_fail_the_catch_up(tm
 
     assert "new 2" in collected.stdout and "recovered through OAI-PMH" in collected.stdout
     assert stored(tmp_path, pasted.id)["abstract"] == "We train an LLM with RL using GRPO. From a PDF."
+
+
+def test_a_providers_multi_line_error_is_one_line_in_the_log_status_and_doctor(tmp_path, cli):
+    """vLLM answers a request it cannot take with a pydantic error over several lines: each
+    line of it was a log line of its own, and doctor's one line per check became four."""
+    said = json.dumps({"error": {"message": "1 validation error for ChatCompletionRequest\nresponse_format\n"
+                                            "  Input should be a valid dictionary", "code": 400}}).encode()
+    refused = Reply(status=400, body=said, headers=(("Content-Type", "application/json"),))
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer(lambda request: refused) as llm:
+        config = full_config(tmp_path, arxiv, llm, digest={"featured": 0})
+        ran = cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": "k"})
+        shown = cli("--config", str(config), "status")
+        checked = cli("--config", str(config), "doctor", env={"OPENAI_API_KEY": "k"}, check=None)
+
+    whole = "1 validation error for ChatCompletionRequest response_format Input should be a valid dictionary"
+    for text in (ran.stderr, shown.stdout, checked.stdout):
+        assert whole in text, text
+        assert not any(line.startswith(("response_format", "  Input")) for line in text.splitlines())
