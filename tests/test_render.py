@@ -677,6 +677,17 @@ def test_on_a_phone_the_comparison_table_does_not_widen_the_email(tmp_path, cfg,
     assert found["overflow"] == "0", found
 
 
+def test_on_a_phone_a_title_with_a_long_unbroken_word_does_not_widen_the_email(tmp_path, cfg, digest):
+    """A title (or a summary) may hold a word with no break point, a slashed list of
+    methods: it wraps, where it pushed the whole email 257 px past a 375 px screen."""
+    long = "Scaling GRPO/DAPO/GSPO/Dr.GRPO/REINFORCE++/RLOO/ReMax/VAPO/KTO/ORPO/SimPO for reasoning"
+    first, *rest = digest.sections
+    section = replace(first, entries=(replace(first.entries[0], title=long), *first.entries[1:]))
+    found = _measure(tmp_path, render.digest_html(cfg, replace(digest, sections=(section, *rest)), READING),
+                     375, dark=False)
+    assert found["overflow"] == "0", found
+
+
 SERVED = "https://digest.example.org/rl-digest/"  # serve.base_url: the site and the reader links
 
 
