@@ -208,7 +208,7 @@ def bibtex(entry: Entry) -> str:
     if ident:
         fields += [("eprint", ident), ("archiveprefix", "arXiv"), ("doi", ARXIV_DOI.format(ident))]
         if entry.categories:
-            fields.append(("primaryclass", entry.categories[0]))
+            fields.append(("primaryclass", bibtex_text(entry.categories[0])))  # feed text too
     fields += [("url", entry.url or ""), ("abstract", _tex(_abstract(entry))),
                ("keywords", bibtex_text(entry.topic)), ("note", bibtex_text(entry.venue or ""))]
     body = ",\n".join(f"  {name} = {{{value}}}" for name, value in fields if value)

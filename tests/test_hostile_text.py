@@ -307,3 +307,19 @@ def test_a_providers_multi_line_error_is_one_line_in_the_log_status_and_doctor(t
     for text in (ran.stderr, shown.stdout, checked.stdout):
         assert whole in text, text
         assert not any(line.startswith(("response_format", "  Input")) for line in text.splitlines())
+
+
+def test_a_category_with_braces_from_a_feed_leaves_the_bibtex_entry_whole(tmp_path, cli):
+    """The primary category is feed text as the title is: `{`, `}` or `%` in it ended the
+    field early and commented out the rest of its line, so the entry did not parse."""
+    import bibtexparser
+
+    paper = replace(rl_paper(1, DAY), categories=("cs.LG}{%", "cs.CL"))
+    with ArxivServer([paper]) as server:
+        config = config_for(tmp_path, server, rss=True)
+        cli("--config", str(config), "collect", "--as-of", AS_OF)
+    exported = cli("--config", str(config), "export", "--format", "bibtex")
+
+    (entry,) = bibtexparser.loads(exported.stdout).entries
+    assert entry["primaryclass"] == "cs.LG\\textbraceright{}\\textbraceleft{}\\%"
+    assert entry["url"] == "https://arxiv.org/abs/2611.00001"
