@@ -217,6 +217,32 @@ def test_554_after_data_fails_that_recipient(store: Store) -> None:
     assert server.recipients == [PEOPLE[1]]
 
 
+def test_a_421_to_one_reader_defers_that_reader_and_the_others_still_get_it(store: Store) -> None:
+    """A server that closes the connection with a 421 to one reader's RCPT TO (a policy
+    limit on that mailbox) said "later" to that reader: it was taken for the server being
+    down, and every reader queued after them waited, uncounted, batch after batch."""
+    save(store)
+    words = "421 4.7.0 Try again later, closing connection"
+    with SmtpServer(reject={PEOPLE[0]: words}) as server:
+        first = send_pending(store, cfg(server.port), content, NOW)
+        second = send_pending(store, cfg(server.port), content, NOW + timedelta(hours=1))
+    assert (first.sent, first.pending, first.failed) == (2, 1, 0)
+    assert sorted(server.recipients) == sorted(PEOPLE[1:])
+    row = rows(store)[PEOPLE[0]]
+    assert row["status"] == "pending" and row["attempts"] == 2  # a "later" that counts
+    assert words in row["last_error"]
+    assert (second.sent, second.pending) == (0, 1)
+
+
+def test_a_421_after_one_readers_message_lets_the_next_reader_reconnect(store: Store) -> None:
+    save(store, PEOPLE[:2])
+    with SmtpServer(data_replies=["421 4.3.2 System not accepting network messages"]) as server:
+        report = send_pending(store, cfg(server.port), content, NOW)
+    assert (report.sent, report.pending, report.failed) == (1, 1, 0)
+    assert server.recipients == [PEOPLE[1]]
+    assert rows(store)[PEOPLE[0]]["attempts"] == 1
+
+
 def test_server_down_keeps_all_pending_then_each_sent_exactly_once(store: Store) -> None:
     save(store)
     port = refused_port()

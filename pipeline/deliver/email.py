@@ -235,6 +235,8 @@ class _Session:
         self.where = f"smtp {cfg.smtp_host}:{cfg.smtp_port}"
 
     def open(self) -> smtplib.SMTP:
+        if self.smtp is not None and self.smtp.sock is None:  # closed after a 421 to a message
+            self.smtp = None
         if self.smtp is None:
             try:
                 self.smtp = connect(self.cfg, ssl_context=self.ssl_context)
@@ -264,6 +266,8 @@ class _Session:
                 self.smtp = None
                 if reused:  # a connection that worked went away (idle, per-connection limit)
                     continue
+                if exc.reader:  # a 421 to this reader's RCPT TO: the others still go
+                    raise Deferred(exc.reason) from None
                 raise Unreachable(f"{self.where}: {exc.reason}") from None
             except Interrupted:
                 self.smtp = None
@@ -273,11 +277,13 @@ class _Session:
 
 
 class _Dropped(Exception):
-    """The connection failed before any of the message content left."""
+    """The connection failed before any of the message content left; `reader`: the server
+    closed it with a 421 to one reader's RCPT TO, a "later" for that reader alone."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, reader: bool = False):
         super().__init__(reason)
         self.reason = reason
+        self.reader = reader
 
 
 def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipient: str,
@@ -318,13 +324,15 @@ def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipi
         return words
     if code >= 500:
         raise Refused(words + " (after DATA)")
+    if code == 421:  # the server closes the connection: the next reader gets a new one
+        _close(smtp)
     raise Deferred(words + " (after DATA)")
 
 
 def _refused(smtp: smtplib.SMTP, code: int, resp: bytes, stage: str) -> NoReturn:
     words = f"{_words(code, resp)} ({stage})"
     if code == 421:  # the server is closing the connection
-        raise _Dropped(words)
+        raise _Dropped(words, reader=stage == "RCPT TO")
     try:
         smtp.rset()
     except (smtplib.SMTPException, OSError):

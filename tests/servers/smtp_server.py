@@ -8,6 +8,7 @@ Faults, all optional:
   auth=True                  AUTH LOGIN/PLAIN required, user TEST_USER / TEST_PASSWORD
                              (over plain TCP unless auth_require_tls=True)
   reject={rcpt: reply}       a fixed 5xx (or 4xx) reply to RCPT TO for that recipient
+                             (a 421, here or in data_replies, then closes the connection)
   data_replies=[reply, ...]  replies to the next end-of-DATA, one each, then "250 OK";
                              ["451 4.3.0 Try again later"] is "451 once"
   stall_at="MAIL"|"RCPT"|"DATA", stall_seconds=s
@@ -83,7 +84,7 @@ class _Handler:
             self.server.rcpt_attempts.append(address)
         reply = self.server.reject.get(address.lower())
         if reply:
-            return reply
+            return _closing(server, reply)
         envelope.rcpt_tos.append(address)
         envelope.rcpt_options.extend(rcpt_options)
         return "250 OK"
@@ -92,7 +93,7 @@ class _Handler:
         with self.server.lock:
             reply = self.server.data_replies.pop(0) if self.server.data_replies else None
         if reply:
-            return reply
+            return _closing(server, reply)
         data = envelope.original_content or envelope.content
         parsed = email.message_from_bytes(data, policy=policy.default)
         login = None
@@ -106,6 +107,14 @@ class _Handler:
         if self.server.drop_after_each:
             asyncio.get_running_loop().call_later(0.05, server.transport.close)
         return "250 2.0.0 OK queued"
+
+
+def _closing(server: Any, reply: str) -> str:
+    """A reply as sent; after a 421 the connection is closed, as RFC 5321 (3.8) has a server
+    do (aiosmtpd itself would stay open)."""
+    if reply.startswith("421"):  # once the reply is written
+        asyncio.get_running_loop().call_soon(server.transport.close)
+    return reply
 
 
 def _authenticator(server: Any, session: Any, envelope: Any, mechanism: str,
