@@ -260,7 +260,12 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
         if digest_id and store.digest(digest_id) is None:  # a typo is not "nothing to send"
             raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` names the newest")
         if reader and digest_id:
-            StoreOutbox(store).requeue(digest_id, readers.resend_target(config, reader))
+            target = readers.resend_target(config, reader)
+            if target.lower() in readers.unsubscribed(store):  # it would be skipped, unsaid
+                raise ConfigError(f"--reader: {target} unsubscribed",
+                                  f"`rl-digest readers --subscribe {target}` first, if they asked "
+                                  "to be mailed again")
+            StoreOutbox(store).requeue(digest_id, target)
         deliver(config, store, report, reading_list.count(store), digest_id)
         pushed = _push_waiting(config, store, report)
     for warning in report.warnings:

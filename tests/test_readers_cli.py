@@ -18,7 +18,7 @@ from email.message import EmailMessage
 from urllib.parse import urljoin, urlsplit
 
 from tests.helpers import rl_paper
-from tests.processes import config_with, start_cli, wait_for
+from tests.processes import config_with, start_cli, stderr_lines, wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.smtp_server import Received, SmtpServer, free_port
@@ -226,6 +226,9 @@ def test_a_reader_removed_while_their_digest_waits_is_skipped_and_one_can_be_uns
         with SmtpServer(port=port) as week:
             cli("--config", str(config), "run", "--as-of", NEXT)
             weekly = {a: len(week.to(a)) for a in ("alan@example.org", "bob@example.org")}
+            # sending them the week by hand says why not, rather than "sent 0" and a skipped row
+            refused = cli("--config", str(config), "send", "--digest", NEXT, "--reader", "bob@example.org",
+                          check=2)
         started = cli("--config", str(config), "readers", "--subscribe", "bob@example.org")
     assert down.returncode == 1 and sent.returncode == 0
     assert received == {"ada@example.org": 0, "alan@example.org": 1}
@@ -235,7 +238,9 @@ def test_a_reader_removed_while_their_digest_waits_is_skipped_and_one_can_be_uns
     assert re.search(r"bob@example.org\s+lang=\S+\s+unsubscribed", stopped.stdout, re.I)
     assert unknown.stderr.startswith("rl-digest: --unsubscribe: eve@example.org is not one of the readers")
     assert weekly == {"alan@example.org": 1, "bob@example.org": 0}
-    assert re.search(r"bob@example.org\s+lang=\S+\s+active", started.stdout, re.I)
+    assert stderr_lines(refused) == ["rl-digest: --reader: bob@example.org unsubscribed (`rl-digest readers "
+                                     "--subscribe bob@example.org` first, if they asked to be mailed again)"]
+    assert re.search(r"bob@example.org\s+lang=\S+\s+active\s+last delivery: never\n", started.stdout, re.I)
 
 
 def test_a_typo_in_a_readers_line_does_not_count_as_removing_that_reader(tmp_path, cli):
