@@ -502,6 +502,25 @@ def test_without_username_variable_no_login_is_tried(store: Store, monkeypatch) 
     assert report.sent == 1 and server.messages[0].login is None
 
 
+def test_a_server_that_wants_a_login_nobody_made_keeps_every_reader_waiting(store: Store,
+                                                                             monkeypatch) -> None:
+    """SMTP_USERNAME unset (a cron line without the .env): no login is tried, and the server
+    answers MAIL FROM with 530. That is the sender's fault, not a reader's: each row failed for
+    good, the week lost for everyone, while README promises a variable unset only waits."""
+    monkeypatch.delenv("RL_TEST_SMTP_USER", raising=False)
+    monkeypatch.setenv("RL_TEST_SMTP_PASS", TEST_PASSWORD)
+    save(store, PEOPLE[:2])
+    with SmtpServer(auth=True) as server:
+        report = send_pending(store, auth_cfg(server.port), content, NOW)
+        monkeypatch.setenv("RL_TEST_SMTP_USER", TEST_USER)  # the operator mends it
+        mended = send_pending(store, auth_cfg(server.port), content, NOW + timedelta(minutes=1))
+    assert (report.sent, report.pending, report.failed) == (0, 2, 0)
+    assert "530 5.7.0 Authentication required (MAIL FROM); no login, as RL_TEST_SMTP_USER " \
+           "(email.username_env) is not set" in report.errors[0]
+    assert (mended.sent, mended.pending, mended.failed) == (2, 0, 0)
+    assert sorted(server.recipients) == PEOPLE[:2]
+
+
 # --- TLS (a throwaway self-signed certificate made with the openssl command) -----------
 @pytest.fixture(scope="module")
 def cert(tmp_path_factory) -> tuple[Path, Path]:

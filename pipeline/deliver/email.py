@@ -6,7 +6,8 @@ SMTP connection (`security: none | starttls | ssl`, always a verifying TLS
 context, login from environment variables). `EmailChannel` is what the outbox
 (outbox.py, which holds the delivery rules) drives: one connection serves a batch,
 and the SMTP replies become the channel outcomes: 250 accepted, 4xx or a dropped
-connection before DATA `Deferred`, no connection at all `Unreachable`, 5xx
+connection before DATA `Deferred`, no connection at all or a 5xx to MAIL FROM (the
+sender refused, a login missing: no reader's fault) `Unreachable`, a 5xx to a reader
 `Refused`, and a connection lost after the content went out `Interrupted` (the
 server may have queued it: the outbox sends it again with the same Message-ID).
 """
@@ -277,8 +278,9 @@ class _Session:
 
 
 class _Dropped(Exception):
-    """The connection failed before any of the message content left; `reader`: the server
-    closed it with a 421 to one reader's RCPT TO, a "later" for that reader alone."""
+    """The connection failed, or the server refused the sender (a 5xx to MAIL FROM), before
+    any of the message content left; `reader`: the server closed it with a 421 to one
+    reader's RCPT TO, a "later" for that reader alone."""
 
     def __init__(self, reason: str, reader: bool = False):
         super().__init__(reason)
@@ -297,6 +299,8 @@ def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipi
     data = message_bytes(msg, international)
     try:
         code, resp = smtp.mail(sender_addr, options)
+        if code >= 500 and not international:  # the sender refused, whoever reads: all wait for the fix
+            raise _Dropped(sender_refused(code, resp, cfg))
         if code != 250:
             _refused(smtp, code, resp, "MAIL FROM")
         code, resp = smtp.rcpt(recipient)
@@ -327,6 +331,16 @@ def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipi
     if code == 421:  # the server closes the connection: the next reader gets a new one
         _close(smtp)
     raise Deferred(words + " (after DATA)")
+
+
+def sender_refused(code: int, resp: bytes, cfg: Email) -> str:
+    """The server's words on a MAIL FROM it refused; for a 530 (RFC 4954: authentication
+    required) without a login, why none was made."""
+    words = f"{_words(code, resp)} (MAIL FROM)"
+    if code == 530 and not (cfg.username_env and os.environ.get(cfg.username_env)):
+        words += (f"; no login, as {cfg.username_env} (email.username_env) is not set" if cfg.username_env
+                  else "; no login is configured (email.username_env)")
+    return words
 
 
 def _refused(smtp: smtplib.SMTP, code: int, resp: bytes, stage: str) -> NoReturn:
