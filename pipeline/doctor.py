@@ -14,6 +14,7 @@ import smtplib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from email.utils import parseaddr
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -324,7 +325,8 @@ def check_channels(config: Config) -> Iterable[Check]:
 
 
 def smtp_reachable(config: Config) -> str:
-    """Connect, STARTTLS and log in as a send would; then quit without sending."""
+    """Connect, STARTTLS and log in as a send would, and offer the sender (MAIL FROM, then
+    RSET: a server that wants a login refuses it); then quit without sending."""
     cfg = config.email
     where = f"{cfg.smtp_host}:{cfg.smtp_port}"
     try:
@@ -336,9 +338,15 @@ def smtp_reachable(config: Config) -> str:
     except DigestError as exc:
         raise DigestError(f"{where}: {exc}") from None
     try:
+        code, resp = smtp.mail(parseaddr(cfg.from_)[1])
+        if code >= 400:
+            raise DigestError(f"{where}: {email.sender_refused(code, resp, cfg)}")
+        smtp.rset()
         smtp.quit()
     except (smtplib.SMTPException, OSError):
         pass
+    finally:
+        smtp.close()
     user = os.environ.get(cfg.username_env) if cfg.username_env else None
     return f"{where}: connected ({cfg.security})" + (f", logged in as {user}" if user else "")
 

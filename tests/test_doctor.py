@@ -139,6 +139,18 @@ def test_doctor_with_the_key_unset_warns_of_config_and_fails_llm(tmp_path, cli, 
     assert "OPENAI_API_KEY is not set" in unset.stdout
 
 
+def test_doctor_fails_smtp_when_the_server_wants_a_login_and_the_username_is_unset(tmp_path, cli, world):
+    """No login is tried without SMTP_USERNAME (a relay may need none): doctor said OK while
+    the server refused every message with 530."""
+    overrides, _, _ = world
+    config = write_config(tmp_path, overrides, seeds=False)
+    env = {k: v for k, v in ENV.items() if k != "SMTP_USERNAME"}
+    result = cli("--config", str(config), "doctor", env=env, check=1)
+    assert statuses(result.stdout)["smtp"] == "FAIL", result.stdout
+    assert "530 5.7.0 Authentication required (MAIL FROM); no login, as SMTP_USERNAME " \
+           "(email.username_env) is not set" in result.stdout
+
+
 def test_doctor_skips_what_is_switched_off(tmp_path, cli):
     config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False, "contact": CONTACT},
                                                  "rss": {"enabled": False}}}, seeds=False)
