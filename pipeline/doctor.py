@@ -332,9 +332,9 @@ def smtp_reachable(config: Config) -> str:
     try:
         smtp = email.connect(cfg)
     except smtplib.SMTPResponseException as exc:
-        raise DigestError(f"{where}: {exc.smtp_code} {exc.smtp_error!r}") from None
-    except (smtplib.SMTPException, OSError) as exc:
-        raise DigestError(f"{where}: {exc.strerror if isinstance(exc, OSError) else exc}") from None
+        raise DigestError(f"{where}: {email.reply_words(exc.smtp_code, exc.smtp_error)}") from None
+    except (smtplib.SMTPException, OSError) as exc:  # as a send says it (an SMTPException's strerror is None)
+        raise DigestError(f"{where}: {email.failure(exc)}") from None
     except DigestError as exc:
         raise DigestError(f"{where}: {exc}") from None
     try:

@@ -151,6 +151,14 @@ def test_doctor_fails_smtp_when_the_server_wants_a_login_and_the_username_is_uns
            "(email.username_env) is not set" in result.stdout
 
 
+def test_doctor_says_why_a_starttls_the_server_does_not_offer_fails(tmp_path, cli, world):
+    overrides, _, _ = world
+    config = write_config(tmp_path, _merge(overrides, {"email": {"security": "starttls"}}), seeds=False)
+    result = cli("--config", str(config), "doctor", env=ENV, check=1)
+    line = next(line for line in result.stdout.splitlines() if line.startswith("smtp"))
+    assert line.endswith(": server does not support it: STARTTLS extension not supported by server."), line
+
+
 def test_doctor_skips_what_is_switched_off(tmp_path, cli):
     config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False, "contact": CONTACT},
                                                  "rss": {"enabled": False}}}, seeds=False)

@@ -151,7 +151,7 @@ def connect(cfg: Email, timeout: float | None = None, *,
             try:
                 smtp.login(user, password)
             except smtplib.SMTPAuthenticationError as exc:
-                words = _words(exc.smtp_code, exc.smtp_error)
+                words = reply_words(exc.smtp_code, exc.smtp_error)
                 raise DeliveryError(f"login as {user} refused: {words}") from None
     except BaseException:
         _close(smtp)
@@ -244,9 +244,9 @@ class _Session:
             except DeliveryError as exc:
                 raise Unreachable(f"{self.where}: {exc.message}") from None
             except smtplib.SMTPResponseException as exc:
-                raise Unreachable(f"{self.where}: {_words(exc.smtp_code, exc.smtp_error)}") from None
+                raise Unreachable(f"{self.where}: {reply_words(exc.smtp_code, exc.smtp_error)}") from None
             except (smtplib.SMTPException, OSError) as exc:
-                raise Unreachable(f"{self.where}: {_reason(exc)}") from None
+                raise Unreachable(f"{self.where}: {failure(exc)}") from None
             self.used = False
         return self.smtp
 
@@ -310,7 +310,7 @@ def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipi
         if code != 354:
             _refused(smtp, code, resp, "DATA")
     except (smtplib.SMTPServerDisconnected, OSError) as exc:
-        raise _Dropped(_reason(exc)) from None
+        raise _Dropped(failure(exc)) from None
     try:
         smtp.send(_dot_stuff(data))
         # The message is out: wait for the verdict as long as RFC 5321 (4.5.3.2.6) asks; a
@@ -322,8 +322,8 @@ def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipi
             smtp.sock.settimeout(cfg.timeout_seconds)
     except (smtplib.SMTPServerDisconnected, OSError) as exc:
         _close(smtp)
-        raise Interrupted(_reason(exc) + " after the message was sent") from None
-    words = _words(code, resp)
+        raise Interrupted(failure(exc) + " after the message was sent") from None
+    words = reply_words(code, resp)
     if code == 250:
         return words
     if code >= 500:
@@ -336,7 +336,7 @@ def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipi
 def sender_refused(code: int, resp: bytes, cfg: Email) -> str:
     """The server's words on a MAIL FROM it refused; for a 530 (RFC 4954: authentication
     required) without a login, why none was made."""
-    words = f"{_words(code, resp)} (MAIL FROM)"
+    words = f"{reply_words(code, resp)} (MAIL FROM)"
     if code == 530 and not (cfg.username_env and os.environ.get(cfg.username_env)):
         words += (f"; no login, as {cfg.username_env} (email.username_env) is not set" if cfg.username_env
                   else "; no login is configured (email.username_env)")
@@ -344,7 +344,7 @@ def sender_refused(code: int, resp: bytes, cfg: Email) -> str:
 
 
 def _refused(smtp: smtplib.SMTP, code: int, resp: bytes, stage: str) -> NoReturn:
-    words = f"{_words(code, resp)} ({stage})"
+    words = f"{reply_words(code, resp)} ({stage})"
     if code == 421:  # the server is closing the connection
         raise _Dropped(words, reader=stage == "RCPT TO")
     try:
@@ -370,12 +370,14 @@ def _domain(address: str) -> str:
     return address.rpartition("@")[2] or socket.getfqdn()
 
 
-def _words(code: int, resp: Any) -> str:
+def reply_words(code: int, resp: Any) -> str:
+    """An SMTP reply on one line: `535 5.7.8 Authentication credentials invalid`."""
     text = resp.decode("utf-8", "replace") if isinstance(resp, bytes) else str(resp)
     return f"{code} {' '.join(text.split())}"
 
 
-def _reason(exc: BaseException) -> str:
+def failure(exc: BaseException) -> str:
+    """What went wrong with a connection, in a few words (smtplib's errors carry no strerror)."""
     if isinstance(exc, (socket.timeout, TimeoutError)) or "timed out" in str(exc):
         return "timed out"
     if isinstance(exc, ConnectionRefusedError):
@@ -398,4 +400,5 @@ def _close(smtp: smtplib.SMTP, polite: bool = False) -> None:
         smtp.close()
 
 
-__all__ = ["EmailChannel", "build_message", "connect", "email_channel", "message_bytes"]
+__all__ = ["EmailChannel", "build_message", "connect", "email_channel", "failure", "message_bytes",
+           "reply_words", "sender_refused"]
