@@ -348,6 +348,20 @@ def test_a_webhook_url_without_a_scheme_fails_the_row_and_is_not_called_a_cut_of
     assert slack.requests == []
 
 
+def test_a_webhook_that_moved_fails_the_row_rather_than_get_its_new_page(tmp_path, cli):
+    """A 301 or 302 to a POST is followed as a GET, without the body: the new address's page
+    answered 200 and the digest counted as posted, though nothing was."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("webhook") as hook:
+        hook.queue((301, {"Location": "/hooks/v2/digest"}))
+        hook.pages["/hooks/v2/digest"] = {"hello": "our hooks moved here"}
+        config = chat_config(tmp_path, arxiv, {"webhook": hook})
+        ran = cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for({"webhook": hook}), check=1)
+    rows = db_rows(tmp_path, "SELECT status, last_error FROM deliveries")
+    assert [r["status"] for r in rows] == ["failed"], rows
+    assert "HTTP 301" in rows[0]["last_error"] and "the URL in WEBHOOK_URL redirects elsewhere" in ran.stderr
+    assert hook.reads == [] and hook.posts == []
+
+
 def test_a_retry_after_on_a_later_part_is_kept_too(tmp_path, cli):
     """A long digest goes to Telegram in parts; a flood wait on part 2 holds the row as one
     on part 1 would: an hourly send does not post through it."""

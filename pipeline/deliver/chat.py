@@ -255,7 +255,8 @@ class ChatChannel:
         for attempt in range(self.options.retries + 1):
             try:
                 response = self.session.post(url, json=body, timeout=self.options.timeout_seconds,
-                                             headers={"Idempotency-Key": key})
+                                             headers={"Idempotency-Key": key},
+                                             allow_redirects=False)  # a 301 or 302 turns a POST into a GET
             except (requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema,
                     requests.exceptions.InvalidURL) as exc:  # nothing left: a URL no retry can fix
                 raise Refused(f"{where}: the URL in {self.options.url_env or 'api_url'} is not a "
@@ -275,6 +276,9 @@ class ChatChannel:
             if attempt == self.options.retries:
                 raise Deferred(f"{where}: {_words(response)} after {attempt} retries")
             pause(retry.backoff(attempt, 1.0, self.options.max_wait_seconds, asked))
+        if 300 <= status < 400:  # followed, the post would arrive as a GET without its body
+            raise Refused(f"{where}: {_words(response)}: the URL in {self.options.url_env or 'api_url'} "
+                          "redirects elsewhere; set it to the address the webhook moved to")
         if not 200 <= status < 300:
             raise Refused(f"{where}: {_words(response)}")
         refusal = self.platform.answer(response)

@@ -3,7 +3,7 @@
     with ChatServer("feishu", secret="s3cret") as server:
         server.queue((500, {}), (429, {"Retry-After": "1"}))   # the next answers, then 200
         ... server.url, server.posts (accepted), server.requests (every POST, with its time),
-        server.reads (the paths of GETs: Telegram's getMe)
+        server.reads (the paths of GETs: Telegram's getMe), server.pages (GETs answered 200)
 
 It answers as each platform's documentation says: Slack `ok`, Feishu `{"code": 0}`,
 DingTalk `{"errcode": 0}`, Telegram `{"ok": true, "result": ...}` on
@@ -46,6 +46,7 @@ class ChatServer:
         self.posts: list[Any] = []  # accepted bodies
         self.malformed: list[str] = []
         self.reads: list[str] = []  # paths of GET requests
+        self.pages: dict[str, Any] = {}  # path -> what a GET of it answers with 200 (a page, not a hook)
         self._queue: deque[tuple[int, dict] | None] = deque()
         self._lock = threading.Lock()
 
@@ -129,6 +130,8 @@ class ChatServer:
         chat the bot is in: CHAT_ID only); nothing else reads."""
         with self._lock:
             self.reads.append(path)
+        if path in self.pages:
+            return 200, self.pages[path]
         if self.kind == "telegram" and path == f"/bot{self.token}/getMe":
             return 200, {"ok": True, "result": {"id": 123, "is_bot": True, "first_name": "RL Digest",
                                                 "username": "rl_digest_bot"}}
