@@ -290,6 +290,23 @@ def test_a_550_fails_that_reader_with_the_servers_words_and_the_others_get_it(tm
     assert rows["alan@example.org"]["next_attempt"] is None
 
 
+def test_a_failed_reader_queued_again_as_the_hint_says_is_their_row_whatever_the_case(tmp_path, cli):
+    """The address typed in another case than the config's made a second row: the reader got
+    the digest, yet their first row stayed `failed` in status and in every send's line."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, \
+            SmtpServer(reject={"ada@example.org": "550 5.2.2 mailbox full"}) as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=["Ada <Ada@Example.org>", READERS[1]])
+        cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
+        smtp.reject.clear()  # she made room
+        again = cli("--config", str(config), "send", "--digest", AS_OF, "--reader", "ada@example.org")
+        status = cli("--config", str(config), "status").stdout
+        delivered = copies(smtp)
+    assert again.stdout == "sent 1, pending 0, failed 0\n"
+    assert "outbox: 0 pending, 0 failed" in status
+    assert sorted(outbox(tmp_path)) == ["Ada@Example.org", READERS[1]]
+    assert delivered == {"Ada@Example.org": 1, READERS[1]: 1}
+
+
 # --- --dry-run and --no-email ---------------------------------------------------------------
 
 def test_dry_run_prints_the_digest_and_writes_records_and_sends_nothing(tmp_path, cli):

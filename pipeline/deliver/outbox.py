@@ -192,7 +192,8 @@ class StoreOutbox:
         """Queue one digest for one reader (`who`: an address, or CHANNEL:READER) again, on
         purpose: a new attempt with a new Message-ID, because a mail client would collapse
         the same id into the copy the reader may still have, and the resend would not show."""
-        found = [r for r in self.store.deliveries(digest_id) if r["recipient"] == who]
+        key = _reader_key(who)
+        found = [r for r in self.store.deliveries(digest_id) if _reader_key(r["recipient"]) == key]
         if not found:
             self.store.add_delivery(digest_id, who)
             return
@@ -359,10 +360,22 @@ def _column(channel: str, reader: str) -> str:
     return reader if channel == EMAIL else f"{channel}:{reader}"
 
 
+def _split(recipient: str) -> tuple[str, str]:
+    """(channel, reader) of a row's `recipient` column."""
+    head, sep, tail = recipient.partition(":")
+    return (head, tail) if sep and "@" not in head else (EMAIL, recipient)
+
+
+def _reader_key(recipient: str) -> str:
+    """Who a row is for, as readers are told apart: an email reader by their address in lower
+    case (older rows hold `Name <addr>`), any other by CHANNEL:READER."""
+    channel, reader = _split(recipient)
+    return recipient if channel != EMAIL else parseaddr(reader)[1].lower() or reader.lower()
+
+
 def _record(row: dict) -> Delivery:
     recipient = row["recipient"]
-    head, sep, tail = recipient.partition(":")
-    channel, reader = (head, tail) if sep and "@" not in head else (EMAIL, recipient)
+    channel, reader = _split(recipient)
     when, asked = row["next_attempt"], row["not_before"]
     return Delivery(id=row["id"], digest_id=row["digest_id"], channel=channel, reader=reader,
                     status=row["status"], attempts=row["attempts"], last_error=row["last_error"],
