@@ -481,8 +481,9 @@ def readers_cmd(state: State, stop: tuple[str, ...], start: tuple[str, ...]) -> 
         languages = ",".join(row["languages"] or []) or "-"
         skipped = f"  digest {row['skipped'][0]} skipped: {row['skipped'][1].removeprefix('the reader ')}" \
             if row["skipped"] else ""
+        failed = f"  digest {row['failed'][0]} failed: {row['failed'][1]}" if row["failed"] else ""
         echo(f"{who}  lang={languages}  {row['status']}  last delivery: "
-             f"{row['last_delivery'] or 'never'}{skipped}")
+             f"{row['last_delivery'] or 'never'}{skipped}{failed}")
     for problem in state.config.recipient_problems():  # a line that names no reader is no reader
         echo(f"warning: {problem}", err=True)
 

@@ -33,16 +33,22 @@ def keep(config: Config, store: Store) -> None:
 
 
 def listing(config: Config, store: Store) -> list[dict[str, Any]]:
-    """Each reader with status and last delivery; readers no longer in the config that
-    once were (kept in the store, or delivered to) show as `removed`."""
+    """Each reader with status, last delivery, and the newest digest skipped or refused for good
+    (a bouncing address); readers no longer in the config that once were (kept in the store,
+    or delivered to) show as `removed`."""
     last: dict[str, str] = {}
     skipped: dict[str, tuple[str, str]] = {}  # the newest digest skipped, and why
-    for row in store.deliveries(statuses=("sent", SKIPPED)):
+    failed: dict[str, tuple[str, str]] = {}  # the newest digest refused for good, and the server's words
+    got: dict[str, str] = {}  # the newest digest sent
+    for row in store.deliveries(statuses=("sent", SKIPPED, "failed")):
         key = parseaddr(row["recipient"])[1].lower() or row["recipient"].lower()
-        if row["status"] == SKIPPED:
-            skipped[key] = max(skipped.get(key, ("", "")), (row["digest_id"], row["last_error"] or ""))
-        elif row["sent_at"] and row["sent_at"] > last.get(key, ""):
-            last[key] = row["sent_at"]
+        if row["status"] in (SKIPPED, "failed"):
+            held = skipped if row["status"] == SKIPPED else failed
+            held[key] = max(held.get(key, ("", "")), (row["digest_id"], row["last_error"] or ""))
+        else:
+            got[key] = max(got.get(key, ""), row["digest_id"])
+            if row["sent_at"] and row["sent_at"] > last.get(key, ""):
+                last[key] = row["sent_at"]
     stored = store.readers()
     rows = [{"address": r.address, "name": r.name, "languages": r.languages or config.languages,
              "status": stored.get(r.address.lower(), {}).get("status", ACTIVE)}
@@ -53,6 +59,8 @@ def listing(config: Config, store: Store) -> list[dict[str, Any]]:
     for row in rows:
         row["last_delivery"] = last.get(row["address"].lower())
         row["skipped"] = skipped.get(row["address"].lower())
+        refused = failed.get(row["address"].lower())  # until a later digest reached them
+        row["failed"] = refused if refused and refused[0] > got.get(row["address"].lower(), "") else None
     return rows
 
 

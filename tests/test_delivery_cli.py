@@ -275,8 +275,12 @@ def test_a_550_fails_that_reader_with_the_servers_words_and_the_others_get_it(tm
         result = cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
         status = cli("--config", str(config), "status")
         later = cli("--config", str(config), "send")  # an hourly cron: nothing to retry
+        listed = cli("--config", str(config), "readers").stdout  # the organiser sees who bounces
         delivered = copies(smtp)
     assert delivered == {"ada@example.org": 1, "grace@example.org": 1}
+    assert f"alan@example.org  lang=zh,en  active  last delivery: never  digest {AS_OF} failed: {words} " \
+           "(RCPT TO)\n" in listed
+    assert re.search(r"ada@example.org  lang=zh,en  active  last delivery: 20\S+\n", listed)
     assert later.stdout.splitlines() == ["sent 0, pending 0, failed 0", "1 failed earlier, refused for "
         "good: `rl-digest status` lists them; `rl-digest send --digest ID --reader WHO` queues one again"]
     assert "sent to 2" in result.stdout
