@@ -429,3 +429,18 @@ def test_a_chat_post_links_the_digests_web_page_when_the_site_is_served(tmp_path
     page = f"https://digest.example.org/site/digests/{AS_OF}.html"
     assert hook.posts[0]["url"] == page
     assert f"<{page}|" in post_text("slack", slack.posts[0])
+
+
+def test_a_telegram_group_upgraded_to_a_supergroup_is_told_with_its_new_chat_id(tmp_path, cli):
+    """The Bot API refuses the old group's id with 400 and says the new one only in
+    `parameters.migrate_to_chat_id`: without it the operator has to find the id by hand."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("telegram") as telegram:
+        telegram.migrated_to = -1001234567890
+        config = chat_config(tmp_path, arxiv, {"telegram": telegram})
+        ran = cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for({"telegram": telegram}),
+                  check=1)
+    rows = db_rows(tmp_path, "SELECT status, last_error FROM deliveries")
+    assert [r["status"] for r in rows] == ["failed"], rows
+    said = "upgraded to a supergroup chat (its new chat_id is -1001234567890: set chat_id to it)"
+    assert said in rows[0]["last_error"] and said in ran.stderr
+    assert telegram.posts == []

@@ -487,6 +487,9 @@ def _words(response: requests.Response) -> str:
     said = (data.get("msg") or data.get("errmsg") or data.get("description") or data.get("error")
             if data else response.text)
     said = render.one_line(json.dumps(said) if isinstance(said, dict) else said or "")[:200]
+    moved = (data.get("parameters") or {}).get("migrate_to_chat_id") if data else None
+    if moved:  # Telegram: the group became a supergroup with a new id, which it tells once asked
+        said += f" (its new chat_id is {moved}: set chat_id to it)"
     return f"HTTP {response.status_code}" + (f" {said}" if said else "")
 
 

@@ -7,7 +7,8 @@
 
 It answers as each platform's documentation says: Slack `ok`, Feishu `{"code": 0}`,
 DingTalk `{"errcode": 0}`, Telegram `{"ok": true, "result": ...}` on
-`/bot<TOKEN>/sendMessage`. A request that does not have the documented shape (or whose
+`/bot<TOKEN>/sendMessage` (and, with `migrated_to` set, the Bot API's 400 with
+`parameters.migrate_to_chat_id` for the old group's id). A request that does not have the documented shape (or whose
 signature does not check out) is refused with 400 and kept in `malformed`, so a test sees
 why.
 """
@@ -47,6 +48,7 @@ class ChatServer:
         self.malformed: list[str] = []
         self.reads: list[str] = []  # paths of GET requests
         self.pages: dict[str, Any] = {}  # path -> what a GET of it answers with 200 (a page, not a hook)
+        self.migrated_to: int | None = None  # telegram: CHAT_ID was upgraded to this supergroup
         self._queue: deque[tuple[int, dict] | None] = deque()
         self._lock = threading.Lock()
 
@@ -115,6 +117,11 @@ class ChatServer:
                 status, headers = scripted
                 self.requests.append(Request(time.monotonic(), path, query, body, status, key))
                 return status, headers, {"error": f"scripted {status}"}
+            if self.migrated_to and isinstance(body, dict) and str(body.get("chat_id")) == CHAT_ID:
+                self.requests.append(Request(time.monotonic(), path, query, body, 400, key))
+                return 400, {}, {"ok": False, "error_code": 400,
+                                 "description": "Bad Request: group chat was upgraded to a supergroup chat",
+                                 "parameters": {"migrate_to_chat_id": self.migrated_to}}
             problem = None if "application/json" in content_type else "not JSON"
             problem = problem or self._check(path, query, body)
             status = 400 if problem else 200
