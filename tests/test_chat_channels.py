@@ -392,6 +392,21 @@ def test_a_feishu_post_stays_under_its_20_kb_with_a_raised_top(tmp_path, cli):
     assert 10 < len(shown) < 100  # trimmed to fit (100 would be 2x too big), not to nothing
 
 
+def test_a_slack_post_over_12000_characters_goes_on_in_the_next_message(tmp_path, cli):
+    """Slack refuses a message whose blocks hold more than about 12,000 characters together
+    (msg_blocks_too_long), however few blocks: with `top: 100` a big week goes in several
+    messages, every paper of it in one of them."""
+    long = "GRPO-style reinforcement learning for large language model reasoning with verifiable rewards, "
+    papers = [rl_paper(n, DAY, title=f"{long}study {n}") for n in range(1, 151)]
+    with ArxivServer(papers) as arxiv, ChatServer("slack") as slack:
+        config = chat_config(tmp_path, arxiv, {"slack": slack}, top=100)
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for({"slack": slack}))
+    assert slack.malformed == [] and len(slack.posts) > 1
+    assert all(sum(len(b["text"]["text"]) for b in post["blocks"]) <= 12_000 for post in slack.posts)
+    shown = {int(n) for post in slack.posts for n in re.findall(r"study (\d+)", post_text("slack", post))}
+    assert len(shown) >= 100
+
+
 def test_a_long_slack_line_is_cut_between_links_and_entities_and_no_block_is_dropped():
     """A featured line runs to 3,400 characters (a 400-character title, 1,500 a language
     of why it matters, each `&` five once escaped); Slack shows a link or an entity cut in

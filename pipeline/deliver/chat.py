@@ -53,6 +53,9 @@ from pipeline.stopping import pause
 
 SLACK_BLOCK = 3000  # characters in one section block's text
 SLACK_BLOCKS = 50
+# what all blocks of one message may hold together: Slack refuses more with msg_blocks_too_long
+# (undocumented but for its markdown block; measured at about 13,000: slackapi/bolt-js#2509)
+SLACK_MESSAGE = 12_000
 TELEGRAM_LIMIT = 4096  # UTF-16 code units of one message
 FEISHU_BYTES = 20_000 - 200  # "请求体的数据大小不能超过 20 KB", less room for timestamp and sign
 PART = "#"  # in a stored Message-ID: "<id>#2", the first two messages were posted
@@ -87,12 +90,18 @@ class Platform:
 
 def _slack(title: str, text: str, content: dict) -> list[dict]:
     """Section blocks of mrkdwn, `verbatim` so that a URL or a name in a paper's text is not
-    turned into a link or a mention; past 50 blocks, the next message goes on."""
-    blocks = [{"type": "section", "text": {"type": "mrkdwn", "text": chunk, "verbatim": True}}
-              for block in text.strip().split("\n\n") if block.strip()
-              for chunk in split_lines(block.strip(), SLACK_BLOCK, len)]
-    return [{"text": title, "blocks": blocks[start:start + SLACK_BLOCKS]}
-            for start in range(0, len(blocks), SLACK_BLOCKS)]
+    turned into a link or a mention; past 50 blocks or 12,000 characters, the next message
+    goes on."""
+    messages: list[list[dict]] = []
+    size = 0  # characters of block text in the message being filled
+    for chunk in (chunk for block in text.strip().split("\n\n") if block.strip()
+                  for chunk in split_lines(block.strip(), SLACK_BLOCK, len)):
+        if not messages or len(messages[-1]) == SLACK_BLOCKS or size + len(chunk) > SLACK_MESSAGE:
+            messages.append([])
+            size = 0
+        messages[-1].append({"type": "section", "text": {"type": "mrkdwn", "text": chunk, "verbatim": True}})
+        size += len(chunk)
+    return [{"text": title, "blocks": blocks} for blocks in messages]
 
 
 def _feishu(title: str, text: str, content: dict) -> list[dict]:

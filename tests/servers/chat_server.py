@@ -170,6 +170,8 @@ class ChatServer:
                 if block.get("type") != "section" or text.get("type") != "mrkdwn" \
                         or not 0 < len(text.get("text", "")) <= 3000:
                     return f"slack: not a mrkdwn section of 1-3000 characters: {block!r:.200}"
+            if sum(len(block["text"]["text"]) for block in blocks) > 12_000:
+                return "slack: msg_blocks_too_long (over 12,000 characters of block text)"
         elif self.kind == "feishu":
             card = body.get("card", {})
             if body.get("msg_type") != "interactive" or "header" not in card \
