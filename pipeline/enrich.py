@@ -689,11 +689,6 @@ class Enricher:
         if usage is None:  # some local servers report none: estimate, so the budget still holds
             used = (sum(len(m["content"]) for m in messages) // 3, 0)
         self._count(tokens_in=used[0], tokens_out=used[1])
-        error = getattr(response, "error", None)  # OpenRouter and others: an error in a 200
-        if error and not getattr(response, "choices", None):
-            said = error.get("message") if isinstance(error, dict) else error
-            raise LLMCallFailed(f"the provider at {self.cfg.base_url} answered with an error: "
-                                f"{str(said)[:200]}")
         choices = getattr(response, "choices", None) or []
         message = getattr(choices[0], "message", None) if choices else None
         if message is None:

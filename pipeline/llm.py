@@ -160,7 +160,7 @@ class Client:
         """One create() (the client retries inside it), ended by the deadline (monotonic)."""
         token = _DEADLINE.set(deadline)
         try:
-            return self._openai.chat.completions.create(**kwargs)
+            response = self._openai.chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
             raise LLMCallFailed(*self._describe(exc)) from None
         except ValueError:  # a 200 whose body is no JSON: a proxy's page, a wrong base_url
@@ -168,6 +168,16 @@ class Client:
                                 "page, or not an OpenAI-compatible endpoint?)") from None
         finally:
             _DEADLINE.reset(token)
+        error = getattr(response, "error", None)  # OpenRouter and others: an error in a 200
+        if error and not getattr(response, "choices", None):
+            said = error.get("message") if isinstance(error, dict) else error
+            raise LLMCallFailed(f"the provider at {self.cfg.base_url} answered with an error: "
+                                f"{self._masked(str(said))[:200]}")
+        return response
+
+    def _masked(self, text: str) -> str:
+        """The text with the key (which a provider may echo) as ***."""
+        return text.replace(self.key, "***") if self.key else text
 
     def _describe(self, exc: openai.OpenAIError) -> tuple[str, bool]:
         """A short reason, never the key, and whether it should stop the run's calls
@@ -188,7 +198,7 @@ class Client:
             return (f"HTTP 404 from {cfg.base_url}: "
                     f"unknown model {cfg.model!r} or wrong base_url"), True
         if isinstance(exc, openai.APIStatusError):
-            message = str(exc.message).replace(self.key, "***") if self.key else str(exc.message)
+            message = self._masked(str(exc.message))
             message = re.sub(r"^Error code: \d+ - ", "", message)  # the status, said once
             message = clip(clean_name(message), 200)  # one line: vLLM's are multi-line validation errors
             hint = (" (a provider without json_schema replies: set enrich.structured: json_object)"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 from contextlib import ExitStack
 from dataclasses import replace
@@ -14,7 +15,7 @@ from pipeline import calendar, doctor
 from tests.helpers import CATS, _merge, write_config
 from tests.servers.arxiv_server import FEED_ERROR, ArxivServer
 from tests.servers.chat_server import ChatServer
-from tests.servers.openai_server import OpenAIServer
+from tests.servers.openai_server import OpenAIServer, Reply
 from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refused_port
 
 KEY = "sk-doctor-test-key"
@@ -157,6 +158,19 @@ def test_doctor_says_why_a_starttls_the_server_does_not_offer_fails(tmp_path, cl
     result = cli("--config", str(config), "doctor", env=ENV, check=1)
     line = next(line for line in result.stdout.splitlines() if line.startswith("smtp"))
     assert line.endswith(": server does not support it: STARTTLS extension not supported by server."), line
+
+
+def test_doctor_says_the_providers_words_for_an_error_in_a_200(tmp_path, cli, world):
+    """OpenRouter and others answer some errors with HTTP 200 and no choices: doctor said
+    'the reply was blank', not what the provider said."""
+    overrides, llm, _ = world
+    llm.script = lambda request: Reply(body=json.dumps(
+        {"error": {"message": f"Incorrect API key provided: {KEY}", "code": 401}}).encode())
+    config = write_config(tmp_path, overrides, seeds=False)
+    result = cli("--config", str(config), "doctor", env=ENV, check=1)
+    line = next(line for line in result.stdout.splitlines() if line.startswith("llm"))
+    assert "answered with an error: Incorrect API key provided: ***" in line, line
+    assert KEY not in result.stdout + result.stderr
 
 
 def test_doctor_skips_what_is_switched_off(tmp_path, cli):

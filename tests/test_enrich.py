@@ -420,6 +420,17 @@ def test_a_200_carrying_an_error_says_the_providers_words(key, server, store, ca
     assert "answered with an error: Provider returned error" in e.report.error
 
 
+def test_a_200_carrying_an_error_that_echoes_the_key_keeps_it_out_of_the_report(key, server, store):
+    """OpenAI's words for a wrong key, in a 200 (as OpenRouter sends its errors): the key
+    went into the report, and so into the runs table that status reads."""
+    server.script = lambda request: Reply(body=json.dumps(
+        {"error": {"message": f"Incorrect API key provided: {key}.", "code": 401}}).encode())
+    e = enricher(settings(server, concurrency=1, failure_limit=2), store, retries=0)
+    assert e.summarise(papers(3)) == {}
+    assert "answered with an error: Incorrect API key provided: ***." in e.report.error
+    assert key not in str(e.report.as_dict())
+
+
 def test_chinese_fields_in_english_are_asked_again_then_left_out(key, server, store):
     """A small local model writes English everywhere: the Chinese reader would see English
     under 中文, and the header would not say the Chinese is pending; nor is it cached."""
