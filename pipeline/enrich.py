@@ -319,10 +319,12 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
 
 
-def parse_reply(content: str | None, model: type[Reply], fit: bool = False) -> Reply:
+def parse_reply(content: str | None, model: type[Reply], fit: bool = False,
+                shown: Sequence[str] = ("zh", "en")) -> Reply:
     """Strip <think> blocks and code fences, parse the JSON object, clean and validate it.
 
     fit: a string over its bound is cut at a sentence instead of refusing the reply.
+    shown: the languages the digest shows; a field in another one is not checked.
     """
     text = _THINK.sub("", content or "")
     if re.match(r"\s*<think>", text, re.IGNORECASE):  # reasoning that never closed
@@ -343,7 +345,7 @@ def parse_reply(content: str | None, model: type[Reply], fit: bool = False) -> R
         if data is None:
             raise ReplyError("the reply was not a JSON object") from None
     data = _cleaned(data)
-    wrong = _wrong_language(data)
+    wrong = _wrong_language(data, shown)
     if wrong:
         raise ReplyError("; ".join(wrong[:5]))
     for _ in range(2):
@@ -367,18 +369,21 @@ _ENGLISH_WORD = re.compile(r"\b[a-z]{2,}\b")
 _EITHER = ("title_zh", "label_zh", "cells")
 
 
-def _wrong_language(data: Any, path: str = "", lang: str | None = None) -> list[str]:
+def _wrong_language(data: Any, shown: Sequence[str], path: str = "",
+                    lang: str | None = None) -> list[str]:
     """Chinese fields written in English, English ones in Chinese (small local models do
     both): a reply a reader of that language could not read, asked again, then left out.
     A Chinese field without Han is wrong only when it reads as English prose, so a key point
-    that is a model name and a score ("AIME 2024: 50 pts (Qwen2.5-32B)") stays."""
+    that is a model name and a score ("AIME 2024: 50 pts (Qwen2.5-32B)") stays. Only the
+    `shown` languages are checked: no reader sees the others."""
     if isinstance(data, dict):
         return [problem for key, value in data.items() if key not in _EITHER
-                for problem in _wrong_language(value, f"{path}.{key}".strip("."), _language(key, lang))]
+                for problem in _wrong_language(value, shown, f"{path}.{key}".strip("."),
+                                               _language(key, lang))]
     if isinstance(data, list):
         return [problem for n, value in enumerate(data)
-                for problem in _wrong_language(value, f"{path}.{n}", lang)]
-    if not isinstance(data, str) or lang is None or len(data.strip()) < 12:
+                for problem in _wrong_language(value, shown, f"{path}.{n}", lang)]
+    if not isinstance(data, str) or lang not in shown or len(data.strip()) < 12:
         return []
     han = len(_HAN.findall(data))
     if lang == "zh" and han == 0 and len(_ENGLISH_WORD.findall(data)) >= 3:
@@ -656,7 +661,7 @@ class Enricher:
             spent[0] += used[0]
             spent[1] += used[1]
             try:
-                reply = parse_reply(content, job.task.model, fit=attempt == 1)
+                reply = parse_reply(content, job.task.model, fit=attempt == 1, shown=self.languages)
                 if job.check:
                     job.check(reply)
                 self._check_glossary(job, reply)

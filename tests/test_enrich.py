@@ -453,6 +453,25 @@ def test_chinese_fields_in_english_are_asked_again_then_left_out(key, server, st
                        PaperSummary)  # a title may stay in English
 
 
+def test_a_language_the_digest_does_not_show_is_not_checked(key, server, store):
+    """With languages [en], a model told the digest is read in English fills the Chinese
+    fields in English too: each reply was refused twice, the breaker tripped, and the
+    English digest lost every summary over Chinese no one reads."""
+    def english(request):
+        reply = default_content(request)
+        return ok({k: (["An English point instead of Chinese"] * 2 if isinstance(v, list)
+                       else "An English sentence where Chinese belongs.")
+                   if k.endswith("_zh") and k != "title_zh" else v for k, v in reply.items()})
+    server.script = english
+    cfg = settings(server, concurrency=1)
+    e = Enricher(cfg, ["en"], store, make_client(cfg, max_retries=0), text_env(None))
+    found = e.summarise(papers(3))
+    assert len(found) == 3 and e.report.failures == 0 and len(server.requests) == 3
+    assert found["2401.00001"].summary_en == "English summary of Paper 1: Policy Optimisation Variant 1."
+    both = Enricher(cfg, ["zh", "en"], store, make_client(cfg, max_retries=0), text_env(None))
+    assert both.summarise(papers(1)) == {}  # a reader of Chinese would see it: refused
+
+
 def test_unusable_replies_stop_the_calls_after_failure_limit_papers(key, server, store):
     """Each unusable reply is asked once more; a model that cannot answer cost two paid
     calls per paper on every run, without end."""
