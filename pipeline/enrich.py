@@ -650,7 +650,7 @@ class Enricher:
             if problem is not None:
                 messages = self._messages(job, problem)
             try:
-                content, used, cut = self._call(messages, job.task, deadline)
+                content, used, note = self._call(messages, job.task, deadline)
             except LLMCallFailed as exc:
                 why = exc.why
                 if exc.halt:
@@ -668,17 +668,17 @@ class Enricher:
                 self._call_failed(None)
                 return reply, (spent[0], spent[1])
             except ValueError as exc:
-                problem = str(exc) if content is None or not cut else (
-                    f"the reply was cut off at the model's output limit (finish_reason: length): {exc}")
+                problem = str(exc) if note is None else note if content is None else f"{note}: {exc}"
                 log.info("%s: unusable reply (%s)", job.item_key, problem)
         self._fail(job, f"unusable reply twice: {problem}")
         self._call_failed(f"unusable reply twice: {problem}")  # a model that cannot answer: stop paying
         return None, (spent[0], spent[1])
 
     def _call(self, messages: list[dict[str, str]], task: Task,
-              deadline: float) -> tuple[str | None, tuple[int, int], bool]:
+              deadline: float) -> tuple[str | None, tuple[int, int], str | None]:
         """One create() (the client retries inside it); the reply's content, token usage and
-        whether the model was cut off at its output limit."""
+        what an unusable reply is to be told with: the model refused, or was cut off at its
+        output limit."""
         kwargs: dict[str, Any] = {
             "model": self.cfg.model, "messages": messages,
             "response_format": self._response_format(task),
@@ -697,11 +697,14 @@ class Enricher:
         choices = getattr(response, "choices", None) or []
         message = getattr(choices[0], "message", None) if choices else None
         if message is None:
-            return None, used, False
+            return None, used, None
+        refusal = getattr(message, "refusal", None)
+        if refusal and not message.content:  # asked again, then falls back, saying so
+            return None, used, f"the model refused ({clean(str(refusal))[:200]})"
         cut = getattr(choices[0], "finish_reason", None) == "length"
-        if getattr(message, "refusal", None) and not message.content:
-            return f"(refused: {message.refusal})", used, cut  # not JSON: asked again, then falls back
-        return message.content, used, cut
+        return message.content, used, (
+            "the reply was cut off at the model's output limit (finish_reason: length)"
+            if cut and message.content is not None else None)
 
     def _messages(self, job: Job, problem: str | None) -> list[dict[str, str]]:
         """System + one user turn; the retry note joins it (some chat templates refuse two)."""

@@ -37,6 +37,7 @@ from tests.servers.openai_server import (
     error,
     invalid,
     ok,
+    refusal,
     stall,
     think,
 )
@@ -470,6 +471,18 @@ def test_a_language_the_digest_does_not_show_is_not_checked(key, server, store):
     assert found["2401.00001"].summary_en == "English summary of Paper 1: Policy Optimisation Variant 1."
     both = Enricher(cfg, ["zh", "en"], store, make_client(cfg, max_retries=0), text_env(None))
     assert both.summarise(papers(1)) == {}  # a reader of Chinese would see it: refused
+
+
+def test_a_refusal_is_asked_again_then_falls_back_saying_the_model_refused(key, server, store):
+    """OpenAI's structured outputs refuse with no content and the reason in `refusal`: the
+    operator was told 'the reply was not a JSON object' and went looking for a format fault."""
+    server.script = lambda request: refusal("I'm sorry, but I can't help with that.")
+    e = enricher(settings(server, concurrency=1), store, retries=0)
+    assert e.summarise(papers(1)) == {}
+    assert len(server.requests) == 2
+    said = "the model refused (I'm sorry, but I can't help with that.)"
+    assert said in server.requests[1].user
+    assert e.report.last_failure == f"arxiv:2401.00001: unusable reply twice: {said}"
 
 
 def test_unusable_replies_stop_the_calls_after_failure_limit_papers(key, server, store):

@@ -45,6 +45,7 @@ class Reply:
     trickle: float = 0.0  # send the body one byte every this many seconds
     header_trickle: float = 0.0  # send a header one byte every this many seconds, forever
     finish_reason: str = "stop"  # "length": the model hit its output limit
+    refusal: str | None = None  # the message's refusal (OpenAI's structured outputs); content null
 
 
 def ok(content: Any = _DEFAULT, usage: tuple[int, int] | None = None) -> Reply:
@@ -83,6 +84,11 @@ def invalid() -> Reply:
 
 def blank() -> Reply:
     return Reply(content="")
+
+
+def refusal(text: str = "I'm sorry, but I can't help with that.") -> Reply:
+    """A refusal as OpenAI's structured outputs send it: no content, the reason in `refusal`."""
+    return Reply(content=None, refusal=text)
 
 
 def think(reasoning: str = 'Let me think first. {"not": "the answer"}') -> Reply:
@@ -265,7 +271,8 @@ class OpenAIServer:
             "created": int(time.time()),
             "model": request.body.get("model", "stand-in"),
             "choices": [{"index": 0, "finish_reason": reply.finish_reason,
-                         "message": {"role": "assistant", "content": content}}],
+                         "message": {"role": "assistant", "content": content,
+                                     **({"refusal": reply.refusal} if reply.refusal else {})}}],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
