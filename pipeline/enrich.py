@@ -326,6 +326,13 @@ def parse_reply(content: str | None, model: type[Reply], fit: bool = False,
     fit: a string over its bound is cut at a sentence instead of refusing the reply.
     shown: the languages the digest shows; a field in another one is not checked.
     """
+    try:
+        return _parsed(content, model, fit, shown)
+    except RecursionError:  # json and the walks below recurse: a reply nested 500 deep
+        raise ReplyError("the reply was nested too deeply to be the JSON object asked for") from None
+
+
+def _parsed(content: str | None, model: type[Reply], fit: bool, shown: Sequence[str]) -> Reply:
     text = _THINK.sub("", content or "")
     if re.match(r"\s*<think>", text, re.IGNORECASE):  # reasoning that never closed
         text = ""

@@ -163,7 +163,8 @@ class Client:
             response = self._openai.chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
             raise LLMCallFailed(*self._describe(exc)) from None
-        except ValueError:  # a 200 whose body is no JSON: a proxy's page, a wrong base_url
+        except (ValueError, RecursionError):  # a 200 whose body is no JSON: a proxy's page, a
+            # wrong base_url; or JSON nested too deeply to read
             raise LLMCallFailed(f"the reply from {self.cfg.base_url} was not JSON (a proxy's "
                                 "page, or not an OpenAI-compatible endpoint?)") from None
         finally:

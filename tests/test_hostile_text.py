@@ -125,6 +125,25 @@ def test_a_1_mb_llm_field_is_refused_then_cut_at_a_sentence_and_the_email_stays_
     assert "This sentence is one of very many." in html.decode()
 
 
+def test_llm_json_nested_thousands_deep_fails_that_paper_not_the_run(tmp_path, cli):
+    """json.loads and the reply's walks raise RecursionError, no ValueError: one such reply,
+    as content or as the whole body, ended the run with 'unexpected error' and no digest."""
+    deep = '{"a": ' + "[" * 100_000 + "]" * 100_000 + "}"
+
+    def nested(request):
+        if request.task != "paper_summary" or "variant 1 " in request.user:
+            return None
+        return Reply(content=deep) if "variant 2 " in request.user else Reply(body=deep.encode())
+
+    with ArxivServer([rl_paper(n, DAY) for n in (1, 2, 3)]) as arxiv, OpenAIServer(nested) as llm:
+        config = full_config(tmp_path, arxiv, llm, digest={"featured": 0})
+        result = cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": "k"})
+    assert "summarised 1 (0 cached)" in result.stdout and "2 failed" in result.stdout
+    assert "the reply was nested too deeply" in result.stderr
+    assert "was not JSON" in result.stderr
+    assert (tmp_path / "out" / "digests" / f"{AS_OF}.md").exists()
+
+
 def test_a_100_kb_title_and_10000_authors_are_bounded_at_the_source(tmp_path, cli):
     giant = replace(rl_paper(1, DAY), title="GRPO for reinforcement learning of large language models "
                     + "and more " * 11_000, authors=tuple(f"Author {n}" for n in range(10_000)))
