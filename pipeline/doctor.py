@@ -291,8 +291,7 @@ def check_llm(config: Config) -> Iterable[Check]:
         reply = client.complete(  # type: ignore[union-attr]
             model=cfg.model, messages=[{"role": "user", "content": prompt}], response_format=fmt,
             timeout=cfg.timeout_seconds, extra_body=dict(cfg.extra_body) or None)
-        content = reply.choices[0].message.content if reply.choices else None
-        enrich.parse_reply(content, DoctorReply)
+        enrich.parse_reply(reply.content, DoctorReply)
     except LLMCallFailed as exc:
         yield fail("llm", f"{exc.why} (model {cfg.model})")
         return

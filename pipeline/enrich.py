@@ -694,24 +694,15 @@ class Enricher:
         if self.cfg.extra_body:
             kwargs["extra_body"] = dict(self.cfg.extra_body)
         self._count(calls=1)
-        response = self.client.complete(deadline, **kwargs)  # type: ignore[union-attr]
-        usage = getattr(response, "usage", None)
-        used = (getattr(usage, "prompt_tokens", None) or 0,
-                getattr(usage, "completion_tokens", None) or 0)
-        if usage is None:  # some local servers report none: estimate, so the budget still holds
-            used = (sum(len(m["content"]) for m in messages) // 3, 0)
+        answer = self.client.complete(deadline, **kwargs)  # type: ignore[union-attr]
+        # some local servers report no usage: estimate, so the budget still holds
+        used = answer.usage or (sum(len(m["content"]) for m in messages) // 3, 0)
         self._count(tokens_in=used[0], tokens_out=used[1])
-        choices = getattr(response, "choices", None) or []
-        message = getattr(choices[0], "message", None) if choices else None
-        if message is None:
-            return None, used, None
-        refusal = getattr(message, "refusal", None)
-        if refusal and not message.content:  # asked again, then falls back, saying so
-            return None, used, f"the model refused ({clean(str(refusal))[:200]})"
-        cut = getattr(choices[0], "finish_reason", None) == "length"
-        return message.content, used, (
+        if answer.refusal and not answer.content:  # asked again, then falls back, saying so
+            return None, used, f"the model refused ({clean(answer.refusal)[:200]})"
+        return answer.content, used, (
             "the reply was cut off at the model's output limit (finish_reason: length)"
-            if cut and message.content is not None else None)
+            if answer.cut and answer.content is not None else None)
 
     def _messages(self, job: Job, problem: str | None) -> list[dict[str, str]]:
         """System + one user turn; the retry note joins it (some chat templates refuse two)."""

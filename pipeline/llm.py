@@ -3,15 +3,17 @@
 A module of its own because importing openai takes about 0.6 s: only a command that
 talks to an LLM (a run with enrich.provider set, doctor) loads it; enrich.make_client
 imports it when a client is made. Failures come back as LLMCallFailed with a reason in
-words, so the rest of the program never touches openai's exception classes.
+words, and a reply as an Answer read without trusting its shape, so the rest of the
+program never touches openai's exception classes or reply objects.
 """
 
 from __future__ import annotations
 
 import contextvars
+import json
 import re
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpcore2
 import httpx2
@@ -27,6 +29,39 @@ _DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("deadli
 _RETRYABLE = {408, 409, 429} | set(range(500, 600))
 _PHASES = ("connect", "read", "write", "pool")
 MAX_REPLY_BYTES = 16 * 2**20  # far above any reply the bounded reply models accept
+
+
+class Answer(NamedTuple):
+    """What a chat completion said, read without trusting its shape (the client checks none)."""
+
+    content: str | None
+    refusal: str | None  # why the model would not answer (OpenAI's structured outputs)
+    cut: bool  # finish_reason "length": the model hit its output limit
+    usage: tuple[int, int] | None  # prompt and completion tokens; None when not reported
+
+
+def _answer(response: Any) -> Answer:
+    choices = getattr(response, "choices", None)
+    first = choices[0] if isinstance(choices, list) and choices else None
+    message = getattr(first, "message", None)
+    refusal = getattr(message, "refusal", None)
+    usage = getattr(response, "usage", None)
+    tokens = [getattr(usage, name, None) for name in ("prompt_tokens", "completion_tokens")]
+    counted = [n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None for n in tokens]
+    return Answer(_text(getattr(message, "content", None)), str(refusal) if refusal else None,
+                  getattr(first, "finish_reason", None) == "length",
+                  None if counted == [None, None] else (counted[0] or 0, counted[1] or 0))
+
+
+def _text(content: Any) -> str | None:
+    """The message's text: a string; parts (`[{"type": "text", "text": …}]`, as some
+    servers send it) joined, reasoning parts left out; anything else as JSON."""
+    if content is None or isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(part["text"] for part in content if isinstance(part, dict)
+                       and part.get("type", "text") == "text" and isinstance(part.get("text"), str))
+    return json.dumps(content, ensure_ascii=False)
 
 
 class DeadlineExceeded(openai.OpenAIError):
@@ -156,7 +191,7 @@ class Client:
             http_client=DeadlineHttpClient(transport=_deadline_transport()),
         )
 
-    def complete(self, deadline: float | None = None, **kwargs: Any) -> Any:
+    def complete(self, deadline: float | None = None, **kwargs: Any) -> Answer:
         """One create() (the client retries inside it), ended by the deadline (monotonic)."""
         token = _DEADLINE.set(deadline)
         try:
@@ -174,7 +209,7 @@ class Client:
             said = error.get("message") if isinstance(error, dict) else error
             raise LLMCallFailed(f"the provider at {self.cfg.base_url} answered with an error: "
                                 f"{self._masked(str(said))[:200]}")
-        return response
+        return _answer(response)
 
     def _masked(self, text: str) -> str:
         """The text with the key (which a provider may echo) as ***."""

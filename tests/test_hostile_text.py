@@ -144,6 +144,37 @@ def test_llm_json_nested_thousands_deep_fails_that_paper_not_the_run(tmp_path, c
     assert (tmp_path / "out" / "digests" / f"{AS_OF}.md").exists()
 
 
+def test_llm_replies_in_shapes_the_api_does_not_have_are_read_or_fail_that_paper(tmp_path, cli):
+    """The openai client checks no reply's shape: content as a list of parts (as some
+    servers send it), usage counts as strings, a message that is a string each ended the
+    run with 'unexpected error' (TypeError, AttributeError) and no digest."""
+    def body(request, content, usage, message=None) -> Reply:
+        message = message or {"role": "assistant", "content": content}
+        return Reply(body=json.dumps({
+            "id": "x", "object": "chat.completion", "created": 1, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": message}],
+            "usage": usage}).encode())
+
+    def shapes(request):
+        text = json.dumps(default_content(request), ensure_ascii=False)
+        if request.task != "paper_summary" or "variant 1 " in request.user:
+            return None
+        if "variant 2 " in request.user:  # parts, a reasoning part first
+            return body(request, [{"type": "thinking", "thinking": "{}"}, {"type": "text", "text": text}],
+                        {"prompt_tokens": 10, "completion_tokens": 5})
+        if "variant 3 " in request.user:
+            return body(request, text, {"prompt_tokens": "ten", "completion_tokens": -5})
+        return body(request, None, {}, message="hello")
+
+    with ArxivServer([rl_paper(n, DAY) for n in (1, 2, 3, 4)]) as arxiv, OpenAIServer(shapes) as llm:
+        config = full_config(tmp_path, arxiv, llm, digest={"featured": 0})
+        result = cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": "k"})
+    assert "summarised 3 (0 cached)" in result.stdout and "1 failed" in result.stdout
+    assert "arxiv:2611.00004: paper_summary fell back: unusable reply twice: the reply was blank" in result.stderr
+    digest = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_text(encoding="utf-8")
+    assert "English summary of GRPO variant 2 for" in digest and "English summary of GRPO variant 3 for" in digest
+
+
 def test_a_100_kb_title_and_10000_authors_are_bounded_at_the_source(tmp_path, cli):
     giant = replace(rl_paper(1, DAY), title="GRPO for reinforcement learning of large language models "
                     + "and more " * 11_000, authors=tuple(f"Author {n}" for n in range(10_000)))
