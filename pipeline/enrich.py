@@ -316,7 +316,7 @@ class ReplyError(ValueError):
 
 
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
-_FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.DOTALL | re.IGNORECASE)
+_FENCE = re.compile(r"```(?:json)?", re.IGNORECASE)  # where a code fence opens
 
 
 def parse_reply(content: str | None, model: type[Reply], fit: bool = False,
@@ -337,8 +337,9 @@ def _parsed(content: str | None, model: type[Reply], fit: bool, shown: Sequence[
     if re.match(r"\s*<think>", text, re.IGNORECASE):  # reasoning that never closed
         text = ""
     text = text.strip()
-    fenced = _FENCE.match(text)
-    text = fenced.group(1) if fenced else text
+    fenced = _FENCE.match(text)  # a fence cut off unclosed is still taken off
+    if fenced:  # string ends, not a regex: a lazy match backtracked quadratically over whitespace
+        text = text[fenced.end():].removesuffix("```").strip()
     if not text:
         raise ReplyError("the reply was blank")
     try:

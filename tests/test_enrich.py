@@ -328,10 +328,24 @@ def test_a_think_block_is_stripped(key, server, store):
 @pytest.mark.parametrize("content", [
     '<think>a {"b": 1}</think>{"summary_en": "Hi."}',
     '```json\n{"summary_en": "Hi."}\n```',
+    '```JSON {"summary_en": "Hi."}```',
+    '```json\n{"summary_en": "Hi."}',  # cut off before the fence closed
+    'Here you are:\n```json\n{"summary_en": "Hi."}\n```\nEnjoy.',
     'Here you are: {"summary_en": "Hi."} Enjoy.',
 ])
 def test_parse_reply_finds_the_object(content):
     assert parse_reply(content, SeedTranslation).summary_en == "Hi."
+
+
+def test_a_fenced_reply_with_a_long_run_of_whitespace_is_read_at_once():
+    """A model in JSON mode may stream whitespace to its output limit; inside a code fence
+    the lazy fence pattern backtracked over it quadratically (40 KB: 6 s, 200 KB: 2 minutes),
+    with no deadline to end it (the reply had arrived)."""
+    content = '```json\n{"summary_en": ' + " \n" * 20_000 + '"Hi."'
+    started = time.monotonic()
+    with pytest.raises(ReplyError, match="not a JSON object"):
+        parse_reply(content, SeedTranslation)
+    assert time.monotonic() - started < 1
 
 
 @pytest.mark.parametrize("content", [
