@@ -208,7 +208,7 @@ class Client:
         if error and not getattr(response, "choices", None):
             said = error.get("message") if isinstance(error, dict) else error
             raise LLMCallFailed(f"the provider at {self.cfg.base_url} answered with an error: "
-                                f"{self._masked(str(said))[:200]}")
+                                f"{clip(clean_name(self._masked(str(said))), 200)}")
         return _answer(response)
 
     def _masked(self, text: str) -> str:

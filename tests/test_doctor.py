@@ -165,7 +165,7 @@ def test_doctor_says_the_providers_words_for_an_error_in_a_200(tmp_path, cli, wo
     'the reply was blank', not what the provider said."""
     overrides, llm, _ = world
     llm.script = lambda request: Reply(body=json.dumps(
-        {"error": {"message": f"Incorrect API key provided: {KEY}", "code": 401}}).encode())
+        {"error": {"message": f"Incorrect API key provided:\n {KEY}", "code": 401}}).encode())  # on one line
     config = write_config(tmp_path, overrides, seeds=False)
     result = cli("--config", str(config), "doctor", env=ENV, check=1)
     line = next(line for line in result.stdout.splitlines() if line.startswith("llm"))
