@@ -46,8 +46,10 @@ TOPIC_CELL = "\x1f"  # around the topic cell of a rendered row (reading_list/row
 # --- the entries -------------------------------------------------------------------------
 
 def topic_of(topics: Sequence[TopicDef], scored: Scored | None, title: str, text: str) -> str:
-    """The topic rank gave a paper, else the one its words point to."""
-    return (scored.topic if scored else None) or rank.assign_topics(title, text, topics)[0]
+    """The topic rank gave a paper while the config still has it (a topic renamed or removed
+    since: the one its words point to now), else the one its words point to."""
+    kept = scored.topic if scored and any(t.key == scored.topic for t in topics) else None
+    return kept or rank.assign_topics(title, text, topics)[0]
 
 
 def paper_entry(topics: Sequence[TopicDef], paper: Paper, scored: Scored | None, summary: dict | None,
@@ -96,14 +98,17 @@ def entries(config: Config, store: Store, batch: int = 500, skip: Collection[str
 
 
 def tied(config: Config, store: Store) -> dict[str, tuple[str, str]]:
-    """Seed entries shown under their title before their paper was found: the seed's key ->
-    the key and topic its entry has now, so an old digest's link still finds it."""
-    seeds = [s for s in store.seeds() if s.arxiv_id]
-    found = {p.id: p for p in store.papers([s.arxiv_id for s in seeds if s.arxiv_id])}
-    scores = store.scores() if found else {}
-    return {seed_key(s.title): (paper_key(p.id),
-                                topic_of(config.topics, scores.get(p.id), p.title, p.abstract))
-            for s in seeds if (p := found.get(s.arxiv_id or ""))}
+    """Entries an old digest links under a key or topic they no longer have: a seed entry
+    shown under its title before its paper was found (the seed's key), a listed paper whose
+    topic the config no longer has (renamed or removed) -> the key and topic its entry has
+    now, so an old digest's link still finds it."""
+    scores, keys, published = store.scores(), {t.key for t in config.topics}, store.published_keys()
+    gone = [pid for pid, s in scores.items() if s.topic not in keys and paper_key(pid) in published]
+    old = {paper_key(pid): pid for pid in gone}
+    old.update({seed_key(s.title): s.arxiv_id for s in store.seeds() if s.arxiv_id})
+    found = {p.id: p for p in store.papers(set(old.values()))}
+    return {key: (paper_key(p.id), topic_of(config.topics, scores.get(p.id), p.title, p.abstract))
+            for key, pid in old.items() if (p := found.get(pid))}
 
 
 def fingerprints(config: Config, store: Store, sinks: Sequence[Sink]) -> months.Fingerprints:

@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+import yaml
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
 from pipeline import site
@@ -202,6 +203,29 @@ def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
         cli("--config", str(config), "run", "--as-of", "2026-11-16")
     assert old.stat().st_mtime == 1_000_000
     assert (folder / "digests" / "2026-11-16.html").exists()
+    assert broken_links(folder) == []
+
+
+def test_a_renamed_topic_takes_its_older_papers_and_old_digests_still_find_them(tmp_path, cli):
+    """A user renames a topic's key (algorithms -> policy-opt) after two weeks: its older
+    papers were listed under a ghost topic named by the old key, and after the fix of
+    that, the older digests' links went to a topic page no longer written."""
+    folder = two_weeks(tmp_path, cli)
+    config = tmp_path / "config.yaml"
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    topics = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))["topics"]
+    data["topics"] = [{**t, "key": "policy-opt"} if t["key"] == "algorithms" else t for t in topics]
+    config.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    with ArxivServer([rl_paper(9, DAY + timedelta(days=14))]) as arxiv:
+        data["sources"]["arxiv"]["api_url"] = arxiv.api_url
+        data["sources"]["rss"]["urls"] = [arxiv.rss_url(["cs.LG", "cs.CL"])]
+        config.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+        cli("--config", str(config), "run", "--as-of", "2026-11-16")
+    index = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
+    assert re.findall(r"^## (.*)$", index, flags=re.M) == [
+        "目录 · Contents", "算法与目标 · Algorithms and objectives (9)", "按月 · By month"]
+    assert not (tmp_path / "out" / "reading-list" / "algorithms.md").exists()
+    assert sorted(p.name for p in (folder / "papers" / "topic").iterdir()) == ["policy-opt.html"]
     assert broken_links(folder) == []
 
 
