@@ -72,14 +72,17 @@ def build(settings: render.Settings, folder: Path, digests: Sequence[Digest], up
     moved = moved or {}
     common = {**render.common(settings), "feedback": feedback,
               "paper_href": lambda key, topic: paper_href(*moved.get(key, (key, topic)))}
-    pages: dict[str, str] = {}
+    changed = []
     for n, digest in enumerate(newest):  # each page links the weeks before and after it
         sections, featured = render.listed(settings, digest)
-        pages[digest_href(digest.id)] = jinja.get_template("site/digest.html.j2").render(
+        page = jinja.get_template("site/digest.html.j2").render(
             d=render.shown(digest, settings.languages), root="../", paper_count=render.paper_count(digest),
             featured_in=featured, sections=sections,
             newer=newest[n - 1].id if n else None,
             older=newest[n + 1].id if n + 1 < len(newest) else None, **common)
+        if write_if_changed(folder / digest_href(digest.id), page):  # one page at a time in memory
+            changed.append(folder / digest_href(digest.id))
+    pages: dict[str, str] = {}
     months = [(month, list(group)) for month, group in groupby(newest, key=lambda d: d.id[:7])]
     pages["index.html"] = jinja.get_template("site/index.html.j2").render(
         latest=newest[0] if newest else None, months=months, root="",
@@ -88,4 +91,4 @@ def build(settings: render.Settings, folder: Path, digests: Sequence[Digest], up
     for name in ASSETS:
         source, _, _ = jinja.loader.get_source(jinja, f"site/assets/{name}")  # type: ignore[union-attr]
         pages[f"assets/{name}"] = source
-    return [folder / name for name, text in pages.items() if write_if_changed(folder / name, text)]
+    return changed + [folder / name for name, text in pages.items() if write_if_changed(folder / name, text)]
