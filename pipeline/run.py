@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 
 JUDGED = "LLM judge: "
 MEMORY = "source:"  # state key prefix: what each source keeps from one window to the next
-SCORED_WITH = "relevance_scored_with"  # state key: the model version the waiting papers were scored with
+SCORED_WITH = "relevance_scored_with"  # state key: the model and settings the waiting papers were scored with
 ARXIV_BEGAN = datetime(1991, 8, 14, tzinfo=UTC)
 
 
@@ -249,17 +249,20 @@ def collect_and_rank(config: Config, store: Store, used: Sequence[Source], fetch
 def rank_papers(config: Config, store: Store, seeds: Sequence[SeedEntry]) -> str:
     """Score papers not yet scored with the rule, the model and the profile; the install's
     verdict (rl-digest mark) overrides the score, readers' 👍/👎 only teach the model. When
-    the model changed (new verdicts) the week's unpublished papers are scored again.
+    the model (new verdicts) or the settings under `relevance:` and `topics:` (a profile
+    phrase added midweek) changed, the week's unpublished papers are scored again.
     Returns the model's version."""
     taste = [(s.title, s.title) for s in seeds]
     taste += [(p.title, f"{p.title} {p.abstract}") for p in learn.judged(store)[0]]
     model = learn.current(config.relevance, store)
     version = model.version if model else "rule"
+    settings = learn.version_of({"relevance": config.relevance.model_dump(mode="json"),
+                                 "topics": [t.model_dump(mode="json") for t in config.topics]})
     papers = store.papers_to_score()
-    if store.get_state(SCORED_WITH) != version:
+    if store.get_state(SCORED_WITH) != f"{version} {settings}":
         papers = list({p.id: p for p in papers + rescore_candidates(store)}.values())
     store.set_scores(rank_papers_with(config, papers, taste, model))
-    store.set_state(SCORED_WITH, version)
+    store.set_state(SCORED_WITH, f"{version} {settings}")
     return version
 
 

@@ -219,6 +219,25 @@ def test_include_exclude_and_follow_through_the_cli(tmp_path, cli):
     assert "model's strongest terms: " in shown[papers[0].id]
 
 
+def test_a_profile_written_midweek_decides_the_papers_collected_before_it(tmp_path, cli):
+    """cron collects on weekdays; an exclude (or include) added on Wednesday decides
+    Monday's papers in Monday's digest too (they kept the score they were collected with)."""
+    excluded = replace(rl_paper(2, DAY), title="GRPO for LLM agents in autonomous driving simulators")
+    papers = [rl_paper(1, DAY), excluded, image_paper(3)]
+    with ArxivServer(papers) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-02")
+        config = full_config(tmp_path, arxiv, relevance={"include": ["text-to-image"],
+                                                          "exclude": ["autonomous driving"]})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        shown = cli("--config", str(config), "status", "--paper", excluded.id).stdout
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
+    assert "GRPO variant 1" in digest
+    assert "text-to-image diffusion models 3" in digest
+    assert "autonomous driving" not in digest
+    assert "reasons: exclude: autonomous driving" in shown
+
+
 # --- learning from the reader -------------------------------------------------------------
 
 def run_report(tmp_path: Path) -> dict:
