@@ -23,10 +23,11 @@ import hashlib
 import io
 import json
 import math
+import re
 import unicodedata
 import zipfile
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, cached_property
 from importlib.resources import files
 from itertools import chain
@@ -396,8 +397,13 @@ class Profile:
 
     @classmethod
     def compile(cls, cfg: Any) -> Profile:
-        return cls(rank.Lexicon.compile({"include": cfg.include, "exclude": cfg.exclude}),
-                   frozenset(author_name(a) for a in cfg.follow_authors))
+        # the rule's plurals add (e)s; a phrase's "policy" also finds "policies", named as written
+        lists = {"include": cfg.include, "exclude": cfg.exclude}
+        plural = {_IES.sub("ies", p.strip()): p for p in chain(*lists.values()) if _IES.search(p.strip())}
+        phrases = rank.Lexicon.compile({name: [*found, *(k for k, p in plural.items() if p in found)]
+                                        for name, found in lists.items()})
+        names = {key: plural.get(name, name) for key, name in phrases.names.items()}
+        return cls(replace(phrases, names=names), frozenset(author_name(a) for a in cfg.follow_authors))
 
     def order(self, title: str, abstract: str, authors: Iterable[str]) -> tuple[bool | None, str | None]:
         """(True, reason) to keep, (False, reason) to drop, (None, None) when nothing applies.
@@ -414,6 +420,7 @@ class Profile:
         return None, None
 
 
+_IES = re.compile(r"(?<=[b-df-hj-np-tv-z])y$", re.IGNORECASE)  # "policy", not "survey"
 FOLLOW = "follow: "
 TAUGHT = "like papers you marked: "
 PROFILE_REASONS = (FOLLOW, "include: ", "exclude: ", TAUGHT)

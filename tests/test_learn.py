@@ -9,6 +9,7 @@ import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -192,6 +193,15 @@ def test_a_followed_author_is_found_however_arxiv_spells_the_name(followed, writ
 
 def test_a_followed_name_does_not_match_a_different_one():
     assert learn.author_name("Jan Muller") != learn.author_name("Jana Müller")
+
+
+@pytest.mark.parametrize("phrase, title", [
+    ("diffusion policy", "Diffusion Policies for Robot Manipulation"),  # README's own example
+    ("Machine-Translation Study", "Two machine translation studies"), ("survey", "Three surveys"),
+])
+def test_a_profile_phrase_finds_its_plural(phrase, title):
+    profile = learn.Profile.compile(SimpleNamespace(include=[], exclude=[phrase], follow_authors=[]))
+    assert profile.order(title, "We train a policy.", ()) == (False, f"exclude: {phrase}")
 
 
 def test_include_exclude_and_follow_through_the_cli(tmp_path, cli):
