@@ -186,6 +186,8 @@ def image_paper(n: int) -> object:
 @pytest.mark.parametrize("followed, written", [
     ("Willem Röpke", 'Willem R\\"opke'), ("willem ropke", "Willem Röpke"), ("Lukasz Kaiser", "Łukasz Kaiser"),
     ("J. Doe", "j doe"), ("Sofie Holbaek", "Sofie Holb{\\ae}k"), ("Ø. Øster", "O Oster"),
+    ("Levine, Sergey", "Sergey Levine"), ("Jean-Pierre Dupont", "Jean Pierre Dupont"),
+    ("John Smith, Jr.", "John Smith Jr."),
 ])
 def test_a_followed_author_is_found_however_arxiv_spells_the_name(followed, written):
     assert learn.author_name(followed) == learn.author_name(written)
