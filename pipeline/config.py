@@ -25,6 +25,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -174,6 +175,23 @@ class Relevance(Model):
     include: list[str] = []
     exclude: list[str] = []
     follow_authors: list[str] = []
+
+    @field_validator("include", "exclude", "follow_authors")
+    @classmethod
+    def _profile(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        """A blank entry matches nothing; a phrase in both lists is only ever an exclude."""
+        for number, entry in enumerate(value):
+            if not entry.replace("-", " ").strip():
+                raise ValueError(f"entry {number + 1} is blank: it would match nothing")
+        if info.field_name == "exclude":
+            def fold(phrase: str) -> str:  # as the phrases match: any case, hyphen or space alike
+                return " ".join(phrase.casefold().replace("-", " ").split())
+            included = {fold(p) for p in info.data.get("include", [])}
+            both = next((p for p in value if fold(p) in included), None)
+            if both is not None:
+                raise ValueError(f"{both!r} is in include too; exclude wins over include, so "
+                                 "take it out of one")
+        return value
 
 
 class TopicDef(Model):

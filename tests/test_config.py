@@ -68,6 +68,11 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         ("languages: [en, en]\n", "config.yaml: languages: each language once"),
         ("channels: [{type: webhook, url: 'https://a.example'}, {type: webhook, url: 'https://b.example'}]\n",
          "config.yaml: channels[1].name: 'webhook' twice"),
+        # a profile entry that would silently do nothing
+        ("relevance: {include: [robot, '']}\n", "relevance.include: entry 2 is blank"),
+        ("relevance: {follow_authors: [' ']}\n", "relevance.follow_authors: entry 1 is blank"),
+        ("relevance: {include: [text-to-image], exclude: [Text to Image]}\n",
+         "relevance.exclude: 'Text to Image' is in include too; exclude wins over include"),
     ],
 )
 def test_config_errors_name_the_file_and_key(tmp_path, text, message):
