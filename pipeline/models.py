@@ -13,14 +13,14 @@ from datetime import date, datetime
 from typing import Any, Protocol
 
 _VERSION = re.compile(r"v(\d+)$")
+_ID_PREFIX = re.compile(r"^(?:(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|html)/|oai:arxiv\.org:|arxiv:)",
+                        re.IGNORECASE)
 
 
 def split_arxiv_id(raw: str) -> tuple[str, int | None]:
-    """'http://arxiv.org/abs/2401.01234v3' -> ('2401.01234', 3); old ids keep their archive."""
-    ident = raw.strip()
-    for prefix in ("http://arxiv.org/abs/", "https://arxiv.org/abs/", "oai:arXiv.org:", "arXiv:"):
-        if ident.startswith(prefix):
-            ident = ident[len(prefix):]
+    """'http://arxiv.org/abs/2401.01234v3' -> ('2401.01234', 3); old ids keep their archive.
+    A pasted abs, pdf or html link (with or without https://, www.) or 'arxiv:ID' reads the same."""
+    ident = _ID_PREFIX.sub("", raw.strip()).removesuffix("/").removesuffix(".pdf")
     match = _VERSION.search(ident)
     if match:
         return ident[: match.start()], int(match.group(1))

@@ -320,6 +320,21 @@ def test_a_refit_from_an_older_shipped_model_is_not_used_and_the_next_run_refits
         assert f"relevance model: {refit} (refit" in cli("--config", str(config), "status").stdout
 
 
+def test_mark_and_status_take_the_id_however_it_was_copied(tmp_path, cli):
+    """The digest links a paper's abs and pdf pages: either, pasted, names the paper."""
+    paper = rl_paper(1, DAY)
+    with ArxivServer([paper]) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-02")
+    for pasted in (f"https://arxiv.org/pdf/{paper.id}v1", f"arxiv.org/abs/{paper.id}",
+                   f"https://www.arxiv.org/pdf/{paper.id}v1.pdf", f"arxiv:{paper.id}v1"):
+        said = cli("--config", str(config), "mark", pasted, "--irrelevant").stdout
+        assert said.startswith(f"{paper.id}: marked irrelevant")
+        shown = cli("--config", str(config), "status", "--paper", pasted).stdout
+        assert "your verdict: irrelevant" in shown
+        assert "verdict taken back" in cli("--config", str(config), "mark", pasted, "--undo").stdout
+
+
 def test_mark_needs_a_verdict_or_undo(tmp_path, cli):
     config = full_config(tmp_path, ArxivServer())
     result = cli("--config", str(config), "mark", "2611.00001", check=2)
