@@ -265,25 +265,39 @@ def judging(config: Config, store: Store) -> list[str]:
             f"your verdicts: {len(marked)}, the scorer agrees with {matched}"]
 
 
+_LABELS = {"0": 0, "1": 1, "false": 0, "true": 1}  # a label as JSON's 0/1 or true/false, or quoted
+
+
 def read_labels(path: Path) -> list[dict]:
     """JSONL rows with id, title, abstract, label; a bad line names file:line."""
     rows = []
     try:
-        handle = path.open(encoding="utf-8")
+        text = path.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise ConfigError(f"--labels: {path}: {exc.strerror or exc}") from None
-    with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                rows.append({"id": row["id"], "title": row["title"], "abstract": row.get("abstract", ""),
-                             "label": int(row["label"]), "categories": row.get("categories", []),
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"--labels: {path}: not UTF-8 text (byte {exc.start})") from None
+    for number, line in enumerate(text.split("\n"), 1):  # not splitlines: JSON may hold a raw U+2028
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            if not isinstance(row, dict):
+                raise ValueError("not a JSON object")
+            label = row["label"]
+            if not isinstance(label, bool | int | str) or str(label).casefold() not in _LABELS:
+                raise ValueError(f"label {json.dumps(label)} is not 0, 1, true or false")
+            for key in ("title", "abstract"):
+                if not isinstance(row.get(key) or "", str):
+                    raise ValueError(f"{key} is not text")
+            rows.append({"id": row["id"], "title": row["title"] or "", "abstract": row.get("abstract") or "",
+                         "label": _LABELS[str(label).casefold()], "categories": row.get("categories", []),
                          "authors": row.get("authors", []),
-                             "borderline": bool(row.get("borderline"))})
-            except (ValueError, KeyError, TypeError) as exc:
-                raise ConfigError(f"{path}:{number}: not a labelled paper ({exc})") from None
+                         "borderline": bool(row.get("borderline"))})
+        except KeyError as exc:
+            raise ConfigError(f"{path}:{number}: not a labelled paper (no {exc})") from None
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"{path}:{number}: not a labelled paper ({exc})") from None
     if not rows:
         raise ConfigError(f"{path}: no labelled papers")
     return rows

@@ -353,6 +353,22 @@ def test_a_paper_or_labels_file_that_names_nothing_is_bad_usage(tmp_path, cli):
     labels.write_text(SAMPLE.read_text(encoding="utf-8").splitlines()[0] + "\nnot json\n", encoding="utf-8")
     result = cli("--config", str(config), "eval", "--labels", str(labels), check=2)
     assert f"{labels}:2: not a labelled paper" in result.stderr
+    first = json.loads(SAMPLE.read_text(encoding="utf-8").splitlines()[0])
+    for changed, said in (({"label": 2}, "label 2 is not 0, 1, true or false"),  # it gave precision 1.882
+                          ({"label": "relevant"}, 'label "relevant" is not 0, 1, true or false'),
+                          ({"title": ["a", "list"]}, "title is not text")):
+        labels.write_text(json.dumps({**first, **changed}) + "\n", encoding="utf-8")
+        result = cli("--config", str(config), "eval", "--labels", str(labels), check=2)
+        assert result.stderr.strip() == f"rl-digest: {labels}:1: not a labelled paper ({said})"
+    labels.write_bytes(json.dumps({**first, "title": "Müller"}, ensure_ascii=False).encode("latin-1"))
+    result = cli("--config", str(config), "eval", "--labels", str(labels), check=2)
+    assert result.stderr.strip().startswith(f"rl-digest: --labels: {labels}: not UTF-8 text")
+    # what a spreadsheet or another tool writes: true/false, quoted, a null abstract, a BOM
+    rows = [{**json.loads(line), "abstract": None} if n == 0 else json.loads(line)
+            for n, line in enumerate(SAMPLE.read_text(encoding="utf-8").splitlines())]
+    labels.write_text("\ufeff" + "\n".join(json.dumps({**r, "label": ["false", True][r["label"]]})
+                                           for r in rows), encoding="utf-8")
+    assert f"papers {len(rows)}: precision" in cli("--config", str(config), "eval", "--labels", str(labels)).stdout
     missing = cli("--config", str(config), "eval", "--labels", str(tmp_path / "nope.jsonl"), check=2)
     assert missing.stderr.strip() == f"rl-digest: --labels: {tmp_path / 'nope.jsonl'}: No such file or directory"
 
