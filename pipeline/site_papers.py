@@ -329,14 +329,15 @@ def _year(day: str | None) -> str:
 
 def _searchable(entry: Entry, languages: Sequence[str]) -> str:
     """One paper in the search index: [anchor, title, Chinese title, Chinese summary, English
-    summary (clipped; "" for a language not shown), authors, topic, year]; its page is the
-    index's topics[topic]. Both summaries, so a query in either language finds the paper."""
+    summary (clipped; "" for a language not shown), authors (all of them: a big team's
+    senior author is named last), topic, year]; its page is the index's topics[topic]. Both
+    summaries, so a query in either language finds the paper."""
     shown = dict(render.texts(languages, entry.summary_zh, entry.summary_en))
     title_zh = render.one_line(entry.title_zh or "") if "zh" in languages else ""
     return orjson.dumps([site.anchor(entry.key), render.one_line(entry.title), title_zh,
                          render.clip(shown.get("zh", ""), SUMMARY_CHARS),
                          render.clip(shown.get("en", ""), SUMMARY_CHARS),
-                         ", ".join(entry.authors[:8]), entry.topic, (entry.date or "")[:4]]).decode()
+                         ", ".join(entry.authors), entry.topic, (entry.date or "")[:4]]).decode()
 
 
 def _updates(digests: Sequence[Digest]) -> dict[str, list[dict]]:

@@ -297,3 +297,19 @@ def test_the_search_form_fits_a_phone(tmp_path, cli):
             box: d.getElementById('q').getBoundingClientRect().width});""")
     assert found["scroll"] <= 375 and found["right"] and max(found["right"]) <= 375, found
     assert found["box"] > 300  # the search box has the whole row, so its hint shows
+
+
+def test_a_search_finds_a_paper_by_any_of_its_authors_in_chromium(tmp_path, cli):
+    """A big team's senior author is named last: the search finds the paper by that name
+    too (only the first eight names were in the index), and the result names six and 'et al.'
+    as the paper's own entry does."""
+    team = tuple(f"Author Number{n}" for n in range(1, 12)) + ("Sergey Röpke",)
+    with ArxivServer([replace(rl_paper(1, DAY), authors=team), rl_paper(2, DAY)]) as arxiv:
+        cli("--config", str(full_config(tmp_path, arxiv)), "run", "--as-of", "2026-11-02")
+    page = (tmp_path / "out" / "site" / "papers" / "index.html").as_uri()
+    done = chromium(tmp_path, "--virtual-time-budget=3000", "--dump-dom", page + "?q=ropke")
+    assert done.returncode == 0, done.stderr
+    listed = re.search(r'<ol class="results" id="results"[^>]*>(.*?)</ol>', done.stdout, re.S)
+    assert listed and re.findall(r"#p-arxiv-(2611\.\d+)", listed.group(1)) == ["2611.00001"]
+    meta = re.search(r'<div class="meta">([^<]*)</div>', listed.group(1)).group(1)
+    assert meta == "2026 · " + ", ".join(team[:6]) + " et al."

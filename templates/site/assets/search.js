@@ -55,7 +55,9 @@
       });
       var meta = document.createElement("div");
       meta.className = "meta";
-      meta.textContent = [p[7], p[5]].filter(Boolean).join(" · ");
+      var names = p[5].split(", ");  /* six and "et al.", as the paper's own entry names them */
+      meta.textContent = [p[7], names.length > 6 ? names.slice(0, 6).join(", ") + " et al." : p[5]]
+        .filter(Boolean).join(" · ");
       li.appendChild(meta);
       list.appendChild(li);
     }
