@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from urllib.parse import urljoin, urlsplit
 
+from selectolax.lexbor import LexborHTMLParser as HTMLParser
+
 from tests.helpers import rl_paper
 from tests.processes import config_with, start_cli, stderr_lines, wait_for
 from tests.servers.arxiv_server import ArxivServer
@@ -151,6 +153,17 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
     assert missing[0] == 404 and 'href="../"' in missing[1]  # /digests/x.html: the site's root
     assert "readers: alan@example.org 👎 web 👍" in shown  # the web edition's visitors: one reader
     assert web_thanks[0] == 200 and "👍" in web_thanks[1]
+    for shown in (web_thanks[1], missing[1]):  # a screen reader: one heading, each language voiced as itself
+        tree = HTMLParser(shown)
+        assert len(tree.css("h1")) == 1 and tree.css_first("html").attributes["lang"] == "zh-CN"
+        for node in tree.body.traverse(include_text=True):
+            text = node.text_content or ""
+            if node.tag != "-text" or not re.search(r"[A-Za-z]{3,}|[\u4e00-\u9fff]", text):
+                continue
+            up = node.parent
+            while "lang" not in up.attributes:
+                up = up.parent
+            assert up.attributes["lang"] == ("zh-CN" if CJK.search(text) else "en"), text
     assert served[0] == 200 and web_vote in served[1]  # serve hands out the site with its votes
     topics = (tmp_path / "out" / "site" / "papers" / "topic").glob("*.html")
     assert any(web_vote in page.read_text("utf-8") for page in topics)  # the paper's own page too
