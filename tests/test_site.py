@@ -205,6 +205,15 @@ def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
             while "lang" not in node.attributes:
                 node = node.parent
             assert node.attributes["lang"] == "en", (name, a.html)
+    for name, page in pages.items():  # the switch's 中文 and English each in their own voice
+        voiced = []
+        for node in page.css_first(".langs").traverse(include_text=True):
+            if node.tag == "-text" and node.text_content.strip():
+                up = node.parent
+                while "lang" not in up.attributes:
+                    up = up.parent
+                voiced.append((node.text_content, up.attributes["lang"]))
+        assert voiced == [("中文", "zh-CN"), ("English", "en"), ("中英", "zh-CN"), ("Both", "en")], (name, voiced)
     feed = ET.parse(folder / "feed.xml").getroot()
     links = [e.find(f"{ATOM}link").get("href") for e in feed.iter(f"{ATOM}entry")]
     assert links == ["digests/2026-11-09.html", "digests/2026-11-02.html"]
