@@ -145,6 +145,9 @@ def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_pat
     assert results("?q=variant+2") == ["2611.00002"]
     assert results("?q=english+summary+variant+2") == ["2611.00002"]  # words of the second language's summary
     assert results("?q=L%C3%B6velace+variant+2") == results("?q=LOVELACE+variant+2") == ["2611.00002"]
+    # an id pasted from arXiv finds its paper (the hint names no ids, yet it is what one has in hand)
+    for pasted in ("2611.00002", "arXiv:2611.00002v2", "https://arxiv.org/abs/2611.00002"):
+        assert results("?" + urlencode({"q": pasted})) == ["2611.00002"], pasted
     agents = results("?q=web+agents")
     assert agents and set(agents) == {"2611.00005", "2611.00007"}
     data = index_data(folder)
