@@ -111,6 +111,8 @@ def test_search_index_feed_and_exports(tmp_path, cli):
     assert title_zh and summary_zh and summary_en.startswith("English summary of")
     assert authors == "Ada Lovelace, Alan Turing" and year == "2026"
     feed = ET.parse(folder / "papers.xml").getroot()
+    # its language, as feed.xml says it: a reader shows the Chinese in Chinese glyphs
+    assert feed.get("{http://www.w3.org/XML/1998/namespace}lang") == "zh-CN"
     entries = list(feed.iter(f"{ATOM}entry"))
     assert len(entries) == 8 and entries[0].find(f"{ATOM}title").text
     assert {e.find(f"{ATOM}category").get("term") for e in entries} <= {t for t in data["topics"]}
