@@ -48,7 +48,7 @@ from pipeline.calendar import Calendar, load_calendar
 from pipeline.config import load
 from pipeline.models import Paper
 from pipeline.sources.arxiv_api import build_query
-from tests.helpers import ids_in
+from tests.helpers import MEASURE_PEAK, ids_in
 from tests.servers import oai_server
 from tests.servers.arxiv_server import OAI_TYPE, ArxivServer, _listed, _sorted, _stamp, compile_query
 from tests.servers.openai_server import OpenAIServer
@@ -195,6 +195,7 @@ class Week:
     db_mb: float = 0.0
     out_mb: float = 0.0
     papers: int = 0
+    peak_mb: float = 0.0  # the run's peak resident memory
 
 
 def schedule(mondays: list[date]):
@@ -275,12 +276,14 @@ def main() -> None:
         messages = list(smtp.messages)
     total = time.perf_counter() - began
 
-    shown = [[w + 1, f"{k.monday}", f"{k.run:.1f}", " + ".join(f"{c:.1f}" for c in k.collects) or "-",
-              f"{k.db_mb:.1f}", f"{k.out_mb:.1f}", k.papers]
+    shown = [[w + 1, f"{k.monday}", f"{k.run:.1f}", f"{k.peak_mb:.0f}",
+              " + ".join(f"{c:.1f}" for c in k.collects) or "-", f"{k.db_mb:.1f}", f"{k.out_mb:.1f}",
+              k.papers]
              for w, k in enumerate(weeks) if w == 0 or (w + 1) % 13 == 0 or w == len(weeks) - 1]
     print(f"\n## {args.weeks} weeks of two collects and a run, {len(rows)} dev rows, "
           f"{args.readers} readers\n")
-    print(table(["week", "Monday", "run s", "collects s", "database MB", "out/ MB", "papers stored"], shown))
+    print(table(["week", "Monday", "run s", "run peak MB", "collects s", "database MB", "out/ MB",
+                 "papers stored"], shown))
     print(f"\n{total:.0f} s in all: runs {sum(k.run for k in weeks):.0f} s, "
           f"collects {sum(sum(k.collects) for k in weeks):.0f} s (the stand-ins share the machine)\n")
     checks = invariants(folder, cal, items, mondays, messages, readers, outages[0], failed)
@@ -309,7 +312,9 @@ def simulate(folder: Path, config: Path, mondays: list[date], arxiv: SimArxiv, s
         if smtp_down:
             smtp.stop()
         started = time.perf_counter()
-        done = subprocess.run([str(CLI), "--config", str(config), command, "--as-of", moment.isoformat()],
+        peak = folder / "peak"  # the go-between writes the command's peak memory there (KiB)
+        done = subprocess.run([sys.executable, "-c", MEASURE_PEAK, str(peak), str(CLI),
+                               "--config", str(config), command, "--as-of", moment.isoformat()],
                               cwd=folder, env=env, capture_output=True, text=True, timeout=600)
         seconds = time.perf_counter() - started
         if smtp_down:
@@ -325,6 +330,7 @@ def simulate(folder: Path, config: Path, mondays: list[date], arxiv: SimArxiv, s
             continue
         this = weeks[week]
         this.run, this.db_mb, this.out_mb = seconds, folder_mb(folder / "state"), folder_mb(folder / "out")
+        this.peak_mb = int(peak.read_text()) / 1024
         this.papers = rows_of(folder, "select count(*) from papers")[0][0]
         print(f"week {week + 1}/{len(mondays)} {this.monday}: run {seconds:.1f} s, exit {done.returncode}: "
               f"{done.stdout.strip()[:100]}", file=sys.stderr, flush=True)

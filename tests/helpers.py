@@ -181,7 +181,7 @@ def cli_env(env: dict | None = None) -> dict:
 
 # The peak is read in a small go-between: a child forked from a large pytest process would
 # count the parent's pages in its own ru_maxrss (Linux keeps the high-water mark across exec).
-_MEASURE = ("import resource, subprocess, sys\n"
+MEASURE_PEAK = ("import resource, subprocess, sys\n"
             "code = subprocess.call(sys.argv[2:])\n"
             "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n"
             "sys.exit(code)\n")
@@ -192,7 +192,7 @@ def run_cli_measured(*args: str, timeout: float = 120,
     """run_cli, plus the peak resident memory of that one process in bytes (ru_maxrss)."""
     with tempfile.TemporaryDirectory() as folder:
         peak_file = os.path.join(folder, "peak")
-        result = subprocess.run([sys.executable, "-c", _MEASURE, peak_file, *cli_command(), *args],
+        result = subprocess.run([sys.executable, "-c", MEASURE_PEAK, peak_file, *cli_command(), *args],
                                 cwd="/", env=cli_env(), capture_output=True, text=True, timeout=timeout)
         with open(peak_file) as peak:
             kilobytes = int(peak.read())
