@@ -421,13 +421,16 @@ def mark(state: State, paper_id: str, relevant: bool, irrelevant: bool, undo: bo
         raise click.UsageError("give one of --relevant, --irrelevant or --undo")
     ident, _ = split_arxiv_id(paper_id)
     store = state.store()
-    had = any(v["reader"] == YOU for v in store.verdicts(paper_key(ident)))
+    had = next((bool(v["verdict"]) for v in store.verdicts(paper_key(ident)) if v["reader"] == YOU), None)
     if not store.set_verdict(ident, None if undo else relevant):
         raise ConfigError(f"{ident}: no such paper in the database", "run `rl-digest collect` first")
-    if undo and not had:
+    if undo and had is None:
         echo(f"{ident}: no verdict of yours to take back; nothing changed")
         return
     said = "verdict taken back" if undo else f"marked {'relevant' if relevant else 'irrelevant'}"
+    if not undo and had == relevant:  # the same verdict again: the model has nothing new to learn
+        echo(f"{ident}: already {said}; nothing changed")
+        return
     echo(f"{ident}: {said}; the next run refits the model")
 
 

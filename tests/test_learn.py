@@ -335,6 +335,19 @@ def test_mark_and_status_take_the_id_however_it_was_copied(tmp_path, cli):
         assert "verdict taken back" in cli("--config", str(config), "mark", pasted, "--undo").stdout
 
 
+def test_the_same_verdict_again_changes_nothing_and_promises_no_refit(tmp_path, cli):
+    paper = rl_paper(1, DAY)
+    with ArxivServer([paper]) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-02")
+    first = cli("--config", str(config), "mark", paper.id, "--irrelevant").stdout
+    assert first.strip() == f"{paper.id}: marked irrelevant; the next run refits the model"
+    again = cli("--config", str(config), "mark", paper.id, "--irrelevant").stdout
+    assert again.strip() == f"{paper.id}: already marked irrelevant; nothing changed"
+    changed = cli("--config", str(config), "mark", paper.id, "--relevant").stdout
+    assert changed.strip() == f"{paper.id}: marked relevant; the next run refits the model"
+
+
 def test_mark_needs_a_verdict_or_undo(tmp_path, cli):
     config = full_config(tmp_path, ArxivServer())
     result = cli("--config", str(config), "mark", "2611.00001", check=2)
