@@ -423,7 +423,7 @@ def mark(state: State, paper_id: str, relevant: bool, irrelevant: bool, undo: bo
     store = state.store()
     had = next((bool(v["verdict"]) for v in store.verdicts(paper_key(ident)) if v["reader"] == YOU), None)
     if not store.set_verdict(ident, None if undo else relevant):
-        raise ConfigError(f"{ident}: no such paper in the database", "run `rl-digest collect` first")
+        raise ConfigError(f"{ident}: no such paper in the database", _not_stored_hint(store, ident))
     if undo and had is None:
         echo(f"{ident}: no verdict of yours to take back; nothing changed")
         return
@@ -432,6 +432,18 @@ def mark(state: State, paper_id: str, relevant: bool, irrelevant: bool, undo: bo
         echo(f"{ident}: already {said}; nothing changed")
         return
     echo(f"{ident}: {said}; the next run refits the model")
+
+
+def _not_stored_hint(store: Store, ident: str) -> str:
+    """What to do about a paper the store lacks: a collect reads only what arXiv announced
+    since the watermark, and keeps only papers of sources.arxiv's categories and terms."""
+    kept = "only papers in sources.arxiv.categories that match sources.arxiv.terms are collected"
+    watermark = store.watermark()
+    if watermark is None:
+        return "run `rl-digest collect` first"
+    if re.fullmatch(r"\d{4}\.\d{4,5}", ident) and ident[:4] >= f"{watermark:%y%m}":  # maybe announced since
+        return f"run `rl-digest collect` to read what arXiv announced since {watermark:%Y-%m-%d}; {kept}"
+    return f"{kept} and can be marked, and this one was not"
 
 
 @main.command()

@@ -348,6 +348,19 @@ def test_the_same_verdict_again_changes_nothing_and_promises_no_refit(tmp_path, 
     assert changed.strip() == f"{paper.id}: marked relevant; the next run refits the model"
 
 
+def test_marking_a_paper_never_collected_does_not_send_the_reader_to_collect(tmp_path, cli):
+    """A collect reads only what arXiv announced since the watermark: for an older paper
+    (or one outside the categories) `rl-digest collect` would never bring it."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-02")
+    old = cli("--config", str(config), "mark", "1706.03762", "--relevant", check=2).stderr
+    assert "rl-digest collect" not in old
+    assert "only papers in sources.arxiv.categories that match sources.arxiv.terms are collected" in old
+    recent = cli("--config", str(config), "mark", "2611.99999", "--relevant", check=2).stderr
+    assert "run `rl-digest collect` to read what arXiv announced since 2026-11-02" in recent
+
+
 def test_mark_needs_a_verdict_or_undo(tmp_path, cli):
     config = full_config(tmp_path, ArxivServer())
     result = cli("--config", str(config), "mark", "2611.00001", check=2)
