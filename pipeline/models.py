@@ -377,4 +377,5 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)
     delivery_errors: list[str] = field(default_factory=list)
     relevance_model: str | None = None  # the relevance model's version ("rule" without one)
+    relevance_refit: bool = False  # that model is a refit on verdicts the last digest run had not
     elapsed: float = 0.0

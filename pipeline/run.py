@@ -175,6 +175,8 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
     used = sources.configured(config, offline=options.offline)
     collected, seeds, report.relevance_model = collect_and_rank(
         config, store, used, fetcher, options.as_of, record=not options.offline)
+    report.relevance_refit = report.relevance_model not in ("rule", learn.shipped().version,
+                                                            last_model(store))
     report.warnings += [str(w) for doc in collected.documents for w in doc.warnings]
     report.warnings += collected.warnings
     report.fetched, report.new, report.revised = (
@@ -264,6 +266,12 @@ def rank_papers(config: Config, store: Store, seeds: Sequence[SeedEntry]) -> str
     store.set_scores(rank_papers_with(config, papers, taste, model))
     store.set_state(SCORED_WITH, f"{version} {settings}")
     return version
+
+
+def last_model(store: Store) -> str | None:
+    """The relevance model's version the last digest run (ok or partial) ranked with."""
+    runs = [run for status in ("ok", "partial") if (run := store.last_run("publish", status))]
+    return (max(runs, key=lambda run: run["id"])["report"] or {}).get("relevance_model") if runs else None
 
 
 def rank_papers_with(config: Config, papers: Sequence[Paper], taste: Sequence[tuple[str, str]],
@@ -565,6 +573,8 @@ def summary_line(report: RunReport) -> str:
             f"{report.elapsed:.1f} s")
     if report.digest is None:  # nothing written: say why rather than leave the reader to look
         line += "; no digest: nothing relevant is waiting for one"
+    if report.relevance_refit:  # new verdicts taught the model: say which one ranked this week
+        line += f"; relevance model refit: {report.relevance_model}"
     if report.llm_calls or report.llm_failures:
         line += (f"; LLM: {report.llm_calls} calls, {report.tokens_in} tokens in, "
                  f"{report.tokens_out} out, {report.llm_failures} failed")

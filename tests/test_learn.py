@@ -295,6 +295,24 @@ def test_mark_then_run_refits_the_model_and_undo_takes_it_back(tmp_path, cli):
     assert "relevance model: " + shipped in cli("--config", str(config), "status").stdout
 
 
+def test_the_run_line_names_a_refit_model_once(tmp_path, cli):
+    """The first digest run ranked by a refit says so with its version, also when a cron
+    collect between the mark and the run made the refit; later runs with it say nothing."""
+    papers = [rl_paper(1, DAY), image_paper(2)]
+    with ArxivServer(papers) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        first = cli("--config", str(config), "run", "--as-of", "2026-11-02").stdout
+        assert "relevance model" not in first
+        cli("--config", str(config), "mark", papers[1].id, "--relevant")
+        cli("--config", str(config), "collect", "--as-of", "2026-11-06")
+        refitted = cli("--config", str(config), "run", "--as-of", "2026-11-09").stdout
+        version = run_report(tmp_path)["relevance_model"]
+        assert version != learn.shipped().version
+        assert f"; relevance model refit: {version}" in refitted
+        later = cli("--config", str(config), "run", "--as-of", "2026-11-16").stdout
+        assert "relevance model" not in later
+
+
 def test_a_refit_from_an_older_shipped_model_is_not_used_and_the_next_run_refits(tmp_path, cli):
     """An upgrade ships a new model; the install's refit was made from the old one (whose
     numbers mean other things: the TF-IDF model's idf is not NB-LR's scale). Until the next
