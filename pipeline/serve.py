@@ -1,4 +1,4 @@
-"""`rl-digest serve`: the web edition (out/site/, when it exists) and the reader links.
+"""`rl-digest serve`: the web edition (out/site/, once a run has written it) and the reader links.
 
 Starlette answers, uvicorn serves. `/u/TOKEN`: GET shows a confirmation with a button,
 POST (RFC 8058 one-click, as mail clients send it) unsubscribes at once; both pages then
@@ -20,6 +20,7 @@ from pathlib import Path
 import uvicorn
 from starlette.applications import Starlette
 from starlette.datastructures import MutableHeaders
+from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
@@ -85,8 +86,7 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
     page = render.html_env(settings.templates).get_template("serve/page.html.j2")
     known = render.common(settings)
 
-    site = Path(config.outputs.dir) / "site"
-    has_site = site.is_dir()  # mounted below, or not, for the server's life
+    site = Path(config.outputs.dir) / "site"  # looked for at each request: a run may write it later
 
     def answer(request: Request, name: str, status: int = 200, *, address: str | None = None,
                **more: object) -> HTMLResponse:
@@ -94,7 +94,7 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         links are relative, so they work behind a proxy that serves it under a path."""
         home = "../" * (request.url.path.count("/") - 1) or "./"
         context = {**known, "page": name, "action": None, "other": None, "verdict": None,
-                   "paper": None, "address": address, "home": home if has_site else None, **more}
+                   "paper": None, "address": address, "home": home if site.is_dir() else None, **more}
         if address:
             context["languages"] = next((list(r.languages) for r in config.readers()
                                          if r.address.lower() == address.lower() and r.languages),
@@ -147,13 +147,19 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         return answer(request, "thanks", address=reader, verdict=claim.action, paper=paper)
 
     async def not_found(request: Request, exc: Exception) -> HTMLResponse:
-        return answer(request, "not_found", 404)
+        return answer(request, "not_found" if site.is_dir() else "no_site", 404)
+
+    files = StaticFiles(directory=site, html=True, check_dir=False)
+
+    async def web_edition(scope: Scope, receive: Receive, send: Send) -> None:
+        if not site.is_dir():  # no run has written it yet
+            raise HTTPException(404)
+        await files(scope, receive, send)
 
     routes: list[BaseRoute] = [Route("/u/{token}", subscription, methods=["GET", "POST"]),
               Route("/r/{token}", subscription, methods=["GET", "POST"]),
               Route("/f/{token}", feedback, methods=["GET", "POST"])]
-    if has_site:
-        routes.append(Mount("/", StaticFiles(directory=site, html=True)))
+    routes.append(Mount("/", web_edition))
     found = Starlette(routes=routes, exception_handlers={404: not_found}, middleware=[Middleware(Secured)])
     found.router.redirect_slashes = False  # `/u/TOKEN/` is not found, not sent to the Host a client names
     return found

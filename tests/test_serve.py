@@ -7,8 +7,9 @@ from __future__ import annotations
 import http.client
 import re
 
-from tests.helpers import chromium
+from tests.helpers import DAY, chromium, full_config, rl_paper
 from tests.processes import start_cli, wait_for
+from tests.servers.arxiv_server import ArxivServer
 from tests.servers.smtp_server import free_port
 from tests.test_site import two_weeks
 
@@ -61,3 +62,32 @@ def test_the_served_site_is_locked_down_and_still_works_in_chromium(tmp_path, cl
     assert listed and "#p-arxiv-2611.00002" in listed.group(1)
     assert "Content Security Policy" not in shown.stderr
     assert (folder / "papers" / "index.html").read_text("utf-8").count("onsubmit") == 0
+
+
+def test_serve_started_before_the_first_run_serves_the_site_once_a_run_writes_it(tmp_path, cli):
+    """serve and the scheduler started together (compose, systemd): the site appears without
+    a restart, and until then / says why there is none (it was a bare 404 for the server's life)."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        port = free_port()
+        server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port))
+        try:
+            wait_for(lambda: _up(port), timeout=60, what="serve to listen", proc=server)
+            before = _page(port, "/")
+            cli("--config", str(config), "run", "--as-of", "2026-11-02")
+            after, index = ask(port, "HEAD", "/index.html"), _page(port, "/")
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    assert before[0] == 404 and "not built yet" in before[1] and "rl-digest run" in before[1]
+    assert after.status == 200
+    assert index == (200, (tmp_path / "out" / "site" / "index.html").read_text("utf-8"))
+
+
+def _page(port: int, path: str) -> tuple[int, str]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    connection.request("GET", path)
+    answer = connection.getresponse()
+    found = answer.status, answer.read().decode("utf-8")
+    connection.close()
+    return found
