@@ -91,8 +91,10 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
     def answer(request: Request, name: str, status: int = 200, *, address: str | None = None,
                **more: object) -> HTMLResponse:
         """A small page in the reader's own languages, naming who and what it is about. Its
-        links are relative, so they work behind a proxy that serves it under a path."""
-        home = "../" * (request.url.path.count("/") - 1) or "./"
+        links are relative, so they work behind a proxy that serves it under a path: counted
+        in the path as sent, which the browser resolves them against (%2F is no folder to it)."""
+        sent = request.scope.get("raw_path") or request.url.path.encode()
+        home = "../" * (sent.count(b"/") - 1) or "./"
         context = {**known, "page": name, "action": None, "other": None, "verdict": None,
                    "paper": None, "address": address, "home": home if site.is_dir() else None, **more}
         if address:

@@ -91,3 +91,22 @@ def _page(port: int, path: str) -> tuple[int, str]:
     found = answer.status, answer.read().decode("utf-8")
     connection.close()
     return found
+
+
+def test_the_not_found_pages_home_link_stays_under_the_proxys_path(tmp_path):
+    """Behind a proxy serving it under /rl/, the 404 page's home link climbs as many folders as
+    the browser sees: ..%2f is no folder to it (counted in the decoded path, it left /rl/)."""
+    with ArxivServer([]) as arxiv:
+        config = full_config(tmp_path, arxiv)
+    (tmp_path / "out" / "site").mkdir(parents=True)
+    port = free_port()
+    server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port))
+    try:
+        wait_for(lambda: _up(port), timeout=60, what="serve to listen", proc=server)
+        homes = {path: re.findall(r'<a href="([^"]*)">', _page(port, path)[1])
+                 for path in ("/digests/..%2f..%2fx", "/digests/nope.html", "/a%2Fb", "/nope")}
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert homes == {"/digests/..%2f..%2fx": ["../"], "/digests/nope.html": ["../"], "/a%2Fb": ["./"],
+                     "/nope": ["./"]}
