@@ -19,7 +19,7 @@ from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
-from tests.helpers import rl_paper
+from tests.helpers import rl_paper, site_pages
 from tests.processes import config_with, start_cli, stderr_lines, wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
@@ -168,6 +168,11 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
     topics = (tmp_path / "out" / "site" / "papers" / "topic").glob("*.html")
     assert any(web_vote in page.read_text("utf-8") for page in topics)  # the paper's own page too
     assert "ada" not in web_vote and "alan" not in web_vote
+    voted = {name: {a.text(): a.attributes.get("aria-label") for a in tree.css("a.vote")}
+             for name, tree in site_pages(tmp_path / "out" / "site").items()}
+    voted = {name: names for name, names in voted.items() if names}  # a screen reader: not "thumbs up" alone
+    assert {name.rsplit("/", 1)[0] for name in voted} == {"index.html", "digests", "papers/topic"}, list(voted)
+    assert all(names == {"👍": "有用 Useful", "👎": "没用 Not useful"} for names in voted.values()), voted
     assert ada.message["List-Unsubscribe-Post"] is None  # one-click is announced for https only
 
 
