@@ -77,6 +77,18 @@ def test_a_second_build_of_the_same_digests_rewrites_nothing(tmp_path):
                      "2026-12-07": {"prev": "2026-11-30.html"}}
 
 
+def test_each_navigation_landmark_is_named_in_the_shown_languages(tmp_path):
+    """A screen reader lists a page's landmarks: the site menu and the pager were two
+    'navigation' alike; a lone week's pager, with nowhere to go, is no landmark at all."""
+    digests = [fx.digest(), replace(fx.many(3), id="2026-11-23")]
+    site.build(fx.config(), tmp_path, digests, "2026-11-30T08:00:00+08:00")
+    site.build(fx.config(languages=["en"]), tmp_path / "en", digests[:1], "2026-11-30T08:00:00+08:00")
+    named = {folder: [nav.attributes.get("aria-label") for nav in HTMLParser(
+        (tmp_path / folder / "digests" / "2026-11-30.html").read_text("utf-8")).css("nav")]
+        for folder in (".", "en")}
+    assert named == {".": ["网站 Site", "上一期与下一期 Previous and next digest"], "en": ["Site"]}
+
+
 def test_a_build_keeps_one_digest_page_in_memory_at_a_time(tmp_path):
     """Years of weekly digests: each page is written as it is rendered, not all of them kept
     until the end (at 130 weeks the pages alone added 45 MB to a run's peak)."""
