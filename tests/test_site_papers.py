@@ -318,3 +318,24 @@ def test_a_search_finds_a_paper_by_any_of_its_authors_in_chromium(tmp_path, cli)
     assert listed and re.findall(r"#p-arxiv-(2611\.\d+)", listed.group(1)) == ["2611.00001"]
     meta = re.search(r'<div class="meta">([^<]*)</div>', listed.group(1)).group(1)
     assert meta == "2026 · " + ", ".join(team[:6]) + " et al."
+
+
+def test_a_search_splits_its_words_at_commas_and_semicolons_in_chromium(tmp_path, cli):
+    """"强化学习，推理" is two words, as "a,b" is (each was one word that no paper holds:
+    0 papers); an arXiv id and a hyphenated word stay whole."""
+    papers = [rl_paper(1, DAY, title="Multi-turn GRPO variant 1 for reinforcement learning"), rl_paper(2, DAY)]
+    with ArxivServer(papers) as arxiv, OpenAIServer() as llm:
+        cli("--config", str(full_config(tmp_path, arxiv, llm)), "run", "--as-of", "2026-11-02",
+            env={"OPENAI_API_KEY": KEY})
+    page = (tmp_path / "out" / "site" / "papers" / "index.html").as_uri()
+
+    def results(query: str) -> list[str]:
+        done = chromium(tmp_path, "--virtual-time-budget=3000", "--dump-dom", page + "?" + urlencode({"q": query}))
+        assert done.returncode == 0, done.stderr
+        listed = re.search(r'<ol class="results" id="results"[^>]*>(.*?)</ol>', done.stdout, re.S)
+        return sorted(re.findall(r"#p-arxiv-(2611\.\d+)", listed.group(1) if listed else ""))
+
+    assert results("强化学习，推理") == ["2611.00001", "2611.00002"]
+    assert results("强化学习，推理、variant；2") == results("variant,2") == results("lovelace; variant;2") == ["2611.00002"]
+    assert results("multi-turn, arXiv:2611.00001v1") == ["2611.00001"]
+    assert results("GRPO，") == ["2611.00001", "2611.00002"]  # a separator at the end asks nothing more

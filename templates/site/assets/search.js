@@ -2,8 +2,9 @@
    (search-index.js: the topics' pages; search-index-<year>.js: papers as [anchor, title,
    Chinese title, Chinese summary, English summary, authors, topic, year]; a paper's page is
    its topic's page). Each summary shows tagged with its language, for the zh / en switch.
-   Every word typed must appear in a paper's title, Chinese title, summaries or authors, or
-   be its arXiv id (2611.00001, arXiv:2611.00001, its abs or pdf URL, with a version or not);
+   Every word typed (words part at spaces, commas, 、 and semicolons) must appear in a
+   paper's title, Chinese title, summaries or authors, or be its arXiv id (2611.00001,
+   arXiv:2611.00001, its abs or pdf URL, with a version or not);
    the topic and year filters narrow further; case and accents do not matter ("ropke" finds
    Röpke, as relevance.follow_authors does). No framework, nothing fetched. */
 (function () {
@@ -21,13 +22,16 @@
     return text.toLowerCase().normalize("NFKD").replace(/[\u0300-\u036f]/g, "")
       .replace(/[øłđðıßæœþ]/g, function (c) { return BARE[c]; });
   }
+  /* Between two words: spaces, commas, 、 and semicolons, ASCII or full-width ("强化学习，推理");
+     not . : / or -, which an arXiv id, its URL or a hyphenated word holds. */
+  var SEPARATORS = /[\s,，、;；]+/;
   var ARXIV_ID = /^(?:arxiv:|https?:\/\/(?:www\.)?arxiv\.org\/(?:abs|pdf)\/)?(\d{4}\.\d{4,5})(?:v\d+)?$/;
   var haystacks = data.papers.map(function (p) {
     return fold(p[1] + "\n" + p[2] + "\n" + p[3] + "\n" + p[4] + "\n" + p[5]);
   });
 
   function show() {
-    var words = fold(q.value).split(/\s+/).filter(Boolean), ids = {};
+    var words = fold(q.value).split(SEPARATORS).filter(Boolean), ids = {};
     words.forEach(function (w) {  /* an id is matched whole: "2" is in every paper's id */
       var id = ARXIV_ID.exec(w);
       if (id) ids[w] = "p-arxiv-" + id[1];
