@@ -173,6 +173,8 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
     voted = {name: names for name, names in voted.items() if names}  # a screen reader: not "thumbs up" alone
     assert {name.rsplit("/", 1)[0] for name in voted} == {"index.html", "digests", "papers/topic"}, list(voted)
     assert all(names == {"👍": "有用 Useful", "👎": "没用 Not useful"} for names in voted.values()), voted
+    in_mail = set(re.findall(r'aria-label="([^"]+)"[^>]*>(👍|👎)</a>', body(alan.message, "html")))
+    assert in_mail == {("Useful", "👍"), ("Not useful", "👎")}  # in the email too, in Alan's English
     assert ada.message["List-Unsubscribe-Post"] is None  # one-click is announced for https only
 
 
