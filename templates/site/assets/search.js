@@ -2,9 +2,9 @@
    (search-index.js: the topics' pages; search-index-<year>.js: papers as [anchor, title,
    Chinese title, Chinese summary, English summary, authors, topic, year]; a paper's page is
    its topic's page). Each summary shows tagged with its language, for the zh / en switch.
-   Every word typed (words part at spaces, commas, 、 and semicolons) must appear in a
-   paper's title, Chinese title, summaries or authors, or be its arXiv id (2611.00001,
-   arXiv:2611.00001, its abs or pdf URL, with a version or not);
+   Every word typed (words part at spaces, commas, the ideographic comma and semicolons)
+   must appear in a paper's title, Chinese title, summaries or authors, or be its arXiv id
+   (2611.00001, arXiv:2611.00001, its abs or pdf URL, with a version or not);
    the topic and year filters narrow further; case and accents do not matter ("ropke" finds
    Röpke, as relevance.follow_authors does). No framework, nothing fetched. */
 (function () {
@@ -22,9 +22,11 @@
     return text.toLowerCase().normalize("NFKD").replace(/[\u0300-\u036f]/g, "")
       .replace(/[øłđðıßæœþ]/g, function (c) { return BARE[c]; });
   }
-  /* Between two words: spaces, commas, 、 and semicolons, ASCII or full-width ("强化学习，推理");
-     not . : / or -, which an arXiv id, its URL or a hyphenated word holds. */
-  var SEPARATORS = /[\s,，、;；]+/;
+  /* Between two words: spaces, commas, the ideographic comma and semicolons, ASCII or
+     full-width (a Chinese query joins its words with a full-width comma), written as escapes
+     so that an English-only site holds no Chinese character; not . : / or -, which an arXiv
+     id, its URL or a hyphenated word holds. */
+  var SEPARATORS = /[\s,\uff0c\u3001;\uff1b]+/;
   var ARXIV_ID = /^(?:arxiv:|https?:\/\/(?:www\.)?arxiv\.org\/(?:abs|pdf)\/)?(\d{4}\.\d{4,5})(?:v\d+)?$/;
   var haystacks = data.papers.map(function (p) {
     return fold(p[1] + "\n" + p[2] + "\n" + p[3] + "\n" + p[4] + "\n" + p[5]);
