@@ -431,7 +431,9 @@ def mark(state: State, paper_id: str, relevant: bool, irrelevant: bool, undo: bo
     if not undo and had == relevant:  # the same verdict again: the model has nothing new to learn
         echo(f"{ident}: already {said}; nothing changed")
         return
-    echo(f"{ident}: {said}; the next run refits the model")
+    after = ("the next run refits the model" if state.config.relevance.model
+             else "it overrides the score (relevance.model is off: no model learns from it)")
+    echo(f"{ident}: {said}; {after}")
 
 
 def _not_stored_hint(store: Store, ident: str) -> str:

@@ -366,6 +366,16 @@ def test_the_same_verdict_again_changes_nothing_and_promises_no_refit(tmp_path, 
     assert changed.strip() == f"{paper.id}: marked relevant; the next run refits the model"
 
 
+def test_a_mark_with_the_model_off_promises_no_refit(tmp_path, cli):
+    paper = rl_paper(1, DAY)
+    with ArxivServer([paper]) as arxiv:
+        config = full_config(tmp_path, arxiv, relevance={"model": False})
+        cli("--config", str(config), "collect", "--as-of", "2026-11-02")
+    said = cli("--config", str(config), "mark", paper.id, "--irrelevant").stdout
+    assert said.strip() == (f"{paper.id}: marked irrelevant; it overrides the score "
+                            "(relevance.model is off: no model learns from it)")
+
+
 def test_marking_a_paper_never_collected_does_not_send_the_reader_to_collect(tmp_path, cli):
     """A collect reads only what arXiv announced since the watermark: for an older paper
     (or one outside the categories) `rl-digest collect` would never bring it."""
