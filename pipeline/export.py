@@ -130,14 +130,18 @@ def name_parts(name: str) -> tuple[str, str]:
     'Mihaela van der Schaar' under van der Schaar, not Schaar; a suffix stays with it too
     ('Martin Luther King Jr.' -> ('King Jr.', 'Martin Luther')). Cached: the four formats
     of an entry ask for the same names. A name written 'Family, Given' (or 'Family, Jr.,
-    Given') is read that way; one with ' and ' in it ('Smith and Sons') is one name."""
+    Given') is read that way, 'John Smith, Jr.' as 'John Smith Jr.'; one with ' and ' in it
+    ('Smith and Sons') is one name."""
     if " and " in name:
         return name, ""
     if "," in name:
         parts = [part.strip() for part in name.split(",")]
-        if len(parts) == 2:
+        if len(parts) == 2 and parts[1].lower() in SUFFIXES:  # 'John Smith, Jr.': no given name
+            name = " ".join(parts)
+        elif len(parts) == 2:
             return parts[0], parts[1]
-        return (f"{parts[0]} {parts[1]}", parts[2]) if len(parts) == 3 else (name, "")
+        else:
+            return (f"{parts[0]} {parts[1]}", parts[2]) if len(parts) == 3 else (name, "")
     words = name.split()
     last = len(words) - 1
     if last >= 2 and words[last].lower() in SUFFIXES:

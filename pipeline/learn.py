@@ -37,6 +37,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from pipeline import grams, rank
+from pipeline.export import name_parts
 from pipeline.extract import readable
 from pipeline.models import Paper
 
@@ -380,17 +381,14 @@ def author_name(author: str) -> str:
     """The key a followed author is matched by: `Röpke`, `Ropke` and arXiv's `R\\"opke`
     are one name, whatever the case, the accents, the dots of initials or the hyphens; a
     name written `Family, Given` (a bibliography's order) is `Given Family`."""
-    decoded = unicodedata.normalize("NFKD", (readable(author) or "").casefold())
+    family, given = name_parts(readable(author) or "")  # as the exports read the name's order
+    decoded = unicodedata.normalize("NFKD", f"{given} {family}".casefold())
     bare = "".join(c for c in decoded if not unicodedata.combining(c)).translate(_UNACCENTED)
-    family, comma, given = bare.partition(",")
-    if comma and "," not in given and given.strip(" .") not in _SUFFIXES:
-        bare = f"{given} {family}"
     return " ".join(bare.replace(".", " ").replace(",", " ").replace("-", " ").split())
 
 
 _UNACCENTED = str.maketrans({"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ı": "i", "ß": "ss", "æ": "ae",
                              "œ": "oe", "þ": "th"})  # letters NFKD leaves as they are
-_SUFFIXES = frozenset({"jr", "sr", "ii", "iii", "iv"})  # "John Smith, Jr." is no "Family, Given"
 
 
 @dataclass(frozen=True)

@@ -90,6 +90,8 @@ def test_names_written_family_first_or_holding_and_stay_whole():
                        {"family": "Bob and Carol"}]
     ris = [line for line in written("ris", [entry]).splitlines() if line.startswith("AU")]
     assert ris[:3] == ["AU  - Smith Jr., John", "AU  - Doe, Jane", "AU  - Bob and Carol"]
+    # a suffix after the comma is no given name: filed under Smith, as 'John Smith Jr.' is
+    assert export.cited("John Smith, Jr.") == export.cited("John Smith Jr.") == "Smith Jr., John"
 
 
 def test_ris_reads_back_with_rispy():
