@@ -80,7 +80,7 @@ def weigh(papers: Sequence[Paper], relevance: dict[str, float], taste: Taste,
     found = {}
     for paper, (like, dislike) in zip(papers, near, strict=True):
         kinds = {kind for kind, _ in links(paper.abstract, paper.comment)}
-        followed = any(author_name(a) in taste.authors for a in paper.authors)
+        followed = bool(taste.authors) and any(author_name(a) in taste.authors for a in paper.authors)
         found[paper.id] = Importance(
             relevance=round(weights.relevance * (relevance.get(paper.id) or 0.0), 4),
             similarity=round(weights.similarity * like, 4),
