@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from pipeline.errors import ConfigError
+from pipeline.rank import term_key
 from pipeline.text import clean_name
 
 SECRET_KEYS = re.compile(r"(password|passwd|api_?key|token|secret)$", re.IGNORECASE)
@@ -181,13 +182,11 @@ class Relevance(Model):
     def _profile(cls, value: list[str], info: ValidationInfo) -> list[str]:
         """A blank entry matches nothing; a phrase in both lists is only ever an exclude."""
         for number, entry in enumerate(value):
-            if not entry.replace("-", " ").strip():
+            if not term_key(entry):
                 raise ValueError(f"entry {number + 1} is blank: it would match nothing")
-        if info.field_name == "exclude":
-            def fold(phrase: str) -> str:  # as the phrases match: any case, hyphen or space alike
-                return " ".join(phrase.casefold().replace("-", " ").split())
-            included = {fold(p) for p in info.data.get("include", [])}
-            both = next((p for p in value if fold(p) in included), None)
+        if info.field_name == "exclude":  # compared as the phrases match: any case, hyphen or space alike
+            included = {term_key(p) for p in info.data.get("include", [])}
+            both = next((p for p in value if term_key(p) in included), None)
             if both is not None:
                 raise ValueError(f"{both!r} is in include too; exclude wins over include, so "
                                  "take it out of one")

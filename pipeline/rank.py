@@ -34,7 +34,7 @@ _SENTENCE_END = re.compile(r"[.!?](?<!(?ai:e\.g\.|i\.e\.|etc\.|fig\.))(?<!(?ai:a
                            r"\s+[A-Z0-9\\$(\[]")
 
 
-def _key(term: str) -> str:
+def term_key(term: str) -> str:
     """The form terms are compared in: lower case, hyphens and spaces alike."""
     return " ".join(term.lower().replace("-", " ").split())
 
@@ -105,9 +105,9 @@ class Lexicon:
             items = terms.items() if isinstance(terms, Mapping) else ((t, 1.0) for t in terms)
             weights[name] = {}
             for term, weight in items:
-                if _key(term):
-                    weights[name][_key(term)] = float(weight)
-                    names.setdefault(_key(term), term)
+                if term_key(term):
+                    weights[name][term_key(term)] = float(weight)
+                    names.setdefault(term_key(term), term)
         every = sorted({k for found in weights.values() for k in found})
         position = {name: {k: i for i, k in enumerate(found)} for name, found in weights.items()}
         credits = {}
@@ -148,7 +148,7 @@ class Lexicon:
             spelling = match.group(1)
             credits = seen.get(spelling)
             if credits is None:
-                credits = seen[spelling] = self.credits.get(self._resolve(_key(spelling)), ())
+                credits = seen[spelling] = self.credits.get(self._resolve(term_key(spelling)), ())
             start = match.start(1) - 1
             found += [(start, name, k) for name, k in credits]
         return found
@@ -209,7 +209,7 @@ def compile_rules(cfg: Any) -> Rules:
         abstract_cap=cfg.abstract_cap,
         lm_full=cfg.lm_full,
         subject_weight=cfg.subject_weight,
-        policy_lms=frozenset(_key(t) for t in cfg.policy_lm_terms),
+        policy_lms=frozenset(term_key(t) for t in cfg.policy_lm_terms),
         seed_weight=cfg.seed_weight,
     )
 
