@@ -321,6 +321,29 @@ def test_a_digest_in_pieces_cut_off_after_the_first_posts_only_the_rest_next_tim
     assert "after 1 of " in refused.stderr
 
 
+MARKED = "Q*-Learning with *bold* claims: a_b_c, `code` and ~strike~ for GRPO reasoning"
+
+
+def test_a_title_with_markup_characters_is_shown_as_written_in_slack_feishu_and_dingtalk(tmp_path, cli):
+    """arXiv titles hold `*`, `_`, `~` and backquotes; in Slack's mrkdwn they make bold, italic,
+    struck or code text, and Slack documents no escape for them (only &, < and >): the title,
+    a link's text, goes as look-alike characters. Feishu and DingTalk get numeric entities."""
+    with ArxivServer([rl_paper(1, DAY), rl_paper(3, DAY, title=MARKED)]) as arxiv, \
+            ChatServer("slack") as slack, ChatServer("feishu", secret=SECRETS["feishu"]) as feishu, \
+            ChatServer("dingtalk", secret=SECRETS["dingtalk"]) as ding:
+        servers = {"slack": slack, "feishu": feishu, "dingtalk": ding}
+        config = chat_config(tmp_path, arxiv, servers)
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers))
+    assert all(server.malformed == [] and len(server.posts) == 1 for server in servers.values())
+    shown = re.findall(r"<https://arxiv\.org/abs/2611\.00003[^|>]*\|([^>]*)>", post_text("slack", slack.posts[0]))
+    assert shown and set(shown) == {"Q\u2217-Learning with \u2217bold\u2217 claims: a\u02cdb\u02cdc, "
+                                    "\u02cbcode\u02cb and \u223cstrike\u223c for GRPO reasoning"}, shown
+    for kind in ("feishu", "dingtalk"):
+        text = markdown_of(kind, servers[kind].posts[0])
+        link = re.search(r"\[(Q[^\]]*)\]\((https://arxiv\.org/abs/2611\.00003[^)]*)\)", text)
+        assert link and not set("*_`~") & set(link.group(1)) and html.unescape(link.group(1)) == MARKED, text
+
+
 def test_even_the_http_librarys_debug_lines_never_show_a_webhook_path_or_bot_token(tmp_path, cli):
     """-vv lets urllib3 log each request line ("POST /bot<token>/sendMessage"): the secrets
     the config's *_env variables hold are masked in every line, and in -v's tracebacks."""

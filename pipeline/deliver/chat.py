@@ -364,9 +364,17 @@ def _paper(entry: Entry) -> dict[str, Any]:
             "why_zh": entry.why_zh, "why_en": entry.why_en, "curated": entry.curated}
 
 
+# Slack documents escapes for `&`, `<` and `>` only (api.slack.com/reference/surfaces/
+# formatting#escaping); `*`, `_`, `~` and a backquote have none, and mrkdwn makes bold,
+# italic, strikethrough or code of them even with `verbatim`. A paper's title is a link's text,
+# where nothing else works either; like jsx-slack's <Escape> (docs/about-escape-and-exact-mode.md,
+# "Replacements in hyperlink"), each is sent as the look-alike character Slack does not parse.
+_SLACK_MARKUP = str.maketrans({"*": "\u2217", "_": "\u02cd", "`": "\u02cb", "~": "\u223c"})
+
+
 def slack_escape(value: object) -> str:
-    """Slack mrkdwn text: `&`, `<`, `>` as entities (its only escapes), on one line."""
-    text = render.one_line(value)
+    """Slack mrkdwn text: `&`, `<`, `>` as entities (its only escapes), no markup, on one line."""
+    text = render.one_line(value).translate(_SLACK_MARKUP)
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
