@@ -545,12 +545,14 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     copy in out/digests/, which an email's "view online" may link).
 
     Too big: the one-line entries go first (the lowest-ranked first), then long English
-    lines are clipped, then the lowest-ranked full entries are left to the web and
-    Markdown copies (a line says how many); if the featured readings, comparison and
-    synthesis alone are too big, they are shortened first. A language is never dropped:
-    every entry kept speaks in each of them. An email with no link to a whole copy (no
-    outputs.site_url or base_url) is never trimmed: what it left out would be out of every
-    reader's reach.
+    lines are clipped, then the reading list's entries (the oldest first), then the
+    lowest-ranked full entries are left to the web and Markdown copies (a line says how
+    many), then the updates; if the featured readings, comparison and synthesis alone are
+    too big, they are shortened, down to each featured paper's headline. The header, the
+    highlights and the footer always stay, and a shortened email says so at the top,
+    linking the whole digest. A language is never dropped: every entry kept speaks in each
+    of them. An email with no link to a whole copy (no outputs.site_url or base_url) is
+    never trimmed: what it left out would be out of every reader's reach.
     """
     limit = settings.email_limit if limit is None else limit
     template = html_env(settings.templates).get_template("email.html.j2")
@@ -558,14 +560,20 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     base["subject"] = digest_subject(settings, digest)
     total = sum(len(s.entries) for s in digest.sections)
     briefs = sum(len(s.brief) for s in digest.sections)
+    seeds = len(base["d"].curated)
 
-    def render(clip_en: int | None, keep: int, clip_all: int | None = None, brief: int = 0) -> str:
+    def render(clip_en: int | None, keep: int, clip_all: int | None = None, brief: int = 0,
+               curated: int = seeds, updates: bool = True, shallow: bool = False) -> str:
         sections, left = _keep(digest, keep, brief)
-        cut = sum(left.values())
+        cut = sum(left.values()) + seeds - curated
         sections = with_featured(settings, sections, base["featured_in"])
         left = {s.topic: left.get(s.topic, 0) for s in sections}
-        page = template.render(**{**base, "sections": sections, "left": left, "more": base["more"] + cut,
-                                  "trimmed": cut > 0, "clip_en": clip_en, "clip_all": clip_all})
+        d = base["d"]
+        d = replace(d, curated=d.curated[:curated], updates=d.updates if updates else ())
+        shortened = bool(cut or clip_en or clip_all or shallow or len(d.updates) < len(base["d"].updates))
+        page = template.render(**{**base, "d": d, "sections": sections, "left": left,
+                                  "more": base["more"] + cut, "trimmed": cut > 0, "shortened": shortened,
+                                  "clip_en": clip_en, "clip_all": clip_all, "shallow": shallow})
         return _inline(page)
 
     def fits(page: str) -> bool:  # as each reader gets it: longer links (their tokens), encoded
@@ -591,16 +599,21 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     found = most(lambda n: render(None, total, brief=n), briefs - 1) or render(CLIP_EN, total)
     if fits(found):
         return found
-    clip_all = None
-    best = render(CLIP_EN, 0)
-    for shorter in CLIP_ALL:  # even no paper list is too big: shorten the featured readings
+    some = most(lambda n: render(CLIP_EN, total, curated=n), seeds - 1) if seeds else None
+    if some:
+        return some
+    shorter: dict[str, Any] = {"curated": 0}  # what goes, in turn, when no paper list fits
+    best = render(CLIP_EN, 0, **shorter)
+    steps: list[dict[str, Any]] = [{"updates": False}, *({"clip_all": n} for n in CLIP_ALL),
+                                   {"shallow": True}]
+    for step in steps:
         if fits(best):
             break
-        clip_all = shorter
-        best = render(CLIP_EN, 0, clip_all)
+        shorter |= step
+        best = render(CLIP_EN, 0, **shorter)
     if not fits(best):
         return best  # the smallest page there is; the web and Markdown copies are whole
-    return most(lambda n: render(CLIP_EN, n, clip_all), total) or best
+    return most(lambda n: render(CLIP_EN, n, **shorter), total) or best
 
 
 def as_sent(html: str) -> int:

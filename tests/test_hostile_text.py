@@ -195,39 +195,66 @@ def test_cleaning_keeps_ordinary_text_as_it_is():
     assert at_sentence("One. Two. Three.", 11) == "One. Two."
 
 
-def test_featured_readings_comparison_and_synthesis_at_their_bounds_keep_the_email_under_100_kb(
-        tmp_path, cli):
-    zh = "这是一句很长的中文解读，用来把每个字段都写到它的上限。" * 55  # ~1,500 characters
-    en = "A long English reading written up to the bound of its field. " * 24
+def test_every_llm_text_and_config_key_at_its_bound_keeps_the_email_under_100_kb_as_sent(tmp_path, cli):
+    """digest.featured 10, a large max_papers and max_curated, every LLM field at its bound, both
+    languages, a busy week: the HTML part as the SMTP server received it (quoted-printable,
+    CRLF) stays under 100 KB. Before, the reading list's entries were never trimmed and ten
+    featured readings with their comparison stayed over it even clipped (177 KB with no paper
+    listed, 597 KB with 40 seed entries)."""
+    zh = "这是一句很长的中文解读，用来把每个字段都写到它的上限。" * 60  # past each field's bound
+    en = "A long English reading written up to the bound of its field. " * 70
 
     def long_answers(request):
         content = default_content(request)
-        if request.task == "featured_reading":
+        if request.task == "paper_summary":
+            content.update(summary_zh=zh[:1500], summary_en=en[:1500], why_zh=zh[:1500], why_en=en[:1500],
+                           key_points_zh=[zh[:400]] * 4, key_points_en=[en[:400]] * 4)
+        elif request.task == "featured_reading":
+            content["headline_zh"], content["headline_en"] = zh[:400], en[:400]
             content["parts"] = [{"label_zh": "部分", "label_en": "Part", "text_zh": zh[:1500],
                                  "text_en": en[:1500]} for _ in range(4)]
         elif request.task == "comparison":
-            for row in content["rows"]:
-                row["cells"] = [{"zh": zh[:400], "en": en[:400]} for _ in row["cells"]]
+            cells = [{"zh": zh[:400], "en": en[:400]} for _ in content["rows"][0]["cells"]]
+            content["rows"] = [{"label_zh": "维度", "label_en": "Dimension", "cells": cells} for _ in range(6)]
             content["synthesis_zh"], content["synthesis_en"] = zh[:1500], en[:1500]
+        elif request.task == "highlights":
+            content["items"] = [{**item, "zh": zh[:400], "en": en[:400]} for item in content["items"]]
+        elif request.task == "seed_translation":
+            content["summary_en"] = en[:4000]
         else:
             return None
         return ok(content)
 
-    papers = [rl_paper(n, DAY) for n in range(1, 13)]
+    (tmp_path / "seeds").mkdir()
+    (tmp_path / "seeds" / "picks.yaml").write_text(json.dumps({"entries": [
+        {"title": f"Seed paper {k} on reinforcement learning for language models", "summary_zh": zh[:1000],
+         "date": "2024-01-10"} for k in range(30)]}, ensure_ascii=False), "utf-8")
+    papers = [rl_paper(n, DAY) for n in range(1, 41)]
     with ArxivServer(papers) as arxiv, OpenAIServer(long_answers) as llm, SmtpServer() as smtp:
-        config = full_config(tmp_path, arxiv, llm, smtp_port=smtp.port, digest={"featured": 10},
-                             outputs={"base_url": "https://example.org/out/"})
+        config = full_config(tmp_path, arxiv, llm, smtp_port=smtp.port, seeds={"paths": ["seeds"]},
+                             digest={"featured": 10, "max_papers": 100, "max_curated": 30},
+                             outputs={"base_url": "https://example.org/out/",
+                                      "site_url": "https://example.org/site/"})
         result = cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": "k"})
-        mailed = smtp.messages[0].message.get_body(("html",))
+        received = smtp.messages[0]
 
     assert "0 failed" in result.stdout
     html = (tmp_path / "out" / "digests" / f"{AS_OF}.html").read_text("utf-8")
     markdown = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_bytes()
-    assert len(markdown) > 200_000  # the whole readings are there, in the Markdown copy
-    assert zh[:1500] in html  # and in the HTML copy, which "view online" opens
-    assert len(mailed.get_content().encode()) < 100_000  # (as sent, quoted-printable, it is more:
-    # ten featured papers at their bounds are past what the smallest email can hold)
-    assert "这是一句很长的中文解读" in mailed.get_content() and zh[:1500] not in mailed.get_content()  # shortened, not dropped
+    assert len(markdown) > 200_000 and zh[:1500] in html  # the copies are whole
+    assert html.count("Seed paper") >= 30
+    raw = received.data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")  # as it went on the wire
+    part = re.search(rb"Content-Type: text/html.*?\r\n\r\n(.*?)\r\n--", raw, re.S)
+    assert part and len(part.group(1)) <= 100_000, len(part.group(1)) if part else raw[:2000]
+    mailed = received.message.get_body(("html",)).get_content()
+    head = mailed.split('class="head"', 1)[1].split("</td>", 1)[0]
+    assert "本邮件为节选" in head and f'href="https://example.org/site/digests/{AS_OF}.html"' in head
+    assert "本周看点" in mailed and mailed.count(zh[:400]) >= 3  # the highlights stay whole
+    assert "退订" in mailed and "由 rl-digest 生成" in mailed  # and the footer
+    readings = mailed.split('id="featured"', 1)[1].split("本周论文", 1)[0]
+    featured = re.findall(r"GRPO variant \d+ for reinforcement", readings)
+    assert len(set(featured)) == 10  # every featured paper is named, shortened, not dropped
+    assert "这是一句很长的中文解读" in readings and zh[:1500] not in readings  # shortened, not dropped
 
 
 def test_a_seed_file_is_outside_text_cleaned_as_a_feed_is(tmp_path, cli):
