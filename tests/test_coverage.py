@@ -169,6 +169,27 @@ def test_a_stale_feed_is_polled_then_warned_and_recovered_through_oai_pmh(tmp_pa
     assert "gap: cs.CL on 11-24: feed stale, recovered through OAI-PMH" in status
 
 
+def test_a_back_dated_run_does_not_wait_for_a_feed_that_moved_past_its_announcement(tmp_path, cli):
+    """Collected Tuesday and Wednesday, then Tuesday's missed digest made on Wednesday: the
+    feed carries only Wednesday's batch, so it is not polled for Monday's (sources.rss.
+    poll_minutes) nor called stale; the coverage keeps what Tuesday's collect read."""
+    with ArxivServer([relevant(1, ("cs.LG",))]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"], api=True,
+                            poll_minutes=0.2, poll_interval_minutes=0.005)
+        collect(cli, config, TUESDAY)
+        server.add(relevant(2, ("cs.LG",), day=datetime(2026, 11, 24, 15, tzinfo=UTC)))
+        collect(cli, config, "2026-11-25T14:00:00+00:00")
+        before = len([r for r in server.requests if r.path.startswith("/rss/")])
+        late = cli("--config", str(config), "run", "--as-of", TUESDAY, "--no-email")
+        feeds = len([r for r in server.requests if r.path.startswith("/rss/")]) - before
+        status = cli("--config", str(config), "status").stdout
+    digest = (tmp_path / "out" / "digests" / "2026-11-24.md").read_text(encoding="utf-8")
+    assert feeds == 0
+    assert "not yet rebuilt" not in late.stderr and "stale" not in late.stderr + digest
+    assert "1/1 arXiv announcements read (11-23 → 11-23)" in digest
+    assert "RSS not read for cs.LG: the feed was read for a later announcement than 11-23's" in status
+
+
 def labelled_gap() -> tuple[list[Paper], set[str]]:
     """The labelled rows of tests/data, submitted one by one over three weeks of downtime."""
     rows = [json.loads(line) for line in LABELLED.read_text(encoding="utf-8").splitlines()]

@@ -94,8 +94,14 @@ class ArxivRss:
         due, evening = window.calendar.in_feed(window.as_of)
         if due is None:
             part.notes.append(f"no announcement expected: {window.calendar.why_not(evening)}")
+        # a feed holds only its latest announcement: one read for a later one than the as-of's
+        # (a back-dated run) has moved past it, and the API or the catch-up reads the window
+        past = [url for url in self.urls if _moved_past(seen.get(url) or {}, evening)]
+        if past:
+            part.notes.append(f"RSS not read for {', '.join(feed_spec(url) for url in past)}: "
+                              f"the feed was read for a later announcement than {evening:%m-%d}'s")
         deadline = time.monotonic() + self.poll_minutes * 60
-        pending, feeds = list(self.urls), {}
+        pending, feeds = [url for url in self.urls if url not in past], {}
         while True:
             began, before = time.monotonic(), fetcher.requests
             for url in pending:
@@ -158,6 +164,11 @@ def rss_source(setup: SourceSetup) -> ArxivRss | None:
     query = Query.compile(arxiv.categories, arxiv.terms)
     return ArxivRss(split_feeds(rss.urls, rss.categories_per_feed), query, rss.poll_minutes,
                     rss.poll_interval_minutes)
+
+
+def _moved_past(last: dict, evening: date) -> bool:
+    """This feed was last read for an announcement after `evening`'s."""
+    return bool(last.get("day")) and last["day"] > evening.isoformat()
 
 
 def _stale(last: dict, feed: FeedResult, day: date) -> bool:
