@@ -260,8 +260,10 @@ class Outputs(Model):
 _ADDRESS = re.compile(r"[^\s@<>,;]+@[^\s@<>,;]+")  # what looks like one address, to count them
 
 
-def mailbox(value: str) -> str:
-    """One address, bare or as `Name <addr>`, checked by email-validator; else ValueError."""
+def mailbox(value: str, local: bool = False) -> str:
+    """One address, bare or as `Name <addr>`, checked by email-validator; else ValueError.
+    `local`: the domain may be a host name without a period (root@localhost, digest@mailhost),
+    as the sender of a server whose own mail system takes the message and names it."""
     if any(ch in value for ch in "\r\n"):
         raise ValueError(f"a line break is not allowed in an address: {value!r}")
     found = getaddresses([value])
@@ -272,14 +274,17 @@ def mailbox(value: str) -> str:
     name, address = found[0]
     if value.count("@") != address.count("@") + name.count("@"):
         raise ValueError(f"one address per entry: {value!r}")
-    try:
-        validate_email(address, check_deliverability=False)
+    user, _, domain = address.rpartition("@")
+    try:  # email-validator refuses localhost outright: its local part is what is left to check
+        validate_email(f"{user}@example.org" if local and domain.lower() == "localhost" else address,
+                       check_deliverability=False, globally_deliverable=not local)
     except EmailNotValidError as exc:
         raise ValueError(f"not an email address: {value!r} ({exc})") from None
     return value.strip()
 
 
 Mailbox = Annotated[str, AfterValidator(mailbox)]
+Sender = Annotated[str, AfterValidator(lambda value: mailbox(value, local=True))]
 
 
 Language = Literal["zh", "en"]
@@ -331,7 +336,7 @@ class Email(Model):
     security: Literal["none", "starttls", "ssl"]
     username_env: str | None = None
     password_env: str | None = None
-    from_: Mailbox = Field(alias="from")
+    from_: Sender = Field(alias="from")
     to: list[Reader] = []
     recipients_file: Path | None = None
     timeout_seconds: float = Field(gt=0)

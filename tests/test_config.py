@@ -155,6 +155,27 @@ def test_config_errors_through_the_cli_exit_2_with_one_line(tmp_path, cli):
     ]
 
 
+def test_a_sender_at_localhost_is_taken_and_warned_of_only_through_a_remote_server(tmp_path, cli):
+    """root@localhost is the From of a server whose own MTA takes the mail (it was exit 2,
+    'It should have a period'); relayed through smtp.gmail.com it may be refused: a warning."""
+    path = tmp_path / "config.yaml"
+    mail = "email: {enabled: true, from: 'Cron <root@localhost>', to: [ops@example.org]}\n"
+    path.write_text(f"enrich: {{provider: none}}\noutputs: {{base_url: 'https://x.example.org/'}}\n{mail}",
+                    encoding="utf-8")
+    local = cli("--config", str(path), "config", "check")
+    path.write_text(path.read_text(encoding="utf-8").replace("enabled: true", "enabled: true, "
+                                                              "smtp_host: smtp.gmail.com"), encoding="utf-8")
+    remote = cli("--config", str(path), "config", "check")
+    assert local.stderr == "" and local.stdout.strip() == f"{path}: ok"
+    assert remote.stderr.strip() == (f"warning: {path}: email.from: @localhost has no period, which "
+                                     "suits a mail server on this host (smtp_host: localhost) that "
+                                     "delivers or rewrites it; smtp.gmail.com may refuse it")
+    typo = path.read_text(encoding="utf-8").replace("root@localhost", "root@@localhost")
+    path.write_text(typo, encoding="utf-8")
+    assert "email.from: not an email address" in cli("--config", str(path), "config", "check",
+                                                     check=2).stderr
+
+
 @pytest.mark.parametrize(("text", "key"), [
     ("enrich: {base_url: 'localhost:11434/v1'}\n", "enrich.base_url"),
     ("sources: {arxiv: {api_url: export.arxiv.org/api/query}}\n", "sources.arxiv.api_url"),

@@ -156,6 +156,18 @@ def test_non_ascii_address_goes_out_with_smtputf8(store: Store) -> None:
     assert str(got.message["Subject"]) == SUBJECT
 
 
+@pytest.mark.parametrize("sender", ["root@localhost", "RL Digest <digest@mailhost>"])
+def test_a_sender_of_a_local_mail_server_needs_no_period_in_its_domain(store: Store, sender) -> None:
+    """A server relaying through its own MTA sends as root@localhost (that MTA names it)."""
+    save(store, PEOPLE[:1])
+    with SmtpServer() as server:
+        report = send_pending(store, cfg(server.port, from_=sender), content, NOW)
+    assert report.sent == 1, report.errors
+    (got,) = server.messages
+    assert got.message["From"] == sender
+    assert got.message["Message-ID"].endswith(sender.rstrip(">").rpartition("@")[2] + ">")
+
+
 # --- faults ----------------------------------------------------------------------------
 def test_451_once_stays_pending_then_sent_after_backoff(store: Store) -> None:
     save(store, PEOPLE[:2])
