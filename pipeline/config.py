@@ -184,6 +184,14 @@ class Relevance(Model):
         for number, entry in enumerate(value):
             if not term_key(entry):
                 raise ValueError(f"entry {number + 1} is blank: it would match nothing")
+            if not any(ch.isalnum() for ch in entry):
+                raise ValueError(f"entry {number + 1} ({entry!r}) has no letter or digit: it would "
+                                 "match nothing")
+            text = entry.strip()
+            if text[-1] in SEPARATORS or text[0] in SEPARATORS:
+                where, mark = ("ends", text[-1]) if text[-1] in SEPARATORS else ("begins", text[0])
+                raise ValueError(f"entry {number + 1} ({entry!r}) {where} with {mark!r}: one phrase "
+                                 f"or name an entry, without the {mark!r}")
         if info.field_name == "exclude":  # compared as the phrases match: any case, hyphen or space alike
             included = {term_key(p) for p in info.data.get("include", [])}
             both = next((p for p in value if term_key(p) in included), None)
@@ -191,6 +199,9 @@ class Relevance(Model):
                 raise ValueError(f"{both!r} is in include too; exclude wins over include, so "
                                  "take it out of one")
         return value
+
+
+SEPARATORS = ",;，；、"  # a list's separators, ASCII or full-width: stray at a profile entry's end
 
 
 class TopicDef(Model):

@@ -71,6 +71,15 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         # a profile entry that would silently do nothing
         ("relevance: {include: [robot, '']}\n", "relevance.include: entry 2 is blank"),
         ("relevance: {follow_authors: [' ']}\n", "relevance.follow_authors: entry 1 is blank"),
+        # a list's separator left in an entry: 'diffusion,' matched only 'diffusion' before a comma
+        ("relevance: {include: [robot, 'diffusion,']}\n",
+         "relevance.include: entry 2 ('diffusion,') ends with ',': one phrase or name an entry, "
+         "without the ','"),
+        ("relevance: {exclude: ['；survey']}\n", "relevance.exclude: entry 1 ('；survey') begins with '；'"),
+        ("relevance: {follow_authors: ['Sergey Levine,']}\n",
+         "relevance.follow_authors: entry 1 ('Sergey Levine,') ends with ','"),
+        ("relevance: {include: [',']}\n",
+         "relevance.include: entry 1 (',') has no letter or digit: it would match nothing"),
         ("relevance: {include: [text-to-image], exclude: [Text to Image]}\n",
          "relevance.exclude: 'Text to Image' is in include too; exclude wins over include"),
     ],
