@@ -520,22 +520,27 @@ def test_a_rebase_left_half_done_with_its_index_lock_is_one_line_and_doctor_fail
     assert {f"rl/digests/{AS_OF}.md", "notes.md"} <= set(pushed)
 
 
-def test_a_token_in_the_checkouts_remote_url_is_refused_and_never_repeated(tmp_path, cli, git_env):
+@pytest.mark.parametrize("push", [(), ("--push",)])
+def test_a_token_in_the_checkouts_remote_url_is_refused_and_never_repeated(tmp_path, cli, git_env, push):
     """git prints the remote's URL in some errors (here: nothing listens there); a token in it
-    would reach stderr, the database and `status`. The push is refused, naming the remote."""
+    would reach stderr, the database and `status`. The push is refused, naming the remote.
+    A push URL of its own (`git remote set-url --push`) was not looked at: it was pushed to,
+    and `doctor` said OK after the fetch URL answered."""
     token = "ghp_SECRETTOKEN1234567890"
     remote, checkout = published_checkout(tmp_path, git_env)
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         port = free.getsockname()[1]
-    git("-C", str(checkout), "remote", "set-url", "origin", f"http://x:{token}@127.0.0.1:{port}/remote.git",
-        env=git_env)
+    git("-C", str(checkout), "remote", "set-url", *push, "origin",
+        f"http://x:{token}@127.0.0.1:{port}/remote.git", env=git_env)
     gitcfg = {"repo": str(checkout), "branch": "main", "path": "rl", "push": True}
     with ArxivServer([rl_paper(1, DAY)]) as arxiv:
         config = config_with(tmp_path, arxiv, outputs={"git": gitcfg})
         failed, status, doctor = failed_run_seen(cli, config, git_env)
-    refused = (f"git {checkout}: the URL of remote origin (http://***@127.0.0.1:{port}/remote.git) holds "
-               "a password; take it out (git remote set-url origin URL) and use git's credential helper")
+    url = "push URL" if push else "URL"
+    refused = (f"git {checkout}: the {url} of remote origin (http://***@127.0.0.1:{port}/remote.git) holds "
+               f"a password; take it out (git remote set-url {' '.join([*push, 'origin'])} URL) and use "
+               "git's credential helper")
     assert stderr_lines(failed) == [f"rl-digest: {refused} (the next run or `rl-digest send` tries again)"]
     assert re.search(rf"git +FAIL +{re.escape(refused)}", doctor)
     stored = b"".join(path.read_bytes() for path in (tmp_path / "state").rglob("*") if path.is_file())

@@ -202,11 +202,14 @@ def _clean_remote(repo: Path, branch: str) -> str:
     """The remote to push to, refused when its URL holds a token or password: git prints the
     URL in some errors, and they reach stderr, the database and `status`."""
     remote = _remote(repo, branch)
-    url = _git(repo, "remote", "get-url", remote, check=False).stdout.strip() or remote  # a URL itself
-    if what := url_credentials(url):
-        name = _masked(remote)
-        raise _GitError(f"git {repo}: the URL of remote {name} ({_masked(url)}) holds {what}; take it "
-                        f"out (git remote set-url {name} URL) and use git's credential helper")
+    for push in ((), ("--push",)):  # a push URL of its own (pushurl, pushInsteadOf) too
+        urls = _git(repo, "remote", "get-url", *push, remote, check=False).stdout.split() or [remote]
+        for url in urls:  # a remote with no URL configured is a URL itself
+            if what := url_credentials(url):
+                name = _masked(remote)
+                raise _GitError(f"git {repo}: the {'push ' * bool(push)}URL of remote {name} "
+                                f"({_masked(url)}) holds {what}; take it out (git remote set-url "
+                                f"{' '.join([*push, name])} URL) and use git's credential helper")
     return remote
 
 
