@@ -38,11 +38,9 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
     summary = summary or {}
     curated_zh = seed.summary_zh if seed else None
     curated_en = (seed.summary_en if seed else None) or (translation or {}).get("summary_en")
-    day = paper.submitted or paper.updated
     return Entry(
         key=paper_key(paper.id), title=readable(paper.title) or paper.title, topic=topic,
-        url=paper.abs_url,
-        date=day.date().isoformat() if day else (seed.date.isoformat() if seed and seed.date else None),
+        url=paper.abs_url, date=entry_date(paper, seed),
         authors=tuple(readable(a) or a for a in paper.authors), categories=paper.categories,
         score=score,
         title_zh=readable(summary.get("title_zh")),
@@ -59,6 +57,12 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
         kind=summary.get("kind"), links=links(paper.abstract, paper.comment),
         venue=venue(paper.comment, paper.journal_ref), origin=seed.source if seed else None,
     )
+
+
+def entry_date(paper: Paper, seed: SeedEntry | None = None) -> str | None:
+    """A paper's date as its entry shows it: its first version's, else its seed entry's."""
+    day = paper.submitted or paper.updated
+    return day.date().isoformat() if day else (seed.date.isoformat() if seed and seed.date else None)
 
 
 def seed_entry(seed: SeedEntry, topic: str, translation: dict | None = None) -> Entry:

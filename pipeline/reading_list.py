@@ -97,17 +97,20 @@ def entries(config: Config, store: Store, batch: int = 500, skip: Collection[str
             if month_of(entry) not in skip and (only is None or month_of(entry) in only))
 
 
-def tied(config: Config, store: Store) -> dict[str, tuple[str, str]]:
+def tied(config: Config, store: Store) -> dict[str, tuple[str, str, str | None]]:
     """Entries an old digest links under a key or topic they no longer have: a seed entry
     shown under its title before its paper was found (the seed's key), a listed paper whose
-    topic the config no longer has (renamed or removed) -> the key and topic its entry has
-    now, so an old digest's link still finds it."""
+    topic the config no longer has (renamed or removed) -> the key, topic and date its entry
+    has now, so an old digest's link still finds it."""
     scores, keys, published = store.scores(), {t.key for t in config.topics}, store.published_keys()
     gone = [pid for pid, s in scores.items() if s.topic not in keys and paper_key(pid) in published]
+    seeds = store.seeds()
     old = {paper_key(pid): pid for pid in gone}
-    old.update({seed_key(s.title): s.arxiv_id for s in store.seeds() if s.arxiv_id})
+    old.update({seed_key(s.title): s.arxiv_id for s in seeds if s.arxiv_id})
+    by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}  # the seed its entry shows, as `entries` reads it
     found = {p.id: p for p in store.papers(set(old.values()))}
-    return {key: (paper_key(p.id), topic_of(config.topics, scores.get(p.id), p.title, p.abstract))
+    return {key: (paper_key(p.id), topic_of(config.topics, scores.get(p.id), p.title, p.abstract),
+                  compose.entry_date(p, by_paper.get(p.id)))
             for key, pid in old.items() if (p := found.get(pid))}
 
 

@@ -20,6 +20,7 @@ from pipeline.deliver.files import write_if_changed
 from pipeline.models import Digest, safe_id
 
 ASSETS = ("site.css", "site.js")  # templates/site/assets/ -> out/site/assets/
+UNDATED = "undated"  # the month and year of an undated entry, in its page's and its search file's name
 
 
 def anchor(key: str) -> str:
@@ -27,14 +28,35 @@ def anchor(key: str) -> str:
     return "p-" + safe_id(key)
 
 
-def paper_href(key: str, topic: str) -> str:
-    """A paper's canonical page from the site's root: its entry on its topic's page."""
-    return f"{topic_href(topic)}#{anchor(key)}"
+def paper_href(key: str, topic: str, day: str | None) -> str:
+    """A paper's canonical page from the site's root: its entry on its topic's page of its
+    month (`day`: the entry's date), where it stays as the months go by."""
+    return f"{part_href(topic, month(day))}#{anchor(key)}"
 
 
 def topic_href(topic: str) -> str:
-    """A topic's page of the reading list, from the site's root."""
+    """A topic's page of the reading list, from the site's root: its count and its months."""
     return f"papers/topic/{safe_id(topic)}.html"
+
+
+def part_href(topic: str, part: str) -> str:
+    """The page of a topic's papers of one month (`month`), from the site's root. A topic's
+    papers are split by month: one page of every paper grew past 3 MB in two and a half
+    years, too much for a phone, and a year of a busy topic is still a megabyte or more. A
+    month, not packs of days under a size as the Markdown files are split: a paper's link
+    (on a digest, a month's page, a search result) must name its page before the pages
+    are laid out, and must not move when a later week fills one."""
+    return f"papers/topic/{safe_id(topic)}-{part}.html"
+
+
+def month(day: str | None) -> str:
+    """The YYYY-MM of an entry's date, as its topic's page of its month is named."""
+    return (day or "")[:7] or UNDATED
+
+
+def year(day: str | None) -> str:
+    """The year of an entry's date, as its search index file is named."""
+    return (day or "")[:4] or UNDATED
 
 
 def env(settings: render.Settings) -> jinja2.Environment:
@@ -60,18 +82,19 @@ def digest_href(digest_id: str) -> str:
 
 def build(settings: render.Settings, folder: Path, digests: Sequence[Digest], updated: str,
           feedback: Callable[[str, str], str] | None = None,
-          moved: Mapping[str, tuple[str, str]] | None = None) -> list[Path]:
+          moved: Mapping[str, tuple[str, str, str | None]] | None = None) -> list[Path]:
     """Write the site's pages for `digests` (any order) into `folder`; the paths that changed.
 
     `updated` is the feed's date (publish.last_change), never the clock; `feedback` makes
     a paper's 👍/👎 link (Links.on_the_web) when `serve.base_url` is set; `moved`
-    (reading_list.tied) is where a seed entry's paper page is now that its paper was found.
+    (reading_list.tied) is where a seed entry's paper page is now that its paper was found,
+    or a listed paper's whose topic was renamed.
     """
     jinja = env(settings)
     newest = sorted(digests, key=lambda d: d.id, reverse=True)
     moved = moved or {}
     common = {**render.common(settings), "feedback": feedback,
-              "paper_href": lambda key, topic: paper_href(*moved.get(key, (key, topic)))}
+              "paper_href": lambda key, topic, day: paper_href(*moved.get(key, (key, topic, day)))}
     changed = []
     for n, digest in enumerate(newest):  # each page links the weeks before and after it
         sections, featured = render.listed(settings, digest)

@@ -2,8 +2,9 @@
 
 Fed by reading_list.publish's one pass over the store, a batch of entries at a time, it
 renders each paper's full entry (summaries in both languages, key points, links, topic,
-the digest that listed it, its updates) once, for its topic's page (its canonical place,
-site.paper_href), and one line for its month's page that links there; the same pass
+the digest that listed it, its updates) once, for its topic's page of its month (its
+canonical place, site.paper_href), and one line for its month's page that links there; a
+topic's own page names its months. The same pass
 writes the search index (one script per year, so the index page loads them with script
 tags and works from file://), the Atom feed of the newest additions and the four export
 files. Topic pages are spooled to temporary files, months and years are written as they
@@ -33,7 +34,6 @@ from pipeline.store import Store
 FEED_SIZE = 100  # entries in papers.xml: the newest additions
 MARK = "<!--rl-digest:entry-->"  # between rendered entries; escaped text can never hold it
 SUMMARY_CHARS = 160  # of each summary in the search index
-UNDATED = "undated"  # the search index's file of undated entries
 SEPARATOR = ",\n"  # between two records of the search index
 
 
@@ -92,9 +92,9 @@ class Papers:
                                         **self.context).split(MARK)[1:]
         lines = self.lines_html.render(entries=batch, **self.context).split(MARK)[1:]
         for entry, fragment, line in zip(batch, html, lines, strict=True):
-            self.pages.fragment(entry.topic, fragment.encode("utf-8"), 1)
+            self.pages.fragment(entry.topic, site.month(entry.date), fragment.encode("utf-8"), 1)
             entry = export.in_languages(entry, self.settings.languages)
-            record, year = _searchable(entry, self.settings.languages), _year(entry.date)
+            record, year = _searchable(entry, self.settings.languages), site.year(entry.date)
             self.pages.line(entry.date, line)
             self.search.add(year, record)
             self.records.append((year, record))
@@ -119,9 +119,10 @@ class Papers:
             self.changed.append(kept)
         for year, records in pieces["search"]:
             self.search.add(year, records)
-        for key, (start, end, count) in ranges["topics"].items():
-            page, head = str(self.folder / site.topic_href(key)), note[key]
-            self.pages.fragment(key, last.read(page, head + start, head + end), count)
+        for key, part, start, end, count in ranges["topics"]:
+            page = site.part_href(key, part)
+            data = last.read(str(self.folder / page), note[page] + start, note[page] + end)
+            self.pages.fragment(key, part, data, count)
         exports = [str(self._export(suffix)) for suffix in export.FORMATS.values()]
         for writer, name, found in zip(self.writers, exports, ranges["exports"], strict=True):
             if found:
@@ -131,12 +132,12 @@ class Papers:
     def sources(self) -> list[Path]:
         """The topic pages and exports the byte ranges point into, and the month pages a
         replayed month keeps as they are."""
-        return [self.folder / site.topic_href(key) for key in self.pages.topics] + \
+        return [self.folder / site.part_href(*part) for part in self.pages.topics] + \
             [self._export(suffix) for suffix in export.FORMATS.values()] + \
             [self.pages.month_page(month["key"]) for month in self.pages.months]
 
     def note(self) -> object:
-        """Where each topic page's entries begin (after its heading)."""
+        """Where each topic's month page's entries begin (after its heading)."""
         return self.pages.heads
 
     def _export(self, suffix: str) -> Path:
@@ -147,7 +148,7 @@ class Papers:
         pages, env, context, settings, folder = self.pages, self.env, self.context, self.settings, self.folder
         pages.close_month()
         topics = pages.write_topics(self.config.topics)
-        self.search.close({t["key"]: t["page"] for t in topics})
+        self.search.close({t["key"]: {part["month"]: part["page"] for part in t["parts"]} for t in topics})
         for writer in self.writers:
             writer.close()
         self.stack.close()  # the index and exports are in place
@@ -155,8 +156,8 @@ class Papers:
         feed_id = f"{base}papers.xml" if base else render.feed_id(settings, "papers")
         done = {
             "papers/index.html": env.get_template("site/papers_index.html.j2").render(
-                topics=topics, months=pages.months, years=[y for y in self.search.years if y != UNDATED],
-                undated=UNDATED in self.search.years,
+                topics=topics, months=pages.months, years=[y for y in self.search.years if y != site.UNDATED],
+                undated=site.UNDATED in self.search.years,
                 shards=[self.search.shard(y).name for y in self.search.years],
                 total=pages.count, **{**context, "root": "../"}),
             "papers.xml": env.get_template("site/papers.xml.j2").render(
@@ -172,18 +173,18 @@ class Papers:
 
 class _Pages:
     """The topic and month pages as entries arrive in the reading list's order: months are
-    written as they complete, topics spooled to `tmp` and written at the end."""
+    written as they complete, each topic's months spooled to `tmp` and written at the end."""
 
     def __init__(self, env: Any, context: dict, folder: Path, tmp: Path):
         self.page, self.context = env.get_template("site/papers_page.html.j2"), context
         self.folder, self.tmp = folder, tmp
         self.changed: list[Path] = []
         self.written: set[Path] = set()
-        self.topics: dict[str, _Spool] = {}
+        self.topics: dict[tuple[str, str], _Spool] = {}  # (topic, month): newest month first
         self.months: list[dict] = []
         self.month: list[str] = []
         self.current, self.count = "", 0
-        self.heads: dict[str, int] = {}  # topic -> bytes of its page before the entries
+        self.heads: dict[str, int] = {}  # a topic's month page -> its bytes before the entries
 
     def line(self, day: str | None, line: str) -> None:
         """A paper's line for its month's page."""
@@ -194,15 +195,15 @@ class _Pages:
             self.month.append(line)
         self.count += 1
 
-    def fragment(self, topic: str, data: bytes, count: int) -> None:
-        """`count` papers' full entries for their topic's page."""
-        if topic not in self.topics:
-            self.topics[topic] = _Spool(self.tmp / f"t{len(self.topics)}")
-        self.topics[topic].add(data, count)
+    def fragment(self, topic: str, month: str, data: bytes, count: int) -> None:
+        """`count` papers' full entries for their topic's page of `month`."""
+        if (topic, month) not in self.topics:
+            self.topics[topic, month] = _Spool(self.tmp / f"t{len(self.topics)}")
+        self.topics[topic, month].add(data, count)
 
-    def cut(self) -> dict[str, list[int]]:
-        """Topic -> [start, end, count] in its spool of the entries since the last cut."""
-        return {key: found for key, spool in self.topics.items() if (found := spool.cut())}
+    def cut(self) -> list[list]:
+        """[topic, month, start, end, count] in each spool of the entries since the last cut."""
+        return [[*part, *found] for part, spool in self.topics.items() if (found := spool.cut())]
 
     def _frame(self, **values: Any) -> tuple[str, str]:
         head, tail = self.page.render(body=MARK, **values, **self.context).split(MARK)
@@ -233,21 +234,34 @@ class _Pages:
         return self.folder / "papers" / "month" / f"{key}.html"
 
     def write_topics(self, known: Sequence[TopicDef]) -> list[dict]:
-        """Each topic's page (taxonomy order, then topics it no longer names); the index's list."""
+        """Each topic's page of each month, newest first, and its own page naming them
+        (taxonomy order, then topics it no longer names); the index's list."""
         names = {t.key: t.name for t in known}
         found = []
-        for key in reading_list.in_order(self.topics, known):
-            spool, name = self.topics[key], names.get(key)
-            page = site.topic_href(key)
-            head, tail = self._frame(heading=None, name=name or {"zh": key, "en": key}, count=spool.count)
-            self.heads[key] = len(head.encode("utf-8"))
-            with streamed_if_changed(self.folder / page, self.changed) as out:
-                out.write(head)
-                spool.copy_to(out)
-                out.write(tail)
+        for key in reading_list.in_order({topic for topic, _ in self.topics}, known):
+            name = names.get(key)
+            shown = name or {"zh": key, "en": key}
+            page, beside = site.topic_href(key), "papers/topic/"  # the month pages are beside it
+            spools = [(month, spool) for (topic, month), spool in self.topics.items() if topic == key]
+            parts: list[dict[str, Any]] = [
+                {"month": month, "count": spool.count, "page": site.part_href(key, month),
+                 "href": site.part_href(key, month).removeprefix(beside)} for month, spool in spools]
+            for part, (month, spool) in zip(parts, spools, strict=True):
+                head, tail = self._frame(heading=None, name=shown, count=spool.count, month=month,
+                                         parts=parts, topic_page=page.removeprefix(beside))
+                self.heads[part["page"]] = len(head.encode("utf-8"))
+                with streamed_if_changed(self.folder / part["page"], self.changed) as out:
+                    out.write(head)
+                    spool.copy_to(out)
+                    out.write(tail)
+                self.written.add(self.folder / part["page"])
+            count = sum(part["count"] for part in parts)
+            if write_if_changed(self.folder / page, self.page.render(
+                    body="", heading=None, name=shown, count=count, month=None, parts=parts, **self.context)):
+                self.changed.append(self.folder / page)
             self.written.add(self.folder / page)
-            found.append({"key": key, "name": name, "count": spool.count, "page": page,
-                          "href": page.removeprefix("papers/")})
+            found.append({"key": key, "name": name, "count": count, "page": page,
+                          "href": page.removeprefix("papers/"), "parts": parts})
         return found
 
 
@@ -278,10 +292,11 @@ class _Spool:
 
 
 class _Search:
-    """The search index: search-index.js names the topics' pages and the years, and each
-    year's papers are in search-index-<year>.js (undated ones in search-index-undated.js),
-    which adds them to window.RL_DIGEST_INDEX: a year's file changes only when its papers
-    do. Entries arrive newest year first, so one year's file is open at a time."""
+    """The search index: search-index.js names each topic's page of each month and the years,
+    and each year's papers are in search-index-<year>.js (undated ones in
+    search-index-undated.js), which adds them to window.RL_DIGEST_INDEX: a year's file
+    changes only when its papers do. Entries arrive newest year first, so one year's file
+    is open at a time."""
 
     def __init__(self, folder: Path, changed: list[Path]):
         self.folder, self.changed = folder, changed
@@ -310,7 +325,7 @@ class _Search:
             self.stack.close()
             self.out = None
 
-    def close(self, topics: dict[str, str]) -> None:
+    def close(self, topics: dict[str, dict[str, str]]) -> None:
         """Finish the last year; write search-index.js; remove the files of years gone."""
         self._close_year()
         head = {"topics": topics, "years": self.years, "papers": []}
@@ -323,21 +338,18 @@ class _Search:
                 path.unlink(missing_ok=True)
 
 
-def _year(day: str | None) -> str:
-    return (day or "")[:4] or UNDATED
-
-
 def _searchable(entry: Entry, languages: Sequence[str]) -> str:
     """One paper in the search index: [anchor, title, Chinese title, Chinese summary, English
     summary (clipped; "" for a language not shown), authors (all of them: a big team's
-    senior author is named last), topic, year]; its page is the index's topics[topic]. Both
+    senior author is named last), topic, month (YYYY-MM)]; its page is the index's
+    topics[topic][month] (an undated paper's: [..."undated"]). Both
     summaries, so a query in either language finds the paper."""
     shown = dict(render.texts(languages, entry.summary_zh, entry.summary_en))
     title_zh = render.one_line(entry.title_zh or "") if "zh" in languages else ""
     return orjson.dumps([site.anchor(entry.key), render.one_line(entry.title), title_zh,
                          render.clip(shown.get("zh", ""), SUMMARY_CHARS),
                          render.clip(shown.get("en", ""), SUMMARY_CHARS),
-                         ", ".join(entry.authors), entry.topic, (entry.date or "")[:4]]).decode()
+                         ", ".join(entry.authors), entry.topic, (entry.date or "")[:7]]).decode()
 
 
 def _updates(digests: Sequence[Digest]) -> dict[str, list[dict]]:

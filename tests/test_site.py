@@ -46,10 +46,12 @@ HOSTILE = "<script>alert(1)</script> R|L *bold* $\\alpha_t$ <b>x</b>\nline two"
 SHOWN = "<script>alert(1)</script> R|L *bold* α_t <b>x</b> line two"  # TeX made readable
 
 
-def test_a_papers_href_is_its_topic_page_and_a_safe_anchor():
-    assert site.paper_href("arxiv:2611.00001", "algorithms") == "papers/topic/algorithms.html#p-arxiv-2611.00001"
-    assert site.paper_href("seed:<x> y", "a b") == "papers/topic/a-b.html#p-seed--x--y"
-    assert site.paper_href("seed:Über <x> y", "a b").startswith("papers/topic/a-b.html#p-seed-Uber--x--y-")
+def test_a_papers_href_is_its_topic_page_of_its_month_and_a_safe_anchor():
+    assert site.paper_href("arxiv:2611.00001", "algorithms", "2026-11-02") == \
+        "papers/topic/algorithms-2026-11.html#p-arxiv-2611.00001"
+    assert site.paper_href("seed:<x> y", "a b", None) == "papers/topic/a-b-undated.html#p-seed--x--y"
+    assert site.paper_href("seed:Über <x> y", "a b", "2024-01-01").startswith(
+        "papers/topic/a-b-2024-01.html#p-seed-Uber--x--y-")
     # Two Chinese seed titles of one length were one anchor (and one citation key): no more.
     first, second = site.anchor(seed_key("强化学习综述")), site.anchor(seed_key("大模型的推理"))
     assert first != second and first.isascii() and re.fullmatch(r"p-seed-[0-9a-f]{8}", first)
@@ -123,13 +125,13 @@ def test_a_seed_shown_before_its_paper_was_found_links_the_papers_entry_now(tmp_
     digest = fx.digest()
     seed = digest.curated[0]
     site.build(fx.config(), tmp_path, [digest], "2026-11-30T08:00:00+08:00",
-               moved={seed.key: ("arxiv:2606.00146", "agentic")})
+               moved={seed.key: ("arxiv:2606.00146", "agentic", "2026-06-01")})
     page = HTMLParser((tmp_path / "digests" / f"{digest.id}.html").read_text("utf-8"))
     hrefs = {a.attributes["href"] for a in page.css("a")}
-    assert "../papers/topic/agentic.html#p-arxiv-2606.00146" in hrefs
-    assert "../" + site.paper_href(seed.key, seed.topic) not in hrefs
+    assert "../papers/topic/agentic-2026-06.html#p-arxiv-2606.00146" in hrefs
+    assert "../" + site.paper_href(seed.key, seed.topic, seed.date) not in hrefs
     other = digest.sections[0].entries[0]
-    assert "../" + site.paper_href(other.key, other.topic) in hrefs  # not moved
+    assert "../" + site.paper_href(other.key, other.topic, other.date) in hrefs  # not moved
 
 
 def test_without_a_model_the_facts_table_names_each_topic_in_both_languages_tagged(tmp_path):
@@ -265,7 +267,8 @@ def test_a_renamed_topic_takes_its_older_papers_and_old_digests_still_find_them(
     assert re.findall(r"^## (.*)$", index, flags=re.M) == [
         "目录 · Contents", "算法与目标 · Algorithms and objectives (9)", "按月 · By month"]
     assert not (tmp_path / "out" / "reading-list" / "algorithms.md").exists()
-    assert sorted(p.name for p in (folder / "papers" / "topic").iterdir()) == ["policy-opt.html"]
+    assert sorted(p.name for p in (folder / "papers" / "topic").iterdir()) == [
+        "policy-opt-2026-10.html", "policy-opt-2026-11.html", "policy-opt.html"]
     assert broken_links(folder) == []
 
 

@@ -14,6 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlencode
 
+from pipeline import site
 from tests.helpers import (
     DAY,
     KEY,
@@ -106,10 +107,10 @@ def test_search_index_feed_and_exports(tmp_path, cli):
     assert len(data["papers"]) == 8
     first = next(p for p in data["papers"] if p[0] == "p-arxiv-2611.00001")
     anchor, title, title_zh, summary_zh, summary_en, authors, topic, year = first
-    assert (folder / data["topics"][topic]).is_file() and title.startswith("<script>")  # data, not markup
+    assert (folder / data["topics"][topic][year]).is_file() and title.startswith("<script>")  # data, not markup
     assert data["years"] == ["2026"] and (folder / "search-index-2026.js").is_file()
     assert title_zh and summary_zh and summary_en.startswith("English summary of")
-    assert authors == "Ada Lovelace, Alan Turing" and year == "2026"
+    assert authors == "Ada Lovelace, Alan Turing" and year == DAY.strftime("%Y-%m")  # its page's month
     feed = ET.parse(folder / "papers.xml").getroot()
     # its language, as feed.xml says it: a reader shows the Chinese in Chinese glyphs
     assert feed.get("{http://www.w3.org/XML/1998/namespace}lang") == "zh-CN"
@@ -174,11 +175,11 @@ def test_a_week_later_only_the_pages_its_papers_are_on_are_rewritten(tmp_path, c
     rewritten = {name for name, stamp in after.items() if before.get(name) != stamp}
     data = index_data(folder)
     topic = next(p[6] for p in data["papers"] if p[0] == "p-arxiv-2611.00009")
-    page = data["topics"][topic]
-    assert {"papers/month/2026-11.html", page, "search-index-2026.js"} <= rewritten
+    page, own = data["topics"][topic]["2026-11"], site.topic_href(topic)  # its month's, its count's
+    assert {"papers/month/2026-11.html", page, own, "search-index-2026.js"} <= rewritten
     assert "p-arxiv-2611.00009" in (folder / page).read_text(encoding="utf-8")
     kept = {name for name in before if name.startswith(("papers/topic/", "papers/month/"))} - {
-        page, "papers/month/2026-11.html"}
+        page, own, "papers/month/2026-11.html"}
     assert "papers/month/2026-10.html" in kept and kept.isdisjoint(rewritten)  # older month, other topics
 
 
@@ -339,3 +340,42 @@ def test_a_search_splits_its_words_at_commas_and_semicolons_in_chromium(tmp_path
     assert results("强化学习，推理、variant；2") == results("variant,2") == results("lovelace; variant;2") == ["2611.00002"]
     assert results("multi-turn, arXiv:2611.00001v1") == ["2611.00001"]
     assert results("GRPO，") == ["2611.00001", "2611.00002"]  # a separator at the end asks nothing more
+
+
+def test_a_topics_papers_are_a_page_a_month_and_every_link_still_finds_its_paper(tmp_path, cli):
+    """A topic's page held every paper it ever had: 2.8 MB after two and a half years of
+    weekly runs, for a reader on a phone. Its papers are now a page a month, newest first,
+    linked from the topic's own page and from each other; digests, month pages and search
+    results link each paper on its month's page."""
+    picks = tmp_path / "picks.yaml"
+    picks.write_text("entries:\n" + "".join(
+        f"  - title: Notes {name} on policy optimisation with GRPO for LLM reasoning\n"
+        f"    summary_zh: 用 GRPO 训练大模型（{name}）。\n" + (f"    date: {day}\n" if day else "")
+        for name, day in (("of 2024", "2024-05-06"), ("of 2025", "2025-03-02"), ("without a date", None))),
+        encoding="utf-8")
+    with ArxivServer([rl_paper(1, DAY), rl_paper(2, DAY)]) as arxiv, OpenAIServer() as llm:
+        config = full_config(tmp_path, arxiv, llm, seeds={"paths": [str(picks)], "builtin": False})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
+    folder = tmp_path / "out" / "site"
+    pages = site_pages(folder)
+    assert broken_links(folder, elsewhere=()) == []  # digests, months, the index: each finds its paper
+    data = index_data(folder)
+    topic = next(p[6] for p in data["papers"] if p[0] == "p-arxiv-2611.00001")
+    assert len([p for p in data["papers"] if p[6] == topic]) == 5
+    months = {}  # every page of the topic's papers holds those of one month
+    for name, tree in pages.items():
+        if name.startswith("papers/topic/"):
+            held = {(re.search(r"\((\d{4}-\d\d)-\d\d\)", a.css_first("h2").text()) or [None, "undated"])[1]
+                    for a in tree.css("article")}
+            assert len(held) <= 1, (name, held)
+            months.update({held.pop(): name} if held else {})
+    newest = DAY.strftime("%Y-%m")
+    assert months == {month: site.part_href(topic, month) for month in (newest, "2025-03", "2024-05", "undated")}
+    for paper in data["papers"]:  # a search result links its paper's month page
+        assert f'id="{paper[0]}"' in (folder / data["topics"][paper[6]][paper[7] or "undated"]).read_text("utf-8")
+    own = pages[site.topic_href(topic)]  # the topic's page names its months, newest first, undated last
+    assert [a.text() for a in own.css("nav.months a")] == [newest, "2025-03", "2024-05", "无日期 · undated"]
+    assert not own.css("article") and "5" in own.css("p.meta")[1].text()
+    for month, beside in ((newest, ["2025-03"]), ("2025-03", [newest, "2024-05"])):  # a month: its neighbours
+        assert [a.attributes["href"] for a in pages[site.part_href(topic, month)].css("nav.months a")] == [
+            site.part_href(topic, m).removeprefix("papers/topic/") for m in beside]

@@ -1,7 +1,7 @@
 /* The reading list's search (papers/index.html): plain JavaScript over window.RL_DIGEST_INDEX
-   (search-index.js: the topics' pages; search-index-<year>.js: papers as [anchor, title,
-   Chinese title, Chinese summary, English summary, authors, topic, year]; a paper's page is
-   its topic's page). Each summary shows tagged with its language, for the zh / en switch.
+   (search-index.js: each topic's page of each month; search-index-<year>.js: papers as
+   [anchor, title, Chinese title, Chinese summary, English summary, authors, topic, month
+   (YYYY-MM)]; a paper's page is its topic's page of its month, "undated" for none). Each summary shows tagged with its language, for the zh / en switch.
    Every word typed (words part at spaces, commas, the ideographic comma and semicolons)
    must appear in a paper's title, Chinese title, summaries or authors, or be its arXiv id
    (2611.00001, arXiv:2611.00001, its abs or pdf URL, with a version or not);
@@ -45,12 +45,12 @@
     var hits = 0;
     for (var i = 0; i < data.papers.length; i++) {
       var p = data.papers[i];
-      if ((t && p[6] !== t) || (y && (p[7] || "undated") !== y)) continue;
+      if ((t && p[6] !== t) || (y && (p[7].slice(0, 4) || "undated") !== y)) continue;
       if (!words.every(function (w) { return haystacks[i].indexOf(w) !== -1 || ids[w] === p[0]; })) continue;
       hits++;
       if (hits > LIMIT) continue;
       var li = document.createElement("li"), a = document.createElement("a");
-      a.href = "../" + data.topics[p[6]] + "#" + p[0];
+      a.href = "../" + data.topics[p[6]][p[7] || "undated"] + "#" + p[0];
       a.textContent = p[1];
       a.lang = "en";  /* an arXiv title, on a page that may be zh-CN: read in the right voice */
       li.appendChild(a);
@@ -68,7 +68,7 @@
       var meta = document.createElement("div");
       meta.className = "meta";
       var names = p[5].split(", ");  /* six and "et al.", as the paper's own entry names them */
-      meta.textContent = [p[7], names.length > 6 ? names.slice(0, 6).join(", ") + " et al." : p[5]]
+      meta.textContent = [p[7].slice(0, 4), names.length > 6 ? names.slice(0, 6).join(", ") + " et al." : p[5]]
         .filter(Boolean).join(" · ");
       li.appendChild(meta);
       list.appendChild(li);
