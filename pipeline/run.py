@@ -356,10 +356,21 @@ def load_week(config: Config, store: Store, seeds: list[SeedEntry], as_of: datet
             week.listed = {p.id: p for p in store.papers(listed)}
             week.ledger = coverage.Ledger.load(store)
             week.first = not store.digest_ids()
-            week.history = store.listed_per_topic(*trends.span(as_of.date()))
+            week.history = history(config, store, week, as_of.date())
             week.taste = importance.taste(seeds, store.papers(s.arxiv_id for s in seeds if s.arxiv_id),
                                           *learn.judged(store), config.relevance.follow_authors)
     return week
+
+
+def history(config: Config, store: Store, week: Week, end: date) -> list[tuple[str, str | None, int]]:
+    """The trends' earlier weeks (trends.Listed): a paper listed under a topic the config
+    no longer has counts under the topic its entry has now (reading_list.topic_of), not
+    under the old key as a topic of its own for 26 weeks."""
+    rows = store.listed_per_topic(*trends.span(end), known=[t.key for t in config.topics])
+    papers = dict(week.papers)
+    papers.update((p.id, p) for p in store.papers([pid for *_, pid in rows if pid and pid not in papers]))
+    return [(day, reading_list.topic_of(config.topics, week.scores.get(pid), p.title, p.abstract)
+             if pid and (p := papers.get(pid)) else topic, n) for day, topic, n, pid in rows]
 
 
 def grey_band(config: Config, scores: dict[str, Scored], published: set[str]) -> list[str]:

@@ -633,25 +633,30 @@ class Store:
             row = conn.execute(query.limit(1)).mappings().first()
         return dict(row) if row is not None else None
 
-    def listed_per_topic(self, after: str, until: str) -> list[tuple[str, str | None, int]]:
-        """(digest id, topic, papers) for the digests with after < id <= until: the relevant
-        arXiv papers each listed, by primary topic, seed-tied papers left out. A digest that
-        listed none gives one row (id, None, 0), so an empty week reads as zero, not as
-        unknown. One grouped query over the digests' own items (the digest_items key)."""
+    def listed_per_topic(self, after: str, until: str, known: Collection[str] = ()
+                         ) -> list[tuple[str, str | None, int, str | None]]:
+        """(digest id, topic, papers, None) for the digests with after < id <= until: the
+        relevant arXiv papers each listed, by primary topic, seed-tied papers left out; a
+        paper whose topic is not one of `known` (renamed or removed since) is a row of its
+        own, (digest id, topic, 1, paper id), for the caller to count under its topic now.
+        A digest that listed none gives one row (id, None, 0, None), so an empty week reads
+        as zero, not as unknown. One grouped query over the digests' own items."""
         mine = _mine()
         curated = sa.exists().where(seeds.c.arxiv_id == papers.c.id)
-        listed = (sa.select(digest_items.c.digest_id, papers.c.topic)
+        gone = sa.case((papers.c.topic.in_(list(known)), None), else_=papers.c.id).label("gone")
+        listed = (sa.select(digest_items.c.digest_id, papers.c.topic, gone)
                   .join(papers, papers.c.id == sa.func.substr(digest_items.c.item_key, len(ARXIV) + 1))
                   .outerjoin(mine, mine.c.item_key == digest_items.c.item_key)
                   .where(digest_items.c.digest_id > after, digest_items.c.digest_id <= until,
                          digest_items.c.item_key.like(ARXIV + "%"), _kept(mine), ~curated)
                   .subquery())
-        query = (sa.select(digests.c.id, listed.c.topic, sa.func.count(listed.c.digest_id))
+        query = (sa.select(digests.c.id, listed.c.topic, sa.func.count(listed.c.digest_id), listed.c.gone)
                  .select_from(digests.outerjoin(listed, listed.c.digest_id == digests.c.id))
                  .where(digests.c.id > after, digests.c.id <= until)
-                 .group_by(digests.c.id, listed.c.topic).order_by(digests.c.id, listed.c.topic))
+                 .group_by(digests.c.id, listed.c.topic, listed.c.gone)
+                 .order_by(digests.c.id, listed.c.topic, listed.c.gone))
         with self.engine.connect() as conn:
-            return [(day, topic, count) for day, topic, count in conn.execute(query)]
+            return [(day, topic, count, gone) for day, topic, count, gone in conn.execute(query)]
 
     def last_digest_end(self) -> datetime | None:
         with self.engine.connect() as conn:

@@ -7,15 +7,18 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import replace
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
+import yaml
 
 from pipeline import compose, render, trends
-from pipeline.config import Bilingual, TopicDef
+from pipeline.config import Bilingual, TopicDef, load
 from pipeline.models import Entry, Paper, Scored, SeedEntry, TopicWeeks, paper_key
 from pipeline.store import Store
 from tests import fixtures_digest as fx
+from tests.helpers import DAY, ROOT, full_config, rl_paper
+from tests.servers.arxiv_server import ArxivServer
 
 TOPICS = [TopicDef(key="algorithms", name=Bilingual(zh="算法", en="Algorithms"), terms=[]),
           TopicDef(key="agentic", name=Bilingual(zh="智能体", en="Agentic RL"), terms=[]),
@@ -31,6 +34,13 @@ def listed(store: Store, day: str, papers: list[tuple[str, str]], relevant: bool
     store.set_scores(Scored(pid, 2.0, relevant, (), topic) for pid, topic in papers)
     moment = datetime.fromisoformat(day + "T23:59:59+08:00")
     store.save_digest(day, (moment, moment), {}, [(paper_key(pid), True) for pid, _ in papers], [])
+
+
+def history_of(store: Store) -> list[tuple]:
+    """The earlier weeks' counts as run.history gives them while no topic was renamed."""
+    rows = store.listed_per_topic(*trends.span(END), known=[t.key for t in TOPICS])
+    assert all(gone is None for *_, gone in rows)
+    return [row[:3] for row in rows]
 
 
 def entry(n: int, topic: str, curated: bool = False) -> Entry:
@@ -51,7 +61,7 @@ def test_papers_count_in_the_week_their_digest_listed_them(db_url):
     # Left out: a paper the reader marked not relevant, and a paper a seed entry is tied to.
     store.set_verdict("2611.00007", False)
     store.save_seeds([SeedEntry(title="Paper 2611.00006", source="seeds.md", line=1, arxiv_id="2611.00006")])
-    history = store.listed_per_topic(*trends.span(END))
+    history = history_of(store)
     found = trends.record(history, [entry(1, "agentic"), entry(2, "agentic"), entry(3, "rewards"),
                                     entry(4, "algorithms", curated=True)], END, TOPICS)
     assert found is not None
@@ -68,7 +78,7 @@ def test_papers_count_in_the_week_their_digest_listed_them(db_url):
 def test_a_digest_that_listed_nothing_is_a_week_of_zeros(db_url):
     store = Store.open(db_url)
     listed(store, "2026-11-16", [])
-    history = store.listed_per_topic(*trends.span(END))
+    history = history_of(store)
     assert history == [("2026-11-16", None, 0)]
     found = trends.record(history, [entry(1, "agentic")], END, TOPICS)
     assert found is not None and [(t.topic, t.counts) for t in found.topics] == [("agentic", (0, 1))]
@@ -76,9 +86,9 @@ def test_a_digest_that_listed_nothing_is_a_week_of_zeros(db_url):
 
 def test_a_first_run_says_nothing(db_url):
     store = Store.open(db_url)
-    assert trends.record(store.listed_per_topic(*trends.span(END)), [entry(1, "agentic")], END, TOPICS) is None
+    assert trends.record(history_of(store), [entry(1, "agentic")], END, TOPICS) is None
     listed(store, "2026-05-01", [("2605.00001", "agentic")])  # only a digest too old to show
-    assert trends.record(store.listed_per_topic(*trends.span(END)), [entry(1, "agentic")], END, TOPICS) is None
+    assert trends.record(history_of(store), [entry(1, "agentic")], END, TOPICS) is None
 
 
 def weeks(topic: str, *counts: int | None) -> TopicWeeks:
@@ -179,3 +189,26 @@ def test_the_svg_chart_parses_as_xml_and_keeps_hostile_names_as_text():
         31 / 4 * heights["2026-11-09 · 算法与目标 · Algorithms and objectives: 4"], rel=0.02)
     english = svg(fx.TRENDS, ("en",))
     assert not CJK.search(english)
+
+
+def test_a_renamed_topic_counts_its_older_weeks_under_its_new_key(tmp_path, cli):
+    """A user renames a topic's key (algorithms -> policy-opt) after a week: the papers
+    listed before are counted under the new key, where the reading list shows them now,
+    not under the old key as a topic of their own for 26 weeks."""
+    first = [rl_paper(n, DAY) for n in (1, 2, 3)]
+    with ArxivServer(first) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+        topics = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))["topics"]
+        data["topics"] = [{**t, "key": "policy-opt"} if t["key"] == "algorithms" else t for t in topics]
+        config.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+        arxiv.papers = [*first, *(rl_paper(n, DAY + timedelta(days=7)) for n in (4, 5))]
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+    store = Store.open(load(config).storage.url)
+    first_week = store.digest("2026-11-02")["data"]["trends"]
+    assert first_week is None  # a first run says nothing
+    found = compose.digest_from_dict(store.digest("2026-11-09")["data"]).trends
+    assert found is not None and found.weeks == ("2026-11-02", "2026-11-09")
+    assert [(t.topic, t.name_en, t.counts) for t in found.topics] == [
+        ("policy-opt", "Algorithms and objectives", (3, 2))]
