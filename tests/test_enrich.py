@@ -28,7 +28,9 @@ from pipeline.enrich import (
 from pipeline.errors import DigestError
 from pipeline.models import Paper, SeedEntry, paper_key, seed_key
 from pipeline.render import text_env
+from pipeline.sources.seeds import load_seeds
 from pipeline.store import Store
+from tests.helpers import ROOT, shared_file
 from tests.servers.openai_server import (
     OpenAIServer,
     Reply,
@@ -466,6 +468,47 @@ def test_chinese_fields_in_english_are_asked_again_then_left_out(key, server, st
                     PaperSummary)
     assert parse_reply(json.dumps({**default_content_for_summary(), "title_zh": "GRPO-λ: Policy Optimisation"}),
                        PaperSummary)  # a title may stay in English
+
+
+@pytest.mark.parametrize("english", [
+    "This paper proposes GRPO-X，一种方法",
+    "We propose GRPO-X, a method that improves the reasoning of LLMs with PPO 的。",
+    "本文提出了GRPO-X。This paper proposes a new method that trains LLMs with PPO and improves math reasoning.",
+])
+def test_a_chinese_field_mostly_in_english_is_asked_again(key, server, store, english):
+    """One Chinese character or a Chinese tail made an English sentence pass as Chinese:
+    the Chinese reader got English under 中文, cached for good."""
+    def mostly_english(request):
+        return ok({**default_content(request), "summary_zh": english})
+    server.script = mostly_english
+    e = enricher(settings(server, concurrency=1), store, retries=0)
+    assert e.summarise(papers(1)) == {}  # fell back: tried again next run, not cached
+    assert len(server.requests) == 2 and "summary_zh: not in Chinese" in server.requests[1].user
+    server.script = None
+    found = enricher(settings(server, concurrency=1), store, retries=0).summarise(papers(1))
+    assert found["2401.00001"].summary_zh.startswith("本文提出了")
+
+
+def test_real_chinese_summaries_full_of_english_terms_pass():
+    """The rule was chosen on these: another pipeline's LLM summaries (2,668, with GRPO, LLM,
+    model names, LaTeX) and the seeds' curated Chinese; all of them read as Chinese."""
+    rows = [json.loads(line) for line in
+            shared_file("data", "arxiv_dev.jsonl").read_text(encoding="utf-8").splitlines()]
+    curated = [entry.summary_zh for document in load_seeds([ROOT / "seeds"])
+               for entry in document.entries if entry.summary_zh]
+    written = [row["summary_zh"] for row in rows if row.get("summary_zh")] + curated
+    assert len(written) > 2_600
+    refused = []
+    for zh in written:
+        try:
+            parse_reply(json.dumps({**default_content_for_summary(), "summary_zh": zh}), PaperSummary)
+        except ReplyError:
+            refused.append(zh)
+    assert refused == []
+    for point in ["Clip-Higher 与 Dynamic Sampling", "采用 rollout 级别的 importance sampling 修正",
+                  "在 off-policy 数据上训练 reward model", "AIME 2024: 50 pts (Qwen2.5-32B)"]:
+        assert parse_reply(json.dumps({**default_content_for_summary(), "key_points_zh": [point] * 2}),
+                           PaperSummary)
 
 
 def test_a_language_the_digest_does_not_show_is_not_checked(key, server, store):

@@ -133,6 +133,15 @@ class ChatRequest:
         return [t.strip() for t in _TITLE.findall(self.user)]
 
 
+def _zh(text: str) -> str:
+    """A Chinese field that echoes an English title, with Chinese put before it so that it
+    reads as Chinese (enrich wants two Han characters for each English word)."""
+    if len(re.findall(r"\b[a-z]{2,}\b", text)) < 2:  # no English prose: nothing to check
+        return text
+    short = 2 * len(re.findall(r"[A-Za-z]+", text)) - len(re.findall(r"[\u4e00-\u9fff]", text))
+    return "强化学习" * -(-short // 4) + text if short > 0 else text
+
+
 def default_content(request: ChatRequest) -> dict[str, Any]:
     """A valid reply for the request's task, built from the titles in its prompt."""
     titles = request.titles or ["(no title)"]
@@ -141,12 +150,12 @@ def default_content(request: ChatRequest) -> dict[str, Any]:
     if task == "paper_summary":
         return {
             "title_zh": f"中文标题：{title}",
-            "summary_zh": f"本文提出了{title}，通过强化学习优化策略，从而提升推理能力。",
+            "summary_zh": _zh(f"本文提出了{title}，通过强化学习优化策略，从而提升推理能力。"),
             "summary_en": f"English summary of {title}.",
-            "why_zh": f"{title} 值得一读：它改变了训练方式。",
+            "why_zh": _zh(f"{title} 值得一读：它改变了训练方式。"),
             "why_en": f"Why {title} matters: it changes how training is done.",
             "kind": "method",
-            "key_points_zh": [f"{title} 要点一", f"{title} 要点二"],
+            "key_points_zh": [_zh(f"{title} 要点一"), _zh(f"{title} 要点二")],
             "key_points_en": [f"{title} point one", f"{title} point two"],
         }
     if task == "relevance_judgement":
@@ -161,10 +170,10 @@ def default_content(request: ChatRequest) -> dict[str, Any]:
     if task == "featured_reading":
         labels = [("核心问题", "Problem"), ("解决方案", "Approach"), ("关键发现", "Key findings")]
         return {
-            "headline_zh": f"{title} 发现了一个核心问题。",
+            "headline_zh": _zh(f"{title} 发现了一个核心问题。"),
             "headline_en": f"{title} finds a core problem.",
             "parts": [
-                {"label_zh": zh, "label_en": en, "text_zh": f"{title}：{zh}",
+                {"label_zh": zh, "label_en": en, "text_zh": _zh(f"{title}：{zh}"),
                  "text_en": f"{title}: {en}"}
                 for zh, en in labels
             ],
@@ -172,12 +181,12 @@ def default_content(request: ChatRequest) -> dict[str, Any]:
     if task == "featured_pick":
         wanted = re.search(r"featured papers: the (\d+) papers", request.user)
         count = min(int(wanted.group(1)) if wanted else 2, len(titles))
-        return {"papers": list(range(1, count + 1)), "question_zh": f"共同问题：{titles[0]}",
+        return {"papers": list(range(1, count + 1)), "question_zh": _zh(f"共同问题：{titles[0]}"),
                 "question_en": f"Shared question of {', '.join(titles[:2])}"}
     if task == "highlights":
         picks = list(range(1, len(titles) + 1))[:5]
         picks += [1] * (3 - len(picks))
-        return {"items": [{"paper": n, "zh": f"看点：{titles[n - 1]}",
+        return {"items": [{"paper": n, "zh": _zh(f"看点：{titles[n - 1]}"),
                            "en": f"Takeaway: {titles[n - 1]}"} for n in picks]}
     if task == "comparison":
         labels = [("视角", "Perspective"), ("核心问题", "Core problem"), ("方法论", "Method"),
@@ -188,7 +197,7 @@ def default_content(request: ChatRequest) -> dict[str, Any]:
                  "cells": [{"zh": f"{t}·{zh}", "en": f"{t}/{en}"} for t in titles]}
                 for zh, en in labels
             ],
-            "synthesis_zh": "综合洞察：" + "、".join(titles),
+            "synthesis_zh": _zh("综合洞察：" + "、".join(titles)),
             "synthesis_en": "Synthesis: " + ", ".join(titles),
         }
     return {"error": f"the stand-in does not know task {task!r}"}
