@@ -353,7 +353,7 @@ def _parsed(content: str | None, model: type[Reply], fit: bool, shown: Sequence[
         if data is None:
             raise ReplyError("the reply was not a JSON object") from None
     data = _cleaned(data)
-    wrong = _wrong_language(data, shown)
+    wrong = _unreadable(data, shown)
     if wrong:
         raise ReplyError("; ".join(wrong[:5]))
     for _ in range(2):
@@ -379,27 +379,40 @@ _LATIN_WORD = re.compile(r"\b[A-Za-z]*[a-z][A-Za-z]*(?:-[A-Za-z]+)*\b")
 # another pipeline's LLM, full of GRPO, LLM and model names, and the seeds': all pass, the
 # lowest at 0.83; "This paper proposes GRPO-X，一种方法" is 0.57.
 _CHINESE_SHARE = 2 / 3
+# a field that opens as a model declining ("I'm sorry, but I can't help with that.", "抱歉，
+# 我无法…"): valid JSON, but no summary; a paper's own title may say anything (not checked)
+_REFUSAL = re.compile(
+    r"\s*(?:I(?:['’]m| am) (?:sorry|unable|not able)|Sorry,|I apologi[sz]e|As an AI\b"
+    r"|I (?:can(?:['’]t|not| not)|won['’]t|will not) (?:help|assist|provide|comply|fulfil|do |"
+    r"write|summari[sz]e|translate|answer)|Unfortunately, I (?:can|am)"
+    r"|(?:非常|很)?抱歉|对不起|不好意思|我(?:无法|不能|没法)(?:帮|协助|提供|完成|满足|回答|处理|总结|翻译|为)"
+    r"|作为(?:一个)?(?:AI|人工智能|语言模型))")
 # fields a model may rightly leave in English: a title, a 2-5 character label ("RL"), the
 # comparison's cells (a model name, a benchmark: "Qwen2.5-7B on MATH-500")
 _EITHER = ("title_zh", "label_zh", "cells")
 
 
-def _wrong_language(data: Any, shown: Sequence[str], path: str = "",
+def _unreadable(data: Any, shown: Sequence[str], path: str = "",
                     lang: str | None = None) -> list[str]:
     """Chinese fields written in English, English ones in Chinese (small local models do
     both): a reply a reader of that language could not read, asked again, then left out.
     A Chinese field is wrong when it has English prose (two small-letter words or more) and
     is not mostly Chinese (_CHINESE_SHARE), so a key point that is a model name and a score
     ("AIME 2024: 50 pts (Qwen2.5-32B)") stays, and "This paper proposes GRPO-X，一种方法"
-    does not. Only the `shown` languages are checked: no reader sees the others."""
+    does not. Only the `shown` languages are checked: no reader sees the others. A field
+    that is a refusal (_REFUSAL) is unreadable in any language."""
     if isinstance(data, dict):
         return [problem for key, value in data.items() if key not in _EITHER
-                for problem in _wrong_language(value, shown, f"{path}.{key}".strip("."),
+                for problem in _unreadable(value, shown, f"{path}.{key}".strip("."),
                                                _language(key, lang))]
     if isinstance(data, list):
         return [problem for n, value in enumerate(data)
-                for problem in _wrong_language(value, shown, f"{path}.{n}", lang)]
-    if not isinstance(data, str) or lang not in shown or len(data.strip()) < 12:
+                for problem in _unreadable(value, shown, f"{path}.{n}", lang)]
+    if not isinstance(data, str):
+        return []
+    if _REFUSAL.match(data):
+        return [f"{path}: the model refused ({clip(clean_name(data), 100)})"]
+    if lang not in shown or len(data.strip()) < 12:
         return []
     han = len(_HAN.findall(data))
     if lang == "zh" and len(_ENGLISH_WORD.findall(data)) >= 2:

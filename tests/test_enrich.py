@@ -542,6 +542,29 @@ def test_a_refusal_is_asked_again_then_falls_back_saying_the_model_refused(key, 
     assert e.report.last_failure == f"arxiv:2401.00001: unusable reply twice: {said}"
 
 
+@pytest.mark.parametrize(("field", "words"), [
+    ("summary_en", "I'm sorry, but I can't help with that."),
+    ("why_en", "As an AI language model, I cannot assess this paper."),
+    ("summary_zh", "抱歉，我无法完成这个请求。"),
+    ("key_points_zh", ["很抱歉，我不能提供该摘要。", "第二点：更快"]),
+])
+def test_a_refusal_inside_the_json_is_asked_again_then_falls_back(key, server, store, field, words):
+    """A model that declines in a field of valid JSON: the refusal was kept and cached as the
+    paper's summary, read by every reader under English or 中文."""
+    server.script = lambda request: ok({**default_content(request), field: words})
+    e = enricher(settings(server, concurrency=1), store, retries=0)
+    assert e.summarise(papers(1)) == {}
+    shown = words if isinstance(words, str) else words[0]
+    where = field if isinstance(words, str) else f"{field}.0"
+    said = f"{where}: the model refused ({shown})"
+    assert len(server.requests) == 2 and said in server.requests[1].user
+    assert e.report.last_failure == f"arxiv:2401.00001: unusable reply twice: {said}"
+    about = {**default_content_for_summary(), "summary_en": "SORRY-Bench measures how often LLMs refuse.",
+             "summary_zh": "本文研究了大语言模型的拒答行为，发现“抱歉”类回复会降低有用性。",
+             "title_zh": "I'm Sorry, Dave：拒答研究"}
+    assert parse_reply(json.dumps(about), PaperSummary)  # a paper about refusals is no refusal
+
+
 def test_unusable_replies_stop_the_calls_after_failure_limit_papers(key, server, store):
     """Each unusable reply is asked once more; a model that cannot answer cost two paid
     calls per paper on every run, without end."""
