@@ -57,6 +57,16 @@ def one_line(value: object) -> str:
     return " ".join(_CONTROL.sub(" ", str(value)).split())
 
 
+_PAPER_TAG = re.compile(r"<\s*/?\s*paper\b[^>]*>", re.IGNORECASE)
+
+
+def data_line(value: object) -> str:
+    """Outside text (an arXiv title or abstract) for a prompt's <paper> block: one_line, with
+    no <paper> or </paper> in it, so the text cannot end its block and write instructions
+    after it."""
+    return one_line(_PAPER_TAG.sub(" ", str(value)))
+
+
 _PUNCT = frozenset(string.punctuation)
 _ALWAYS = frozenset("`*[]<>|~")  # inline markup, HTML, autolinks, table cells, strikethrough
 _ENTITY = re.compile(r"&(#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
@@ -347,7 +357,7 @@ def _shared(env: jinja2.Environment) -> jinja2.Environment:
         env.keep_trailing_newline, env.newline_sequence, env.undefined.__name__, env.optimized,
         sorted(env.extensions))))
     env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time,
-                       slug=slug, safe_url=safe_url, seed_origin=seeds.origin,
+                       slug=slug, safe_url=safe_url, seed_origin=seeds.origin, data_line=data_line,
                        first_sentence=lambda value, limit: first_sentence(one_line(value), limit))
     env.globals.update(texts=texts, summary_lines=summary_lines, entry_links=entry_links)
     # The same helpers as filters, for the templates of the reading list's 100,000 entries:
