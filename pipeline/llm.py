@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextvars
 import json
 import re
+import threading
 import time
 from typing import Any, NamedTuple
 
@@ -79,16 +80,23 @@ class DeadlineHttpClient(openai.DefaultHttpxClient):
     attempt passes through send(), so here each one gets min(its timeout, time left),
     none starts after the deadline, a timeout that the deadline caused ends the call
     at once, and a Retry-After longer than the time left means "do not retry"
-    (the client obeys `x-should-retry: false`).
+    (the client obeys `x-should-retry: false`). `sent` counts the requests, retries too.
     """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.sent = 0
+        self._lock = threading.Lock()
 
     def send(self, request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
         deadline = _DEADLINE.get()
-        if deadline is None:
-            return super().send(request, **kwargs)
-        left = deadline - time.monotonic()
-        if left <= 0:
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left <= 0:
             raise DeadlineExceeded("deadline passed before the request")
+        with self._lock:
+            self.sent += 1
+        if deadline is None or left is None:
+            return super().send(request, **kwargs)
         timeouts = request.extensions.get("timeout") or dict.fromkeys(_PHASES)
         capped = {name: left if value is None or value > left else value
                   for name, value in timeouts.items()}
@@ -185,11 +193,16 @@ class Client:
     def __init__(self, cfg: Enrich, key: str, *, max_retries: int | None = None):
         self.cfg = cfg
         self.key = key.strip()
+        self._http = DeadlineHttpClient(transport=_deadline_transport())
         self._openai = openai.OpenAI(
             api_key=self.key or PLACEHOLDER_KEY, base_url=cfg.base_url, timeout=cfg.timeout_seconds,
-            max_retries=cfg.retries if max_retries is None else max_retries,
-            http_client=DeadlineHttpClient(transport=_deadline_transport()),
+            max_retries=cfg.retries if max_retries is None else max_retries, http_client=self._http,
         )
+
+    @property
+    def requests(self) -> int:
+        """HTTP requests sent so far: each complete() sends one, and one more for each retry."""
+        return self._http.sent
 
     def complete(self, deadline: float | None = None, **kwargs: Any) -> Answer:
         """One create() (the client retries inside it), ended by the deadline (monotonic)."""

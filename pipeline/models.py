@@ -363,7 +363,8 @@ class RunReport:
     seeds: int = 0
     summarised: int = 0
     cached: int = 0
-    llm_calls: int = 0
+    llm_calls: int = 0  # replies asked for: an unusable reply asked again is a second call
+    llm_requests: int = 0  # HTTP requests those calls sent, the client's retries of failed ones too
     llm_failures: int = 0
     tokens_in: int = 0
     tokens_out: int = 0
@@ -379,3 +380,11 @@ class RunReport:
     relevance_model: str | None = None  # the relevance model's version ("rule" without one)
     relevance_refit: bool = False  # that model is a refit on verdicts the last digest run had not
     elapsed: float = 0.0
+
+
+def requests_note(calls: int, requests: int | None) -> str:
+    """What follows an LLM call count when the HTTP requests differ from it: ' (11 requests)'
+    after '9 calls' (a call is a reply asked for, an unusable one asked again is a second;
+    the client retried failed requests). requests None or 0: a run from before they were
+    counted."""
+    return f" ({requests} requests)" if requests and requests != calls else ""

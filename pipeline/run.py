@@ -52,6 +52,7 @@ from pipeline.models import (
     SeedEntry,
     merge_papers,
     paper_key,
+    requests_note,
     seed_key,
 )
 from pipeline.publish import publish
@@ -438,6 +439,7 @@ def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
     done = enricher.report
     report.llm_calls, report.llm_failures, report.tokens_in, report.tokens_out = (
         done.calls, done.failures, done.tokens_in, done.tokens_out)
+    report.llm_requests = enricher.client.requests if enricher.client else 0
     if done.error:
         report.warnings.append(f"enrich: {done.error}")
         report.llm_off = done.error
@@ -587,8 +589,8 @@ def summary_line(report: RunReport) -> str:
     if report.relevance_refit:  # new verdicts taught the model: say which one ranked this week
         line += f"; relevance model refit: {report.relevance_model}"
     if report.llm_calls or report.llm_failures:
-        line += (f"; LLM: {report.llm_calls} calls, {report.tokens_in} tokens in, "
-                 f"{report.tokens_out} out, {report.llm_failures} failed")
+        line += (f"; LLM: {report.llm_calls} calls{requests_note(report.llm_calls, report.llm_requests)}, "
+                 f"{report.tokens_in} tokens in, {report.tokens_out} out, {report.llm_failures} failed")
     if report.llm_off:  # said here too: `-q` (cron) prints this line and no warning
         line += f"; LLM off: {report.llm_off}"
     return line

@@ -3,10 +3,12 @@ PostgreSQL (`db_url`)."""
 
 from __future__ import annotations
 
+import json
+
 from tests import backends
 from tests.helpers import DAY, KEY, full_config, rl_paper
 from tests.servers.arxiv_server import ArxivServer
-from tests.servers.openai_server import OpenAIServer, error
+from tests.servers.openai_server import OpenAIServer, error, invalid
 from tests.servers.smtp_server import SmtpServer, refused_port
 
 
@@ -35,6 +37,21 @@ def test_run_summarises_in_both_languages_and_a_rerun_calls_nothing(tmp_path, cl
     for table in ("papers", "runs", "digests", "enrichments", "state", "deliveries"):
         assert KEY not in str(backends.rows(db_url, f"SELECT * FROM {table}")), table
     assert KEY not in first.stdout + first.stderr + second.stdout + second.stderr
+
+
+def test_the_llm_count_tells_calls_from_the_requests_they_took(tmp_path, cli):
+    """'LLM: 9 calls' while the provider saw 11 requests: the client's retries of a 500 and a
+    503 were in no count, and nothing said what a call was."""
+    with ArxivServer([rl_paper(i, DAY) for i in range(3)]) as arxiv, OpenAIServer() as llm:
+        llm.queue(error(500), error(503), invalid())  # two retried, one asked again
+        config = full_config(tmp_path, arxiv, llm)
+        first = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
+        sent = len(llm.requests)
+    calls = sent - 2  # the stricter second ask is a call; a retry of a failed request is not
+    assert f"; LLM: {calls} calls ({sent} requests), " in first.stdout and "0 failed" in first.stdout
+    assert f"LLM calls {calls} ({sent} requests), " in cli("--config", str(config), "status").stdout
+    last = json.loads(cli("--config", str(config), "status", "--json").stdout)["last"]["publish"]
+    assert (last["report"]["llm_calls"], last["report"]["llm_requests"]) == (calls, sent)
 
 
 def test_without_an_llm_the_digest_goes_out_marked_pending(tmp_path, cli, db_url):
