@@ -144,7 +144,8 @@ class Papers:
         return self.folder / "exports" / f"reading-list.{suffix}"
 
     def close(self) -> list[Path]:
-        """Write the topic pages, the index page, papers.xml and search.js; the paths that changed."""
+        """Write the topic pages, the index page, papers.xml, search.js and topic.js (a
+        topic page's old links); the paths that changed."""
         pages, env, context, settings, folder = self.pages, self.env, self.context, self.settings, self.folder
         pages.close_month()
         topics = pages.write_topics(self.config.topics)
@@ -163,7 +164,8 @@ class Papers:
             "papers.xml": env.get_template("site/papers.xml.j2").render(
                 entries=self.newest, updated=render.rfc3339(self.updated, settings.timezone),
                 feed_id=feed_id, base=base, **render.common(settings)),
-            "assets/search.js": env.loader.get_source(env, "site/assets/search.js")[0],  # type: ignore[union-attr]
+            **{f"assets/{name}": env.loader.get_source(env, f"site/assets/{name}")[0]  # type: ignore[union-attr]
+               for name in ("search.js", "topic.js")},
         }
         pages.changed += [folder / name for name, text in done.items()
                           if write_if_changed(folder / name, text)]

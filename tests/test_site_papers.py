@@ -379,3 +379,30 @@ def test_a_topics_papers_are_a_page_a_month_and_every_link_still_finds_its_paper
     for month, beside in ((newest, ["2025-03"]), ("2025-03", [newest, "2024-05"])):  # a month: its neighbours
         assert [a.attributes["href"] for a in pages[site.part_href(topic, month)].css("nav.months a")] == [
             site.part_href(topic, m).removeprefix("papers/topic/") for m in beside]
+
+
+def test_an_old_link_to_a_paper_on_its_topic_page_lands_on_the_paper_in_chromium(tmp_path, cli):
+    """Links made before a topic's papers were split by month (a feed reader's copy of
+    papers.xml, a bookmark, a shared page) name papers/topic/<topic>.html#p-…: that page
+    now names the months alone, so such a link opened a list without the paper. An arXiv
+    paper (its id's month, 2611, is not its date's, 2026-10), a dated seed entry and an
+    undated one (no year to guess: every file of the search index is tried)."""
+    for part in ("weeks", "seeds"):
+        (tmp_path / part).mkdir()
+    site_dir = two_weeks(tmp_path / "weeks", cli)
+    cli("--config", str(write_config(tmp_path / "seeds")), "run", "--offline", "--as-of", "2026-11-02")
+    seeds_dir = tmp_path / "seeds" / "out" / "site"
+    seeds = index_data(seeds_dir)["papers"]
+    cases = [(site_dir, next(p for p in index_data(site_dir)["papers"] if p[0] == "p-arxiv-2611.00002")),
+             (seeds_dir, next(p for p in seeds if p[7])), (seeds_dir, next(p for p in seeds if not p[7]))]
+    for n, (folder, (anchor, title, *_, topic, month)) in enumerate(cases):
+        old = f"{site.topic_href(topic)}#{anchor}"
+        assert anchor not in (folder / site.topic_href(topic)).read_text(encoding="utf-8")  # the months alone
+        found = in_frame(tmp_path / str(n), folder, old, 1024, f"""
+          var entry = d.getElementById('{anchor}');
+          setTimeout(function () {{ done({{page: w.location.pathname.split('/site/').pop(), hash: w.location.hash,
+            top: entry ? Math.round(entry.getBoundingClientRect().top) : null,
+            text: entry ? entry.innerText : ''}}); }}, 300);""")
+        assert (found["page"], found["hash"]) == (site.paper_href(f"x:{anchor}", topic, month or None).split("#")[0],
+                                                  f"#{anchor}"), found
+        assert 0 <= found["top"] < 900 and title.split(" ")[0] in found["text"], found  # in view, the paper's entry
