@@ -60,15 +60,17 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
     shown = [d for d in digests if digest is None or d.id != digest.id] + ([digest] if digest else [])
     links = Links.of(config) if config.outputs.site else None
     feedback = links.on_the_web if links else None  # 👍/👎 on the web pages with serve.base_url
+    moved = reading_list.tied(config, store) if config.outputs.site else {}
     with ExitStack() as stack:  # one pass over the store feeds the Markdown and the web pages
         papers = [stack.enter_context(site_papers.Papers(config, store, settings, out / "site", shown,
-                                                         updated, feedback))] if config.outputs.site else []
+                                                         updated, feedback, moved))
+                  ] if config.outputs.site else []
         files.update(reading_list.publish(config, store, changed.date().isoformat(), also=papers))
     files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(settings, digests, updated))
     report.files += [str(path) for path in files.values()]
     if config.outputs.site:
-        report.files += [str(path) for path in site.build(settings, out / "site", shown, updated, feedback,
-                                                          reading_list.tied(config, store))]
+        report.files += [str(path) for path in site.build(settings, out / "site", shown, updated,
+                                                          feedback, moved)]
         report.files += [str(path) for path in papers[0].changed]
     if options.offline:  # a preview: files only, nothing sent, nothing recorded
         return

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import ExitStack
 from itertools import groupby
 from operator import itemgetter
@@ -50,8 +50,10 @@ class Papers:
 
     def __init__(self, config: Config, store: Store, settings: render.Settings, folder: Path,
                  digests: Sequence[Digest], updated: str,
-                 feedback: Callable[[str, str], str] | None = None):
+                 feedback: Callable[[str, str], str] | None = None,
+                 moved: Mapping[str, tuple[str, str, str | None]] | None = None):
         self.config, self.settings, self.folder, self.updated = config, settings, folder, updated
+        self.moved = moved or {}  # reading_list.tied: a seed entry's anchor, its paper found
         self.store, self.digests, self.feedback = store, digests, feedback
         self.votes = feedback("up", "arxiv:0000.00000") if feedback else None  # a sample, for `key`
         self.records: list[tuple[str, str]] = []  # (year, search record) since the last cut
@@ -85,7 +87,7 @@ class Papers:
 
     def elsewhere(self, out: Path, folder: Path) -> Papers:
         return Papers(self.config, self.store, self.settings, folder / self.folder.relative_to(out),
-                      self.digests, self.updated, self.feedback)
+                      self.digests, self.updated, self.feedback, self.moved)
 
     def add(self, batch: Sequence[Entry]) -> None:
         html = self.entries_html.render(entries=batch, listed=self.listed, news=self.news,
@@ -149,7 +151,9 @@ class Papers:
         pages, env, context, settings, folder = self.pages, self.env, self.context, self.settings, self.folder
         pages.close_month()
         topics = pages.write_topics(self.config.topics)
-        self.search.close({t["key"]: {part["month"]: part["page"] for part in t["parts"]} for t in topics})
+        moved = {site.anchor(old): site.anchor(key) for old, (key, _, _) in self.moved.items() if old != key}
+        self.search.close({t["key"]: {part["month"]: part["page"] for part in t["parts"]} for t in topics},
+                          moved)
         for writer in self.writers:
             writer.close()
         self.stack.close()  # the index and exports are in place
@@ -327,10 +331,11 @@ class _Search:
             self.stack.close()
             self.out = None
 
-    def close(self, topics: dict[str, dict[str, str]]) -> None:
-        """Finish the last year; write search-index.js; remove the files of years gone."""
+    def close(self, topics: dict[str, dict[str, str]], moved: dict[str, str]) -> None:
+        """Finish the last year; write search-index.js (`moved`: a seed entry's old anchor ->
+        its paper's, for an old link on a topic's page); remove the files of years gone."""
         self._close_year()
-        head = {"topics": topics, "years": self.years, "papers": []}
+        head = {"topics": topics, "years": self.years, "moved": moved, "papers": []}
         if write_if_changed(self.folder / "search-index.js",
                             "window.RL_DIGEST_INDEX = " + json.dumps(head, ensure_ascii=False) + ";\n"):
             self.changed.append(self.folder / "search-index.js")

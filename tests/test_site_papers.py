@@ -14,7 +14,7 @@ from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlencode
 
-from pipeline import site
+from pipeline import models, site
 from tests.helpers import (
     DAY,
     KEY,
@@ -406,3 +406,26 @@ def test_an_old_link_to_a_paper_on_its_topic_page_lands_on_the_paper_in_chromium
         assert (found["page"], found["hash"]) == (site.paper_href(f"x:{anchor}", topic, month or None).split("#")[0],
                                                   f"#{anchor}"), found
         assert 0 <= found["top"] < 900 and title.split(" ")[0] in found["text"], found  # in view, the paper's entry
+
+
+def test_an_old_link_to_a_seed_entry_lands_on_its_paper_once_found_in_chromium(tmp_path, cli):
+    """A curated entry shown under its title (#p-seed-…) before its arXiv paper was found is
+    that paper's entry now (#p-arxiv-…): an old link to it on its topic's page goes there."""
+    title = "OpenSeeker-v2: agentic reinforcement learning for search agents"
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "mine.yaml").write_text(
+        f'entries:\n  - title: "{title}"\n    summary_zh: 人工挑选\n    date: 2026-10-20\n', encoding="utf-8")
+    seeds = {"paths": [str(tmp_path / "mine")], "builtin": False}
+    for as_of, papers in (("2026-11-02", [rl_paper(1, DAY)]),
+                          ("2026-11-09", [rl_paper(1, DAY), replace(rl_paper(7, DAY), title=title)])):
+        with ArxivServer(papers) as arxiv:
+            cli("--config", str(full_config(tmp_path, arxiv, seeds=seeds)), "run", "--as-of", as_of)
+    folder = tmp_path / "out" / "site"
+    anchor, old = site.anchor("arxiv:2611.00007"), site.anchor(models.seed_key(title))
+    (topic, month), = {(p[6], p[7]) for p in index_data(folder)["papers"] if p[0] == anchor}
+    found = in_frame(tmp_path, folder, f"{site.topic_href(topic)}#{old}", 1024, f"""
+      var entry = d.getElementById('{anchor}');
+      setTimeout(function () {{ done({{page: w.location.pathname.split('/site/').pop(), hash: w.location.hash,
+        text: entry ? entry.innerText : ''}}); }}, 300);""")
+    assert (found["page"], found["hash"]) == (site.part_href(topic, month or site.UNDATED), f"#{anchor}"), found
+    assert "OpenSeeker-v2" in found["text"], found

@@ -3,7 +3,8 @@
    copy of papers.xml, a bookmark) names the topic's page and the paper's anchor (#p-…): this
    finds the paper in the search index (search-index.js, then the file of each year, the year
    an arXiv id names first, by script tags so it works from file://) and goes to its page,
-   anchor kept. Without JavaScript, or for a paper the index lacks, the months show. */
+   anchor kept (a seed entry's anchor becomes its paper's, once found: the index's "moved").
+   Without JavaScript, or for a paper the index lacks, the months show. */
 (function () {
   "use strict";
   var id = decodeURIComponent(location.hash.slice(1));
@@ -18,6 +19,7 @@
   load("search-index.js", function () {
     var data = window.RL_DIGEST_INDEX, guess = /^p-arxiv-(\d\d)\d\d\./.exec(id);
     if (!data) return;
+    id = (data.moved || {})[id] || id;  /* a seed entry's, its paper since found */
     var first = guess ? "20" + guess[1] : "";
     var years = data.years.filter(function (y) { return y === first; })
       .concat(data.years.filter(function (y) { return y !== first; }));
