@@ -79,6 +79,15 @@ class Calendar:
         first, last = start.astimezone(self.zone).year, end.astimezone(self.zone).year
         return [year for year in range(first, last + 1) if year not in self.years]
 
+    def known(self) -> str:
+        """The years whose holidays are known, in words: "2026, 2027" or "none"."""
+        return ", ".join(map(str, sorted(self.years))) or "none"
+
+
+def how_to_add(year: int) -> str:
+    """What to do about a year whose holidays no file lists (doctor and each collect say it)."""
+    return f"add a file for {year} to sources.arxiv.calendar_files (README: The calendar)"
+
 
 def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
     """The bundled calendars overlaid by the user's files; ConfigError names a bad file."""

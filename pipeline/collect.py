@@ -106,7 +106,8 @@ def collect(config: Config, sources: Sequence[Source], report: CollectReport, fe
         span.missed()  # the announcements no source read, with the cause of each gap
         for year in cal.unknown_years(*report.window):
             report.sources.setdefault("calendar", SourceReport()).warnings.append(
-                f"the arXiv calendar has no holidays for {year}: add a file to sources.arxiv.calendar_files")
+                f"arXiv's holidays for {year} are not known (known: {cal.known()}): a holiday evening "
+                f"looks like a stale feed; {calendar.how_to_add(year)}")
         report.coverage = coverage.summarise(ledger, cal, span.groups, *report.window)
     unique: dict[str, Paper] = {}
     for paper in found:

@@ -263,16 +263,15 @@ def check_calendar(config: Config) -> Iterable[Check]:
 
 def calendar_check(cal: calendar.Calendar, now: datetime) -> Check:
     year = now.astimezone(cal.zone).year
-    known = ", ".join(map(str, sorted(cal.years))) or "none"
-    add = "add a file for {} to sources.arxiv.calendar_files (README: The calendar)"
+    known = cal.known()
     if year not in cal.years:
         return warn("calendar", f"arXiv's holidays for {year} are not known (known: {known}): each "
                                 "collect warns, and a holiday evening looks like a stale feed; "
-                                + add.format(year))
+                                + calendar.how_to_add(year))
     if year + 1 not in cal.years and date(year + 1, 1, 1) - now.date() <= timedelta(days=31):
         return warn("calendar", f"arXiv's holidays for {year + 1} are not known yet (known: {known}): "
                                 f"from {year + 1}-01-01 each collect warns; once arXiv publishes them, "
-                                + add.format(year + 1))
+                                + calendar.how_to_add(year + 1))
     upcoming = cal.between(now, now + timedelta(days=14))
     after = f"; next announcement {upcoming[0].at:%a %Y-%m-%d %H:%M %Z}" if upcoming else ""
     return ok("calendar", f"holidays known for {known}{after}")

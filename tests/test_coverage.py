@@ -241,6 +241,20 @@ def test_a_user_calendar_file_extends_it_to_2027(tmp_path):
     assert cal.unknown_years(datetime(2027, 1, 1, tzinfo=UTC), datetime(2027, 2, 1, tzinfo=UTC)) == []
 
 
+def test_a_collect_into_a_year_the_calendar_lacks_says_what_to_add_where(tmp_path, cli):
+    """The bundled calendar knows 2026: a window reaching back into 2025 warns once, naming
+    the year, the file's key and README's section, as doctor does (it said only 'add a
+    file to sources.arxiv.calendar_files', with no word of which file or what is in it)."""
+    with ArxivServer([relevant(1, ("cs.LG",), day=datetime(2025, 12, 31, 15, tzinfo=UTC))]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"], lookback=7)
+        result = collect(cli, config, "2026-01-02T14:00:00+00:00")
+    warnings = [line for line in result.stderr.splitlines() if "holidays for" in line]
+    assert len(warnings) == 1, result.stderr
+    assert warnings[0].endswith("arXiv's holidays for 2025 are not known (known: 2026): a holiday evening "
+                                "looks like a stale feed; add a file for 2025 to "
+                                "sources.arxiv.calendar_files (README: The calendar)"), warnings
+
+
 def test_feed_order_and_cap_match_arxiv():
     with ArxivServer([replace(noise(n, ("cs.LG",)), announce_type="replace") for n in range(1500)]
                      + [noise(n, ("cs.LG",)) for n in range(1500, 2200)]) as server:
