@@ -22,7 +22,7 @@ from rapidfuzz import fuzz, process
 from pipeline import __version__, calendar, coverage, lock, progress
 from pipeline.config import Config
 from pipeline.models import Paper, SeedDocument, SeedEntry, merge_papers, seed_key
-from pipeline.sources import Source, SourceReport, Window, arxiv_rss
+from pipeline.sources import CALENDAR, Source, SourceReport, Window, arxiv_rss
 from pipeline.sources.http import Fetcher
 
 
@@ -105,7 +105,7 @@ def collect(config: Config, sources: Sequence[Source], report: CollectReport, fe
     if any(s.online for s in sources):  # arXiv was read: what of its announcements?
         span.missed()  # the announcements no source read, with the cause of each gap
         for year in cal.unknown_years(*report.window):
-            report.sources.setdefault("calendar", SourceReport()).warnings.append(
+            report.sources.setdefault(CALENDAR, SourceReport()).warnings.append(
                 f"arXiv's holidays for {year} are not known (known: {cal.known()}): a holiday evening "
                 f"looks like a stale feed; {calendar.how_to_add(year)}")
         report.coverage = coverage.summarise(ledger, cal, span.groups, *report.window)

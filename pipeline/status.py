@@ -16,6 +16,7 @@ from pipeline.deliver.outbox import EMAIL, MAX_ATTEMPTS, RESENT, SKIPPED, Delive
 from pipeline.errors import ConfigError
 from pipeline.models import paper_key, requests_note
 from pipeline.run import JUDGED
+from pipeline.sources import CALENDAR
 from pipeline.store import ENDED_MID_RUN, Store
 
 THUMBS = {True: "👍", False: "👎"}
@@ -130,7 +131,7 @@ def overview(config: Config, store: Store) -> str:
         parts = ", ".join(f"{name}: {src.get('requests', 0)} requests, {src.get('seen', 0)} seen, "
                           f"{src.get('new', 0)} new, {src.get('revised', 0)} revised, "
                           f"{src.get('duplicates', 0)} duplicates, {src.get('seconds', 0):.1f} s"
-                          for name, src in report.get("sources", {}).items())
+                          for name, src in report.get("sources", {}).items() if name != CALENDAR)
         if run["kind"] in ("publish", "preview") and report:
             parts = (f"digest {report.get('digest') or 'none'}, relevant {report.get('relevant', 0)}, "
                      f"summarised {report.get('summarised', 0)} ({report.get('cached', 0)} cached), "

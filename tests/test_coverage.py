@@ -255,6 +255,19 @@ def test_a_collect_into_a_year_the_calendar_lacks_says_what_to_add_where(tmp_pat
                                 "sources.arxiv.calendar_files (README: The calendar)"), warnings
 
 
+def test_status_lists_the_sources_read_not_the_calendar_as_one(tmp_path, cli):
+    """A collect into a year the calendar lacks keeps its warning under the report key
+    'calendar'; status listed it among the sources ('calendar: 0 requests, 0 seen, 0 new,
+    ...') on every collect of that year."""
+    with ArxivServer([relevant(1, ("cs.LG",), day=datetime(2025, 12, 31, 15, tzinfo=UTC))]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"], lookback=7)
+        collect(cli, config, "2026-01-02T14:00:00+00:00")
+        status = cli("--config", str(config), "status").stdout
+    run = next(line for line in status.splitlines() if " collect as of " in line)
+    assert "rss: 1 requests" in run and "calendar" not in run, run
+    assert "    warning: arXiv's holidays for 2025 are not known" in status, status
+
+
 def test_feed_order_and_cap_match_arxiv():
     with ArxivServer([replace(noise(n, ("cs.LG",)), announce_type="replace") for n in range(1500)]
                      + [noise(n, ("cs.LG",)) for n in range(1500, 2200)]) as server:

@@ -67,6 +67,7 @@ class Window:
 
 
 FEED_ERROR = "feed error"  # a ledger gap no source can mend: arXiv has no such category
+CALENDAR = "calendar"  # the run report's key for the calendar's warnings: a key, not a source
 
 
 @dataclass
@@ -122,7 +123,7 @@ def configured(config: Config, offline: bool = False) -> list[Source]:
     """The enabled sources in the order they are read: the built-in ones, then the plug-ins."""
     made = [plugins.load(name, f"sources.{name}", REGISTRY, GROUP, "source")(SourceSetup(name, config))
             for name in REGISTRY]
-    taken = {*REGISTRY, "api", "calendar"}  # the built-in ones' report keys
+    taken = {*REGISTRY, "api", CALENDAR}  # the built-in ones' report keys
     for number, entry in enumerate(config.sources.plugins):
         if entry.key in taken:
             raise ConfigError(f"sources.plugins[{number}].name: {entry.key!r} is a built-in source's "
