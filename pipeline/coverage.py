@@ -108,6 +108,7 @@ class Summary:
     groups: tuple[GroupSummary, ...]
     gaps: tuple[Gap, ...]
     no_announcement: tuple[str, ...]  # holidays in the window, in words
+    unknown_years: tuple[int, ...] = ()  # of the gaps not recovered: years whose holidays no file lists
 
 
 def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: datetime,
@@ -134,12 +135,15 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
                     for key in ("new", "cross", "replace", "kept"):
                         totals[key] += getattr(r, key)
         summaries.append(GroupSummary(archive, len(days), **totals))
+    unknown: set[int] = set()  # a day not recovered in such a year may be a holiday: the digest says so
     for day in days:
         for group in groups:
             r = ledger.days.get(day, {}).get(group)
             if r is None or r.gap or not r.read:
                 gaps.append(Gap(group, day[5:], r.gap if r and r.gap else "not collected",
                                 r.recovered if r else ""))
+                if not gaps[-1].recovered and int(day[:4]) not in calendar.years:
+                    unknown.add(int(day[:4]))
     current, stop = start.astimezone(calendar.zone).date(), end.astimezone(calendar.zone).date()
     holidays = []
     while current <= stop:
@@ -147,7 +151,7 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
             holidays.append(calendar.why_not(current))
         current += timedelta(days=1)
     return Summary(days[0][5:] if days else None, days[-1][5:] if days else None, len(days), complete,
-                   tuple(summaries), tuple(_merge(gaps)), tuple(holidays))
+                   tuple(summaries), tuple(_merge(gaps)), tuple(holidays), tuple(sorted(unknown)))
 
 
 def _merge(gaps: list[Gap]) -> list[Gap]:

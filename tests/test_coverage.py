@@ -255,6 +255,22 @@ def test_a_collect_into_a_year_the_calendar_lacks_says_what_to_add_where(tmp_pat
                                 "sources.arxiv.calendar_files (README: The calendar)"), warnings
 
 
+def test_a_digest_says_a_day_not_recovered_in_a_year_the_calendar_lacks_may_be_a_holiday(tmp_path, cli):
+    """2025 is not in the bundled calendar: an empty feed on a Monday evening arXiv may have
+    skipped is a gap, and the digest told its readers papers 'may be missing', in either
+    language, without a word that the calendar cannot tell a holiday that year."""
+    paper = replace(relevant(1, ("cs.LG",), day=datetime(2025, 11, 24, 15, tzinfo=UTC)), id="2511.00001")
+    with ArxivServer([paper]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG", "cs.CL"])  # the cs.CL feed is empty
+        cli("--config", str(config), "run", "--as-of", "2025-11-25T14:00:00+00:00")
+    digest = " ".join((tmp_path / "out" / "digests" / "2025-11-25.md").read_text(encoding="utf-8").split())
+    assert "cs.CL on 11-24: feed stale, NOT recovered" in digest
+    assert ("; arXiv's holidays for 2025 are not in the calendar yet: a day NOT recovered may be a "
+            "holiday") in digest
+    assert "（11-24）：当天发布的论文可能不在本期（下次运行会再试）；日历尚未收录 2025 年的 arXiv 假期：" \
+           "未补回的那天也可能是假期" in digest
+
+
 def test_status_lists_the_sources_read_not_the_calendar_as_one(tmp_path, cli):
     """A collect into a year the calendar lacks keeps its warning under the report key
     'calendar'; status listed it among the sources ('calendar: 0 requests, 0 seen, 0 new,
