@@ -99,7 +99,7 @@ def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
         zone = ZoneInfo(data["timezone"])
         hour, minute = (int(part) for part in str(data["time"]).split(":"))
         weekdays = frozenset(_WEEKDAYS.index(day) for day in data["weekdays"])
-    except (KeyError, ValueError, ZoneInfoNotFoundError) as exc:
+    except (KeyError, TypeError, ValueError, ZoneInfoNotFoundError) as exc:
         raise ConfigError(f"arXiv calendar: timezone, time (HH:MM) and weekdays are needed ({exc})") from None
     return Calendar(zone, time(hour, minute), weekdays, data["no_announcement"],
                     frozenset(data["years"]))
@@ -119,5 +119,8 @@ def _overlay(data: dict, path: Path) -> None:
     if not isinstance(skipped, dict) or not all(isinstance(day, date) for day in skipped):
         raise ConfigError(f"{path}: no_announcement maps dates (YYYY-MM-DD) to a reason")
     data["no_announcement"].update({day: str(reason) for day, reason in skipped.items()})
-    data["years"].update(int(year) for year in loaded.get("years") or [])
+    years = loaded.get("years") or []
+    if not isinstance(years, list) or not all(str(year).isdigit() for year in years):
+        raise ConfigError(f"{path}: years lists the years whose holidays the file gives, e.g. [2027]")
+    data["years"].update(int(year) for year in years)
     data["years"].update(day.year for day in skipped)

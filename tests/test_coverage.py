@@ -13,6 +13,9 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
+import pytest
+import yaml
+
 from pipeline import coverage
 from pipeline.calendar import load_calendar
 from pipeline.config import load
@@ -239,6 +242,26 @@ def test_a_user_calendar_file_extends_it_to_2027(tmp_path):
     cal = load_calendar([extra])
     assert not cal.announces(date(2027, 1, 18)) and cal.announces(date(2027, 1, 19))
     assert cal.unknown_years(datetime(2027, 1, 1, tzinfo=UTC), datetime(2027, 2, 1, tzinfo=UTC)) == []
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("years: 2027\nno_announcement:\n  2027-01-18: Martin Luther King Jr. Day\n",
+     "arxiv-2027.yaml: years lists the years whose holidays the file gives, e.g. [2027]"),
+    ("years: [twenty-seven]\n", "arxiv-2027.yaml: years lists the years"),
+    ("years: [2027]\ntimezone:\n", "arXiv calendar: timezone, time (HH:MM) and weekdays are needed"),
+])
+def test_a_calendar_file_of_the_wrong_shape_is_exit_2_in_one_line(tmp_path, cli, text, says):
+    """The 2027 file a user writes in January: `years: 2027` (no list) was 'unexpected error:
+    TypeError: 'int' object is not iterable', exit 1, naming no file."""
+    (tmp_path / "arxiv-2027.yaml").write_text(text, encoding="utf-8")
+    with ArxivServer() as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"])
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+        data["sources"]["arxiv"]["calendar_files"] = ["arxiv-2027.yaml"]
+        config.write_text(yaml.safe_dump(data), encoding="utf-8")
+        result = collect(cli, config, TUESDAY, check=2)
+    assert says in result.stderr and "unexpected" not in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
 
 
 def test_a_collect_into_a_year_the_calendar_lacks_says_what_to_add_where(tmp_path, cli):
