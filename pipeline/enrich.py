@@ -399,8 +399,8 @@ def _unreadable(data: Any, shown: Sequence[str], path: str = "",
     A Chinese field is wrong when it has English prose (three small-letter words or more) and
     is not mostly Chinese (_CHINESE_SHARE), so a key point that is a model name and a score
     ("AIME 2024: 50 pts (Qwen2.5-32B)") and a short point with two terms stay, and "This
-    paper proposes a method，一种方法" does not. Only the `shown` languages are checked: no reader sees the others. A field
-    that is a refusal (_REFUSAL) is unreadable in any language."""
+    paper proposes a method，一种方法" does not. Only the `shown` languages are checked: no
+    reader sees the others. A field that is a refusal (_REFUSAL) is unreadable in any language."""
     if isinstance(data, dict):
         return [problem for key, value in data.items() if key not in _EITHER
                 for problem in _unreadable(value, shown, f"{path}.{key}".strip("."),
