@@ -546,3 +546,31 @@ def test_a_token_in_the_checkouts_remote_url_is_refused_and_never_repeated(tmp_p
     stored = b"".join(path.read_bytes() for path in (tmp_path / "state").rglob("*") if path.is_file())
     assert b"SQLite format 3" in stored  # the database is among the files read
     assert token not in failed.stderr + status + doctor and token.encode() not in stored
+
+
+@pytest.mark.parametrize("rule", ["pushurl", "pushInsteadOf"])
+def test_doctor_asks_the_url_a_push_uses_not_the_fetch_url(tmp_path, cli, git_env, rule):
+    """A push URL of the checkout's own (`git remote set-url --push`, a pushInsteadOf rule)
+    that leads nowhere: every push fails, and doctor said OK because the fetch URL answered."""
+    remote, checkout = published_checkout(tmp_path, git_env)
+    gone = tmp_path / "gone" / "remote.git"
+    if rule == "pushurl":
+        git("-C", str(checkout), "remote", "set-url", "--push", "origin", str(gone), env=git_env)
+    else:
+        git("-C", str(checkout), "config", f"url.{tmp_path}/gone/.pushInsteadOf", f"{tmp_path}/",
+            env=git_env)
+    gitcfg = {"repo": str(checkout), "branch": "main", "path": "rl", "push": True}
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = config_with(tmp_path, arxiv, outputs={"git": gitcfg})
+        doctor = cli("--config", str(config), "doctor", env=git_env, check=None).stdout
+        failed = cli("--config", str(config), "-q", "run", "--as-of", AS_OF, env=git_env, check=1)
+        if rule == "pushurl":
+            git("-C", str(checkout), "remote", "set-url", "--push", "origin", str(remote), env=git_env)
+        else:
+            git("-C", str(checkout), "config", "--remove-section", f"url.{tmp_path}/gone/", env=git_env)
+        fixed = cli("--config", str(config), "doctor", env=git_env, check=None).stdout
+    assert f"'{gone}' does not appear to be a git repository" in failed.stderr
+    assert re.search(rf"git +FAIL +git {re.escape(str(checkout))}: the push URL of remote origin "
+                     rf"\({re.escape(str(gone))}\) does not answer: fatal: '{re.escape(str(gone))}' "
+                     "does not appear to be a git repository", doctor), git_lines(doctor)
+    assert re.search(rf"git +OK +{re.escape(str(checkout))} pushes to origin, which answers", fixed)

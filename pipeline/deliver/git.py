@@ -203,14 +203,19 @@ def _clean_remote(repo: Path, branch: str) -> str:
     URL in some errors, and they reach stderr, the database and `status`."""
     remote = _remote(repo, branch)
     for push in ((), ("--push",)):  # a push URL of its own (pushurl, pushInsteadOf) too
-        urls = _git(repo, "remote", "get-url", *push, remote, check=False).stdout.split() or [remote]
-        for url in urls:  # a remote with no URL configured is a URL itself
+        for url in _urls(repo, remote, *push):
             if what := url_credentials(url):
                 name = _masked(remote)
                 raise _GitError(f"git {repo}: the {'push ' * bool(push)}URL of remote {name} "
                                 f"({_masked(url)}) holds {what}; take it out (git remote set-url "
                                 f"{' '.join([*push, name])} URL) and use git's credential helper")
     return remote
+
+
+def _urls(repo: Path, remote: str, *push: str) -> list[str]:
+    """The remote's URLs (its push URLs, rewritten as a push rewrites them, with "--push");
+    a remote with no URL configured is a URL itself."""
+    return _git(repo, "remote", "get-url", *push, remote, check=False).stdout.split() or [remote]
 
 
 def _ahead(repo: Path, branch: str) -> bool:
@@ -331,14 +336,18 @@ def _now() -> str:
 
 def reachable(cfg: GitOutput) -> str:
     """For `doctor`: the checkout is there, on its branch and, when it pushes, its remote
-    answers. Changes nothing."""
+    answers at each URL a push uses. Changes nothing."""
     repo = Path(cfg.repo)
     try:
         _usable(repo, cfg.branch, point=False)
         if not cfg.push:
             return f"{repo} is a git checkout (push: false)"
         remote = _clean_remote(repo, cfg.branch)
-        _git(repo, "ls-remote", "--heads", remote, what=f"remote {remote} does not answer")
+        fetch = _urls(repo, remote)
+        for url in _urls(repo, remote, "--push"):  # what a push uses, not only the fetch URL
+            named = f"remote {remote}" if url in fetch else \
+                f"the push URL of remote {remote} ({_masked(url)})"
+            _git(repo, "ls-remote", "--heads", url, what=f"{named} does not answer")
         return f"{repo} pushes to {remote}, which answers"
     except _GitError as exc:
         raise DeliveryError(str(exc)) from None
