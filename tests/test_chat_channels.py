@@ -344,6 +344,25 @@ def test_a_title_with_markup_characters_is_shown_as_written_in_slack_feishu_and_
         assert link and not set("*_`~") & set(link.group(1)) and html.unescape(link.group(1)) == MARKED, text
 
 
+EMOJI_LIKE = {3: "Reward Hacking :fire: in RLHF: a :+1: for GRPO reasoning", 4: "Q:A:B:C and 10:30 for GRPO reasoning"}
+
+
+def test_a_title_holding_an_emoji_code_is_shown_as_written_in_slack(tmp_path, cli):
+    """Slack's mrkdwn makes an emoji of `:fire:` (and `:A:` of 'Q:A:B', were it one), and has
+    no escape for a colon: the colon that opens such a code goes as the look-alike ∶, as `*`,
+    `_`, `~` and backquotes do; a colon that opens none ('in RLHF: a', '10:30') is left."""
+    papers = [rl_paper(1, DAY), *(rl_paper(n, DAY, title=title) for n, title in EMOJI_LIKE.items())]
+    with ArxivServer(papers) as arxiv, ChatServer("slack") as slack:
+        config = chat_config(tmp_path, arxiv, {"slack": slack})
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for({"slack": slack}))
+    assert slack.malformed == [] and len(slack.posts) == 1
+    text = post_text("slack", slack.posts[0])
+    shown = {n: set(re.findall(rf"<https://arxiv\.org/abs/2611\.0000{n}[^|>]*\|([^>]*)>", text)) for n in EMOJI_LIKE}
+    assert shown == {3: {"Reward Hacking \u2236fire: in RLHF: a \u2236+1: for GRPO reasoning"},
+                     4: {"Q\u2236A\u2236B:C and 10:30 for GRPO reasoning"}}, shown
+    assert not re.search(r":[\w+'-]+:", text), text
+
+
 def test_even_the_http_librarys_debug_lines_never_show_a_webhook_path_or_bot_token(tmp_path, cli):
     """-vv lets urllib3 log each request line ("POST /bot<token>/sendMessage"): the secrets
     the config's *_env variables hold are masked in every line, and in -v's tracebacks."""

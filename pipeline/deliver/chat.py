@@ -370,11 +370,17 @@ def _paper(entry: Entry) -> dict[str, Any]:
 # where nothing else works either; like jsx-slack's <Escape> (docs/about-escape-and-exact-mode.md,
 # "Replacements in hyperlink"), each is sent as the look-alike character Slack does not parse.
 _SLACK_MARKUP = str.maketrans({"*": "\u2217", "_": "\u02cd", "`": "\u02cb", "~": "\u223c"})
+# An emoji code (`:fire:`, `:+1:`) is made an emoji too, and a colon has no escape either
+# (jsx-slack leaves a valid code as it is: it escapes authored text, not outside text). The
+# colon that opens one ('Reward Hacking :fire:', the first two of 'Q:A:B') goes as the
+# look-alike ∶ (ratio, U+2236, an operator as jsx-slack's ∗ and ∼ are); other colons stay.
+_SLACK_EMOJI_OPEN = re.compile(r":(?=[\w+'-]+:)")
 
 
 def slack_escape(value: object) -> str:
-    """Slack mrkdwn text: `&`, `<`, `>` as entities (its only escapes), no markup, on one line."""
-    text = render.one_line(value).translate(_SLACK_MARKUP)
+    """Slack mrkdwn text: `&`, `<`, `>` as entities (its only escapes), no markup or emoji
+    code, on one line."""
+    text = _SLACK_EMOJI_OPEN.sub("\u2236", render.one_line(value).translate(_SLACK_MARKUP))
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
