@@ -269,12 +269,19 @@ class Outputs(Model):
 
 
 _ADDRESS = re.compile(r"[^\s@<>,;]+@[^\s@<>,;]+")  # what looks like one address, to count them
+LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")  # smtp_host values that are this machine's own MTA
+
+
+def local_host(smtp_host: str) -> bool:
+    """`email.smtp_host` is this machine's own mail system."""
+    return smtp_host.lower() in LOCAL_HOSTS
 
 
 def mailbox(value: str, local: bool = False) -> str:
     """One address, bare or as `Name <addr>`, checked by email-validator; else ValueError.
     `local`: the domain may be a host name without a period (root@localhost, digest@mailhost),
-    as the sender of a server whose own mail system takes the message and names it."""
+    as the sender of a server whose own mail system takes the message and names it, or a
+    reader that mail system delivers to; else such a domain is a typo (alice@gmailcom)."""
     if any(ch in value for ch in "\r\n"):
         raise ValueError(f"a line break is not allowed in an address: {value!r}")
     found = getaddresses([value])
@@ -287,10 +294,17 @@ def mailbox(value: str, local: bool = False) -> str:
         raise ValueError(f"one address per entry: {value!r}")
     user, _, domain = address.rpartition("@")
     try:  # email-validator refuses localhost outright: its local part is what is left to check
-        validate_email(f"{user}@example.org" if local and domain.lower() == "localhost" else address,
-                       check_deliverability=False, globally_deliverable=not local)
+        validate_email(f"{user}@example.org" if domain.lower() == "localhost" else address,
+                       check_deliverability=False, globally_deliverable=False)
     except EmailNotValidError as exc:
         raise ValueError(f"not an email address: {value!r} ({exc})") from None
+    try:
+        if not local:
+            validate_email(address, check_deliverability=False)
+    except EmailNotValidError as exc:
+        raise ValueError(f"not an email address: {value!r} ({exc} Such a domain is taken only when "
+                         "email.smtp_host is localhost, 127.0.0.1 or ::1, a mail server on this machine)") \
+            from None
     return value.strip()
 
 
@@ -312,7 +326,7 @@ class Reader(Model):
     @field_validator("address")
     @classmethod
     def _address(cls, value: str) -> str:
-        checked = mailbox(value)
+        checked = mailbox(value, local=True)  # a domain without a period: Email._to and parse say
         if parseaddr(checked)[0]:
             raise ValueError(f"the address alone (the name goes in `name`): {value!r}")
         return checked
@@ -326,7 +340,7 @@ class Reader(Model):
     @model_validator(mode="before")
     @classmethod
     def _text(cls, value: Any) -> Any:
-        return cls.parse(value).model_dump() if isinstance(value, str) else value
+        return cls.parse(value, local=True).model_dump() if isinstance(value, str) else value
 
     @property
     def mailbox(self) -> str:
@@ -334,9 +348,10 @@ class Reader(Model):
             else self.address
 
     @classmethod
-    def parse(cls, value: str, languages: list[str] | None = None) -> Reader:
-        """`addr` or `Name <addr>`; ValueError naming what is wrong with it."""
-        name, address = parseaddr(mailbox(value))
+    def parse(cls, value: str, languages: list[str] | None = None, local: bool = False) -> Reader:
+        """`addr` or `Name <addr>`; ValueError naming what is wrong with it. `local`: a domain
+        without a period is taken (`Email.local`, the mail server is this machine's)."""
+        name, address = parseaddr(mailbox(value, local))
         return cls(address=address, name=name or None, languages=languages)
 
 
@@ -354,6 +369,19 @@ class Email(Model):
     # the wait for the server's verdict on a message it has taken in (RFC 5321: 10 min)
     reply_timeout_seconds: float = Field(default=600, gt=0)
     unsubscribe_url: str | None = None
+
+    @property
+    def local(self) -> bool:
+        """The mail goes to this machine's own mail system, which takes root@localhost."""
+        return local_host(self.smtp_host)
+
+    @field_validator("to")
+    @classmethod
+    def _to(cls, value: list[Reader], info: ValidationInfo) -> list[Reader]:
+        local = local_host(info.data.get("smtp_host", ""))
+        for reader in value:
+            mailbox(reader.address, local)
+        return value
 
     @field_validator("unsubscribe_url")
     @classmethod
@@ -460,7 +488,7 @@ class Config(Model):
         which): the other readers still get the week's digest."""
         found = list(self.email.to)
         if self.email.recipients_file:
-            found += read_recipients(self.email.recipients_file)[0]
+            found += read_recipients(self.email.recipients_file, self.email.local)[0]
         first: dict[str, Reader] = {}
         for reader in found:
             first.setdefault(reader.address.lower(), reader)
@@ -468,7 +496,8 @@ class Config(Model):
 
     def recipient_problems(self) -> list[str]:
         """A line for each line of email.recipients_file that names no reader."""
-        return read_recipients(self.email.recipients_file)[1] if self.email.recipients_file else []
+        return read_recipients(self.email.recipients_file, self.email.local)[1] \
+            if self.email.recipients_file else []
 
     def password_env_problem(self) -> tuple[str, str] | None:
         """Why the database password cannot be read (and what to do), or None."""
@@ -551,9 +580,10 @@ def crontab(expr: str) -> str:
 _LANG = re.compile(r"(.*?)\s+lang=\s*(\S*)")
 
 
-def read_recipients(path: Path) -> tuple[list[Reader], list[str]]:
+def read_recipients(path: Path, local: bool = False) -> tuple[list[Reader], list[str]]:
     """One reader a line: `addr` or `Name <addr>`, then optionally `lang=en`, `lang=zh`
-    or `lang=zh,en`; `#` starts a comment. The readers, and a line for each line skipped."""
+    or `lang=zh,en`; `#` starts a comment. The readers, and a line for each line skipped.
+    `local`: as Reader.parse's."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
@@ -572,7 +602,7 @@ def read_recipients(path: Path) -> tuple[list[Reader], list[str]]:
                                 f"{match.group(2)!r}; line skipped")
                 continue
         try:
-            found.append(Reader.parse(line, languages))
+            found.append(Reader.parse(line, languages, local))
         except ValueError as exc:
             problems.append(f"{path}:{number}: {exc}; line skipped")
     return found, problems

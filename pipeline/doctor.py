@@ -56,7 +56,6 @@ def skip(name: str, detail: str) -> Check:
 
 # --- config check ---------------------------------------------------------------------------
 
-LOCAL_HOSTS = ("localhost", "127.0.0.1", "::1")  # smtp_host values that are this machine's own MTA
 SECRET_MIN = 16  # characters of serve's signing secret; `openssl rand -hex 32` gives 64
 
 
@@ -86,7 +85,7 @@ def config_problems(config: Config) -> Problems:
             warnings.append("email.to: email is enabled but has no recipients "
                             "(add email.to or email.recipients_file)")
         sender = parseaddr(config.email.from_)[1].rpartition("@")[2]
-        if "." not in sender and config.email.smtp_host.lower() not in LOCAL_HOSTS:
+        if "." not in sender and not config.email.local:
             warnings.append(f"email.from: @{sender} has no period, which suits a mail server on this "
                             f"host (smtp_host: localhost) that delivers or rewrites it; "
                             f"{config.email.smtp_host} may refuse it")

@@ -78,7 +78,7 @@ def resend_target(config: Config, who: str) -> str:
 def reader_address(config: Config, who: str, option: str, expected: str = "an email address") -> str:
     """The address of one of the configured readers, as `who` names them; else exit 2."""
     try:
-        address = Reader.parse(who.strip()).address
+        address = Reader.parse(who.strip(), local=config.email.local).address
     except ValueError as exc:
         raise ConfigError(f"{option}: {exc}", expected) from None
     if address.lower() not in {r.address.lower() for r in config.readers()}:

@@ -574,3 +574,27 @@ def test_doctor_asks_the_url_a_push_uses_not_the_fetch_url(tmp_path, cli, git_en
                      rf"\({re.escape(str(gone))}\) does not answer: fatal: '{re.escape(str(gone))}' "
                      "does not appear to be a git repository", doctor), git_lines(doctor)
     assert re.search(rf"git +OK +{re.escape(str(checkout))} pushes to origin, which answers", fixed)
+
+
+def test_readers_at_localhost_get_the_digest_through_this_machines_mail_server(tmp_path, cli):
+    """Cron mails its operator at root@localhost: with smtp_host 127.0.0.1 (or localhost, ::1)
+    a reader's domain needs no period, in email.to, recipients_file and the commands that name
+    a reader (it was exit 2, 'It should have a period'); through another server it still is
+    exit 2, saying why, as alice@gmailcom is a typo there."""
+    (tmp_path / "readers.txt").write_text("Root <root@localhost> lang=en\n", encoding="utf-8")
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=["ops@localhost"],
+                             email={"recipients_file": "readers.txt"})
+        run = cli("--config", str(config), "-q", "run", "--as-of", AS_OF)
+        delivered = copies(smtp)
+        stop = cli("--config", str(config), "readers", "--unsubscribe", "ops@localhost")
+        config.write_text(config.read_text(encoding="utf-8").replace("127.0.0.1", "smtp.example.org"),
+                          encoding="utf-8")
+        remote = cli("--config", str(config), "config", "check", check=2)
+    assert "Traceback" not in run.stderr + stop.stderr and stderr_lines(run) == []
+    assert delivered == {"ops@localhost": 1, "root@localhost": 1}
+    assert "ops@localhost" in stop.stdout
+    assert stderr_lines(remote) == [
+        f"rl-digest: {config}: email.to: not an email address: 'ops@localhost' (The part after the @-sign "
+        "is not valid. It should have a period. Such a domain is taken only when email.smtp_host is localhost, "
+        "127.0.0.1 or ::1, a mail server on this machine)"]

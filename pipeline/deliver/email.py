@@ -199,9 +199,10 @@ class EmailChannel:
         return Message(reader, str(msg["Message-ID"]), msg)
 
     def reader(self, key: str) -> Reader:
-        """A reader by outbox key: their address (older rows may hold `Name <addr>`)."""
+        """A reader by outbox key: their address (older rows may hold `Name <addr>`), checked
+        when it was queued (root@localhost then, say, through a mail server of this machine)."""
         found = self._readers.get(parseaddr(key)[1].lower())
-        return found or Reader.parse(key)
+        return found or Reader.parse(key, local=True)
 
     def send(self, message: Message) -> str:
         return self.session.deliver(message.body, self.sender_addr, self.reader(message.reader).address)
