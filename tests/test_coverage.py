@@ -294,6 +294,48 @@ def test_a_digest_says_a_day_not_recovered_in_a_year_the_calendar_lacks_may_be_a
            "未补回的那天也可能是假期" in digest
 
 
+def test_a_quiet_evening_in_a_year_the_calendar_lacks_is_read_once_not_polled(tmp_path, cli):
+    """Thanksgiving 2025 (a Thursday) is in no calendar file: every feed was empty the next
+    morning, and a collect polled each for sources.rss.poll_minutes (90 by default) for a
+    batch arXiv never announced, then warned 'stale feed' and 'OAI-PMH has nothing yet' once
+    a feed. Now each feed is read once, one line says why, and the next collect's catch-up
+    settles the day."""
+    with ArxivServer([]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG", "cs.CL"], oai=True,
+                            poll_minutes=0.2, poll_interval_minutes=0.005)
+        friday = collect(cli, config, "2025-11-28T14:00:00+00:00")
+        feeds = [r for r in server.requests if r.path.startswith("/rss/")]
+        server.add(relevant(1, ("cs.LG", "cs.CL"), day=datetime(2025, 12, 1, 15, tzinfo=UTC)))
+        collect(cli, config, "2025-12-02T14:00:00+00:00")
+    conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3")
+    (ledger,) = conn.execute("SELECT value FROM state WHERE key = 'coverage.ledger'").fetchone()
+    thursday = json.loads(ledger)["2025-11-27"]
+    assert len(feeds) == 2, [r.path for r in feeds]  # each feed once, no polling
+    warnings = [line for line in friday.stderr.splitlines() if "WARNING" in line]
+    assert "not yet rebuilt" not in friday.stderr and "stale feed:" not in friday.stderr
+    assert sum("RSS: 2 feeds show nothing new for the 2025-11-27 announcement; arXiv's holidays "
+               "for 2025 are not known, so it may be one: read once, not polled" in w for w in warnings) == 1
+    assert sum("2 feeds (cs.LG, cs.CL): OAI-PMH has nothing yet for 11-27" in w for w in warnings) == 1
+    assert len(warnings) == 3, warnings  # and the calendar's own: which year's file to add
+    assert "gap: 2 feeds on 11-27: feed stale or a holiday, NOT recovered yet" in friday.stdout
+    assert {group: (r["gap"], r["recovered"]) for group, r in thursday.items()} == {
+        "cs.LG": ("feed stale or a holiday", "OAI-PMH"), "cs.CL": ("feed stale or a holiday", "OAI-PMH")}
+
+
+def test_a_late_feed_in_a_year_the_calendar_lacks_is_still_polled(tmp_path, cli):
+    """The cs.LG feed shows the 2025-11-27 batch, so arXiv announced that evening: the
+    empty cs.CL feed is late, polled for sources.rss.poll_minutes and warned as stale."""
+    with ArxivServer([relevant(1, ("cs.LG",), day=datetime(2025, 11, 27, 15, tzinfo=UTC))]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG", "cs.CL"],
+                            poll_minutes=0.05, poll_interval_minutes=0.002)
+        result = collect(cli, config, "2025-11-28T14:00:00+00:00")
+        cl_reads = [r for r in server.requests if r.path == "/rss/cs.CL"]
+    assert len(cl_reads) >= 2
+    assert "RSS: cs.CL not yet rebuilt for the 2025-11-27 announcement" in result.stderr
+    assert "stale feed: cs.CL is empty although arXiv announced on 2025-11-27" in result.stderr
+    assert "may be one" not in result.stderr
+
+
 def test_status_lists_the_sources_read_not_the_calendar_as_one(tmp_path, cli):
     """A collect into a year the calendar lacks keeps its warning under the report key
     'calendar'; status listed it among the sources ('calendar: 0 requests, 0 seen, 0 new,

@@ -85,6 +85,7 @@ class OaiCatchUp:
                 reach = max(filter(None, (reach, got.latest)), default=None)
             part.requests += fetcher.requests - before
             part.seconds += time.monotonic() - began
+        waiting: dict[str, list[str]] = {}  # days not in OAI-PMH yet -> the groups that wait for them
         for group, days in missed.items():
             for day in days:
                 if reach is None or reach < day:
@@ -100,9 +101,11 @@ class OaiCatchUp:
                                             if self.query.matches(p.title, p.abstract, p.categories))
             unrecovered = [d for d in days if window.ledger.get(d, group).open]
             if unrecovered:
-                days_text = ", ".join(f"{d:%m-%d}" for d in unrecovered)
-                part.warnings.append(f"{group}: OAI-PMH has nothing yet for {days_text}; "
-                                     "the next collect tries again")
+                waiting.setdefault(", ".join(f"{d:%m-%d}" for d in unrecovered), []).append(group)
+        for days_text, groups in waiting.items():  # one line for the feeds that wait for the same days
+            named = groups[0] if len(groups) == 1 else f"{len(groups)} feeds ({', '.join(groups)})"
+            part.warnings.append(f"{named}: OAI-PMH has nothing yet for {days_text}; "
+                                 "the next collect tries again")
         return found
 
 

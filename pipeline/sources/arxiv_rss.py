@@ -37,6 +37,7 @@ _PREFIX = re.compile(r"\s*arXiv:(?P<id>\S+)\s+Announce Type:\s*(?P<type>\S+)\s*A
 _ERROR_TEXT = re.compile(r"\b(error|bad archive|invalid)\b", re.IGNORECASE)
 _PARENTHESES = re.compile(r"\([^()]*\)")
 _AND = re.compile(r"^and\s+|\s+and\s+")
+MAYBE_HOLIDAY = "feed stale or a holiday"  # the ledger's gap on such an evening
 CAP = 2000  # rss.arxiv.org lists at most this many items: a feed this long was cut
 _NEW_STYLE_ID = re.compile(r"^(\d{4})\.(\d{4,5})$")
 
@@ -73,7 +74,8 @@ class FeedResult:
 
 
 class ArxivRss:
-    """Each feed once; the stale ones again every poll interval until the batch is out.
+    """Each feed once; the stale ones again every poll interval until the batch is out (not
+    when every feed is stale on an evening of a year the calendar lacks: maybe a holiday).
 
     Kept: the papers that match the query, and the replacements (a new version of a paper
     perhaps held). Remembers, per feed, the last announcement read and its newest id, to
@@ -110,7 +112,8 @@ class ArxivRss:
             part.seconds += time.monotonic() - began
             pending = [url for url in pending if due and _stale(seen.get(url) or {}, feeds[url], due.day)]
             wait = self.poll_interval_minutes * 60
-            if not pending or time.monotonic() + wait > deadline:
+            holiday = maybe_holiday(window, due, feeds, pending)
+            if not pending or holiday or time.monotonic() + wait > deadline:
                 break
             log.info("RSS: %s not yet rebuilt for the %s announcement; looking again in %g min, "
                      "for up to %.0f min more (sources.rss.poll_minutes)",
@@ -118,11 +121,17 @@ class ArxivRss:
                      self.poll_interval_minutes, (deadline - time.monotonic()) / 60)
             pause(wait)
         for url, feed in feeds.items():
-            self._take(url, feed, found, due, window, stale=url in pending)
+            self._take(url, feed, found, due, window, stale=url in pending, holiday=holiday)
+        if holiday and due is not None:  # one line, not one a feed: nothing says a feed is late
+            named = f"{feed_spec(pending[0])} shows" if len(pending) == 1 else f"{len(pending)} feeds show"
+            part.warnings.append(
+                f"RSS: {named} nothing new for the {due.day} announcement; arXiv's "
+                f"holidays for {due.day.year} are not known, so it may be one: read once, not polled "
+                "(sources.rss.poll_minutes); a later collect's catch-up reads the day if arXiv announced")
         return found
 
     def _take(self, url: str, feed: FeedResult, found: Found, due: Announcement | None,
-              window: Window, stale: bool) -> None:
+              window: Window, stale: bool, holiday: bool = False) -> None:
         group, part, seen = feed_spec(url), found.report, found.memory
         assert part is not None
         part.seen += feed.items
@@ -136,7 +145,9 @@ class ArxivRss:
         elif due is not None:
             reading = window.ledger.get(due.day, group)
             last = seen.get(url) or {}
-            if stale:
+            if stale and holiday:
+                reading.gap = reading.gap or MAYBE_HOLIDAY
+            elif stale:
                 was = f"the {last['day'][5:]} announcement's" if last.get("day") else "before"
                 part.warnings.append(
                     f"stale feed: {group} is empty although arXiv announced on {due.day}" if not feed.items
@@ -164,6 +175,15 @@ def rss_source(setup: SourceSetup) -> ArxivRss | None:
     query = Query.compile(arxiv.categories, arxiv.terms)
     return ArxivRss(split_feeds(rss.urls, rss.categories_per_feed), query, rss.poll_minutes,
                     rss.poll_interval_minutes)
+
+
+def maybe_holiday(window: Window, due: Announcement | None, feeds: dict[str, FeedResult],
+                  pending: list[str]) -> bool:
+    """Every feed that answered shows nothing new on an evening of a year whose holidays no
+    calendar file lists: arXiv may not have announced, and polling cannot tell. A feed that
+    did show the batch says it was announced: then the others are late, and polled."""
+    return (due is not None and due.day.year not in window.calendar.years and bool(pending)
+            and all(url in pending for url, feed in feeds.items() if feed.error is None))
 
 
 def _moved_past(last: dict, evening: date) -> bool:
