@@ -47,7 +47,8 @@ class Calendar:
     def why_not(self, day: date) -> str:
         """Why no announcement is due on `day`'s evening, in words."""
         if day in self.no_announcement:
-            return f"{day:%m-%d} is an arXiv holiday ({self.no_announcement[day]})"
+            name = self.no_announcement[day]
+            return f"{day:%m-%d} is an arXiv holiday" + (f" ({name})" if name else "")
         return f"arXiv does not announce on {day:%A} evenings"
 
     def at(self, day: date) -> Announcement:
@@ -116,9 +117,13 @@ def _overlay(data: dict, path: Path) -> None:
         if key in loaded:
             data[key] = loaded[key]
     skipped = loaded.get("no_announcement") or {}
-    if not isinstance(skipped, dict) or not all(isinstance(day, date) for day in skipped):
+    if not isinstance(skipped, dict):
         raise ConfigError(f"{path}: no_announcement maps dates (YYYY-MM-DD) to a reason")
-    data["no_announcement"].update({day: str(reason) for day, reason in skipped.items()})
+    for day in skipped:  # a date and time (2027-01-18 00:00:00) is no day: it would never match
+        if not isinstance(day, date) or isinstance(day, datetime):
+            raise ConfigError(f"{path}: no_announcement: {day} is not a date (YYYY-MM-DD)")
+    data["no_announcement"].update({day: "" if reason is None else str(reason)  # 2027-01-18: alone
+                                    for day, reason in skipped.items()})
     years = loaded.get("years") or []
     if not isinstance(years, list) or not all(str(year).isdigit() for year in years):
         raise ConfigError(f"{path}: years lists the years whose holidays the file gives, e.g. [2027]")

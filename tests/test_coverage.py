@@ -249,6 +249,8 @@ def test_a_user_calendar_file_extends_it_to_2027(tmp_path):
      "arxiv-2027.yaml: years lists the years whose holidays the file gives, e.g. [2027]"),
     ("years: [twenty-seven]\n", "arxiv-2027.yaml: years lists the years"),
     ("years: [2027]\ntimezone:\n", "arXiv calendar: timezone, time (HH:MM) and weekdays are needed"),
+    ("years: [2027]\nno_announcement:\n  2027-01-18 00:00:00: Martin Luther King Jr. Day\n",
+     "arxiv-2027.yaml: no_announcement: 2027-01-18 00:00:00 is not a date (YYYY-MM-DD)"),
 ])
 def test_a_calendar_file_of_the_wrong_shape_is_exit_2_in_one_line(tmp_path, cli, text, says):
     """The 2027 file a user writes in January: `years: 2027` (no list) was 'unexpected error:
@@ -262,6 +264,22 @@ def test_a_calendar_file_of_the_wrong_shape_is_exit_2_in_one_line(tmp_path, cli,
         result = collect(cli, config, TUESDAY, check=2)
     assert says in result.stderr and "unexpected" not in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_a_calendar_day_written_without_a_reason_is_a_plain_holiday(tmp_path, cli):
+    """`2025-11-27:` alone in a user's file read as the holiday 'None': 'no announcement
+    expected: 11-27 is an arXiv holiday (None)'."""
+    (tmp_path / "arxiv-2025.yaml").write_text("years: [2025]\nno_announcement:\n  2025-11-27:\n",
+                                              encoding="utf-8")
+    with ArxivServer([]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"])
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+        data["sources"]["arxiv"]["calendar_files"] = ["arxiv-2025.yaml"]
+        config.write_text(yaml.safe_dump(data), encoding="utf-8")
+        server.script("/rss/", EMPTY)
+        result = collect(cli, config, "2025-11-28T14:00:00+00:00")
+    assert "no announcement expected: 11-27 is an arXiv holiday\n" in result.stdout, result.stdout
+    assert "None" not in result.stdout and "WARNING" not in result.stderr, result.stderr
 
 
 def test_a_collect_into_a_year_the_calendar_lacks_says_what_to_add_where(tmp_path, cli):
