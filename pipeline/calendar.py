@@ -40,6 +40,7 @@ class Calendar:
     weekdays: frozenset[int]  # Monday = 0
     no_announcement: dict[date, str] = field(default_factory=dict)
     years: frozenset[int] = frozenset()  # years whose skipped evenings are known
+    zh: dict[date, str] = field(default_factory=dict)  # a holiday's Chinese name, where the file gives one
 
     def announces(self, day: date) -> bool:
         return day.weekday() in self.weekdays and day not in self.no_announcement
@@ -93,7 +94,7 @@ def how_to_add(year: int) -> str:
 def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
     """The bundled calendars overlaid by the user's files; ConfigError names a bad file."""
     files = sorted(bundled("calendars").glob("*.yaml"))
-    data: dict = {"no_announcement": {}, "years": set()}
+    data: dict = {"no_announcement": {}, "years": set(), "zh": {}}
     for path in [*files, *extra]:
         _overlay(data, path)
     try:
@@ -103,7 +104,7 @@ def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
     except (KeyError, TypeError, ValueError, ZoneInfoNotFoundError) as exc:
         raise ConfigError(f"arXiv calendar: timezone, time (HH:MM) and weekdays are needed ({exc})") from None
     return Calendar(zone, time(hour, minute), weekdays, data["no_announcement"],
-                    frozenset(data["years"]))
+                    frozenset(data["years"]), data["zh"])
 
 
 def _overlay(data: dict, path: Path) -> None:
@@ -119,11 +120,16 @@ def _overlay(data: dict, path: Path) -> None:
     skipped = loaded.get("no_announcement") or {}
     if not isinstance(skipped, dict):
         raise ConfigError(f"{path}: no_announcement maps dates (YYYY-MM-DD) to a reason")
-    for day in skipped:  # a date and time (2027-01-18 00:00:00) is no day: it would never match
-        if not isinstance(day, date) or isinstance(day, datetime):
+    for day, reason in skipped.items():
+        if not isinstance(day, date) or isinstance(day, datetime):  # 2027-01-18 00:00:00 would never match
             raise ConfigError(f"{path}: no_announcement: {day} is not a date (YYYY-MM-DD)")
-    data["no_announcement"].update({day: "" if reason is None else str(reason)  # 2027-01-18: alone
-                                    for day, reason in skipped.items()})
+        names = reason if isinstance(reason, dict) else {"en": reason}  # {en: Thanksgiving, zh: 感恩节}
+        if set(names) - {"en", "zh"}:
+            raise ConfigError(f"{path}: no_announcement: {day} gives a reason, "
+                              "or its names as {en: ..., zh: ...}")
+        # a day alone (2027-01-18:) is a holiday without a name
+        data["no_announcement"][day] = "" if names.get("en") is None else str(names["en"])
+        data["zh"][day] = "" if names.get("zh") is None else str(names["zh"])
     years = loaded.get("years") or []
     if not isinstance(years, list) or not all(str(year).isdigit() for year in years):
         raise ConfigError(f"{path}: years lists the years whose holidays the file gives, e.g. [2027]")

@@ -100,6 +100,14 @@ class Gap:
 
 
 @dataclass(frozen=True)
+class Holiday:
+    """An evening arXiv skips, for a digest's line in another language than the calendar's."""
+
+    day: str  # MM-DD
+    zh: str  # its Chinese name, if the calendar file gives one
+
+
+@dataclass(frozen=True)
 class Summary:
     first: str | None  # first and last announcement expected (MM-DD)
     last: str | None
@@ -109,6 +117,7 @@ class Summary:
     gaps: tuple[Gap, ...]
     no_announcement: tuple[str, ...]  # holidays in the window, in words
     unknown_years: tuple[int, ...] = ()  # of the gaps not recovered: years whose holidays no file lists
+    holidays: tuple[Holiday, ...] = ()  # the days of no_announcement, with their Chinese names
 
 
 def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: datetime,
@@ -148,10 +157,12 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
     holidays = []
     while current <= stop:
         if current in calendar.no_announcement and current.weekday() in calendar.weekdays:
-            holidays.append(calendar.why_not(current))
+            holidays.append(current)
         current += timedelta(days=1)
     return Summary(days[0][5:] if days else None, days[-1][5:] if days else None, len(days), complete,
-                   tuple(summaries), tuple(_merge(gaps)), tuple(holidays), tuple(sorted(unknown)))
+                   tuple(summaries), tuple(_merge(gaps)), tuple(calendar.why_not(d) for d in holidays),
+                   tuple(sorted(unknown)),
+                   tuple(Holiday(f"{d:%m-%d}", calendar.zh.get(d, "")) for d in holidays))
 
 
 def _merge(gaps: list[Gap]) -> list[Gap]:

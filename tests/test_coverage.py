@@ -19,6 +19,7 @@ import yaml
 from pipeline import coverage
 from pipeline.calendar import load_calendar
 from pipeline.config import load
+from pipeline.errors import ConfigError
 from pipeline.models import Paper
 from tests.helpers import write_config
 from tests.servers.arxiv_server import EMPTY, ArxivServer, http_error
@@ -143,6 +144,37 @@ def test_a_holiday_is_expected_not_a_warning(tmp_path, cli):
     assert "stale" not in friday.stderr and "WARNING" not in friday.stderr
     assert friday.stdout.count("no announcement expected: 11-26 is an arXiv holiday (Thanksgiving)") == 1
     assert "stale feed: cs.LG is empty although arXiv announced on 2026-11-23" in tuesday.stderr
+
+
+def test_a_chinese_digest_names_the_holidays_of_its_window(tmp_path, cli):
+    """languages: [zh]: the coverage line named a holiday in English only ('no announcement
+    expected: 11-26 is an arXiv holiday (Thanksgiving)'), so a Chinese reader got no reason
+    for an evening without papers. The Chinese line names it, in Chinese where the calendar
+    file does."""
+    with ArxivServer([relevant(1, ("cs.LG",))]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"], lookback=7)
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+        data["languages"] = ["zh"]
+        config.write_text(yaml.safe_dump(data), encoding="utf-8")
+        cli("--config", str(config), "run", "--as-of", "2026-11-27T14:00:00+00:00")
+    digest = " ".join((tmp_path / "out" / "digests" / "2026-11-27.md").read_text(encoding="utf-8").split())
+    assert "；arXiv 假期不发布：11-26（感恩节）" in digest, digest
+    assert "Thanksgiving" not in digest
+
+
+def test_a_calendar_file_may_name_a_holiday_in_chinese(tmp_path):
+    extra = tmp_path / "arxiv-2027.yaml"
+    extra.write_text("years: [2027]\nno_announcement:\n  2027-01-18: {en: Martin Luther King Jr. Day, "
+                     "zh: 马丁·路德·金纪念日}\n  2027-02-15: Presidents' Day\n", encoding="utf-8")
+    cal = load_calendar([extra])
+    summary = coverage.summarise(coverage.Ledger(), cal, ["cs.LG"], datetime(2027, 1, 17, tzinfo=UTC),
+                                 datetime(2027, 2, 17, tzinfo=UTC))
+    assert summary.no_announcement == ("01-18 is an arXiv holiday (Martin Luther King Jr. Day)",
+                                       "02-15 is an arXiv holiday (Presidents' Day)")
+    assert summary.holidays == (coverage.Holiday("01-18", "马丁·路德·金纪念日"), coverage.Holiday("02-15", ""))
+    extra.write_text("years: [2027]\nno_announcement:\n  2027-01-18: {name: MLK}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="arxiv-2027.yaml: no_announcement: 2027-01-18 gives a reason"):
+        load_calendar([extra])
 
 
 def test_a_stale_feed_is_polled_then_warned_and_recovered_through_oai_pmh(tmp_path, cli):
