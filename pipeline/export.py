@@ -8,6 +8,7 @@ already turned into Unicode by compose); each format escapes what it must.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import fields, replace
 from datetime import date
@@ -196,10 +197,44 @@ def bibtex_text(value: str) -> str:
 
 def _tex(text: str) -> str:
     """bibtex_text of text already on one line."""
-    if not _TEX_CHARS.search(text):  # most names and titles: nothing to escape
+    if _TEX_CHARS.search(text):  # most names and titles: nothing to escape
+        table = _TEX if _paired(text) else {**_TEX, **_UNPAIRED}
+        text = _TEX_CHARS.sub(lambda m: table[m.group(0)], text)
+    if text.isascii():
         return text
-    table = _TEX if _paired(text) else {**_TEX, **_UNPAIRED}
-    return _TEX_CHARS.sub(lambda m: table[m.group(0)], text)
+    text = _NON_ASCII.sub(lambda m: _latex(m.group(0)), unicodedata.normalize("NFC", text))
+    return collapse(text) if "  " in text or text[:1] == " " or text[-1:] == " " else text  # an emoji out
+
+
+# Letters and signs beyond ASCII as BibTeX's special characters ({\L}ukasz, M{\"u}ller,
+# {\ensuremath{\alpha}}), pylatexenc's table: pdfLaTeX stops at a character its inputenc
+# lacks (α, ≥, ₀, Nguyễn), and bibtex cuts UTF-8 bytes apart in alpha's labels (Ørsted ->
+# an invalid byte). A letter with no LaTeX form (Han, Nguyễn's ễ) stays as written, for a
+# document set up for its script; a pictograph (an emoji) or a mark with none is left out.
+_NON_ASCII = re.compile(r"[^\x00-\x7f]+")
+# pylatexenc's forms for these need a package (\mathscr, \mathbb, amsmath's \nobreakdash):
+# 𝒳, ℝ, 𝔼 and 𝛼 as the letters they are styled from (X, R, E, α), a non-breaking hyphen as -.
+_PLAIN = {code: unicodedata.normalize("NFKC", chr(code))
+          for code in [*range(0x1D400, 0x1D800), *range(0x2102, 0x2134)]
+          if unicodedata.category(chr(code))[0] in "LN" and chr(code) not in "ℓℏ℘"
+          and len(unicodedata.normalize("NFKC", chr(code))) == 1} | {0x2011: "-"}
+
+
+@lru_cache(maxsize=4096)  # the same names and signs recur from paper to paper
+def _latex(run: str) -> str:
+    return _latex_encoder().unicode_to_latex(run.translate(_PLAIN))
+
+
+@lru_cache(maxsize=1)
+def _latex_encoder() -> Any:  # imported on first use, as extract's reader is
+    from pylatexenc.latexencode import UnicodeToLatexEncoder
+
+    return UnicodeToLatexEncoder(non_ascii_only=True, replacement_latex_protection="braces-all",
+                                 unknown_char_policy=_unknown, unknown_char_warning=False)
+
+
+def _unknown(char: str) -> str:
+    return "" if unicodedata.category(char) in ("So", "Sk", "Cf", "Mn", "Co") else char
 
 
 def bibtex(entry: Entry) -> str:

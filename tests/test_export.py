@@ -65,6 +65,31 @@ def test_bibtex_parses_back_to_the_same_text():
     assert plain.latex_to_text(seed["title"]) == SEED.title and "year" not in seed
 
 
+def test_bibtex_is_ascii_pdflatex_reads_and_the_other_formats_keep_unicode():
+    """pdfLaTeX stopped at α, ≥, ₀ or an emoji ('Unicode character not set up for use with
+    LaTeX'), and bibtex's alpha style cut Ørsted's first UTF-8 bytes into its label (an
+    invalid byte sequence): letters and signs are BibTeX's special characters now."""
+    title = "α-GRPO: Reward ≥ 0 → “Better” RLHF – V₀ in 𝒳 for Łukasz’s naïve café 🚀"
+    entry = replace(ENTRY, title=title, authors=("Łukasz Kaiser", "Søren Ørsted", "José Álvarez", "Ilya 🤖 Bot"),
+                    abstract="We show α ≥ β, ε-greedy.")
+    seed = replace(SEED, title="强化学习 ≥ 综述")
+    text = written("bibtex", [entry, seed])
+    assert {c for c in text if not c.isascii()} == set("强化学习综述")  # Han has no pdfLaTeX form: kept
+    assert export._paired(text)
+    assert "author = {Kaiser, {\\L}ukasz and {\\O}rsted, S{\\o}ren and {\\'A}lvarez, Jos{\\'e} and Bot, Ilya}" in text
+    assert "{\\ensuremath{\\alpha}}-GRPO" in text and "{\\textquotedblleft}Better{\\textquotedblright}" in text
+    assert "\\mathscr" not in text and "\\mathbb" not in text  # packages a plain document lacks
+    bibtexparser = pytest.importorskip("bibtexparser")
+    first, second = bibtexparser.loads(text).entries
+    plain = latex_text()
+    shown = title.replace("𝒳", "X").replace("V₀", "V_0").removesuffix(" 🚀")  # TeX's V$_0$ read as text
+    assert plain.latex_to_text(first["title"]) == shown
+    assert plain.latex_to_text(first["abstract"]) == entry.abstract
+    assert plain.latex_to_text(second["title"]) == seed.title
+    assert json.loads(written("csljson", [entry]))[0]["title"] == title  # UTF-8 formats: as it is
+    assert f"TI  - {title}\n" in written("ris", [entry]) and "AU  - Kaiser, Łukasz" in written("ris", [entry])
+
+
 def test_seeds_with_chinese_titles_get_keys_of_their_own_in_every_format():
     """cite_key made every Chinese-only title of one length `seed-------`: a reference
     manager keeps one of them and drops the rest."""
@@ -153,7 +178,7 @@ def test_export_through_the_cli(tmp_path, cli):
     assert done.stdout.strip() == str(target)
     text = target.read_text(encoding="utf-8")
     assert "2611.00001" in text and "2611.00003" not in text
-    assert "GRPO with \\{braces\\} \\& 100\\% α reward\\_shaping" in text
+    assert "GRPO with \\{braces\\} \\& 100\\% {\\ensuremath{\\alpha}} reward\\_shaping" in text
     bad = cli("--config", str(config), "export", "--format", "ris", "--since", "last week", check=2)
     assert stderr_lines(bad) == ["rl-digest: --since: not a date: 'last week' (write it as YYYY-MM-DD)"]
     empty = cli("--config", str(config), "export", "--format", "jsonl", "--topic", "systems")
