@@ -124,6 +124,9 @@ def arxiv_id(entry: Entry) -> str | None:
     return entry.key.removeprefix("arxiv:") if entry.key.startswith("arxiv:") else None
 
 
+_ASIDE = re.compile(r"(.*\S)\s+(\([^()]*\))")  # 'Wei Zhang (张伟)'
+
+
 @lru_cache(maxsize=256)
 def name_parts(name: str) -> tuple[str, str]:
     """(family, given): 'Jane Q. Doe' -> ('Doe', 'Jane Q.'); one word is a family name.
@@ -132,9 +135,13 @@ def name_parts(name: str) -> tuple[str, str]:
     ('Martin Luther King Jr.' -> ('King Jr.', 'Martin Luther')). Cached: the four formats
     of an entry ask for the same names. A name written 'Family, Given' (or 'Family, Jr.,
     Given') is read that way, 'John Smith, Jr.' as 'John Smith Jr.'; one with ' and ' in it
-    ('Smith and Sons') is one name."""
+    ('Smith and Sons') is one name. A name in brackets after it stays with the family name:
+    'Wei Zhang (张伟)' -> ('Zhang (张伟)', 'Wei'), filed under Zhang."""
     if " and " in name:
         return name, ""
+    if aside := _ASIDE.fullmatch(name):
+        family, given = name_parts(aside[1])
+        return f"{family} {aside[2]}", given
     if "," in name:
         parts = [part.strip() for part in name.split(",")]
         if len(parts) == 2 and parts[1].lower() in SUFFIXES:  # 'John Smith, Jr.': no given name

@@ -140,6 +140,9 @@ def test_csl_json_has_the_fields_zotero_reads():
                                    {"family": "Plato"}]
     assert first["author"][4] == {"family": "van der Schaar", "given": "Mihaela"}
     assert export.name_parts("Fernando De la Torre") == ("De la Torre", "Fernando")
+    # a name in its own script after it: filed under Zhang, not under '(张伟)'
+    assert export.name_parts("Wei Zhang (张伟)") == ("Zhang (张伟)", "Wei")
+    assert export.name_parts("Ana de la Cruz (Anita Cruz)") == ("de la Cruz (Anita Cruz)", "Ana")
     assert first["issued"] == {"date-parts": [[2026, 11, 27]]}
     assert first["URL"] == ENTRY.url and first["DOI"] == "10.48550/arXiv.2611.00001"
     assert first["abstract"] == ENTRY.abstract
