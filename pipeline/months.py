@@ -19,11 +19,13 @@ as it would replay a last build's months.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import json
 import multiprocessing
 import os
 import shutil
+import signal
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -197,7 +199,8 @@ class Helper:
         self.folder.mkdir(parents=True)
         context = multiprocessing.get_context("fork")
         self._result, sender = context.Pipe(duplex=False)
-        self.process = context.Process(target=_help, args=(work, self.folder, sender), daemon=True)
+        self.process = context.Process(target=_help, args=(work, self.folder, sender, os.getpid()),
+                                       daemon=True)
         self.process.start()
         sender.close()
 
@@ -229,10 +232,29 @@ class Helper:
         return cores > 1 and "fork" in multiprocessing.get_all_start_methods()
 
 
-def _help(work: Callable[[Path], None], folder: Path, sender: Any) -> None:
+def _help(work: Callable[[Path], None], folder: Path, sender: Any, parent: int) -> None:
     """The helper process: do the work, send None or the one line that says what failed."""
+    _end_with(parent)
     try:
         work(folder)
         sender.send(None)
     except BaseException as exc:  # every failure goes back to the parent as one line
         sender.send(" ".join(str(exc).split()) or type(exc).__name__)
+
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _end_with(parent: int) -> None:
+    """The helper is killed when its parent dies (Linux's parent-death signal): a run killed
+    with kill -9 left it rendering on, for minutes on a large list, holding the run lock it
+    inherited (a PostgreSQL session: the next command was refused with exit 75 while the
+    holder was dead) and writing into the folder the next build's helper uses. Elsewhere
+    (no prctl) it still ends when its work does."""
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return
+    prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)

@@ -37,12 +37,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pipeline import render
+from pipeline import months, reading_list, render
 from pipeline.collect import closest, normal_title
 from pipeline.config import load
-from pipeline.models import Paper
+from pipeline.models import Paper, Scored
 from pipeline.render import md_escape, one_line
 from pipeline.sources.seeds import load_seeds
+from pipeline.store import Store
 from tests import backends
 from tests import fixtures_digest as fx
 from tests.helpers import ROOT, cli_command, cli_env, ids_in, rl_paper
@@ -52,6 +53,7 @@ from tests.processes import (
     config_with,
     copies,
     db_rows,
+    kill9,
     start_cli,
     stderr_lines,
     try_kill9,
@@ -461,6 +463,60 @@ def test_kill_9_at_any_point_then_a_rerun_loses_nothing_and_duplicates_at_most_o
         if len(got) == 2:
             assert row["last_error"].startswith("resent after an interrupted hand-over"), row
 
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not months.Helper.usable() or not Path("/proc/self/task").exists(),
+                    reason="one core or no fork (builds never split), or no /proc to find the helper")
+def test_kill_9_while_a_second_process_renders_the_reading_list_ends_it_and_frees_the_lock(tmp_path, cli,
+                                                                                            db_url):
+    """A first build of a large reading list forks a helper (pipeline/months.py); a run killed
+    meanwhile takes it along: orphaned, it rendered on holding the run lock it inherited (on
+    PostgreSQL `send` was refused with exit 75, the holder dead) and wrote into the folder the
+    next build's helper uses."""
+    config = config_with(tmp_path, storage={"url": db_url})
+    store = Store.open(db_url)
+    found = [replace(rl_paper(k, DAY - timedelta(hours=2 * k)), id=f"2611.{k:05d}")
+             for k in range(reading_list.SPLIT + 500)]
+    store.upsert_papers(found)
+    store.set_scores([Scored(p.id, 2.0, True, ("grpo",), "algorithms") for p in found])
+    store.close()
+    proc = start_cli("--config", str(config), "run", "--offline", "--as-of", AS_OF)
+    try:
+        wait_for(lambda: children(proc.pid), timeout=60, what="the helper process", proc=proc)
+        helper = children(proc.pid)[0]
+        kill9(proc)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    began = time.monotonic()
+    while alive(helper) and time.monotonic() - began < 1:
+        time.sleep(0.02)
+    assert not alive(helper), "the helper rendered on after its run was killed"
+    result = cli("--config", str(config), "send", check=None)
+    for _ in range(50):  # the server notices the dead session within moments
+        if result.returncode != 75:
+            break
+        time.sleep(0.1)
+        result = cli("--config", str(config), "send", check=None)
+    assert result.returncode == 0, result.stderr
+    assert backends.integrity(db_url) == "ok"
+
+
+def alive(pid: int) -> bool:
+    """Running, not a zombie waiting for init to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 # --- property tests: title matching ---------------------------------------------------------
 
