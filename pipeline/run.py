@@ -107,7 +107,7 @@ def seed_documents(config: Config) -> list[SeedDocument]:
 class Week:
     """What the stages after collecting need, read from the store once."""
 
-    papers: dict[str, Paper]  # relevant, grey-band and seed-tied papers, by id
+    papers: dict[str, Paper]  # relevant ones waiting for a digest or a summary, grey-band, seed-tied
     scores: dict[str, Scored]  # every scored paper's, by id
     seeds: list[SeedEntry]
     published: set[str]  # keys of entries already in a digest
@@ -115,8 +115,8 @@ class Week:
     translations: dict[str, dict[str, Any]]  # seed key -> its newest translation
     last_digest_end: datetime | None = None
     existing: Digest | None = None  # the digest of this as-of, if a run already made it
-    snapshots: dict[str, dict | None] = field(default_factory=dict)  # the Updates ledger
-    listed: dict[str, Paper] = field(default_factory=dict)  # papers with a snapshot, by id
+    snapshots: dict[str, dict | None] = field(default_factory=dict)  # the Updates ledger of `listed`
+    listed: dict[str, Paper] = field(default_factory=dict)  # listed ones changed since the last digest
     ledger: coverage.Ledger | None = None  # what collecting covered, for the digest's header
     first: bool = False  # no digest yet: a digest of seeds alone may be made
     taste: importance.Taste = field(default_factory=importance.Taste)  # what the reader likes
@@ -334,32 +334,34 @@ def complete_thin(config: Config, store: Store, fetcher: Fetcher, ids: list[str]
 # --- phase 3: the week ------------------------------------------------------------------------
 
 def load_week(config: Config, store: Store, seeds: list[SeedEntry], as_of: datetime | None) -> Week:
-    """Everything the later stages read, in one pass over the store. as_of None: only
-    what the reading list needs."""
+    """Everything the later stages read, in one pass over the store: the papers waiting for
+    a digest or a summary, the grey band, the seeds' papers and the listed papers that changed
+    since the last digest, with their summaries; not the whole history. as_of None: every
+    relevant paper, as the reading list holds them."""
     scores = store.scores()
-    papers = {p.id: p for p in store.relevant_papers()}
+    papers = {p.id: p for p in store.relevant_papers(waiting=as_of is not None)}
     published = store.published_keys()
     # a seed shown under its title before its paper was found: that paper is shown too
     published |= {paper_key(s.arxiv_id) for s in seeds if s.arxiv_id and seed_key(s.title) in published}
     tied = [s.arxiv_id for s in seeds if s.arxiv_id and s.arxiv_id not in papers]
     grey = [pid for pid in grey_band(config, scores, published) if pid not in papers]
     papers.update((p.id, p) for p in store.papers(list(dict.fromkeys(tied + grey))))
-    week = Week(papers=papers, scores=scores, seeds=seeds, published=published,
-                summaries=store.latest_enrichments("paper_summary"),
+    week = Week(papers=papers, scores=scores, seeds=seeds, published=published, summaries={},
                 translations=store.latest_enrichments("seed_translation"))
     if as_of is not None:
         existing = store.digest(as_of.date().isoformat())
         week.existing = compose.digest_from_dict(existing["data"]) if existing else None
         week.last_digest_end = store.last_digest_end()
         if week.existing is None:
-            week.snapshots = store.snapshots()
-            listed = [k.removeprefix("arxiv:") for k, v in week.snapshots.items() if v]
-            week.listed = {p.id: p for p in store.papers(listed)}
+            changed = store.listed_changed()
+            week.snapshots = {paper_key(p.id): snap for p, snap in changed}
+            week.listed = {p.id: p for p, _ in changed}
             week.ledger = coverage.Ledger.load(store)
             week.first = not store.digest_ids()
             week.history = history(config, store, week, as_of.date())
             week.taste = importance.taste(seeds, store.papers(s.arxiv_id for s in seeds if s.arxiv_id),
                                           *learn.judged(store), config.relevance.follow_authors)
+    week.summaries = store.latest_enrichments("paper_summary", map(paper_key, papers.keys() | week.listed))
     return week
 
 

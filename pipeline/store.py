@@ -45,6 +45,7 @@ papers = sa.Table(
     sa.Column("first_seen", Stamp, nullable=False), sa.Column("revised_at", Stamp),
     sa.Column("score", sa.Float), sa.Column("relevant", sa.Boolean), sa.Column("reasons", Json),
     sa.Column("topic", sa.String(64)), sa.Column("topics", Json),
+    sa.Column("changed_at", Stamp),  # when the record last changed (Updates: those since the last digest)
 )
 seeds = sa.Table(
     "seeds", meta,
@@ -196,12 +197,23 @@ def _delivery_not_before(conn: Connection) -> None:
     conn.execute(sa.DDL(f"ALTER TABLE deliveries ADD COLUMN {column}"))
 
 
+def _paper_changed_at(conn: Connection) -> None:
+    """A paper keeps when its record last changed (a version, a venue or code link can come
+    without one), so a run compares only those with what their digest said. Every paper
+    stored before counts as changed now: the next run compares them all, once."""
+    if "changed_at" not in {c["name"] for c in sa.inspect(conn).get_columns("papers")}:
+        column = sa.schema.CreateColumn(papers.c.changed_at).compile(dialect=conn.dialect)
+        conn.execute(sa.DDL(f"ALTER TABLE papers ADD COLUMN {column}"))
+    conn.execute(papers.update().values(changed_at=now_iso()))
+
+
 UPGRADES: list[Callable[[Connection], None]] = [
     _from_hand_written_sql,  # 1 -> 2
     _digest_item_snapshots,  # 2 -> 3
     _source_memory,  # 3 -> 4
     _reader_tables,  # 4 -> 5
     _delivery_not_before,  # 5 -> 6
+    _paper_changed_at,  # 6 -> 7
 ]
 LATEST = len(UPGRADES) + 1
 
@@ -330,7 +342,8 @@ class Store:
             for paper in found:
                 old = known.get(paper.id)
                 if old is None:
-                    inserts.append({**_paper_row(paper), "first_seen": stamp, "revised_at": None})
+                    inserts.append({**_paper_row(paper), "first_seen": stamp, "revised_at": None,
+                                    "changed_at": stamp})
                     if len(inserts) == 500:  # a slice at a time: the rows are as big as the papers
                         conn.execute(papers.insert(), inserts)
                         inserts = []
@@ -351,7 +364,7 @@ class Store:
             if inserts:
                 conn.execute(papers.insert(), inserts)
             if updates:
-                rows = [{**_paper_row(p), "pid": pid, "revised_at": revised_at.get(pid)}
+                rows = [{**_paper_row(p), "pid": pid, "revised_at": revised_at.get(pid), "changed_at": stamp}
                         for pid, p in updates.items()]
                 for changed in rows:
                     del changed["id"]
@@ -374,11 +387,18 @@ class Store:
             rows = conn.execute(sa.select(papers).where(papers.c.score.is_(None))).mappings()
             return [row_to_paper(row) for row in rows]
 
-    def relevant_papers(self) -> list[Paper]:
-        """Kept by the score, unless the install's own verdict (rl-digest mark) says otherwise."""
+    def relevant_papers(self, waiting: bool = False) -> list[Paper]:
+        """Kept by the score, unless the install's own verdict (rl-digest mark) says otherwise.
+        waiting: only those a run still has work for, not in a digest yet or with no cached
+        summary (a run's week, however long the history)."""
         mine = _mine()
         query = (sa.select(papers).select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
                  .where(_kept(mine)).order_by(papers.c.submitted.desc().nulls_last(), papers.c.id))
+        if waiting:
+            listed = sa.exists().where(digest_items.c.item_key == _key())
+            summarised = sa.exists().where(enrichments.c.item_key == _key(),
+                                           enrichments.c.kind == "paper_summary")
+            query = query.where(sa.or_(~listed, ~summarised))
         with self.engine.connect() as conn:
             return [row_to_paper(row) for row in conn.execute(query).mappings()]
 
@@ -408,7 +428,8 @@ class Store:
         did not, read without decoding (the database hands the bytes over as they are)."""
         mine = _mine()
         raw = partial(_utf8, self.engine.dialect.name)
-        query = (sa.select(papers.c.id, _day(), *map(raw, papers.c), raw(mine.c.verdict),
+        columns = [c for c in papers.c if c is not papers.c.changed_at]  # changes with the others
+        query = (sa.select(papers.c.id, _day(), *map(raw, columns), raw(mine.c.verdict),
                            raw(_summary(enrichments.c.data)))
                  .select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
                  .where(_in_reading_list(mine)))
@@ -587,11 +608,18 @@ class Store:
         return dict(row) if row else None
 
     # --- digests ---
-    def snapshots(self) -> dict[str, dict | None]:
-        """Published item key -> what it looked like when last listed (None: not recorded)."""
+    def listed_changed(self) -> list[tuple[Paper, dict]]:
+        """The Updates ledger's papers: those a digest listed whose record changed since the
+        last digest was made (papers.changed_at), each with what it looked like when last listed."""
+        since = sa.select(sa.func.max(digests.c.created)).scalar_subquery()
+        query = (sa.select(papers, digest_items.c.snapshot)
+                 .join(digest_items, digest_items.c.item_key == _key())
+                 .where(digest_items.c.snapshot.is_not(None),
+                        sa.or_(papers.c.changed_at.is_(None), since.is_(None), papers.c.changed_at >= since))
+                 .order_by(papers.c.id))
         with self.engine.connect() as conn:
-            rows = conn.execute(sa.select(digest_items.c.item_key, digest_items.c.snapshot))
-            return {key: snap or None for key, snap in rows}
+            return [(row_to_paper(row), row["snapshot"]) for row in conn.execute(query).mappings()
+                    if row["snapshot"]]
 
     def listed_in(self) -> dict[str, str]:
         """Item key -> the digest that listed it."""
@@ -682,12 +710,15 @@ class Store:
             with self.tx() as conn:
                 _upsert(conn, enrichments, rows)
 
-    def latest_enrichments(self, kind: str) -> dict[str, dict]:
-        """item_key -> its newest enrichment of this kind, for the reading list."""
+    def latest_enrichments(self, kind: str, keys: Iterable[str] | None = None) -> dict[str, dict]:
+        """item_key -> its newest enrichment of this kind (by time, then key, as the reading
+        list's `_summary`), of every item or of those `keys` (asked in slices)."""
         query = sa.select(enrichments.c.item_key, enrichments.c.data).where(
-            enrichments.c.kind == kind).order_by(enrichments.c.created)
+            enrichments.c.kind == kind).order_by(enrichments.c.created, enrichments.c.key)
+        queries = ([query] if keys is None else
+                   [query.where(enrichments.c.item_key.in_(chunk)) for chunk in _chunks(list(keys))])
         with self.engine.connect() as conn:
-            return {key: data for key, data in conn.execute(query)}
+            return {key: data for each in queries for key, data in conn.execute(each)}
 
     # --- outbox ---
     def deliveries(self, digest_id: str | None = None, statuses: tuple[str, ...] = ()) -> list[dict]:

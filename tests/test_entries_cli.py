@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 from datetime import timedelta
 
-from tests.helpers import DAY, KEY, full_config, rl_paper, write_config
+from tests.helpers import CATS, DAY, KEY, full_config, rl_paper, write_config
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer, ok
 
@@ -265,3 +265,30 @@ def test_the_llm_summarises_the_full_entries_first_not_the_one_line_ones(tmp_pat
         assert full == (paper.id in coded), paper.id  # the two with code are the full entries
         if full:
             assert f"English summary of {paper.title}." in md
+
+
+def test_a_venue_without_a_new_version_reaches_updates_weeks_after_the_paper_was_listed(tmp_path, cli, db_url):
+    """A journal reference comes with no new version (OAI-PMH restamps the record), in a later
+    week than the paper's digest and after another digest: a run reads only the listed papers
+    that changed since the last digest, and this one did."""
+    week1 = [rl_paper(i, DAY) for i in range(1, 4)]
+    with ArxivServer(week1) as arxiv:
+        config = full_config(tmp_path, arxiv, db_url=db_url, sources={
+            "arxiv": {"api_url": arxiv.api_url, "categories": CATS, "page_size": 50, "overlap_hours": 0,
+                      "retries": 1},
+            "rss": {"urls": [arxiv.rss_url(CATS)]}, "oai": {"url": arxiv.oai_url}})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        arxiv.papers = [*week1, rl_paper(4, DAY + timedelta(days=7))]
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+        arxiv.papers = [week1[0], replace(week1[1], journal_ref="ICLR 2027"), week1[2],
+                        rl_paper(5, DAY + timedelta(days=14))]
+        arxiv.datestamps[week1[1].id] = (DAY + timedelta(days=13)).date()
+        cli("--config", str(config), "run", "--as-of", "2026-11-16")
+        arxiv.papers.append(rl_paper(6, DAY + timedelta(days=21)))
+        cli("--config", str(config), "run", "--as-of", "2026-11-23")
+    assert "更新 · Updates" not in outputs(tmp_path, "2026-11-09")["md"]
+    md = outputs(tmp_path, "2026-11-16")["md"]
+    updates = md.split("## 更新 · Updates", 1)[1].split("\n## ", 1)[0]
+    assert "GRPO variant 2 for" in updates and "accepted at ICLR 2027" in updates
+    assert "GRPO variant 1 for" not in md and "GRPO variant 3 for" not in md
+    assert "更新 · Updates" not in outputs(tmp_path, "2026-11-23")["md"]  # said once

@@ -365,3 +365,40 @@ def test_a_run_s_own_collect_leaves_it_running_and_a_dead_process_s_runs_are_int
     statuses = {row["id"]: row["status"] for row in later.last_runs()}
     assert statuses[publish] == "interrupted" and statuses[collect] == "ok"
     later.close()
+
+
+def test_the_updates_ledger_reads_only_the_listed_papers_that_changed_since_the_last_digest(db_url, monkeypatch):
+    """A run compares a listed paper with what its digest said only when its record changed
+    since the last digest: years of listed papers are not read every week."""
+    from pipeline import store as store_module
+
+    store = Store.open(db_url)
+    clock = iter(f"2026-11-{day:02d}T08:00:00+00:00" for day in range(1, 30))
+    monkeypatch.setattr(store_module, "now_iso", lambda: next(clock))
+    store.upsert_papers([paper(f"2401.0000{n}") for n in range(1, 4)])
+    week = (datetime(2026, 11, 2, tzinfo=UTC),) * 2
+    store.save_digest("2026-11-02", week, {}, [(f"arxiv:2401.0000{n}", True) for n in range(1, 4)], [],
+                      snapshots={f"arxiv:2401.0000{n}": {"version": 1, "venue": None, "code": None}
+                                 for n in range(1, 4)})
+    assert store.listed_changed() == []
+    store.upsert_papers([paper("2401.00002", journal_ref="ICLR 2027"), paper("2401.00003"), paper("2401.00004")])
+    assert [(p.id, p.journal_ref, snap["venue"]) for p, snap in store.listed_changed()] == [
+        ("2401.00002", "ICLR 2027", None)]  # not the unchanged one, nor the one not listed
+    store.save_digest("2026-11-09", week, {}, [("arxiv:2401.00004", True)], [])
+    assert store.listed_changed() == []  # told in that digest's Updates, or not news
+
+
+def test_an_older_database_counts_every_paper_as_changed_once(db_url):
+    """Papers stored before the change time was kept: the first run compares them all."""
+    store = Store.open(db_url)
+    store.upsert_papers([paper("2401.00001"), paper("2401.00002")])
+    store.save_digest("2026-11-02", (datetime(2026, 11, 2, tzinfo=UTC),) * 2, {},
+                      [("arxiv:2401.00001", True)], [], snapshots={"arxiv:2401.00001": {"version": 1}})
+    with sa.create_engine(db_url).begin() as conn:  # as the release before this one left it
+        conn.execute(sa.text("ALTER TABLE papers DROP COLUMN changed_at"))
+        conn.execute(sa.text("UPDATE schema_migrations SET version = 6"))
+    store = Store.open(db_url)
+    assert store.version() == LATEST
+    with store.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM papers WHERE changed_at IS NULL")).scalar() == 0
+    assert [p.id for p, _ in store.listed_changed()] == ["2401.00001"]
