@@ -146,7 +146,7 @@ def wrap_stages(stages: Stages) -> None:
         (publish, "publish", "publish: other"),
         (render, "digest_as", "render: digest md/html/txt"),
         (reading_list, "publish", "render: reading list"),
-        (publish, "stored_digests", "render: feed"),
+        (publish, "stored_digest", "render: feed"),
         (render, "feed_xml", "render: feed"),
         (publish, "write_atomic", "write: files"),
         (Store, "save_digest", "write: digest rows"),

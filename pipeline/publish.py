@@ -12,6 +12,7 @@ never undo what was already published.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -55,9 +56,8 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
                               _items(digest), outbox.recipients(opened),
                               snapshots=compose.snapshots(digest))
     changed = last_change(store, options.as_of)
-    digests, updated = stored_digests(store), changed.isoformat()
-    # this run's digest as written above, even when only a preview
-    shown = [d for d in digests if digest is None or d.id != digest.id] + ([digest] if digest else [])
+    updated = changed.isoformat()
+    shown = StoredDigests(store, digest)  # this run's digest as written above, even when only a preview
     links = Links.of(config) if config.outputs.site else None
     feedback = links.on_the_web if links else None  # 👍/👎 on the web pages with serve.base_url
     moved = reading_list.tied(config, store) if config.outputs.site else {}
@@ -66,7 +66,8 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
                                                          updated, feedback, moved))
                   ] if config.outputs.site else []
         files.update(reading_list.publish(config, store, changed.date().isoformat(), also=papers))
-    files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(settings, digests, updated))
+    feed = render.feed_xml(settings, StoredDigests(store), updated)  # the published digests, not a preview
+    files["feed.xml"] = write_atomic(out / "feed.xml", feed)
     report.files += [str(path) for path in files.values()]
     if config.outputs.site:
         report.files += [str(path) for path in site.build(settings, out / "site", shown, updated,
@@ -139,8 +140,30 @@ def last_change(store: Store, as_of: datetime) -> datetime:
     return store.last_digest_end() or as_of
 
 
-def stored_digests(store: Store) -> list[Digest]:
-    return [stored_digest(store, did) for did in reversed(store.digest_ids())]
+class StoredDigests(Mapping[str, Digest]):
+    """Every digest the database holds, by id, each read when asked for and not kept: years
+    of weekly digests are never in memory at once. `also` is this run's digest, in place of
+    the stored one of its id (a preview is stored nowhere)."""
+
+    def __init__(self, store: Store, also: Digest | None = None):
+        self.store, self.also = store, also
+        self.ids = sorted({*store.digest_ids(), *([also.id] if also else [])})
+
+    def __getitem__(self, digest_id: str) -> Digest:
+        if self.also is not None and digest_id == self.also.id:
+            return self.also
+        if digest_id not in self:
+            raise KeyError(digest_id)
+        return stored_digest(self.store, digest_id)
+
+    def __contains__(self, digest_id: object) -> bool:
+        return digest_id in self.ids
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.ids)
+
+    def __len__(self) -> int:
+        return len(self.ids)
 
 
 def _dry_run(config: Config, digest: Digest | None, count: int) -> None:

@@ -14,7 +14,7 @@ import re
 import string
 import unicodedata
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
 from email import policy as email_policy
@@ -653,18 +653,29 @@ def feed_id(settings: Settings, name: str) -> str:
     return f"urn:uuid:{uuid.uuid5(uuid.NAMESPACE_URL, f'rl-digest:{settings.topic.name.en}:{name}')}"
 
 
-def feed_xml(settings: Settings, digests: Sequence[Digest], updated: str, site: bool = False) -> str:
-    """An Atom feed of the newest FEED_DIGESTS digests, newest first, one entry per digest:
-    out/feed.xml links the digests' email copies, the site's feed (`site`) their web pages."""
+def by_id(digests: Mapping[str, Digest] | Iterable[Digest]) -> Mapping[str, Digest]:
+    """Digests by id: a mapping as it is (publish.StoredDigests reads each as asked), a
+    list made one."""
+    return digests if isinstance(digests, Mapping) else {d.id: d for d in digests}
+
+
+def feed_xml(settings: Settings, digests: Mapping[str, Digest] | Iterable[Digest], updated: str,
+             site: bool = False) -> str:
+    """An Atom feed of the newest FEED_DIGESTS digests, newest first, one entry per digest,
+    each read as it is rendered: out/feed.xml links the digests' email copies, the site's
+    feed (`site`) their web pages."""
     ctx = common(settings)
     base = settings.site_url if site else ctx["base_url"]
     tz = settings.timezone
-    entries = []
-    for digest in sorted(digests, key=lambda d: d.id, reverse=True)[:FEED_DIGESTS]:
+    digests = by_id(digests)
+
+    def entry(digest: Digest) -> dict:
         link = f"{base}digests/{digest.id}.html" if base else f"digests/{digest.id}.html"
-        entries.append({"d": digest, "id": link if base else feed_id(settings, digest.id),
-                        "link": link, "updated": rfc3339(digest.window_end, digest.timezone),
-                        "paper_count": paper_count(digest)})
+        return {"d": digest, "id": link if base else feed_id(settings, digest.id),
+                "link": link, "updated": rfc3339(digest.window_end, digest.timezone),
+                "paper_count": paper_count(digest)}
+
+    entries = (entry(digests[did]) for did in sorted(digests, reverse=True)[:FEED_DIGESTS])
     home = ("" if base else "index.html") if site else "READING_LIST.md"  # relative, as the entries' links
     return html_env(settings.templates).get_template("feed.xml.j2").render(
         entries=entries, updated=rfc3339(updated, tz),

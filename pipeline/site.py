@@ -8,16 +8,16 @@ only when its text changed, so a weekly run rewrites the index and the new week'
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from itertools import groupby
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jinja2
 
 from pipeline import render
 from pipeline.deliver.files import write_if_changed
-from pipeline.models import Digest, safe_id
+from pipeline.models import Digest, Highlight, safe_id
 
 ASSETS = ("site.css", "site.js")  # templates/site/assets/ -> out/site/assets/
 UNDATED = "undated"  # the month and year of an undated entry, in its page's and its search file's name
@@ -80,10 +80,18 @@ def digest_href(digest_id: str) -> str:
     return f"digests/{digest_id}.html"
 
 
-def build(settings: render.Settings, folder: Path, digests: Sequence[Digest], updated: str,
-          feedback: Callable[[str, str], str] | None = None,
+class Row(NamedTuple):
+    """A digest as the index lists it: its id and its first highlight."""
+
+    id: str
+    highlights: tuple[Highlight, ...]
+
+
+def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest] | Iterable[Digest],
+          updated: str, feedback: Callable[[str, str], str] | None = None,
           moved: Mapping[str, tuple[str, str, str | None]] | None = None) -> list[Path]:
-    """Write the site's pages for `digests` (any order) into `folder`; the paths that changed.
+    """Write the site's pages for `digests` (any order; by id, publish.StoredDigests reads
+    each as asked) into `folder`; the paths that changed.
 
     `updated` is the feed's date (publish.last_change), never the clock; `feedback` makes
     a paper's 👍/👎 link (Links.on_the_web) when `serve.base_url` is set; `moved`
@@ -91,26 +99,29 @@ def build(settings: render.Settings, folder: Path, digests: Sequence[Digest], up
     or a listed paper's whose topic was renamed.
     """
     jinja = env(settings)
-    newest = sorted(digests, key=lambda d: d.id, reverse=True)
+    digests = render.by_id(digests)
+    newest = sorted(digests, reverse=True)
     moved = moved or {}
     common = {**render.common(settings), "feedback": feedback,
               "paper_href": lambda key, topic, day: paper_href(*moved.get(key, (key, topic, day)))}
-    changed = []
-    for n, digest in enumerate(newest):  # each page links the weeks before and after it
+    changed, rows, counts = [], [], {}
+    for n, digest_id in enumerate(newest):  # each page links the weeks before and after it
+        digest = digests[digest_id]
         sections, featured = render.listed(settings, digest)
         page = jinja.get_template("site/digest.html.j2").render(
             d=render.shown(digest, settings.languages), root="../", paper_count=render.paper_count(digest),
             featured_in=featured, sections=sections,
-            newer=newest[n - 1].id if n else None,
-            older=newest[n + 1].id if n + 1 < len(newest) else None, **common)
+            newer=newest[n - 1] if n else None,
+            older=newest[n + 1] if n + 1 < len(newest) else None, **common)
         if write_if_changed(folder / digest_href(digest.id), page):  # one page at a time in memory
             changed.append(folder / digest_href(digest.id))
+        rows.append(Row(digest.id, digest.highlights[:1]))  # what the index says of it
+        counts[digest.id] = render.paper_count(digest)
     pages: dict[str, str] = {}
-    months = [(month, list(group)) for month, group in groupby(newest, key=lambda d: d.id[:7])]
+    months = [(month, list(group)) for month, group in groupby(rows, key=lambda d: d.id[:7])]
     pages["index.html"] = jinja.get_template("site/index.html.j2").render(
-        latest=newest[0] if newest else None, months=months, root="",
-        counts={d.id: render.paper_count(d) for d in newest}, **common)
-    pages["feed.xml"] = render.feed_xml(settings, newest, updated, site=True)
+        latest=digests[newest[0]] if newest else None, months=months, root="", counts=counts, **common)
+    pages["feed.xml"] = render.feed_xml(settings, digests, updated, site=True)
     for name in ASSETS:
         source, _, _ = jinja.loader.get_source(jinja, f"site/assets/{name}")  # type: ignore[union-attr]
         pages[f"assets/{name}"] = source

@@ -49,7 +49,7 @@ class Papers:
     leading = FEED_SIZE  # papers.xml needs the newest as entries
 
     def __init__(self, config: Config, store: Store, settings: render.Settings, folder: Path,
-                 digests: Sequence[Digest], updated: str,
+                 digests: Mapping[str, Digest] | Sequence[Digest], updated: str,
                  feedback: Callable[[str, str], str] | None = None,
                  moved: Mapping[str, tuple[str, str, str | None]] | None = None):
         self.config, self.settings, self.folder, self.updated = config, settings, folder, updated
@@ -359,12 +359,14 @@ def _searchable(entry: Entry, languages: Sequence[str]) -> str:
                          ", ".join(entry.authors), entry.topic, (entry.date or "")[:7]]).decode()
 
 
-def _updates(digests: Sequence[Digest]) -> dict[str, list[dict]]:
-    """Paper key -> the Updates that later digests listed for it, oldest first."""
+def _updates(digests: Mapping[str, Digest] | Sequence[Digest]) -> dict[str, list[dict]]:
+    """Paper key -> the Updates that later digests listed for it, oldest first (the digests
+    read one at a time)."""
     found: dict[str, list[dict]] = {}
-    for digest in sorted(digests, key=lambda d: d.id):
-        for update in digest.updates:
-            found.setdefault(update.key, []).append({"digest": digest.id, "changes": update.changes})
+    digests = render.by_id(digests)
+    for digest_id in sorted(digests):
+        for update in digests[digest_id].updates:
+            found.setdefault(update.key, []).append({"digest": digest_id, "changes": update.changes})
     return found
 
 

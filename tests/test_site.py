@@ -34,6 +34,7 @@ from tests.helpers import (
     rl_paper,
     run_cli,
     site_pages,
+    write_config,
 )
 from tests.processes import start_cli, wait_for
 from tests.servers.arxiv_server import ArxivServer
@@ -107,6 +108,40 @@ def test_a_build_keeps_one_digest_page_in_memory_at_a_time(tmp_path):
     peak(digests[:1])  # the templates compiled
     few, all_weeks = peak(digests[:10]), peak(digests)
     assert all_weeks < few * 3, (few, all_weeks)  # the index's rows grow, not the pages (8 times)
+
+
+def test_a_run_reads_the_stored_digests_one_at_a_time(tmp_path):
+    """Years of weekly digests in the database: publishing (the site, its papers' Updates,
+    the feeds) reads each digest as it needs it, not every digest first (at 26 weeks of
+    about 70 papers that was 9 MB a run held, growing every week)."""
+    from datetime import UTC, datetime
+
+    from pipeline import compose, publish
+    from pipeline.config import load
+    from pipeline.models import Options, RunReport
+    from pipeline.store import Store
+
+    config = load(write_config(tmp_path, {"outputs": {"dir": str(tmp_path / "out")}}, seeds=False))
+    store = Store.open(config.storage.url)
+    week, first = fx.many(40), date(2024, 1, 1)
+    as_of = datetime(2026, 11, 30, tzinfo=UTC)
+
+    def peak(weeks: int) -> int:
+        for n in range(len(store.digest_ids()), weeks):
+            day = datetime.combine(first + timedelta(weeks=n), datetime.min.time(), UTC)
+            store.save_digest(day.date().isoformat(), (day, day),
+                              compose.digest_to_dict(replace(week, id=day.date().isoformat())), [], [])
+        tracemalloc.start()
+        publish.publish(config, store, Options(as_of, offline=True), None, RunReport(as_of=as_of.isoformat()))
+        found = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return found
+
+    peak(1)  # the templates compiled
+    few, all_weeks = peak(20), peak(80)  # the feeds hold 20 either way
+    assert all_weeks < few * 1.5, (few, all_weeks)  # it was 2.4 times as much
+    assert len(list((tmp_path / "out" / "site" / "digests").glob("*.html"))) == 80
+    store.close()
 
 
 def test_a_seed_entry_without_a_url_is_a_title_not_a_link_to_nowhere(tmp_path):
