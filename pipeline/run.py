@@ -108,7 +108,7 @@ class Week:
     """What the stages after collecting need, read from the store once."""
 
     papers: dict[str, Paper]  # relevant ones waiting for a digest or a summary, grey-band, seed-tied
-    scores: dict[str, Scored]  # every scored paper's, by id
+    scores: dict[str, Scored]  # the papers', by id
     seeds: list[SeedEntry]
     published: set[str]  # keys of entries already in a digest
     summaries: dict[str, dict[str, Any]]  # paper key -> its newest summary
@@ -338,14 +338,14 @@ def load_week(config: Config, store: Store, seeds: list[SeedEntry], as_of: datet
     a digest or a summary, the grey band, the seeds' papers and the listed papers that changed
     since the last digest, with their summaries; not the whole history. as_of None: every
     relevant paper, as the reading list holds them."""
-    scores = store.scores()
     papers = {p.id: p for p in store.relevant_papers(waiting=as_of is not None)}
     published = store.published_keys()
     # a seed shown under its title before its paper was found: that paper is shown too
     published |= {paper_key(s.arxiv_id) for s in seeds if s.arxiv_id and seed_key(s.title) in published}
     tied = [s.arxiv_id for s in seeds if s.arxiv_id and s.arxiv_id not in papers]
-    grey = [pid for pid in grey_band(config, scores, published) if pid not in papers]
+    grey = [pid for pid in grey_band(config, grey_band_scores(config, store), published) if pid not in papers]
     papers.update((p.id, p) for p in store.papers(list(dict.fromkeys(tied + grey))))
+    scores = store.scores(papers)
     week = Week(papers=papers, scores=scores, seeds=seeds, published=published, summaries={},
                 translations=store.latest_enrichments("seed_translation"))
     if as_of is not None:
@@ -370,10 +370,20 @@ def history(config: Config, store: Store, week: Week, end: date) -> list[tuple[s
     no longer has counts under the topic its entry has now (reading_list.topic_of), not
     under the old key as a topic of its own for 26 weeks."""
     rows = store.listed_per_topic(*trends.span(end), known=[t.key for t in config.topics])
-    papers = dict(week.papers)
+    papers, scores = dict(week.papers), dict(week.scores)
     papers.update((p.id, p) for p in store.papers([pid for *_, pid in rows if pid and pid not in papers]))
-    return [(day, reading_list.topic_of(config.topics, week.scores.get(pid), p.title, p.abstract)
+    scores.update(store.scores([pid for *_, pid in rows if pid and pid not in scores]))
+    return [(day, reading_list.topic_of(config.topics, scores.get(pid), p.title, p.abstract)
              if pid and (p := papers.get(pid)) else topic, n) for day, topic, n, pid in rows]
+
+
+def grey_band_scores(config: Config, store: Store) -> dict[str, Scored]:
+    """The scores grey_band may pick from: those near the threshold of papers in no digest
+    (a little wider than the band: grey_band draws the line)."""
+    if not config.relevance.llm_judge:
+        return {}
+    threshold, band = learn.band(config.relevance)
+    return store.unlisted_scores(threshold - band - 1e-6, threshold + band + 1e-6)
 
 
 def grey_band(config: Config, scores: dict[str, Scored], published: set[str]) -> list[str]:

@@ -462,12 +462,21 @@ class Store:
         with self.engine.connect() as conn:
             return [row_to_paper(row) for row in conn.execute(query).mappings()]
 
-    def scores(self) -> dict[str, Scored]:
-        """Every scored paper's score, reasons, topics and the install's verdict, by id."""
+    def scores(self, ids: Iterable[str] | None = None) -> dict[str, Scored]:
+        """Every paper's score, reasons, topics and the install's verdict, by id, or those
+        of these ids (asked in slices)."""
+        query = _scores_query(_mine())
+        queries = ([query] if ids is None else
+                   [query.where(papers.c.id.in_(chunk)) for chunk in _chunks(list(ids))])
+        with self.engine.connect() as conn:
+            return {row.id: _row_scored(row._mapping) for each in queries for row in conn.execute(each)}
+
+    def unlisted_scores(self, low: float, high: float) -> dict[str, Scored]:
+        """The scores from `low` to `high` of the papers in no digest that the install's
+        verdict did not decide (where the LLM judge's grey band lies)."""
         mine = _mine()
-        query = (sa.select(papers.c.id, papers.c.score, papers.c.relevant, papers.c.reasons,
-                           papers.c.topic, papers.c.topics, mine.c.verdict)
-                 .select_from(papers.outerjoin(mine, mine.c.item_key == _key())))
+        query = _scores_query(mine).where(papers.c.score.between(low, high), mine.c.verdict.is_(None),
+                                          ~sa.exists().where(digest_items.c.item_key == _key()))
         with self.engine.connect() as conn:
             return {row.id: _row_scored(row._mapping) for row in conn.execute(query)}
 
@@ -979,6 +988,13 @@ def row_to_paper(row: Any) -> Paper:
         comment=row["comment"], journal_ref=row["journal_ref"],
         sources=tuple(row["sources"]),
     )
+
+
+def _scores_query(mine: Any) -> sa.Select:
+    """Each paper's score, reasons and topics, with the install's verdict (`mine`, joined)."""
+    return (sa.select(papers.c.id, papers.c.score, papers.c.relevant, papers.c.reasons,
+                      papers.c.topic, papers.c.topics, mine.c.verdict)
+            .select_from(papers.outerjoin(mine, mine.c.item_key == _key())))
 
 
 def _row_scored(row: Any) -> Scored:
