@@ -295,9 +295,10 @@ def rank_papers_with(config: Config, papers: Sequence[Paper], taste: Sequence[tu
 def rescore_candidates(store: Store) -> list[Paper]:
     """Scored papers of the current week (since the last digest) not yet in a digest:
     older weeks keep the scores they were published or passed over with."""
-    published, since = store.published_keys(), store.last_digest_end()
-    return [p for p in store.papers() if paper_key(p.id) not in published
-            and (since is None or p.submitted is None or p.submitted >= since)]
+    since = store.last_digest_end()
+    day = since.date() - timedelta(days=2) if since else None  # any two offsets' days are within two
+    return [p for p in store.unlisted_papers(day)
+            if since is None or p.submitted is None or p.submitted >= since]
 
 
 # --- phase 2: resolve -------------------------------------------------------------------------

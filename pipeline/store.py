@@ -378,6 +378,16 @@ class Store:
         with self.engine.connect() as conn:
             return [row_to_paper(row) for query in queries for row in conn.execute(query).mappings()]
 
+    def unlisted_papers(self, since: date | None = None) -> list[Paper]:
+        """Papers in no digest; with `since`, only those submitted that day or later (by the
+        stored date's own day) or undated."""
+        query = sa.select(papers).where(~sa.exists().where(digest_items.c.item_key == _key()))
+        if since is not None:
+            query = query.where(sa.or_(papers.c.submitted.is_(None),
+                                       sa.func.substr(papers.c.submitted, 1, 10) >= since.isoformat()))
+        with self.engine.connect() as conn:
+            return [row_to_paper(row) for row in conn.execute(query).mappings()]
+
     def paper_titles(self) -> list[tuple[str, str]]:
         with self.engine.connect() as conn:
             return [tuple(row) for row in conn.execute(sa.select(papers.c.id, papers.c.title))]

@@ -250,6 +250,28 @@ def test_a_profile_written_midweek_decides_the_papers_collected_before_it(tmp_pa
     assert "reasons: exclude: autonomous driving" in shown
 
 
+def test_a_refit_scores_again_the_papers_of_the_week_since_the_last_digest_only(db_url):
+    """A new model or profile decides the week's papers in no digest, by the instant the last
+    digest ended whatever offset a date was written in; older weeks keep their scores."""
+    from datetime import timedelta, timezone
+
+    from pipeline import run
+    from pipeline.models import paper_key
+    from pipeline.store import Store
+
+    store = Store.open(db_url)
+    end = datetime(2026, 11, 9, 8, tzinfo=timezone(timedelta(hours=8)))  # 00:00 UTC
+    before, after, behind, undated, listed, old = (
+        replace(rl_paper(n, DAY), submitted=when) for n, when in enumerate([
+            datetime(2026, 11, 8, 23, 30, tzinfo=UTC), datetime(2026, 11, 9, 0, 30, tzinfo=UTC),
+            datetime(2026, 11, 8, 17, tzinfo=timezone(timedelta(hours=-8))),  # 01:00 UTC, dated the 8th
+            None, datetime(2026, 11, 10, tzinfo=UTC), datetime(2026, 10, 1, tzinfo=UTC)], start=1))
+    store.upsert_papers([before, after, behind, undated, listed, old])
+    store.save_digest("2026-11-09", (end - timedelta(days=7), end), {}, [(paper_key(listed.id), True)], [])
+    assert sorted(p.id for p in run.rescore_candidates(store)) == [after.id, behind.id, undated.id]
+    store.close()
+
+
 # --- learning from the reader -------------------------------------------------------------
 
 def run_report(tmp_path: Path) -> dict:
