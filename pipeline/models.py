@@ -10,7 +10,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 from datetime import date, datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 _VERSION = re.compile(r"v(\d+)$")
 _ID_PREFIX = re.compile(r"^(?:(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|html)/|oai:arxiv\.org:|arxiv:)",
@@ -240,6 +240,17 @@ class Entry:
     links: tuple[tuple[str, str], ...] = ()  # (kind, url) from extract.links
     venue: str | None = None  # as stated in the comment or journal-ref
     origin: str | None = None  # the seed document a curated entry comes from
+
+
+class Moved(NamedTuple):
+    """Where an entry an old digest links is now (reading_list.tied): its key, topic and
+    date; `was`, the topic it was listed under when the config no longer has it (renamed or
+    removed), whose old page on the site then says where its papers went."""
+
+    key: str
+    topic: str
+    date: str | None
+    was: str | None = None
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import IO, Any, Protocol
 from pipeline import compose, months, rank, render
 from pipeline.config import Config, TopicDef
 from pipeline.deliver.files import write_if_changed
-from pipeline.models import Entry, Paper, Scored, SeedEntry, paper_key, seed_key
+from pipeline.models import Entry, Moved, Paper, Scored, SeedEntry, paper_key, seed_key
 from pipeline.store import Store
 
 log = logging.getLogger(__name__)
@@ -97,11 +97,12 @@ def entries(config: Config, store: Store, batch: int = 500, skip: Collection[str
             if month_of(entry) not in skip and (only is None or month_of(entry) in only))
 
 
-def tied(config: Config, store: Store) -> dict[str, tuple[str, str, str | None]]:
+def tied(config: Config, store: Store) -> dict[str, Moved]:
     """Entries an old digest links under a key or topic they no longer have: a seed entry
     shown under its title before its paper was found (the seed's key), a listed paper whose
     topic the config no longer has (renamed or removed) -> the key, topic and date its entry
-    has now, so an old digest's link still finds it."""
+    has now, so an old digest's link still finds it, and that old topic (its page says
+    where its papers went)."""
     scores, keys, published = store.scores(), {t.key for t in config.topics}, store.published_keys()
     gone = [pid for pid, s in scores.items() if s.topic not in keys and paper_key(pid) in published]
     seeds = store.seeds()
@@ -109,8 +110,9 @@ def tied(config: Config, store: Store) -> dict[str, tuple[str, str, str | None]]
     old.update({seed_key(s.title): s.arxiv_id for s in seeds if s.arxiv_id})
     by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}  # the seed its entry shows, as `entries` reads it
     found = {p.id: p for p in store.papers(set(old.values()))}
-    return {key: (paper_key(p.id), topic_of(config.topics, scores.get(p.id), p.title, p.abstract),
-                  compose.entry_date(p, by_paper.get(p.id)))
+    return {key: Moved(paper_key(p.id), topic_of(config.topics, scores.get(p.id), p.title, p.abstract),
+                       compose.entry_date(p, by_paper.get(p.id)),
+                       scores[pid].topic if key == paper_key(pid) else None)  # a seed's key: no old topic
             for key, pid in old.items() if (p := found.get(pid))}
 
 

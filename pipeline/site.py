@@ -17,7 +17,7 @@ import jinja2
 
 from pipeline import render
 from pipeline.deliver.files import write_if_changed
-from pipeline.models import Digest, Highlight, safe_id
+from pipeline.models import Digest, Highlight, Moved, safe_id
 
 ASSETS = ("site.css", "site.js")  # templates/site/assets/ -> out/site/assets/
 UNDATED = "undated"  # the month and year of an undated entry, in its page's and its search file's name
@@ -89,7 +89,7 @@ class Row(NamedTuple):
 
 def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest] | Iterable[Digest],
           updated: str, feedback: Callable[[str, str], str] | None = None,
-          moved: Mapping[str, tuple[str, str, str | None]] | None = None) -> list[Path]:
+          moved: Mapping[str, Moved] | None = None) -> list[Path]:
     """Write the site's pages for `digests` (any order; by id, publish.StoredDigests reads
     each as asked) into `folder`; the paths that changed.
 
@@ -103,7 +103,7 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
     newest = sorted(digests, reverse=True)
     moved = moved or {}
     common = {**render.common(settings), "feedback": feedback,
-              "paper_href": lambda key, topic, day: paper_href(*moved.get(key, (key, topic, day)))}
+              "paper_href": lambda key, topic, day: paper_href(*moved.get(key, (key, topic, day))[:3])}
     changed, rows, counts = [], [], {}
     for n, digest_id in enumerate(newest):  # each page links the weeks before and after it
         digest = digests[digest_id]

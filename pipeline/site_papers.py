@@ -16,7 +16,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from itertools import groupby
 from operator import itemgetter
@@ -28,7 +29,7 @@ import orjson
 from pipeline import export, months, reading_list, render, site
 from pipeline.config import Config, TopicDef
 from pipeline.deliver.files import streamed_if_changed, write_if_changed
-from pipeline.models import Digest, Entry
+from pipeline.models import Digest, Entry, Moved
 from pipeline.store import Store
 
 FEED_SIZE = 100  # entries in papers.xml: the newest additions
@@ -51,7 +52,7 @@ class Papers:
     def __init__(self, config: Config, store: Store, settings: render.Settings, folder: Path,
                  digests: Mapping[str, Digest] | Sequence[Digest], updated: str,
                  feedback: Callable[[str, str], str] | None = None,
-                 moved: Mapping[str, tuple[str, str, str | None]] | None = None):
+                 moved: Mapping[str, Moved] | None = None):
         self.config, self.settings, self.folder, self.updated = config, settings, folder, updated
         self.moved = moved or {}  # reading_list.tied: a seed entry's anchor, its paper found
         self.store, self.digests, self.feedback = store, digests, feedback
@@ -151,7 +152,8 @@ class Papers:
         pages, env, context, settings, folder = self.pages, self.env, self.context, self.settings, self.folder
         pages.close_month()
         topics = pages.write_topics(self.config.topics)
-        moved = {site.anchor(old): site.anchor(key) for old, (key, _, _) in self.moved.items() if old != key}
+        pages.write_gone(self.moved.values(), self.config.topics)
+        moved = {site.anchor(old): site.anchor(now.key) for old, now in self.moved.items() if old != now.key}
         self.search.close({t["key"]: {part["month"]: part["page"] for part in t["parts"]} for t in topics},
                           moved)
         for writer in self.writers:
@@ -269,6 +271,29 @@ class _Pages:
             found.append({"key": key, "name": name, "count": count, "page": page,
                           "href": page.removeprefix("papers/"), "parts": parts})
         return found
+
+    def write_gone(self, moved: Iterable[Moved], known: Sequence[TopicDef]) -> None:
+        """The page of a topic the config no longer has (renamed or removed) and of each of
+        its months, kept for a link made before (a feed reader's copy of papers.xml, a
+        bookmark): it names the topics its papers have now, the most of them first, and
+        assets/topic.js takes a link to one of them (#p-…) on to its page."""
+        now: dict[str, Counter[str]] = {}
+        months: dict[str, set[str]] = {}
+        for found in moved:
+            if found.was:
+                now.setdefault(found.was, Counter())[found.topic] += 1
+                months.setdefault(found.was, set()).add(site.month(found.date))
+        names, beside = {t.key: t.name for t in known}, "papers/topic/"
+        for old, topics in now.items():
+            shown = sorted(topics, key=lambda key: (-topics[key], key))  # the most of its papers first
+            text = self.page.render(heading=old, name=None, now_in=[
+                {"name": names[key], "href": site.topic_href(key).removeprefix(beside)} for key in shown],
+                **self.context)
+            for page in [site.topic_href(old), *(site.part_href(old, month) for month in months[old])]:
+                if self.folder / page not in self.written:  # not a topic's page the list has
+                    if write_if_changed(self.folder / page, text):
+                        self.changed.append(self.folder / page)
+                    self.written.add(self.folder / page)
 
 
 class _Spool:

@@ -270,4 +270,4 @@ def test_a_seed_shown_before_its_paper_was_found_is_not_shown_again(db_url, tmp_
     assert run.digest_entries(config, week, week.published) == [] and week.waiting() == []
     assert [e.key for e in run.digest_entries(config, week)] == [paper_key(paper.id)]  # the reading list
     assert reading_list.tied(config, store) == {
-        seed_key("OpenSeeker-v2"): (paper_key(paper.id), "agentic", day(0).date().isoformat())}
+        seed_key("OpenSeeker-v2"): (paper_key(paper.id), "agentic", day(0).date().isoformat(), None)}

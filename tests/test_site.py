@@ -302,9 +302,32 @@ def test_a_renamed_topic_takes_its_older_papers_and_old_digests_still_find_them(
     assert re.findall(r"^## (.*)$", index, flags=re.M) == [
         "目录 · Contents", "算法与目标 · Algorithms and objectives (9)", "按月 · By month"]
     assert not (tmp_path / "out" / "reading-list" / "algorithms.md").exists()
+    # The old key's page and its months' stay (a feed reader's copy of papers.xml, a bookmark,
+    # a shared link name them): they say where its papers are now. They were deleted as stale.
     assert sorted(p.name for p in (folder / "papers" / "topic").iterdir()) == [
+        "algorithms-2026-10.html", "algorithms-2026-11.html", "algorithms.html",
         "policy-opt-2026-10.html", "policy-opt-2026-11.html", "policy-opt.html"]
     assert broken_links(folder) == []
+    old = HTMLParser((folder / "papers" / "topic" / "algorithms.html").read_text(encoding="utf-8"))
+    assert [a.text() for a in old.css("main a") if a.attributes["href"] == "policy-opt.html"] == [
+        "算法与目标 · Algorithms and objectives"]
+    assert "本主题现为 · This topic is now:" in old.body.text()
+    for month in ("2026-10", "2026-11"):  # its months' pages say the same
+        assert (folder / "papers" / "topic" / f"algorithms-{month}.html").read_text(encoding="utf-8") == \
+            (folder / "papers" / "topic" / "algorithms.html").read_text(encoding="utf-8")
+    # In a browser: an old link to a paper on the old key's page lands on the paper's entry;
+    # without a paper in the link the page stays, naming the new topic.
+    paper = "arxiv:2611.00001"
+    found = in_frame(tmp_path / "old", folder, "papers/topic/algorithms.html#" + site.anchor(paper), 1024, f"""
+      var entry = d.getElementById('{site.anchor(paper)}');
+      setTimeout(function () {{ done({{page: w.location.pathname.split('/site/').pop(), hash: w.location.hash,
+        text: entry ? entry.innerText : ''}}); }}, 300);""")
+    assert (found["page"], found["hash"]) == ("papers/topic/policy-opt-2026-10.html", "#" + site.anchor(paper)), found
+    assert found["text"], found
+    found = in_frame(tmp_path / "bare", folder, "papers/topic/algorithms.html", 1024, """
+      setTimeout(function () { done({page: w.location.pathname.split('/site/').pop(),
+        links: [].map.call(d.querySelectorAll('a[href="policy-opt.html"]'), function (a) { return a.innerText; })}); }, 300);""")
+    assert found["page"] == "papers/topic/algorithms.html" and found["links"] == ["算法与目标 · Algorithms and objectives"], found
 
 
 def test_a_dry_run_writes_no_site_and_outputs_site_false_turns_it_off(tmp_path, cli):
