@@ -6,6 +6,7 @@ Test files import these from here, never from one another; conftest.py only hold
 from __future__ import annotations
 
 import atexit
+import html
 import json
 import os
 import re
@@ -344,6 +345,25 @@ f.addEventListener('load', function () {{ var d = f.contentDocument, w = f.conte
     if found is None:
         pytest.skip(f"chromium laid out no page: {out.stderr[-300:]}")
     return json.loads(found.attributes["data-result"] or "{}")
+
+
+def loaded_pages(tmp_path: Path, urls: list[str]) -> dict[str, str]:
+    """The DOM of each file:// URL once its load event has fired (its scripts ran), as
+    --dump-dom prints it, all from one Chromium: a frame each on a host page."""
+    host = tmp_path / "pages-host.html"
+    frames = "".join(f'<iframe src="{html.escape(url)}"></iframe>' for url in urls)
+    host.write_text(f"""<!doctype html><html><body>{frames}<script>
+var frames = document.querySelectorAll('iframe'), pages = [], left = frames.length;
+frames.forEach(function (f, i) {{ f.addEventListener('load', function () {{
+  pages[i] = f.contentDocument.documentElement.outerHTML;
+  if (--left === 0) document.body.setAttribute('data-result', JSON.stringify(pages)); }}); }});
+</script></body></html>""", encoding="utf-8")
+    out = chromium(tmp_path, "--allow-file-access-from-files", "--virtual-time-budget=8000", "--dump-dom",
+                   host.as_uri())
+    found = HTMLParser(out.stdout).css_first("body[data-result]")
+    if found is None:
+        pytest.skip(f"chromium loaded no pages: {out.stderr[-300:]}")
+    return dict(zip(urls, json.loads(found.attributes["data-result"] or "[]"), strict=True))
 
 
 def chinese_left(text: str) -> list[str]:
