@@ -56,11 +56,11 @@ def on_signals() -> Iterator[None]:
 
     def stop(signum: int, _frame: object) -> None:
         caught.append(signum)
+        for kind, handler in before.items():  # first: the log line below says a second one ends it
+            signal.signal(kind, handler)
         name = signal.Signals(signum).name  # the log line from the thread too: see from_signal
         from_signal(STOP.set, lambda: log.warning(
             "%s: stopping at the next step boundary (send it again to stop at once)", name))
-        for kind, handler in before.items():
-            signal.signal(kind, handler)
 
     for kind in kinds:
         signal.signal(kind, stop)
