@@ -92,6 +92,7 @@ def test_each_navigation_landmark_is_named_in_the_shown_languages(tmp_path):
     assert named == {".": ["网站 Site", "上一期与下一期 Previous and next digest"], "en": ["Site"]}
 
 
+@pytest.mark.slow  # years of digests, measured: make test-slow (in .ci/run)
 def test_a_build_keeps_one_digest_page_in_memory_at_a_time(tmp_path):
     """Years of weekly digests: each page is written as it is rendered, not all of them kept
     until the end (at 130 weeks the pages alone added 45 MB to a run's peak)."""
@@ -110,6 +111,7 @@ def test_a_build_keeps_one_digest_page_in_memory_at_a_time(tmp_path):
     assert all_weeks < few * 3, (few, all_weeks)  # the index's rows grow, not the pages (8 times)
 
 
+@pytest.mark.slow  # years of digests, measured: make test-slow (in .ci/run)
 def test_a_run_reads_the_stored_digests_one_at_a_time(tmp_path):
     """Years of weekly digests in the database: publishing (the site, its papers' Updates,
     the feeds) reads each digest as it needs it, not every digest first (at 26 weeks of
