@@ -349,14 +349,16 @@ f.addEventListener('load', function () {{ var d = f.contentDocument, w = f.conte
 
 def loaded_pages(tmp_path: Path, urls: list[str]) -> dict[str, str]:
     """The DOM of each file:// URL once its load event has fired (its scripts ran), as
-    --dump-dom prints it, all from one Chromium: a frame each on a host page."""
+    --dump-dom prints it, all from one Chromium: a frame each on a host page, read when the
+    host's own load event fires, which waits for every frame's (a listener on a frame could
+    be added after its load: no result, a skipped test)."""
     host = tmp_path / "pages-host.html"
     frames = "".join(f'<iframe src="{html.escape(url)}"></iframe>' for url in urls)
     host.write_text(f"""<!doctype html><html><body>{frames}<script>
-var frames = document.querySelectorAll('iframe'), pages = [], left = frames.length;
-frames.forEach(function (f, i) {{ f.addEventListener('load', function () {{
-  pages[i] = f.contentDocument.documentElement.outerHTML;
-  if (--left === 0) document.body.setAttribute('data-result', JSON.stringify(pages)); }}); }});
+window.addEventListener('load', function () {{  // after every frame's own load event
+  var pages = Array.prototype.map.call(document.querySelectorAll('iframe'),
+    function (f) {{ return f.contentDocument.documentElement.outerHTML; }});
+  document.body.setAttribute('data-result', JSON.stringify(pages)); }});
 </script></body></html>""", encoding="utf-8")
     out = chromium(tmp_path, "--allow-file-access-from-files", "--virtual-time-budget=8000", "--dump-dom",
                    host.as_uri())
