@@ -373,8 +373,7 @@ class Store:
 
     def papers(self, ids: Iterable[str] | None = None) -> list[Paper]:
         """All papers, or those with these ids (asked in slices)."""
-        queries = ([sa.select(papers)] if ids is None else
-                   [sa.select(papers).where(papers.c.id.in_(chunk)) for chunk in _chunks(list(ids))])
+        queries = _sliced(sa.select(papers), papers.c.id, ids)
         with self.engine.connect() as conn:
             return [row_to_paper(row) for query in queries for row in conn.execute(query).mappings()]
 
@@ -476,8 +475,7 @@ class Store:
         """Every paper's score, reasons, topics and the install's verdict, by id, or those
         of these ids (asked in slices)."""
         query = _scores_query(_mine())
-        queries = ([query] if ids is None else
-                   [query.where(papers.c.id.in_(chunk)) for chunk in _chunks(list(ids))])
+        queries = _sliced(query, papers.c.id, ids)
         with self.engine.connect() as conn:
             return {row.id: _row_scored(row._mapping) for each in queries for row in conn.execute(each)}
 
@@ -734,8 +732,7 @@ class Store:
         list's `_summary`), of every item or of those `keys` (asked in slices)."""
         query = sa.select(enrichments.c.item_key, enrichments.c.data).where(
             enrichments.c.kind == kind).order_by(enrichments.c.created, enrichments.c.key)
-        queries = ([query] if keys is None else
-                   [query.where(enrichments.c.item_key.in_(chunk)) for chunk in _chunks(list(keys))])
+        queries = _sliced(query, enrichments.c.item_key, keys)
         with self.engine.connect() as conn:
             return {key: data for each in queries for key, data in conn.execute(each)}
 
@@ -953,6 +950,12 @@ def _chunks(items: list, size: int = 500) -> Iterator[list]:
     """SQLite limits the variables in one statement; ask in slices."""
     for start in range(0, len(items), size):
         yield items[start:start + size]
+
+
+def _sliced(query: sa.Select, column: Any, values: Iterable[str] | None) -> list[sa.Select]:
+    """`query` for every row (values None), or for the rows whose `column` is one of
+    `values`, a slice at a time (_chunks)."""
+    return [query] if values is None else [query.where(column.in_(chunk)) for chunk in _chunks(list(values))]
 
 
 def _sqlite_pragmas(busy_timeout: float) -> Any:
