@@ -135,6 +135,7 @@ def test_a_second_run_while_one_is_going_exits_75(tmp_path, cli, db_url):
     assert backends.integrity(db_url) == "ok"  # and the lock went with the first run
 
 
+@pytest.mark.slow  # two schedulers racing: make test-slow (in .ci/run)
 def test_two_schedulers_on_two_machines_sharing_one_postgresql_publish_once(tmp_path, cli, db_url):
     """Two state folders (two machines): no file lock is shared, only the database."""
     if not db_url.startswith("postgresql"):

@@ -320,6 +320,7 @@ def test_gives_up_after_max_attempts_the_server_deferred_and_only_those(store: S
     assert "450 4.2.1 Mailbox busy" in row["last_error"]
 
 
+@pytest.mark.slow  # days of retries: make test-slow (in .ci/run)
 def test_a_server_down_for_days_never_fails_a_readers_digest(store: Store) -> None:
     """An hourly `send` through a week of a refused connection: the digest waits, then goes."""
     save(store, PEOPLE[:1])

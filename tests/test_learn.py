@@ -335,6 +335,7 @@ def test_the_run_line_names_a_refit_model_once(tmp_path, cli):
         assert "relevance model" not in later
 
 
+@pytest.mark.slow  # two refits on every shipped row: make test-slow (in .ci/run)
 def test_a_refit_from_an_older_shipped_model_is_not_used_and_the_next_run_refits(tmp_path, cli):
     """An upgrade ships a new model; the install's refit was made from the old one (whose
     numbers mean other things: the TF-IDF model's idf is not NB-LR's scale). Until the next
