@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import smtplib
+import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
@@ -21,7 +22,7 @@ import sqlalchemy as sa
 from pydantic import Field
 
 from pipeline import calendar, collect, enrich, lock, render, store
-from pipeline.config import Config
+from pipeline.config import Config, read_recipients
 from pipeline.deliver import channels, chat, email, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
 from pipeline.sources import arxiv_api, arxiv_oai, arxiv_rss
@@ -75,6 +76,7 @@ def config_problems(config: Config) -> Problems:
                         "(summaries would fall back; set it, empty for a local server, "
                         "or set enrich.provider: none)")
     warnings += config.recipient_problems()
+    warnings += dotless_readers(config)
     warnings += [f"seeds.paths: {path}: no such file or folder (its seeds are not read)"
                  for path in config.seeds.paths if not path.exists()]
     if config.templates.dir and not config.templates.dir.is_dir():
@@ -109,6 +111,23 @@ def config_problems(config: Config) -> Problems:
     if password:
         errors.append(f"{password[0]} ({password[1]})")
     return Problems(errors, warnings)
+
+
+def dotless_readers(config: Config) -> list[str]:
+    """Readers at a domain without a period that is not this machine's name: the mail server
+    of this machine takes them (root@localhost is its operator), and alice@gmailcom with them."""
+    if not config.email.local:
+        return []  # such a reader is refused already, saying why
+    host = socket.gethostname().lower()
+    mine = {"localhost", host, host.partition(".")[0]}
+    found = [("email.to", reader) for reader in config.email.to]
+    if config.email.recipients_file:
+        found += [(f"email.recipients_file ({config.email.recipients_file})", reader)
+                  for reader in read_recipients(config.email.recipients_file, True)[0]]
+    return [f"{where}: {reader.address}: a domain without a period that is not this machine's name "
+            f"({', '.join(sorted(mine))}): a typo? ({config.email.smtp_host} takes it, and may bounce it)"
+            for where, reader in found
+            if "." not in (domain := reader.address.rpartition("@")[2].lower()) and domain not in mine]
 
 
 def channel_problems(config: Config) -> list[str]:

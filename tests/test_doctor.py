@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from contextlib import ExitStack
 from dataclasses import replace
@@ -287,3 +288,25 @@ def test_a_damaged_sqlite_file_fails_the_database_line(tmp_path, cli):
     line = next(ln for ln in report.splitlines() if ln.startswith("database"))
     assert line.split()[1] == "FAIL" and "damaged (" in line, line
     assert line.endswith("restore it from a backup, or move it aside to start afresh"), line
+
+
+def test_doctor_warns_of_a_reader_at_a_dotless_domain_that_is_not_this_machines(tmp_path, cli):
+    """Through this machine's mail server root@localhost is taken, and alice@gmailcom with it
+    (it was taken without a word): doctor and config check name the address and where it is;
+    root@localhost and root@<this host> are still taken without a warning."""
+    host = socket.gethostname()
+    (tmp_path / "readers.txt").write_text(f"bob@yahoocom lang=en\nroot@{host}\n", encoding="utf-8")
+    config = write_config(tmp_path, {
+        "sources": {"arxiv": {"enabled": False, "contact": CONTACT}, "rss": {"enabled": False}},
+        "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": refused_port(), "security": "none",
+                  "to": ["alice@gmailcom", "root@localhost"], "recipients_file": "readers.txt"},
+        "outputs": {"base_url": "https://digest.example.org/"}}, seeds=False)
+    checked = cli("--config", str(config), "config", "check")  # warnings: exit 0
+    report = cli("--config", str(config), "doctor", check=1).stdout  # smtp: nobody listens
+    line = next(line for line in report.splitlines() if line.startswith("config"))
+    warned = [w.removeprefix(f"warning: {config}: ") for w in checked.stderr.splitlines()]
+    assert [w.split(": a domain")[0] for w in warned] == [
+        "email.to: alice@gmailcom", f"email.recipients_file ({tmp_path / 'readers.txt'}): bob@yahoocom"]
+    assert "without a period that is not this machine's name" in warned[0] and "a typo?" in warned[0]
+    assert statuses(report)["config"] == "WARN" and all(w in line for w in warned), line
+    assert "root@" not in checked.stderr + line
