@@ -39,7 +39,7 @@ class Calendar:
     time: time
     weekdays: frozenset[int]  # Monday = 0
     no_announcement: dict[date, str] = field(default_factory=dict)
-    years: frozenset[int] = frozenset()  # years whose skipped evenings are known
+    years: frozenset[int] = frozenset()  # years whose skipped evenings are known: a file's `years`
     zh: dict[date, str] = field(default_factory=dict)  # a holiday's Chinese name, where the file gives one
 
     def announces(self, day: date) -> bool:
@@ -88,7 +88,8 @@ class Calendar:
 
 def how_to_add(year: int) -> str:
     """What to do about a year whose holidays no file lists (doctor and each collect say it)."""
-    return f"add a file for {year} to sources.arxiv.calendar_files (README: The calendar)"
+    return (f"add a file for {year} (years: [{year}] and its no_announcement days) to "
+            "sources.arxiv.calendar_files (README: The calendar)")
 
 
 def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
@@ -133,5 +134,4 @@ def _overlay(data: dict, path: Path) -> None:
     years = loaded.get("years") or []
     if not isinstance(years, list) or not all(str(year).isdigit() for year in years):
         raise ConfigError(f"{path}: years lists the years whose holidays the file gives, e.g. [2027]")
-    data["years"].update(int(year) for year in years)
-    data["years"].update(day.year for day in skipped)
+    data["years"].update(int(year) for year in years)  # a day alone does not make its year known

@@ -324,8 +324,8 @@ def test_a_collect_into_a_year_the_calendar_lacks_says_what_to_add_where(tmp_pat
     warnings = [line for line in result.stderr.splitlines() if "holidays for" in line]
     assert len(warnings) == 1, result.stderr
     assert warnings[0].endswith("arXiv's holidays for 2025 are not known (known: 2026): a holiday evening "
-                                "looks like a stale feed; add a file for 2025 to "
-                                "sources.arxiv.calendar_files (README: The calendar)"), warnings
+                                "looks like a stale feed; add a file for 2025 (years: [2025] and its "
+                                "no_announcement days) to sources.arxiv.calendar_files (README: The calendar)"), warnings
 
 
 def test_a_digest_says_a_day_not_recovered_in_a_year_the_calendar_lacks_may_be_a_holiday(tmp_path, cli):
@@ -342,6 +342,28 @@ def test_a_digest_says_a_day_not_recovered_in_a_year_the_calendar_lacks_may_be_a
             "holiday") in digest
     assert "（11-24）：当天发布的论文可能不在本期（下次运行会再试）；日历尚未收录 2025 年的 arXiv 假期：" \
            "未补回的那天也可能是假期" in digest
+
+
+def test_a_calendar_file_without_years_leaves_its_days_year_unknown(tmp_path, cli):
+    """A file that gives Thanksgiving 2025 but no `years` made all of 2025 known: the Monday
+    evening whose feed stayed empty no longer 'may be a holiday' in the digest, and no
+    collect warned. A year is known when a file lists it in `years` (README: The calendar)."""
+    (tmp_path / "arxiv-2025.yaml").write_text("no_announcement:\n  2025-11-27: Thanksgiving\n",
+                                              encoding="utf-8")
+    paper = replace(relevant(1, ("cs.LG",), day=datetime(2025, 11, 24, 15, tzinfo=UTC)), id="2511.00001")
+    with ArxivServer([paper]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG", "cs.CL"])  # the cs.CL feed is empty
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+        data["sources"]["arxiv"]["calendar_files"] = ["arxiv-2025.yaml"]
+        config.write_text(yaml.safe_dump(data), encoding="utf-8")
+        result = cli("--config", str(config), "run", "--as-of", "2025-11-25T14:00:00+00:00")
+    digest = " ".join((tmp_path / "out" / "digests" / "2025-11-25.md").read_text(encoding="utf-8").split())
+    assert "cs.CL on 11-24: feed stale, NOT recovered" in digest
+    assert "arXiv's holidays for 2025 are not in the calendar yet: a day NOT recovered may be a holiday" in digest
+    assert "arXiv's holidays for 2025 are not known" in result.stderr
+    assert load_calendar([tmp_path / "arxiv-2025.yaml"]).years == {2026}  # the bundled file's
+    (tmp_path / "arxiv-2025.yaml").write_text("years: [2025]\n", encoding="utf-8")
+    assert load_calendar([tmp_path / "arxiv-2025.yaml"]).years == {2025, 2026}
 
 
 def test_a_quiet_evening_in_a_year_the_calendar_lacks_is_read_once_not_polled(tmp_path, cli):

@@ -53,7 +53,8 @@ def world(tmp_path):
 def calendar_file(tmp_path, *years: int) -> Path:
     """A calendar file that knows these years (New Year's Day the one holiday of each)."""
     path = tmp_path / "holidays.yaml"
-    path.write_text("no_announcement:\n" + "".join(f"  {y}-01-01: New Year's Day\n" for y in years))
+    path.write_text(f"years: {list(years)}\nno_announcement:\n"
+                    + "".join(f"  {y}-01-01: New Year's Day\n" for y in years))
     return path
 
 
