@@ -143,6 +143,22 @@ class Papers:
         """Where each topic's month page's entries begin (after its heading)."""
         return self.pages.heads
 
+    def _old_names(self) -> dict[str, dict[str, str]]:
+        """The name a topic the config no longer has (renamed or removed) was shown under:
+        its section's in the newest digest that listed one of its papers."""
+        listed: dict[str, set[str]] = {}
+        for found in self.moved.values():
+            if found.was and found.key in self.listed:
+                listed.setdefault(found.was, set()).add(self.listed[found.key])
+        digests, names = render.by_id(self.digests), {}
+        for old, ids in listed.items():
+            for digest_id in sorted(ids, reverse=True):
+                section = next((s for s in digests[digest_id].sections if s.topic == old), None)
+                if section:
+                    names[old] = {"zh": section.name_zh, "en": section.name_en}
+                    break
+        return names
+
     def _export(self, suffix: str) -> Path:
         return self.folder / "exports" / f"reading-list.{suffix}"
 
@@ -152,7 +168,7 @@ class Papers:
         pages, env, context, settings, folder = self.pages, self.env, self.context, self.settings, self.folder
         pages.close_month()
         topics = pages.write_topics(self.config.topics)
-        pages.write_gone(self.moved.values(), self.config.topics)
+        pages.write_gone(self.moved.values(), self.config.topics, self._old_names())
         moved = {site.anchor(old): site.anchor(now.key) for old, now in self.moved.items() if old != now.key}
         self.search.close({t["key"]: {part["month"]: part["page"] for part in t["parts"]} for t in topics},
                           moved)
@@ -272,11 +288,13 @@ class _Pages:
                           "href": page.removeprefix("papers/"), "parts": parts})
         return found
 
-    def write_gone(self, moved: Iterable[Moved], known: Sequence[TopicDef]) -> None:
+    def write_gone(self, moved: Iterable[Moved], known: Sequence[TopicDef],
+                   was_named: Mapping[str, dict[str, str]]) -> None:
         """The page of a topic the config no longer has (renamed or removed) and of each of
         its months, kept for a link made before (a feed reader's copy of papers.xml, a
-        bookmark): it names the topics its papers have now, the most of them first, and
-        assets/topic.js takes a link to one of them (#p-…) on to its page."""
+        bookmark): headed by the name it had (`was_named`; else its key), it names the
+        topics its papers have now, the most of them first, and assets/topic.js takes a
+        link to one of them (#p-…) on to its page."""
         now: dict[str, Counter[str]] = {}
         months: dict[str, set[str]] = {}
         for found in moved:
@@ -286,7 +304,7 @@ class _Pages:
         names, beside = {t.key: t.name for t in known}, "papers/topic/"
         for old, topics in now.items():
             shown = sorted(topics, key=lambda key: (-topics[key], key))  # the most of its papers first
-            text = self.page.render(heading=old, name=None, now_in=[
+            text = self.page.render(heading=old, name=was_named.get(old), month=None, now_in=[
                 {"name": names[key], "href": site.topic_href(key).removeprefix(beside)} for key in shown],
                 **self.context)
             for page in [site.topic_href(old), *(site.part_href(old, month) for month in months[old])]:

@@ -332,6 +332,30 @@ def test_a_renamed_topic_takes_its_older_papers_and_old_digests_still_find_them(
     assert found["page"] == "papers/topic/algorithms.html" and found["links"] == ["算法与目标 · Algorithms and objectives"], found
 
 
+def test_a_renamed_topics_old_page_is_headed_by_its_old_name(tmp_path, cli):
+    """algorithms (算法与目标 · Algorithms and objectives) becomes policy-opt (策略优化 ·
+    Policy optimisation): the old key's page was headed 'algorithms', a key its readers never
+    saw; the old digests name the topic, and so does the page now."""
+    folder = two_weeks(tmp_path, cli)
+    config = tmp_path / "config.yaml"
+    data = yaml.safe_load(config.read_text(encoding="utf-8"))
+    topics = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))["topics"]
+    renamed = {"key": "policy-opt", "name": {"zh": "策略优化", "en": "Policy optimisation"}}
+    data["topics"] = [{**t, **renamed} if t["key"] == "algorithms" else t for t in topics]
+    with ArxivServer([rl_paper(9, DAY + timedelta(days=14))]) as arxiv:
+        data["sources"]["arxiv"]["api_url"] = arxiv.api_url
+        data["sources"]["rss"]["urls"] = [arxiv.rss_url(["cs.LG", "cs.CL"])]
+        config.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+        cli("--config", str(config), "run", "--as-of", "2026-11-16")
+    for page in ("algorithms.html", "algorithms-2026-11.html"):
+        old = HTMLParser((folder / "papers" / "topic" / page).read_text(encoding="utf-8"))
+        assert old.css_first("h1").text() == "算法与目标 · Algorithms and objectives", page
+        assert old.css_first("title").text().startswith("算法与目标 · Algorithms and objectives — "), page
+        assert [a.text() for a in old.css("main a") if a.attributes["href"] == "policy-opt.html"] == [
+            "策略优化 · Policy optimisation"]
+    assert broken_links(folder) == []
+
+
 def test_a_dry_run_writes_no_site_and_outputs_site_false_turns_it_off(tmp_path, cli):
     with ArxivServer([rl_paper(1, DAY)]) as arxiv:
         config = full_config(tmp_path, arxiv)
