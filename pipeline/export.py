@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import fields, replace
 from datetime import date
 from functools import lru_cache
@@ -136,9 +136,14 @@ def name_parts(name: str) -> tuple[str, str]:
     of an entry ask for the same names. A name written 'Family, Given' (or 'Family, Jr.,
     Given') is read that way, 'John Smith, Jr.' as 'John Smith Jr.'; one with ' and ' in it
     ('Smith and Sons') is one name. A name in brackets after it stays with the family name:
-    'Wei Zhang (张伟)' -> ('Zhang (张伟)', 'Wei'), filed under Zhang."""
+    'Wei Zhang (张伟)' -> ('Zhang (张伟)', 'Wei'), filed under Zhang; so do signs after it
+    (an emoji: 'Jane Doe 🚀' -> ('Doe 🚀', 'Jane'), filed under Doe, not under 🚀)."""
     if " and " in name:
         return name, ""
+    *before, sign = name.split() or [""]
+    if before and not any(char.isalnum() for char in sign):
+        family, given = name_parts(" ".join(before))
+        return f"{family} {sign}", given
     if aside := _ASIDE.fullmatch(name):
         family, given = name_parts(aside[1])
         return f"{family} {aside[2]}", given
@@ -160,9 +165,10 @@ def name_parts(name: str) -> tuple[str, str]:
     return " ".join(words[start:]), " ".join(words[:start])
 
 
-def cited(name: str) -> str:
-    """'Jane Q. Doe' -> 'Doe, Jane Q.', as BibTeX and RIS list authors (one line already)."""
-    return ", ".join(part for part in name_parts(name) if part)
+def cited(name: str, text: Callable[[str], str] = str) -> str:
+    """'Jane Q. Doe' -> 'Doe, Jane Q.', as BibTeX and RIS list authors (one line already);
+    `text` writes each part (BibTeX's: an emoji it leaves out leaves no space before the comma)."""
+    return ", ".join(part for part in map(text, name_parts(name)) if part)
 
 
 def _code(entry: Entry) -> str | None:
@@ -248,7 +254,7 @@ def bibtex(entry: Entry) -> str:
     ident = arxiv_id(entry)
     fields = [("title", "{" + bibtex_text(entry.title) + "}"),  # double braces keep its case
               ("author", " and ".join("{" + bibtex_text(a) + "}" if " and " in a or a.count(",") > 2
-                                      else _tex(cited(a)) for a in entry.authors))]
+                                      else cited(a, _tex) for a in entry.authors))]
     if entry.date:
         fields += [("year", entry.date[:4]), ("date", entry.date)]
     if ident:

@@ -119,6 +119,19 @@ def test_names_written_family_first_or_holding_and_stay_whole():
     assert export.cited("John Smith, Jr.") == export.cited("John Smith Jr.") == "Smith Jr., John"
 
 
+def test_a_name_ending_in_an_emoji_keeps_its_family_name():
+    """'Jane Doe 🚀' was filed under 🚀: BibTeX, which leaves an emoji out, wrote the author
+    '{, Jane Doe}' (no family name), RIS 'AU  - 🚀, Jane Doe'. The sign stays with the family
+    name, as a name in brackets does."""
+    bibtexparser = pytest.importorskip("bibtexparser")
+    entry = replace(ENTRY, authors=("Jane Doe 🚀", "Wei Zhang (张伟) 🤖", "Martin Luther King Jr. ✨"))
+    author = bibtexparser.loads(written("bibtex", [entry])).entries[0]["author"]
+    assert author == "Doe, Jane and Zhang (张伟), Wei and King Jr., Martin Luther"
+    ris = [line for line in written("ris", [entry]).splitlines() if line.startswith("AU")]
+    assert ris == ["AU  - Doe 🚀, Jane", "AU  - Zhang (张伟) 🤖, Wei", "AU  - King Jr. ✨, Martin Luther"]
+    assert json.loads(written("csljson", [entry]))[0]["author"][0] == {"family": "Doe 🚀", "given": "Jane"}
+
+
 def test_ris_reads_back_with_rispy():
     rispy = pytest.importorskip("rispy")
     first, seed = rispy.loads(written("ris", [ENTRY, SEED]))
