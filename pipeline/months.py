@@ -3,7 +3,7 @@ the months that changed.
 
 A month's fingerprint hashes what its entries are made of (the stored rows read as text,
 their seed entries, what else the pages show of them) and what every page depends on
-(the code, the templates, the settings). A month whose fingerprint is the last build's
+(the code, pylatexenc's version, the templates, the settings). A month whose fingerprint is the last build's
 is replayed instead of rendered: its small pieces (table rows, one-line entries, search
 records) from its file under `.rl-digest-cache/`, its full entries and export records as
 byte ranges of the pages and exports the last build wrote. Those files and the pieces
@@ -30,6 +30,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import pylatexenc  # its version (its tables are imported on first use)
+
 from pipeline.config import bundled
 from pipeline.deliver.files import move_if_changed, write_atomic
 from pipeline.errors import DigestError
@@ -42,8 +44,10 @@ HELPER = "helper"  # under FOLDER: the helper process's outputs.dir
 
 def inputs(parts: Iterable[object], templates: Path | None) -> str:
     """What every page depends on besides its entries: the code that renders them, the
-    built-in and the user's templates, and `parts` (the settings each writer names)."""
-    digest = hashlib.blake2b(repr((FORMAT, *parts)).encode(), digest_size=16)
+    libraries that write their text (pylatexenc: TeX in a title read as text, BibTeX's
+    special characters), the built-in and the user's templates, and `parts` (the settings
+    each writer names)."""
+    digest = hashlib.blake2b(repr((FORMAT, pylatexenc.__version__, *parts)).encode(), digest_size=16)
     for folder in (Path(__file__).parent, bundled("templates"), *([templates] if templates else [])):
         for path in sorted(folder.rglob("*")) if folder.is_dir() else ():
             if path.is_file() and path.suffix != ".pyc":

@@ -190,3 +190,25 @@ def test_fingerprints_change_with_a_month_s_papers_and_nothing_else(db_url, tmp_
     assert reading_list.fingerprints(config, store, [markdown]).of()["2026-09"] != before["2026-09"]
     markdown.__exit__(None, None, None)
     store.close()
+
+
+def test_an_upgraded_pylatexenc_renders_every_month_again(db_url, tmp_path, monkeypatch):
+    """pylatexenc writes the BibTeX export's letters and signs ({\\ensuremath{\\alpha}}) and
+    reads TeX in titles: after an upgrade that writes them otherwise, a weekly build replayed
+    the older months' records of reading-list.bib as the old version wrote them, beside the
+    new version's (its version was no part of what the months' cache compares)."""
+    import pylatexenc
+
+    from pipeline import export
+
+    weekly, fresh, store, _ = two_outputs(tmp_path, db_url)
+    store.close()
+    build(weekly)
+    bib = tmp_path / "a" / "out" / "site" / "exports" / "reading-list.bib"
+    assert "{\\ensuremath{\\alpha}}" in bib.read_text(encoding="utf-8")
+    monkeypatch.setattr(pylatexenc, "__version__", "2.99")  # a table that writes α as \textalpha
+    monkeypatch.setattr(export, "_latex", lambda run: run.replace("α", "{\\textalpha}"))
+    build(weekly)
+    build(fresh)
+    assert "{\\ensuremath{\\alpha}}" not in bib.read_text(encoding="utf-8")
+    assert published(tmp_path / "a" / "out") == published(tmp_path / "b" / "out")
