@@ -23,7 +23,7 @@ from pydantic import Field
 
 from pipeline import calendar, collect, enrich, lock, render, store
 from pipeline.config import Config, read_recipients
-from pipeline.deliver import channels, chat, email, git
+from pipeline.deliver import channels, chat, email, files, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
 from pipeline.sources import arxiv_api, arxiv_oai, arxiv_rss
 from pipeline.store import Store
@@ -104,6 +104,9 @@ def config_problems(config: Config) -> Problems:
         errors.append(f"serve.secret_env: the secret in {config.serve.secret_env} is shorter than "
                       f"{SECRET_MIN} characters, easy to guess (links could be forged): use "
                       "$(openssl rand -hex 32)")
+    out = files.unwritable(config.outputs.dir, "outputs.dir")
+    if out:
+        errors.append(out)
     database = database_problem(config.storage.url)
     if database:
         errors.append(database)

@@ -39,6 +39,7 @@ from pipeline import (
     trends,
 )
 from pipeline.config import Config
+from pipeline.deliver import files
 from pipeline.enrich import Enricher, Item, make_client
 from pipeline.errors import ConfigError, DigestError
 from pipeline.models import (
@@ -171,6 +172,9 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
     started = time.monotonic()
     if config.email.enabled and not (options.offline or options.no_email):
         config.readers()  # an unreadable readers' file stops the run now, not after the LLM's work
+    unwritable = None if options.dry_run else files.unwritable(config.outputs.dir, "outputs.dir")
+    if unwritable:  # and so does an outputs.dir no file can be written in
+        raise ConfigError(unwritable)
     report = RunReport(as_of=options.as_of.isoformat())
     fetcher = fetcher or collect.make_fetcher(config)
     used = sources.configured(config, offline=options.offline)

@@ -223,17 +223,56 @@ def test_a_read_only_output_folder_is_one_line_and_keeps_the_previous_files(tmp_
         cli("--config", str(config), "run", "--as-of", AS_OF)
         before = snapshot(tmp_path / "out")
         arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
+        asked = len(arxiv.requests)
         with read_only(tmp_path / "out") as how:
             refused = cli("--config", str(config), "run", "--as-of", NEXT, check=None)
+        read = len(arxiv.requests) - asked
         after = snapshot(tmp_path / "out")
         again = cli("--config", str(config), "run", "--as-of", NEXT)
     words = {"mount": "Read-only file system", "chattr": "Operation not permitted",
              "chmod": "Permission denied"}[how]
-    one_clear_line(refused, words, str(tmp_path / "out"))
+    # found at start, exit 2 naming the key (it was exit 1, the code of a digest made and a
+    # delivery failed, after the whole week's work, naming only a file in it)
+    one_clear_line(refused, f"outputs.dir: {tmp_path / 'out'}: cannot write: {words}")
+    assert refused.returncode == 2 and read == 0
     assert after == before and leftovers(tmp_path / "out") == []
     assert integrity(tmp_path) == "ok"
     assert "relevant 1" in again.stdout
     assert (tmp_path / "out" / "digests" / f"{NEXT}.md").exists()
+
+
+def test_a_file_where_the_output_folder_should_be_is_exit_2_at_start(tmp_path, cli):
+    """`out` a file (a copy gone wrong, a mount not there): every run read arXiv, ranked and
+    summarised, then ended with exit 1 and 'out/digests/2026-11-02.md: cannot write: Not a
+    directory'; doctor said all was well."""
+    (tmp_path / "out").write_text("", encoding="utf-8")
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = config_with(tmp_path, arxiv)
+        refused = cli("--config", str(config), "run", "--as-of", AS_OF, check=2)
+        read = len(arxiv.requests)
+        checked = cli("--config", str(config), "config", "check", check=2)
+        doctor = cli("--config", str(config), "doctor", check=1).stdout
+    says = f"outputs.dir: {tmp_path / 'out'}: is a file, not a folder; set outputs.dir to a folder this user can write"
+    assert one_clear_line(refused) == f"rl-digest: {says}" and read == 0
+    assert db_rows(tmp_path, "SELECT id FROM digests") == []
+    assert one_clear_line(checked) == f"rl-digest: {config}: {says}"
+    line = next(line for line in doctor.splitlines() if line.startswith("config"))
+    assert line.split()[1] == "FAIL" and says in line, line
+
+
+def test_a_file_in_the_output_folder_that_cannot_be_replaced_is_one_line(tmp_path, cli):
+    """out/ is writable, its site/ folder is not (found only when a run writes there): one
+    line naming the file, no traceback."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = config_with(tmp_path, arxiv)
+        cli("--config", str(config), "run", "--as-of", AS_OF)
+        arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
+        with read_only(tmp_path / "out" / "site") as how:
+            refused = cli("--config", str(config), "run", "--as-of", NEXT, check=None)
+    words = {"mount": "Read-only file system", "chattr": "Operation not permitted",
+             "chmod": "Permission denied"}[how]
+    line = one_clear_line(refused, words)
+    assert re.fullmatch(rf"rl-digest: {re.escape(str(tmp_path / 'out' / 'site'))}/\S+: cannot write: {words}", line)
 
 
 def test_a_read_only_state_folder_is_one_line(tmp_path, cli):

@@ -78,6 +78,24 @@ def _draft(path: Path) -> Iterator[tuple[TextIO, list[bool]]]:
                 pass
 
 
+def unwritable(folder: Path, key: str) -> str | None:
+    """Why no file can be written in `folder`, the config's `key` (or the folder made, where
+    it is not yet): one line naming both; None when one can. An unnamed file is made and
+    dropped in it (or the nearest folder above it there is), so a read-only mount, a file in
+    the way, permissions or an immutable folder answer as a run's first write would."""
+    folder = there = folder.absolute()
+    try:
+        there = next(p for p in (folder, *folder.parents) if p.exists())
+        if not there.is_dir():
+            why = f"{'' if there == folder else f'{there} '}is a file, not a folder"
+        else:
+            with tempfile.TemporaryFile(dir=there):
+                return None
+    except OSError as exc:
+        why = f"cannot write{'' if there == folder else f' in {there} to make it'}: {exc.strerror or exc}"
+    return f"{key}: {folder}: {why}; set {key} to a folder this user can write"
+
+
 def write_if_changed(path: Path, text: str) -> bool:
     """Write `path` only when its text differs from what is on disk (a weekly run then
     rewrites only the pages that changed, and their dates say so); True when it wrote."""
