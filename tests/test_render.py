@@ -436,6 +436,23 @@ def test_a_busy_week_keeps_the_best_one_line_entries_that_fit_not_none():
     assert more == 600 - len(kept)
 
 
+def test_a_one_line_entry_costs_the_email_its_text_not_a_table_cell_of_styles():
+    """A topic's one-line entries share one cell: each in a cell of its own carried the
+    cell's inlined font list and padding, 760 bytes as sent for a title, its link, date and
+    Chinese title, and a week of 200 papers could not list them all in 100 KB."""
+    def week(each: int) -> fx.Digest:
+        d = fx.many(30)
+        return replace(d, sections=tuple(replace(s, brief=tuple(
+            fx.Entry(key=f"arxiv:2612.{k:05d}", topic=s.topic, url=f"https://arxiv.org/abs/2612.{k:05d}",
+                     title=f"Paper {k}: Scalable Group-Relative Policy Optimisation with Verifiable Rewards",
+                     title_zh="可验证奖励的可扩展组相对策略优化", date="2026-11-20", score=1000.0 - k)
+            for k in range(n * 1000, n * 1000 + each))) for n, s in enumerate(d.sections)))
+
+    settings = fx.config(base_url="https://example.org/out/")
+    sizes = [render.as_sent(render.digest_html(settings, week(each), 500, whole=True)) for each in (0, 40)]
+    assert (sizes[1] - sizes[0]) / 200 < 500, sizes
+
+
 def test_an_oversized_email_is_trimmed_and_points_to_the_whole_digest():
     d = fx.many(40, scale=12)
     full = render.digest_markdown(fx.config(), d, 500)
