@@ -528,14 +528,20 @@ def _ranked(entries: Sequence[Entry]) -> list[Entry]:
     return sorted(entries, key=lambda e: (not e.curated, -(e.score or 0.0), e.key))
 
 
-def _keep(digest: Digest, keep: int, brief: int) -> tuple[tuple[Section, ...], dict[str, int]]:
-    """Sections holding only the `keep` best full entries and the `brief` best one-line
-    entries (their order unchanged); and how many went, per topic. Every section stays, so
-    a reader sees each topic and its whole count even when its papers all went."""
-    kept = {e.key for e in _ranked([e for s in digest.sections for e in s.entries])[:keep]}
+def _keep(digest: Digest, keep: int, brief: int,
+          lines: int | None = None) -> tuple[tuple[Section, ...], dict[str, int]]:
+    """Sections holding only the `keep` best full entries, the `lines` best of the others
+    (all of them when None) as one-line entries, and the `brief` best one-line entries
+    (their order unchanged, a topic's shortened entries before its one-line ones); and how
+    many went, per topic. Every section stays, so a reader sees each topic and its whole
+    count even when its papers all went."""
+    full = _ranked([e for s in digest.sections for e in s.entries])
+    kept = {e.key for e in full[:keep]}
+    short = {e.key for e in full[keep:][:lines]}
     kept |= {e.key for e in _ranked([e for s in digest.sections for e in s.brief])[:brief]}
     sections = tuple(replace(s, entries=tuple(e for e in s.entries if e.key in kept),
-                             brief=tuple(e for e in s.brief if e.key in kept))
+                             brief=(*(e for e in s.entries if e.key in short),
+                                    *(e for e in s.brief if e.key in kept)))
                      for s in digest.sections)
     left = {s.topic: len(s.entries) + len(s.brief) - len(t.entries) - len(t.brief)
             for s, t in zip(digest.sections, sections, strict=True)}
@@ -554,15 +560,19 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     """The email HTML, CSS inlined, under `limit` bytes; `whole`, never trimmed (the file
     copy in out/digests/, which an email's "view online" may link).
 
-    Too big: the one-line entries go first (the lowest-ranked first), then long English
-    lines are clipped, then the reading list's entries (the oldest first), then the
-    lowest-ranked full entries are left to the web and Markdown copies (a line says how
-    many), then the updates; if the featured readings, comparison and synthesis alone are
-    too big, they are shortened, down to each featured paper's headline. The header, the
-    highlights and the footer always stay, and a shortened email says so at the top,
-    linking the whole digest. A language is never dropped: every entry kept speaks in each
-    of them. An email with no link to a whole copy (no outputs.site_url or base_url) is
-    never trimmed: what it left out would be out of every reader's reach.
+    Too big, what gives way, in turn (`trim`): the one-line entries (the lowest-ranked
+    first), long English lines (clipped), the reading list's entries (the oldest first),
+    the full entries (the lowest-ranked first), each becoming a one-line linked entry under
+    its topic, the updates (the last first), those one-line entries of this week's papers
+    (the lowest-ranked first); then the featured readings, comparison and synthesis are
+    shortened, down to each featured paper's headline. The step that makes the email fit
+    keeps the most of what it gives that fits, and room it leaves goes back to what gave
+    way before it, the last first. What goes is counted where it was ("+N more", linking
+    the whole digest). The header, the highlights and the footer always stay, and a
+    shortened email says so at the top, linking the whole digest. A language is never
+    dropped: every entry kept speaks in each of them. An email with no link to a whole copy
+    (no outputs.site_url or base_url) is never trimmed: what it left out would be out of
+    every reader's reach.
     """
     limit = settings.email_limit if limit is None else limit
     template = html_env(settings.templates).get_template("email.html.j2")
@@ -571,17 +581,21 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     total = sum(len(s.entries) for s in digest.sections)
     briefs = sum(len(s.brief) for s in digest.sections)
     seeds = len(base["d"].curated)
+    news = base["d"].updates
 
-    def render(clip_en: int | None, keep: int, clip_all: int | None = None, brief: int = 0,
-               curated: int = seeds, updates: bool = True, shallow: bool = False) -> str:
-        sections, left = _keep(digest, keep, brief)
+    def render(clip_en: int | None = None, keep: int = total, clip_all: int | None = None,
+               brief: int = briefs, curated: int = seeds, updates: int = len(news),
+               shallow: bool = False, lines: int | None = None) -> str:
+        sections, left = _keep(digest, keep, brief, lines)
         cut = sum(left.values()) + seeds - curated
         sections = with_featured(settings, sections, base["featured_in"])
         left = {s.topic: left.get(s.topic, 0) for s in sections}
         d = base["d"]
-        d = replace(d, curated=d.curated[:curated], updates=d.updates if updates else ())
-        shortened = bool(cut or clip_en or clip_all or shallow or len(d.updates) < len(base["d"].updates))
+        d = replace(d, curated=d.curated[:curated])
+        shortened = bool(cut or clip_en or clip_all or shallow or updates < len(news)
+                         or keep < total or brief < briefs)
         page = template.render(**{**base, "d": d, "sections": sections, "left": left,
+                                  "updates": news[:updates], "updates_left": len(news) - updates,
                                   "more": base["more"] + cut, "trimmed": cut > 0, "shortened": shortened,
                                   "clip_en": clip_en, "clip_all": clip_all, "shallow": shallow})
         return _inline(page)
@@ -589,41 +603,45 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     def fits(page: str) -> bool:  # as each reader gets it: longer links (their tokens), encoded
         return as_sent(links.sized(page)) <= limit
 
-    def most(fitting: Callable[[int], str], high: int) -> str | None:
-        """The page with the most papers that fits (binary search), else None."""
-        low, best = 0, None
+    def most(fitting: Callable[[int], str], low: int, high: int) -> tuple[int, str] | None:
+        """The most in low..high that fits, and its page (binary search), else None."""
+        best = None
         while low <= high:
             mid = (low + high) // 2
             page = fitting(mid)
             if fits(page):
-                low, best = mid + 1, page
+                low, best = mid + 1, (mid, page)
             else:
                 high = mid - 1
         return best
 
-    if base["whole_url"] is None or whole:
-        return render(None, total, brief=briefs)
-    page = render(None, total, brief=briefs)
-    if fits(page):
+    page = render()
+    if base["whole_url"] is None or whole or fits(page):
         return page
-    found = most(lambda n: render(None, total, brief=n), briefs - 1) or render(CLIP_EN, total)
-    if fits(found):
-        return found
-    some = most(lambda n: render(CLIP_EN, total, curated=n), seeds - 1) if seeds else None
-    if some:
-        return some
-    shorter: dict[str, Any] = {"curated": 0}  # what goes, in turn, when no paper list fits
-    best = render(CLIP_EN, 0, **shorter)
-    steps: list[dict[str, Any]] = [{"updates": False}, *({"clip_all": n} for n in CLIP_ALL),
-                                   {"shallow": True}]
-    for step in steps:
-        if fits(best):
-            break
-        shorter |= step
-        best = render(CLIP_EN, 0, **shorter)
-    if not fits(best):
-        return best  # the smallest page there is; the web and Markdown copies are whole
-    return most(lambda n: render(CLIP_EN, n, **shorter), total) or best
+    # (what gives way, its value once given, how many there were to give: a count searched
+    # back when the step makes the email fit; None, a step that is all or nothing)
+    trim: list[tuple[str, Any, int | None]] = [
+        ("brief", 0, briefs), ("clip_en", CLIP_EN, None), ("curated", 0, seeds), ("keep", 0, total),
+        ("updates", 0, len(news)), ("lines", 0, total), *(("clip_all", n, None) for n in CLIP_ALL),
+        ("shallow", True, None)]
+    trim = [t for t in trim if t[2] != 0]  # nothing of it to give
+    state: dict[str, Any] = {}
+
+    def given(knob: str, n: int) -> str:  # the page with `n` of what `knob` gives back
+        return render(**{**state, knob: n})
+
+    for step, (knob, least, _) in enumerate(trim):
+        state[knob] = least
+        page = render(**state)
+        if not fits(page):
+            continue
+        for back, _, there in [trim[step], *reversed(trim[:step])]:
+            if there is not None and state[back] < there:
+                found = most(partial(given, back), state[back] + 1, there)
+                if found:
+                    state[back], page = found
+        return page
+    return page  # the smallest page there is; the web and Markdown copies are whole
 
 
 def as_sent(html: str) -> int:

@@ -77,10 +77,10 @@ def test_a_big_week_keeps_both_languages_in_every_email_entry():
     html = render.digest_html(fx.config(), week, 500)
     assert len(html.encode("utf-8")) <= render.EMAIL_LIMIT
     blocks = re.findall(r'<td class="paper".*?</td></tr>', html, re.S)
-    assert 0 < len(blocks) < 150  # some were left to the web copy ...
+    assert 0 < len(blocks) < 150  # some are one-line entries, their text left to the web copy ...
     for block in blocks:  # ... but none lost a language
         assert re.search(r"[\u4e00-\u9fff]", block) and 'class="en"' in block, block[:300]
-    assert "篇论文见完整版" in html  # the "more" line links the whole digest
+    assert "本邮件为节选" in html  # the header links the whole digest
 
 
 def test_a_javascript_link_in_an_abstract_stays_dead_text_in_every_format():
