@@ -255,6 +255,9 @@ def test_every_llm_text_and_config_key_at_its_bound_keeps_the_email_under_100_kb
     featured = re.findall(r"GRPO variant \d+ for reinforcement", readings)
     assert len(set(featured)) == 10  # every featured paper is named, shortened, not dropped
     assert "这是一句很长的中文解读" in readings and zh[:1500] not in readings  # shortened, not dropped
+    # the text part stays whole: a text-only reader's one copy, which no client clips
+    text = "".join(received.message.get_body(("plain",)).get_content().split())
+    assert zh[:1500] in text and all(f"GRPOvariant{n}for" in text for n in range(1, 41))
 
 
 def test_a_seed_file_is_outside_text_cleaned_as_a_feed_is(tmp_path, cli):
