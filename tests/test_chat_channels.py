@@ -14,12 +14,14 @@ from datetime import UTC, datetime
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
+
 from pipeline.deliver import chat
-from tests.helpers import rl_paper
+from tests.helpers import full_config, rl_paper
 from tests.processes import config_with, db_rows
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.chat_server import ChatServer
-from tests.servers.openai_server import OpenAIServer
+from tests.servers.openai_server import OpenAIServer, default_content, ok
 
 DAY = datetime(2026, 10, 29, 12, tzinfo=UTC)
 AS_OF = "2026-11-02"
@@ -419,19 +421,57 @@ def test_a_retry_after_on_a_later_part_is_kept_too(tmp_path, cli):
     assert "as the other side asked (Retry-After)" in hourly.stderr
 
 
-def test_a_feishu_post_stays_under_its_20_kb_with_a_raised_top(tmp_path, cli):
-    """Feishu refuses a body over 20 KB for good: with `top: 100` and a big week, fewer
-    papers a topic go in, as many as fit."""
+@pytest.mark.parametrize("kind", ["feishu", "dingtalk"])
+def test_a_feishu_or_dingtalk_post_stays_under_its_20_kb_with_a_raised_top(tmp_path, cli, kind):
+    """Feishu refuses a body over 20 KB for good, DingTalk one over 20,000 bytes (errcode
+    460101; DingTalk's went whatever its size): with `top: 100` and a big week, fewer papers
+    a topic go in, as many as fit."""
     long = "GRPO-style reinforcement learning for large language model reasoning with verifiable rewards, "
     papers = [rl_paper(n, DAY, title=f"{long * 2}study {n}") for n in range(1, 151)]
-    with ArxivServer(papers) as arxiv, ChatServer("feishu", secret=SECRETS["feishu"]) as feishu:
-        servers = {"feishu": feishu}
+    with ArxivServer(papers) as arxiv, ChatServer(kind, secret=SECRETS[kind]) as server:
+        servers = {kind: server}
         config = chat_config(tmp_path, arxiv, servers, top=100)
         cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers))
-    (body,) = [r.body for r in feishu.requests]
+    assert server.malformed == []
+    (body,) = [r.body for r in server.requests]
     assert len(json.dumps(body).encode()) <= 20_000
-    shown = re.findall(r"study (\d+)", post_text("feishu", body))
+    shown = re.findall(r"study (\d+)", post_text(kind, body))
     assert 10 < len(shown) < 100  # trimmed to fit (100 would be 2x too big), not to nothing
+    assert f"digests/{AS_OF}.html" in post_text(kind, body)  # the whole digest a link away
+
+
+@pytest.mark.parametrize("kind", ["feishu", "dingtalk"])
+def test_ten_featured_papers_at_their_bounds_go_to_feishu_or_dingtalk_in_posts_that_fit(tmp_path, cli, kind):
+    """Ten featured papers with every reason at its bound and long highlights are past 20 KB
+    with no topic's papers at all: the card goes on in a second post (and a third), each
+    under the limit, the link to the whole digest in the last (one post went, refused)."""
+    zh = "这是一句很长的中文解读，用来把每个字段都写到它的上限。" * 60
+    en = "A long English reading written up to the bound of its field. " * 70
+
+    def long_answers(request):
+        content = default_content(request)
+        if request.task == "paper_summary":
+            content.update(why_zh=zh[:1500], why_en=en[:1500])
+        elif request.task == "highlights":
+            content["items"] = [{**item, "zh": zh[:400], "en": en[:400]} for item in content["items"]]
+        else:
+            return None
+        return ok(content)
+
+    papers = [rl_paper(n, DAY) for n in range(1, 13)]
+    with ArxivServer(papers) as arxiv, OpenAIServer(long_answers) as llm, \
+            ChatServer(kind, secret=SECRETS[kind]) as server:
+        servers = {kind: server}
+        config = full_config(tmp_path, arxiv, llm, digest={"featured": 10, "max_papers": 30},
+                             channels=[channel_entry(kind)], outputs={"base_url": "https://digest.example.org/rl/"})
+        ran = cli("--config", str(config), "run", "--as-of", AS_OF,
+                  env={"OPENAI_API_KEY": "k", **env_for(servers)})
+    assert server.malformed == [] and "0 failed" in ran.stdout
+    assert len(server.posts) > 1 and all(len(json.dumps(body).encode()) <= 20_000 for body in server.posts)
+    texts = [post_text(kind, body) for body in server.posts]
+    featured = set(re.findall(r"GRPO variant (\d+) for", "\n".join(texts)))
+    assert len(featured) >= 10 and "".join("".join(texts).split()).count("".join(zh[:1500].split())) >= 10
+    assert f"digests/{AS_OF}.html" in texts[-1]
 
 
 def test_a_slack_post_over_12000_characters_goes_on_in_the_next_message(tmp_path, cli):

@@ -12,6 +12,8 @@ platform's documentation asks:
 * dingtalk: custom robot webhook, `{"msgtype": "markdown"}`; with a signing secret,
   `&timestamp=` (ms) `&sign=` base64(HMAC-SHA256 keyed with the secret, over
   "timestamp\\nsecret") on the URL; answers `{"errcode": 0}`.
+  A Feishu or DingTalk body stays under 20 KB (FEISHU_BYTES, DINGTALK_BYTES): fewer papers a
+  topic, then the Markdown split between lines over several posts.
 * telegram: Bot API `sendMessage`, `parse_mode: HTML`, the text split at 4096
   characters between lines, so never inside a tag or an entity; answers `{"ok": true}`.
 * webhook: the digest's structured content as JSON; any 2xx.
@@ -57,7 +59,14 @@ SLACK_BLOCKS = 50
 # (undocumented but for its markdown block; measured at about 13,000: slackapi/bolt-js#2509)
 SLACK_MESSAGE = 12_000
 TELEGRAM_LIMIT = 4096  # UTF-16 code units of one message
-FEISHU_BYTES = 20_000 - 200  # "请求体的数据大小不能超过 20 KB", less room for timestamp and sign
+# Feishu's custom bot: "请求体大小不能超过20K" (else code 9499, Bad Request), its guide at
+# https://open.feishu.cn/document/ukTMukTMukTM/ucTM5YjL3ETO24yNxkjN; less room for timestamp and sign
+FEISHU_BYTES = 20_000 - 200
+# DingTalk's custom robot: no size is in its documentation; the robot refuses a bigger body
+# with errcode 460101, "message too long, exceed 20000 bytes" (quoted in
+# https://github.com/timonwong/prometheus-webhook-dingtalk/issues/30), now worded "body 大小不合法;
+# 请保持大小在 20000bytes 以内" (https://github.com/feiyu563/PrometheusAlert/issues/318)
+DINGTALK_BYTES = 20_000
 PART = "#"  # in a stored Message-ID: "<id>#2", the first two messages were posted
 
 
@@ -85,7 +94,7 @@ class Platform:
     bodies: Callable[[str, str, dict], list[dict]]  # (title, text, content) -> request bodies
     answer: Callable[[requests.Response], str | None]  # None: accepted; else the refusal
     busy: Callable[[requests.Response], bool] = lambda response: False  # a rate limit in a 200
-    max_bytes: int | None = None  # of one request body as sent (JSON, non-ASCII escaped)
+    one_post: bool = False  # a raised `top` gives way (fewer papers a topic) before a second post
 
 
 def _slack(title: str, text: str, content: dict) -> list[dict]:
@@ -105,14 +114,23 @@ def _slack(title: str, text: str, content: dict) -> list[dict]:
 
 
 def _feishu(title: str, text: str, content: dict) -> list[dict]:
-    return [{"msg_type": "interactive", "card": {
+    return _in_bytes(lambda part: {"msg_type": "interactive", "card": {
         "config": {"wide_screen_mode": True},
         "header": {"title": {"tag": "plain_text", "content": title}, "template": "blue"},
-        "elements": [{"tag": "markdown", "content": text.strip()}]}}]
+        "elements": [{"tag": "markdown", "content": part}]}}, text, FEISHU_BYTES)
 
 
 def _dingtalk(title: str, text: str, content: dict) -> list[dict]:
-    return [{"msgtype": "markdown", "markdown": {"title": title, "text": text.strip()}}]
+    return _in_bytes(lambda part: {"msgtype": "markdown", "markdown": {"title": title, "text": part}},
+                     text, DINGTALK_BYTES)
+
+
+def _in_bytes(body: Callable[[str], dict], text: str, limit: int) -> list[dict]:
+    """A body for each piece of the Markdown `text`, whole lines, each at most `limit`
+    bytes as sent (JSON, non-ASCII escaped, as requests sends it)."""
+    room = limit - len(json.dumps(body("")).encode())
+    parts = split_lines(text.strip(), room, lambda part: len(json.dumps(part)) - 2)  # less the quotes
+    return [body(part.strip()) for part in parts]
 
 
 def _telegram(title: str, text: str, content: dict) -> list[dict]:
@@ -145,10 +163,10 @@ PLATFORMS = {
                       lambda r: None if r.text.strip() == "ok" else _words(r)),
     "feishu": Platform("markdown.md.j2", False, ("url_env",), _feishu,
                        lambda r: None if _code(r, "code", "StatusCode") == 0 else _words(r),
-                       busy=lambda r: _code(r, "code") == 11232, max_bytes=FEISHU_BYTES),
+                       busy=lambda r: _code(r, "code") == 11232, one_post=True),
     "dingtalk": Platform("markdown.md.j2", False, ("url_env",), _dingtalk,
                          lambda r: None if _code(r, "errcode") == 0 else _words(r),
-                         busy=lambda r: _code(r, "errcode") == 130101),
+                         busy=lambda r: _code(r, "errcode") == 130101, one_post=True),
     "telegram": Platform("telegram.html.j2", True, ("token_env", "chat_id"), _telegram,
                          lambda r: None if _json(r).get("ok") is True else _words(r)),
     "webhook": Platform(None, False, ("url_env",), _webhook, lambda r: None),
@@ -183,12 +201,11 @@ class ChatChannel:
     def build(self, digest: Digest, reader: str, message_id: str | None = None) -> Message:
         """The digest's messages; from message `k` on when `message_id` ends in `#k` (the
         first k were posted before a hand-over was cut off: they are not posted twice)."""
-        for top in range(self.options.top, -1, -1):  # fewer papers a topic until the body fits
+        for top in range(self.options.top, -1, -1):  # fewer papers a topic until one post holds them
             title, text, content = compact(self.settings, digest, self.platform.template,
                                            self.platform.html, top)
             bodies = self.platform.bodies(title, text, content)
-            if self.platform.max_bytes is None or \
-                    max(len(json.dumps(body).encode()) for body in bodies) <= self.platform.max_bytes:
+            if not self.platform.one_post or len(bodies) == 1:
                 break
         # a new id for each new hand-over (a resend by hand is a new post), kept while it is retried
         base, _, start = (message_id or f"{digest.id}.{self.name}.{secrets.token_hex(4)}").partition(PART)
@@ -434,7 +451,7 @@ def split_lines(text: str, limit: int, size: Callable[[str], int]) -> list[str]:
     pieces: list[str] = []
     for line in text.split("\n"):
         for part in _cut(line, limit, size):
-            if pieces and size(pieces[-1]) + 1 + size(part) <= limit:
+            if pieces and size(pieces[-1] + "\n" + part) <= limit:  # a newline is 2 in JSON
                 pieces[-1] += "\n" + part
             else:
                 pieces.append(part)

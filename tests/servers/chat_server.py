@@ -123,7 +123,7 @@ class ChatServer:
                                  "description": "Bad Request: group chat was upgraded to a supergroup chat",
                                  "parameters": {"migrate_to_chat_id": self.migrated_to}}
             problem = None if "application/json" in content_type else "not JSON"
-            problem = problem or self._check(path, query, body)
+            problem = problem or self._too_big(len(raw)) or self._check(path, query, body)
             status = 400 if problem else 200
             self.requests.append(Request(time.monotonic(), path, query, body, status, key))
             if problem:
@@ -155,6 +155,15 @@ class ChatServer:
                 "dingtalk": {"errcode": 0, "errmsg": "ok"},
                 "telegram": {"ok": True, "result": {"message_id": len(self.posts)}},
                 "webhook": b""}[self.kind]
+
+    def _too_big(self, size: int) -> str | None:
+        """Feishu's documented 20 KB of a custom bot's request body; DingTalk's 20,000 bytes,
+        as its robot says when it refuses one (errcode 460101)."""
+        if self.kind == "feishu" and size > 20_000:
+            return f"feishu: 9499 Bad Request: the request body is {size} bytes, over 20 KB"
+        if self.kind == "dingtalk" and size > 20_000:
+            return f"dingtalk: 460101 message too long, exceed 20000 bytes ({size})"
+        return None
 
     def _check(self, path: str, query: dict, body: Any) -> str | None:
         """Why a request is not what the platform's documentation asks for; None if it is."""
