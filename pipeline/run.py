@@ -108,7 +108,8 @@ def seed_documents(config: Config) -> list[SeedDocument]:
 class Week:
     """What the stages after collecting need, read from the store once."""
 
-    papers: dict[str, Paper]  # relevant ones waiting for a digest or a summary, grey-band, seed-tied
+    papers: dict[str, Paper]  # relevant ones waiting for a digest (or a summary: the newest
+    #                           enrich.max_papers), grey-band, seed-tied
     scores: dict[str, Scored]  # the papers', by id
     seeds: list[SeedEntry]
     published: set[str]  # keys of entries already in a digest
@@ -343,7 +344,10 @@ def load_week(config: Config, store: Store, seeds: list[SeedEntry], as_of: datet
     a digest or a summary, the grey band, the seeds' papers and the listed papers that changed
     since the last digest, with their summaries; not the whole history. as_of None: every
     relevant paper, as the reading list holds them."""
-    papers = {p.id: p for p in store.relevant_papers(waiting=as_of is not None)}
+    # a summary that never came is asked for again after the week's papers, at most
+    # enrich.max_papers a run: older ones than the newest that many are not read
+    papers = {p.id: p for p in store.relevant_papers(waiting=as_of is not None,
+                                                     backlog=config.enrich.max_papers)}
     published = store.published_keys()
     # a seed shown under its title before its paper was found: that paper is shown too
     published |= {paper_key(s.arxiv_id) for s in seeds if s.arxiv_id and seed_key(s.title) in published}

@@ -396,20 +396,26 @@ class Store:
             rows = conn.execute(sa.select(papers).where(papers.c.score.is_(None))).mappings()
             return [row_to_paper(row) for row in rows]
 
-    def relevant_papers(self, waiting: bool = False) -> list[Paper]:
-        """Kept by the score, unless the install's own verdict (rl-digest mark) says otherwise.
-        waiting: only those a run still has work for, not in a digest yet or with no cached
-        summary (a run's week, however long the history)."""
+    def relevant_papers(self, waiting: bool = False, backlog: int | None = None) -> list[Paper]:
+        """Kept by the score, unless the install's own verdict (rl-digest mark) says otherwise,
+        newest first. waiting: only those a run still has work for, not in a digest yet or in
+        one with no cached summary, of these the newest `backlog` (all when None): a run's
+        week, however long the history and however many summaries never came."""
         mine = _mine()
         query = (sa.select(papers).select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
                  .where(_kept(mine)).order_by(papers.c.submitted.desc().nulls_last(), papers.c.id))
+        queries = [query]
         if waiting:
             listed = sa.exists().where(digest_items.c.item_key == _key())
             summarised = sa.exists().where(enrichments.c.item_key == _key(),
                                            enrichments.c.kind == "paper_summary")
-            query = query.where(sa.or_(~listed, ~summarised))
+            queries = [query.where(~listed), query.where(listed, ~summarised).limit(backlog)]
         with self.engine.connect() as conn:
-            return [row_to_paper(row) for row in conn.execute(query).mappings()]
+            found = [row_to_paper(row) for q in queries for row in conn.execute(q).mappings()]
+        if waiting:
+            found.sort(key=lambda p: p.id)
+            found.sort(key=lambda p: p.submitted.isoformat() if p.submitted else "", reverse=True)
+        return found
 
     def reading_rows(self, batch: int = 500, skip: Collection[str] = (), only: Collection[str] | None = None
                      ) -> Iterator[list[tuple[Paper, Scored, dict | None]]]:

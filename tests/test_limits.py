@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+import yaml
 
 from tests.helpers import CATS, DAY, config_for, full_config, rl_paper, run_cli_measured, write_config
 from tests.servers.arxiv_server import ArxivServer, gzip_bomb, huge, trickle, trickle_headers
@@ -98,3 +100,28 @@ def test_a_trickling_llm_reply_ends_at_the_per_paper_deadline_and_falls_back(tmp
     digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     assert "English summary of GRPO variant 1" not in digest  # the stand-in's summary never came
     assert "finds a core problem" in digest  # the next call, the featured reading, came in time
+
+
+def test_summaries_that_never_came_are_read_again_at_most_enrich_max_papers_a_run(tmp_path, cli):
+    """enrich.max_papers below a week's papers: the published papers left without a summary
+    are asked for after the week's, newest first, and a run reads the newest max_papers of
+    them, as many as it could summarise; every one was read every week (here 3 more a
+    week: 24 waiting in the eighth), and in a quiet week the newest are still summarised."""
+    start = datetime(2026, 9, 7, tzinfo=UTC)
+    with ArxivServer([]) as arxiv, OpenAIServer() as llm:
+        config = full_config(tmp_path, arxiv, llm, digest={"featured": 0, "max_papers": 30})
+        data = yaml.safe_load(config.read_text())
+        data["enrich"]["max_papers"] = 2
+        config.write_text(yaml.safe_dump(data))
+        waiting = []
+        for week in range(8):
+            as_of = start + timedelta(days=7 * week)
+            for k in range(5):
+                arxiv.add(rl_paper(week * 10 + k + 1, as_of - timedelta(days=3, hours=k)))
+            ran = cli("--config", str(config), "run", "--as-of", as_of.date().isoformat(),
+                      env={"OPENAI_API_KEY": "k"})
+            waiting.append(int(re.search(r"summaries: (\d+) wait for the next run", ran.stderr).group(1)))
+        quiet = cli("--config", str(config), "run", "--as-of", (start + timedelta(days=56)).date().isoformat(),
+                    env={"OPENAI_API_KEY": "k"})
+    assert waiting == [3] + [5] * 7  # the week's 5 and the 2 newest of those still without one
+    assert "summarised 2 (0 cached)" in quiet.stdout and "wait for the next run" not in quiet.stderr

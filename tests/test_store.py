@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from pipeline.models import Enrichment, Paper, SeedEntry
+from pipeline.models import Enrichment, Paper, Scored, SeedEntry
 from pipeline.store import LATEST, Store, meta
 
 V1 = Path(__file__).parent / "data" / "store_v1.sql"
@@ -241,6 +241,20 @@ def test_a_paper_goes_into_one_digest_only(db_url):
     with pytest.raises(sa.exc.IntegrityError):
         store.save_digest("2026-11-30", (now, now), {}, [("arxiv:1", True)], [])
     assert store.digest_ids() == ["2026-11-23"]  # the failed one left nothing behind
+
+
+def test_a_weeks_papers_hold_the_newest_of_those_published_without_a_summary(db_url):
+    """The summaries a run asks for again are the newest `backlog`: older ones, which it
+    could not summarise that run, are not read (every one was, every week)."""
+    store = Store.open(db_url)
+    store.upsert_papers([paper(f"2401.0000{n}", submitted=datetime(2024, 1, n, tzinfo=UTC)) for n in range(1, 8)])
+    store.set_scores([Scored(f"2401.0000{n}", 1.0, True) for n in range(1, 8)])
+    now = datetime.now(UTC)
+    store.save_digest("2024-01-08", (now, now), {}, [(f"arxiv:2401.0000{n}", True) for n in range(1, 6)], [])
+    store.put_many([Enrichment("k", "arxiv:2401.00005", "paper_summary", {"summary_zh": "摘要"}, (1, 1))])
+    waiting = [p.id for p in store.relevant_papers(waiting=True, backlog=2)]
+    assert waiting == ["2401.00007", "2401.00006", "2401.00004", "2401.00003"]  # unlisted, then 2 of 4
+    assert len(store.relevant_papers(waiting=True)) == 6 and len(store.relevant_papers()) == 7
 
 
 def test_watermark_only_moves_with_successful_runs(db_url):
