@@ -6,7 +6,6 @@ stop the others and stays queued, and Telegram's 4096-character split."""
 from __future__ import annotations
 
 import html
-import json
 import re
 import sqlite3
 from contextlib import ExitStack
@@ -99,6 +98,8 @@ def test_every_chat_channel_gets_one_well_formed_post_per_digest_and_nothing_aga
         assert server.malformed == [], kind
         assert len(server.posts) == 2, kind
         assert all(r.status == 200 for r in server.requests), kind
+        # UTF-8 JSON: the digest's Chinese as it is, not six bytes of \uXXXX a character
+        assert all("周报".encode() in r.raw and b"\\u" not in r.raw for r in server.requests), kind
         first_post, second_post = (post_text(kind, body) for body in server.posts)
         assert "2611.00001" in first_post or "GRPO variant 1" in first_post, kind
         assert "GRPO variant 2" in second_post and "GRPO variant 1" not in second_post, kind
@@ -433,8 +434,9 @@ def test_a_feishu_or_dingtalk_post_stays_under_its_20_kb_with_a_raised_top(tmp_p
         config = chat_config(tmp_path, arxiv, servers, top=100)
         cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers))
     assert server.malformed == []
-    (body,) = [r.body for r in server.requests]
-    assert len(json.dumps(body).encode()) <= 20_000
+    (request,) = server.requests
+    body = request.body
+    assert len(request.raw) <= 20_000
     shown = re.findall(r"study (\d+)", post_text(kind, body))
     assert 10 < len(shown) < 100  # trimmed to fit (100 would be 2x too big), not to nothing
     assert f"digests/{AS_OF}.html" in post_text(kind, body)  # the whole digest a link away
@@ -444,7 +446,9 @@ def test_a_feishu_or_dingtalk_post_stays_under_its_20_kb_with_a_raised_top(tmp_p
 def test_ten_featured_papers_at_their_bounds_go_to_feishu_or_dingtalk_in_posts_that_fit(tmp_path, cli, kind):
     """Ten featured papers with every reason at its bound and long highlights are past 20 KB
     with no topic's papers at all: the card goes on in a second post (and a third), each
-    under the limit, the link to the whole digest in the last (one post went, refused)."""
+    under the limit, the link to the whole digest in the last (one post went, refused).
+    A post is UTF-8 JSON, a Chinese character 3 bytes of the 20,000: it went as requests'
+    `json=` sends, each one \\uXXXX, 6 bytes, in 11 posts of 11 KB, one paper each."""
     zh = "这是一句很长的中文解读，用来把每个字段都写到它的上限。" * 60
     en = "A long English reading written up to the bound of its field. " * 70
 
@@ -467,7 +471,10 @@ def test_ten_featured_papers_at_their_bounds_go_to_feishu_or_dingtalk_in_posts_t
         ran = cli("--config", str(config), "run", "--as-of", AS_OF,
                   env={"OPENAI_API_KEY": "k", **env_for(servers)})
     assert server.malformed == [] and "0 failed" in ran.stdout
-    assert len(server.posts) > 1 and all(len(json.dumps(body).encode()) <= 20_000 for body in server.posts)
+    sent = [request.raw for request in server.requests]
+    assert 1 < len(sent) <= 5 and all(len(raw) <= 20_000 for raw in sent)
+    assert all(request.content_type == "application/json; charset=utf-8" for request in server.requests)
+    assert all(zh[:20].encode() in raw and b"\\u" not in raw for raw in sent[1:-1])
     texts = [post_text(kind, body) for body in server.posts]
     featured = set(re.findall(r"GRPO variant (\d+) for", "\n".join(texts)))
     assert len(featured) >= 10 and "".join("".join(texts).split()).count("".join(zh[:1500].split())) >= 10

@@ -18,6 +18,8 @@ platform's documentation asks:
   characters between lines, so never inside a tag or an entity; answers `{"ok": true}`.
 * webhook: the digest's structured content as JSON; any 2xx.
 
+Every body goes as JSON in UTF-8 (`encoded`), and a size is counted in its bytes as sent.
+
 The webhook URL, bot token and signing secret come from the environment variables the
 entry names (`url_env`, `token_env`, `secret_env`), read when sending; they never appear
 in a log line or an error. 429 and 5xx answers are retried here, waiting as long as
@@ -67,6 +69,7 @@ FEISHU_BYTES = 20_000 - 200
 # https://github.com/timonwong/prometheus-webhook-dingtalk/issues/30), now worded "body 大小不合法;
 # 请保持大小在 20000bytes 以内" (https://github.com/feiyu563/PrometheusAlert/issues/318)
 DINGTALK_BYTES = 20_000
+JSON = "application/json; charset=utf-8"  # every body, `encoded`
 PART = "#"  # in a stored Message-ID: "<id>#2", the first two messages were posted
 
 
@@ -127,10 +130,16 @@ def _dingtalk(title: str, text: str, content: dict) -> list[dict]:
 
 def _in_bytes(body: Callable[[str], dict], text: str, limit: int) -> list[dict]:
     """A body for each piece of the Markdown `text`, whole lines, each at most `limit`
-    bytes as sent (JSON, non-ASCII escaped, as requests sends it)."""
-    room = limit - len(json.dumps(body("")).encode())
-    parts = split_lines(text.strip(), room, lambda part: len(json.dumps(part)) - 2)  # less the quotes
+    bytes as sent (`encoded`)."""
+    room = limit - len(encoded(body("")))
+    parts = split_lines(text.strip(), room, lambda part: len(encoded(part)) - 2)  # less the quotes
     return [body(part.strip()) for part in parts]
+
+
+def encoded(body: object) -> bytes:
+    """A body as posted: JSON in UTF-8, a Chinese character 3 bytes (requests' `json=`
+    escapes every non-ASCII one as \\uXXXX, 6 bytes of Feishu's or DingTalk's 20,000)."""
+    return json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
 
 
 def _telegram(title: str, text: str, content: dict) -> list[dict]:
@@ -280,8 +289,8 @@ class ChatChannel:
         where = f"{self.kind} ({self.name})"
         for attempt in range(self.options.retries + 1):
             try:
-                response = self.session.post(url, json=body, timeout=self.options.timeout_seconds,
-                                             headers={"Idempotency-Key": key},
+                response = self.session.post(url, data=encoded(body), timeout=self.options.timeout_seconds,
+                                             headers={"Content-Type": JSON, "Idempotency-Key": key},
                                              allow_redirects=False)  # a 301 or 302 turns a POST into a GET
             except (requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema,
                     requests.exceptions.InvalidURL) as exc:  # nothing left: a URL no retry can fix

@@ -38,6 +38,8 @@ class Request:
     body: Any
     status: int  # what the receiver answered
     key: str | None = None  # the Idempotency-Key header
+    raw: bytes = b""  # the body as it came, parsed as UTF-8 JSON as the platforms do
+    content_type: str = ""
 
 
 class ChatServer:
@@ -115,17 +117,17 @@ class ChatServer:
             scripted = self._queue.popleft() if self._queue else None  # None: answer as usual
             if scripted is not None:
                 status, headers = scripted
-                self.requests.append(Request(time.monotonic(), path, query, body, status, key))
+                self.requests.append(Request(time.monotonic(), path, query, body, status, key, raw, content_type))
                 return status, headers, {"error": f"scripted {status}"}
             if self.migrated_to and isinstance(body, dict) and str(body.get("chat_id")) == CHAT_ID:
-                self.requests.append(Request(time.monotonic(), path, query, body, 400, key))
+                self.requests.append(Request(time.monotonic(), path, query, body, 400, key, raw, content_type))
                 return 400, {}, {"ok": False, "error_code": 400,
                                  "description": "Bad Request: group chat was upgraded to a supergroup chat",
                                  "parameters": {"migrate_to_chat_id": self.migrated_to}}
             problem = None if "application/json" in content_type else "not JSON"
             problem = problem or self._too_big(len(raw)) or self._check(path, query, body)
             status = 400 if problem else 200
-            self.requests.append(Request(time.monotonic(), path, query, body, status, key))
+            self.requests.append(Request(time.monotonic(), path, query, body, status, key, raw, content_type))
             if problem:
                 self.malformed.append(problem)
                 return 400, {}, {"error": problem}
