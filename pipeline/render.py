@@ -568,11 +568,12 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     shortened, down to each featured paper's headline. The step that makes the email fit
     keeps the most of what it gives that fits, and room it leaves goes back to what gave
     way before it, the last first. What goes is counted where it was ("+N more", linking
-    the whole digest). The header, the highlights and the footer always stay, and a
-    shortened email says so at the top, linking the whole digest. A language is never
-    dropped: every entry kept speaks in each of them. An email with no link to a whole copy
-    (no outputs.site_url or base_url) is never trimmed: what it left out would be out of
-    every reader's reach.
+    the whole digest): the papers under their topic and all of them after the topics, the
+    reading list's entries under their heading, the updates under theirs. The header, the
+    highlights and the footer always stay, and a shortened email says so at the top, linking
+    the whole digest. A language is never dropped: every entry kept speaks in each of them.
+    An email with no link to a whole copy (no outputs.site_url or base_url) is never
+    trimmed: what it left out would be out of every reader's reach.
     """
     limit = settings.email_limit if limit is None else limit
     template = html_env(settings.templates).get_template("email.html.j2")
@@ -587,16 +588,18 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
                brief: int = briefs, curated: int = seeds, updates: int = len(news),
                shallow: bool = False, lines: int | None = None) -> str:
         sections, left = _keep(digest, keep, brief, lines)
-        cut = sum(left.values()) + seeds - curated
+        cut = sum(left.values())  # this week's papers; the reading list's entries are counted apart
         sections = with_featured(settings, sections, base["featured_in"])
         left = {s.topic: left.get(s.topic, 0) for s in sections}
         d = base["d"]
         d = replace(d, curated=d.curated[:curated])
-        shortened = bool(cut or clip_en or clip_all or shallow or updates < len(news)
+        trimmed = cut > 0 or curated < seeds
+        shortened = bool(trimmed or clip_en or clip_all or shallow or updates < len(news)
                          or keep < total or brief < briefs)
         page = template.render(**{**base, "d": d, "sections": sections, "left": left,
                                   "updates": news[:updates], "updates_left": len(news) - updates,
-                                  "more": base["more"] + cut, "trimmed": cut > 0, "shortened": shortened,
+                                  "papers_left": cut, "curated_left": seeds - curated,
+                                  "trimmed": trimmed, "shortened": shortened,
                                   "clip_en": clip_en, "clip_all": clip_all, "shallow": shallow})
         return _inline(page)
 

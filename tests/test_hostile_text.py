@@ -200,7 +200,9 @@ def test_every_llm_text_and_config_key_at_its_bound_keeps_the_email_under_100_kb
     languages, a busy week: the HTML part as the SMTP server received it (quoted-printable,
     CRLF) stays under 100 KB. Before, the reading list's entries were never trimmed and ten
     featured readings with their comparison stayed over it even clipped (177 KB with no paper
-    listed, 597 KB with 40 seed entries)."""
+    listed, 597 KB with 40 seed entries). What went is counted as what it is: this week's
+    papers after the topics, the reading list's entries under their heading (the line after
+    the topics said '+135 papers', 95 papers and the 40 entries)."""
     zh = "这是一句很长的中文解读，用来把每个字段都写到它的上限。" * 60  # past each field's bound
     en = "A long English reading written up to the bound of its field. " * 70
 
@@ -228,11 +230,11 @@ def test_every_llm_text_and_config_key_at_its_bound_keeps_the_email_under_100_kb
     (tmp_path / "seeds").mkdir()
     (tmp_path / "seeds" / "picks.yaml").write_text(json.dumps({"entries": [
         {"title": f"Seed paper {k} on reinforcement learning for language models", "summary_zh": zh[:1000],
-         "date": "2024-01-10"} for k in range(30)]}, ensure_ascii=False), "utf-8")
-    papers = [rl_paper(n, DAY) for n in range(1, 41)]
+         "date": "2024-01-10"} for k in range(40)]}, ensure_ascii=False), "utf-8")
+    papers = [rl_paper(n, DAY) for n in range(1, 201)]
     with ArxivServer(papers) as arxiv, OpenAIServer(long_answers) as llm, SmtpServer() as smtp:
         config = full_config(tmp_path, arxiv, llm, smtp_port=smtp.port, seeds={"paths": ["seeds"]},
-                             digest={"featured": 10, "max_papers": 100, "max_curated": 30},
+                             digest={"featured": 10, "max_papers": 200, "max_curated": 40},
                              outputs={"base_url": "https://example.org/out/",
                                       "site_url": "https://example.org/site/"})
         result = cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": "k"})
@@ -242,7 +244,7 @@ def test_every_llm_text_and_config_key_at_its_bound_keeps_the_email_under_100_kb
     html = (tmp_path / "out" / "digests" / f"{AS_OF}.html").read_text("utf-8")
     markdown = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_bytes()
     assert len(markdown) > 200_000 and zh[:1500] in html  # the copies are whole
-    assert html.count("Seed paper") >= 30
+    assert html.count("Seed paper") >= 40
     raw = received.data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")  # as it went on the wire
     part = re.search(rb"Content-Type: text/html.*?\r\n\r\n(.*?)\r\n--", raw, re.S)
     assert part and len(part.group(1)) <= 100_000, len(part.group(1)) if part else raw[:2000]
@@ -255,9 +257,16 @@ def test_every_llm_text_and_config_key_at_its_bound_keeps_the_email_under_100_kb
     featured = re.findall(r"GRPO variant \d+ for reinforcement", readings)
     assert len(set(featured)) == 10  # every featured paper is named, shortened, not dropped
     assert "这是一句很长的中文解读" in readings and zh[:1500] not in readings  # shortened, not dropped
+    papers, _, rest = mailed.split("本周论文 · This week's papers", 1)[1].partition("收录 · From the reading list")
+    under_topics = sum(int(n) for n in re.findall(r"\+(\d+) 篇本主题论文见完整版", papers))
+    shown = len(set(re.findall(r"GRPO variant (\d+) for", papers)))
+    assert under_topics == 200 - shown > 0
+    assert f"… +{under_topics} 篇论文见完整版 more papers in the whole digest" in papers
+    seeds = len(set(re.findall(r"Seed paper (\d+) on", rest)))
+    assert seeds < 40 and f"… +{40 - seeds} 篇收录论文见完整版 more from the reading list in the whole digest" in rest
     # the text part stays whole: a text-only reader's one copy, which no client clips
     text = "".join(received.message.get_body(("plain",)).get_content().split())
-    assert zh[:1500] in text and all(f"GRPOvariant{n}for" in text for n in range(1, 41))
+    assert zh[:1500] in text and all(f"GRPOvariant{n}for" in text for n in range(1, 201))
 
 
 def test_a_seed_file_is_outside_text_cleaned_as_a_feed_is(tmp_path, cli):

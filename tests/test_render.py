@@ -538,6 +538,17 @@ def test_a_trimmed_email_keeps_every_topic_with_its_whole_count():
     assert "This email is shortened" not in render.digest_html(fx.config(), fx.many(5), 500)
 
 
+def test_a_trimmed_emails_papers_line_counts_the_papers_it_left_out_not_the_reading_lists():
+    """The line after the topics counts this week's papers the whole digest has; the papers
+    past digest.max_papers are in the reading list, not the whole digest, and keep their own
+    line (they were added in: '+N more papers in the whole digest', N 7 too many)."""
+    d = replace(fx.many(300), left_out=tuple(f"arxiv:2612.{k:05d}" for k in range(7)))
+    html = render.digest_html(fx.config(), d, 500)
+    more = re.search(r"… \+(\d+) 篇论文见完整版 more papers in the whole digest", html)
+    assert more and int(more.group(1)) == 300 - len(listed_under_topics(html, d))
+    assert "… +7 篇论文见阅读清单 more papers in the reading list" in html
+
+
 def test_a_trimmed_email_links_the_digests_web_copy_when_the_site_is_served():
     """Issue 14: with outputs.site_url (or serve.base_url) known, the "more" line and "view
     online" go to the digest's page of the web edition; else to its Markdown copy."""
