@@ -130,10 +130,23 @@ def snapshots(digest: Digest) -> dict[str, dict]:
     return found
 
 
+# What a reader most needs to hear first, the email giving way from the last: a paper
+# withdrawn, then one published at a venue, then code released, then a new version.
+UPDATE_ORDER = ("withdrawn", "venue", "code", "version")
+
+
+def update_order(update: Update) -> tuple[int, str, str]:
+    """An update's place among the week's: by its weightiest change, then by title."""
+    weight = min((UPDATE_ORDER.index(what) for what, _, _ in update.changes if what in UPDATE_ORDER),
+                 default=len(UPDATE_ORDER))
+    return weight, update.title.casefold(), update.key
+
+
 def updates(papers: Iterable[Paper], ledger: dict[str, dict | None],
             summaries: dict[str, dict]) -> list[Update]:
     """Published papers with news since they were last listed: a newer version, a venue,
-    code. A paper listed before the ledger kept snapshots has nothing to compare with."""
+    code, a withdrawal (in `update_order`). A paper listed before the ledger kept snapshots
+    has nothing to compare with."""
     found: list[Update] = []
     for paper in papers:
         key = paper_key(paper.id)
@@ -153,7 +166,7 @@ def updates(papers: Iterable[Paper], ledger: dict[str, dict | None],
             found.append(Update(key=key, title=readable(paper.title) or paper.title, url=paper.abs_url,
                                 title_zh=readable((summaries.get(key) or {}).get("title_zh")),
                                 changes=tuple(changes), **now))
-    found.sort(key=lambda u: (u.title.casefold(), u.key))
+    found.sort(key=update_order)
     return found
 
 
@@ -316,6 +329,7 @@ def digest_from_dict(data: dict) -> Digest:
                             for r in data["comparison"]),
         "sources": tuple(data["sources"]), "categories": tuple(data["categories"]),
         "left_out": tuple(data.get("left_out") or ()),
-        "updates": tuple(Update(**{**u, "changes": tuple(tuple(c) for c in u["changes"])})
-                         for u in data.get("updates") or ()),
+        # in update_order, a digest stored in title order (before it) too
+        "updates": tuple(sorted((Update(**{**u, "changes": tuple(tuple(c) for c in u["changes"])})
+                                 for u in data.get("updates") or ()), key=update_order)),
     })

@@ -76,6 +76,32 @@ def test_a_withdrawn_paper_is_said_withdrawn_once_under_updates(tmp_path, cli):
     assert "withdrawn by its authors" not in third["md"]  # said once
 
 
+def test_updates_go_withdrawn_venue_code_then_new_versions_in_every_edition(tmp_path, cli):
+    """An email too big drops updates from the end: a withdrawal comes first, then a paper
+    at a venue, code released, a new version alone (they went by title, so the withdrawal
+    of 'GRPO variant 4' came last, the first an email gave way)."""
+    week1 = [rl_paper(i, DAY) for i in range(1, 5)]
+    later = DAY + timedelta(days=7)
+    with ArxivServer(week1) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        v2 = {"version": 2, "updated": later, "announce_type": "replace"}
+        arxiv.papers = [replace(week1[0], **v2), replace(week1[1], **v2, comment="Code: https://github.com/lab/g2"),
+                        replace(week1[2], **v2, journal_ref="ICLR 2027"),
+                        replace(week1[3], **v2, comment="This paper has been withdrawn",
+                                abstract="This paper has been withdrawn by the authors.")]
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+    day = "2026-11-09"
+    editions = {**outputs(tmp_path, day),
+                "site": (tmp_path / "out" / "site" / "digests" / f"{day}.html").read_text("utf-8")}
+    for fmt, text in editions.items():  # the week's only papers are its updates
+        updates = " ".join(text.split())
+        order = [int(n) for n in re.findall(r"GRPO variant (\d) for", updates)]
+        assert order == [4, 3, 2, 1], (fmt, order)
+        assert updates.index("withdrawn by its authors") < updates.index("accepted at ICLR 2027") \
+            < updates.index("code released"), fmt
+
+
 def test_a_paper_first_listed_in_one_line_gets_its_updates_too(tmp_path, cli):
     """Most of a busy week is one-line entries: their news is as much news."""
     week1 = [rl_paper(i, DAY) for i in range(1, 7)]

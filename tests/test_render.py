@@ -19,8 +19,9 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from pipeline import links, render
+from pipeline import compose, links, render
 from pipeline.deliver.email import WIRE_POLICY, build_message
+from pipeline.models import Paper, paper_key
 from pipeline.render import display_width, md_escape, wrap
 from tests import fixtures_digest as fx
 from tests.helpers import chromium
@@ -517,6 +518,22 @@ def test_a_trimmed_email_keeps_the_updates_that_fit_and_counts_the_rest():
             f'<a href="{d.id}.md"') in html
     assert "更新 Updates: 300" in html.split('class="head"', 1)[1].split("</td>", 1)[0]
     assert len(listed_under_topics(html, d)) == 60  # every paper of the week, on one line
+
+
+def test_a_trimmed_email_drops_new_versions_before_a_withdrawal():
+    """Updates give way from the last: a paper withdrawn comes first, whatever its title
+    (by title, 'Zero-shot…' came after 300 version bumps, and the email dropped it)."""
+    papers = [Paper(id=f"2610.{k:05d}", version=2, title=f"Update {k:03d}: an earlier paper on reward models")
+              for k in range(300)]
+    papers.append(Paper(id="2610.99999", version=2, title="Zero-shot reward models, withdrawn",
+                        comment="This paper has been withdrawn"))
+    ledger: dict[str, dict | None] = {paper_key(p.id): {"version": 1, "venue": None, "code": None}
+                                      for p in papers}
+    d = replace(fx.many(60), updates=tuple(compose.updates(papers, ledger, {})))
+    html = render.digest_html(fx.config(), d, 500)
+    shown = re.findall(r"Update (\d+): an earlier", html)
+    assert 0 < len(shown) < 300 and "条更新见完整版" in html  # updates had to go
+    assert "Zero-shot reward models, withdrawn" in html and "withdrawn by its authors" in html
 
 
 def test_a_trimmed_email_keeps_every_topic_with_its_whole_count():
