@@ -72,6 +72,7 @@ def test_a_withdrawn_paper_is_said_withdrawn_once_under_updates(tmp_path, cli):
     updates = second["md"].split("## 更新 · Updates", 1)[1].split("\n## ", 1)[0]
     assert "GRPO variant 1 for" in updates and "v1 → v2" in updates
     assert "作者已撤稿 / withdrawn by its authors" in updates
+    assert updates.index("withdrawn by its authors") < updates.index("v1 → v2")  # the weightiest first
     assert "withdrawn by its authors" in " ".join(second["txt"].split()) and "withdrawn by its authors" in second["html"]
     assert "withdrawn by its authors" not in third["md"]  # said once
 
