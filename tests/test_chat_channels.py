@@ -246,6 +246,27 @@ def test_a_chat_entry_missing_its_chat_id_or_with_an_unknown_key_is_a_config_err
     assert "channels (slack).url: Extra inputs are not permitted" in result.stderr
 
 
+def test_a_key_the_channels_type_does_not_use_is_a_config_error(tmp_path, cli):
+    """A secret_env on a webhook or Slack entry signed nothing, a chat_id on Feishu picked no
+    chat: each was taken without a word (config.yaml even listed secret_env for webhook)."""
+    env = {"HOOK_URL": "http://127.0.0.1:9/hook", "HOOK_SECRET": "s3cret-s3cret"}
+    for entry, said in [
+        ({"type": "webhook", "name": "archive", "url_env": "HOOK_URL", "secret_env": "HOOK_SECRET"},
+         "channels (archive).secret_env: only feishu and dingtalk channels take it, not a webhook one"),
+        ({"type": "slack", "url_env": "HOOK_URL", "secret_env": "HOOK_SECRET"},
+         "channels (slack).secret_env: only feishu and dingtalk channels take it, not a slack one"),
+        ({"type": "feishu", "url_env": "HOOK_URL", "chat_id": "-100123"},
+         "channels (feishu).chat_id: only telegram channels take it, not a feishu one"),
+    ]:
+        config = config_with(tmp_path, channels=[entry])
+        assert said in cli("--config", str(config), "config", "check", env=env, check=2).stderr
+        assert said in cli("--config", str(config), "run", "--offline", "--as-of", AS_OF, env=env,
+                           check=2).stderr
+    signed = config_with(tmp_path, channels=[channel_entry("feishu"), channel_entry("dingtalk"),
+                                             channel_entry("telegram", api_url="http://127.0.0.1:9")])
+    cli("--config", str(signed), "config", "check")
+
+
 def test_chat_posts_lead_with_the_weeks_highlights(tmp_path, cli):
     kinds = ("slack", "feishu", "telegram", "webhook")
     with ExitStack() as stack:

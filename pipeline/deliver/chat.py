@@ -98,6 +98,10 @@ class Platform:
     answer: Callable[[requests.Response], str | None]  # None: accepted; else the refusal
     busy: Callable[[requests.Response], bool] = lambda response: False  # a rate limit in a 200
     one_post: bool = False  # a raised `top` gives way (fewer papers a topic) before a second post
+    takes: tuple[str, ...] = ()  # its optional keys of PLATFORM_KEYS
+
+
+PLATFORM_KEYS = ("url_env", "secret_env", "token_env", "chat_id", "api_url")  # each some platforms' only
 
 
 def _slack(title: str, text: str, content: dict) -> list[dict]:
@@ -172,12 +176,14 @@ PLATFORMS = {
                       lambda r: None if r.text.strip() == "ok" else _words(r)),
     "feishu": Platform("markdown.md.j2", False, ("url_env",), _feishu,
                        lambda r: None if _code(r, "code", "StatusCode") == 0 else _words(r),
-                       busy=lambda r: _code(r, "code") == 11232, one_post=True),
+                       busy=lambda r: _code(r, "code") == 11232, one_post=True, takes=("secret_env",)),
     "dingtalk": Platform("markdown.md.j2", False, ("url_env",), _dingtalk,
                          lambda r: None if _code(r, "errcode") == 0 else _words(r),
-                         busy=lambda r: _code(r, "errcode") == 130101, one_post=True),
+                         busy=lambda r: _code(r, "errcode") == 130101, one_post=True,
+                         takes=("secret_env",)),
     "telegram": Platform("telegram.html.j2", True, ("token_env", "chat_id"), _telegram,
-                         lambda r: None if _json(r).get("ok") is True else _words(r)),
+                         lambda r: None if _json(r).get("ok") is True else _words(r),
+                         takes=("api_url",)),
     "webhook": Platform(None, False, ("url_env",), _webhook, lambda r: None),
 }
 
@@ -199,6 +205,12 @@ class ChatChannel:
         for key in PLATFORMS[kind].needs:
             if not getattr(self.options, key):
                 raise ConfigError(f"{where}.{key}: required for a {kind} channel")
+        own = (*PLATFORMS[kind].needs, *PLATFORMS[kind].takes)
+        for key in (k for k in PLATFORM_KEYS if k in self.options.model_fields_set and k not in own):
+            # set in vain (a secret_env on a webhook: nothing is signed); the reader must know
+            others = [name for name, p in PLATFORMS.items() if key in (*p.needs, *p.takes)]
+            raise ConfigError(f"{where}.{key}: only {' and '.join(others)} channels take it, "
+                              f"not a {kind} one: it would do nothing")
         self.name, self.kind, self.platform = setup.name, kind, PLATFORMS[kind]
         languages = self.options.languages or setup.config.languages
         self.settings = render.Settings.of(setup.config.model_copy(update={"languages": list(languages)}))
