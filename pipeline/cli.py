@@ -557,7 +557,8 @@ def seeds(state: State) -> None:
 @main.command()
 @pass_state
 def doctor(state: State) -> None:
-    """Check config, database, arXiv, LLM, SMTP and channels, one line each; publish nothing."""
+    """Check config, database, the lock folder, arXiv and its calendar, the LLM, SMTP, git and
+    each chat channel, one line each; publish nothing."""
     checks = doctor_mod.run(state.config)
     for check in checks:
         echo(check.line())

@@ -106,6 +106,14 @@ def test_help_lists_every_contract_command(cli):
         assert f"  {command} " in out or f"  {command}\n" in out, command
 
 
+def test_doctor_help_names_every_line_doctor_prints(cli):
+    """It named neither git nor the lock folder nor the calendar, which doctor checks too."""
+    out = " ".join(cli("doctor", "--help").stdout.split())
+    for what in ("config", "database", "lock folder", "arXiv", "calendar", "LLM", "SMTP", "git",
+                 "chat channel"):
+        assert what in out, what
+
+
 def test_render_and_preview_rebuild_a_stored_digest(tmp_path, cli):
     from tests.servers.arxiv_server import ArxivServer
 
