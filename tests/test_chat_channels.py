@@ -126,6 +126,30 @@ def test_every_chat_channel_gets_one_well_formed_post_per_digest_and_nothing_aga
     assert {r["status"] for r in rows} == {"sent"}
 
 
+def test_the_webhook_gets_every_paper_of_the_digest_its_one_line_entries_and_seeds_too(tmp_path, cli):
+    """The JSON listed the featured papers and the full entries only: a week past
+    digest.max_papers reached an archive webhook without its other papers (7 papers and 5
+    seed entries arrived as 4), nor the reading list's entries the digest showed."""
+    seeds = tmp_path / "picks"
+    seeds.mkdir()
+    (seeds / "010_mine.yaml").write_text(
+        "- {title: 'A Curated Pick on Reward Models', date: 2024-10-14,\n"
+        "   summary_zh: 本文研究奖励模型。}\n", encoding="utf-8")
+    with ArxivServer([rl_paper(n, DAY) for n in (1, 2, 3, 4)]) as arxiv, ChatServer("webhook") as hook:
+        config = config_with(tmp_path, arxiv, channels=[channel_entry("webhook")],
+                             digest={"max_papers": 1, "featured": 0},
+                             seeds={"paths": [str(seeds)], "builtin": False})
+        cli("--config", str(config), "run", "--as-of", AS_OF, env={"WEBHOOK_URL": hook.url})
+    digest = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_text(encoding="utf-8")
+    (post,) = hook.posts
+    papers = {p["id"]: p for p in post["papers"]}
+    assert {f"arxiv:2611.0000{n}" for n in (1, 2, 3, 4)} <= papers.keys()
+    assert all(f"2611.0000{n}" in digest for n in (1, 2, 3, 4))  # one full entry, three one-liners
+    (pick,) = (p for p in papers.values() if p["curated"])
+    assert pick["title"] == "A Curated Pick on Reward Models" and pick["summary_zh"] == "本文研究奖励模型。"
+    assert len(papers) == 5
+
+
 def test_a_500_and_a_429_with_retry_after_are_retried_and_one_post_arrives(tmp_path, cli):
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack, \
             ChatServer("telegram") as telegram:

@@ -384,8 +384,8 @@ def compact(settings: render.Settings, digest: Digest, template: str | None, as_
                "highlights": [{"zh": h.zh, "en": h.en, "paper": h.key, "title": h.title, "url": h.url}
                               for h in digest.highlights],
                "featured": [e.key for e in digest.featured],
-               "papers": list({e.key: _paper(e) for e in (*digest.featured, *(
-                   e for s in digest.sections for e in s.entries))}.values())}
+               "papers": list({e.key: _paper(e) for e in (*digest.featured, *(  # every one, as the digest
+                   e for s in digest.sections for e in (*s.entries, *s.brief)), *digest.curated)}.values())}
     if template is None:
         return title, "", content
     env = render.html_env(settings.templates) if as_html else render.text_env(settings.templates)
