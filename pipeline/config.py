@@ -586,8 +586,8 @@ def read_recipients(path: Path, local: bool = False) -> tuple[list[Reader], list
     `local`: as Reader.parse's."""
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    except OSError as exc:  # the key too: a bare path did not say which setting names it
+        raise ConfigError(f"email.recipients_file: {path}: {exc.strerror or exc}") from None
     found, problems = [], []
     for number, raw in enumerate(lines, 1):
         line = raw.split("#", 1)[0].strip()
