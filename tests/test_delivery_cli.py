@@ -294,6 +294,23 @@ def test_a_550_fails_that_reader_with_the_servers_words_and_the_others_get_it(tm
     assert rows["alan@example.org"]["next_attempt"] is None
 
 
+def test_an_unsubscribe_url_with_recipient_names_each_readers_address_in_header_and_footer(tmp_path, cli):
+    """email.unsubscribe_url's {recipient} became 'Ada Lovelace <ada@example.org>', quoted, in
+    List-Unsubscribe, and stayed '{recipient}' in the footer link every reader clicks."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port,
+                             recipients=["Ada Lovelace <ada@example.org>", "grace@example.org"],
+                             email={"unsubscribe_url": "https://lists.example.org/leave?u={recipient}&l=rl"})
+        cli("--config", str(config), "run", "--as-of", AS_OF)
+    for reader in ("ada@example.org", "grace@example.org"):
+        (got,) = smtp.to(reader)
+        mine = f"https://lists.example.org/leave?u={reader.replace('@', '%40')}&l=rl"
+        assert str(got.message["List-Unsubscribe"]).startswith(f"<{mine}>")
+        text, html = (got.message.get_body((kind,)).get_content() for kind in ("plain", "html"))
+        assert mine in text and mine.replace("&", "&amp;") in html
+        assert "{recipient}" not in text + html and "%7Brecipient%7D" not in text + html
+
+
 def test_a_failed_reader_queued_again_as_the_hint_says_is_their_row_whatever_the_case(tmp_path, cli):
     """The address typed in another case than the config's made a second row: the reader got
     the digest, yet their first row stayed `failed` in status and in every send's line."""

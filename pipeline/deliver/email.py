@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 # Build with 7-bit transfer encodings (base64 / quoted-printable are chosen per
 # part), so no 8BITMIME support is needed; serialise with CRLF line ends.
 BUILD_POLICY = render.MAIL_POLICY
+RECIPIENT = "{recipient}"  # in email.unsubscribe_url: the reader's address, URL-quoted
 
 
 class _WirePolicy(email_policy.EmailPolicy):
@@ -96,7 +97,8 @@ def build_message(
     msg["List-Id"] = list_id if "<" in list_id else f"<{list_id}>"
     targets = []  # the one-click URL first: a client takes the first it can use (RFC 2369)
     if unsubscribe_url:
-        targets.append("<" + unsubscribe_url.replace("{recipient}", quote(recipient, safe="")) + ">")
+        address = quote(parseaddr(recipient)[1], safe="")  # the address, not "Name <address>"
+        targets.append("<" + unsubscribe_url.replace(RECIPIENT, address) + ">")
     if unsubscribe_mailto:
         targets.append(f"<mailto:{unsubscribe_mailto}?subject=unsubscribe>")
     if targets:
@@ -192,6 +194,10 @@ class EmailChannel:
             text = self.links.personal(text, who.address)
             html = self.links.personal(html, who.address) if html is not None else None
             unsubscribe = self.links.url("unsubscribe", who.address)
+        elif unsubscribe and RECIPIENT in unsubscribe:  # the footer's link is this reader's too
+            mine = quote(who.address, safe="")
+            text = text.replace(RECIPIENT, mine)
+            html = html.replace(RECIPIENT, mine) if html is not None else None
         msg = build_message(
             sender=self.cfg.from_, recipient=who.mailbox, subject=subject, text=text, html=html,
             digest_id=digest.id, list_id=self.list_id, unsubscribe_mailto=self.sender_addr,
