@@ -192,7 +192,9 @@ def main(ctx: click.Context, config_path: Path | None, verbose: int, quiet: bool
 @click.option("--dry-run", is_flag=True,
               help="Collect as a run does, then print the digest; write, send and record no digest.")
 @click.option("--offline", is_flag=True, help="No network: seeds and stored papers only.")
-@click.option("--no-email", is_flag=True, help="Write files but send no email.")
+@click.option("--no-email", is_flag=True,
+              help="Write and record the digest but mail it to no one, now or later (chat channels "
+                   "and git still get it).")
 @pass_state
 def run(state: State, as_of: str | None, dry_run: bool, offline: bool, no_email: bool) -> None:
     """One whole cycle: collect, rank, enrich, compose, render, deliver."""

@@ -114,6 +114,14 @@ def test_doctor_help_names_every_line_doctor_prints(cli):
         assert what in out, what
 
 
+def test_run_help_says_what_no_email_still_delivers(cli):
+    """'Write files but send no email.': a run with --no-email records the digest for good
+    and still posts it to the chat channels and git, which the help did not say."""
+    out = " ".join(cli("run", "--help").stdout.split())
+    assert "--no-email Write and record the digest but mail it to no one, now or later (chat " \
+        "channels and git still get it)." in out
+
+
 def test_render_and_preview_rebuild_a_stored_digest(tmp_path, cli):
     from tests.servers.arxiv_server import ArxivServer
 
