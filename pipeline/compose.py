@@ -165,7 +165,8 @@ def updates(papers: Iterable[Paper], ledger: dict[str, dict | None],
         if changes:  # the weightiest first on its line too: "withdrawn · v1 → v2"
             found.append(Update(key=key, title=readable(paper.title) or paper.title, url=paper.abs_url,
                                 title_zh=readable((summaries.get(key) or {}).get("title_zh")),
-                                changes=tuple(sorted(changes, key=lambda c: UPDATE_ORDER.index(c[0]))), **now))
+                                changes=tuple(sorted(changes, key=lambda c: UPDATE_ORDER.index(c[0]))),
+                                **now))
     found.sort(key=update_order)
     return found
 
