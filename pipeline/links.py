@@ -21,6 +21,7 @@ from pipeline.errors import ConfigError
 
 PATHS = {"unsubscribe": "u", "resubscribe": "r", "up": "f", "down": "f"}
 WEB = "web"  # the one reader behind every web-edition page: its visitors have no address
+RECIPIENT = "{recipient}"  # in email.unsubscribe_url: the reader's address, URL-quoted
 MARK = "rl-digest-reader-link"  # where a reader's token goes, in an email rendered once for all
 _MARKED = re.compile(re.escape(MARK) + r"\.(\w+)\.([^\s\"'<>)\]]*)")
 

@@ -432,12 +432,15 @@ def common(settings: Settings) -> dict:
 def _digest_context(settings: Settings, digest: Digest, reading_count: int, relative: str,
                     personal: bool = False) -> dict:
     """`personal`: an email, whose unsubscribe and 👍/👎 links get each reader's token
-    (pipeline/links.py) when `serve.base_url` is set."""
+    (pipeline/links.py) when `serve.base_url` is set, and whose unsubscribe_url gets their
+    address for {recipient}; a public copy, whose reader is unknown, shows no such URL."""
     ctx = common(settings)
     serve = settings.serve_url if personal else None
     ctx["feedback"] = partial(links.placeholder, serve) if serve else None
     if serve:
         ctx["unsubscribe_url"] = links.placeholder(serve, "unsubscribe")
+    elif not personal and links.RECIPIENT in (ctx["unsubscribe_url"] or ""):
+        ctx["unsubscribe_url"] = None  # a public copy has no reader to unsubscribe: reply, it says
     base = ctx["base_url"]
     digest = shown(digest, settings.languages)
     sections, featured = listed(settings, digest)

@@ -311,6 +311,23 @@ def test_an_unsubscribe_url_with_recipient_names_each_readers_address_in_header_
         assert "{recipient}" not in text + html and "%7Brecipient%7D" not in text + html
 
 
+def test_a_public_copy_has_no_personal_unsubscribe_link(tmp_path, cli):
+    """An unsubscribe_url with {recipient} was written as is into out/digests/*.md, .html,
+    .txt and the site's digest page: '…?u={recipient}', a link that unsubscribes nobody.
+    A public copy has no reader: its footer says to reply instead, as with no URL."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=["ada@example.org"],
+                             email={"unsubscribe_url": "https://lists.example.org/u?u={recipient}"})
+        cli("--config", str(config), "run", "--as-of", AS_OF)
+    public = [*(tmp_path / "out" / "digests").glob(f"{AS_OF}.*"), *(tmp_path / "out" / "site").rglob("*.html")]
+    assert {p.suffix for p in public} >= {".md", ".html", ".txt"}
+    for path in public:
+        assert "lists.example.org" not in path.read_text(encoding="utf-8"), path
+    assert 'reply "unsubscribe"' in (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_text(encoding="utf-8")
+    (got,) = smtp.to("ada@example.org")  # the email keeps the reader's own link
+    assert "https://lists.example.org/u?u=ada%40example.org" in got.message.get_body(("plain",)).get_content()
+
+
 def test_a_failed_reader_queued_again_as_the_hint_says_is_their_row_whatever_the_case(tmp_path, cli):
     """The address typed in another case than the config's made a second row: the reader got
     the digest, yet their first row stayed `failed` in status and in every send's line."""

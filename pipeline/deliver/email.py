@@ -32,7 +32,7 @@ from pipeline import render
 from pipeline.config import Email, Reader
 from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import DeliveryError
-from pipeline.links import Links
+from pipeline.links import RECIPIENT, Links
 from pipeline.models import Digest
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,6 @@ log = logging.getLogger(__name__)
 # Build with 7-bit transfer encodings (base64 / quoted-printable are chosen per
 # part), so no 8BITMIME support is needed; serialise with CRLF line ends.
 BUILD_POLICY = render.MAIL_POLICY
-RECIPIENT = "{recipient}"  # in email.unsubscribe_url: the reader's address, URL-quoted
 
 
 class _WirePolicy(email_policy.EmailPolicy):
