@@ -66,6 +66,14 @@ def seed_entry(topics: Sequence[TopicDef], seed: SeedEntry, translations: Mappin
                               translations.get(seed_key(seed.title)))
 
 
+def untied(store: Store, seeds: Sequence[SeedEntry]) -> list[SeedEntry]:
+    """The seed entries shown by their own text: tied to no paper, or to one arXiv never
+    returned (its arxiv_id names no stored paper), which they do not wait for; the digest
+    (run.digest_entries) and Store.reading_count go by the same rule."""
+    stored = {p.id for p in store.papers(s.arxiv_id for s in seeds if s.arxiv_id)}
+    return [s for s in seeds if s.arxiv_id not in stored]
+
+
 def order(entry: Entry) -> tuple:
     """Newest day first, undated last, ties by key: the one order of every list."""
     day = date.fromisoformat(entry.date).toordinal() if entry.date else 0
@@ -91,9 +99,8 @@ def entries(config: Config, store: Store, batch: int = 500, skip: Collection[str
                 yield paper_entry(config.topics, paper, scored, summary, by_paper.get(paper.id),
                                   translations)
 
-    untied = sorted((seed_entry(config.topics, s, translations) for s in seeds if not s.arxiv_id),
-                    key=order)
-    return (entry for entry in heapq.merge(papers(), untied, key=order)
+    alone = sorted((seed_entry(config.topics, s, translations) for s in untied(store, seeds)), key=order)
+    return (entry for entry in heapq.merge(papers(), alone, key=order)
             if month_of(entry) not in skip and (only is None or month_of(entry) in only))
 
 
@@ -129,10 +136,9 @@ def fingerprints(config: Config, store: Store, sinks: Sequence[Sink]) -> months.
         found.add(month, b"\x00".join(b"\x01" if value is None else value for value in row),
                   seed, translations.get(seed_key(seed.title)) if seed else None,
                   [sink.about(key) for sink in sinks])
-    for seed in seeds:
-        if not seed.arxiv_id:
-            entry = seed_entry(config.topics, seed, translations)
-            found.add(month_of(entry), repr(entry).encode(), [sink.about(entry.key) for sink in sinks])
+    for seed in untied(store, seeds):
+        entry = seed_entry(config.topics, seed, translations)
+        found.add(month_of(entry), repr(entry).encode(), [sink.about(entry.key) for sink in sinks])
     return found
 
 

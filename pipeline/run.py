@@ -539,7 +539,7 @@ def choose_featured(config: Config, week: Week, enricher: Enricher, papers: list
     digest of seeds alone."""
     n = config.digest.featured
     if not papers:
-        wanted = {paper_key(s.arxiv_id) if s.arxiv_id else seed_key(s.title)
+        wanted = {paper_key(s.arxiv_id) if s.arxiv_id in week.papers else seed_key(s.title)
                   for s in week.seeds if s.featured}
         return feature.Pick(tuple(rank.choose_featured(
             entries, n, key_topic=lambda e: e.topic, key_score=lambda e: e.score or 0.0,
@@ -592,8 +592,8 @@ def digest_entries(config: Config, week: Week, published: set[str] | None = None
         seen.add(key)
         entries.append(reading_list.paper_entry(config.topics, paper, week.scores.get(paper.id),
                                                 week.summaries.get(key), seed, week.translations))
-    for seed in week.seeds:
-        if seed.arxiv_id or published is not None and seed_key(seed.title) in published:
+    for seed in week.seeds:  # the others by their own text, a paper arXiv never returned too
+        if seed.arxiv_id in week.papers or published is not None and seed_key(seed.title) in published:
             continue
         entries.append(reading_list.seed_entry(config.topics, seed, week.translations))
     return entries

@@ -463,8 +463,10 @@ class Store:
             return {found: count for found, count in conn.execute(query)}
 
     def reading_count(self) -> int:
-        """How many entries the reading list holds: its papers and the untied seed entries."""
-        untied = sa.select(sa.func.count()).select_from(seeds).where(_seed_arxiv_id().is_(None))
+        """How many entries the reading list holds: its papers and the seed entries tied to
+        no stored paper (reading_list.untied)."""
+        untied = (sa.select(sa.func.count()).select_from(seeds)
+                  .where(~sa.exists().where(papers.c.id == _seed_arxiv_id())))
         kept = sum(self.reading_months().values())
         with self.engine.connect() as conn:
             return kept + (conn.execute(untied).scalar() or 0)

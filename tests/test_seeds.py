@@ -457,3 +457,29 @@ def test_an_arxiv_id_pasted_with_its_prefix_or_url_ties_the_entry_and_a_wrong_on
             if "arxiv.org/abs/2611.0000" in line]
     assert len(rows) == 2 and all("010\\_mine.yaml" in row or "010_mine.yaml" in row for row in rows), rows
     assert any("我的 强化学习 摘要" in row for row in rows)
+
+
+def test_a_seed_whose_arxiv_id_arxiv_never_returns_is_shown_by_its_own_text_once(tmp_path, cli):
+    """A seed naming an arXiv id arXiv does not return was in no digest ('Curated: 0'), in
+    no reading list and in no count, waiting for a paper that never came, without a word."""
+    from tests.helpers import DAY, rl_paper
+    from tests.processes import config_with
+    from tests.servers.arxiv_server import ArxivServer
+
+    (tmp_path / "seeds").mkdir()
+    write(tmp_path / "seeds", "010_mine.yaml", '- title: My pick on reward overoptimization\n'
+          '  arxiv_id: "2410.10110"\n  date: 2026-10-20\n  summary_zh: 我的 强化学习 摘要\n')
+    with ArxivServer([rl_paper(1, DAY), rl_paper(2, DAY)]) as arxiv:
+        config = config_with(tmp_path, arxiv, seeds={"paths": [str(tmp_path / "seeds")]})
+        ran = cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        again = cli("--config", str(config), "run", "--as-of", "2026-11-09")
+
+    assert "relevant 3 (1 seeds)" in ran.stdout
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
+    assert "Curated: 1" in digest and "我的 强化学习 摘要" in digest
+    assert "[My pick on reward overoptimization](https://arxiv.org/abs/2410.10110)" in digest
+    assert "Reading list: 3 " in digest
+    rows = [line for line in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8").splitlines()
+            if "arxiv.org/abs/2410.10110" in line]
+    assert len(rows) == 1 and "我的 强化学习 摘要" in rows[0]
+    assert "no digest: nothing relevant is waiting for one" in again.stdout  # shown once
