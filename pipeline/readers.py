@@ -9,6 +9,7 @@ stops receiving; added back, they keep the status they had.
 
 from __future__ import annotations
 
+import re
 from email.utils import parseaddr
 from typing import Any
 
@@ -72,6 +73,11 @@ def resend_target(config: Config, who: str) -> str:
     channel, colon, _ = who.partition(":")
     if colon and channel in {entry.key for entry in config.channels}:
         return who
+    if colon and re.fullmatch(r"[A-Za-z][\w-]*", channel):  # CHANNEL:READER, of a channel not there
+        there = ", ".join(f"{e.key} ({e.type})" for e in config.channels)
+        raise ConfigError(f"--reader: no channel called {channel!r}",
+                          f"the channels are {there}; CHANNEL:READER as `rl-digest status` lists it"
+                          if there else "no channel is configured besides email: give an email address")
     return reader_address(config, who, "--reader", "an email address, or CHANNEL:READER")
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from pipeline.deliver import chat
 from tests.helpers import full_config, rl_paper
-from tests.processes import config_with, db_rows
+from tests.processes import config_with, db_rows, stderr_lines
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.chat_server import ChatServer
 from tests.servers.openai_server import OpenAIServer, default_content, ok
@@ -593,3 +593,19 @@ def test_a_telegram_group_upgraded_to_a_supergroup_is_told_with_its_new_chat_id(
     said = "upgraded to a supergroup chat (its new chat_id is -1001234567890: set chat_id to it)"
     assert said in rows[0]["last_error"] and said in ran.stderr
     assert telegram.posts == []
+
+
+def test_a_resend_to_a_channel_named_by_its_type_says_which_channels_there_are(tmp_path, cli):
+    """`--reader slack:SLACK_URL` with the Slack channel named `team` was 'not an email
+    address' and never said there is no channel `slack`, nor which there are."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack:
+        servers = {"slack": slack}
+        config = config_with(tmp_path, arxiv, channels=[channel_entry("slack", name="team")])
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers))
+        wrong = cli("--config", str(config), "send", "--digest", AS_OF, "--reader", "slack:SLACK_URL",
+                    env=env_for(servers), check=2)
+        right = cli("--config", str(config), "send", "--digest", AS_OF, "--reader", "team:SLACK_URL",
+                    env=env_for(servers))
+    assert stderr_lines(wrong) == ["rl-digest: --reader: no channel called 'slack' (the channels are "
+                                   "team (slack); CHANNEL:READER as `rl-digest status` lists it)"]
+    assert "sent 1, pending 0, failed 0" in right.stdout and len(slack.posts) == 2
