@@ -773,16 +773,25 @@ def sqlite_file(url: str) -> Path | None:
 
 
 def masked(config: Config) -> dict[str, Any]:
-    """The effective config for `config show`: secret env names shown with set/unset and
-    secret-looking extra_body entries as *** (a URL holds no credentials: load refuses them)."""
+    """The effective config for `config show`: every `*_env` key's variable name shown with
+    set/unset (the channels' and plug-ins' too) and secret-looking extra_body entries as ***
+    (a URL holds no credentials: load refuses them)."""
     data = config.model_dump(mode="json", by_alias=True, exclude={"path"})
-    for section, key in (("enrich", "api_key_env"), ("email", "username_env"), ("email", "password_env"),
-                         ("storage", "password_env")):
-        name = data[section].get(key)
-        if name:
-            data[section][key] = f"{name} ({'set' if os.environ.get(name) else 'unset'})"
-    data["enrich"]["extra_body"] = _mask_names(data["enrich"]["extra_body"])
+    extra = data["enrich"]["extra_body"]  # sent to the LLM as written: its keys name no variable
+    data = _mark_envs(data)
+    data["enrich"]["extra_body"] = _mask_names(extra)
     return data
+
+
+def _mark_envs(value: Any) -> Any:
+    """`value` with each `*_env` key's variable name followed by (set) or (unset)."""
+    if isinstance(value, dict):
+        return {k: f"{v} ({'set' if os.environ.get(v) else 'unset'})"
+                if str(k).endswith("_env") and isinstance(v, str) and v else _mark_envs(v)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_mark_envs(v) for v in value]
+    return value
 
 
 def _mask_names(value: Any) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -153,6 +154,23 @@ def test_show_masks_secrets_and_says_whether_they_are_set(monkeypatch):
     shown = config.masked(config.load(ROOT / "config.yaml"))
     assert shown["enrich"]["api_key_env"] == "OPENAI_API_KEY (set)"
     assert "sk-very-secret" not in repr(shown)
+
+
+def test_show_says_of_every_env_key_whether_its_variable_is_set(tmp_path, cli):
+    """serve.secret_env and the channels' url_env, token_env and secret_env were shown bare,
+    while enrich, email and storage's said (set) or (unset)."""
+    path = tmp_path / "config.yaml"
+    path.write_text("channels:\n  - {type: slack, name: team, url_env: TEAM_URL}\n"
+                    "  - {type: telegram, token_env: TG_TOKEN, chat_id: '-1001'}\n"
+                    "  - {type: feishu, url_env: FEISHU_URL, secret_env: FEISHU_SECRET}\n", encoding="utf-8")
+    shown = cli("--config", str(path), "config", "show", env={"TEAM_URL": "https://hooks.example.org/x",
+                                                              "RL_DIGEST_SECRET": "s3cret"}).stdout
+    envs = [line.strip() for line in shown.splitlines() if re.match(r"\s*-?\s*\w+_env: (?!null$)", line)]
+    assert all(line.endswith(("(set)", "(unset)")) for line in envs), envs
+    for line in ("url_env: TEAM_URL (set)", "token_env: TG_TOKEN (unset)", "secret_env: FEISHU_SECRET (unset)",
+                 "secret_env: RL_DIGEST_SECRET (set)"):
+        assert line in shown, line
+    assert "hooks.example.org" not in shown and "s3cret" not in shown
 
 
 def test_config_errors_through_the_cli_exit_2_with_one_line(tmp_path, cli):
