@@ -628,10 +628,12 @@ def default_path() -> Path:
 
 
 def load(path: Path | None) -> Config:
-    """Validate the bundled defaults overlaid by `path`; raise ConfigError naming the key."""
+    """Validate the bundled defaults overlaid by `path`; raise ConfigError naming the key,
+    and the file by its absolute path, as every other line names it (Config.path)."""
     base = _read_yaml(bundled("config.yaml"))
     user: dict[str, Any] = {}
     if path is not None:
+        path = path.resolve()
         user = _read_yaml(path)
         _refuse_secrets(user, path)
     merged = _merge(base, user)
@@ -639,7 +641,7 @@ def load(path: Path | None) -> Config:
         config = Config.model_validate(merged)
     except ValidationError as exc:
         raise ConfigError(_first_error(path or bundled("config.yaml"), exc)) from None
-    root = (path.resolve().parent if path else Path.cwd())
+    root = (path.parent if path else Path.cwd())
     config = _resolve_paths(config, root, path)
     if "paths" not in (user.get("seeds") or {}):  # the default seeds/ beside a config is optional
         seeds = config.seeds.model_copy(update={"paths": [p for p in config.seeds.paths if p.exists()]})

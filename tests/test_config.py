@@ -182,6 +182,20 @@ def test_config_errors_through_the_cli_exit_2_with_one_line(tmp_path, cli):
     ]
 
 
+def test_a_config_given_by_a_relative_path_is_named_by_its_absolute_path_in_every_error(tmp_path, cli):
+    """A schema, YAML or secret error named 'c.yaml' as typed, while config check's ok line
+    and the errors about the files it names gave absolute paths."""
+    path = tmp_path / "c.yaml"
+    for text, error in (("email: {smtp_port: abc}\n", "email.smtp_port: Input should be a valid integer"),
+                        ("email: [\n", None), ("storage: {password: x}\n", "storage.password: secrets")):
+        path.write_text(text, encoding="utf-8")
+        result = cli("--config", "c.yaml", "config", "check", cwd=tmp_path, check=2)
+        assert result.stderr.startswith(f"rl-digest: {path}:"), result.stderr
+        assert error is None or f"{path}: {error}" in result.stderr
+    path.write_text("enrich: {provider: none}\n", encoding="utf-8")
+    assert cli("--config", "c.yaml", "config", "check", cwd=tmp_path).stdout.startswith(f"{path}: ok")
+
+
 def test_a_sender_at_localhost_is_taken_and_warned_of_only_through_a_remote_server(tmp_path, cli):
     """root@localhost is the From of a server whose own MTA takes the mail (it was exit 2,
     'It should have a period'); relayed through smtp.gmail.com it may be refused: a warning."""
