@@ -13,7 +13,7 @@ from email.headerregistry import Address
 from email.utils import getaddresses, parseaddr
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -683,7 +683,8 @@ def _refuse_secrets(data: Any, path: Path, dotted: str = "") -> None:
             if isinstance(key, str) and SECRET_KEYS.search(key) and not key.endswith("_env"):
                 raise ConfigError(
                     f"{path}: {inner}: secrets are not read from the config file",
-                    f"put it in an environment variable and set {inner}_env to its name",
+                    f"put it in an environment variable and set {' or '.join(_env_keys_for(inner))} "
+                    "to its name",
                 )
             _refuse_secrets(value, path, inner)
     elif isinstance(data, list):
@@ -697,6 +698,31 @@ def _refuse_secrets(data: Any, path: Path, dotted: str = "") -> None:
             "take it out of the URL; a secret goes in an environment variable (enrich.api_key_env, "
             "email.password_env, storage.password_env, a channel's *_env)",
         )
+
+
+def _env_keys(model: type[BaseModel], dotted: str = "") -> list[str]:
+    """Every `*_env` key of `model`'s schema, dotted (a channel's or a plug-in's are its own)."""
+    found: list[str] = []
+    for name, field in model.model_fields.items():
+        key = f"{dotted}.{field.alias or name}" if dotted else field.alias or name
+        if name.endswith("_env"):
+            found.append(key)
+        for inner in get_args(field.annotation) or (field.annotation,):
+            if isinstance(inner, type) and issubclass(inner, BaseModel):
+                found += _env_keys(inner, key)
+    return found
+
+
+def _env_keys_for(secret: str) -> list[str]:
+    """The `*_env` keys that name the variable for the secret written at `secret` (dotted):
+    `secret`_env where that is a key (a channel's or a plug-in's entry keeps its own), else
+    those of its kind (password, api_key...) in its section, else anywhere."""
+    if f"{secret}_env" in _env_keys(Config) or secret.startswith(("channels.", "sources.plugins.")):
+        return [f"{secret}_env"]
+    kind = SECRET_KEYS.search(secret)
+    word = {"passwd": "password", "apikey": "api_key"}.get(kind[1].lower(), kind[1].lower()) if kind else ""
+    same = [k for k in _env_keys(Config) if k.rsplit(".", 1)[-1] == f"{word}_env"]
+    return [k for k in same if k.split(".")[0] == secret.split(".")[0]] or same or [f"a channel's {word}_env"]
 
 
 def url_credentials(value: str) -> str | None:

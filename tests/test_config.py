@@ -182,6 +182,25 @@ def test_config_errors_through_the_cli_exit_2_with_one_line(tmp_path, cli):
     ]
 
 
+@pytest.mark.parametrize(("text", "hint"), [
+    ("password: x\n", "set email.password_env or storage.password_env to its name"),
+    ("smtp: {password: x}\n", "set email.password_env or storage.password_env to its name"),
+    ("email: {smtp_password: x}\n", "set email.password_env to its name"),
+    ("storage: {passwd: x}\n", "set storage.password_env to its name"),
+    ("api_key: x\n", "set enrich.api_key_env to its name"),
+    ("enrich: {extra_body: {api_key: x}}\n", "set enrich.api_key_env to its name"),
+    ("serve: {secret: x}\n", "set serve.secret_env to its name"),
+])
+def test_a_secret_in_the_file_is_refused_with_a_hint_naming_a_key_there_is(tmp_path, cli, text, hint):
+    """A top-level `password: x` was told to 'set password_env', and `email.smtp_password`
+    'email.smtp_password_env': keys that are not there, read by nothing."""
+    path = tmp_path / "config.yaml"
+    path.write_text(text, encoding="utf-8")
+    (line,) = cli("--config", str(path), "config", "check", check=2).stderr.strip().splitlines()
+    assert line.endswith(f"secrets are not read from the config file (put it in an environment variable "
+                         f"and {hint})"), line
+
+
 def test_a_config_given_by_a_relative_path_is_named_by_its_absolute_path_in_every_error(tmp_path, cli):
     """A schema, YAML or secret error named 'c.yaml' as typed, while config check's ok line
     and the errors about the files it names gave absolute paths."""
