@@ -327,24 +327,59 @@ def chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 def in_frame(tmp_path: Path, site_dir: Path, page: str, width: int, script: str) -> dict:
     """Load `page` of a copy of the site in a `width` px frame of a host page, run `script`
-    (it sees f, d, w and may call done(result)) and return what it reported."""
-    copy = tmp_path / "site"
-    shutil.copytree(site_dir, copy, dirs_exist_ok=True)
-    host = copy / "host.html"
-    host.write_text(f"""<!doctype html><html><body><iframe id="f" src="{page}" width="{width}"
-height="900"></iframe><script>
-var f = document.getElementById('f'), step = 0, seen = [];
-function done(result) {{ document.body.setAttribute('data-result', JSON.stringify(result)); }}
+    (it sees f, d, w, step and seen, and calls done(result)) on each load of the frame and
+    return what it reported."""
+    return in_frames(tmp_path, [(site_dir, page, width, script)])[0]
+
+
+def in_frames(tmp_path: Path, cases: list[tuple[Path, str, int, str]]) -> list[dict]:
+    """in_frame of each (site_dir, page, width, script), all in one Chromium (a launch is
+    about 0.5 s): a frame each, laid over one another at the host page's top left, each
+    script with its own f, d, w, step and seen; each site copied once, to <n>/site/, the
+    host page in the first. The frames share Chromium's profile: a script that makes a page
+    remember something (the language switch's choice) needs a Chromium of its own. No
+    result at all skips (no Chromium that lays out pages); a frame whose script never
+    called done fails."""
+    copies: dict[Path, str] = {}
+    frames = []
+    for n, (site_dir, page, width, script) in enumerate(cases):
+        if site_dir not in copies:
+            copies[site_dir] = f"../../{len(copies)}/site/"
+            shutil.copytree(site_dir, tmp_path / str(len(copies) - 1) / "site", dirs_exist_ok=True)
+        src = f"{copies[site_dir]}{page}".removeprefix("../../0/site/")
+        frames.append(f"""frame({n}, {json.dumps(src)}, {width}, (function () {{ var step = 0, seen = [];
+  return function (f, d, w, done) {{ {script} }}; }})());""")
+    host = tmp_path / "0" / "site" / "host.html"  # in the first site: a script's f.src = 'page' is that site's
+    # the frames are made here, their load listener added before they load
+    host.write_text(f"""<!doctype html><html><body><script>
+var results = {json.dumps([None] * len(cases))};
+function report() {{ document.body.setAttribute('data-result', JSON.stringify(results)); }}
 function shown(node) {{ return !!node && node.getClientRects().length > 0 &&
   getComputedStyle(node).visibility !== 'hidden'; }}
-f.addEventListener('load', function () {{ var d = f.contentDocument, w = f.contentWindow; {script} }});
+function frame(n, src, width, run) {{
+  var f = document.createElement('iframe');
+  f.width = width;
+  f.height = 900;
+  f.style.position = 'absolute';
+  f.style.left = f.style.top = '0';
+  f.addEventListener('load', function () {{
+    run(f, f.contentDocument, f.contentWindow, function (result) {{ results[n] = result; report(); }});
+  }});
+  f.src = src;
+  document.body.appendChild(f);
+}}
+report();
+{chr(10).join(frames)}
 </script></body></html>""", encoding="utf-8")
     out = chromium(tmp_path, "--allow-file-access-from-files", "--window-size=1400,1000",
                    "--virtual-time-budget=8000", "--dump-dom", host.as_uri())
     found = HTMLParser(out.stdout).css_first("body[data-result]")
     if found is None:
         pytest.skip(f"chromium laid out no page: {out.stderr[-300:]}")
-    return json.loads(found.attributes["data-result"] or "{}")
+    results = json.loads(found.attributes["data-result"] or "[]")
+    missing = [cases[n][1] for n, result in enumerate(results) if result is None]
+    assert not missing, f"no result from the frames of {missing}: their scripts never called done"
+    return results
 
 
 def loaded_pages(tmp_path: Path, urls: list[str]) -> dict[str, str]:

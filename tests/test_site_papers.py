@@ -8,11 +8,14 @@ from __future__ import annotations
 import html
 import json
 import re
+import shutil
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from urllib.parse import urlencode
+
+import pytest
 
 from pipeline import models, site
 from tests.helpers import (
@@ -23,8 +26,10 @@ from tests.helpers import (
     chromium,
     full_config,
     in_frame,
+    in_frames,
     loaded_pages,
     rl_paper,
+    run_cli,
     site_pages,
     write_config,
 )
@@ -52,6 +57,35 @@ def two_weeks(tmp_path: Path, cli) -> Path:
     return tmp_path / "out" / "site"
 
 
+@pytest.fixture(scope="module")
+def weeks(tmp_path_factory) -> Path:
+    """two_weeks' site, built once for the tests that only read it."""
+    return two_weeks(tmp_path_factory.mktemp("weeks"), run_cli)
+
+
+@pytest.fixture(scope="module")
+def seeds_site(tmp_path_factory) -> Path:
+    """The site of an offline run on the bundled seeds (entries with a date and without)."""
+    folder = tmp_path_factory.mktemp("seeds")
+    run_cli("--config", str(write_config(folder)), "run", "--offline", "--as-of", "2026-11-02")
+    return folder / "out" / "site"
+
+
+@pytest.fixture(scope="module")
+def browsed(weeks, seeds_site, tmp_path_factory) -> dict[str, list]:
+    """What the tests below see of `weeks` and `seeds_site` in Chromium, all in one (a launch
+    is about 0.5 s): each test's frames (CASES: its name -> the frames of in_frames) and what
+    each frame's script reported, by the test's name. The language switch's test has a
+    Chromium of its own (the choice is remembered: it would change the other frames)."""
+    tmp = tmp_path_factory.mktemp("browsed")
+    cases = {name: make(weeks, seeds_site, tmp) for name, make in CASES.items()}
+    found = iter(in_frames(tmp, [case for frames in cases.values() for case in frames]))
+    return {name: [next(found) for _ in frames] for name, frames in cases.items()}
+
+
+DOM = "done(d.documentElement.outerHTML);"  # a frame's page once its load event has fired
+
+
 def index_data(folder: Path) -> dict:
     """search-index.js and the file of each year it names, as the index page loads them."""
     text = (folder / "search-index.js").read_text(encoding="utf-8")
@@ -65,8 +99,8 @@ def index_data(folder: Path) -> dict:
     return data
 
 
-def test_every_digest_paper_has_a_page_with_its_summaries_digest_and_updates(tmp_path, cli):
-    folder = two_weeks(tmp_path, cli)
+def test_every_digest_paper_has_a_page_with_its_summaries_digest_and_updates(weeks):
+    folder = weeks
     pages = site_pages(folder)
     assert broken_links(folder, elsewhere=()) == []  # papers/ included
     index = (folder / "papers" / "index.html").read_text(encoding="utf-8")
@@ -131,30 +165,35 @@ def test_search_index_feed_and_exports(tmp_path, cli):
             and "papers" in p.as_posix()] == []
 
 
-def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_path, cli):
-    folder = two_weeks(tmp_path, cli)
-    page = (folder / "papers" / "index.html").as_uri()
+def typing_queries(folder: Path) -> list[str]:
+    chosen = next(p[6] for p in index_data(folder)["papers"] if p[0] == "p-arxiv-2611.00005")
+    return ["", "?q=variant+2", "?q=english+summary+variant+2", "?q=L%C3%B6velace+variant+2",
+            "?q=LOVELACE+variant+2", *("?" + urlencode({"q": pasted}) for pasted in PASTES),
+            "?q=web+agents", f"?topic={chosen}", f"?q=variant&topic={chosen}"]
+
+
+PASTES = ("2611.00002", "arXiv:2611.00002v2", "https://arxiv.org/abs/2611.00002")
+
+
+def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_path, weeks, browsed):
+    folder = weeks
     data = index_data(folder)
     chosen = next(p[6] for p in data["papers"] if p[0] == "p-arxiv-2611.00005")
-    pastes = ("2611.00002", "arXiv:2611.00002v2", "https://arxiv.org/abs/2611.00002")
-    queries = ["", "?q=variant+2", "?q=english+summary+variant+2", "?q=L%C3%B6velace+variant+2",
-               "?q=LOVELACE+variant+2", *("?" + urlencode({"q": pasted}) for pasted in pastes),
-               "?q=web+agents", f"?topic={chosen}", f"?q=variant&topic={chosen}"]
-    pages = loaded_pages(tmp_path, [page + query for query in queries])  # one Chromium for all
+    pages = dict(zip(typing_queries(folder), browsed["typing"], strict=True))  # one Chromium for all
 
     def results(query: str) -> list[str]:
-        listed = re.search(r'<ol class="results" id="results"[^>]*>(.*?)</ol>', pages[page + query], re.S)
+        listed = re.search(r'<ol class="results" id="results"[^>]*>(.*?)</ol>', pages[query], re.S)
         return re.findall(r'href="\.\./papers/topic/[^"]*#p-arxiv-(2611\.\d+)"', listed.group(1) if listed else "")
 
     assert results("") == []  # nothing asked, nothing listed
     zh, en = next(p[3:5] for p in data["papers"] if p[0] == "p-arxiv-2611.00002")
     for lang, summary in (("zh-CN", zh), ("en", en)):  # why it matched, in each language
-        assert f'<div class="snippet" lang="{lang}" data-l="{lang[:2]}">{html.escape(summary, quote=False)}</div>' in pages[page + "?q=variant+2"]
+        assert f'<div class="snippet" lang="{lang}" data-l="{lang[:2]}">{html.escape(summary, quote=False)}</div>' in pages["?q=variant+2"]
     assert results("?q=variant+2") == ["2611.00002"]
     assert results("?q=english+summary+variant+2") == ["2611.00002"]  # words of the second language's summary
     assert results("?q=L%C3%B6velace+variant+2") == results("?q=LOVELACE+variant+2") == ["2611.00002"]
     # an id pasted from arXiv finds its paper (the hint names no ids, yet it is what one has in hand)
-    for pasted in pastes:
+    for pasted in PASTES:
         assert results("?" + urlencode({"q": pasted})) == ["2611.00002"], pasted
     agents = results("?q=web+agents")
     assert agents and set(agents) == {"2611.00005", "2611.00007"}
@@ -164,7 +203,7 @@ def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_pat
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "papers-search-375.png"
     chromium(tmp_path, "--virtual-time-budget=3000", f"--screenshot={shot}", "--window-size=375,1400",
-             page + "?q=web+agents")
+             (folder / "papers" / "index.html").as_uri() + "?q=web+agents")
     assert shot.exists() and shot.stat().st_size > 1000
 
 
@@ -186,10 +225,10 @@ def test_a_week_later_only_the_pages_its_papers_are_on_are_rewritten(tmp_path, c
     assert "papers/month/2026-10.html" in kept and kept.isdisjoint(rewritten)  # older month, other topics
 
 
-def test_chosen_english_the_reading_list_pages_read_in_english(tmp_path, cli):
+def test_chosen_english_the_reading_list_pages_read_in_english(tmp_path, weeks):
     """The switch reaches what cannot hold tagged text: the filters' options, the search
     box's hint, the count of results; and each paper line's topic name."""
-    folder = two_weeks(tmp_path, cli)
+    folder = weeks
     month = next(p for p in (folder / "papers" / "month").iterdir()).relative_to(folder).as_posix()
     topic = next(p for p in (folder / "papers" / "topic").iterdir()).relative_to(folder).as_posix()
     found = in_frame(tmp_path, folder, "papers/index.html", 1024, f"""
@@ -228,20 +267,29 @@ def test_chosen_english_the_reading_list_pages_read_in_english(tmp_path, cli):
         assert chinese_left(page["text"]) == [], page["text"][:400]
 
 
-def test_a_search_with_more_hits_than_it_lists_says_so(tmp_path, cli):
-    """The results stop at the page's limit (200); the count stays whole and a line says the
-    rest is there to narrow to, never a silent cut. Here the limit is set to 1."""
-    folder = two_weeks(tmp_path, cli)
+def limited_to_one(weeks: Path, tmp: Path) -> Path:
+    """A copy of the site whose search lists 1 result at most (its page says 200)."""
+    folder = tmp / "limited"
+    shutil.copytree(weeks, folder)
     index = folder / "papers" / "index.html"
     page = index.read_text(encoding="utf-8")
     assert 'data-limit="200"' in page
     index.write_text(page.replace('data-limit="200"', 'data-limit="1"'), encoding="utf-8")
-    found = in_frame(tmp_path, folder, "papers/index.html", 1024, """
+    return folder
+
+
+MORE_HITS = """
       var q = d.getElementById('q');
       q.value = 'variant';
       q.dispatchEvent(new Event('input'));
       done({hits: d.getElementById('hits').textContent, listed: d.querySelectorAll('#results li').length,
-            capped: !d.getElementById('capped').hidden, text: d.getElementById('found').innerText});""")
+            capped: !d.getElementById('capped').hidden, text: d.getElementById('found').innerText});"""
+
+
+def test_a_search_with_more_hits_than_it_lists_says_so(browsed):
+    """The results stop at the page's limit (200); the count stays whole and a line says the
+    rest is there to narrow to, never a silent cut. Here the limit is set to 1 (limited_to_one)."""
+    [found] = browsed["more hits"]
     assert int(found["hits"]) >= 2 and found["listed"] == 1 and found["capped"], found
     assert "200" in found["text"]  # the page's own words; the limit was changed under them
 
@@ -263,47 +311,52 @@ def test_papers_xml_links_the_site_where_it_is_served_not_the_files(tmp_path, cl
         assert not anchor or f'id="{anchor}"' in (folder / path).read_text(encoding="utf-8"), href
 
 
-def test_the_months_and_the_undated_add_up_to_the_whole_list(tmp_path, cli):
+def test_the_months_and_the_undated_add_up_to_the_whole_list(seeds_site):
     """Seed entries without a date have no month page; the index counts them all the same."""
-    cli("--config", str(write_config(tmp_path)), "run", "--offline", "--as-of", "2026-11-02")
-    index = site_pages(tmp_path / "out" / "site")["papers/index.html"]
+    index = site_pages(seeds_site)["papers/index.html"]
     total = int(re.match(r"\d+", index.css_first("p.meta").text()).group())
     rows = index.css("ul.months li")
     undated = [li.text() for li in rows if not li.css("a")]
     assert len(undated) == 1 and "undated" in undated[0]
     assert sum(int(re.search(r"\((\d+)", li.text()).group(1)) for li in rows) == total
-    lines = [p.text() for name, tree in site_pages(tmp_path / "out" / "site").items()
+    lines = [p.text() for name, tree in site_pages(seeds_site).items()
              if name.startswith("papers/topic/") for p in tree.css("p.links")]
     assert lines and [line for line in lines if line.lstrip().startswith("·")] == []  # seeds lack arXiv
 
 
-def test_the_year_filter_finds_the_undated_seeds_in_chromium(tmp_path, cli):
-    cli("--config", str(write_config(tmp_path)), "run", "--offline", "--as-of", "2026-11-02")
-    folder = tmp_path / "out" / "site"
+def single_title(folder: Path) -> str:
+    """A title no other title holds: a search for it finds one paper."""
+    titles = [p[1] for p in index_data(folder)["papers"]]
+    return next(t for t in titles if sum(t in other for other in titles) == 1)
+
+
+def year_filter_pages(seeds_site: Path, tmp: Path) -> list:
+    return [(seeds_site, "papers/index.html?year=undated", 1024, DOM),
+            (seeds_site, "papers/index.html?" + urlencode({"q": single_title(seeds_site)}), 1024, DOM)]
+
+
+def test_the_year_filter_finds_the_undated_seeds_in_chromium(seeds_site, browsed):
+    folder = seeds_site
     undated = sum(1 for p in index_data(folder)["papers"] if not p[7])
     options = [o.attributes.get("value") for o in site_pages(folder)["papers/index.html"].css("#year option")]
     assert options[0] == "" and options[-1] == "undated" and "2026" in options
-    done = chromium(tmp_path, "--virtual-time-budget=3000", "--dump-dom",
-                    (folder / "papers" / "index.html").as_uri() + "?year=undated")
-    assert done.returncode == 0, done.stderr
-    hits = re.search(r'<span id="hits">(\d+)</span>', done.stdout)
+    shown, searched = browsed["year filter"]
+    hits = re.search(r'<span id="hits">(\d+)</span>', shown)
     assert hits and int(hits.group(1)) == undated > 0
-    assert '<span id="one" hidden="">' in done.stdout and '<span id="many">' in done.stdout
-    titles = [p[1] for p in index_data(folder)["papers"]]
-    single = next(t for t in titles if sum(t in other for other in titles) == 1)
-    done = chromium(tmp_path, "--virtual-time-budget=3000", "--dump-dom",
-                    (folder / "papers" / "index.html").as_uri() + "?" + urlencode({"q": single}))
-    assert '<span id="hits">1</span>' in done.stdout, single
-    assert '<span id="one">' in done.stdout and '<span id="many" hidden="">' in done.stdout  # "1 paper"
+    assert '<span id="one" hidden="">' in shown and '<span id="many">' in shown
+    assert '<span id="hits">1</span>' in searched, single_title(folder)
+    assert '<span id="one">' in searched and '<span id="many" hidden="">' in searched  # "1 paper"
 
 
-def test_the_search_form_fits_a_phone(tmp_path, cli):
-    folder = two_weeks(tmp_path, cli)
-    found = in_frame(tmp_path, folder, "papers/index.html", 375, """
+SEARCH_FORM = """
       done({scroll: d.documentElement.scrollWidth,
             right: Array.from(d.querySelectorAll('form.search input, form.search select'),
                               n => Math.ceil(n.getBoundingClientRect().right)),
-            box: d.getElementById('q').getBoundingClientRect().width});""")
+            box: d.getElementById('q').getBoundingClientRect().width});"""
+
+
+def test_the_search_form_fits_a_phone(browsed):
+    [found] = browsed["search form"]
     assert found["scroll"] <= 375 and found["right"] and max(found["right"]) <= 375, found
     assert found["box"] > 300  # the search box has the whole row, so its hint shows
 
@@ -387,28 +440,31 @@ def test_a_topics_papers_are_a_page_a_month_and_every_link_still_finds_its_paper
             site.part_href(topic, m).removeprefix("papers/topic/") for m in beside]
 
 
-def test_an_old_link_to_a_paper_on_its_topic_page_lands_on_the_paper_in_chromium(tmp_path, cli):
+def old_links(weeks: Path, seeds_site: Path) -> list[tuple[Path, list]]:
+    """An arXiv paper of `weeks`, a dated and an undated seed entry: (site, its index record)."""
+    seeds = index_data(seeds_site)["papers"]
+    return [(weeks, next(p for p in index_data(weeks)["papers"] if p[0] == "p-arxiv-2611.00002")),
+            (seeds_site, next(p for p in seeds if p[7])), (seeds_site, next(p for p in seeds if not p[7]))]
+
+
+def old_link_pages(weeks: Path, seeds_site: Path, tmp: Path) -> list:
+    return [(folder, f"{site.topic_href(topic)}#{anchor}", 1024, f"""
+          var entry = d.getElementById('{anchor}');
+          setTimeout(function () {{ done({{page: w.location.pathname.split('/site/').pop(), hash: w.location.hash,
+            top: entry ? Math.round(entry.getBoundingClientRect().top) : null,
+            text: entry ? entry.innerText : ''}}); }}, 300);""")
+            for folder, (anchor, *_, topic, month) in old_links(weeks, seeds_site)]
+
+
+def test_an_old_link_to_a_paper_on_its_topic_page_lands_on_the_paper_in_chromium(weeks, seeds_site, browsed):
     """Links made before a topic's papers were split by month (a feed reader's copy of
     papers.xml, a bookmark, a shared page) name papers/topic/<topic>.html#p-…: that page
     now names the months alone, so such a link opened a list without the paper. An arXiv
     paper (its id's month, 2611, is not its date's, 2026-10), a dated seed entry and an
     undated one (no year to guess: every file of the search index is tried)."""
-    for part in ("weeks", "seeds"):
-        (tmp_path / part).mkdir()
-    site_dir = two_weeks(tmp_path / "weeks", cli)
-    cli("--config", str(write_config(tmp_path / "seeds")), "run", "--offline", "--as-of", "2026-11-02")
-    seeds_dir = tmp_path / "seeds" / "out" / "site"
-    seeds = index_data(seeds_dir)["papers"]
-    cases = [(site_dir, next(p for p in index_data(site_dir)["papers"] if p[0] == "p-arxiv-2611.00002")),
-             (seeds_dir, next(p for p in seeds if p[7])), (seeds_dir, next(p for p in seeds if not p[7]))]
-    for n, (folder, (anchor, title, *_, topic, month)) in enumerate(cases):
-        old = f"{site.topic_href(topic)}#{anchor}"
+    cases = old_links(weeks, seeds_site)
+    for (folder, (anchor, title, *_, topic, month)), found in zip(cases, browsed["old links"], strict=True):
         assert anchor not in (folder / site.topic_href(topic)).read_text(encoding="utf-8")  # the months alone
-        found = in_frame(tmp_path / str(n), folder, old, 1024, f"""
-          var entry = d.getElementById('{anchor}');
-          setTimeout(function () {{ done({{page: w.location.pathname.split('/site/').pop(), hash: w.location.hash,
-            top: entry ? Math.round(entry.getBoundingClientRect().top) : null,
-            text: entry ? entry.innerText : ''}}); }}, 300);""")
         assert (found["page"], found["hash"]) == (site.paper_href(f"x:{anchor}", topic, month or None).split("#")[0],
                                                   f"#{anchor}"), found
         assert 0 <= found["top"] < 900 and title.split(" ")[0] in found["text"], found  # in view, the paper's entry
@@ -435,3 +491,14 @@ def test_an_old_link_to_a_seed_entry_lands_on_its_paper_once_found_in_chromium(t
         text: entry ? entry.innerText : ''}}); }}, 300);""")
     assert (found["page"], found["hash"]) == (site.part_href(topic, month or site.UNDATED), f"#{anchor}"), found
     assert "OpenSeeker-v2" in found["text"], found
+
+
+CASES = {  # the frames `browsed` loads in one Chromium: test -> make(weeks, seeds_site, tmp)
+    "typing": lambda weeks, seeds_site, tmp: [(weeks, "papers/index.html" + query, 1024, DOM)
+                                              for query in typing_queries(weeks)],
+    "more hits": lambda weeks, seeds_site, tmp: [(limited_to_one(weeks, tmp), "papers/index.html", 1024,
+                                                  MORE_HITS)],
+    "year filter": lambda weeks, seeds_site, tmp: year_filter_pages(seeds_site, tmp),
+    "search form": lambda weeks, seeds_site, tmp: [(weeks, "papers/index.html", 375, SEARCH_FORM)],
+    "old links": old_link_pages,
+}
