@@ -31,6 +31,7 @@ from tests.helpers import (
     chromium,
     full_config,
     in_frame,
+    in_frames,
     rl_paper,
     run_cli,
     site_pages,
@@ -320,16 +321,15 @@ def test_a_renamed_topic_takes_its_older_papers_and_old_digests_still_find_them(
     # In a browser: an old link to a paper on the old key's page lands on the paper's entry;
     # without a paper in the link the page stays, naming the new topic.
     paper = "arxiv:2611.00001"
-    found = in_frame(tmp_path / "old", folder, "papers/topic/algorithms.html#" + site.anchor(paper), 1024, f"""
+    found, bare = in_frames(tmp_path, [(folder, "papers/topic/algorithms.html#" + site.anchor(paper), 1024, f"""
       var entry = d.getElementById('{site.anchor(paper)}');
       setTimeout(function () {{ done({{page: w.location.pathname.split('/site/').pop(), hash: w.location.hash,
-        text: entry ? entry.innerText : ''}}); }}, 300);""")
+        text: entry ? entry.innerText : ''}}); }}, 300);"""), (folder, "papers/topic/algorithms.html", 1024, """
+      setTimeout(function () { done({page: w.location.pathname.split('/site/').pop(),
+        links: [].map.call(d.querySelectorAll('a[href="policy-opt.html"]'), function (a) { return a.innerText; })}); }, 300);""")])
     assert (found["page"], found["hash"]) == ("papers/topic/policy-opt-2026-10.html", "#" + site.anchor(paper)), found
     assert found["text"], found
-    found = in_frame(tmp_path / "bare", folder, "papers/topic/algorithms.html", 1024, """
-      setTimeout(function () { done({page: w.location.pathname.split('/site/').pop(),
-        links: [].map.call(d.querySelectorAll('a[href="policy-opt.html"]'), function (a) { return a.innerText; })}); }, 300);""")
-    assert found["page"] == "papers/topic/algorithms.html" and found["links"] == ["算法与目标 · Algorithms and objectives"], found
+    assert bare["page"] == "papers/topic/algorithms.html" and bare["links"] == ["算法与目标 · Algorithms and objectives"], bare
 
 
 def test_a_renamed_topics_old_page_is_headed_by_its_old_name(tmp_path, cli):
@@ -452,13 +452,24 @@ def test_serve_on_a_port_another_server_holds_is_one_line_exit_1(hostile, cli):
 
 # --- in headless Chromium ------------------------------------------------------------------
 
-@pytest.mark.parametrize("width", [375, 1280])
-def test_the_index_fits_the_screen_without_sideways_scrolling(tmp_path, hostile, width):
-    found = in_frame(tmp_path, hostile, "index.html", width, """
+WIDTHS = (375, 1280)
+
+
+@pytest.fixture(scope="module")
+def index_laid_out(hostile, tmp_path_factory) -> dict[int, dict]:
+    """The index in a frame of each width, measured in one Chromium."""
+    found = in_frames(tmp_path_factory.mktemp("widths"), [(hostile, "index.html", width, """
       done({inner: w.innerWidth, scroll: d.documentElement.scrollWidth,
             h1: d.querySelector('h1').getBoundingClientRect().width,
             dates: Array.from(d.querySelectorAll('.nowrap'),
                               n => [n.getClientRects().length, w.getComputedStyle(n).whiteSpace])});""")
+        for width in WIDTHS])
+    return dict(zip(WIDTHS, found, strict=True))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_index_fits_the_screen_without_sideways_scrolling(tmp_path, hostile, index_laid_out, width):
+    found = index_laid_out[width]
     assert found["inner"] == width
     assert found["scroll"] <= width, found
     assert found["dates"] and {tuple(d) for d in found["dates"]} == {(1, "nowrap")}, found  # never cut at a hyphen
