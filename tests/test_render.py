@@ -6,6 +6,7 @@ UPDATE_GOLDEN=1 rewrites tests/golden/ from the fixture in tests/fixtures_digest
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import struct
@@ -728,58 +729,93 @@ def test_html_screenshot_in_headless_chromium(tmp_path, html, width, scheme):
     assert shot.stat().st_size > 20_000  # a page was drawn, not a blank
 
 
-def _measure(tmp_path: Path, html: str, width: int, dark: bool) -> dict[str, str]:
-    """Lay the email out in a `width` px frame (headless windows are at least 500 px
-    wide) and read where the featured section starts and the page's colours."""
-    import html as escape
+def _measure(tmp_path: Path, emails: list[str], width: int, dark: bool) -> list[dict[str, str]]:
+    """Lay each email out in a `width` px frame (headless windows are at least 500 px
+    wide), all in one Chromium (a launch is about 0.5 s), and read where the featured
+    section starts and the page's colours."""
+    from selectolax.lexbor import LexborHTMLParser
 
-    script = """<script>
-document.getElementById('m').addEventListener('load', function () {
-  var d = this.contentDocument, w = this.contentWindow, b = document.body;
-  b.setAttribute('data-width', String(w.innerWidth));
-  b.setAttribute('data-featured', String(d.getElementById('featured').getBoundingClientRect().top));
-  b.setAttribute('data-bg', w.getComputedStyle(d.body).backgroundColor);
-  b.setAttribute('data-text', w.getComputedStyle(d.querySelector('h2')).color);
-  b.setAttribute('data-overflow', String(d.documentElement.scrollWidth - d.documentElement.clientWidth));
-});
-</script>"""
+    data = json.dumps(emails).replace("</", "<\\/")  # no </script> inside the script
+    script = f"var emails = {data}, width = {width}, height = {PHONE_SCREEN};" + """
+var results = emails.map(function () { return null; });
+emails.forEach(function (email, n) {
+  var f = document.createElement('iframe');
+  f.width = String(width);
+  f.height = String(height);
+  f.style.position = 'absolute';  // laid over one another, each on the screen
+  f.style.left = f.style.top = '0';
+  f.addEventListener('load', function () {  // added before the frame loads
+    var d = f.contentDocument, w = f.contentWindow;
+    results[n] = {width: String(w.innerWidth),
+                  featured: String(d.getElementById('featured').getBoundingClientRect().top),
+                  bg: w.getComputedStyle(d.body).backgroundColor,
+                  text: w.getComputedStyle(d.querySelector('h2')).color,
+                  overflow: String(d.documentElement.scrollWidth - d.documentElement.clientWidth)};
+    document.body.setAttribute('data-result', JSON.stringify(results));
+  });
+  f.srcdoc = email;
+  document.body.appendChild(f);
+});"""
     host = tmp_path / "host.html"
-    host.write_text(f'<html><body><iframe id="m" width="{width}" height="{PHONE_SCREEN}" '
-                    f'srcdoc="{escape.escape(html, quote=True)}"></iframe>{script}</body></html>',
-                    encoding="utf-8")
+    host.write_text(f"<html><body><script>{script}</script></body></html>", encoding="utf-8")
     done = chromium(tmp_path, *(["--force-dark-mode"] if dark else []), "--window-size=1024,900",
                     "--dump-dom", host.as_uri())
-    found = dict(re.findall(r'data-(\w+)="([^"]*)"', done.stdout.split("<iframe", 1)[0]))
-    if "featured" not in found:
+    found = LexborHTMLParser(done.stdout).css_first("body[data-result]")
+    if found is None:
         pytest.skip("chromium laid out no page")
-    return found
+    results = json.loads(found.attributes["data-result"] or "[]")
+    assert None not in results, f"no measure of the emails {[n for n, r in enumerate(results) if r is None]}"
+    return results
 
 
-def test_on_a_phone_the_featured_section_starts_within_two_screens(tmp_path, cfg):
-    html = render.digest_html(cfg, replace(fx.many(40), first=False), READING)
-    found = _measure(tmp_path, html, 375, dark=False)
+# The emails measured on a 375 px phone, all in one Chromium (`on_a_phone`): each test's
+# email, by its name, made of the module's cfg, digest and html.
+
+def _featured_far_down(cfg, digest, html):
+    return render.digest_html(cfg, replace(fx.many(40), first=False), READING)
+
+
+def _long_cells(cfg, digest, html):
+    long = ("GRPO/DAPO/GSPO/Dr.GRPO/REINFORCE++", "Memory-Augmented/Test-Time-Reinforcement/Learning")
+    rows = tuple(replace(r, cells=((long[0], long[1]), (long[1], long[0]))) for r in digest.comparison)
+    return render.digest_html(cfg, replace(digest, comparison=rows), READING)
+
+
+def _long_title(cfg, digest, html):
+    long = "Scaling GRPO/DAPO/GSPO/Dr.GRPO/REINFORCE++/RLOO/ReMax/VAPO/KTO/ORPO/SimPO for reasoning"
+    first, *rest = digest.sections
+    section = replace(first, entries=(replace(first.entries[0], title=long), *first.entries[1:]))
+    return render.digest_html(cfg, replace(digest, sections=(section, *rest)), READING)
+
+
+PHONE = {"featured": _featured_far_down, "comparison": _long_cells, "long title": _long_title,
+         "reader links": lambda cfg, digest, html: _email(cfg, digest), "light": lambda cfg, digest, html: html}
+
+
+@pytest.fixture(scope="module")
+def on_a_phone(cfg, digest, html, tmp_path_factory) -> dict[str, dict[str, str]]:
+    emails = {name: make(cfg, digest, html) for name, make in PHONE.items()}
+    return dict(zip(emails, _measure(tmp_path_factory.mktemp("phone"), list(emails.values()), 375, dark=False),
+                    strict=True))
+
+
+def test_on_a_phone_the_featured_section_starts_within_two_screens(on_a_phone):
+    found = on_a_phone["featured"]
     assert found["width"] == "375"
     assert 0 < float(found["featured"]) < 2 * PHONE_SCREEN, found
 
 
-def test_on_a_phone_the_comparison_table_does_not_widen_the_email(tmp_path, cfg, digest):
+def test_on_a_phone_the_comparison_table_does_not_widen_the_email(on_a_phone):
     """Cells an LLM fills with slashed lists and long compounds have no break point: the
-    table must wrap them, not push the whole email past the screen."""
-    long = ("GRPO/DAPO/GSPO/Dr.GRPO/REINFORCE++", "Memory-Augmented/Test-Time-Reinforcement/Learning")
-    rows = tuple(replace(r, cells=((long[0], long[1]), (long[1], long[0]))) for r in digest.comparison)
-    html = render.digest_html(cfg, replace(digest, comparison=rows), READING)
-    found = _measure(tmp_path, html, 375, dark=False)
+    table must wrap them, not push the whole email past the screen (_long_cells)."""
+    found = on_a_phone["comparison"]
     assert found["overflow"] == "0", found
 
 
-def test_on_a_phone_a_title_with_a_long_unbroken_word_does_not_widen_the_email(tmp_path, cfg, digest):
+def test_on_a_phone_a_title_with_a_long_unbroken_word_does_not_widen_the_email(on_a_phone):
     """A title (or a summary) may hold a word with no break point, a slashed list of
-    methods: it wraps, where it pushed the whole email 257 px past a 375 px screen."""
-    long = "Scaling GRPO/DAPO/GSPO/Dr.GRPO/REINFORCE++/RLOO/ReMax/VAPO/KTO/ORPO/SimPO for reasoning"
-    first, *rest = digest.sections
-    section = replace(first, entries=(replace(first.entries[0], title=long), *first.entries[1:]))
-    found = _measure(tmp_path, render.digest_html(cfg, replace(digest, sections=(section, *rest)), READING),
-                     375, dark=False)
+    methods (_long_title): it wraps, where it pushed the whole email 257 px past a 375 px screen."""
+    found = on_a_phone["long title"]
     assert found["overflow"] == "0", found
 
 
@@ -793,9 +829,9 @@ def _email(cfg, digest, address="bob.long.name@example.org"):
     return links.Links(SERVED, "a-test-secret").personal(html, address)
 
 
-def test_on_a_phone_the_reader_links_do_not_widen_the_email(tmp_path, cfg, digest):
+def test_on_a_phone_the_reader_links_do_not_widen_the_email(on_a_phone):
     """An unsubscribe URL with its token has no break point: it must not be the link's text."""
-    found = _measure(tmp_path, _email(cfg, digest), 375, dark=False)
+    found = on_a_phone["reader links"]
     assert found["overflow"] == "0", found
 
 
@@ -825,8 +861,8 @@ def test_the_text_email_puts_each_vote_link_on_a_line_of_its_own(cfg, digest):
     assert not [line for line in text.splitlines() if line.strip() in ("👍", "👎", "·")]
 
 
-def test_dark_mode_turns_the_page_dark_and_keeps_it_readable(tmp_path, html):
-    light, dark = _measure(tmp_path, html, 375, dark=False), _measure(tmp_path, html, 375, dark=True)
+def test_dark_mode_turns_the_page_dark_and_keeps_it_readable(tmp_path, html, on_a_phone):
+    light, [dark] = on_a_phone["light"], _measure(tmp_path, [html], 375, dark=True)  # a Chromium forced dark
 
     def brightness(css: str) -> int:
         return sum(int(v) for v in re.findall(r"\d+", css)[:3])
