@@ -16,7 +16,7 @@ import pytest
 
 from pipeline import lock
 from tests import backends
-from tests.helpers import CATS, ROOT, ids_in, rl_paper
+from tests.helpers import CATS, ROOT, ids_in, rl_paper, run_cli
 from tests.processes import (
     DONE,
     HELD,
@@ -206,12 +206,11 @@ def test_the_database_lock_is_taken_on_a_dedicated_connection(tmp_path, db_url):
     try:
         assert holder.stdout.readline().strip() == "held"
         config = tmp_path / "config.yaml"
-        refused = start_cli("--config", str(config), "run", "--offline")
-        assert refused.wait(timeout=60) == 75
+        run_cli("--config", str(config), "run", "--offline", check=75)
         kill9(holder)
         deadline = time.monotonic() + 20
         while True:
-            result = start_cli("--config", str(config), "run", "--offline").wait(timeout=120)
+            result = run_cli("--config", str(config), "run", "--offline", check=None).returncode
             if result == 0 or time.monotonic() > deadline:
                 break
             time.sleep(0.2)  # the server notices the dead session within moments

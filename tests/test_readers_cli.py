@@ -19,8 +19,8 @@ from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
-from tests.helpers import rl_paper, site_pages
-from tests.processes import config_with, start_cli, stderr_lines, wait_for
+from tests.helpers import rl_paper, site_pages, start_warm_cli
+from tests.processes import config_with, stderr_lines, wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.smtp_server import Received, SmtpServer, free_port
@@ -89,8 +89,8 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
                              serve={"base_url": base + "/"})
         cli("--config", str(config), "run", "--as-of", AS_OF, env=SECRET)
         (ada,), (alan,) = smtp.to("ada@example.org"), smtp.to("alan@example.org")
-        server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
-                           str(port), env=SECRET)
+        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
+                                str(port), env=SECRET)
         try:
             wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
             # on the wire, as a mail client reads it: the URL whole, never RFC 2047-encoded
@@ -200,8 +200,8 @@ def test_a_week_queued_before_the_reader_unsubscribed_is_skipped_not_sent(tmp_pa
         arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
         down = cli("--config", str(config), "run", "--as-of", NEXT, env=SECRET, check=None)
         link = re.search(r"<(http://[^>]+/u/[^>]+)>", str(ada.message["List-Unsubscribe"])).group(1)
-        server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
-                           str(port), env=SECRET)
+        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
+                                str(port), env=SECRET)
         try:
             wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
             done = get(link, b"List-Unsubscribe=One-Click")
@@ -307,8 +307,8 @@ def test_readers_feedback_teaches_the_next_runs_model_by_majority(tmp_path, cli)
         return json.loads(row[0])["relevance_model"]
 
     def click(*said: tuple[Received, str]) -> None:
-        server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
-                           str(port), env=SECRET)
+        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
+                                str(port), env=SECRET)
         try:
             wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
             for message, action in said:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import http.client
 import re
 
-from tests.helpers import DAY, chromium, full_config, rl_paper
-from tests.processes import start_cli, wait_for
+from tests.helpers import DAY, chromium, full_config, rl_paper, start_warm_cli
+from tests.processes import wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.smtp_server import free_port
 from tests.test_site import two_weeks
@@ -33,8 +33,8 @@ def _up(port: int) -> bool:
 def test_the_served_site_is_locked_down_and_still_works_in_chromium(tmp_path, cli):
     folder = two_weeks(tmp_path, cli)
     port = free_port()
-    server = start_cli("--config", str(tmp_path / "config.yaml"), "serve", "--host", "127.0.0.1",
-                       "--port", str(port))
+    server = start_warm_cli("--config", str(tmp_path / "config.yaml"), "serve", "--host", "127.0.0.1",
+                            "--port", str(port))
     try:
         wait_for(lambda: _up(port), timeout=60, what="serve to listen", proc=server)
         page, token = ask(port, "GET", "/"), ask(port, "GET", "/u/x")
@@ -70,7 +70,7 @@ def test_serve_started_before_the_first_run_serves_the_site_once_a_run_writes_it
     with ArxivServer([rl_paper(1, DAY)]) as arxiv:
         config = full_config(tmp_path, arxiv)
         port = free_port()
-        server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port))
+        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port))
         try:
             wait_for(lambda: _up(port), timeout=60, what="serve to listen", proc=server)
             before = _page(port, "/")
@@ -100,7 +100,7 @@ def test_the_not_found_pages_home_link_stays_under_the_proxys_path(tmp_path):
         config = full_config(tmp_path, arxiv)
     (tmp_path / "out" / "site").mkdir(parents=True)
     port = free_port()
-    server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port))
+    server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port))
     try:
         wait_for(lambda: _up(port), timeout=60, what="serve to listen", proc=server)
         homes = {path: re.findall(r'<a href="([^"]*)">', _page(port, path)[1])

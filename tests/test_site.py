@@ -35,9 +35,10 @@ from tests.helpers import (
     rl_paper,
     run_cli,
     site_pages,
+    start_warm_cli,
     write_config,
 )
-from tests.processes import start_cli, wait_for
+from tests.processes import wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.smtp_server import free_port
@@ -423,8 +424,8 @@ def test_serve_answers_the_index_and_each_digest_page(hostile, secret):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     config = hostile.parent.parent / "config.yaml"
-    server = start_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port),
-                       env={"RL_DIGEST_SECRET": secret} if secret else {})
+    server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port),
+                            env={"RL_DIGEST_SECRET": secret} if secret else {})
     try:
         wait_for(lambda: _listening(base + "/"), what="serve to listen", proc=server)
         index, page, css = _get(base + "/"), _get(base + "/digests/2026-11-02.html"), _get(
