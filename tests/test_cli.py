@@ -68,7 +68,7 @@ def test_offline_is_a_preview_that_records_nothing(tmp_path, cli):
     assert "BroRL" in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
 
 
-def test_a_second_concurrent_run_exits_75(tmp_path):
+def test_a_second_concurrent_run_exits_75(tmp_path, cli):
     config = write_config(tmp_path)
     holder = subprocess.Popen(
         [sys.executable, "-c",
@@ -80,24 +80,13 @@ def test_a_second_concurrent_run_exits_75(tmp_path):
     try:
         assert holder.stdout.readline().strip() == "held"
         started = time.monotonic()
-        result = subprocess.run([*cli_command(), "--config", str(config), "run", "--offline"],
-                                capture_output=True, text=True, timeout=60, cwd="/",
-                                env=_env())
-        assert result.returncode == 75
+        result = cli("--config", str(config), "run", "--offline", timeout=60, check=75)
         assert "another rl-digest run holds" in result.stderr
         assert "another rl-digest run holds state/digest.sqlite3.lock" in result.stderr
         assert time.monotonic() - started < 30  # did not wait for the holder
     finally:
         holder.kill()
         holder.wait()
-
-
-def _env() -> dict:
-    import os
-
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT)
-    return env
 
 
 def test_help_lists_every_contract_command(cli):
@@ -159,10 +148,9 @@ def test_a_quiet_run_without_the_llm_key_says_so_on_its_one_line(tmp_path, cli):
     of a digest whose summaries all fell back."""
     config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}},
                                      "enrich": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1"}})
-    env = {k: v for k, v in cli_env().items() if k != "OPENAI_API_KEY"}
-    result = subprocess.run([*cli_command(), "--config", str(config), "-q", "run", "--as-of", "2026-11-02"],
-                            env=env, capture_output=True, text=True, timeout=120, cwd="/")
-    assert result.returncode == 0 and result.stderr == ""
+    assert "OPENAI_API_KEY" not in cli_env()  # tests/conftest.py: _isolated
+    result = cli("--config", str(config), "-q", "run", "--as-of", "2026-11-02")
+    assert result.stderr == ""
     (line,) = result.stdout.splitlines()
     assert line.endswith("; LLM off: enrich.api_key_env: the environment variable OPENAI_API_KEY is not set")
 
