@@ -8,6 +8,7 @@ result and stops the process as systemd would.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -234,13 +235,15 @@ def test_a_cron_run_while_the_scheduler_publishes_is_turned_away_and_the_week_is
         tmp_path, start, cli):
     """One scheduler per state folder (a second is refused: see below); the run lock keeps a
     cron `run` started mid-publish from publishing the week again."""
+    released = threading.Event()
     with ArxivServer(papers_now()) as arxiv:
-        arxiv.script("/api/query", hang(3))  # the scheduler's publish is still going
+        arxiv.script("/api/query", hang(60, released))  # the scheduler's publish is still going
         config = scheduler_config(tmp_path, arxiv)
         scheduler = start(config)
         scheduler.ready()
         scheduler.wait_for("the publish's fetch", lambda: any(r.path == "/api/query" for r in arxiv.requests))
         cron = cli("--config", str(config), "run", check=75)
+        released.set()  # the page answers once the cron run was turned away (it took 3 s whatever it waited for)
         scheduler.wait_for("publish", lambda: published(tmp_path), timeout=60)
         code, _ = scheduler.terminate()
     assert code == 0, scheduler.log()
