@@ -140,14 +140,20 @@ class Scheduler:
     def ready(self) -> None:
         self.wait_for("start-up", lambda: READY in self.log())
 
-    def terminate(self, timeout: float = 15, again_when: str | None = None) -> tuple[int, float]:
+    def terminate(self, timeout: float = 15, again_when: str | None = None,
+                  release: threading.Event | None = None) -> tuple[int, float]:
         """SIGTERM (and a second one once the log shows `again_when`, as an impatient
-        operator would); the exit code and how long the process took to go."""
+        operator would); the exit code and how long the process took to go. `release` (what
+        keeps its step busy: a hung page's) is set once the log shows the second SIGTERM
+        taken, so the step ends then, not after a fixed wait."""
         start = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)
         if again_when:
             self.wait_for(again_when, lambda: again_when in self.log(), timeout)
             self.proc.send_signal(signal.SIGTERM)
+            if release is not None:
+                self.wait_for("the second SIGTERM", lambda: "SIGTERM: already stopping" in self.log(), timeout)
+                release.set()
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

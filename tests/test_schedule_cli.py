@@ -96,16 +96,18 @@ def test_scheduler_catches_up_the_missed_publish_then_stops_on_sigterm(tmp_path,
 
 
 def test_sigterm_during_a_publish_stops_at_a_checkpoint_and_a_restart_publishes_once(tmp_path, start):
+    released = threading.Event()
     with ArxivServer(papers_now()) as arxiv:
-        arxiv.script("/api/query", hang(3))  # the first API page takes 3 s: the run is busy
+        arxiv.script("/api/query", hang(60, released))  # the first API page hangs: the run is busy
         config = scheduler_config(tmp_path, arxiv)
         first = start(config, "first")
         first.ready()
         first.wait_for("the API request", lambda: any(r.path == "/api/query" for r in arxiv.requests))
-        code, took = first.terminate(again_when="waiting for publish to reach a checkpoint")
+        # the page answers once both SIGTERMs were taken (it was a fixed 3 s)
+        code, took = first.terminate(again_when="waiting for publish to reach a checkpoint", release=released)
         log = first.log()
         assert code == 0, log
-        assert took < 8, log  # the hung page (3 s), then the checkpoint after collecting
+        assert took < 8, log  # the hung page, then the checkpoint after collecting
         assert "SIGTERM: finishing the current step of publish, then stopping" in log
         assert "SIGTERM: already stopping" in log  # the second SIGTERM does not cut the step short
         assert "Traceback" not in log
