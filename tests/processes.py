@@ -141,19 +141,20 @@ class Scheduler:
         self.wait_for("start-up", lambda: READY in self.log())
 
     def terminate(self, timeout: float = 15, again_when: str | None = None,
-                  release: threading.Event | None = None) -> tuple[int, float]:
+                  release: tuple[str, threading.Event] | None = None) -> tuple[int, float]:
         """SIGTERM (and a second one once the log shows `again_when`, as an impatient
-        operator would); the exit code and how long the process took to go. `release` (what
-        keeps its step busy: a hung page's) is set once the log shows the second SIGTERM
-        taken, so the step ends then, not after a fixed wait."""
+        operator would); the exit code and how long the process took to go. `release`: (a
+        log line, the Event that keeps the step busy: a hung page's), set once the log shows
+        that line after the last SIGTERM, so the step ends then, not after a fixed wait."""
         start = time.monotonic()
         self.proc.send_signal(signal.SIGTERM)
         if again_when:
             self.wait_for(again_when, lambda: again_when in self.log(), timeout)
             self.proc.send_signal(signal.SIGTERM)
-            if release is not None:
-                self.wait_for("the second SIGTERM", lambda: "SIGTERM: already stopping" in self.log(), timeout)
-                release.set()
+        if release is not None:
+            line, event = release
+            self.wait_for(line, lambda: line in self.log(), timeout)
+            event.set()
         try:
             code = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:

@@ -104,7 +104,8 @@ def test_sigterm_during_a_publish_stops_at_a_checkpoint_and_a_restart_publishes_
         first.ready()
         first.wait_for("the API request", lambda: any(r.path == "/api/query" for r in arxiv.requests))
         # the page answers once both SIGTERMs were taken (it was a fixed 3 s)
-        code, took = first.terminate(again_when="waiting for publish to reach a checkpoint", release=released)
+        code, took = first.terminate(again_when="waiting for publish to reach a checkpoint",
+                                     release=("SIGTERM: already stopping", released))
         log = first.log()
         assert code == 0, log
         assert took < 8, log  # the hung page, then the checkpoint after collecting
@@ -161,12 +162,14 @@ def test_a_publish_killed_after_saving_its_digest_is_finished_by_the_next_start(
 def test_sigterm_stops_a_run_between_steps_and_the_next_run_goes_on(tmp_path, start, cli):
     """As systemd stops a timer's run, or `timeout` a cron job's: the rows say stopped, not
     running, and nothing is half-done."""
+    released = threading.Event()
     with ArxivServer(papers_now()) as arxiv:
-        arxiv.script("/api/query", hang(1.5))  # the first API page takes 1.5 s: the command is busy
+        arxiv.script("/api/query", hang(60, released))  # the first API page hangs: the command is busy
         config = scheduler_config(tmp_path, arxiv)
         busy = start(config, "run", ("run",))  # collect and send stop the same way (cli.py)
         busy.wait_for("the API request", lambda: any(r.path == "/api/query" for r in arxiv.requests))
-        code, took = busy.terminate()
+        # the page answers once the SIGTERM was taken (it was a fixed 1.5 s)
+        code, took = busy.terminate(release=("SIGTERM: stopping at the next step boundary", released))
         log = busy.log()
         assert code == 143, log  # 128 + SIGTERM, as if the signal had ended it
         assert took < 6, log  # the hung page, then the checkpoint after it
