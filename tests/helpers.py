@@ -123,13 +123,14 @@ FRESH = os.environ.get("RL_DIGEST_TEST_FRESH") == "1"
 
 def _fresh(full_env: dict) -> bool:
     """Whether a command with this environment needs a fresh process: RL_DIGEST_TEST_FRESH=1,
-    or a PYTHON* variable that changes how Python starts."""
+    or a PYTHON* variable that changes how Python starts (PYTHONPATH, a plug-in's folder,
+    the warm process puts on sys.path as Python would: tests/zygote.py)."""
     return FRESH or any(full_env.get(k) != v for k, v in _python_vars(cli_env()).items()) \
         or bool(_python_vars(full_env).keys() - _python_vars(cli_env()).keys())
 
 
 def _python_vars(env: dict) -> dict:
-    return {k: v for k, v in env.items() if k.startswith("PYTHON")}
+    return {k: v for k, v in env.items() if k.startswith("PYTHON") and k != "PYTHONPATH"}
 
 
 class _Warm:
@@ -139,7 +140,8 @@ class _Warm:
         self.folder = tempfile.mkdtemp(prefix="rl-digest-zygote-")
         self.socket = os.path.join(self.folder, "socket")
         self.process = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("zygote.py")), self.socket],
+            [sys.executable, str(Path(__file__).with_name("zygote.py")), self.socket,
+             *([str(INSTALLED)] if USE_INSTALLED else [])],
             cwd="/", env=cli_env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         if self.process.stdout.readline() != b"ready\n":
             raise RuntimeError("tests/zygote.py did not start: run with RL_DIGEST_TEST_FRESH=1 to see why")

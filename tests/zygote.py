@@ -2,10 +2,12 @@
 
 Starting Python and importing the CLI's libraries (SQLAlchemy, pydantic models, openai,
 scikit-learn) takes about 2.5 s, most of a typical test command. Each call here is a fork of a process
-that has done that already; the child sets the call's working folder, environment and
-standard streams, runs the console script's `main` exactly as `rl-digest` would, and
-exits with its status. A call whose environment changes how Python itself starts (any
-PYTHON* variable) runs as a fresh process instead (see tests/helpers.py: run_cli).
+that has done that already; the child sets the call's working folder, environment,
+sys.path (as a fresh process has it: the script's folder, then the call's PYTHONPATH, a
+plug-in's folder say) and standard streams, runs the console script's `main` exactly as
+`rl-digest` would, and exits with its status. A call whose environment changes how Python
+itself starts (any PYTHON* variable but PYTHONPATH) runs as a fresh process instead (see
+tests/helpers.py: run_cli).
 
 Protocol, one Unix-socket connection per call: the client sends one JSON line
 {"args", "cwd", "env", "umask", "stdout", "stderr"} (the last two are file paths); the
@@ -27,7 +29,9 @@ import time
 import traceback
 
 
-def serve(path: str) -> None:
+def serve(path: str, script: str | None = None) -> None:
+    """Answer calls on the socket at `path`; `script`: the console script the CLI is run as
+    (else `python -m pipeline`), which decides sys.path[0] as a fresh process has it."""
     import sklearn.feature_extraction.text  # noqa: F401  (loaded by a run when it needs them:
     import sklearn.linear_model  # noqa: F401  featured papers, importance, refitting; ~1 s)
 
@@ -40,6 +44,9 @@ def serve(path: str) -> None:
         importlib.import_module(target.partition(":")[0])
     learn.shipped()  # the packaged model, read once per process
 
+    own = _path_entries(os.environ.get("PYTHONPATH"))
+    if sys.path[1:1 + len(own)] != own:
+        raise RuntimeError(f"PYTHONPATH's folders are not at sys.path[1:]: {sys.path}")
     gc.freeze()  # what is loaded now is never collected: a child's collections leave the
     # parent's pages shared instead of touching (and so copying) every one of them
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -55,11 +62,17 @@ def serve(path: str) -> None:
             conn, _ = listener.accept()
             if os.fork() == 0:
                 listener.close()
-                _child(conn, main)
+                _child(conn, main, own, script)
             conn.close()
 
 
-def _child(conn: socket.socket, main) -> None:
+def _path_entries(value: str | None) -> list[str]:
+    """PYTHONPATH's folders as Python puts them on sys.path: absolute (from the working
+    folder), an empty one the working folder itself."""
+    return [os.path.abspath(entry) for entry in value.split(os.pathsep)] if value else []
+
+
+def _child(conn: socket.socket, main, own: list[str], script: str | None) -> None:
     """Run one command as a fresh `rl-digest` process would, then exit with its status."""
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # git and other subprocesses are waited for
     request = json.loads(conn.makefile("rb").readline())
@@ -69,6 +82,12 @@ def _child(conn: socket.socket, main) -> None:
     os.environ.clear()
     os.environ.update(request["env"])
     time.tzset()
+    # sys.path as a fresh process has it: the script's folder (python -m: the working
+    # folder), not tests/ (this file's); the call's PYTHONPATH (plug-ins) in place of this
+    # process's
+    sys.path[0] = os.path.dirname(os.path.realpath(script)) if script else os.getcwd()
+    sys.path[1:1 + len(own)] = _path_entries(os.environ.get("PYTHONPATH"))
+    importlib.invalidate_caches()
     for fd, name, flags in ((0, os.devnull, os.O_RDONLY),
                             (1, request["stdout"], os.O_WRONLY),
                             (2, request["stderr"], os.O_WRONLY)):
@@ -94,4 +113,4 @@ def _child(conn: socket.socket, main) -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1])
+    serve(*sys.argv[1:])
