@@ -16,7 +16,7 @@ import pytest
 
 from pipeline import lock
 from tests import backends
-from tests.helpers import CATS, ROOT, ids_in, rl_paper, run_cli
+from tests.helpers import CATS, ROOT, ids_in, rl_paper, run_cli, start_warm_cli
 from tests.processes import (
     DONE,
     HELD,
@@ -119,7 +119,7 @@ def test_a_second_run_while_one_is_going_exits_75(tmp_path, cli, db_url):
         config = config_with(tmp_path, arxiv, **on(db_url), sources={"arxiv": {
             "api_url": arxiv.api_url, "categories": CATS, "retries": 0, "timeout_seconds": 60}})
         cli("--config", str(config), "status")  # the database exists before both start
-        proc = start_cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        proc = start_warm_cli("--config", str(config), "run", "--as-of", "2026-11-02")
         wait_for(lambda: arxiv.requests, timeout=30, what="the first run's fetch", proc=proc)
         second = cli("--config", str(config), "run", "--as-of", "2026-11-02", check=75)
         assert proc.poll() is None  # refused at once, while the first still runs
@@ -327,17 +327,16 @@ def test_a_run_whose_lock_a_restart_dropped_stops_before_publishing_when_another
             configs.append(config_with(folder, arxiv, **on(db_url), sources={"arxiv": {
                 "api_url": arxiv.api_url, "categories": CATS, "retries": 0, "timeout_seconds": 60}}))
         cli("--config", str(configs[0]), "status")
-        errors = (tmp_path / "first.err").open("w")
-        first = start_cli("--config", str(configs[0]), "run", "--as-of", "2026-11-02", stderr=errors)
+        first = start_warm_cli("--config", str(configs[0]), "run", "--as-of", "2026-11-02",
+                               stderr=tmp_path / "first.err")
         wait_for(lambda: len(arxiv.requests) >= 1, timeout=30, what="the first run's fetch", proc=first)
         backends.rows(db_url, "SELECT pg_terminate_backend(pid) AS done FROM pg_locks "
                               f"WHERE locktype = 'advisory' AND objid = {lock.RUN_LOCK}")
-        second = start_cli("--config", str(configs[1]), "run", "--as-of", "2026-11-02")
+        second = start_warm_cli("--config", str(configs[1]), "run", "--as-of", "2026-11-02")
         wait_for(lambda: len([r for r in arxiv.requests if r.path == "/api/query"]) >= 2, timeout=30,
                  what="the second run's fetch", proc=second)
         first_go.set()  # the first goes on while the second holds the lock
         assert first.wait(timeout=90) == 75
-        errors.close()
         said = (tmp_path / "first.err").read_text()
         second_go.set()
         assert second.wait(timeout=90) == 0
