@@ -330,8 +330,9 @@ def test_a_run_whose_lock_a_restart_dropped_stops_before_publishing_when_another
         first = start_warm_cli("--config", str(configs[0]), "run", "--as-of", "2026-11-02",
                                stderr=tmp_path / "first.err")
         wait_for(lambda: len(arxiv.requests) >= 1, timeout=30, what="the first run's fetch", proc=first)
-        backends.rows(db_url, "SELECT pg_terminate_backend(pid) AS done FROM pg_locks "
-                              f"WHERE locktype = 'advisory' AND objid = {lock.RUN_LOCK}")
+        backends.rows(db_url, "SELECT pg_terminate_backend(pid, 10000) AS done FROM pg_locks "  # waits for it
+                              f"WHERE locktype = 'advisory' AND objid = {lock.RUN_LOCK} AND database = "
+                              "(SELECT oid FROM pg_database WHERE datname = current_database())")
         second = start_warm_cli("--config", str(configs[1]), "run", "--as-of", "2026-11-02")
         wait_for(lambda: len([r for r in arxiv.requests if r.path == "/api/query"]) >= 2, timeout=30,
                  what="the second run's fetch", proc=second)
