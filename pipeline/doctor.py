@@ -21,7 +21,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from pydantic import Field
 
-from pipeline import calendar, collect, enrich, lock, render, store
+from pipeline import calendar, collect, enrich, lock, plugins, render, sources, store
 from pipeline.config import Config, read_recipients
 from pipeline.deliver import channels, chat, email, files, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
@@ -104,6 +104,7 @@ def config_problems(config: Config) -> Problems:
         errors.append(f"serve.secret_env: the secret in {config.serve.secret_env} is shorter than "
                       f"{SECRET_MIN} characters, easy to guess (links could be forged): use "
                       "$(openssl rand -hex 32)")
+    errors += plugin_problems(config)
     out = files.unwritable(config.outputs.dir, "outputs.dir")
     if out:
         errors.append(out)
@@ -114,6 +115,22 @@ def config_problems(config: Config) -> Problems:
     if password:
         errors.append(f"{password[0]} ({password[1]})")
     return Problems(errors, warnings)
+
+
+def plugin_problems(config: Config) -> list[str]:
+    """A source or channel `type` that names no plug-in, or one whose module cannot be
+    imported (a run would stop on it, after reading arXiv)."""
+    wanted = [(entry.type, f"sources.plugins[{n}].type", sources.REGISTRY, sources.GROUP, "source")
+              for n, entry in enumerate(config.sources.plugins)]
+    wanted += [(entry.type, f"channels[{n}].type", channels.REGISTRY, channels.GROUP, "channel")
+               for n, entry in enumerate(config.channels)]
+    found = []
+    for args in wanted:
+        try:
+            plugins.load(*args)
+        except ConfigError as exc:
+            found.append(str(exc))
+    return found
 
 
 def dotless_readers(config: Config) -> list[str]:

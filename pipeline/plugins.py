@@ -23,13 +23,14 @@ def load(kind: str, where: str, registry: Mapping[str, str], group: str, what: s
     target = registry.get(kind)
     if target is None:
         found = [ep for ep in entry_points(group=group) if ep.name == kind]
-        if found:
-            return found[0].load()
-        if ":" not in kind:
+        if found:  # an installed package's: its module may still be gone or misnamed
+            target = found[0].value
+        elif ":" not in kind:
             known = sorted(set(registry) | {ep.name for ep in entry_points(group=group)})
             raise ConfigError(f"{where}: no {what} type {kind!r} (known: {', '.join(known)}; "
                               "or module:factory)")
-        target = kind
+        else:
+            target = kind
     module, _, name = target.partition(":")
     try:
         return getattr(importlib.import_module(module), name)
