@@ -29,11 +29,11 @@ def test_updates_name_what_changed_and_only_that():
            replace(b, comment="Accepted at NeurIPS 2026. Code: https://github.com/lab/b"),
            c, replace(d, version=2), paper(5, version=2)]
     found = compose.updates(now, ledger, {"arxiv:2611.00001": {"title_zh": "论文一"}})
-    assert [(u.key, u.changes) for u in found] == [
-        ("arxiv:2611.00001", (("version", "1", "3"),)),
+    assert [(u.key, u.changes) for u in found] == [  # a venue before a new version alone
         ("arxiv:2611.00002", (("venue", "", "NeurIPS 2026"), ("code", "", "https://github.com/lab/b"))),
+        ("arxiv:2611.00001", (("version", "1", "3"),)),
     ]
-    assert found[0].title_zh == "论文一" and found[0].version == 3
+    assert found[1].title_zh == "论文一" and found[1].version == 3
     # After the digest that lists them, the ledger holds the new state: no repeat.
     digest = replace(fx.digest(), sections=(), featured=(), updates=tuple(found))
     ledger.update(compose.snapshots(digest))
