@@ -14,6 +14,7 @@ from email.utils import parseaddr
 from typing import Any
 
 from pipeline.config import Config, Reader
+from pipeline.deliver import channels
 from pipeline.deliver.outbox import SKIPPED
 from pipeline.errors import ConfigError
 from pipeline.store import YOU, Store
@@ -70,9 +71,13 @@ def resend_target(config: Config, who: str) -> str:
     CHANNEL:READER of a configured chat channel. Anything else is bad usage: a typo must
     not mail the group's digest to a stranger (a new reader goes in the config first)."""
     who = who.strip()
-    channel, colon, _ = who.partition(":")
+    channel, colon, reader = who.partition(":")
     if colon and channel in {entry.key for entry in config.channels}:
-        return who
+        own = channels.open_channels(config, 0, email=False)[channel].readers()
+        if reader in own:
+            return who
+        raise ConfigError(f"--reader: channel {channel!r} has no reader {reader!r}",  # a new row would
+                          f"its reader is {', '.join(f'{channel}:{r}' for r in own)}")  # post it anew
     if colon and re.fullmatch(r"[A-Za-z][\w-]*", channel):  # CHANNEL:READER, of a channel not there
         there = ", ".join(f"{e.key} ({e.type})" for e in config.channels)
         raise ConfigError(f"--reader: no channel called {channel!r}",

@@ -604,8 +604,15 @@ def test_a_resend_to_a_channel_named_by_its_type_says_which_channels_there_are(t
         cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers))
         wrong = cli("--config", str(config), "send", "--digest", AS_OF, "--reader", "slack:SLACK_URL",
                     env=env_for(servers), check=2)
+        stranger = cli("--config", str(config), "send", "--digest", AS_OF, "--reader", "team:x",
+                       env=env_for(servers), check=2)
         right = cli("--config", str(config), "send", "--digest", AS_OF, "--reader", "team:SLACK_URL",
                     env=env_for(servers))
+        status = cli("--config", str(config), "status", env=env_for(servers))
     assert stderr_lines(wrong) == ["rl-digest: --reader: no channel called 'slack' (the channels are "
                                    "team (slack); CHANNEL:READER as `rl-digest status` lists it)"]
+    # a reader the channel does not have queued a new row, posting the digest anew to the same webhook
+    assert stderr_lines(stranger) == ["rl-digest: --reader: channel 'team' has no reader 'x' "
+                                      "(its reader is team:SLACK_URL)"]
     assert "sent 1, pending 0, failed 0" in right.stdout and len(slack.posts) == 2
+    assert "team:x" not in status.stdout
