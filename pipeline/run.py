@@ -312,6 +312,7 @@ def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None,
                   seeds: list[SeedEntry]) -> list[SeedEntry]:
     """Tie seed entries to arXiv papers (stored titles first, then a title search);
     keep the ties and return the seeds with them."""
+    fetch_seed_papers(config, store, fetcher, seeds)
     if all(s.arxiv_id for s in seeds):
         return seeds
     search = None
@@ -326,6 +327,25 @@ def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None,
     if found.tied:
         store.set_seed_resolutions(found.tied, now_iso())
     return found.apply(seeds)
+
+
+def fetch_seed_papers(config: Config, store: Store, fetcher: Fetcher | None,
+                      seeds: list[SeedEntry]) -> None:
+    """The papers seed entries name by arxiv_id that no collect brought (older than the
+    window), so they show their authors and abstract: one id_list request per batch, one
+    arXiv does not return asked again after seeds.resolve_retry_days (shown meanwhile by
+    its seed's own text)."""
+    if fetcher is None or not config.sources.arxiv.enabled:  # disabled means no call at all
+        return
+    named = {seed_key(s.title): s.arxiv_id for s in seeds if s.arxiv_id}
+    stored = {p.id for p in store.papers(named.values())}
+    tries, now = store.seed_tries(), datetime.now(UTC)
+    wait = timedelta(days=config.seeds.resolve_retry_days)
+    wanted = {key: pid for key, pid in named.items() if pid not in stored
+              and ((tried := tries.get(key)) is None or now - tried >= wait)}
+    if wanted:
+        store.upsert_papers(arxiv_api.fetch_ids(fetcher, config.sources.arxiv.api_url, list(wanted.values())))
+        store.set_seed_resolutions(wanted, now_iso())  # the try, kept with the id the seed gives
 
 
 def complete_thin(config: Config, store: Store, fetcher: Fetcher, ids: list[str]) -> list[Paper]:

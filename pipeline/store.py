@@ -12,7 +12,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, date, datetime
@@ -580,7 +580,7 @@ class Store:
             return {key: parse_dt(tried) for key, tried in
                     conn.execute(sa.select(seeds.c.key, seeds.c.resolve_tried_at))}
 
-    def set_seed_resolutions(self, tied: dict[str, str | None], tried_at: str) -> None:
+    def set_seed_resolutions(self, tied: Mapping[str, str | None], tried_at: str) -> None:
         """Seed key -> the arXiv id it was tied to, or None: searched for, not found."""
         with self.tx() as conn:
             for key, arxiv_id in tied.items():

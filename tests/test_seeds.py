@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -483,3 +483,30 @@ def test_a_seed_whose_arxiv_id_arxiv_never_returns_is_shown_by_its_own_text_once
             if "arxiv.org/abs/2410.10110" in line]
     assert len(rows) == 1 and "我的 强化学习 摘要" in rows[0]
     assert "no digest: nothing relevant is waiting for one" in again.stdout  # shown once
+
+
+def test_a_seed_naming_an_older_paper_by_id_gets_its_record_from_arxiv(tmp_path, cli):
+    """A seed naming by arxiv_id a paper announced before any collect's window showed only
+    its own text: no authors, no abstract, never asked for (title-only seeds were searched)."""
+    from dataclasses import replace
+
+    from tests.helpers import DAY, rl_paper
+    from tests.processes import config_with
+    from tests.servers.arxiv_server import ArxivServer
+
+    old = replace(rl_paper(9, DAY - timedelta(days=90), cats=("q-bio.NC",)), id="2608.00009",
+                  authors=("Grace Hopper",))  # in no feed or search of the run: only asked for by id
+    (tmp_path / "seeds").mkdir()
+    write(tmp_path / "seeds", "010_mine.yaml", '- title: My pick on reward overoptimization\n'
+          f'  arxiv_id: "{old.id}"\n  summary_zh: 我的 强化学习 摘要\n')
+    with ArxivServer([rl_paper(1, DAY), old]) as arxiv:
+        config = config_with(tmp_path, arxiv, seeds={"paths": [str(tmp_path / "seeds")]})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        asked = [r for r in arxiv.requests if old.id in r.query.get("id_list", "")]
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+        again = [r for r in arxiv.requests if old.id in r.query.get("id_list", "")]
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
+    curated = digest.split("收录 · From the reading list", 1)[1]
+    assert "Grace Hopper" in curated and "我的 强化学习 摘要" in curated
+    assert "2608.00009" not in digest.split("收录 · From the reading list", 1)[0]  # never this week's
+    assert len(asked) == 1 and again == asked  # stored: not asked again
