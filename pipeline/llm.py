@@ -250,8 +250,9 @@ class Client:
             message = self._masked(str(exc.message))
             message = re.sub(r"^Error code: \d+ - ", "", message)  # the status, said once
             message = clip(clean_name(message), 200)  # one line: vLLM's are multi-line validation errors
+            # whatever the status: 400 from DeepSeek, 500 from llama-cpp-python's server
             hint = (" (a provider without json_schema replies: set enrich.structured: json_object)"
-                    if exc.status_code == 400 and cfg.structured == "json_schema"
+                    if cfg.structured == "json_schema"
                     and re.search(r"(?i)response_format|json_schema", message) else "")
             return f"HTTP {exc.status_code} from {cfg.base_url}: {message}{hint}", False
         return type(exc).__name__, False

@@ -615,6 +615,19 @@ def test_a_provider_without_json_schema_is_told_to_use_json_object(key, server, 
     assert "set enrich.structured: json_object" in e.report.error
 
 
+def test_a_local_server_without_json_schema_is_told_to_use_json_object(key, server, store):
+    """llama-cpp-python's server (python -m llama_cpp.server, 0.3.36) refuses a json_schema
+    request with HTTP 500 and these words; the hint was kept for HTTP 400, so a judge or a
+    summary run against it failed with no word of enrich.structured."""
+    said = ("1 validation error:\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+            "'msg': \"Input should be 'text' or 'json_object'\", 'input': 'json_schema'}")
+    server.script = lambda request: Reply(status=500, body=json.dumps({"error": {"message": said}}).encode())
+    e = enricher(settings(server, concurrency=1, failure_limit=1), store, retries=0)
+    assert e.judge(papers(2)) == {}
+    assert "HTTP 500" in e.report.error and "Input should be 'text' or 'json_object'" in e.report.error
+    assert "set enrich.structured: json_object" in e.report.error
+
+
 # --- secrets ----------------------------------------------------------------------------------
 
 
