@@ -151,7 +151,7 @@ def main() -> None:
     done = enricher.report
     print(f"{len(verdicts)} verdicts ({done.calls} calls, {done.failures} failed, {done.cached} cached) "
           f"in {spent:.0f} s ({spent / max(1, done.calls):.1f} s a call); tokens in {done.tokens_in}, "
-          f"out {done.tokens_out}")
+          f"out {done.tokens_out}; said relevant for {sum(verdicts.values())}")
 
     label = {r["id"]: bool(r["label"]) for r in pooled}
     lines = []
