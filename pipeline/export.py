@@ -137,11 +137,12 @@ def name_parts(name: str) -> tuple[str, str]:
     Given') is read that way, 'John Smith, Jr.' as 'John Smith Jr.'; one with ' and ' in it
     ('Smith and Sons') is one name. A name in brackets after it stays with the family name:
     'Wei Zhang (张伟)' -> ('Zhang (张伟)', 'Wei'), filed under Zhang; so do signs after it
-    (an emoji: 'Jane Doe 🚀' -> ('Doe 🚀', 'Jane'), filed under Doe, not under 🚀)."""
+    (an emoji: 'Jane Doe 🚀' -> ('Doe 🚀', 'Jane'), filed under Doe, not under 🚀), and so do
+    numbers ('Anonymous Author 2' -> ('Author 2', 'Anonymous'))."""
     if " and " in name:
         return name, ""
     *before, sign = name.split() or [""]
-    if before and not any(char.isalnum() for char in sign):
+    if before and not any(char.isalpha() for char in sign):  # a number too: 'Author 112'
         family, given = name_parts(" ".join(before))
         return f"{family} {sign}", given
     if aside := _ASIDE.fullmatch(name):

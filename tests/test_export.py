@@ -132,6 +132,13 @@ def test_a_name_ending_in_an_emoji_keeps_its_family_name():
     assert json.loads(written("csljson", [entry]))[0]["author"][0] == {"family": "Doe 🚀", "given": "Jane"}
 
 
+def test_a_name_ending_in_a_number_is_filed_under_the_word_before_it():
+    """'Anonymous Author 2' was filed under '2' (family '2', given 'Anonymous Author')."""
+    entry = replace(ENTRY, authors=("Anonymous Author 2", "Author 112"))
+    ris = [line for line in written("ris", [entry]).splitlines() if line.startswith("AU")]
+    assert ris == ["AU  - Author 2, Anonymous", "AU  - Author 112"]
+
+
 def test_ris_reads_back_with_rispy():
     rispy = pytest.importorskip("rispy")
     first, seed = rispy.loads(written("ris", [ENTRY, SEED]))
