@@ -72,7 +72,9 @@ ARXIV_BEGAN = datetime(1991, 8, 14, tzinfo=UTC)
 
 
 def parse_as_of(value: str | None, config: Config, option: str = "--as-of") -> datetime:
-    """An ISO date means the end of that day in schedule.timezone; default: now there.
+    """An ISO date means the end of that day in schedule.timezone; default: now there. A
+    datetime with another offset is the same moment there: the digest id is its date in
+    schedule.timezone, the date the window ends on.
 
     More than a day ahead is refused: a window reaching into the future would move the
     watermark past the present, and every later run would miss what arrives meanwhile.
@@ -86,7 +88,7 @@ def parse_as_of(value: str | None, config: Config, option: str = "--as-of") -> d
             moment = datetime.combine(date.fromisoformat(value), dtime(23, 59, 59), zone)
         else:
             moment = datetime.fromisoformat(value)
-            moment = moment if moment.tzinfo else moment.replace(tzinfo=zone)
+            moment = moment.astimezone(zone) if moment.tzinfo else moment.replace(tzinfo=zone)
     except ValueError:
         raise ConfigError(f"{option}: not an ISO date or datetime: {value!r}",
                           "write it as YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None

@@ -87,7 +87,7 @@ def test_failed_source_exits_3_naming_the_url_and_keeps_the_watermark(tmp_path, 
         store = Store.open(load(config).storage.url)
         assert store.watermark() == datetime(2026, 11, 19, tzinfo=UTC)
         retry = cli("--config", str(config), "collect", "--as-of", "2026-11-26T00:00:00+00:00")
-    assert "2026-11-19 00:00 → 2026-11-26 00:00" in retry.stdout  # the whole window again
+    assert "2026-11-19 08:00 → 2026-11-26 08:00" in retry.stdout  # the whole window again, in Shanghai
 
 
 def test_an_api_error_entry_exits_3_quoting_it_and_keeps_the_watermark(tmp_path, cli):

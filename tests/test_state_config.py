@@ -64,6 +64,19 @@ def test_the_watermark_never_passes_the_present(tmp_path, cli):
     assert mark is not None and mark <= datetime.now(UTC)
 
 
+def test_an_as_of_with_another_offset_is_named_by_its_date_in_schedule_timezone(tmp_path, cli):
+    """23:30 in Los Angeles on the 10th is 15:30 in Shanghai on the 11th: the digest id, its
+    title and its window's end are the 11th (the id was the 10th, under a window ending the 11th)."""
+    with ArxivServer([rl_paper(1, DAY)]) as server:
+        config = config_for(tmp_path, server, rss=False)
+        ran = cli("--config", str(config), "run", "--as-of", "2026-11-10T23:30-08:00")
+    assert ran.stdout.startswith("2026-11-11: "), ran.stdout
+    assert [p.name for p in (tmp_path / "out" / "digests").glob("*.md")] == ["2026-11-11.md"]
+    text = (tmp_path / "out" / "digests" / "2026-11-11.md").read_text(encoding="utf-8")
+    assert "Weekly · 2026-11-11" in text and "→ 2026-11-11 15:30 (Asia/Shanghai)" in text
+    assert "as of 2026-11-11T15:30:00+08:00" in cli("--config", str(config), "status").stdout
+
+
 def test_collect_since_reads_a_window_again_on_purpose(tmp_path, cli):
     late = rl_paper(2, DAY - timedelta(days=10))  # indexed late, below the watermark
     with ArxivServer([rl_paper(1, DAY)]) as server:
