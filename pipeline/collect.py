@@ -67,13 +67,16 @@ def window(config: Config, watermark: datetime | None, as_of: datetime,
            since: datetime | None = None) -> tuple[datetime, datetime]:
     """From `since`, else the watermark (less the overlap) or lookback_days, to as_of.
 
-    The end is never past the present, so the watermark never is either.
+    The end is never past the present, so the watermark never is either, unless the clock
+    went back: where the last window really ended is unknown then, and lookback_days are
+    read as by a first collect (the window was empty until the clock caught up with it).
     """
     arxiv = config.sources.arxiv
-    end = min(as_of, datetime.now(UTC).replace(microsecond=0))
+    now = datetime.now(UTC).replace(microsecond=0)
+    end = min(as_of, now)
     if since is not None:
         return min(since, end), end
-    start = (watermark - timedelta(hours=arxiv.overlap_hours)) if watermark else (
+    start = (watermark - timedelta(hours=arxiv.overlap_hours)) if watermark and watermark <= now else (
         as_of - timedelta(days=arxiv.lookback_days))
     return min(start, end), end
 

@@ -57,7 +57,7 @@ from pipeline.models import (
     seed_key,
 )
 from pipeline.publish import publish
-from pipeline.sources import Source, SourceSetup, arxiv_api
+from pipeline.sources import CALENDAR, Source, SourceReport, SourceSetup, arxiv_api
 from pipeline.sources.http import Fetcher
 from pipeline.sources.seeds import seed_source
 from pipeline.stopping import Stopped, checkpoint
@@ -228,6 +228,10 @@ def collect_and_rank(config: Config, store: Store, used: Sequence[Source], fetch
     """
     mark = store.watermark()
     report = collect.CollectReport(collect.window(config, mark, as_of, since))
+    if mark is not None and mark > datetime.now(UTC) and since is None:
+        report.sources.setdefault(CALENDAR, SourceReport()).warnings.append(
+            f"the watermark {mark.isoformat()} is ahead of this machine's clock (it went back?): "
+            f"this collect reads sources.arxiv.lookback_days again, as a first one does")
     memory = {s.name: store.get_state(MEMORY + s.name) for s in used}
     ledger = coverage.Ledger.load(store)
     run_id = store.start_run("collect", as_of) if record else None

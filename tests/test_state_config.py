@@ -64,6 +64,23 @@ def test_the_watermark_never_passes_the_present(tmp_path, cli):
     assert mark is not None and mark <= datetime.now(UTC)
 
 
+def test_a_watermark_a_fast_clock_left_ahead_does_not_empty_the_window_once_it_went_back(tmp_path, cli):
+    """A collect under a clock a day fast leaves the watermark a day ahead; once the clock is
+    right again, each collect read the empty window (now, now] and found nothing until then."""
+    now = datetime.now(UTC)
+    with ArxivServer([rl_paper(1, now - timedelta(days=3))]) as server:
+        config = config_for(tmp_path, server, rss=False)
+        cli("--config", str(config), "collect")
+        ahead = (now + timedelta(days=1)).isoformat(timespec="seconds")
+        with Store.open(load(config).storage.url).tx() as conn:  # as the fast clock wrote it
+            conn.exec_driver_sql("UPDATE runs SET window_end = ?, as_of = ?", (ahead, ahead))
+        server.add(rl_paper(2, now - timedelta(hours=2)))
+        again = cli("--config", str(config), "collect")
+    assert "new 1" in again.stdout, again.stdout
+    assert "is ahead of this machine's clock" in again.stderr
+    assert "is ahead of this machine's clock" in cli("--config", str(config), "status").stdout
+
+
 def test_an_as_of_with_another_offset_is_named_by_its_date_in_schedule_timezone(tmp_path, cli):
     """23:30 in Los Angeles on the 10th is 15:30 in Shanghai on the 11th: the digest id, its
     title and its window's end are the 11th (the id was the 10th, under a window ending the 11th)."""

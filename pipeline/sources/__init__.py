@@ -67,7 +67,7 @@ class Window:
 
 
 FEED_ERROR = "feed error"  # a ledger gap no source can mend: arXiv has no such category
-CALENDAR = "calendar"  # the run report's key for the calendar's warnings: a key, not a source
+CALENDAR = "calendar"  # the run report's key for the calendar's and the clock's warnings: a key, not a source
 
 
 @dataclass
