@@ -70,15 +70,17 @@ def window(config: Config, watermark: datetime | None, as_of: datetime,
     The end is never past the present, so the watermark never is either, unless the clock
     went back: where the last window really ended is unknown then, and lookback_days are
     read as by a first collect (the window was empty until the clock caught up with it).
+    Both ends are in as_of's zone (the present, in UTC, was shown beside a start there, and
+    the next window started from it: "15:35 → 23:35" for a window of no time at all).
     """
     arxiv = config.sources.arxiv
     now = datetime.now(UTC).replace(microsecond=0)
-    end = min(as_of, now)
+    end = min(as_of, now).astimezone(as_of.tzinfo)
     if since is not None:
-        return min(since, end), end
+        return min(since, end).astimezone(as_of.tzinfo), end
     start = (watermark - timedelta(hours=arxiv.overlap_hours)) if watermark and watermark <= now else (
         as_of - timedelta(days=arxiv.lookback_days))
-    return min(start, end), end
+    return min(start, end).astimezone(as_of.tzinfo), end
 
 
 def collect(config: Config, sources: Sequence[Source], report: CollectReport, fetcher: Fetcher,

@@ -64,6 +64,20 @@ def test_the_watermark_never_passes_the_present(tmp_path, cli):
     assert mark is not None and mark <= datetime.now(UTC)
 
 
+def test_a_window_cut_at_the_present_is_shown_in_schedule_timezone_and_the_next_starts_there(tmp_path, cli):
+    """An as-of later than now (today's date) ends the window at the present: it was shown in
+    UTC beside a start in Shanghai, and the next window read "15:35 → 23:35" for no time at all."""
+    shanghai = ZoneInfo("Asia/Shanghai")
+    with ArxivServer([rl_paper(1, datetime.now(UTC) - timedelta(days=2))]) as server:
+        config = config_for(tmp_path, server, rss=False)
+        first = cli("--config", str(config), "collect", "--as-of", datetime.now(shanghai).date().isoformat())
+        second = cli("--config", str(config), "collect")
+    ends = [re.search(r"\((\S+ \S+) → (\S+ \S+)\)", r.stdout).groups() for r in (first, second)]
+    shown = datetime.strptime(ends[0][1], "%Y-%m-%d %H:%M").replace(tzinfo=shanghai)
+    assert abs(shown - datetime.now(UTC)) < timedelta(minutes=2), ends
+    assert ends[1][0] == ends[0][1], ends  # overlap_hours 0: the next window starts where this one ended
+
+
 def test_a_watermark_a_fast_clock_left_ahead_does_not_empty_the_window_once_it_went_back(tmp_path, cli):
     """A collect under a clock a day fast leaves the watermark a day ahead; once the clock is
     right again, each collect read the empty window (now, now] and found nothing until then."""
