@@ -217,7 +217,10 @@ def schedule(state: State) -> None:
 
     def collect_job() -> None:
         report, _, _ = collect_and_rank(config, store, sources.configured(config),
-                                        collect.make_fetcher(config), datetime.now(config.zone))
+                                        collect.make_fetcher(config),
+                                        datetime.now(config.zone).replace(microsecond=0))
+        for warning in report.warnings:  # as `collect` logs them: a stale feed, an unknown year
+            log.warning("%s", warning)
         log.info("collect: fetched %d, new %d, revised %d", report.fetched, len(report.new),
                  len(report.revised))
 

@@ -346,3 +346,31 @@ def test_one_scheduler_per_state_folder_and_a_killed_one_is_not_called_alive(tmp
         third.ready()
         code, _ = third.terminate()
     assert code == 0, third.log()
+
+
+def test_the_schedulers_collect_logs_its_warnings_as_collect_does(tmp_path, monkeypatch, capsys):
+    """The scheduler's collect job (its own fire, not the publish's) logged only its counts:
+    a warning the collect made (here a watermark ahead of the clock; also an unknown year's
+    calendar, a cut feed) reached `status` but never the scheduler's log or journal. The
+    job is the one `rl-digest schedule` hands its scheduler, run here without waiting for
+    its cron fire."""
+    from pipeline import cli as cli_mod
+    from pipeline import schedule as schedule_mod
+
+    jobs = {}
+    monkeypatch.setattr(schedule_mod, "serve", lambda config, collect, *rest: jobs.update(collect=collect))
+    with ArxivServer(papers_now()) as arxiv:
+        config = scheduler_config(tmp_path, arxiv)
+        cli_mod.main.main(["--config", str(config), "collect"], standalone_mode=False)
+        ahead = (datetime.now(UTC) + timedelta(days=1)).isoformat(timespec="seconds")
+        conn = sqlite3.connect(tmp_path / "state" / "digest.sqlite3")
+        with conn:  # as a clock a day fast wrote it
+            conn.execute("UPDATE runs SET window_end = ?", (ahead,))
+        conn.close()
+        cli_mod.main.main(["--config", str(config), "schedule"], standalone_mode=False)
+        capsys.readouterr()
+        jobs["collect"]()
+    said = capsys.readouterr().err  # the scheduler's log: stderr, as systemd's journal takes it
+    assert (f"WARNING pipeline: the watermark {ahead} is ahead of this machine's clock (it went back?): "
+            "this collect reads sources.arxiv.lookback_days again, as a first one does") in said, said
+    assert said.rstrip().endswith("INFO pipeline: collect: fetched 3, new 0, revised 0"), said
