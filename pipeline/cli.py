@@ -47,6 +47,7 @@ from pipeline.models import Digest, Options, RunReport, paper_key, split_arxiv_i
 from pipeline.publish import deliver, written_files
 from pipeline.run import (
     collect_and_rank,
+    iso_date,
     parse_as_of,
     run_digest,
     seed_documents,
@@ -342,7 +343,7 @@ def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
 def _since(value: str, config: config_mod.Config) -> datetime:
     """--since DATE: the start of that day (a datetime as given) in schedule.timezone."""
     moment = parse_as_of(value, config, "--since")
-    return moment.replace(hour=0, minute=0, second=0) if len(value) == 10 else moment
+    return moment.replace(hour=0, minute=0, second=0) if iso_date(value) is not None else moment
 
 
 @main.command()

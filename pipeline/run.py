@@ -83,9 +83,10 @@ def parse_as_of(value: str | None, config: Config, option: str = "--as-of") -> d
     now = datetime.now(zone).replace(microsecond=0)
     if not value:
         return now
+    day = iso_date(value)
     try:
-        if len(value) == 10:
-            moment = datetime.combine(date.fromisoformat(value), dtime(23, 59, 59), zone)
+        if day is not None:
+            moment = datetime.combine(day, dtime(23, 59, 59), zone)
         else:
             moment = datetime.fromisoformat(value)
             moment = moment.astimezone(zone) if moment.tzinfo else moment.replace(tzinfo=zone)
@@ -93,12 +94,22 @@ def parse_as_of(value: str | None, config: Config, option: str = "--as-of") -> d
         raise ConfigError(f"{option}: not an ISO date or datetime: {value!r}",
                           "write it as YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
     ahead = now + timedelta(days=1)
-    if (moment.date() > ahead.date()) if len(value) == 10 else moment > ahead:  # tomorrow's date is fine
+    if (moment.date() > ahead.date()) if day is not None else moment > ahead:  # tomorrow's date is fine
         raise ConfigError(f"{option}: {value} is more than a day ahead of now ({now:%Y-%m-%d %H:%M})",
                           "a digest can only be made for the past or the present")
     if moment < ARXIV_BEGAN:
         raise ConfigError(f"{option}: {value} is before arXiv began (1991-08-14)")
     return moment
+
+
+def iso_date(value: str) -> date | None:
+    """The day `value` names when it is a date alone, in any ISO form (2026-11-30, 20261130,
+    2026-W49-1); None for a datetime. By its length, 20261130 was a datetime: midnight,
+    the start of the day, where 2026-11-30 is its end."""
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        return None
 
 
 def seed_documents(config: Config) -> list[SeedDocument]:

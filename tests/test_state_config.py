@@ -95,6 +95,18 @@ def test_a_watermark_a_fast_clock_left_ahead_does_not_empty_the_window_once_it_w
     assert "is ahead of this machine's clock" in cli("--config", str(config), "status").stdout
 
 
+def test_a_date_in_basic_iso_form_means_the_end_of_that_day_as_its_extended_form_does(tmp_path, cli):
+    """20261110 was read as a datetime by its length: midnight, the start of the day, so the
+    day's papers were left out of a digest named by it; 2026-11-10 is its end."""
+    with ArxivServer([rl_paper(1, DAY)]) as server:  # submitted 11-10 20:00 in Shanghai
+        config = config_for(tmp_path, server, rss=False)
+        ran = cli("--config", str(config), "run", "--as-of", "20261110")
+    assert ran.stdout.startswith("2026-11-10: fetched 1, new 1, relevant 1"), ran.stdout
+    text = (tmp_path / "out" / "digests" / "2026-11-10.md").read_text(encoding="utf-8")
+    assert "→ 2026-11-10 23:59 (Asia/Shanghai)" in text and "GRPO variant 1 " in text
+    assert parse_as_of("2026-W46-2", load(config)) == parse_as_of("2026-11-10", load(config))
+
+
 def test_an_as_of_with_another_offset_is_named_by_its_date_in_schedule_timezone(tmp_path, cli):
     """23:30 in Los Angeles on the 10th is 15:30 in Shanghai on the 11th: the digest id, its
     title and its window's end are the 11th (the id was the 10th, under a window ending the 11th)."""
