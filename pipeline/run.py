@@ -397,7 +397,7 @@ def load_week(config: Config, store: Store, seeds: list[SeedEntry], as_of: datet
     if as_of is not None:
         existing = store.digest(as_of.date().isoformat())
         week.existing = compose.digest_from_dict(existing["data"]) if existing else None
-        week.last_digest_end = store.last_digest_end()
+        week.last_digest_end = store.last_digest_end(by=as_of)
         if week.existing is None:
             changed = store.listed_changed()
             week.snapshots = {paper_key(p.id): snap for p, snap in changed}

@@ -711,9 +711,13 @@ class Store:
         with self.engine.connect() as conn:
             return [(day, topic, count, gone) for day, topic, count, gone in conn.execute(query)]
 
-    def last_digest_end(self) -> datetime | None:
+    def last_digest_end(self, by: datetime | None = None) -> datetime | None:
+        """The latest end of a digest's window (of those ending by `by`: a digest made by hand
+        for an earlier week starts where the digest before it ended, not after a later one).
+        Compared as times: ends in two offsets (summer and winter time) compare wrongly as text."""
         with self.engine.connect() as conn:
-            return parse_dt(conn.execute(sa.select(sa.func.max(digests.c.window_end))).scalar())
+            ends = [parse_dt(end) for end in conn.execute(sa.select(digests.c.window_end)).scalars()]
+        return max((end for end in ends if end is not None and (by is None or end <= by)), default=None)
 
     def digest_ids(self) -> list[str]:
         with self.engine.connect() as conn:

@@ -95,6 +95,21 @@ def test_a_watermark_a_fast_clock_left_ahead_does_not_empty_the_window_once_it_w
     assert "is ahead of this machine's clock" in cli("--config", str(config), "status").stdout
 
 
+def test_a_digest_made_by_hand_for_an_earlier_week_has_that_weeks_window(tmp_path, cli):
+    """A digest of 11-30 made after the one of 12-03 started its window where the newest
+    digest ended: "Window: 2026-12-03 12:00 → 2026-11-30 23:59"."""
+    with ArxivServer([rl_paper(n, datetime(2026, 12, 3, 12, tzinfo=UTC)) for n in (1, 2)]) as server:
+        config = config_for(tmp_path, server)
+        cli("--config", str(config), "run", "--as-of", "2026-12-03T12:00")
+        server.add(*[rl_paper(n, datetime(2026, 11, 28, 12, tzinfo=UTC)) for n in (3, 4)])  # indexed late
+        cli("--config", str(config), "collect", "--since", "2026-11-20")
+        ran = cli("--config", str(config), "run", "--as-of", "2026-11-30")
+    assert ran.stdout.startswith("2026-11-30: fetched 0, new 0, relevant 2"), ran.stdout
+    text = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
+    assert "Window: 2026-11-23 23:59 → 2026-11-30 23:59 (Asia/Shanghai)" in text  # lookback_days 7
+    assert "GRPO variant 3 " in text and "GRPO variant 1 " not in text
+
+
 def test_a_date_in_basic_iso_form_means_the_end_of_that_day_as_its_extended_form_does(tmp_path, cli):
     """20261110 was read as a datetime by its length: midnight, the start of the day, so the
     day's papers were left out of a digest named by it; 2026-11-10 is its end."""
