@@ -96,7 +96,9 @@ def heartbeat_line(beat: dict[str, Any] | None, config: Config) -> str:
              else "alive" if beat["alive"] else f"silent for more than {beat['max_age_seconds']} s")
     nexts = {} if beat.get("gone") else beat.get("next", {})  # a dead process fires nothing
     fires = ", ".join(f"{job} {when}" for job, when in nexts.items())
-    return (f"scheduler: {state}, last wake {beat['age_seconds']} s ago (pid {beat['pid']} on "
+    age = beat["age_seconds"]  # a wake ahead of the clock read "last wake -3597 s ago"
+    when = f"{age} s ago" if age >= 0 else f"{-age} s ahead of this machine's clock (it went back?)"
+    return (f"scheduler: {state}, last wake {when} (pid {beat['pid']} on "
             f"{beat['host']})" + (f"; next {fires}" if fires else ""))
 
 

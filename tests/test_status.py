@@ -83,6 +83,19 @@ def test_an_old_heartbeat_fails_the_healthcheck(tmp_path, cli):
     assert "scheduler: silent for more than 180 s" in cli("--config", str(config), "status").stdout
 
 
+def test_a_heartbeat_ahead_of_the_clock_says_so(tmp_path, cli):
+    """A scheduler's last wake an hour ahead (the clock went back since) read "last wake -3597 s ago"."""
+    config = write_config(tmp_path, seeds=False)
+    (tmp_path / "state").mkdir()
+    ahead = datetime.now(UTC) + timedelta(hours=1)
+    (tmp_path / "state" / "heartbeat.json").write_text(json.dumps(
+        {"pid": 1, "host": "box", "wake": ahead.isoformat(), "interval_seconds": 60, "next": {},
+         "running": [], "stopped": False}), encoding="utf-8")
+    shown = cli("--config", str(config), "status").stdout
+    assert re.search(r"scheduler: [a-z ]+, last wake 3[56]\d\d s ahead of this machine's clock "
+                     r"\(it went back\?\) \(pid 1 on box\)", shown), shown
+
+
 def test_status_of_one_paper_shows_its_title_as_a_reader_reads_it(tmp_path, cli):
     """The title as the digest prints it: TeX decoded (arXiv's line breaks were joined on the way in)."""
     day = datetime(2026, 11, 20, 12, tzinfo=UTC)
