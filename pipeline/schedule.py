@@ -69,18 +69,27 @@ def next_fires(config: Config, now: datetime) -> dict[str, datetime | None]:
 
 
 def previous_fire(config: Config, which: str, now: datetime) -> datetime | None:
-    """The latest fire time at or before now (within the last five weeks).
+    """The latest fire time at or before now (within the last 512 days: a yearly cron too), looked for in
+    the last day, then two, four, ...: a cron of every few minutes steps through a day's
+    fires, a quarterly one is found (five weeks back it was not: its missed publish was
+    never caught up).
 
     Stepped in UTC: a second past the second 01:30 of a night the clock falls back is,
     in wall-clock arithmetic, the first 01:30 again, and the search would never end."""
     cron = trigger(config, which)
     now = now.astimezone(UTC)  # two times of one zone compare by the wall clock, fold aside
-    moment, last = now - timedelta(days=35), None
-    while True:
-        fire = cron.get_next_fire_time(None, moment)
-        if fire is None or fire.astimezone(UTC) > now:
+    span = timedelta(days=1)
+    while span <= timedelta(days=512):
+        moment, last = now - span, None
+        while True:
+            fire = cron.get_next_fire_time(None, moment)
+            if fire is None or fire.astimezone(UTC) > now:
+                break
+            last, moment = fire, fire.astimezone(UTC) + timedelta(seconds=1)
+        if last is not None:
             return last
-        last, moment = fire, fire.astimezone(UTC) + timedelta(seconds=1)
+        span *= 2
+    return None
 
 
 def publish_due(config: Config, store: Store, now: datetime) -> bool:

@@ -88,6 +88,19 @@ def test_catch_up_after_a_week_down_publishes_exactly_once(tmp_path):
     assert not schedule.publish_due(config, store, back + timedelta(minutes=5))
 
 
+def test_a_quarterly_publish_missed_while_down_is_caught_up(tmp_path):
+    """The last fire was looked for five weeks back only: a quarterly publish (1 October)
+    missed by a scheduler started in December was never due, and never published."""
+    config = load(write_config(tmp_path, {"schedule": {"publish_cron": "0 8 1 1,4,7,10 *"}}, seeds=False))
+    store = Store.open(config.storage.url)
+    zone = ZoneInfo("Asia/Shanghai")
+    back = datetime(2026, 12, 5, 12, tzinfo=zone)
+    assert schedule.previous_fire(config, "publish", back) == datetime(2026, 10, 1, 8, tzinfo=zone)
+    assert schedule.publish_due(config, store, back)
+    every_minute = load(write_config(tmp_path, {"schedule": {"publish_cron": "* * * * *"}}, seeds=False))
+    assert schedule.previous_fire(every_minute, "publish", back) == back
+
+
 def test_a_fire_in_the_hour_a_clock_falls_back_is_found_and_the_search_ends(tmp_path):
     """01:30 on 2026-11-01 in New York happens twice. Stepping a second past the second one
     in wall-clock time went back an hour to the first, and the scheduler spun forever at
