@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import stat
 import subprocess
@@ -515,6 +516,46 @@ def test_a_publish_that_failed_before_its_commit_is_in_status_and_doctor_and_sen
     pushed = git("--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main", env=git_env).split()
     assert {f"rl/digests/{AS_OF}.md", "rl/READING_LIST.md", "rl/feed.xml"} <= set(pushed)
     assert git_lines(later.split("recent runs:")[0]) == [] and "failing since" not in later
+
+
+def test_a_push_ended_by_a_stop_to_the_whole_group_says_so_and_send_pushes_and_mails_it(
+        tmp_path, cli, git_env):
+    """Ctrl-C or a service stop signals git too (it shares the run's process group): the push
+    it ended is told as ended by that signal (it read `push failed: no message`), the reader
+    stays queued, and `send` pushes the week and mails it once."""
+    remote, checkout = published_checkout(tmp_path, git_env)
+    hook, pushing, stall = remote / "hooks" / "pre-receive", tmp_path / "pushing", tmp_path / "stall"
+    hook.write_text(f"#!/bin/sh\ntouch {pushing}\n[ -e {stall} ] && sleep 30\ncat >/dev/null\n")
+    hook.chmod(0o755)
+    stall.touch()
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=READERS[:1], outputs={"git": {
+            "repo": str(checkout), "branch": "main", "path": "rl", "push": True}})
+        with (tmp_path / "run.log").open("w") as log:
+            proc = start_cli("--config", str(config), "run", "--as-of", AS_OF, env=git_env,
+                             stderr=log, start_new_session=True)
+            try:
+                wait_for(pushing.exists, timeout=60, what="the push", proc=proc)
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=30)
+            finally:
+                if proc.poll() is None:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                    proc.wait()
+        status = cli("--config", str(config), "status", env=git_env).stdout
+        assert smtp.messages == []
+        stall.unlink()
+        sent = cli("--config", str(config), "send", env=git_env)
+        delivered = copies(smtp)
+    ended = f"git {checkout}: push failed: git push was ended by SIGTERM"
+    assert "no message" not in (tmp_path / "run.log").read_text() + status
+    assert re.search(rf"git {checkout}: failing since 20\S+ — push failed: git push was ended by SIGTERM",
+                     status), status
+    assert ended not in sent.stdout + sent.stderr
+    assert f"git {checkout}: pushed the commits that waited" in sent.stdout
+    pushed = git("--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main", env=git_env).split()
+    assert f"rl/digests/{AS_OF}.md" in pushed
+    assert delivered == {READERS[0]: 1}
 
 
 def test_a_rebase_left_half_done_with_its_index_lock_is_one_line_and_doctor_fails_it(

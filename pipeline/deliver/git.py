@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import signal
 import subprocess
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -83,7 +84,7 @@ def publish(cfg: GitOutput, files: dict[str, Path], store: State, prune: tuple[s
             _git(repo, "add", "--", *paths)
             staged = _git(repo, "diff", "--cached", "--quiet", "--", *paths, check=False)
             if staged.returncode not in (0, 1):
-                raise _GitError(f"git {repo}: diff failed: {_gist(staged.stderr)}")
+                raise _GitError(f"git {repo}: diff failed: {_why(staged)}")
             if staged.returncode == 1:
                 if cfg.push:  # remembered first: a crash after the commit still pushes next time
                     _remember(store, key, None)
@@ -239,7 +240,7 @@ def _push(repo: Path, branch: str, subdir: str) -> None:
     if pushed.returncode == 0:
         return
     if not any(word in pushed.stderr for word in ("fetch first", "non-fast-forward")):
-        raise _GitError(f"git {repo}: push failed: {_gist(pushed.stderr or pushed.stdout)}")
+        raise _GitError(f"git {repo}: push failed: {_why(pushed)}")
     if _git(repo, "status", "--porcelain", "--untracked-files=no").stdout.strip():
         raise _GitError(f"git {repo}: push refused: the remote has new commits, and the checkout "
                         "has changes of someone's not committed, which a rebase could garble; "
@@ -259,7 +260,7 @@ def _push(repo: Path, branch: str, subdir: str) -> None:
             raise _GitError(f"git {repo}: the remote has commits that change the published files too "
                             f"({', '.join(ours)}); merge them by hand in the checkout (git pull --rebase)")
         raise _GitError(f"git {repo}: rebase onto {remote}/{branch} failed: "
-                        f"{_gist(rebased.stderr or rebased.stdout)}")
+                        f"{_why(rebased)}")
     _git(repo, "push", "--set-upstream", remote, ref)
 
 
@@ -296,9 +297,20 @@ def _git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool 
     except subprocess.TimeoutExpired:
         raise _GitError(f"git {repo}: git {args[0]} timed out after {TIMEOUT_SECONDS} s") from None
     if check and result.returncode != 0:
-        raise _GitError(f"git {repo}: {what or args[0] + ' failed'}: "
-                        f"{_gist(result.stderr or result.stdout)}")
+        raise _GitError(f"git {repo}: {what or args[0] + ' failed'}: {_why(result)}")
     return result
+
+
+def _why(result: subprocess.CompletedProcess) -> str:
+    """Why a git command failed: its words, or the signal that ended it (Ctrl-C, or a service
+    stopped, reaches git too: it shares our process group) rather than "no message"."""
+    if result.returncode < 0:
+        try:
+            name = signal.Signals(-result.returncode).name
+        except ValueError:
+            name = f"signal {-result.returncode}"
+        return f"git {result.args[3]} was ended by {name}"
+    return _gist(result.stderr or result.stdout)
 
 
 PREFIXES = ("!", "fatal:", "error:", "warning:", "hint:", "remote:", "To ")
