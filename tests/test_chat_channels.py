@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import re
+import signal
 import sqlite3
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -17,7 +18,7 @@ import pytest
 
 from pipeline.deliver import chat
 from tests.helpers import full_config, rl_paper
-from tests.processes import config_with, db_rows, stderr_lines
+from tests.processes import config_with, db_rows, start_cli, stderr_lines, wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.chat_server import ChatServer
 from tests.servers.openai_server import OpenAIServer, default_content, ok
@@ -367,6 +368,40 @@ def test_a_digest_in_pieces_cut_off_after_the_first_posts_only_the_rest_next_tim
                    "telegram:-100123")
     assert rows[0]["status"] == "failed" and "after 1 of " in rows[0]["last_error"], rows
     assert "after 1 of " in refused.stderr
+
+
+def test_a_sigterm_while_a_later_part_waits_out_retry_after_posts_only_the_rest_next_time(tmp_path, cli):
+    """Telegram took part 1 and asked part 2 to wait (429, Retry-After): a SIGTERM then
+    (docker compose stop) ends the wait at once and keeps what was posted, so the next
+    `send` posts parts 2.. only (the stop left the row as if its hand-over had not begun,
+    and part 1 was posted again)."""
+    long_title = "Scaling reinforcement learning for LLM reasoning with and without verifiers " * 3
+    papers = [rl_paper(n, DAY, title=f"{long_title} number {n}") for n in range(1, 41)]
+    with ArxivServer(papers) as arxiv, ChatServer("telegram") as telegram:
+        servers = {"telegram": telegram}
+        config = chat_config(tmp_path, arxiv, servers, top=100)
+        telegram.queue(None, (429, {"Retry-After": "30"}))
+        with (tmp_path / "run.log").open("w") as log:
+            proc = start_cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers),
+                             stderr=log)
+            try:
+                wait_for(lambda: len(telegram.requests) >= 2, timeout=60, what="the 429", proc=proc)
+                proc.send_signal(signal.SIGTERM)
+                code = proc.wait(timeout=20)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        assert len(telegram.posts) == 1
+        rows = db_rows(tmp_path, "SELECT status, message_id, not_before FROM deliveries")
+        with sqlite3.connect(tmp_path / "state" / "digest.sqlite3") as conn:  # the 30 s it asked for passed
+            conn.execute("UPDATE deliveries SET not_before = NULL")
+        sent = cli("--config", str(config), "send", env=env_for(servers))
+    said = (tmp_path / "run.log").read_text()
+    assert code == 1 and "a stop was asked for before its retry after 1 of 3 messages" in said, said
+    assert [(r["status"], r["message_id"][-2:]) for r in rows] == [("sending", "#1")]  # part 2 next
+    assert _numbers(telegram.posts) == list(range(1, 41))  # every paper once, part 1 once
+    assert "sent 1, pending 0, failed 0" in sent.stdout
 
 
 MARKED = "Q*-Learning with *bold* claims: a_b_c, `code` and ~strike~ for GRPO reasoning"

@@ -53,7 +53,7 @@ from pipeline import render, retry
 from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import ConfigError, DigestError
 from pipeline.models import Digest, Entry
-from pipeline.stopping import pause
+from pipeline.stopping import Stopped, pause
 
 SLACK_BLOCK = 3000  # characters in one section block's text
 SLACK_BLOCKS = 50
@@ -322,7 +322,11 @@ class ChatChannel:
                                f"(more than max_wait_seconds)", after=asked)
             if attempt == self.options.retries:
                 raise Deferred(f"{where}: {_words(response)} after {attempt} retries")
-            pause(retry.backoff(attempt, 1.0, self.options.max_wait_seconds, asked))
+            try:
+                pause(retry.backoff(attempt, 1.0, self.options.max_wait_seconds, asked))
+            except Stopped:  # SIGTERM: a "later" like any other, so the parts posted are kept as posted
+                raise Deferred(f"{where}: {_words(response)}; a stop was asked for before its retry",
+                               after=asked) from None
         if 300 <= status < 400:  # followed, the post would arrive as a GET without its body
             raise Refused(f"{where}: {_words(response)}: the URL in {self.options.url_env or 'api_url'} "
                           "redirects elsewhere; set it to the address the webhook moved to")
