@@ -5,18 +5,25 @@ missing driver or a server that is down."""
 
 from __future__ import annotations
 
+import os
+import random
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import uuid
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
 from pipeline import lock
 from tests import backends
-from tests.helpers import CATS, ROOT, ids_in, rl_paper, run_cli, start_warm_cli
+from tests.helpers import CATS, ROOT, cli_command, cli_env, ids_in, rl_paper, run_cli, start_warm_cli
 from tests.processes import (
     DONE,
     HELD,
@@ -367,3 +374,87 @@ def test_a_lock_a_restart_dropped_is_taken_again_when_it_is_free(tmp_path, db_ur
         assert backends.rows(db_url, held)[0]["n"] == 1  # this run holds it again
         assert "was lost (the database server restarted?); taking it again" in caplog.text
     assert backends.rows(db_url, held)[0]["n"] == 0  # and lets go of it at the end
+
+
+@contextmanager
+def machine_on_a_cable(tmp_path):
+    """A second 'machine': a network namespace joined to this one by a veth pair, and a
+    PostgreSQL server of our own listening on this side's end (the shared test server
+    listens on 127.0.0.1 alone). Yields (netns name, host's end, the server's port,
+    the database URL as the other machine and as this one reach it). Root, `ip` and
+    initdb only."""
+    binaries, ip = backends._binaries(), shutil.which("ip")
+    if os.geteuid() != 0 or ip is None or binaries is None:
+        pytest.skip("needs root, ip (network namespaces) and initdb")
+    tag = uuid.uuid4().hex[:6]
+    ns, host_end, ns_end = f"rl{tag}", f"rlh{tag}", f"rln{tag}"
+    net = f"10.{random.randint(64, 127)}.{random.randint(0, 255)}"
+    folder = Path(tempfile.mkdtemp(prefix="rl-digest-pg-"))
+    shutil.chown(folder, "postgres")
+    port = backends.free_port()
+    steps = [[ip, "netns", "add", ns], [ip, "link", "add", host_end, "type", "veth", "peer", "name", ns_end],
+             [ip, "link", "set", ns_end, "netns", ns], [ip, "addr", "add", f"{net}.1/30", "dev", host_end],
+             [ip, "link", "set", host_end, "up"],
+             [ip, "netns", "exec", ns, ip, "addr", "add", f"{net}.2/30", "dev", ns_end],
+             [ip, "netns", "exec", ns, ip, "link", "set", ns_end, "up"],
+             [ip, "netns", "exec", ns, ip, "link", "set", "lo", "up"]]
+    try:
+        for step in steps:
+            if subprocess.run(step, capture_output=True, check=False).returncode != 0:
+                pytest.skip(f"cannot make a network namespace here: {' '.join(step[1:4])}")
+        data = folder / "data"
+        made = backends._as("postgres", f"{binaries}/initdb", "-D", str(data), "-U", "rl", "--auth=trust",
+                            "--no-sync", "--no-instructions")
+        assert made.returncode == 0, made.stderr
+        with (data / "pg_hba.conf").open("a") as rules:
+            rules.write(f"host all all {net}.0/30 trust\n")
+        started = backends._as("postgres", f"{binaries}/pg_ctl", "-D", str(data), "-l", str(folder / "log"),
+                               "-w", "-o", f"-c listen_addresses=127.0.0.1,{net}.1 -p {port} -k {folder} "
+                               "-c fsync=off", "start")
+        assert started.returncode == 0, started.stderr
+        yield ns, host_end, (f"postgresql+psycopg://rl@{net}.1:{port}/postgres",
+                             f"postgresql+psycopg://rl@127.0.0.1:{port}/postgres")
+    finally:
+        backends._as("postgres", f"{binaries}/pg_ctl", "-D", str(folder / "data"), "-m", "immediate", "stop")
+        subprocess.run([ip, "netns", "delete", ns], capture_output=True, check=False)
+        subprocess.run([ip, "link", "delete", host_end], capture_output=True, check=False)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.slow  # waits out the server's probes of the dead session: about 90 s
+def test_the_run_lock_of_a_machine_that_died_mid_run_is_free_within_two_minutes(tmp_path, cli):
+    """Two machines share PostgreSQL; one dies (power, network) mid-run, so no FIN ever
+    reaches the server and its session, with the run lock, looked alive: every run on the
+    other machine exited 75 for the system's TCP keepalive time, 2 h 11 min. The server now
+    probes an idle session and lets the lock go within two minutes."""
+    with machine_on_a_cable(tmp_path) as (ns, cable, (there, here)):
+        asked = tmp_path / "asked"
+        hole = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-c",  # an arXiv that never answers
+                                 "import socket, time\ns = socket.create_server(('127.0.0.1', 8099))\n"
+                                 f"c, _ = s.accept()\nopen({str(asked)!r}, 'w').close()\ntime.sleep(120)"])
+        (tmp_path / "other").mkdir()
+        other = config_with(tmp_path / "other", storage={"url": there}, sources={
+            "arxiv": {"api_url": "http://127.0.0.1:8099/api/query", "retries": 0, "timeout_seconds": 60},
+            "rss": {"enabled": False}})
+        mine = config_with(tmp_path, storage={"url": here})
+        time.sleep(0.5)  # the listener is up
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, *cli_command(), "--config", str(other), "run"],
+                                cwd="/", env=cli_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            wait_for(asked.exists, timeout=60, what="the run's arXiv request", proc=proc)
+            subprocess.run(["ip", "link", "set", cable, "down"], check=True)  # the machine drops off
+            kill9(proc)
+            held = cli("--config", str(mine), "send", check=None)
+            began, result = time.monotonic(), held
+            while result.returncode == 75 and time.monotonic() - began < 150:
+                time.sleep(5)
+                result = cli("--config", str(mine), "send", check=None)
+            waited = time.monotonic() - began
+        finally:
+            for started in (proc, hole):
+                if started.poll() is None:
+                    started.kill()
+                    started.wait()
+    assert held.returncode == 75, held.stderr  # the dead machine's session still holds it at first
+    assert result.returncode == 0, result.stderr
+    assert waited < 150
