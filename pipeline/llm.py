@@ -23,6 +23,7 @@ import openai
 from pipeline.config import Enrich
 from pipeline.errors import LLMCallFailed
 from pipeline.retry import retry_after
+from pipeline.stopping import STOP
 from pipeline.text import clean_name, clip
 
 PLACEHOLDER_KEY = "EMPTY"  # sent when the key variable is set but empty (Ollama, vLLM, llama.cpp)
@@ -69,6 +70,11 @@ class DeadlineExceeded(openai.OpenAIError):
     """The item's wall-clock deadline passed; an OpenAIError, so the client stops retrying."""
 
 
+class StopAsked(openai.OpenAIError):
+    """SIGTERM or Ctrl-C came while a call was under way; an OpenAIError, so the client
+    sends no retry (each could wait timeout_seconds again)."""
+
+
 class ReplyTooLarge(openai.OpenAIError):
     """The reply's body passed MAX_REPLY_BYTES; not worth a retry."""
 
@@ -78,8 +84,8 @@ class DeadlineHttpClient(openai.DefaultHttpxClient):
 
     openai retries inside one create() call, each attempt with the same timeout. Every
     attempt passes through send(), so here each one gets min(its timeout, time left),
-    none starts after the deadline, a timeout that the deadline caused ends the call
-    at once, and a Retry-After longer than the time left means "do not retry"
+    none starts after the deadline or a stop asked for, a timeout that the deadline caused
+    ends the call at once, and a Retry-After longer than the time left means "do not retry"
     (the client obeys `x-should-retry: false`). `sent` counts the requests, retries too.
     """
 
@@ -93,6 +99,8 @@ class DeadlineHttpClient(openai.DefaultHttpxClient):
         left = None if deadline is None else deadline - time.monotonic()
         if left is not None and left <= 0:
             raise DeadlineExceeded("deadline passed before the request")
+        if STOP.is_set():
+            raise StopAsked("a stop was asked for before the request")
         with self._lock:
             self.sent += 1
         if deadline is None or left is None:
@@ -234,7 +242,7 @@ class Client:
         cfg = self.cfg
         if isinstance(exc, DeadlineExceeded):
             return f"deadline of {cfg.deadline_seconds:g} s passed ({exc})", False
-        if isinstance(exc, ReplyTooLarge):
+        if isinstance(exc, (ReplyTooLarge, StopAsked)):
             return str(exc), False
         if isinstance(exc, openai.APITimeoutError):
             return f"no reply from {cfg.base_url} within {cfg.timeout_seconds:g} s", False

@@ -7,8 +7,10 @@ result and stops the process as systemd would.
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -24,9 +26,14 @@ from tests.processes import (
     published,
     query,
     scheduler_config,
+    start_cli,
+    wait_for,
 )
 from tests.servers.arxiv_server import ArxivServer, hang
+from tests.servers.openai_server import OpenAIServer, stall
 from tests.servers.smtp_server import SmtpServer, refused_port
+
+KEY = "sk-test-schedule"
 
 
 @pytest.fixture
@@ -204,6 +211,37 @@ def test_sigterm_while_mailing_stops_between_readers_and_send_mails_the_rest_onc
     assert sent.startswith("sent 2, pending 0, failed 0"), sent
     assert sorted(r for m in smtp.messages for r in m.rcpt_tos) == people  # each reader once
     assert idle.stdout == idle.stderr == ""  # nothing waited: nothing for cron to mail
+
+
+def test_sigterm_during_an_llm_call_sends_no_retry_and_the_next_run_summarises(tmp_path, cli):
+    """A model that does not answer: a SIGTERM during its call ends the run once that call
+    times out; the client retried it after the stop (two more requests, each waiting out
+    timeout_seconds: 26 s here, 3 min with the defaults, past systemd's 90 s)."""
+    with ArxivServer(papers_now()) as arxiv, OpenAIServer() as llm:
+        llm.script = lambda request: stall(30)
+        config = config_with(tmp_path, arxiv, enrich={
+            "provider": "openai", "base_url": llm.url, "timeout_seconds": 3, "retries": 2,
+            "deadline_seconds": 120, "concurrency": 1})
+        with (tmp_path / "run.log").open("w") as log:
+            proc = start_cli("--config", str(config), "run", env={"OPENAI_API_KEY": KEY}, stderr=log)
+            try:
+                wait_for(lambda: llm.requests, timeout=60, what="the first LLM call", proc=proc)
+                began = time.monotonic()
+                proc.send_signal(signal.SIGTERM)
+                code = proc.wait(timeout=30)
+                took = time.monotonic() - began
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+        calls = len(llm.requests)
+        llm.script = None
+        again = cli("--config", str(config), "run", env={"OPENAI_API_KEY": KEY})
+    said = (tmp_path / "run.log").read_text()
+    assert code == 143, said
+    assert calls == 1, said  # no retry once the stop was asked for
+    assert took < 8, said  # the call's 3 s timeout, not three of them
+    assert "summarised 3 (0 cached)" in again.stdout, again.stdout
 
 
 def test_a_second_sigterm_ends_a_run_at_once(tmp_path, start):
