@@ -487,6 +487,19 @@ def test_a_webhook_that_moved_fails_the_row_rather_than_get_its_new_page(tmp_pat
     assert hook.reads == [] and hook.posts == []
 
 
+def test_a_receivers_words_in_plain_text_without_a_charset_are_read_as_utf_8(tmp_path, cli):
+    """A receiver that refuses a post in text/plain naming no charset (many a hook behind a
+    gateway) is quoted as it wrote, in the error line and in status: it was read as Latin-1,
+    so its Chinese came out as mojibake ('è¯·æ±...')."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("webhook") as hook:
+        hook.queue((400, {"Content-Type": "text/plain"}, "请求体格式错误 — bad body".encode()))
+        config = chat_config(tmp_path, arxiv, {"webhook": hook})
+        ran = cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for({"webhook": hook}), check=1)
+        status = cli("--config", str(config), "status")
+    assert "HTTP 400 请求体格式错误 — bad body" in ran.stderr, ran.stderr
+    assert "HTTP 400 请求体格式错误 — bad body" in status.stdout, status.stdout
+
+
 def test_a_retry_after_on_a_later_part_is_kept_too(tmp_path, cli):
     """A long digest goes to Telegram in parts; a flood wait on part 2 holds the row as one
     on part 1 would: an hourly send does not post through it."""

@@ -163,6 +163,15 @@ def _json(response: requests.Response) -> dict:
     return found if isinstance(found, dict) else {}
 
 
+def _text(response: requests.Response) -> str:
+    """The body as text: UTF-8 unless its Content-Type names a charset (requests reads a
+    text/* body without one as Latin-1, HTTP/1.1's old default: a receiver's Chinese words
+    became mojibake such as 'è¯·æ±')."""
+    if "charset" not in response.headers.get("Content-Type", "").lower():
+        response.encoding = "utf-8"
+    return response.text
+
+
 def _code(response: requests.Response, *keys: str) -> int | None:
     data = _json(response)
     for key in keys:
@@ -173,7 +182,7 @@ def _code(response: requests.Response, *keys: str) -> int | None:
 
 PLATFORMS = {
     "slack": Platform("slack.txt.j2", False, ("url_env",), _slack,
-                      lambda r: None if r.text.strip() == "ok" else _words(r)),
+                      lambda r: None if _text(r).strip() == "ok" else _words(r)),
     "feishu": Platform("markdown.md.j2", False, ("url_env",), _feishu,
                        lambda r: None if _code(r, "code", "StatusCode") == 0 else _words(r),
                        busy=lambda r: _code(r, "code") == 11232, one_post=True, takes=("secret_env",)),
@@ -550,7 +559,7 @@ def _words(response: requests.Response) -> str:
     """HTTP status and the platform's words, on one line and short (never the URL)."""
     data = _json(response)
     said = (data.get("msg") or data.get("errmsg") or data.get("description") or data.get("error")
-            if data else response.text)
+            if data else _text(response))
     said = render.one_line(json.dumps(said) if isinstance(said, dict) else said or "")[:200]
     moved = (data.get("parameters") or {}).get("migrate_to_chat_id") if data else None
     if moved:  # Telegram: the group became a supergroup with a new id, which it tells once asked

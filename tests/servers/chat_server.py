@@ -62,8 +62,9 @@ class ChatServer:
             return base
         return f"{base}/robot/send?access_token=tok" if self.kind == "dingtalk" else f"{base}/hook/abc"
 
-    def queue(self, *answers: tuple[int, dict] | None) -> None:
-        """The next requests' answers, in order; None answers one as usual."""
+    def queue(self, *answers: tuple[int, dict] | tuple[int, dict, bytes] | None) -> None:
+        """The next requests' answers (status, headers and optionally the body's bytes), in
+        order; None answers one as usual."""
         self._queue.extend(answers)
 
     def __enter__(self) -> Self:
@@ -116,9 +117,9 @@ class ChatServer:
                 body = None
             scripted = self._queue.popleft() if self._queue else None  # None: answer as usual
             if scripted is not None:
-                status, headers = scripted
+                status, headers, *said = scripted  # said: the body's bytes, when scripted too
                 self.requests.append(Request(time.monotonic(), path, query, body, status, key, raw, content_type))
-                return status, headers, {"error": f"scripted {status}"}
+                return status, headers, said[0] if said else {"error": f"scripted {status}"}
             if self.migrated_to and isinstance(body, dict) and str(body.get("chat_id")) == CHAT_ID:
                 self.requests.append(Request(time.monotonic(), path, query, body, 400, key, raw, content_type))
                 return 400, {}, {"ok": False, "error_code": 400,
