@@ -19,10 +19,10 @@ from typing import Any
 
 from rapidfuzz import fuzz, process
 
-from pipeline import __version__, calendar, coverage, lock, progress
+from pipeline import __version__, calendar, coverage, lock, progress, text
 from pipeline.config import Config
 from pipeline.models import Paper, SeedDocument, SeedEntry, merge_papers, seed_key
-from pipeline.sources import CALENDAR, Source, SourceReport, Window, arxiv_rss
+from pipeline.sources import CALENDAR, REGISTRY, Source, SourceReport, Window, arxiv_rss
 from pipeline.sources.http import Fetcher
 
 
@@ -102,7 +102,7 @@ def collect(config: Config, sources: Sequence[Source], report: CollectReport, fe
             got = source.fetch(replace(span, memory=memory.get(source.name)), fetcher)
             if got.report is not None:
                 report.sources[source.name] = got.report
-            found += got.papers
+            found += got.papers if source.name in REGISTRY else [cleaned(p) for p in got.papers]
             report.updates += got.updates
             report.documents += got.documents
             if got.memory is not None:
@@ -125,6 +125,16 @@ def collect(config: Config, sources: Sequence[Source], report: CollectReport, fe
             unique[paper.id] = paper
     report.papers = list(unique.values())
     report.fetched = len(report.papers)
+
+
+def cleaned(paper: Paper) -> Paper:
+    """A plug-in source's paper with its text cleaned and bounded as the built-in sources
+    clean theirs where it enters (pipeline/text.py)."""
+    return replace(paper, title=text.title(paper.title), abstract=text.prose(paper.abstract),
+                   authors=text.names(paper.authors),
+                   categories=tuple(c for c in map(text.clean_name, paper.categories) if c),
+                   comment=text.prose(paper.comment, 1000) or None,
+                   journal_ref=text.prose(paper.journal_ref, 500) or None)
 
 
 def with_versions(updates: Iterable[Paper], known: Mapping[str, Paper]) -> list[Paper]:

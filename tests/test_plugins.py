@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from tests import toy_channel
 from tests.helpers import plugin_env, rl_paper
-from tests.processes import config_with
+from tests.processes import config_with, db_rows
 from tests.servers.arxiv_server import ArxivServer
 
 AS_OF = "2026-11-02"
@@ -70,3 +70,23 @@ def test_a_plugin_whose_module_is_missing_is_a_config_error_naming_the_key(tmp_p
     for said in (checked.stderr + checked.stdout, result.stderr):
         assert "sources.plugins[0].type: cannot load source 'gone_module:JsonlSource'" in said
     assert "Traceback" not in result.stderr and "unexpected error" not in result.stderr
+
+
+def test_a_plugin_sources_text_is_cleaned_and_bounded_as_a_feeds_is(tmp_path, cli):
+    """A plug-in reads outside text too (a lab's JSON feed): a bidi override, an escape
+    sequence and a bell in its title, and a 190,000-character abstract, were stored as they
+    came, so they reached the terminal and every output; the built-in sources' rules apply."""
+    from dataclasses import replace
+
+    day = datetime(2026, 10, 29, 12, tzinfo=UTC)
+    paper = replace(rl_paper(7, day), title="GRPO \u202eevil\u202c \x1b]0;pwned\x07 zero\u200bwidth for RL of LLMs",
+                    abstract="We train a large language model with RL from verifiable rewards. " * 3000)
+    toy = [{"type": "toy_jsonl", "name": "toy", "path": jsonl(tmp_path / "a.jsonl", [paper])}]
+    config = config_with(tmp_path, sources={"arxiv": {"enabled": False}, "rss": {"enabled": False},
+                                            "plugins": toy})
+    cli("--config", str(config), "collect", "--as-of", AS_OF, env=plugin_env(tmp_path, ENTRY_POINTS))
+    shown = cli("--config", str(config), "status", "--paper", paper.id, env=plugin_env(tmp_path / "again", ENTRY_POINTS))
+    (row,) = db_rows(tmp_path, "SELECT title, abstract FROM papers")
+    assert row["title"] == "GRPO evil ]0;pwned zerowidth for RL of LLMs"
+    assert len(row["abstract"]) <= 6000 and row["abstract"].endswith("rewards.")
+    assert "\x1b" not in shown.stdout and "\u202e" not in shown.stdout
