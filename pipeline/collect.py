@@ -21,7 +21,7 @@ from rapidfuzz import fuzz, process
 
 from pipeline import __version__, calendar, coverage, lock, progress, text
 from pipeline.config import Config
-from pipeline.models import Paper, SeedDocument, SeedEntry, merge_papers, seed_key
+from pipeline.models import ARXIV_ID, Paper, SeedDocument, SeedEntry, merge_papers, seed_key, split_arxiv_id
 from pipeline.sources import CALENDAR, REGISTRY, Source, SourceReport, Window, arxiv_rss
 from pipeline.sources.http import Fetcher
 
@@ -102,7 +102,7 @@ def collect(config: Config, sources: Sequence[Source], report: CollectReport, fe
             got = source.fetch(replace(span, memory=memory.get(source.name)), fetcher)
             if got.report is not None:
                 report.sources[source.name] = got.report
-            found += got.papers if source.name in REGISTRY else [cleaned(p) for p in got.papers]
+            found += got.papers if source.name in REGISTRY else plugin_papers(got.papers, source.name, report)
             report.updates += got.updates
             report.documents += got.documents
             if got.memory is not None:
@@ -125,6 +125,25 @@ def collect(config: Config, sources: Sequence[Source], report: CollectReport, fe
             unique[paper.id] = paper
     report.papers = list(unique.values())
     report.fetched = len(report.papers)
+
+
+def plugin_papers(papers: Iterable[Paper], name: str, report: CollectReport) -> list[Paper]:
+    """A plug-in source's papers, each by its version-less arXiv id (a version or an abs
+    link is read as a feed's is) and cleaned; one whose id is no arXiv id is left out with
+    a warning: it became a link to arxiv.org and an arXiv DOI that do not exist, and an id
+    holding `}` broke its BibTeX entry."""
+    kept, odd = [], []
+    for paper in papers:
+        ident, version = split_arxiv_id(paper.id)
+        if ARXIV_ID.fullmatch(ident):
+            kept.append(cleaned(replace(paper, id=ident, version=version or paper.version)))
+        else:
+            odd.append(paper.id)
+    if odd:
+        report.sources.setdefault(name, SourceReport()).warnings.append(
+            f"{name}: left out {len(odd)} paper(s) whose id is not an arXiv id such as 2410.10110: "
+            f"{text.clip(text.clean_name(repr(odd[0])), 80)}")
+    return kept
 
 
 def cleaned(paper: Paper) -> Paper:

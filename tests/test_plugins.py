@@ -5,6 +5,7 @@ in one real run of the CLI."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from tests import toy_channel
@@ -76,8 +77,6 @@ def test_a_plugin_sources_text_is_cleaned_and_bounded_as_a_feeds_is(tmp_path, cl
     """A plug-in reads outside text too (a lab's JSON feed): a bidi override, an escape
     sequence and a bell in its title, and a 190,000-character abstract, were stored as they
     came, so they reached the terminal and every output; the built-in sources' rules apply."""
-    from dataclasses import replace
-
     day = datetime(2026, 10, 29, 12, tzinfo=UTC)
     paper = replace(rl_paper(7, day), title="GRPO \u202eevil\u202c \x1b]0;pwned\x07 zero\u200bwidth for RL of LLMs",
                     abstract="We train a large language model with RL from verifiable rewards. " * 3000)
@@ -90,3 +89,25 @@ def test_a_plugin_sources_text_is_cleaned_and_bounded_as_a_feeds_is(tmp_path, cl
     assert row["title"] == "GRPO evil ]0;pwned zerowidth for RL of LLMs"
     assert len(row["abstract"]) <= 6000 and row["abstract"].endswith("rewards.")
     assert "\x1b" not in shown.stdout and "\u202e" not in shown.stdout
+
+
+def test_a_plugin_papers_id_must_be_an_arxiv_id_and_may_carry_its_version(tmp_path, cli):
+    """Every paper is an arXiv paper (its link, DOI and BibTeX eprint are made of its id): a
+    plug-in's paper under another id is left out with a warning naming it (one holding `}`
+    broke its BibTeX entry); 'arXiv:2611.00009v3' reads as a feed's id does."""
+    import bibtexparser
+
+    day = datetime(2026, 10, 29, 12, tzinfo=UTC)
+    odd = rl_paper(7, day, title="Lab paper on GRPO for reinforcement learning of LLMs")
+    good = rl_paper(9, day)
+    path = tmp_path / "a.jsonl"
+    jsonl(path, [replace(odd, id="lab-7} @misc{evil, title={pwned"), replace(good, id=f"arXiv:{good.id}v3")])
+    config = config_with(tmp_path, sources={"arxiv": {"enabled": False}, "rss": {"enabled": False},
+                                            "plugins": [{"type": "toy_jsonl", "name": "lab", "path": str(path)}]})
+    collected = cli("--config", str(config), "collect", "--as-of", AS_OF, env=plugin_env(tmp_path, ENTRY_POINTS))
+    exported = cli("--config", str(config), "export", "--format", "bibtex")
+    assert "lab: left out 1 paper(s) whose id is not an arXiv id such as 2410.10110: " \
+           "'lab-7} @misc{evil, title={pwned'" in collected.stderr, collected.stderr
+    (entry,) = bibtexparser.loads(exported.stdout).entries
+    assert entry["eprint"] == good.id and entry["url"] == f"https://arxiv.org/abs/{good.id}"
+    assert db_rows(tmp_path, "SELECT id, version FROM papers") == [{"id": good.id, "version": 3}]

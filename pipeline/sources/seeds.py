@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from pipeline.config import bundled
-from pipeline.models import SeedDocument, SeedEntry, SeedWarning, split_arxiv_id
+from pipeline.models import ARXIV_ID, SeedDocument, SeedEntry, SeedWarning, split_arxiv_id
 from pipeline.sources import Found, SourceSetup, Window
 from pipeline.sources.http import Fetcher
 from pipeline.text import clean_name, prose  # a seed file is outside text, as a feed is
@@ -34,7 +34,6 @@ _CJK = re.compile(
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff"
 _NAV = re.compile(r"^\S.{0,30}?\s*第\s*\d+\s*页$")  # "强化学习 第4页": page chrome
 _DATE = r"(\d{4})-(\d{1,2})-(\d{1,2})"
-_ARXIV_ID = re.compile(r"\d{4}\.\d{4,5}|[a-z-]+(?:\.[A-Z]{2})?/\d{7}")  # 2410.10110, hep-th/9901001
 _DATED = re.compile(rf"^(.+?)\s*[（(]\s*{_DATE}\s*[）)]\s*[：:]\s*(.*)$")
 _DATE_ONLY = re.compile(rf"^[（(]?\s*{_DATE}\s*[）)]?\s*[：:]?$")
 _DATE_FIRST = re.compile(rf"^[（(]?\s*{_DATE}(?!\d)")  # no title starts with its date
@@ -480,7 +479,7 @@ def _yaml_entry(source: str, item: object, node: yaml.Node,
     # 'arXiv:2410.10110' or its abs URL, as pasted, is the id; anything else was never found
     # (the entry waited for a paper no search could return, and never showed)
     arxiv_id = split_arxiv_id(clean_name(values.get("arxiv_id")))[0] or None
-    if arxiv_id and not _ARXIV_ID.fullmatch(arxiv_id):
+    if arxiv_id and not ARXIV_ID.fullmatch(arxiv_id):
         warn(fields.get("arxiv_id", (line, None))[0],
              f"key 'arxiv_id' must be an arXiv id such as 2410.10110, not {values['arxiv_id']!r}; "
              "entry skipped")
