@@ -18,11 +18,12 @@ AUTHORS_MAX = 100  # names kept per paper; large collaborations list more
 PROSE_MAX = 6000  # abstracts (arXiv allows 1,920), comments, journal references
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
-# C0 controls but tab and newline, DEL, C1 controls; bidi embeddings, overrides, isolates
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but tab and newline, DEL, C1 controls; bidi embeddings, overrides, isolates;
+# the invisible tag characters (U+E0000-E007F), which spell hidden ASCII a reader never sees
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\U000e0000-\U000e007f]")
 # also, in titles and names: zero-width characters, bidi marks, the byte-order mark
 _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
-                        "\u200b-\u200f\u2060-\u2064\ufeff\u180e\u061c]")
+                        "\u200b-\u200f\u2060-\u2064\ufeff\u180e\u061c\U000e0000-\U000e007f]")
 _XML_CHARREF = re.compile(rb"&#(?:[xX]([0-9a-fA-F]{1,8})|([0-9]{1,10}));")
 _XML_BAD_BYTES = bytes(b for b in range(32) if b not in (9, 10, 13))
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*")

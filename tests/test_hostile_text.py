@@ -18,8 +18,9 @@ from tests.servers.smtp_server import SmtpServer
 AS_OF = "2026-11-02"
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 # what a hostile feed puts in a title: a lone surrogate (as XML and as a C1 string),
-# an OSC "set the terminal title" in its 8-bit form ending in BEL, ESC, a right-to-left override
-HOSTILE = "&#xD800; &#55296; \u009d0;pwned&#7;\x1b[31m \u202eevil\u202c zero\u200bwidth"
+# an OSC "set the terminal title" in its 8-bit form ending in BEL, ESC, a right-to-left override,
+# a zero-width space and tag characters (invisible ASCII: "Hi")
+HOSTILE = "&#xD800; &#55296; \u009d0;pwned&#7;\x1b[31m \u202eevil\u202c zero\u200bwi\U000e0048\U000e0069dth"
 
 
 def stored(tmp_path, paper_id: str) -> dict:
@@ -297,6 +298,7 @@ def test_a_seed_file_is_outside_text_cleaned_as_a_feed_is(tmp_path, cli):
 def test_what_reaches_a_terminal_has_no_escape_bell_or_bidi_override():
     """A database written before a source cleaned its text still prints safely."""
     assert for_terminal("a\x1b[31m\u202eb\u202c\x07 c\td\n") == "a[31mb c\td\n"
+    assert clean("an abstract\U000e0049\U000e0067\U000e006e with hidden tags") == "an abstract with hidden tags"
 
 
 def test_a_readers_name_reaches_the_to_header_without_a_bidi_override(tmp_path, cli):
