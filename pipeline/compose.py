@@ -31,7 +31,8 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
                 seed: SeedEntry | None = None, translation: dict | None = None) -> Entry:
     """A paper as a digest line; a seed's curated Chinese beats the LLM's.
 
-    Without a summary the English line is the abstract's contribution sentence. Links
+    Without a summary the English line is the abstract's contribution sentence; without a
+    title (a feed's was empty, or only invisible characters) the paper is called by its id. Links
     and venue are read from the abstract, comment and journal-ref; TeX in the title, the
     authors' names (`R\\"opke`) and the abstract a featured paper shows becomes text.
     """
@@ -39,7 +40,8 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
     curated_zh = seed.summary_zh if seed else None
     curated_en = (seed.summary_en if seed else None) or (translation or {}).get("summary_en")
     return Entry(
-        key=paper_key(paper.id), title=readable(paper.title) or paper.title, topic=topic,
+        key=paper_key(paper.id), title=readable(paper.title) or paper.title or f"arXiv:{paper.id}",
+        topic=topic,
         url=paper.abs_url, date=entry_date(paper, seed),
         authors=tuple(readable(a) or a for a in paper.authors), categories=paper.categories,
         score=score,

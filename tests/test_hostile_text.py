@@ -414,3 +414,24 @@ def test_a_category_with_braces_from_a_feed_leaves_the_bibtex_entry_whole(tmp_pa
     (entry,) = bibtexparser.loads(exported.stdout).entries
     assert entry["primaryclass"] == "cs.LG\\textbraceright{}\\textbraceleft{}\\%"
     assert entry["url"] == "https://arxiv.org/abs/2611.00001"
+
+
+def test_a_paper_whose_title_is_empty_once_cleaned_is_called_by_its_id(tmp_path, cli):
+    """A feed title of nothing but invisible characters (or none at all) left a paper
+    titled '': an empty link `**[](…)**` in the digest, a blank line in the reading list and
+    `title = {{}}` in BibTeX."""
+    import bibtexparser
+
+    paper = replace(rl_paper(1, DAY), title="MARK")
+    with ArxivServer([paper]) as server:
+        config = config_for(tmp_path, server, rss=True)
+        _, _, body = server.answer(f"/rss/{'+'.join(CATS)}", {}, OK)
+        server.script("/rss/", raw(body.replace(b"MARK", "\u200b\u202e\U000e0041 ".encode()), RSS_TYPE))
+        server.papers.clear()  # only the feed knows the paper
+        cli("--config", str(config), "run", "--as-of", AS_OF)
+    exported = cli("--config", str(config), "export", "--format", "bibtex")
+    digest = (tmp_path / "out" / "digests" / f"{AS_OF}.md").read_text(encoding="utf-8")
+    assert f"[arXiv:{paper.id}](https://arxiv.org/abs/{paper.id})" in digest and "[](" not in digest
+    assert f"[arXiv:{paper.id}](" in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
+    (entry,) = bibtexparser.loads(exported.stdout).entries
+    assert entry["title"] == f"{{arXiv:{paper.id}}}"
