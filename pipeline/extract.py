@@ -51,6 +51,9 @@ def _latex() -> Any:  # imported on first use: collecting never pays for it
 # raises): \url{u} is u, \href{u}{text} is "text (u)", a citation goes with its space.
 _LINK = re.compile(r"\\(?:url|href)\{([^{}\s]+)\}(?:\{([^{}]*)\})?")
 _CITE = re.compile(r"\s*~?\\cite[a-z]*\*?(?:\[[^\]]*\])*\{[^{}]*\}")
+# A line break (\\, \\*, \\[2pt], \newline), which a title or an abstract copied from a TeX
+# source carries: one space, as a reader reads it (it stayed as two backslashes).
+_BREAK = re.compile(r"[ \t]*(?:\\\\\*?(?:\[[^\]]{0,20}\])?|\\newline(?![A-Za-z]))[ \t]*")
 
 
 def _link(match: re.Match[str]) -> str:
@@ -79,7 +82,7 @@ def readable(text: str | None) -> str | None:
     if "--" in text:
         text = _DASHES.sub(lambda m: "—" if m.group(0) == "---" else "–", text)
     if "\\" in text:
-        text = _CITE.sub("", _LINK.sub(_link, text))
+        text = _BREAK.sub(" ", _CITE.sub("", _LINK.sub(_link, text)))
     text = _MATH.sub(lambda m: _tex_piece(m.group(1)), text)
     return _COMMAND.sub(lambda m: _tex_piece(m.group(0)), text)
 

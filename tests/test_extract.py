@@ -121,7 +121,10 @@ def test_venue(comment, journal_ref, expected):
     # typewriter and sans names of tools keep their text (pylatexenc dropped it)
     ("We release \\texttt{ToolRL} and \\textsf{Bench}.", "We release ToolRL and Bench."),
     ("a \\textless{}tag\\textgreater{} in text", "a <tag> in text"),  # pylatexenc dropped both
-    ("lines a\\\\b", "lines a\\\\b"),  # a line break, then b: not the accent \b
+    ("lines a\\\\b", "lines a b"),  # a line break, then b: not the accent \b
+    # a line break in a title copied from TeX is a space, as read
+    ("Reward Models \\\\ A Survey", "Reward Models A Survey"), ("A:\\\\*[2pt]B", "A: B"),
+    ("x \\newline y", "x y"), ("$a \\\\ b$ rows", "a b rows"),
     ("an \\mbox{RL-free} \\textup{step}", "an RL-free step"),
 ])
 def test_readable_tex(raw, shown):
