@@ -8,6 +8,7 @@ skipped, so one odd line never costs the rest of the file.
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date
@@ -360,6 +361,12 @@ def _parse_text(source: str, text: str) -> SeedDocument:
 # --- YAML: the format for the user's own seed files -------------------------------------
 
 
+# A wrong value as a warning shows it: its start, a few items two levels deep (YAML aliases
+# make a list of 9^n items out of n short lines, whose whole repr never ends).
+_SHORT = reprlib.Repr()
+_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict = 2, 4, 4
+
+
 class _Loader(yaml.SafeLoader):
     """Safe loader that leaves dates as text, so one bad date costs an entry, not the file."""
 
@@ -456,10 +463,10 @@ def _yaml_entry(source: str, item: object, node: yaml.Node,
             # arxiv_id: 2410.10110 would lose its last digit as a float: keep the text as written
             value = value_node.value if isinstance(value_node, yaml.ScalarNode) else str(value)
         if key == "featured" and not isinstance(value, bool):
-            warn(where, f"key 'featured' must be true or false, not {value!r}; entry skipped")
+            warn(where, f"key 'featured' must be true or false, not {_SHORT.repr(value)}; entry skipped")
             return None
         if key != "featured" and value is not None and not isinstance(value, str):
-            warn(where, f"key {key!r} must be text, not {value!r}; entry skipped")
+            warn(where, f"key {key!r} must be text, not {_SHORT.repr(value)}; entry skipped")
             return None
         values[key] = value
     title = clean_name(values.get("title"))
