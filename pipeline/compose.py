@@ -215,7 +215,9 @@ def curated_comparison(featured: Sequence[Entry], documents: Sequence[SeedDocume
             if any(e.title not in header for e in featured):
                 continue
             order = [header.index(e.title) for e in featured]
-            table = tuple(Row(r[0], "", tuple((r[i], "") for i in order)) for r in rows)
+            # a row pasted short of a cell has that cell empty (it stopped every run)
+            table = tuple(Row(r[0], "", tuple((r[i] if i < len(r) else "", "") for i in order))
+                          for r in rows)
             return table, doc.synthesis_zh, None
     return (), None, None
 

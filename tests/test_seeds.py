@@ -525,3 +525,22 @@ def test_a_seed_naming_an_older_paper_by_id_gets_its_record_from_arxiv(tmp_path,
     assert "Grace Hopper" in curated and "我的 强化学习 摘要" in curated
     assert "2608.00009" not in digest.split("收录 · From the reading list", 1)[0]  # never this week's
     assert len(asked) == 1 and again == asked  # stored: not asked again
+
+
+def test_a_seed_pages_table_row_pasted_short_of_a_cell_shows_it_empty(tmp_path, cli):
+    """A comparison row with a cell missing (or one too many) is how a table reads after a
+    careless paste: the digest of that page stopped with 'unexpected error: IndexError'."""
+    from tests.helpers import write_config
+
+    (tmp_path / "seeds").mkdir()
+    (tmp_path / "seeds" / "010_page.txt").write_text(
+        "Alpha Paper on RLHF（2026-05-12）：第一篇论文摘要。\n"
+        "Beta Paper on GRPO（2026-05-11）：第二篇论文摘要。\n"
+        "Alpha 发现标准流程中的核心问题：问题一。\n解决方案：方案。\n📄 查看论文\n"
+        "Beta 发现新问题：问题二。\n关键发现：发现。\n📄 查看论文\n"
+        "| 维度 | Alpha | Beta |\n|---|---|---|\n| 视角 | 正面 |\n| 核心问题 | 甲 | 乙 | 丙 |\n"
+        "综合洞察：总结。\n", encoding="utf-8")
+    config = write_config(tmp_path, {"seeds": {"paths": ["seeds"]}}, seeds=False)
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
+    assert "| 视角 | 正面 |  |\n" in digest and "| 核心问题 | 甲 | 乙 |\n" in digest, digest
