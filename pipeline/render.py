@@ -32,7 +32,7 @@ from pipeline.config import bundled
 from pipeline.extract import checked_url
 from pipeline.models import Digest, Entry, Section
 from pipeline.sources import seeds
-from pipeline.text import first_sentence
+from pipeline.text import clean_name, first_sentence
 
 if TYPE_CHECKING:
     from pipeline.config import Config
@@ -57,14 +57,15 @@ def one_line(value: object) -> str:
     return " ".join(_CONTROL.sub(" ", str(value)).split())
 
 
-_PAPER_TAG = re.compile(r"<\s*/?\s*paper\b[^>]*>", re.IGNORECASE)
+_PAPER_TAG = re.compile(r"(?:<|&lt;)\s*/?\s*paper\b.*?(?:>|&gt;)", re.IGNORECASE)
 
 
 def data_line(value: object) -> str:
     """Outside text (an arXiv title or abstract) for a prompt's <paper> block: one_line, with
     no <paper> or </paper> in it, so the text cannot end its block and write instructions
-    after it."""
-    return one_line(_PAPER_TAG.sub(" ", str(value)))
+    after it; nor one written `&lt;/paper&gt;` or with a zero-width character inside, which a
+    model reads as the tag (the invisible characters go first, as from a title)."""
+    return one_line(_PAPER_TAG.sub(" ", clean_name(str(value))))
 
 
 _PUNCT = frozenset(string.punctuation)
