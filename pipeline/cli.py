@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import jinja2
 import yaml
 
 from pipeline import (
@@ -126,11 +127,7 @@ class Group(click.Group):
         try:
             return super().invoke(ctx)
         except DigestError as exc:
-            state = ctx.find_object(State)
-            if state is not None and state.verbose:
-                echo(traceback.format_exc().rstrip(), err=True)
-            echo(f"rl-digest: {exc}".replace("\n", " "), err=True)
-            ctx.exit(exc.exit_code)
+            _failed(ctx, exc)
         except click.UsageError as exc:  # click's own runs to a usage block: one line, as ours
             where = exc.ctx.command_path if exc.ctx else "rl-digest"
             echo(f"rl-digest: {' '.join(exc.format_message().split())} ({where} --help)", err=True)
@@ -142,6 +139,10 @@ class Group(click.Group):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's signal docs)
                 ctx.exit(128 + signal.SIGPIPE)  # as a shell reports a command its pipe ended
             state = ctx.find_object(State)
+            if isinstance(exc, jinja2.TemplateError) and state is not None and state._config is not None:
+                own = render_mod.own_template_failure(exc, state._config.templates.dir)
+                if own is not None:  # a user's template, maybe copied from an older release
+                    _failed(ctx, own)
             what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
             if state is not None and state.verbose:
                 echo(traceback.format_exc().rstrip(), err=True)
@@ -149,6 +150,15 @@ class Group(click.Group):
             else:
                 echo(f"rl-digest: unexpected error: {what} (run again with -v for the traceback)", err=True)
             ctx.exit(1)
+
+
+def _failed(ctx: click.Context, exc: DigestError) -> None:
+    """One line, and the error's exit code; the traceback first with -v."""
+    state = ctx.find_object(State)
+    if state is not None and state.verbose:
+        echo(traceback.format_exc().rstrip(), err=True)
+    echo(f"rl-digest: {exc}".replace("\n", " "), err=True)
+    ctx.exit(exc.exit_code)
 
 
 def globals_first(args: list[str], commands: Collection[str]) -> list[str]:

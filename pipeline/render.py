@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import string
+import traceback
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -29,6 +30,7 @@ import jinja2
 
 from pipeline import links
 from pipeline.config import bundled
+from pipeline.errors import ConfigError
 from pipeline.extract import checked_url
 from pipeline.models import Digest, Entry, Section
 from pipeline.sources import seeds
@@ -327,6 +329,34 @@ def loader(user_dir: Path | None) -> jinja2.BaseLoader:
         loaders.append(jinja2.FileSystemLoader(str(user_dir)))
     loaders.append(jinja2.FileSystemLoader(str(bundled("templates"))))
     return jinja2.ChoiceLoader(loaders)
+
+
+def own_template_failure(exc: jinja2.TemplateError, user_dir: Path | None) -> ConfigError | None:
+    """A template that failed while a templates.dir replaces built-in ones, as one line naming
+    them: a copy made from an older release lacks what this release's templates take from it
+    (a macro of partials/labels.j2, a variable). None when it replaces none (a bug of ours)."""
+    if user_dir is None or not user_dir.is_dir():
+        return None
+    shipped = bundled("templates")
+    mine = sorted(str(path.relative_to(user_dir)) for path in user_dir.rglob("*")
+                  if path.is_file() and (shipped / path.relative_to(user_dir)).is_file())
+    if not mine:
+        return None
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename.endswith(".j2")]
+    where = ""
+    if frames:
+        path = Path(frames[-1].filename)
+        name = next((str(path.relative_to(root)) for root in (user_dir, shipped)
+                     if path.is_relative_to(root)), path.name)
+        where = f"{name}:{frames[-1].lineno}: "
+    what = " ".join(str(exc.message or exc).split())
+    one = len(mine) == 1
+    named = ", ".join(mine[:3]) + (f" and {len(mine) - 3} more" if len(mine) > 3 else "")
+    them = "it" if one else "them"
+    return ConfigError(f"templates.dir {user_dir}: {where}{what}",
+                       f"your {named} replace{'s' if one else ''} the built-in file{'' if one else 's'} "
+                       f"of that name, and a copy from an older release lacks what this one needs: "
+                       f"update {them} from {shipped}, or move {them} aside")
 
 
 class _CompiledTemplates(jinja2.FileSystemBytecodeCache):

@@ -129,6 +129,29 @@ def test_render_and_preview_rebuild_a_stored_digest(tmp_path, cli):
     assert "--digest: no digest 1999-01-01" in missing.stderr
 
 
+def test_a_template_copied_from_an_older_release_is_one_line_naming_it(tmp_path, cli):
+    """templates.dir holding a partials/labels.j2 copied from an older release, before the
+    macros this release's templates import from it: exit 2 and one line naming the folder
+    and the file (it was 'unexpected error: UndefinedError', exit 1, after an upgrade)."""
+    from tests.servers.arxiv_server import ArxivServer
+
+    settings = {"enrich": {"provider": "none"}}
+    with ArxivServer() as arxiv:
+        settings["sources"] = {"arxiv": {"api_url": arxiv.api_url, "retries": 1},
+                               "rss": {"urls": [arxiv.rss_url(["cs.LG"])]}}
+        config = write_config(tmp_path, settings)
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+    partials = tmp_path / "mine" / "partials"
+    partials.mkdir(parents=True)
+    (partials / "labels.j2").write_text("{%- macro both(key) -%}{{ key }}{%- endmacro -%}\n", encoding="utf-8")
+    config = write_config(tmp_path, {**settings, "templates": {"dir": "mine"}})
+    failed = cli("--config", str(config), "render", "--digest", "2026-11-02", check=2)
+    line, = failed.stderr.splitlines()
+    assert line.startswith(f"rl-digest: templates.dir {tmp_path / 'mine'}: ")
+    assert "(your partials/labels.j2 replaces the built-in file of that name, and a copy from an older " \
+           "release lacks what this one needs: update it from " in line and line.endswith(", or move it aside)")
+
+
 def test_output_into_a_pipe_closed_early_ends_quietly(tmp_path):
     """`rl-digest doctor | head -3`: the reader stopped reading; no "unexpected error" line."""
     config = write_config(tmp_path, {"enrich": {"provider": "none"}}, seeds=False)
