@@ -137,9 +137,10 @@ def overview(config: Config, store: Store) -> str:
         if run["kind"] in ("publish", "preview") and report:
             parts = (f"digest {report.get('digest') or 'none'}, relevant {report.get('relevant', 0)}, "
                      f"summarised {report.get('summarised', 0)} ({report.get('cached', 0)} cached), "
-                     f"LLM calls {report.get('llm_calls', 0)}"
-                     f"{requests_note(report.get('llm_calls', 0), report.get('llm_requests'))}, "
-                     f"tokens {report.get('tokens_in', 0)} in / "
+                     + (f"LLM calls {report['llm_calls']}"  # none before a release counted them
+                        f"{requests_note(report['llm_calls'], report.get('llm_requests'))}, "
+                        if "llm_calls" in report else "")
+                     + f"tokens {report.get('tokens_in', 0)} in / "
                      f"{report.get('tokens_out', 0)} out, {report.get('llm_failures', 0)} failed, "
                      f"glossary flags {report.get('glossary_flags', 0)}, "
                      f"sent {report.get('sent', 0)}, pending {report.get('pending', 0)}")

@@ -107,3 +107,22 @@ def test_status_of_one_paper_shows_its_title_as_a_reader_reads_it(tmp_path, cli)
     assert shown.splitlines()[0] == f"{paper.id}v1  GRPO-λ – A Survey of RL for LLM Reasoning", shown
     topic = next(line for line in shown.splitlines() if line.startswith("  topic: "))
     assert re.fullmatch(r"  topic: [a-z_]+( \(also [a-z_]+(, [a-z_]+)*\))?", topic), topic  # words, no Python list
+
+
+def test_a_publish_of_a_release_that_counted_no_llm_calls_shows_none(tmp_path, cli):
+    """The first releases' run reports have tokens and failures but no `llm_calls`: status
+    leaves the count out after an upgrade (it read 'LLM calls 0, tokens 4700 in / 2350 out')."""
+    from pipeline.store import Store
+
+    config = write_config(tmp_path, seeds=False)
+    store = Store.open(f"sqlite:///{tmp_path}/state/digest.sqlite3")
+    old = store.start_run("publish", datetime(2026, 10, 5, tzinfo=UTC))
+    store.finish_run(old, "ok", {"digest": "2026-10-05", "relevant": 43, "summarised": 37, "cached": 0,
+                                 "llm_failures": 5, "tokens_in": 4700, "tokens_out": 2350, "sent": 2})
+    new = store.start_run("publish", datetime(2026, 10, 12, tzinfo=UTC))
+    store.finish_run(new, "ok", {"digest": "2026-10-12", "llm_calls": 0, "tokens_in": 0, "tokens_out": 0})
+    store.close()
+    lines = cli("--config", str(config), "status").stdout.splitlines()
+    shown = {line.split()[0]: line for line in lines if line.startswith("  #")}
+    assert "summarised 37 (0 cached), tokens 4700 in / 2350 out, 5 failed" in shown[f"#{old}"]
+    assert "summarised 0 (0 cached), LLM calls 0, tokens 0 in / 0 out, 0 failed" in shown[f"#{new}"]
