@@ -31,13 +31,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import jinja2
 from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_EXECUTED, EVENT_JOB_MISSED, EVENT_SCHEDULER_STARTED
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from pipeline import lock
+from pipeline import lock, render
 from pipeline.config import Config
 from pipeline.deliver.files import write_atomic
 from pipeline.deliver.outbox import StoreOutbox, next_retry
@@ -198,8 +199,13 @@ def guarded(config: Config, name: str, work: Callable[[], object],
             if on_failed is not None and not STOP.is_set():
                 on_failed()
         except Exception as exc:  # keep the scheduler alive; the traceback with -v
-            log.error("%s failed: %s: %s", name, type(exc).__name__, exc,
-                      exc_info=log.isEnabledFor(logging.DEBUG))
+            own = (render.own_template_failure(exc, config.templates.dir)
+                   if isinstance(exc, jinja2.TemplateError) else None)
+            if own is not None:  # a user's template, maybe copied from an older release
+                log.error("%s failed: %s", name, own)
+            else:
+                log.error("%s failed: %s: %s", name, type(exc).__name__, exc,
+                          exc_info=log.isEnabledFor(logging.DEBUG))
             if on_failed is not None and not STOP.is_set():
                 on_failed()
         finally:

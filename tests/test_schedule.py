@@ -13,7 +13,7 @@ import pytest
 from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
 from apscheduler.executors.base import run_job
 
-from pipeline import lock, schedule
+from pipeline import lock, render, schedule
 from pipeline.config import crontab, load
 from pipeline.errors import ConfigError, DigestError
 from pipeline.stopping import STOP, Stopped
@@ -381,6 +381,24 @@ def test_an_unexpected_error_is_one_line_and_the_scheduler_lives_on(tmp_path, ca
     schedule.guarded(config, "collect", work)()
     assert "collect failed: OSError: [Errno 28] No space left on device" in caplog.text
     assert "Traceback" not in caplog.text
+
+
+def test_a_template_copied_from_an_older_release_is_named_in_the_schedulers_log(tmp_path, caplog):
+    """A scheduled publish that a templates.dir file from an older release breaks logs the
+    line `run` prints (it logged 'publish failed: UndefinedError: ...' with no word of the file)."""
+    caplog.set_level(logging.INFO, logger="pipeline")
+    (tmp_path / "mine" / "partials").mkdir(parents=True)
+    (tmp_path / "mine" / "partials" / "labels.j2").write_text("{%- macro both(key) -%}{{ key }}{%- endmacro -%}\n",
+                                                                encoding="utf-8")
+    config = load(write_config(tmp_path, {"templates": {"dir": "mine"}}, seeds=False))
+
+    def work():
+        render.text_env(config.templates.dir).from_string(
+            '{% import "partials/labels.j2" as lab %}{{ lab.tag("zh") }}').render()
+
+    schedule.guarded(config, "publish", work)()
+    assert f"publish failed: templates.dir {tmp_path / 'mine'}: " in caplog.text
+    assert "(your partials/labels.j2 replaces the built-in file of that name" in caplog.text
 
 
 def test_serve_returns_at_once_when_stop_came_before_the_scheduler_started(tmp_path, stop_flag):
