@@ -472,10 +472,11 @@ class Store:
             return kept + (conn.execute(untied).scalar() or 0)
 
     def marked(self, relevant: bool) -> list[Paper]:
-        """The papers the install's own verdict (rl-digest mark) calls relevant, or not."""
+        """The papers the install's own verdict (rl-digest mark) calls relevant, or not, by id:
+        the refit learns from them in this order, the same on every backend."""
         mine = _mine()
         query = (sa.select(papers).join(mine, mine.c.item_key == _key())
-                 .where(mine.c.verdict.is_(relevant)))
+                 .where(mine.c.verdict.is_(relevant)).order_by(papers.c.id))
         with self.engine.connect() as conn:
             return [row_to_paper(row) for row in conn.execute(query).mappings()]
 

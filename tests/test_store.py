@@ -416,3 +416,17 @@ def test_an_older_database_counts_every_paper_as_changed_once(db_url):
     with store.engine.connect() as conn:
         assert conn.execute(sa.text("SELECT count(*) FROM papers WHERE changed_at IS NULL")).scalar() == 0
     assert [p.id for p, _ in store.listed_changed()] == ["2401.00001"]
+
+
+def test_the_installs_verdicts_come_in_paper_order_on_every_backend(db_url):
+    """The refit learns from them in the order they come, and its model differs with it: the
+    same marks made one model on SQLite and another on PostgreSQL (an upgrade's week 3)."""
+    store = Store.open(db_url)
+    store.upsert_papers([paper(f"2401.0000{n}") for n in range(1, 6)])
+    for pid in ("2401.00004", "2401.00002", "2401.00005", "2401.00001"):
+        store.set_verdict(pid, False)
+    store.set_verdict("2401.00003", True)
+    store.set_verdict("2401.00002", None)
+    store.set_verdict("2401.00002", False)
+    store.upsert_papers([paper("2401.00001", version=2), paper("2401.00004", version=2)])  # rows rewritten
+    assert [p.id for p in store.marked(relevant=False)] == ["2401.00001", "2401.00002", "2401.00004", "2401.00005"]
