@@ -18,6 +18,7 @@ from typing import Any, TextIO
 import orjson
 
 from pipeline.models import Entry, collapse, safe_id
+from pipeline.text import OTHERS
 
 FORMATS = {"bibtex": "bib", "ris": "ris", "csljson": "json", "jsonl": "jsonl"}  # format -> file suffix
 ARXIV_DOI = "10.48550/arXiv.{}"  # the DOI arXiv registers for every paper
@@ -172,6 +173,19 @@ def cited(name: str, text: Callable[[str], str] = str) -> str:
     return ", ".join(part for part in map(text, name_parts(name)) if part)
 
 
+def named(entry: Entry) -> tuple[tuple[str, ...], bool]:
+    """The entry's author names, and whether the paper lists more: a list cut where it was
+    collected ends in OTHERS (pipeline/text.py). BibTeX writes that as `and others`, CSL-JSON
+    as the name {"literal": "others"} (citeproc's et al.), RIS (which has none) in a note."""
+    if entry.authors[-1:] == (OTHERS,):
+        return entry.authors[:-1], True
+    return entry.authors, False
+
+
+# RIS has no name for the authors left out: an AU line 'et al.' would be imported as a person.
+RIS_MORE = "Authors: the first {} listed here; the paper names more."
+
+
 def _code(entry: Entry) -> str | None:
     return dict(entry.links).get("code")
 
@@ -253,9 +267,10 @@ def _unknown(char: str) -> str:
 
 def bibtex(entry: Entry) -> str:
     ident = arxiv_id(entry)
+    authors, more = named(entry)
     fields = [("title", "{" + bibtex_text(entry.title) + "}"),  # double braces keep its case
-              ("author", " and ".join("{" + bibtex_text(a) + "}" if " and " in a or a.count(",") > 2
-                                      else cited(a, _tex) for a in entry.authors))]
+              ("author", " and ".join([*("{" + bibtex_text(a) + "}" if " and " in a or a.count(",") > 2
+                                         else cited(a, _tex) for a in authors), *[OTHERS] * more]))]
     if entry.date:
         fields += [("year", entry.date[:4]), ("date", entry.date)]
     if ident:
@@ -273,12 +288,14 @@ def bibtex(entry: Entry) -> str:
 def ris(entry: Entry) -> str:
     ident = arxiv_id(entry)
     lines = [("TY", "GEN"), ("ID", cite_key(entry)), ("TI", flat(entry.title))]
-    lines += [("AU", cited(a)) for a in entry.authors]
+    authors, more = named(entry)
+    lines += [("AU", cited(a)) for a in authors]
     if entry.date:
         lines += [("PY", entry.date[:4]), ("DA", entry.date.replace("-", "/"))]
     lines += [("UR", entry.url or ""), ("AB", _abstract(entry)), ("KW", flat(entry.topic)),
               ("DO", ARXIV_DOI.format(ident) if ident else ""), ("PB", "arXiv" if ident else ""),
               ("N1", f"arXiv:{ident}" if ident else ""), ("N1", flat(entry.venue or "")),
+              ("N1", RIS_MORE.format(len(authors)) if more else ""),
               ("L1", entry.url.replace("/abs/", "/pdf/", 1) if ident and entry.url else ""),
               ("L2", _code(entry) or "")]
     return "".join(f"{tag}  - {value}\n" for tag, value in lines if value) + "ER  - \n\n"  # all on one line
@@ -289,9 +306,10 @@ def ris(entry: Entry) -> str:
 def csl(entry: Entry) -> dict:
     """The CSL-JSON item Zotero reads: a preprint ("article") with its arXiv number and DOI."""
     ident = arxiv_id(entry)
+    authors, more = named(entry)
     item: dict = {"id": cite_key(entry), "type": "article", "title": entry.title,
-                  "author": [{"family": f, "given": g} if g else {"family": f}
-                             for f, g in map(name_parts, entry.authors)]}
+                  "author": [*({"family": f, "given": g} if g else {"family": f}
+                               for f, g in map(name_parts, authors)), *[{"literal": OTHERS}] * more]}
     if entry.date:
         item["issued"] = {"date-parts": [[int(part) for part in entry.date.split("-")]]}
     if entry.url:

@@ -14,7 +14,9 @@ from collections.abc import Iterable
 
 TITLE_MAX = 400  # characters; the longest real arXiv titles are about 250
 NAME_MAX = 200
-AUTHORS_MAX = 100  # names kept per paper; large collaborations list more
+AUTHORS_MAX = 1000  # names kept per paper: DeepSeek-R1 lists about 200, a physics collaboration 3,000
+AUTHORS_CHARS = 30_000  # their characters in all: 1,000 names of 30 (arXiv's average is 12)
+OTHERS = "others"  # the last name of a list cut at AUTHORS_MAX: BibTeX's and CSL's word for the rest
 PROSE_MAX = 6000  # abstracts (arXiv allows 1,920), comments, journal references
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -47,10 +49,19 @@ def title(text: str | None) -> str:
     return clip(clean_name(text), TITLE_MAX)
 
 
-def names(values: Iterable[str | None]) -> tuple[str, ...]:
-    """Author names, cleaned, each bounded, at most AUTHORS_MAX of them."""
-    found = (clip(clean_name(value), NAME_MAX) for value in values)
-    return tuple(name for name in found if name)[:AUTHORS_MAX]
+def names(values: Iterable[str | None], more: bool = False) -> tuple[str, ...]:
+    """Author names, cleaned, each bounded, at most AUTHORS_MAX of them and AUTHORS_CHARS
+    characters in all; a longer list (or one the caller cut short: `more`) ends in OTHERS, so
+    the exports say that more exist."""
+    kept: list[str] = []
+    size = 0
+    for name in filter(None, (clip(clean_name(value), NAME_MAX) for value in values)):
+        size += len(name)
+        if len(kept) == AUTHORS_MAX or size > AUTHORS_CHARS:
+            more = True
+            break
+        kept.append(name)
+    return (*kept, OTHERS) if more and kept and kept[-1] != OTHERS else tuple(kept)
 
 
 def prose(text: str | None, limit: int = PROSE_MAX) -> str:

@@ -216,3 +216,43 @@ def test_a_language_not_configured_is_left_out():
     assert (english.summary_en, english.key_points_en, english.title) == ("English line", ("point",), HOSTILE)
     assert "中" not in written("jsonl", [english])
     assert export.in_languages(full, ["zh", "en"]) is full
+
+
+def test_a_big_team_is_cited_whole_and_a_list_cut_at_the_bound_says_so_in_every_format(tmp_path, cli):
+    """DeepSeek-R1 lists about 200 authors: the exports cited its first 100 as the whole list.
+    A list longer than text.AUTHORS_MAX (1,000) is cut, and each format says more exist."""
+    bibtexparser, rispy = pytest.importorskip("bibtexparser"), pytest.importorskip("rispy")
+
+    def team(size: int) -> tuple[str, ...]:
+        return tuple(f"Ann {''.join(chr(97 + int(d)) for d in str(n)).capitalize()}son" for n in range(size))
+
+    big, huge = (replace(rl_paper(n, DAY), authors=team(size)) for n, size in ((1, 200), (2, 5000)))
+    with ArxivServer([big, huge]) as arxiv:
+        config = full_config(tmp_path, arxiv, enrich={"provider": "none"})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+
+    def exported(fmt: str) -> str:
+        return cli("--config", str(config), "export", "--format", fmt).stdout
+
+    bib = {e["eprint"]: re.split(r" and (?![^{}]*\})", e["author"])
+           for e in bibtexparser.loads(exported("bibtex")).entries}
+    assert bib["2611.00001"] == [export.cited(a) for a in big.authors]  # all 200, no 'others'
+    assert bib["2611.00002"] == [*map(export.cited, huge.authors[:1000]), "others"]  # BibTeX's et al.
+
+    ris = {r["doi"]: r for r in rispy.loads(exported("ris"))}
+    whole, cut = ris["10.48550/arXiv.2611.00001"], ris["10.48550/arXiv.2611.00002"]
+    assert whole["authors"] == [export.cited(a) for a in big.authors]
+    assert not any("names more" in note for note in whole["notes"])
+    assert cut["authors"] == [export.cited(a) for a in huge.authors[:1000]]  # no 'others' as a person
+    assert "Authors: the first 1000 listed here; the paper names more." in cut["notes"]
+
+    csl = {i["number"]: i["author"] for i in json.loads(exported("csljson"))}
+    assert [a["family"] for a in csl["2611.00001"]] == [a.split()[-1] for a in big.authors]
+    assert [a.get("family") for a in csl["2611.00002"][:1000]] == [a.split()[-1] for a in huge.authors[:1000]]
+    assert csl["2611.00002"][1000:] == [{"literal": "others"}]  # citeproc's explicit et al.
+
+    lines = {e["key"]: e["authors"] for e in map(json.loads, exported("jsonl").splitlines())}
+    assert lines["arxiv:2611.00001"] == list(big.authors)
+    assert lines["arxiv:2611.00002"] == [*huge.authors[:1000], "others"]
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
+    assert f"{', '.join(huge.authors[:3])} et al." in digest and "others" not in digest

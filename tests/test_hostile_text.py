@@ -8,6 +8,7 @@ import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from pipeline.sources.arxiv_rss import split_authors
 from pipeline.text import at_sentence, clean, clean_name, for_terminal, xml_safe
 from tests.helpers import CATS, DAY, config_for, full_config, rl_paper, write_config
 from tests.processes import config_with
@@ -176,7 +177,7 @@ def test_llm_replies_in_shapes_the_api_does_not_have_are_read_or_fail_that_paper
     assert "English summary of GRPO variant 2 for" in digest and "English summary of GRPO variant 3 for" in digest
 
 
-def test_a_100_kb_title_and_10000_authors_are_bounded_at_the_source(tmp_path, cli):
+def test_a_100_kb_title_and_10000_authors_are_bounded_at_the_source_and_say_so(tmp_path, cli):
     giant = replace(rl_paper(1, DAY), title="GRPO for reinforcement learning of large language models "
                     + "and more " * 11_000, authors=tuple(f"Author {n}" for n in range(10_000)))
     with ArxivServer([giant]) as server:
@@ -185,7 +186,11 @@ def test_a_100_kb_title_and_10000_authors_are_bounded_at_the_source(tmp_path, cl
 
     row = stored(tmp_path, giant.id)
     assert len(row["title"]) <= 400 and row["title"].endswith("…")
-    assert len(json.loads(row["authors"])) == 100
+    kept = json.loads(row["authors"])
+    assert len(kept) == 1001 and kept[-2:] == ["Author 999", "others"]  # the exports say more exist
+    # a feed's author line past its 200,000 characters (affiliations): cut before the regexes, and said so
+    names = split_authors(", ".join(f"Author {n} (Lab {'x' * 300})" for n in range(800)))
+    assert 600 < len(names) < 800 and names[-1] == "others" and names[-2].startswith("Author")
 
 
 def test_cleaning_keeps_ordinary_text_as_it_is():

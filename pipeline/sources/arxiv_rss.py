@@ -293,10 +293,11 @@ def split_authors(creator: str) -> tuple[str, ...]:
     dc:creator is one comma-separated string; affiliations in parentheses are
     dropped (their commas must not split) so names match the API's.
     """
-    names = creator[:200_000]  # bounded before the regexes below
+    cut = len(creator) > 200_000
+    names = creator[:200_000].rsplit(",", 1)[0] if cut else creator  # bounded before the regexes below
     while _PARENTHESES.search(names):
         names = _PARENTHESES.sub("", names)
-    return text.names(name for part in names.split(",") for name in _AND.split(part))
+    return text.names((name for part in names.split(",") for name in _AND.split(part)), more=cut)
 
 
 def _read_item(entry: Any) -> Paper | Replacement | str:
