@@ -27,6 +27,7 @@ from sqlalchemy.engine import Connection, Engine
 from pipeline.config import sqlite_file
 from pipeline.errors import ConfigError, DigestError, LockedError
 from pipeline.models import Enrichment, Paper, Scored, SeedEntry, collapse, merge_papers, paper_key, seed_key
+from pipeline.text import OTHERS
 
 meta = sa.MetaData()
 ARXIV = paper_key("")  # the prefix of an arXiv paper's item key
@@ -207,6 +208,16 @@ def _paper_changed_at(conn: Connection) -> None:
     conn.execute(papers.update().values(changed_at=now_iso()))
 
 
+def _authors_cut_at_100(conn: Connection) -> None:
+    """Releases before this one cut an author list at 100 names and said nothing: a list of
+    exactly 100 ends in OTHERS now, so the exports say the paper may name more (the paper's
+    next fetch brings its whole list, up to text.AUTHORS_MAX)."""
+    cut = conn.execute(sa.select(papers.c.id, papers.c.authors)
+                       .where(sa.func.json_array_length(papers.c.authors) == 100)).all()
+    for pid, authors in cut:
+        conn.execute(papers.update().where(papers.c.id == pid).values(authors=[*authors, OTHERS]))
+
+
 UPGRADES: list[Callable[[Connection], None]] = [
     _from_hand_written_sql,  # 1 -> 2
     _digest_item_snapshots,  # 2 -> 3
@@ -214,6 +225,7 @@ UPGRADES: list[Callable[[Connection], None]] = [
     _reader_tables,  # 4 -> 5
     _delivery_not_before,  # 5 -> 6
     _paper_changed_at,  # 6 -> 7
+    _authors_cut_at_100,  # 7 -> 8
 ]
 LATEST = len(UPGRADES) + 1
 

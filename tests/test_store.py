@@ -430,3 +430,20 @@ def test_the_installs_verdicts_come_in_paper_order_on_every_backend(db_url):
     store.set_verdict("2401.00002", False)
     store.upsert_papers([paper("2401.00001", version=2), paper("2401.00004", version=2)])  # rows rewritten
     assert [p.id for p in store.marked(relevant=False)] == ["2401.00001", "2401.00002", "2401.00004", "2401.00005"]
+
+
+def test_an_older_databases_author_lists_cut_at_100_say_that_more_may_exist(db_url):
+    """Releases before cut every list at 100 names with no sign: DeepSeek-R1's 200 authors
+    were stored (and cited) as 100. Such a list ends in 'others' after the upgrade, and the
+    paper's next fetch brings the whole list."""
+    store = Store.open(db_url)
+    hundred, few = tuple(f"Author {n}" for n in range(100)), ("Ada Lovelace", "Alan Turing")
+    store.upsert_papers([paper("2501.12948", authors=hundred), paper("2401.00002", authors=few)])
+    with sa.create_engine(db_url).begin() as conn:  # as the release before this one left it
+        conn.execute(sa.text("UPDATE schema_migrations SET version = 7"))
+    store = Store.open(db_url)
+    assert store.version() == LATEST
+    stored = {p.id: p.authors for p in store.papers()}
+    assert stored == {"2501.12948": (*hundred, "others"), "2401.00002": few}
+    store.upsert_papers([paper("2501.12948", authors=tuple(f"Author {n}" for n in range(200)))])
+    assert len(store.papers(["2501.12948"])[0].authors) == 200
