@@ -131,7 +131,7 @@ def wrap_stages(stages: Stages) -> None:
         (collect, "collect", "collect: other"),
         (arxiv_api, "search_window", "fetch+parse: Result -> Paper"),
         (http.Fetcher, "get", "HTTP (incl. stand-in)", True),
-        (arxiv_api, "_check_page", "check page (_check_page)", True),
+        (arxiv_api._FetcherSession, "_check_page", "check page (_check_page)", True),
         (arxiv._feed, "parse", "arxiv parse (lxml)", True),
         (Store, "upsert_papers", "store: upsert papers"),
         (run, "rank_papers", "rank: score + read"),
