@@ -64,7 +64,7 @@ def write_config(folder: Path, overrides: dict) -> Path:
     """A config in `folder` (state and outputs stay there) over the built-in defaults."""
     data = {
         "sources": {"arxiv": {"delay_seconds": 0, "retries": 1, "timeout_seconds": 120},
-                    "rss": {"enabled": False}, "oai": {"enabled": False}},
+                    "rss": {"enabled": False, "poll_minutes": 0}, "oai": {"enabled": False}},
         "enrich": {"provider": "none"},
         "seeds": {"paths": []},
         "outputs": {"dir": "out"},
