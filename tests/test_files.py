@@ -80,3 +80,25 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_device_or_a_pipe_is_written_to_not_replaced(tmp_path):
+    """`render -o /dev/null` as root put a regular file in /dev/null's place, and `-o
+    /dev/stdout` would have replaced the link in /dev; a FIFO stands in for both here."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    write_atomic(fifo, "the digest\n")
+    assert reader.communicate(timeout=10)[0] == "the digest\n"
+    assert fifo.is_fifo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+def test_a_link_to_a_file_stays_a_link(tmp_path):
+    (tmp_path / "shared").mkdir()
+    (tmp_path / "shared" / "READING_LIST.md").write_text("old")
+    link = tmp_path / "READING_LIST.md"
+    link.symlink_to(tmp_path / "shared" / "READING_LIST.md")
+    write_atomic(link, "new")
+    assert link.is_symlink()
+    assert (tmp_path / "shared" / "READING_LIST.md").read_text() == "new"

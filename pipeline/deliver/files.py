@@ -49,9 +49,18 @@ def streamed_if_changed(path: Path, changed: list[Path]) -> Iterator[TextIO]:
 def _draft(path: Path) -> Iterator[tuple[TextIO, list[bool]]]:
     """(handle on a temporary file beside `path`, a list): when the block ends the file
     replaces `path` (fsynced), unless the list holds True and the file's bytes are
-    `path`'s (then it goes, and the list stays True); on failure it goes."""
+    `path`'s (then it goes, and the list stays True); on failure it goes.
+
+    What is there and is no regular file (`-o /dev/null`, `/dev/stdout`, a FIFO) is written
+    to, not replaced: the rename put a regular file in /dev/null's place. A link to a file
+    stays a link: its file is replaced."""
     tmp_name = None
     try:
+        if path.exists() and not path.is_file():
+            with path.open("w", encoding="utf-8", newline="\n") as stream:
+                yield stream, []
+            return
+        path = path.resolve() if path.is_symlink() else path
         path.parent.mkdir(parents=True, exist_ok=True)
         _clear_killed_writes(path)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
