@@ -106,21 +106,25 @@ def run_cli(*args: str, cwd: Path | str = "/", env: dict | None = None, timeout:
     return _checked(result, check)
 
 
-def start_warm_cli(*args: str, env: dict | None = None,
-                   stderr: Path | None = None) -> WarmProcess | subprocess.Popen:
+def start_warm_cli(*args: str, env: dict | None = None, stderr: Path | None = None,
+                   log: Path | None = None) -> WarmProcess | subprocess.Popen:
     """The real CLI in the background, as processes.start_cli starts it (from /, its output
-    dropped, or its stderr written to the file `stderr`), but in a fork of the warm CLI
-    (about 1 s less: no imports) when run_cli would use it. For a command the test only
-    talks to (serve) or waits for; the kill -9, signal and terminal tests start a fresh
-    process (start_cli), as a user's shell would."""
+    dropped, or its stderr written to the file `stderr`, or stdout and stderr both to the
+    file `log`), but in a fork of the warm CLI (about 1 s less: no imports) when run_cli
+    would use it. For a command the test talks to (serve), waits for or stops with SIGTERM
+    (schedule, a run); the kill -9 and terminal tests start a fresh process (start_cli),
+    as a user's shell would."""
     full_env = cli_env(env)
-    if stderr is not None:
-        stderr.touch()
+    for path in (stderr, log):
+        if path is not None:
+            path.write_bytes(b"")
     if _fresh(full_env):
-        with open(stderr or os.devnull, "w") as err:
+        with open(log or stderr or os.devnull, "w") as err:
             return subprocess.Popen([*cli_command(), *args], cwd="/", env=full_env,
-                                    stdout=subprocess.DEVNULL, stderr=err)
-    return _warm().start(list(args), "/", full_env, str(stderr or os.devnull))
+                                    stdin=subprocess.DEVNULL, stdout=err if log else subprocess.DEVNULL,
+                                    stderr=subprocess.STDOUT if log else err)
+    return _warm().start(list(args), "/", full_env, str(log or stderr or os.devnull),
+                         str(log or os.devnull))
 
 
 FRESH = os.environ.get("RL_DIGEST_TEST_FRESH") == "1"
@@ -159,9 +163,10 @@ class _Warm:
                                  "stdout": out, "stderr": err}).encode() + b"\n")
         return conn
 
-    def start(self, args: list[str], cwd: str, env: dict, err: str) -> WarmProcess:
-        """The command left running, its stdout dropped, its stderr to the file `err`."""
-        return WarmProcess(self._call(args, cwd, env, os.devnull, err), ["rl-digest", *args])
+    def start(self, args: list[str], cwd: str, env: dict, err: str, out: str = os.devnull) -> WarmProcess:
+        """The command left running, its stderr to the file `err`, its stdout to `out` (the
+        same file: both into one)."""
+        return WarmProcess(self._call(args, cwd, env, out, err), ["rl-digest", *args])
 
     def run(self, args: list[str], cwd: str, env: dict, timeout: float) -> subprocess.CompletedProcess:
         with tempfile.TemporaryDirectory() as folder:

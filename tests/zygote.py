@@ -10,9 +10,9 @@ itself starts (any PYTHON* variable but PYTHONPATH) runs as a fresh process inst
 tests/helpers.py: run_cli).
 
 Protocol, one Unix-socket connection per call: the client sends one JSON line
-{"args", "cwd", "env", "umask", "stdout", "stderr"} (the last two are file paths); the
-child answers "pid N", then "exit N" when the command ends, and closes the connection when
-the process has exited.
+{"args", "cwd", "env", "umask", "stdout", "stderr"} (the last two are file paths; the same
+path twice: both streams into that one file); the child answers "pid N", then "exit N"
+when the command ends, and closes the connection when the process has exited.
 """
 
 from __future__ import annotations
@@ -91,6 +91,9 @@ def _child(conn: socket.socket, main, own: list[str], script: str | None) -> Non
     for fd, name, flags in ((0, os.devnull, os.O_RDONLY),
                             (1, request["stdout"], os.O_WRONLY),
                             (2, request["stderr"], os.O_WRONLY)):
+        if fd == 2 and name == request["stdout"] != os.devnull:
+            os.dup2(1, 2)  # one file for both, one offset (as Popen's stderr=STDOUT)
+            continue
         target = os.open(name, flags)
         os.dup2(target, fd)
         os.close(target)
