@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -13,11 +14,14 @@ import pytest
 from tests import backends
 from tests.helpers import run_cli
 
+MEMORY = Path("/dev/shm")
+
 
 def pytest_configure(config):
     """One whole suite at a time on a machine: the suite's timing tests (deadlines, retry
     spacing) read wrong when several suites share the cores, so a second suite waits for
     the first (the controller holds the lock; xdist's workers run under it)."""
+    _tmp_path_in_memory(config)
     if hasattr(config, "workerinput") or config.getoption("-k") or config.args != config.getini("testpaths"):
         return  # a worker, or a few chosen tests: no wait
     lock = Path(tempfile.gettempdir()) / f"rl-digest-suite-{os.getuid()}.lock"
@@ -27,6 +31,26 @@ def pytest_configure(config):
     except BlockingIOError:
         print("waiting for another rl-digest test suite on this machine to finish", file=sys.stderr)
         fcntl.flock(handle, fcntl.LOCK_EX)
+
+
+def _tmp_path_in_memory(config) -> None:
+    """tmp_path under /dev/shm where it is a tmpfs that may run programs (git hooks) and
+    has room: the CLI fsyncs each file it writes and its folder (deliver/files.py), SQLite
+    each commit, and on a VM's disk each fsync waits several ms (about 1,900 in
+    test_entries_cli.py alone); in memory none waits, and the files and their bytes are
+    the same. --basetemp or $PYTEST_DEBUG_TEMPROOT choose another place; xdist's workers
+    get theirs from the controller."""
+    if hasattr(config, "workerinput") or config.option.basetemp or os.environ.get("PYTEST_DEBUG_TEMPROOT"):
+        return
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+        room = shutil.disk_usage(MEMORY).free
+    except OSError:
+        return
+    usable = any(fields[1] == str(MEMORY) and fields[2] == "tmpfs" and "noexec" not in fields[3].split(",")
+                 for fields in (line.split() for line in mounts) if len(fields) > 3)
+    if usable and room >= 2 * 2**30 and os.access(MEMORY, os.W_OK | os.X_OK):
+        os.environ["PYTEST_DEBUG_TEMPROOT"] = str(MEMORY)
 
 
 def pytest_addoption(parser):
