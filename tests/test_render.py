@@ -792,6 +792,8 @@ PHONE = {"featured": _featured_far_down, "comparison": _long_cells, "long title"
          "reader links": lambda cfg, digest, html: _email(cfg, digest), "light": lambda cfg, digest, html: html}
 
 
+# The tests that use the module fixtures below are one xdist group ("render_phone"), run first and
+# together (tests/conftest.py), on one xdist worker: each fixture is built once, not once a worker.
 @pytest.fixture(scope="module")
 def on_a_phone(cfg, digest, html, tmp_path_factory) -> dict[str, dict[str, str]]:
     emails = {name: make(cfg, digest, html) for name, make in PHONE.items()}
@@ -799,12 +801,14 @@ def on_a_phone(cfg, digest, html, tmp_path_factory) -> dict[str, dict[str, str]]
                     strict=True))
 
 
+@pytest.mark.xdist_group("render_phone")
 def test_on_a_phone_the_featured_section_starts_within_two_screens(on_a_phone):
     found = on_a_phone["featured"]
     assert found["width"] == "375"
     assert 0 < float(found["featured"]) < 2 * PHONE_SCREEN, found
 
 
+@pytest.mark.xdist_group("render_phone")
 def test_on_a_phone_the_comparison_table_does_not_widen_the_email(on_a_phone):
     """Cells an LLM fills with slashed lists and long compounds have no break point: the
     table must wrap them, not push the whole email past the screen (_long_cells)."""
@@ -812,6 +816,7 @@ def test_on_a_phone_the_comparison_table_does_not_widen_the_email(on_a_phone):
     assert found["overflow"] == "0", found
 
 
+@pytest.mark.xdist_group("render_phone")
 def test_on_a_phone_a_title_with_a_long_unbroken_word_does_not_widen_the_email(on_a_phone):
     """A title (or a summary) may hold a word with no break point, a slashed list of
     methods (_long_title): it wraps, where it pushed the whole email 257 px past a 375 px screen."""
@@ -829,6 +834,7 @@ def _email(cfg, digest, address="bob.long.name@example.org"):
     return links.Links(SERVED, "a-test-secret").personal(html, address)
 
 
+@pytest.mark.xdist_group("render_phone")
 def test_on_a_phone_the_reader_links_do_not_widen_the_email(on_a_phone):
     """An unsubscribe URL with its token has no break point: it must not be the link's text."""
     found = on_a_phone["reader links"]
@@ -861,6 +867,7 @@ def test_the_text_email_puts_each_vote_link_on_a_line_of_its_own(cfg, digest):
     assert not [line for line in text.splitlines() if line.strip() in ("👍", "👎", "·")]
 
 
+@pytest.mark.xdist_group("render_phone")
 def test_dark_mode_turns_the_page_dark_and_keeps_it_readable(tmp_path, html, on_a_phone):
     light, [dark] = on_a_phone["light"], _measure(tmp_path, [html], 375, dark=True)  # a Chromium forced dark
 

@@ -369,6 +369,8 @@ def test_a_dry_run_writes_no_site_and_outputs_site_false_turns_it_off(tmp_path, 
     assert not (tmp_path / "out" / "site").exists()
 
 
+# The tests that use the module fixtures below are one xdist group ("site_hostile"), run first and
+# together (tests/conftest.py), on one xdist worker: each fixture is built once, not once a worker.
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory) -> Path:
     """A two-week site whose first paper's title (so its Chinese and English texts, which
@@ -376,6 +378,7 @@ def hostile(tmp_path_factory) -> Path:
     return two_weeks(tmp_path_factory.mktemp("hostile"), run_cli, title=HOSTILE)
 
 
+@pytest.mark.xdist_group("site_hostile")
 def test_every_zh_and_en_text_from_outside_stays_text(hostile):
     pages = site_pages(hostile)
     week1 = pages["digests/2026-11-02.html"]
@@ -419,6 +422,7 @@ def _listening(url: str) -> bool:
 
 
 @pytest.mark.parametrize("secret", ["a-long-test-secret-for-signing-links", None])
+@pytest.mark.xdist_group("site_hostile")
 def test_serve_answers_the_index_and_each_digest_page(hostile, secret):
     """Without serve.base_url and a secret, serve is the web edition alone: no link checks out."""
     port = free_port()
@@ -441,6 +445,7 @@ def test_serve_answers_the_index_and_each_digest_page(hostile, secret):
     assert missing[0] == 404
 
 
+@pytest.mark.xdist_group("site_hostile")
 def test_serve_on_a_port_another_server_holds_is_one_line_exit_1(hostile, cli):
     config = hostile.parent.parent / "config.yaml"
     with socket.create_server(("127.0.0.1", 0)) as holder:
@@ -469,6 +474,7 @@ def index_laid_out(hostile, tmp_path_factory) -> dict[int, dict]:
 
 
 @pytest.mark.parametrize("width", WIDTHS)
+@pytest.mark.xdist_group("site_hostile")
 def test_the_index_fits_the_screen_without_sideways_scrolling(tmp_path, hostile, index_laid_out, width):
     found = index_laid_out[width]
     assert found["inner"] == width
@@ -483,6 +489,7 @@ def test_the_index_fits_the_screen_without_sideways_scrolling(tmp_path, hostile,
     assert shot.exists() and shot.stat().st_size > 20_000  # a page was drawn, not a blank
 
 
+@pytest.mark.xdist_group("site_hostile")
 def test_the_language_switch_hides_the_other_language_and_survives_a_reload(tmp_path, hostile):
     found = in_frame(tmp_path, hostile, "digests/2026-11-09.html", 1024, """
       var zh = d.querySelector('p[data-l=zh]'), en = d.querySelector('p[data-l=en]');

@@ -57,6 +57,8 @@ def two_weeks(tmp_path: Path, cli) -> Path:
     return tmp_path / "out" / "site"
 
 
+# The tests that use the module fixtures below are one xdist group ("site_papers"), run first and
+# together (tests/conftest.py), on one xdist worker: each fixture is built once, not once a worker.
 @pytest.fixture(scope="module")
 def weeks(tmp_path_factory) -> Path:
     """two_weeks' site, built once for the tests that only read it."""
@@ -99,6 +101,7 @@ def index_data(folder: Path) -> dict:
     return data
 
 
+@pytest.mark.xdist_group("site_papers")
 def test_every_digest_paper_has_a_page_with_its_summaries_digest_and_updates(weeks):
     folder = weeks
     pages = site_pages(folder)
@@ -175,6 +178,7 @@ def typing_queries(folder: Path) -> list[str]:
 PASTES = ("2611.00002", "arXiv:2611.00002v2", "https://arxiv.org/abs/2611.00002")
 
 
+@pytest.mark.xdist_group("site_papers")
 def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_path, weeks, browsed):
     folder = weeks
     data = index_data(folder)
@@ -225,6 +229,7 @@ def test_a_week_later_only_the_pages_its_papers_are_on_are_rewritten(tmp_path, c
     assert "papers/month/2026-10.html" in kept and kept.isdisjoint(rewritten)  # older month, other topics
 
 
+@pytest.mark.xdist_group("site_papers")
 def test_chosen_english_the_reading_list_pages_read_in_english(tmp_path, weeks):
     """The switch reaches what cannot hold tagged text: the filters' options, the search
     box's hint, the count of results; and each paper line's topic name."""
@@ -286,6 +291,7 @@ MORE_HITS = """
             capped: !d.getElementById('capped').hidden, text: d.getElementById('found').innerText});"""
 
 
+@pytest.mark.xdist_group("site_papers")
 def test_a_search_with_more_hits_than_it_lists_says_so(browsed):
     """The results stop at the page's limit (200); the count stays whole and a line says the
     rest is there to narrow to, never a silent cut. Here the limit is set to 1 (limited_to_one)."""
@@ -311,6 +317,7 @@ def test_papers_xml_links_the_site_where_it_is_served_not_the_files(tmp_path, cl
         assert not anchor or f'id="{anchor}"' in (folder / path).read_text(encoding="utf-8"), href
 
 
+@pytest.mark.xdist_group("site_papers")
 def test_the_months_and_the_undated_add_up_to_the_whole_list(seeds_site):
     """Seed entries without a date have no month page; the index counts them all the same."""
     index = site_pages(seeds_site)["papers/index.html"]
@@ -335,6 +342,7 @@ def year_filter_pages(seeds_site: Path, tmp: Path) -> list:
             (seeds_site, "papers/index.html?" + urlencode({"q": single_title(seeds_site)}), 1024, DOM)]
 
 
+@pytest.mark.xdist_group("site_papers")
 def test_the_year_filter_finds_the_undated_seeds_in_chromium(seeds_site, browsed):
     folder = seeds_site
     undated = sum(1 for p in index_data(folder)["papers"] if not p[7])
@@ -355,6 +363,7 @@ SEARCH_FORM = """
             box: d.getElementById('q').getBoundingClientRect().width});"""
 
 
+@pytest.mark.xdist_group("site_papers")
 def test_the_search_form_fits_a_phone(browsed):
     [found] = browsed["search form"]
     assert found["scroll"] <= 375 and found["right"] and max(found["right"]) <= 375, found
@@ -456,6 +465,7 @@ def old_link_pages(weeks: Path, seeds_site: Path, tmp: Path) -> list:
             for folder, (anchor, *_, topic, month) in old_links(weeks, seeds_site)]
 
 
+@pytest.mark.xdist_group("site_papers")
 def test_an_old_link_to_a_paper_on_its_topic_page_lands_on_the_paper_in_chromium(weeks, seeds_site, browsed):
     """Links made before a topic's papers were split by month (a feed reader's copy of
     papers.xml, a bookmark, a shared page) name papers/topic/<topic>.html#p-…: that page
