@@ -674,27 +674,31 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _refuse_secrets(data: Any, path: Path, dotted: str = "") -> None:
+def _refuse_secrets(data: Any, path: Path, dotted: str = "", kind: str | None = None) -> None:
     """No secret in the file: neither a key that names one nor credentials inside a URL
-    (they would reach logs, errors, status and, for outputs.base_url, every email)."""
+    (they would reach logs, errors, status and, for outputs.base_url, every email).
+    `kind`: the type of the `channels` entry `data` is in, whose keys the hint names."""
     if isinstance(data, dict):
         for key, value in data.items():
             inner = f"{dotted}.{key}" if dotted else str(key)
             if isinstance(key, str) and SECRET_KEYS.search(key) and not key.endswith("_env"):
                 raise ConfigError(
                     f"{path}: {inner}: secrets are not read from the config file",
-                    f"put it in an environment variable and set {' or '.join(_env_keys_for(inner))} "
+                    f"put it in an environment variable and set {' or '.join(_env_keys_for(inner, kind))} "
                     "to its name",
                 )
-            _refuse_secrets(value, path, inner)
+            _refuse_secrets(value, path, inner, kind)
     elif isinstance(data, list):
         for n, value in enumerate(data):
-            _refuse_secrets(value, path, f"{dotted}.{n}")
+            entry = value.get("type") if dotted == "channels" and isinstance(value, dict) else kind
+            _refuse_secrets(value, path, f"{dotted}.{n}", entry if isinstance(entry, str) else None)
     elif isinstance(data, str) and (what := url_credentials(data)):
         raise ConfigError(
             f"{path}: {dotted}: holds {what} in the URL; secrets are not read from the config file",
             "take it out of the URL, put it in an environment variable and set storage.password_env "
             "to its name" if dotted == "storage.url" else
+            f"put the URL in an environment variable and set {' or '.join(_env_keys_for(dotted, kind))} "
+            "to its name" if dotted.startswith("channels.") and _chat(kind) else
             "take it out of the URL; a secret goes in an environment variable (enrich.api_key_env, "
             "email.password_env, storage.password_env, a channel's *_env)",
         )
@@ -713,16 +717,29 @@ def _env_keys(model: type[BaseModel], dotted: str = "") -> list[str]:
     return found
 
 
-def _env_keys_for(secret: str) -> list[str]:
+def _env_keys_for(secret: str, channel: str | None = None) -> list[str]:
     """The `*_env` keys that name the variable for the secret written at `secret` (dotted):
-    `secret`_env where that is a key (a channel's or a plug-in's entry keeps its own), else
-    those of its kind (password, api_key...) in its section, else anywhere."""
+    in a `channels` entry of a built-in `channel` type, those that type reads; else
+    `secret`_env where that is a key (a plug-in's entry keeps its own), else those of its
+    kind (password, api_key...) in its section, else its section's, else anywhere."""
+    if secret.startswith("channels.") and (chat := _chat(channel)):
+        number, written = secret.split(".")[1], secret.rsplit(".", 1)[-1]
+        return [f"channels.{number}.{key}" for key in chat.secret_keys(channel, written)]
     if f"{secret}_env" in _env_keys(Config) or secret.startswith(("channels.", "sources.plugins.")):
         return [f"{secret}_env"]
     kind = SECRET_KEYS.search(secret)
     word = {"passwd": "password", "apikey": "api_key"}.get(kind[1].lower(), kind[1].lower()) if kind else ""
-    same = [k for k in _env_keys(Config) if k.rsplit(".", 1)[-1] == f"{word}_env"]
-    return [k for k in same if k.split(".")[0] == secret.split(".")[0]] or same or [f"a channel's {word}_env"]
+    secrets = [k for k in _env_keys(Config) if not k.endswith(".username_env")]
+    same = [k for k in secrets if k.rsplit(".", 1)[-1] == f"{word}_env"]
+    section = [k for k in secrets if k.split(".")[0] == secret.split(".")[0]]
+    return [k for k in same if k in section] or section or same or [f"a channel's {word}_env"]
+
+
+def _chat(kind: str | None) -> Any:
+    """pipeline.deliver.chat when `kind` is one of its platforms, else None."""
+    from pipeline.deliver import chat  # it imports this module: only an error's hint needs it
+
+    return chat if kind in chat.PLATFORMS else None
 
 
 def url_credentials(value: str) -> str | None:

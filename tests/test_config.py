@@ -190,6 +190,19 @@ def test_config_errors_through_the_cli_exit_2_with_one_line(tmp_path, cli):
     ("api_key: x\n", "set enrich.api_key_env to its name"),
     ("enrich: {extra_body: {api_key: x}}\n", "set enrich.api_key_env to its name"),
     ("serve: {secret: x}\n", "set serve.secret_env to its name"),
+    # a section's own key, whatever the secret was called there (they named a channel's token_env)
+    ("serve: {password: x}\n", "set serve.secret_env to its name"),
+    ("enrich: {token: x}\n", "set enrich.api_key_env to its name"),
+    ("email: {smtp_token: x}\n", "set email.password_env to its name"),
+    # a channel entry: the key its type reads (a Slack token was told 'channels.0.token_env')
+    ("channels: [{type: slack, token: x}]\n", "set channels.0.url_env (the webhook URL) to its name"),
+    ("channels: [{type: webhook, name: a, url_env: A}, {type: webhook, password: x}]\n",
+     "set channels.1.url_env (the webhook URL) to its name"),
+    ("channels: [{type: telegram, token: x, chat_id: '-1'}]\n", "set channels.0.token_env (the bot token) to its name"),
+    ("channels: [{type: feishu, secret: x}]\n", "set channels.0.secret_env (the signing secret) to its name"),
+    ("channels: [{type: dingtalk, access_token: x}]\n",
+     "set channels.0.url_env (the webhook URL) or channels.0.secret_env (the signing secret) to its name"),
+    ("channels: [{type: 'tests.toy_channel:make', token: x}]\n", "set channels.0.token_env to its name"),
 ])
 def test_a_secret_in_the_file_is_refused_with_a_hint_naming_a_key_there_is(tmp_path, cli, text, hint):
     """A top-level `password: x` was told to 'set password_env', and `email.smtp_password`
@@ -300,7 +313,12 @@ def test_config_check_finds_what_would_stop_a_run_in_channels_and_serve(tmp_path
         2, f"rl-digest: {tmp_path / 'config.yaml'}: channels (slack).colour: Extra inputs are not permitted"]
     literal = check({"channels": [{"type": "slack", "url": "https://hooks.slack.com/services/T/B/x"}]})
     assert literal[0] == 2 and "channels (slack).url: Extra inputs are not permitted (secrets are not read " \
-        "from the config file: put it in an environment variable and set url_env to its name)" in literal[1]
+        "from the config file: put it in an environment variable and set url_env (the webhook URL) to its name)" \
+        in literal[1]
+    token = check({"channels": [{"type": "slack", "url": "https://T0K3N@hooks.slack.com/services/x"}]})
+    assert token[1].endswith("channels.0.url: holds a user or token in the URL; secrets are not read from the "
+                             "config file (put the URL in an environment variable and set channels.0.url_env "
+                             "(the webhook URL) to its name)") and "T0K3N" not in token[1]
     assert "channels (team).chat_id: required for a telegram channel" in check(
         {"channels": [{"type": "telegram", "name": "team", "token_env": "TG"}]}, {"TG": "1:x"})[1]
     unset = check({"channels": [{"type": "slack", "url_env": "SLACK_URL"}]}, {"SLACK_URL": ""})

@@ -102,6 +102,7 @@ class Platform:
 
 
 PLATFORM_KEYS = ("url_env", "secret_env", "token_env", "chat_id", "api_url")  # each some platforms' only
+SECRETS = {"url_env": "the webhook URL", "secret_env": "the signing secret", "token_env": "the bot token"}
 
 
 def _slack(title: str, text: str, content: dict) -> list[dict]:
@@ -210,7 +211,8 @@ class ChatChannel:
             secret = error["type"] == "extra_forbidden" and f"{key}_env" in ChatOptions.model_fields
             raise ConfigError(f"{where}.{key}: {error['msg']}",  # `url:` holds a webhook's secret path
                               f"secrets are not read from the config file: put it in an environment "
-                              f"variable and set {key}_env to its name" if secret else None) from None
+                              f"variable and set {' or '.join(secret_keys(kind, key))} to its name"
+                              if secret else None) from None
         for key in PLATFORMS[kind].needs:
             if not getattr(self.options, key):
                 raise ConfigError(f"{where}.{key}: required for a {kind} channel")
@@ -377,6 +379,15 @@ def chat_factory(kind: str) -> Callable[[ChannelSetup], ChatChannel]:
 
 
 slack, feishu, dingtalk, telegram, webhook = (chat_factory(kind) for kind in PLATFORMS)
+
+
+def secret_keys(kind: str, written: str) -> list[str]:
+    """The keys of a `kind` entry that name the variable for a secret written at `written`
+    (token, secret, url...): `written`_env where the platform reads one, else every one it
+    reads, each with what its variable holds ('url_env (the webhook URL)')."""
+    platform = PLATFORMS[kind]
+    keys = [key for key in (*platform.needs, *platform.takes) if key in SECRETS]
+    return [f"{key} ({SECRETS[key]})" for key in ([f"{written}_env"] if f"{written}_env" in keys else keys)]
 
 
 # --- the compact digest ----------------------------------------------------------
