@@ -58,6 +58,7 @@ from pipeline.store import YOU, Store
 from pipeline.text import for_terminal
 
 log = logging.getLogger("pipeline")
+HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2: a group given no command
 
 
 class State:
@@ -128,6 +129,8 @@ class Group(click.Group):
             return super().invoke(ctx)
         except DigestError as exc:
             _failed(ctx, exc)
+        except HELP:  # `rl-digest config` alone: its help, whole, as click prints it
+            raise
         except click.UsageError as exc:  # click's own runs to a usage block: one line, as ours
             where = exc.ctx.command_path if exc.ctx else "rl-digest"
             echo(f"rl-digest: {' '.join(exc.format_message().split())} ({where} --help)", err=True)

@@ -213,6 +213,15 @@ def test_a_usage_mistake_is_one_line_naming_the_help_to_read(tmp_path, cli):
     assert not (tmp_path / "no-such").exists()  # no folder left behind
 
 
+def test_a_command_group_given_no_command_prints_its_help_whole(tmp_path, cli):
+    """`rl-digest config` alone printed its help flattened into one 'rl-digest: Usage: ...' line."""
+    config = write_config(tmp_path)
+    result = cli("--config", str(config), "config", check=None)
+    assert result.returncode in (0, 2) and not result.stderr.startswith("rl-digest: "), result.stderr
+    shown = result.stdout + result.stderr  # click 8.1 prints it on stdout, 8.2 on stderr
+    assert shown.startswith("Usage: ") and "\nCommands:\n  check " in shown, shown
+
+
 def test_serve_says_where_it_serves_only_once_it_listens(tmp_path, cli):
     config = write_config(tmp_path)
     with socket.socket() as taken:
