@@ -16,7 +16,7 @@ from contextlib import ExitStack
 from datetime import date, datetime
 from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import jinja2
@@ -122,7 +122,12 @@ class Group(click.Group):
     """Turns the project's errors into exit codes; a traceback only with -v."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        return super().parse_args(ctx, globals_first(args, self.commands))
+        try:
+            return super().parse_args(ctx, globals_first(args, self.commands))
+        except HELP:
+            raise
+        except click.UsageError as exc:  # the global options' (--bogus, --config without a path)
+            _one_line(exc)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -131,10 +136,8 @@ class Group(click.Group):
             _failed(ctx, exc)
         except HELP:  # `rl-digest config` alone: its help, whole, as click prints it
             raise
-        except click.UsageError as exc:  # click's own runs to a usage block: one line, as ours
-            where = exc.ctx.command_path if exc.ctx else "rl-digest"
-            echo(f"rl-digest: {' '.join(exc.format_message().split())} ({where} --help)", err=True)
-            ctx.exit(exc.exit_code)
+        except click.UsageError as exc:
+            _one_line(exc)
         except (click.exceptions.Exit, click.ClickException, click.Abort, KeyboardInterrupt):
             raise
         except Exception as exc:  # a bug or an unforeseen failure: still one line without -v
@@ -164,6 +167,13 @@ def _failed(ctx: click.Context, exc: DigestError) -> None:
     ctx.exit(exc.exit_code)
 
 
+def _one_line(exc: click.UsageError) -> NoReturn:
+    """click's usage error runs to a usage block: one line, as ours, naming the help to read."""
+    where = exc.ctx.command_path if exc.ctx else "rl-digest"
+    echo(f"rl-digest: {' '.join(exc.format_message().split())} ({where} --help)", err=True)
+    raise click.exceptions.Exit(exc.exit_code)
+
+
 def globals_first(args: list[str], commands: Collection[str]) -> list[str]:
     """`rl-digest run -q --config x.yaml` as `rl-digest -q --config x.yaml run`: the global
     options are the group's, but people type them after the command too (no command has
@@ -187,7 +197,8 @@ def globals_first(args: list[str], commands: Collection[str]) -> list[str]:
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--config", "config_path", type=click.Path(path_type=Path), envvar="RL_DIGEST_CONFIG",
+@click.option("--config", "config_path", envvar="RL_DIGEST_CONFIG",
+              type=click.Path(path_type=Path, readable=False),  # config.load says why it cannot read one
               help="Config file (default ./config.yaml, or $RL_DIGEST_CONFIG).")
 @click.option("-v", "--verbose", count=True,
               help="More logging, tracebacks on errors; -vv adds the HTTP libraries' lines.")

@@ -205,12 +205,30 @@ def test_a_usage_mistake_is_one_line_naming_the_help_to_read(tmp_path, cli):
         (("export", "--format", "ris", "-o", str(tmp_path / "no-such" / "x.ris")),
          f"{tmp_path / 'no-such'}: no such folder", "rl-digest export --help"),
         (("serve", "--port", "70000"), "70000", "rl-digest serve --help"),
+        # the global options' own: click printed its usage block (Usage:, Try..., Error:)
+        (("--bogus", "run"), "--bogus", "rl-digest --help"),
+        (("--config",), "--config", "rl-digest --help"),
     ]
     for args, what, where in cases:
         result = cli("--config", str(config), *args, check=2)
         (line,) = result.stderr.splitlines()
         assert line.startswith("rl-digest: ") and what in line and line.endswith(f"({where})"), (args, line)
     assert not (tmp_path / "no-such").exists()  # no folder left behind
+
+
+def test_an_unreadable_config_is_one_line_naming_it(tmp_path):
+    """click refused it before the command ran, with its usage block: 'Usage: ... Try ...
+    Error: Invalid value for '--config': Path ... is not readable.'"""
+    config = write_config(tmp_path)
+    config.chmod(0)
+    # root reads any file: run it without the capabilities that let it (a plain user, as cron's)
+    drop = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", "--"]
+    for args, env in (((*cli_command(), "--config", str(config), "run"), None),
+                      ((*cli_command(), "config", "check"), {"RL_DIGEST_CONFIG": str(config)})):
+        result = subprocess.run([*drop, *args] if os.geteuid() == 0 else args, cwd="/", env=cli_env(env),
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.splitlines() == [f"rl-digest: {config}: cannot read: Permission denied"]
 
 
 def test_a_command_group_given_no_command_prints_its_help_whole(tmp_path, cli):
