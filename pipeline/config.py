@@ -63,6 +63,18 @@ def http_url(value: str | None) -> str | None:
 HttpUrl = Annotated[str, AfterValidator(http_url)]  # an address the tool reaches
 
 
+def env_name(value: str | None) -> str | None:
+    """A `*_env` key holds a variable's name: a secret written there instead (api_key_env:
+    sk-...) would be shown wherever the name is, in warnings, doctor and config show."""
+    if value is not None and not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", value):
+        raise ValueError("not the name of an environment variable (letters, digits and _): put the "
+                         "secret in a variable and write its name here (what is written is not shown)")
+    return value
+
+
+EnvName = Annotated[str, AfterValidator(env_name)]
+
+
 class ArxivSource(Model):
     enabled: bool = True
     api_url: HttpUrl
@@ -217,7 +229,7 @@ class Enrich(Model):
     provider: Literal["openai", "none"]
     base_url: HttpUrl
     model: str
-    api_key_env: str
+    api_key_env: EnvName
     structured: Literal["json_schema", "json_object"]
     timeout_seconds: float = Field(gt=0)
     deadline_seconds: float = Field(gt=0)
@@ -360,8 +372,8 @@ class Email(Model):
     smtp_host: str
     smtp_port: int = Field(ge=1, le=65535)
     security: Literal["none", "starttls", "ssl"]
-    username_env: str | None = None
-    password_env: str | None = None
+    username_env: EnvName | None = None
+    password_env: EnvName | None = None
     from_: Sender = Field(alias="from")
     to: list[Reader] = []
     recipients_file: Path | None = None
@@ -396,7 +408,7 @@ class Email(Model):
 
 class Serve(Model):
     base_url: Annotated[str | None, AfterValidator(http_url)] = None  # public URL of `rl-digest serve`
-    secret_env: str = "RL_DIGEST_SECRET"  # signs the links
+    secret_env: EnvName = "RL_DIGEST_SECRET"  # signs the links
 
 
 class Schedule(Model):
@@ -424,7 +436,7 @@ class Schedule(Model):
 class Storage(Model):
     url: str
     busy_timeout_seconds: float = Field(30, gt=0)
-    password_env: str | None = None  # the database password, when the URL needs one
+    password_env: EnvName | None = None  # the database password, when the URL needs one
 
 
 class Lock(Model):

@@ -214,6 +214,28 @@ def test_a_secret_in_the_file_is_refused_with_a_hint_naming_a_key_there_is(tmp_p
                          f"and {hint})"), line
 
 
+@pytest.mark.parametrize(("overrides", "key"), [
+    ({"enrich": {"provider": "openai", "api_key_env": "sk-proj-S3CR3T"}}, "enrich.api_key_env"),
+    ({"email": {"password_env": "hunter2-S3CR3T"}}, "email.password_env"),
+    ({"storage": {"password_env": "pw:S3CR3T"}}, "storage.password_env"),
+    ({"serve": {"base_url": "https://digest.example.org", "secret_env": "0f-S3CR3T"}}, "serve.secret_env"),
+    ({"channels": [{"type": "slack", "url_env": "https://hooks.slack.com/services/T/B/S3CR3T"}]},
+     "channels (slack).url_env"),
+    ({"channels": [{"type": "telegram", "token_env": "123456:S3CR3T", "chat_id": "-100"}]},
+     "channels (telegram).token_env"),
+])
+def test_a_secret_written_where_its_variable_is_named_is_refused_and_not_shown(tmp_path, cli, overrides, key):
+    """`api_key_env: sk-...` was taken for a variable's name: config check warned 'the
+    environment variable sk-... is not set', doctor and run printed it, config show too."""
+    config = write_config(tmp_path, overrides, seeds=False)
+    for command in (("config", "check"), ("config", "show"), ("doctor",), ("run", "--offline")):
+        result = cli("--config", str(config), *command, check=2)
+        assert result.stderr.splitlines() == [
+            f"rl-digest: {config}: {key}: not the name of an environment variable (letters, digits and _): "
+            "put the secret in a variable and write its name here (what is written is not shown)"]
+        assert "S3CR3T" not in result.stdout + result.stderr
+
+
 def test_a_config_given_by_a_relative_path_is_named_by_its_absolute_path_in_every_error(tmp_path, cli):
     """A schema, YAML or secret error named 'c.yaml' as typed, while config check's ok line
     and the errors about the files it names gave absolute paths."""

@@ -50,6 +50,7 @@ import urllib3
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline import render, retry
+from pipeline.config import EnvName
 from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import ConfigError, DigestError
 from pipeline.models import Digest, Entry
@@ -77,9 +78,9 @@ class ChatOptions(BaseModel):
     """A chat entry's own keys under `channels` (besides `type` and `name`)."""
 
     model_config = ConfigDict(extra="forbid")
-    url_env: str | None = None  # slack, feishu, dingtalk, webhook: the webhook URL
-    secret_env: str | None = None  # feishu, dingtalk: the signing secret, when set
-    token_env: str | None = None  # telegram: the bot token
+    url_env: EnvName | None = None  # slack, feishu, dingtalk, webhook: the webhook URL
+    secret_env: EnvName | None = None  # feishu, dingtalk: the signing secret, when set
+    token_env: EnvName | None = None  # telegram: the bot token
     chat_id: str | None = None  # telegram: the group or channel
     api_url: str = "https://api.telegram.org"  # telegram: the Bot API
     languages: list[Literal["zh", "en"]] | None = Field(None, min_length=1)  # default: languages
@@ -209,7 +210,8 @@ class ChatChannel:
             error = exc.errors()[0]
             key = ".".join(str(part) for part in error["loc"])
             secret = error["type"] == "extra_forbidden" and f"{key}_env" in ChatOptions.model_fields
-            raise ConfigError(f"{where}.{key}: {error['msg']}",  # `url:` holds a webhook's secret path
+            message = error["msg"].removeprefix("Value error, ")
+            raise ConfigError(f"{where}.{key}: {message}",  # `url:` holds a webhook's secret path
                               f"secrets are not read from the config file: put it in an environment "
                               f"variable and set {' or '.join(secret_keys(kind, key))} to its name"
                               if secret else None) from None
