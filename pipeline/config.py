@@ -647,7 +647,11 @@ def load(path: Path | None) -> Config:
     if path is not None:
         path = path.resolve()
         user = _read_yaml(path)
-        _refuse_secrets(user, path)
+        try:
+            _refuse_secrets(user, path)  # it walks every value first
+        except RecursionError:
+            raise ConfigError(f"{path}: not valid YAML: an alias (*name) stands inside what it names "
+                              "(&name), so its settings never end") from None
     merged = _merge(base, user)
     try:
         config = Config.model_validate(merged)
@@ -681,6 +685,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         where = f"{path}:{mark.line + 1}" if mark else str(path)
         problem = getattr(exc, "problem", None) or "not valid YAML"
         raise ConfigError(f"{where}: {problem}") from None
+    except (ValueError, TypeError) as exc:  # a tag's value it cannot read: !!int abc, !!timestamp 2026-13-01
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -62,6 +62,11 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         ("storage: {url: 'postgresql+psycopg://rl:pw@db/rl'}\n",
          "storage.url: holds a password in the URL; secrets are not read from the config file"),
         ("email: [unclosed\n", "config.yaml:2"),
+        # a tag's value it cannot read, an alias inside what it names: 'unexpected error', exit 1
+        ("digest: {max_papers: !!int ten}\n", "config.yaml: not valid YAML: invalid literal for int()"),
+        ("schedule: {timezone: !!timestamp 2026-13-01}\n", "config.yaml: not valid YAML: month must be in 1..12"),
+        ("digest: &d {featured: *d}\n", "config.yaml: not valid YAML: an alias (*name) stands inside what it "
+         "names (&name)"),
         ("- just\n- a list\n", "expected a mapping"),
         ("schedule: {timezone: Mars/Olympus}\n", "unknown time zone"),
         ("email: {to: [not-an-address]}\n", "not an email address"),
