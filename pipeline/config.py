@@ -620,10 +620,28 @@ def read_recipients(path: Path, local: bool = False) -> tuple[list[Reader], list
     return found, problems
 
 
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """yaml.safe_load's, through libyaml where PyYAML has it (about ten times faster, and
+    every command reads the config), that refuses a key given twice in one mapping: YAML
+    forbids it, and PyYAML kept the last one, so a setting written above it did nothing."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # a merge (<<: *base) may be overridden below it; that is what it is for
+            key = self.construct_object(key_node)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"{key!r} is given twice in one mapping (also on line {seen[key] + 1}): "
+                    "only the last would count", key_node.start_mark)
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep)
+
+
 def parse_yaml(text: str) -> Any:
-    """yaml.safe_load, through libyaml where PyYAML has it: about ten times faster, and
-    every command reads the config."""
-    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    """yaml.safe_load, but a key given twice in one mapping is an error (_Loader)."""
+    return yaml.load(text, Loader=_Loader)
 
 
 def bundled(name: str) -> Path:

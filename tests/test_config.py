@@ -27,6 +27,14 @@ def test_a_partial_config_takes_the_rest_from_defaults(tmp_path):
     assert cfg.digest.max_papers == 30
 
 
+def test_a_merged_mapping_may_be_overridden_below_it(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("relevance:\n  rl_terms: &rl {ppo: 1.0, grpo: 1.0}\n"
+                    "  lm_terms: {<<: *rl, ppo: 0.5, llm: 1.0}\n", encoding="utf-8")
+    terms = config.load(path).relevance.lm_terms  # over the defaults'
+    assert (terms["ppo"], terms["grpo"], terms["llm"]) == (0.5, 1.0, 1.0)
+
+
 def test_paths_resolve_relative_to_the_config_file_not_the_cwd(tmp_path, monkeypatch):
     path = tmp_path / "conf" / "config.yaml"
     (path.parent / "seeds").mkdir(parents=True)
@@ -62,6 +70,10 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         ("storage: {url: 'postgresql+psycopg://rl:pw@db/rl'}\n",
          "storage.url: holds a password in the URL; secrets are not read from the config file"),
         ("email: [unclosed\n", "config.yaml:2"),
+        # a key given twice: the first was dropped unseen
+        ("digest: {max_papers: 3}\ndigest: {featured: 1}\n",
+         "config.yaml:2: 'digest' is given twice in one mapping (also on line 1): only the last would count"),
+        ("relevance:\n  include: [robot]\n  include: [agent]\n", "config.yaml:3: 'include' is given twice"),
         # a tag's value it cannot read, an alias inside what it names: 'unexpected error', exit 1
         ("digest: {max_papers: !!int ten}\n", "config.yaml: not valid YAML: invalid literal for int()"),
         ("schedule: {timezone: !!timestamp 2026-13-01}\n", "config.yaml: not valid YAML: month must be in 1..12"),
