@@ -695,14 +695,13 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     except OSError as exc:  # its strerror alone: str(exc) names the file a second time
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: cannot read: {exc}") from None
+        line = exc.object[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not UTF-8 text (byte {exc.object[exc.start]:#04x}): "
+                          "save the file as UTF-8") from None
     try:
         data = parse_yaml(text)
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or "not valid YAML"
-        raise ConfigError(f"{where}: {problem}") from None
+        raise ConfigError(_yaml_error(path, text, exc)) from None
     except (ValueError, TypeError) as exc:  # a tag's value it cannot read: !!int abc, !!timestamp 2026-13-01
         raise ConfigError(f"{path}: not valid YAML: {exc}") from None
     if data is None:
@@ -710,6 +709,23 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of settings at the top level")
     return data
+
+
+def _yaml_error(path: Path, text: str, exc: yaml.YAMLError) -> str:
+    """`path`:line:column: the problem, and where what it is in began when that is elsewhere
+    (an unclosed quote or bracket is found at the end of the file)."""
+    if isinstance(exc, yaml.reader.ReaderError):  # a character YAML does not allow, e.g. NUL
+        return f"{path}:{text.count(chr(10), 0, exc.position) + 1}: {exc.reason}"
+    mark, context, began = (getattr(exc, name, None) for name in ("problem_mark", "context", "context_mark"))
+    if mark is None:
+        return f"{path}: not valid YAML"
+    problem = getattr(exc, "problem", None) or "not valid YAML"
+    lines = text.split("\n")
+    if mark.line < len(lines) and lines[mark.line][mark.column:mark.column + 1] == "\t":
+        problem = "a tab: YAML indents with spaces only"
+    elif context and began is not None and began.line != mark.line:
+        problem += f" ({context} begun on line {began.line + 1})"
+    return f"{path}:{mark.line + 1}:{mark.column + 1}: {problem}"
 
 
 def _refuse_secrets(data: Any, path: Path, dotted: str = "", kind: str | None = None) -> None:

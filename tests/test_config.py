@@ -70,10 +70,17 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         ("storage: {url: 'postgresql+psycopg://rl:pw@db/rl'}\n",
          "storage.url: holds a password in the URL; secrets are not read from the config file"),
         ("email: [unclosed\n", "config.yaml:2"),
+        # line and column, a tab named as such, where an unclosed quote began, a file not in UTF-8
+        ("digest:\n\tfeatured: 1\n", "config.yaml:2:1: a tab: YAML indents with spaces only"),
+        ("topic: {name: {zh: \"x, en: y}}\nlanguages: [en]\n", "config.yaml:3:1: found unexpected end of stream "
+         "(while scanning a quoted scalar begun on line 1)"),
+        ("languages: [en]\n\x00\n", "config.yaml:2: control characters are not allowed"),
+        ("digest: {featured: 1}\ntopic: {name: {zh: 甲, en: caf\udce9}}\n",
+         "config.yaml:2: not UTF-8 text (byte 0xe9): save the file as UTF-8"),
         # a key given twice: the first was dropped unseen
         ("digest: {max_papers: 3}\ndigest: {featured: 1}\n",
-         "config.yaml:2: 'digest' is given twice in one mapping (also on line 1): only the last would count"),
-        ("relevance:\n  include: [robot]\n  include: [agent]\n", "config.yaml:3: 'include' is given twice"),
+         "config.yaml:2:1: 'digest' is given twice in one mapping (also on line 1): only the last would count"),
+        ("relevance:\n  include: [robot]\n  include: [agent]\n", "config.yaml:3:3: 'include' is given twice"),
         # a tag's value it cannot read, an alias inside what it names: 'unexpected error', exit 1
         ("digest: {max_papers: !!int ten}\n", "config.yaml: not valid YAML: invalid literal for int()"),
         ("schedule: {timezone: !!timestamp 2026-13-01}\n", "config.yaml: not valid YAML: month must be in 1..12"),
@@ -104,7 +111,7 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
 )
 def test_config_errors_name_the_file_and_key(tmp_path, text, message):
     path = tmp_path / "config.yaml"
-    path.write_text(text, encoding="utf-8")
+    path.write_text(text, encoding="utf-8", errors="surrogateescape")  # \udce9: a byte 0xe9 alone
     with pytest.raises(ConfigError) as caught:
         config.load(path)
     assert str(path.name) in str(caught.value)
