@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 from contextlib import ExitStack
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import calendar, doctor
-from tests.helpers import CATS, _merge, write_config
+from tests.helpers import CATS, _merge, cli_command, cli_env, write_config
 from tests.servers.arxiv_server import FEED_ERROR, ArxivServer
 from tests.servers.chat_server import ChatServer
 from tests.servers.openai_server import OpenAIServer, Reply
@@ -119,6 +120,24 @@ def test_doctor_names_the_one_service_that_is_down_and_exits_1(tmp_path, cli, wo
     if name == "database":  # the URL once, then what is wrong with it
         line = next(line for line in result.stdout.splitlines() if line.startswith("database"))
         assert line.count("broken.sqlite3") == 1, line
+
+
+def test_doctor_run_by_a_user_who_cannot_write_the_lock_folder_fails_that_line_alone(tmp_path, world):
+    """The arXiv checks took the pace file's lock there: 'unexpected error: PermissionError:
+    ... arxiv-pace.lock', exit 1, and not one line of doctor's, the locks line included."""
+    overrides, _, arxiv = world
+    (tmp_path / "locks").mkdir(mode=0o555)
+    config = write_config(tmp_path, _merge(overrides, {"lock": {"dir": "locks"}}), seeds=False)
+    # root writes anywhere: run it without the capabilities that let it, as another user would be
+    drop = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", "--"]
+    command = [*cli_command(), "--config", str(config), "doctor"]
+    result = subprocess.run([*drop, *command] if os.geteuid() == 0 else command, cwd="/", env=cli_env(ENV),
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert statuses(result.stdout) == {line: "FAIL" if line == "locks" else "OK" for line in LINES}, \
+        result.stdout + result.stderr
+    assert result.returncode == 1 and result.stderr.strip().endswith("\nrl-digest: doctor: locks failed")
+    assert "unexpected error" not in result.stderr
+    assert len(arxiv.requests) == 3
 
 
 def test_doctor_fails_a_feed_arxiv_answers_with_a_feed_error(tmp_path, cli, world):

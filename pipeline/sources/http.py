@@ -16,8 +16,8 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -222,11 +222,22 @@ class Fetcher:
                 except OSError:
                     pass  # a folder that is not writable: this process still paces itself
 
-    def _shared(self) -> AbstractContextManager[object]:
-        """The pace file's lock, while a process reads, waits its turn and writes it."""
-        if self.pace_file is None or not self.pace_file.parent.is_dir():
-            return nullcontext()
-        return FileLock(str(self.pace_file) + ".lock")
+    @contextmanager
+    def _shared(self) -> Iterator[None]:
+        """The pace file's lock, while a process reads, waits its turn and writes it; none
+        in a folder this user cannot write (doctor run as another user than the runs')."""
+        lock = None
+        if self.pace_file is not None and self.pace_file.parent.is_dir():
+            lock = FileLock(str(self.pace_file) + ".lock")
+            try:
+                lock.acquire()
+            except OSError:  # as for the pace file: this process still paces itself
+                lock = None
+        try:
+            yield
+        finally:
+            if lock is not None:
+                lock.release()
 
     def _read_pace(self) -> float:
         try:
