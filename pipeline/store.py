@@ -816,11 +816,16 @@ def _maybe_tx(store: Store, conn: Connection | None) -> Iterator[Connection]:
 def backend(url: str) -> str:
     """sqlite or postgresql: the two databases the store is tested on."""
     try:
-        name = sa.engine.make_url(url).get_backend_name()
+        parsed = sa.engine.make_url(url)
     except sa.exc.ArgumentError:
         raise ConfigError(f"storage.url: not a database URL: {url!r}") from None
+    name = parsed.get_backend_name()
     if name not in ("sqlite", "postgresql"):
         raise ConfigError(f"storage.url: {name}: not supported (use sqlite:/// or postgresql+psycopg://)")
+    if name == "sqlite" and (parsed.host or parsed.port or parsed.username):  # sqlite://state/x.db
+        raise ConfigError(f"storage.url: {url!r}: a SQLite URL has three slashes before a path "
+                          "(sqlite:///state/digest.sqlite3, beside the config) and four before an "
+                          "absolute one (sqlite:////var/lib/rl-digest/digest.sqlite3)")
     return name
 
 

@@ -185,6 +185,16 @@ def test_a_missing_driver_is_one_line_naming_the_scheme_and_the_extra(tmp_path, 
         assert "pip install 'rl-digest[postgres]'" in lines[0]
 
 
+def test_a_sqlite_url_with_two_slashes_is_refused_by_config_check_as_by_run(tmp_path, cli):
+    """sqlite://state/x.db: config check said ok; run, send and status ended with
+    'unexpected error: ArgumentError: Invalid SQLite URL', exit 1."""
+    config = config_with(tmp_path, storage={"url": "sqlite://state/digest.sqlite3"})
+    for command in (["config", "check"], ["status"], ["run", "--offline"], ["send"]):
+        lines = stderr_lines(cli("--config", str(config), *command, check=2))
+        assert len(lines) == 1 and "storage.url: 'sqlite://state/digest.sqlite3': a SQLite URL has three " \
+            "slashes before a path (sqlite:///state/digest.sqlite3, beside the config)" in lines[0], lines
+
+
 def test_a_server_that_is_down_is_one_line_naming_it(tmp_path, cli):
     pytest.importorskip("psycopg", reason="the [postgres] extra is not installed")
     port = backends.free_port()  # nothing listens there
