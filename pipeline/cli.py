@@ -131,7 +131,15 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            try:
+                return super().invoke(ctx)
+            except jinja2.TemplateError as exc:  # one of templates.dir's: the user's to fix
+                state = ctx.find_object(State)
+                config = state._config if state is not None else None
+                problem = render_mod.template_failure(exc, config.templates.dir if config else None)
+                if problem is None:
+                    raise
+                raise problem from exc
         except DigestError as exc:
             _failed(ctx, exc)
         except HELP:  # `rl-digest config` alone: its help, whole, as click prints it
@@ -145,10 +153,6 @@ class Group(click.Group):
                 os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python's signal docs)
                 ctx.exit(128 + signal.SIGPIPE)  # as a shell reports a command its pipe ended
             state = ctx.find_object(State)
-            if isinstance(exc, jinja2.TemplateError) and state is not None and state._config is not None:
-                own = render_mod.own_template_failure(exc, state._config.templates.dir)
-                if own is not None:  # a user's template, maybe copied from an older release
-                    _failed(ctx, own)
             what = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
             if state is not None and state.verbose:
                 echo(traceback.format_exc().rstrip(), err=True)

@@ -82,6 +82,8 @@ def config_problems(config: Config) -> Problems:
     if config.templates.dir and not config.templates.dir.is_dir():
         warnings.append(f"templates.dir: {config.templates.dir}: no such folder (the built-in "
                         "templates are used)")
+    elif config.templates.dir:
+        errors += render.user_template_problems(config.templates.dir)
     if config.email.enabled:
         if not config.readers():
             warnings.append("email.to: email is enabled but has no recipients "

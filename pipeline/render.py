@@ -331,7 +331,49 @@ def loader(user_dir: Path | None) -> jinja2.BaseLoader:
     return jinja2.ChoiceLoader(loaders)
 
 
-def own_template_failure(exc: jinja2.TemplateError, user_dir: Path | None) -> ConfigError | None:
+def template_failure(exc: jinja2.TemplateError, user_dir: Path | None) -> ConfigError | None:
+    """A template error that templates.dir is the cause of, as a config error naming the
+    file: one of its templates that does not compile or render, or a built-in template
+    that fails on a copy the folder holds from an older release. None: a bug of ours."""
+    return _in_user_file(exc, user_dir) or _older_copy(exc, user_dir)
+
+
+def _in_user_file(exc: jinja2.TemplateError, user_dir: Path | None) -> ConfigError | None:
+    """A template of the user's folder that does not compile or render, as a config error
+    naming its file and line (for a render error, its innermost frame there); None when no
+    template of that folder is in it (a built-in template's error is a bug)."""
+    if user_dir is None:
+        return None
+    if isinstance(exc, jinja2.TemplateSyntaxError):
+        found = [(exc.filename, exc.lineno)]
+    else:  # Jinja puts each template's own file and line in the traceback's frames
+        found = [(frame.f_code.co_filename, line) for frame, line in traceback.walk_tb(exc.__traceback__)]
+    mine = [(name, line) for name, line in found if name and Path(name).is_relative_to(user_dir)]
+    if not mine:
+        return None
+    name, line = mine[-1]
+    return ConfigError(f"templates.dir: {name}:{line}: {exc.message}",
+                       "fix it, or take it out of the folder to use the built-in one")
+
+
+def user_template_problems(user_dir: Path) -> list[str]:
+    """Each template of the user's folder that is not valid Jinja, one line each, for config
+    check: a run would stop on it, after collecting. (Its filters are not checked: which
+    there are depends on what renders it; a run names an unknown one as it meets it.)"""
+    env = text_env(user_dir)
+    problems = []
+    for path in sorted(user_dir.rglob("*.j2")):
+        name = path.relative_to(user_dir).as_posix()
+        try:
+            env.parse(path.read_text(encoding="utf-8"), name, str(path))
+        except jinja2.TemplateSyntaxError as exc:
+            problems.append(str(_in_user_file(exc, user_dir)))
+        except (OSError, UnicodeDecodeError) as exc:
+            problems.append(f"templates.dir: {path}: cannot read: {getattr(exc, 'strerror', None) or exc}")
+    return problems
+
+
+def _older_copy(exc: jinja2.TemplateError, user_dir: Path | None) -> ConfigError | None:
     """A template that failed while a templates.dir replaces built-in ones, as one line naming
     them: a copy made from an older release lacks what this release's templates take from it
     (a macro of partials/labels.j2, a variable). None when it replaces none (a bug of ours)."""

@@ -199,7 +199,7 @@ def guarded(config: Config, name: str, work: Callable[[], object],
             if on_failed is not None and not STOP.is_set():
                 on_failed()
         except Exception as exc:  # keep the scheduler alive; the traceback with -v
-            own = (render.own_template_failure(exc, config.templates.dir)
+            own = (render.template_failure(exc, config.templates.dir)
                    if isinstance(exc, jinja2.TemplateError) else None)
             if own is not None:  # a user's template, maybe copied from an older release
                 log.error("%s failed: %s", name, own)

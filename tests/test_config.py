@@ -346,6 +346,25 @@ def test_the_site_is_on_by_default_and_served_where_serve_is(tmp_path):
         config.load(path)
 
 
+def test_a_template_of_templates_dir_that_does_not_compile_or_render_is_one_line_naming_it(tmp_path, cli):
+    """run ended with 'unexpected error: TemplateSyntaxError: Unexpected end of template...'
+    (or UndefinedError), exit 1, naming neither file nor line, after config check said ok."""
+    (tmp_path / "mine").mkdir()
+    template = tmp_path / "mine" / "digest.md.j2"
+    config = write_config(tmp_path, {"templates": {"dir": "mine"}})
+    template.write_text("# My digest\n{% if no_such %}\n", encoding="utf-8")
+    unclosed = (f"templates.dir: {template}:2: Unexpected end of template. Jinja was looking for the "
+                "following tags: 'elif' or 'else' or 'endif'.")
+    for command in (("config", "check"), ("run", "--offline")):
+        (line,) = cli("--config", str(config), *command, check=2).stderr.splitlines()
+        assert unclosed in line and line.endswith("(fix it, or take it out of the folder to use the built-in "
+                                                  "one)"), line
+    template.write_text("# My digest\n{{ no_such.thing }}\n", encoding="utf-8")
+    assert cli("--config", str(config), "config", "check").returncode == 0  # what it is given is not known
+    (line,) = cli("--config", str(config), "run", "--offline", check=2).stderr.splitlines()
+    assert f"templates.dir: {template}:2: 'no_such' is undefined" in line, line
+
+
 def test_config_check_finds_what_would_stop_a_run_in_channels_and_serve(tmp_path, cli):
     """`run` refuses these with exit 2 and nobody gets the digest, email included; `config
     check` (and doctor's config line) said ok."""
