@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import UTC, datetime
 from email.headerregistry import Address
 from email.utils import getaddresses, parseaddr
 from importlib import resources
@@ -583,9 +584,11 @@ def crontab(expr: str) -> str:
     from apscheduler.triggers.cron import CronTrigger
 
     try:
-        CronTrigger.from_crontab(normal)
+        trigger = CronTrigger.from_crontab(normal, timezone="UTC")
     except ValueError as exc:
         raise ValueError(f"{expr!r}: {exc}") from None
+    if trigger.get_next_fire_time(None, datetime.now(UTC)) is None:  # 0 8 31 2 *: February 31st
+        raise ValueError(f"{expr!r}: matches no date, so it would never fire")
     return normal
 
 

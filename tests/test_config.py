@@ -88,6 +88,9 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
          "names (&name)"),
         ("- just\n- a list\n", "expected a mapping"),
         ("schedule: {timezone: Mars/Olympus}\n", "unknown time zone"),
+        # a crontab of a day no month has: the scheduler ran on, its next publish 'never'
+        ("schedule: {publish_cron: '0 8 31 2 *'}\n",
+         "schedule.publish_cron: '0 8 31 2 *': matches no date, so it would never fire"),
         ("email: {to: [not-an-address]}\n", "not an email address"),
         # a check across keys names its key itself, with no "(top level)" before it
         ("languages: [en, en]\n", "config.yaml: languages: each language once"),
