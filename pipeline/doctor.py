@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from pydantic import Field
 
 from pipeline import calendar, collect, enrich, lock, plugins, render, sources, store
-from pipeline.config import Config, read_recipients
+from pipeline.config import Config, read_recipients, sqlite_file
 from pipeline.deliver import channels, chat, email, files, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
 from pipeline.sources import arxiv_api, arxiv_oai, arxiv_rss
@@ -237,6 +237,14 @@ def check_database(config: Config) -> Iterable[Check]:
                    "reads (a standby, default_transaction_read_only, or a file this user cannot write)")
     else:
         yield ok("database", f"{url}: connected, schema version {version} is current")
+
+
+def state_folder_problem(config: Config) -> str | None:
+    """For config check, as check_state_folder's line for doctor: why the run lock's file
+    cannot be made (a run refuses to start), or None. A PostgreSQL run locks on the server."""
+    if sqlite_file(config.storage.url) is None:
+        return None
+    return files.unwritable(lock.lock_path(config).parent, "lock.dir")
 
 
 def check_state_folder(config: Config) -> Iterable[Check]:

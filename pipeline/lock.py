@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from pipeline import store
 from pipeline.config import Config, sqlite_file
-from pipeline.errors import DigestError, LockedError
+from pipeline.errors import ConfigError, DigestError, LockedError
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +114,9 @@ def _take(path: Path, what: str, taken: Callable[[], LockedError]) -> filelock.B
         lock.acquire(timeout=0)
     except filelock.Timeout:
         raise taken() from None
-    except OSError as exc:
-        raise DigestError(f"{path}: cannot take the {what}: {exc.strerror or exc}") from None
+    except OSError as exc:  # a folder this user cannot write, as outputs.dir's: the config's to change
+        raise ConfigError(f"{path}: cannot take the {what}: {exc.strerror or exc}",
+                          "set lock.dir to a folder this user can write") from None
     return lock
 
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from pipeline import config
 from pipeline.errors import ConfigError
-from tests.helpers import ROOT, write_config
+from tests.helpers import ROOT, cli_command, cli_env, write_config
 
 
 def test_bundled_config_is_valid_and_complete():
@@ -366,6 +368,24 @@ def test_a_template_of_templates_dir_that_does_not_compile_or_render_is_one_line
     assert cli("--config", str(config), "config", "check").returncode == 0  # what it is given is not known
     (line,) = cli("--config", str(config), "run", "--offline", check=2).stderr.splitlines()
     assert f"templates.dir: {template}:2: 'no_such' is undefined" in line, line
+
+
+def test_a_lock_folder_this_user_cannot_write_is_refused_by_config_check_as_by_run(tmp_path):
+    """config check said ok; run and send stopped at once, 'cannot take the run lock:
+    Permission denied', exit 1."""
+    (tmp_path / "locks").mkdir(mode=0o555)
+    config = write_config(tmp_path, {"lock": {"dir": "locks"}}, seeds=False)
+    # root writes anywhere: run it without the capabilities that let it, as another user would be
+    drop = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", "--"]
+    for command, says in ((("config", "check"), f"{config}: lock.dir: {tmp_path / 'locks'}: cannot write: "
+                                                "Permission denied; set lock.dir to a folder this user can write"),
+                          (("run", "--offline"), f"{tmp_path / 'locks'}/digest.sqlite3.lock: cannot take the run "
+                                                 "lock: Permission denied (set lock.dir to a folder this user can "
+                                                 "write)")):
+        args = [*cli_command(), "--config", str(config), *command]
+        result = subprocess.run([*drop, *args] if os.geteuid() == 0 else args, cwd="/", env=cli_env(),
+                                capture_output=True, text=True, timeout=60, check=False)
+        assert (result.returncode, result.stderr.splitlines()) == (2, [f"rl-digest: {says}"])
 
 
 def test_config_check_finds_what_would_stop_a_run_in_channels_and_serve(tmp_path, cli):
