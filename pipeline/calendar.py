@@ -111,8 +111,10 @@ def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
 def _overlay(data: dict, path: Path) -> None:
     try:
         loaded = parse_yaml(path.read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read the arXiv calendar ({exc})") from None
+    except OSError as exc:  # its strerror alone: str(exc) names the file a second time
+        raise ConfigError(f"{path}: cannot read the arXiv calendar ({exc.strerror or exc})") from None
+    except (yaml.YAMLError, ValueError, TypeError) as exc:  # ValueError: a day of no month (2026-13-01)
+        raise ConfigError(f"{path}: cannot read the arXiv calendar ({' '.join(str(exc).split())})") from None
     if not isinstance(loaded, dict):
         raise ConfigError(f"{path}: an arXiv calendar is a mapping (timezone, time, weekdays, ...)")
     for key in ("timezone", "time", "weekdays"):

@@ -624,7 +624,7 @@ def config_check(state: State) -> None:
     config = state.config
     where = config.path or "built-in defaults"
     errors, warnings = doctor_mod.config_problems(config)
-    errors += [problem for problem in [doctor_mod.state_folder_problem(config)] if problem]
+    errors += doctor_mod.own_line_problems(config)
     for problem in warnings:
         echo(f"warning: {where}: {problem}", err=True)
     for problem in errors[1:]:

@@ -239,12 +239,18 @@ def check_database(config: Config) -> Iterable[Check]:
         yield ok("database", f"{url}: connected, schema version {version} is current")
 
 
-def state_folder_problem(config: Config) -> str | None:
-    """For config check, as check_state_folder's line for doctor: why the run lock's file
-    cannot be made (a run refuses to start), or None. A PostgreSQL run locks on the server."""
-    if sqlite_file(config.storage.url) is None:
-        return None
-    return files.unwritable(lock.lock_path(config).parent, "lock.dir")
+def own_line_problems(config: Config) -> list[str]:
+    """What stops every run at start that doctor names on lines of its own (locks, calendar),
+    for config check: the run lock's folder this user cannot write (with SQLite: PostgreSQL's
+    lock is the server's), a calendar file that cannot be read."""
+    problems = []
+    if sqlite_file(config.storage.url) is not None:
+        problems.append(files.unwritable(lock.lock_path(config).parent, "lock.dir"))
+    try:  # every run reads it first, offline too
+        calendar.load_calendar(config.sources.arxiv.calendar_files)
+    except ConfigError as exc:
+        problems.append(f"sources.arxiv.calendar_files: {exc}")
+    return [problem for problem in problems if problem]
 
 
 def check_state_folder(config: Config) -> Iterable[Check]:

@@ -283,19 +283,28 @@ def test_a_user_calendar_file_extends_it_to_2027(tmp_path):
     ("years: [2027]\ntimezone:\n", "arXiv calendar: timezone, time (HH:MM) and weekdays are needed"),
     ("years: [2027]\nno_announcement:\n  2027-01-18 00:00:00: Martin Luther King Jr. Day\n",
      "arxiv-2027.yaml: no_announcement: 2027-01-18 00:00:00 is not a date (YYYY-MM-DD)"),
+    # a day no month has: 'unexpected error: ValueError: month must be in 1..12', exit 1
+    ("years: [2027]\nno_announcement:\n  2027-13-01: Martin Luther King Jr. Day\n",
+     "arxiv-2027.yaml: cannot read the arXiv calendar (month must be in 1..12)"),
+    (None, "arxiv-2027.yaml: cannot read the arXiv calendar (No such file or directory)"),
 ])
 def test_a_calendar_file_of_the_wrong_shape_is_exit_2_in_one_line(tmp_path, cli, text, says):
     """The 2027 file a user writes in January: `years: 2027` (no list) was 'unexpected error:
-    TypeError: 'int' object is not iterable', exit 1, naming no file."""
-    (tmp_path / "arxiv-2027.yaml").write_text(text, encoding="utf-8")
+    TypeError: 'int' object is not iterable', exit 1, naming no file. config check refuses it
+    too (it said ok)."""
+    if text is not None:
+        (tmp_path / "arxiv-2027.yaml").write_text(text, encoding="utf-8")
     with ArxivServer() as server:
         config = config_for(tmp_path, server, cats=["cs.LG"])
         data = yaml.safe_load(config.read_text(encoding="utf-8"))
         data["sources"]["arxiv"]["calendar_files"] = ["arxiv-2027.yaml"]
         config.write_text(yaml.safe_dump(data), encoding="utf-8")
         result = collect(cli, config, TUESDAY, check=2)
+        checked = cli("--config", str(config), "config", "check", check=2)
     assert says in result.stderr and "unexpected" not in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert checked.stderr.splitlines() == [
+        f"rl-digest: {config}: sources.arxiv.calendar_files: {result.stderr.removeprefix('rl-digest: ').strip()}"]
 
 
 def test_a_calendar_day_written_without_a_reason_is_a_plain_holiday(tmp_path, cli):
