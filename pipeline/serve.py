@@ -11,6 +11,7 @@ and no redirect names the Host header a client sent (`Secured`).
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import threading
@@ -180,6 +181,9 @@ def run(config: Config, store: Store, links: Links, host: str, port: int,
         sock = socket.create_server((host, port), family=family)
     except OSError as exc:
         why = os.strerror(exc.errno) if exc.errno else str(exc)  # create_server adds the address again
+        if exc.errno == errno.EADDRNOTAVAIL:  # not an address of this machine: no port would do
+            raise ConfigError(f"serve: --host {host}: {why}", "an address of this machine, or a name it "
+                              "resolves") from None
         raise DigestError(f"serve: cannot listen on {host}:{port}: {why}",
                           "another server may hold the port: stop it, or pass --port") from None
     server = uvicorn.Server(uvicorn.Config(app(config, store, links), log_level="warning",

@@ -251,3 +251,7 @@ def test_serve_says_where_it_serves_only_once_it_listens(tmp_path, cli):
     unknown = cli("--config", str(config), "serve", "--host", "no-such-host.invalid", check=2)
     (line,) = unknown.stderr.splitlines()
     assert line.startswith("rl-digest: serve: --host no-such-host.invalid: ") and "port" not in line
+    # an address of another machine (TEST-NET-1): exit 1, 'another server may hold the port'
+    elsewhere = cli("--config", str(config), "serve", "--host", "192.0.2.1", check=2)
+    assert elsewhere.stderr.splitlines() == ["rl-digest: serve: --host 192.0.2.1: Cannot assign requested address "
+                                             "(an address of this machine, or a name it resolves)"]
