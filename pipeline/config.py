@@ -16,7 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 import yaml
 from email_validator import EmailNotValidError, validate_email
@@ -430,7 +430,10 @@ class Schedule(Model):
         try:
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone: {value!r}") from None
+            # names are case-sensitive files: 'utc' and 'asia/shanghai' are not found
+            same = sorted(zone for zone in available_timezones() if zone.lower() == value.strip().lower())
+            raise ValueError(f"unknown time zone: {value!r}"
+                             + (f" (the IANA name is {same[0]!r})" if same else "")) from None
         return value
 
 

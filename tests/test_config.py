@@ -90,6 +90,9 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
          "names (&name)"),
         ("- just\n- a list\n", "expected a mapping"),
         ("schedule: {timezone: Mars/Olympus}\n", "unknown time zone"),
+        ("schedule: {timezone: asia/shanghai}\n",
+         "schedule.timezone: unknown time zone: 'asia/shanghai' (the IANA name is 'Asia/Shanghai')"),
+        ("schedule: {timezone: 'utc '}\n", "schedule.timezone: unknown time zone: 'utc ' (the IANA name is 'UTC')"),
         # a crontab of a day no month has: the scheduler ran on, its next publish 'never'
         ("schedule: {publish_cron: '0 8 31 2 *'}\n",
          "schedule.publish_cron: '0 8 31 2 *': matches no date, so it would never fire"),
