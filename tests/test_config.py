@@ -406,6 +406,9 @@ def test_config_check_finds_what_would_stop_a_run_in_channels_and_serve(tmp_path
     assert literal[0] == 2 and "channels (slack).url: Extra inputs are not permitted (secrets are not read " \
         "from the config file: put it in an environment variable and set url_env (the webhook URL) to its name)" \
         in literal[1]
+    # telegram reads no webhook URL: it was told to set url_env, then that telegram takes none
+    assert check({"channels": [{"type": "telegram", "url": "https://api.telegram.org", "token_env": "TG",
+                                "chat_id": "-1"}]})[1].endswith("channels (telegram).url: Extra inputs are not permitted")
     token = check({"channels": [{"type": "slack", "url": "https://T0K3N@hooks.slack.com/services/x"}]})
     assert token[1].endswith("channels.0.url: holds a user or token in the URL; secrets are not read from the "
                              "config file (put the URL in an environment variable and set channels.0.url_env "

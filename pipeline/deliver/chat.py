@@ -209,7 +209,8 @@ class ChatChannel:
         except ValidationError as exc:
             error = exc.errors()[0]
             key = ".".join(str(part) for part in error["loc"])
-            secret = error["type"] == "extra_forbidden" and f"{key}_env" in ChatOptions.model_fields
+            platform = PLATFORMS[kind]  # `url:` on telegram is no webhook URL: it reads none
+            secret = error["type"] == "extra_forbidden" and f"{key}_env" in (*platform.needs, *platform.takes)
             message = error["msg"].removeprefix("Value error, ")
             raise ConfigError(f"{where}.{key}: {message}",  # `url:` holds a webhook's secret path
                               f"secrets are not read from the config file: put it in an environment "
