@@ -477,6 +477,9 @@ class Config(Model):
             raise ValueError("languages: each language once")
         seen: set[str] = set()
         for number, entry in enumerate(self.channels):
+            if entry.type == "email":  # a second email channel: every reader mailed twice, email off or on
+                raise ValueError(f"channels[{number}].type: email is set up under `email:` (enabled, to, "
+                                 "smtp_host...), not in channels")
             if not re.fullmatch(r"[a-z][a-z0-9_-]*", entry.key) or entry.key == "email":
                 raise ValueError(f"channels[{number}].name: {entry.key!r} is not a channel name "
                                  "(lower-case letters, digits, - or _; not 'email', which is the "

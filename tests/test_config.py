@@ -101,6 +101,9 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         ("languages: [en, en]\n", "config.yaml: languages: each language once"),
         ("channels: [{type: webhook, url: 'https://a.example'}, {type: webhook, url: 'https://b.example'}]\n",
          "config.yaml: channels[1].name: 'webhook' twice"),
+        # it mailed every reader again (with email.enabled: false too), its own keys unread
+        ("channels: [{type: email, name: team, colour: red}]\n",
+         "config.yaml: channels[0].type: email is set up under `email:` (enabled, to, smtp_host...), not in channels"),
         # a profile entry that would silently do nothing
         ("relevance: {include: [robot, '']}\n", "relevance.include: entry 2 is blank"),
         ("relevance: {follow_authors: [' ']}\n", "relevance.follow_authors: entry 1 is blank"),
