@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 from datetime import UTC, datetime
+from difflib import get_close_matches
 from email.headerregistry import Address
 from email.utils import getaddresses, parseaddr
 from importlib import resources
@@ -837,11 +838,25 @@ def _first_error(path: Path, exc: ValidationError) -> str:
     loc = ".".join(str(part) for part in first["loc"])
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
-        msg = "unknown key"
+        near = get_close_matches(str(first["loc"][-1]), _keys_at(first["loc"][:-1]), n=1)
+        msg = "unknown key" + (f" (did you mean {near[0]}?)" if near else "")
     msg = msg.removeprefix("Value error, ")
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     where = f"{loc}: " if loc else ""  # a check across keys names them in its message
     return f"{path}: {where}{msg}{more}"
+
+
+def _keys_at(loc: tuple[Any, ...]) -> list[str]:
+    """The keys the schema has at `loc` (a mapping's place, e.g. ("digest",)), or []."""
+    model: Any = Config
+    for part in loc:
+        field = model.model_fields.get(part) if isinstance(part, str) else None
+        inner = [t for t in get_args(field.annotation) or (field.annotation,)
+                 if isinstance(t, type) and issubclass(t, BaseModel)] if field else []
+        if not inner:
+            return []
+        model = inner[0]
+    return [field.alias or name for name, field in model.model_fields.items()]
 
 
 def _resolve_paths(config: Config, root: Path, path: Path | None) -> Config:

@@ -65,7 +65,10 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
     ("text", "message"),
     [
         ("email: {smtp_port: abc}\n", "email.smtp_port: Input should be a valid integer"),
-        ("emial: {}\n", "emial: unknown key"),
+        ("emial: {}\n", "emial: unknown key (did you mean email?)"),
+        ("digest: {max_paper: 3}\n", "digest.max_paper: unknown key (did you mean max_papers?)"),
+        ("email: {form: 'a@example.org'}\n", "email.form: unknown key (did you mean from?)"),
+        ("sources: {arxiv: {zzz: 1}}\n", "sources.arxiv.zzz: unknown key"),
         ("sources: {arxiv: {page_size: 5000}}\n", "sources.arxiv.page_size: Input should be less than or equal to 2000"),
         ("email: {password: hunter2}\n", "email.password: secrets are not read from the config file"),
         ("enrich: {api_key: sk-123}\n", "enrich.api_key: secrets are not read from the config file"),
