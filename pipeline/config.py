@@ -230,7 +230,7 @@ class TopicDef(Model):
 class Enrich(Model):
     provider: Literal["openai", "none"]
     base_url: HttpUrl
-    model: str
+    model: str = Field(min_length=1)  # sent as is: empty, every call fails
     api_key_env: EnvName
     structured: Literal["json_schema", "json_object"]
     timeout_seconds: float = Field(gt=0)
@@ -371,7 +371,7 @@ class Reader(Model):
 
 class Email(Model):
     enabled: bool
-    smtp_host: str
+    smtp_host: str = Field(min_length=1)  # empty: "please run connect() first" at each send
     smtp_port: int = Field(ge=1, le=65535)
     security: Literal["none", "starttls", "ssl"]
     username_env: EnvName | None = None

@@ -93,6 +93,9 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
          "names (&name)"),
         ("- just\n- a list\n", "expected a mapping"),
         ("schedule: {timezone: Mars/Olympus}\n", "unknown time zone"),
+        # an empty one passed: each send failed with 'smtp :587: please run connect() first'
+        ("email: {smtp_host: ''}\n", "email.smtp_host: String should have at least 1 character"),
+        ("enrich: {model: ''}\n", "enrich.model: String should have at least 1 character"),
         ("schedule: {timezone: asia/shanghai}\n",
          "schedule.timezone: unknown time zone: 'asia/shanghai' (the IANA name is 'Asia/Shanghai')"),
         ("schedule: {timezone: 'utc '}\n", "schedule.timezone: unknown time zone: 'utc ' (the IANA name is 'UTC')"),
