@@ -82,7 +82,7 @@ class ArxivSource(Model):
     api_url: HttpUrl
     # before sources.fulltext.url: <html_url>/<id>v<N>, still read
     html_url: Annotated[str | None, AfterValidator(http_url)] = None
-    categories: list[str]
+    categories: list[str] = Field(min_length=1)  # none: each collect, 'unexpected error: ValueError'
     terms: list[str] = Field(min_length=1)
     lookback_days: int = Field(ge=1, le=366)
     overlap_hours: int = Field(ge=0, le=24 * 14)
@@ -93,6 +93,16 @@ class ArxivSource(Model):
     retries: int = Field(ge=0, le=10)
     contact: str
     calendar_files: list[Path] = []  # more announcement calendars (YAML), e.g. next year's
+
+    @field_validator("categories")
+    @classmethod
+    def _categories(cls, value: list[str]) -> list[str]:
+        """An entry that is no category's name ('' or 'cs.LG cs.CL') is asked for and matches nothing."""
+        for number, category in enumerate(value, 1):
+            if not re.fullmatch(r"[a-z][a-z-]*(\.[A-Za-z-]+)?", category):
+                raise ValueError(f"entry {number} ({category!r}) is not an arXiv category, such as cs.LG or "
+                                 "stat.ML (one category an entry)")
+        return value
 
 
 class RssSource(Model):

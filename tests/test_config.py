@@ -93,6 +93,12 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
          "names (&name)"),
         ("- just\n- a list\n", "expected a mapping"),
         ("schedule: {timezone: Mars/Olympus}\n", "unknown time zone"),
+        # none: each collect ended with 'unexpected error: ValueError: a search needs at least one
+        # category'; a blank or two in one entry was asked for and matched nothing, unsaid
+        ("sources: {arxiv: {categories: []}}\n", "sources.arxiv.categories: List should have at least 1 item"),
+        ("sources: {arxiv: {categories: [cs.LG, 'cs.CL cs.AI']}}\n", "sources.arxiv.categories: entry 2 "
+         "('cs.CL cs.AI') is not an arXiv category, such as cs.LG or stat.ML (one category an entry)"),
+        ("sources: {arxiv: {categories: ['']}}\n", "sources.arxiv.categories: entry 1 ('') is not an arXiv"),
         # an empty one passed: each send failed with 'smtp :587: please run connect() first'
         ("email: {smtp_host: ''}\n", "email.smtp_host: String should have at least 1 character"),
         ("enrich: {model: ''}\n", "enrich.model: String should have at least 1 character"),
