@@ -45,6 +45,18 @@ MASK = "***"
 class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        """pydantic takes true as 1 and false as 0, and YAML reads yes, no, on and off as
+        those: `featured: yes` would be one featured paper, `retries: no` none."""
+        if isinstance(value, bool) and info.field_name:
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = set(get_args(annotation) or (annotation,)) - {type(None)}
+            if kinds <= {int, float}:
+                raise ValueError(f"a number, not {str(value).lower()}")
+        return value
+
 
 class Bilingual(Model):
     zh: str

@@ -66,6 +66,9 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
     [
         ("email: {smtp_port: abc}\n", "email.smtp_port: Input should be a valid integer"),
         ("emial: {}\n", "emial: unknown key (did you mean email?)"),
+        # YAML's yes and no are booleans, which pydantic took as 1 and 0
+        ("digest: {featured: yes}\n", "digest.featured: a number, not true"),
+        ("sources: {arxiv: {retries: no}}\n", "sources.arxiv.retries: a number, not false"),
         ("digest: {max_paper: 3}\n", "digest.max_paper: unknown key (did you mean max_papers?)"),
         ("email: {form: 'a@example.org'}\n", "email.form: unknown key (did you mean from?)"),
         ("sources: {arxiv: {zzz: 1}}\n", "sources.arxiv.zzz: unknown key"),
