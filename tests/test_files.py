@@ -88,8 +88,11 @@ def test_a_device_or_a_pipe_is_written_to_not_replaced(tmp_path):
     fifo = tmp_path / "pipe"
     os.mkfifo(fifo)
     reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
-    write_atomic(fifo, "the digest\n")
-    assert reader.communicate(timeout=10)[0] == "the digest\n"
+    try:
+        write_atomic(fifo, "the digest\n")
+        assert reader.communicate(timeout=10)[0] == "the digest\n"
+    finally:
+        reader.kill()
     assert fifo.is_fifo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
 
