@@ -215,6 +215,26 @@ def test_a_failing_channel_stays_queued_without_stopping_the_others_and_no_secre
             assert secret not in text
 
 
+def test_a_channel_taken_out_of_the_config_holds_its_posts_without_failing_every_send(tmp_path, cli):
+    """Each send and run said 'channel webhook is not configured now' as a failed delivery,
+    exit 1, for as long as the row waited: cron mailed the operator a failure every hour for
+    a channel they had taken out. The row waits, said once a run; it goes if the channel is back."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack, \
+            ChatServer("webhook") as hook:
+        hook.queue(*[(503, {})] * 2)
+        servers = {"slack": slack, "webhook": hook}
+        config = chat_config(tmp_path, arxiv, servers, retries=1)
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers), check=1)
+        without = chat_config(tmp_path, arxiv, {"slack": slack}, retries=1)
+        held = cli("--config", str(without), "send", env=env_for(servers))
+        assert "sent 0, pending 1, failed 0" in held.stdout
+        assert "1 delivery waits for channel webhook, which the config does not have now" in held.stderr
+        back = chat_config(tmp_path, arxiv, servers, retries=1)
+        later = cli("--config", str(back), "send", env=env_for(servers))
+    assert "sent 1, pending 0, failed 0" in later.stdout
+    assert len(hook.posts) == 1 and len(slack.posts) == 1
+
+
 class _Balanced(HTMLParser):
     """Telegram's HTML: only b, i, a, closed in order; entities whole."""
 

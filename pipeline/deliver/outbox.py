@@ -103,7 +103,8 @@ class DeliveryReport:
     """What one `deliver` call did.
 
     sent / failed: rows this call marked so. pending: rows in scope still waiting
-    after this call. errors: one line per problem.
+    after this call. errors: one line per problem. held: one line per channel the config
+    no longer has, whose rows wait for it (not a failure: it was taken out on purpose).
     """
 
     sent: int = 0
@@ -111,6 +112,7 @@ class DeliveryReport:
     failed: int = 0
     skipped: int = 0
     errors: list[str] = field(default_factory=list)
+    held: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -218,6 +220,7 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
     now = _aware(now).astimezone(UTC)
     report = DeliveryReport()
     down: dict[str, tuple[str, list[Delivery]]] = {}  # a channel that is down: why, and its rows
+    held: dict[str, list[Delivery]] = {}  # rows of a channel the config does not have now
     try:
         rows = outbox.pending(digest_id)
         for row in progress.track(rows, "sending", len(rows)):
@@ -231,10 +234,9 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
                 log.info("digest %s to %s skipped: %s", row.digest_id, row.who, why)
                 continue
             channel = channels.get(row.channel)
-            if channel is None:
+            if channel is None:  # taken out of the config (email turned off): kept for its return
                 report.pending += 1
-                report.errors.append(f"{row.label}: channel {row.channel} is not configured "
-                                     "now; it stays queued")
+                held.setdefault(row.channel, []).append(row)
                 continue
             if due_only and row.next_attempt is not None and row.next_attempt > now:
                 report.pending += 1
@@ -253,6 +255,12 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
     finally:
         for channel in channels.values():
             channel.close()
+    for name, rows in held.items():
+        ids = sorted({r.digest_id for r in rows})
+        report.held.append(f"{len(rows)} {'delivery waits' if len(rows) == 1 else 'deliveries wait'} "
+                           f"for channel {name}, which the config does not have now (digest "
+                           f"{', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''}): "
+                           "they go when it is back")
     for reason, rows in down.values():
         if not rows:  # a hand-over cut off with no row behind it: its own line says it
             continue
