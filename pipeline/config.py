@@ -57,6 +57,19 @@ class Model(BaseModel):
                 raise ValueError(f"a number, not {str(value).lower()}")
         return value
 
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_empty_path(cls, value: Any, info: ValidationInfo) -> Any:
+        """An empty path is the config's own folder: `seeds: {paths: ['']}` read every YAML
+        file beside the config as seeds, the config too. '.' says that, if it is meant."""
+        if info.field_name and (value == "" or (isinstance(value, list) and "" in value)):
+            annotation = cls.model_fields[info.field_name].annotation
+            kinds = {inner for kind in get_args(annotation) or (annotation,)
+                     for inner in get_args(kind) or (kind,)}  # Path | None, list[Path]
+            if Path in kinds:
+                raise ValueError("an empty path: write the folder or file ('.' for the config's own folder)")
+        return value
+
 
 class Bilingual(Model):
     zh: str

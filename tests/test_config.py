@@ -69,6 +69,9 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         # YAML's yes and no are booleans, which pydantic took as 1 and 0
         ("digest: {featured: yes}\n", "digest.featured: a number, not true"),
         ("sources: {arxiv: {retries: no}}\n", "sources.arxiv.retries: a number, not false"),
+        # an empty path was the config's own folder: every YAML file beside it read as seeds
+        ("seeds: {paths: ['']}\n", "seeds.paths: an empty path: write the folder or file"),
+        ("outputs: {dir: ''}\n", "outputs.dir: an empty path"),
         ("digest: {max_paper: 3}\n", "digest.max_paper: unknown key (did you mean max_papers?)"),
         ("email: {form: 'a@example.org'}\n", "email.form: unknown key (did you mean from?)"),
         ("sources: {arxiv: {zzz: 1}}\n", "sources.arxiv.zzz: unknown key"),
