@@ -98,6 +98,10 @@ def config_problems(config: Config) -> Problems:
                             "reading list or whole digest and cannot be trimmed to 100 KB (set one "
                             "to where out/ or out/site/ is published)")
     warnings += channel_problems(config)
+    if config.outputs.git and not config.outputs.git.repo.is_dir():
+        warnings.append(f"outputs.git.repo: {config.outputs.git.repo}: no such folder (each run would "
+                        "make its digest, then fail to publish it and exit 1: clone the repository "
+                        "there first)")
     if config.serve.base_url and not config.secret(config.serve.secret_env):
         errors.append(f"serve.secret_env: {config.serve.secret_env} is not set (the secret that "
                       "signs the reader links; every run would stop: export it, e.g. "

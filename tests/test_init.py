@@ -70,13 +70,17 @@ def test_init_from_root_into_the_current_folder(tmp_path, cli):
     assert (tmp_path / "config.yaml").exists()
 
 
-def test_config_check_warns_of_a_seed_path_or_templates_folder_that_is_not_there(tmp_path, cli):
-    config = write_config(tmp_path, {"seeds": {"paths": ["nosuchdir"]}, "templates": {"dir": "notpl"}},
-                          seeds=False)
+def test_config_check_warns_of_a_seed_path_templates_or_git_folder_that_is_not_there(tmp_path, cli):
+    """A git checkout that is not there said nothing in config check: every run made its
+    digest, then failed to publish it, exit 1, until someone ran doctor."""
+    config = write_config(tmp_path, {"seeds": {"paths": ["nosuchdir"]}, "templates": {"dir": "notpl"},
+                                     "outputs": {"git": {"repo": "nosuchrepo"}}}, seeds=False)
     result = cli("--config", str(config), "config", "check")
     assert result.stderr.splitlines() == [
         f"warning: {config}: seeds.paths: {tmp_path / 'nosuchdir'}: no such file or folder (its seeds are not read)",
-        f"warning: {config}: templates.dir: {tmp_path / 'notpl'}: no such folder (the built-in templates are used)"]
+        f"warning: {config}: templates.dir: {tmp_path / 'notpl'}: no such folder (the built-in templates are used)",
+        f"warning: {config}: outputs.git.repo: {tmp_path / 'nosuchrepo'}: no such folder (each run would make "
+        "its digest, then fail to publish it and exit 1: clone the repository there first)"]
 
 
 def test_config_check_flags_email_without_readers_or_base_url(tmp_path, cli):
