@@ -152,8 +152,8 @@ def cleaned(paper: Paper) -> Paper:
     return replace(paper, title=text.title(paper.title), abstract=text.prose(paper.abstract),
                    authors=text.names(paper.authors),
                    categories=tuple(c for c in map(text.clean_name, paper.categories) if c),
-                   comment=text.prose(paper.comment, 1000) or None,
-                   journal_ref=text.prose(paper.journal_ref, 500) or None)
+                   comment=text.comment(paper.comment),
+                   journal_ref=text.journal_ref(paper.journal_ref))
 
 
 def with_versions(updates: Iterable[Paper], known: Mapping[str, Paper]) -> list[Paper]:

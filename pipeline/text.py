@@ -69,6 +69,16 @@ def prose(text: str | None, limit: int = PROSE_MAX) -> str:
     return at_sentence(" ".join(clean(text).split()), limit)
 
 
+def comment(text: str | None) -> str | None:
+    """A paper's comment (pages, venue, code link) as prose, None when there is none."""
+    return prose(text, 1000) or None
+
+
+def journal_ref(text: str | None) -> str | None:
+    """A paper's journal reference as prose, None when there is none."""
+    return prose(text, 500) or None
+
+
 def clip(text: str, limit: int) -> str:
     """At most `limit` characters, cut at a space when one is near, with an ellipsis."""
     if len(text) <= limit:

@@ -342,8 +342,8 @@ def _to_paper(result: arxiv.Result) -> Paper:
         categories=tuple(text.clean_name(cat) for cat in ([primary] if primary else []) + others),
         submitted=result.published,
         updated=result.updated,
-        comment=text.prose(result.comment, 1000) or None,
-        journal_ref=text.prose(result.journal_ref, 500) or None,
+        comment=text.comment(result.comment),
+        journal_ref=text.journal_ref(result.journal_ref),
         sources=("api",),
     )
 

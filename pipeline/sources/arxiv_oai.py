@@ -230,8 +230,8 @@ def _to_paper(record: etree._Element) -> Paper | None:
         categories=tuple(text.clean_name(cat) for cat in categories),
         submitted=dates[0],
         updated=dates[-1],
-        comment=text.prose(field("comments"), 1000) or None,
-        journal_ref=text.prose(field("journal-ref"), 500) or None,
+        comment=text.comment(field("comments")),
+        journal_ref=text.journal_ref(field("journal-ref")),
         sources=("oai",),
     )
 

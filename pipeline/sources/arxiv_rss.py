@@ -324,7 +324,7 @@ def _read_item(entry: Any) -> Paper | Replacement | str:
         authors=split_authors(entry.get("author", "")),
         categories=tuple(text.clean_name(tag["term"]) for tag in entry.get("tags", []) if tag.get("term")),
         updated=announced,  # when this version was announced; the API has the exact time
-        journal_ref=text.prose(entry.get("arxiv_journal_reference"), 500) or None,
+        journal_ref=text.journal_ref(entry.get("arxiv_journal_reference")),
         sources=("rss",),
         announce_type=kind,
     )
