@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from pipeline.deliver import chat
+from tests import backends
 from tests.helpers import full_config, rl_paper
-from tests.processes import config_with, db_rows, start_cli, stderr_lines, wait_for
+from tests.processes import config_with, db_rows, kill9, start_cli, stderr_lines, wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.chat_server import ChatServer
 from tests.servers.openai_server import OpenAIServer, default_content, ok
@@ -422,6 +423,43 @@ def test_a_sigterm_while_a_later_part_waits_out_retry_after_posts_only_the_rest_
     assert [(r["status"], r["message_id"][-2:]) for r in rows] == [("sending", "#1")]  # part 2 next
     assert _numbers(telegram.posts) == list(range(1, 41))  # every paper once, part 1 once
     assert "sent 1, pending 0, failed 0" in sent.stdout
+
+
+def test_a_kill_9_between_two_parts_does_not_post_the_first_again(tmp_path, cli, db_url):
+    """Telegram took part 1 and holds part 2 unanswered when the run is killed -9 (or the
+    machine dies): part 1's acceptance was saved before part 2 went, so the next `send` posts
+    from part 2 on (it posted the whole digest again: the chat showed part 1 twice, and
+    Telegram ignores the Idempotency-Key)."""
+    long_title = "Scaling reinforcement learning for LLM reasoning with and without verifiers " * 3
+    papers = [rl_paper(n, DAY, title=f"{long_title} number {n}") for n in range(1, 41)]
+    with ArxivServer(papers) as arxiv, ChatServer("telegram") as telegram:
+        servers = {"telegram": telegram}
+        entry = {**channel_entry("telegram", top=100), "api_url": telegram.url}
+        config = config_with(tmp_path, arxiv, channels=[entry], storage={"url": db_url},
+                             outputs={"base_url": "https://digest.example.org/rl/"})
+        telegram.hold_after = 1
+        proc = start_cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers))
+        try:
+            wait_for(telegram.holding.is_set, timeout=60, what="part 2 to arrive", proc=proc)
+            kill9(proc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        telegram.release.set()  # Telegram posts the held part; its answer goes nowhere
+        wait_for(lambda: len(telegram.posts) == 2, what="the held part's post")
+        sent = cli("--config", str(config), "send", env=env_for(servers))
+        again = cli("--config", str(config), "send", env=env_for(servers))
+    keys = [r.key for r in telegram.requests]
+    first = keys[0].removesuffix("#0")
+    assert keys == [f"{first}#0", f"{first}#1", f"{first}#1", f"{first}#2"], keys
+    texts = [post["text"] for post in telegram.posts]
+    assert texts[1] == texts[2] and len(set(texts)) == 3  # part 1 once, the one held twice
+    assert _numbers(telegram.posts[:1] + telegram.posts[2:]) == list(range(1, 41))  # every paper once
+    assert "sent 1, pending 0, failed 0" in sent.stdout
+    assert "sent 0, pending 0, failed 0" in again.stdout
+    rows = backends.rows(db_url, "SELECT status, last_error FROM deliveries")
+    assert [r["status"] for r in rows] == ["sent"] and "resent after" in rows[0]["last_error"], rows
 
 
 MARKED = "Q*-Learning with *bold* claims: a_b_c, `code` and ~strike~ for GRPO reasoning"

@@ -7,7 +7,9 @@ built-in `REGISTRY` below, the `rl_digest.channels` entry-point group, or
 
 A factory takes a `ChannelSetup` and returns an object with the `Channel` methods.
 `send` says what happened by returning (accepted) or raising one of the
-errors below; anything else it raises is a bug and propagates.
+errors below; anything else it raises is a bug and propagates. One whose message goes as
+several posts calls `message.progress` after each (a channel that does not is sent again
+whole after a crash).
 """
 
 from __future__ import annotations
@@ -34,11 +36,15 @@ class Message:
 
     `id` is stored in the outbox when the hand-over starts; a hand-over that was cut
     off is built again with the same id, so a reader who got both copies sees one.
+    `progress`, set by the outbox: a channel that posts the message in several parts
+    calls it with the id to resume from (as `Interrupted.resume`) once a part is accepted,
+    before the next goes, and it is stored then, so a crash between parts reposts none.
     """
 
     reader: str
     id: str
     body: Any
+    progress: Callable[[str], object] = field(default=lambda resume: None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

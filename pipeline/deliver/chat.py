@@ -261,6 +261,8 @@ class ChatChannel:
                 raise Interrupted(f"{exc.reason} after {done} of {total} messages",
                                   resume=f"{base}{PART}{done}",
                                   after=exc.after if isinstance(exc, Deferred) else None) from None
+            if number + 1 < len(message.body):  # stored before the next goes: a crash reposts none
+                message.progress(f"{base}{PART}{first + number + 1}")
         parts = len(message.body)
         return f"{self.kind} accepted {parts} message{'s' if parts > 1 else ''}"
 

@@ -37,13 +37,16 @@ run says so in its exit code; so do a login refused and a secret variable unset,
 the operator mends. Only the other side's answer to the message ends a row. A hand-over
 cut off (the server took the message and did not answer) leaves the channel's other rows
 waiting for the next batch: a server that sick would hold each of them for minutes.
+A message posted in parts (a long one on Telegram) stores, as each part is accepted, the
+id the rest is built from (`<id>#k`), so a hand-over cut off, by a crash too, posts only
+the parts not yet accepted: the one in flight may show twice, no other.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from email.utils import parseaddr
 from typing import TYPE_CHECKING, Any, Protocol
@@ -286,6 +289,8 @@ def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable
     message = channel.build(digest(row.digest_id), row.reader, row.message_id)
     if not outbox.claim(row, message.id):
         return  # another process is at it: never two hand-overs of one row
+    # each part accepted is stored before the next goes: a kill -9 between two reposts neither
+    message = replace(message, progress=lambda resume: outbox.claim(row, resume))
     try:
         words = channel.send(message)
     except Unreachable as exc:

@@ -2,6 +2,7 @@
 
     with ChatServer("feishu", secret="s3cret") as server:
         server.queue((500, {}), (429, {"Retry-After": "1"}))   # the next answers, then 200
+        server.hold_after = 1   # the second POST on waits (`holding` set) until `release` is set
         ... server.url, server.posts (accepted), server.requests (every POST, with its time),
         server.reads (the paths of GETs: Telegram's getMe), server.pages (GETs answered 200)
 
@@ -53,6 +54,10 @@ class ChatServer:
         self.migrated_to: int | None = None  # telegram: CHAT_ID was upgraded to this supergroup
         self._queue: deque[tuple[int, dict] | None] = deque()
         self._lock = threading.Lock()
+        self.hold_after: int | None = None  # POSTs past this many wait for `release`, then are answered
+        self.holding = threading.Event()  # one is waiting (its sender is stuck before the answer)
+        self.release = threading.Event()
+        self._arrived = 0
 
     @property
     def url(self) -> str:
@@ -74,6 +79,7 @@ class ChatServer:
             def do_POST(self):  # noqa: N802 (http.server's name)
                 length = int(self.headers.get("Content-Length", 0))
                 raw = self.rfile.read(length)
+                server._hold()
                 parts = urlsplit(self.path)
                 query = {k: v[0] for k, v in parse_qs(parts.query).items()}
                 status, headers, body = server._answer(parts.path, query, raw,
@@ -84,8 +90,11 @@ class ChatServer:
                 for key, value in headers.items():
                     self.send_header(key, value)
                 self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the sender is gone (killed while its post was held)
+                    pass
 
             def do_GET(self):  # noqa: N802 (http.server's name)
                 parts = urlsplit(self.path)
@@ -108,6 +117,14 @@ class ChatServer:
     def __exit__(self, *exc) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def _hold(self) -> None:
+        with self._lock:
+            self._arrived += 1
+            held = self.hold_after is not None and self._arrived > self.hold_after
+        if held:
+            self.holding.set()
+            self.release.wait(60)
 
     def _answer(self, path: str, query: dict, raw: bytes, content_type: str, key: str | None):
         with self._lock:
