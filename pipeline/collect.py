@@ -102,9 +102,14 @@ def collect(config: Config, sources: Sequence[Source], report: CollectReport, fe
             got = source.fetch(replace(span, memory=memory.get(source.name)), fetcher)
             if got.report is not None:
                 report.sources[source.name] = got.report
-            found += got.papers if source.name in REGISTRY else plugin_papers(got.papers, source.name, report)
-            report.updates += got.updates
-            report.documents += got.documents
+            if source.name in REGISTRY:
+                found += got.papers
+                report.updates += got.updates
+                report.documents += got.documents
+            else:  # a plug-in's text is outside text, as a feed's is
+                found += plugin_papers(got.papers, source.name, report)
+                report.updates += plugin_papers(got.updates, source.name, report)
+                report.documents += map(cleaned_document, got.documents)
             if got.memory is not None:
                 report.memory[source.name] = got.memory
     if any(s.online for s in sources):  # arXiv was read: what of its announcements?
@@ -154,6 +159,36 @@ def cleaned(paper: Paper) -> Paper:
                    categories=tuple(c for c in map(text.clean_name, paper.categories) if c),
                    comment=text.comment(paper.comment),
                    journal_ref=text.journal_ref(paper.journal_ref))
+
+
+def cleaned_document(doc: SeedDocument) -> SeedDocument:
+    """A plug-in source's seed document with its text cleaned and bounded as the seeds
+    source cleans a seed file's: names and titles one line, the rest prose; an entry left
+    with no title is left out, as a seed file's is."""
+    return replace(doc, source=_file_name(doc.source), intro_zh=text.prose(doc.intro_zh) or None,
+                   comparison=tuple(tuple(map(text.prose, row)) for row in doc.comparison),
+                   synthesis_zh=text.prose(doc.synthesis_zh) or None,
+                   entries=tuple(e for e in map(cleaned_entry, doc.entries) if e.title),
+                   warnings=tuple(replace(w, source=_file_name(w.source), message=text.title(w.message))
+                                  for w in doc.warnings))
+
+
+def cleaned_entry(entry: SeedEntry) -> SeedEntry:
+    """A plug-in's seed entry, cleaned as cleaned_document says; an arxiv_id that is no
+    arXiv id is none (it was a link to a page arxiv.org does not have)."""
+    ident = split_arxiv_id(text.clean_name(entry.arxiv_id))[0]
+    return replace(entry, title=text.title(entry.title), source=_file_name(entry.source),
+                   summary_zh=text.prose(entry.summary_zh) or None,
+                   summary_en=text.prose(entry.summary_en) or None,
+                   arxiv_id=ident if ARXIV_ID.fullmatch(ident) else None,
+                   topic=text.clean_name(entry.topic) or None,
+                   headline_zh=text.prose(entry.headline_zh) or None,
+                   parts_zh=tuple((text.title(label), text.prose(body)) for label, body in entry.parts_zh))
+
+
+def _file_name(value: str) -> str:
+    """A seed's file name, one line and short enough for its column (255)."""
+    return text.clip(text.clean_name(value), text.NAME_MAX)
 
 
 def with_versions(updates: Iterable[Paper], known: Mapping[str, Paper]) -> list[Paper]:

@@ -111,3 +111,33 @@ def test_a_plugin_papers_id_must_be_an_arxiv_id_and_may_carry_its_version(tmp_pa
     (entry,) = bibtexparser.loads(exported.stdout).entries
     assert entry["eprint"] == good.id and entry["url"] == f"https://arxiv.org/abs/{good.id}"
     assert db_rows(tmp_path, "SELECT id, version FROM papers") == [{"id": good.id, "version": 3}]
+
+
+def test_a_plugin_sources_updates_and_seed_documents_are_cleaned_as_its_papers_are(tmp_path, cli):
+    """A plug-in may return new versions of papers held and seed documents besides papers:
+    their titles and summaries, a bidi override, an escape sequence, tag characters and
+    all, were stored as they came (and shown by status and every output); only its papers
+    were cleaned."""
+    day = datetime(2026, 10, 29, 12, tzinfo=UTC)
+    paper = rl_paper(7, day)
+    path = tmp_path / "a.jsonl"
+    jsonl(path, [paper])
+    nasty = "GRPO \u202eevil\u202c \x1b]0;pwned\x07 tag\U000e0041\U000e0042ged zero\u200bwidth for RL"
+    config = config_with(tmp_path, sources={"arxiv": {"enabled": False}, "rss": {"enabled": False},
+                                            "plugins": [{"type": "toy_jsonl", "name": "lab", "path": str(path)}]})
+    env = plugin_env(tmp_path, ENTRY_POINTS)
+    cli("--config", str(config), "collect", "--as-of", AS_OF, env=env)
+    with path.open("a", encoding="utf-8") as rows:
+        rows.write(json.dumps({"id": f"arXiv:{paper.id}v2", "version": 2, "update": True, "title": nasty}) + "\n")
+        rows.write(json.dumps({"seed": "lab\u202e.yaml", "title": nasty + " long" * 200,
+                               "summary_zh": "强化学习\x1b[2J" + "很长。" * 3000}) + "\n")
+    cli("--config", str(config), "collect", "--as-of", AS_OF, env=env)
+    shown = cli("--config", str(config), "status", "--paper", paper.id, env=env)
+    (row,) = db_rows(tmp_path, "SELECT title, version FROM papers")
+    assert row == {"title": "GRPO evil ]0;pwned tagged zerowidth for RL", "version": 2}
+    assert "\x1b" not in shown.stdout and "\u202e" not in shown.stdout
+    (seed,) = db_rows(tmp_path, "SELECT title, source, data FROM seeds")
+    assert seed["title"].startswith("GRPO evil ]0;pwned tagged zerowidth for RL long") and len(seed["title"]) <= 400
+    assert seed["source"] == "lab.yaml"
+    summary = json.loads(seed["data"])["summary_zh"]
+    assert summary.startswith("强化学习[2J很长。") and len(summary) <= 6000 and "\x1b" not in summary

@@ -1,6 +1,7 @@
 """A toy source for tests, added from outside pipeline/: papers from a JSONL file, one JSON
 object a line (id, title, abstract, categories, submitted), so a test can hand a run papers
-that no arXiv stand-in serves.
+that no arXiv stand-in serves. A line with `"update": true` is a new version of a paper
+held (id, version, title), one with `"seed"` a seed document of one entry (title, summary_zh).
 
 It imports nothing from tests/, because the CLI under test loads it by itself: through the
 `rl_digest.sources` entry-point group or as `toy_source:JsonlSource` in the config.
@@ -12,7 +13,7 @@ import json
 from datetime import datetime
 from pathlib import Path
 
-from pipeline.models import Paper
+from pipeline.models import Paper, SeedDocument, SeedEntry
 from pipeline.sources import Found, SourceReport, SourceSetup, Window
 from pipeline.sources.http import Fetcher
 
@@ -30,8 +31,13 @@ class JsonlSource:
         papers = [Paper(id=row["id"], title=row["title"], abstract=row.get("abstract", ""),
                         categories=tuple(row.get("categories", ())),
                         submitted=datetime.fromisoformat(row["submitted"]), sources=(self.name,))
-                  for row in rows]
+                  for row in rows if "seed" not in row and not row.get("update")]
+        updates = [Paper(id=row["id"], version=row["version"], title=row["title"], sources=(self.name,))
+                   for row in rows if row.get("update")]
+        documents = [SeedDocument(source=row["seed"], entries=(SeedEntry(
+            title=row["title"], source=row["seed"], line=1, summary_zh=row.get("summary_zh")),))
+            for row in rows if "seed" in row]
         before = (window.memory or {}).get("lines", 0)
         notes = [f"{len(rows) - before} lines more than last time"]
-        return Found(papers=papers, report=SourceReport(seen=len(rows), notes=notes),
+        return Found(papers=papers, updates=updates, documents=documents, report=SourceReport(seen=len(rows), notes=notes),
                      memory={"lines": len(rows)})
