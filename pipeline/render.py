@@ -31,6 +31,7 @@ import jinja2
 from pipeline import links
 from pipeline.config import bundled
 from pipeline.errors import ConfigError
+from pipeline.export import named
 from pipeline.extract import checked_url
 from pipeline.models import Digest, Entry, Section
 from pipeline.sources import seeds
@@ -267,6 +268,14 @@ def clip(value: object, limit: int | None) -> str:
     return cut.rstrip(" ,;:.") + "…"
 
 
+def byline(entry: Entry, count: int) -> tuple[tuple[str, ...], bool]:
+    """The first `count` of an entry's authors, and whether to write "et al." after them:
+    it has more, or its list was cut where it was collected (export.named: the name
+    `others` that marks that is no one's to show)."""
+    names, cut = named(entry)
+    return names[:count], cut or len(names) > count
+
+
 def short_title(value: object, limit: int = 40) -> str:
     """'PRISM: Distribution ...' -> 'PRISM' for table headers; otherwise clipped."""
     text = one_line(value)
@@ -429,7 +438,7 @@ def _shared(env: jinja2.Environment) -> jinja2.Environment:
         jinja2.__version__, env.autoescape, env.trim_blocks, env.lstrip_blocks,
         env.keep_trailing_newline, env.newline_sequence, env.undefined.__name__, env.optimized,
         sorted(env.extensions))))
-    env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time,
+    env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time, byline=byline,
                        slug=slug, safe_url=safe_url, seed_origin=seeds.origin, data_line=data_line,
                        first_sentence=lambda value, limit: first_sentence(one_line(value), limit))
     env.globals.update(texts=texts, summary_lines=summary_lines, entry_links=entry_links)

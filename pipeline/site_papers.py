@@ -391,15 +391,17 @@ class _Search:
 def _searchable(entry: Entry, languages: Sequence[str]) -> str:
     """One paper in the search index: [anchor, title, Chinese title, Chinese summary, English
     summary (clipped; "" for a language not shown), authors (all of them: a big team's
-    senior author is named last), topic, month (YYYY-MM)]; its page is the index's
-    topics[topic][month] (an undated paper's: [..."undated"]). Both
+    senior author is named last; "et al." after a list cut short), topic, month (YYYY-MM)];
+    its page is the index's topics[topic][month] (an undated paper's: [..."undated"]). Both
     summaries, so a query in either language finds the paper."""
     shown = dict(render.texts(languages, entry.summary_zh, entry.summary_en))
+    names, more = export.named(entry)
     title_zh = render.one_line(entry.title_zh or "") if "zh" in languages else ""
     return orjson.dumps([site.anchor(entry.key), render.one_line(entry.title), title_zh,
                          render.clip(shown.get("zh", ""), SUMMARY_CHARS),
                          render.clip(shown.get("en", ""), SUMMARY_CHARS),
-                         ", ".join(entry.authors), entry.topic, (entry.date or "")[:7]]).decode()
+                         ", ".join(names) + (" et al." if more else ""), entry.topic,
+                         (entry.date or "")[:7]]).decode()
 
 
 def _updates(digests: Mapping[str, Digest] | Sequence[Digest]) -> dict[str, list[dict]]:

@@ -29,6 +29,9 @@ _INVISIBLE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069"
 _XML_CHARREF = re.compile(rb"&#(?:[xX]([0-9a-fA-F]{1,8})|([0-9]{1,10}));")
 _XML_BAD_BYTES = bytes(b for b in range(32) if b not in (9, 10, 13))
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？；;])\s*")
+# a list's last "name" that says more exist: "et al.", "et al", "and others", or one
+# written onto the last name ("Jane Doe et al."), as a submitter may type the list
+_MORE = re.compile(r"(?:^|,?\s+)(?:et(?:\.\s*|\s+)al\.?|and\s+others)$|^others$", re.IGNORECASE)
 
 
 def clean(text: str | None) -> str:
@@ -51,8 +54,9 @@ def title(text: str | None) -> str:
 
 def names(values: Iterable[str | None], more: bool = False) -> tuple[str, ...]:
     """Author names, cleaned, each bounded, at most AUTHORS_MAX of them and AUTHORS_CHARS
-    characters in all; a longer list (or one the caller cut short: `more`) ends in OTHERS, so
-    the exports say that more exist."""
+    characters in all; a longer list (or one the caller cut short: `more`, or one whose last
+    name is "et al." or "and others": no one's name) ends in OTHERS, so the exports say that
+    more exist."""
     kept: list[str] = []
     size = 0
     for name in filter(None, (clip(clean_name(value), NAME_MAX) for value in values)):
@@ -61,6 +65,9 @@ def names(values: Iterable[str | None], more: bool = False) -> tuple[str, ...]:
             more = True
             break
         kept.append(name)
+    if kept and _MORE.search(kept[-1]):
+        more, last = True, _MORE.sub("", kept.pop())
+        kept += [last] if last else []
     return (*kept, OTHERS) if more and kept and kept[-1] != OTHERS else tuple(kept)
 
 

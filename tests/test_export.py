@@ -256,3 +256,32 @@ def test_a_big_team_is_cited_whole_and_a_list_cut_at_the_bound_says_so_in_every_
     assert lines["arxiv:2611.00002"] == [*huge.authors[:1000], "others"]
     digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     assert f"{', '.join(huge.authors[:3])} et al." in digest and "others" not in digest
+
+
+def test_a_list_ending_in_et_al_is_cited_as_cut_not_with_a_person_named_et_al(tmp_path, cli):
+    """A submitter may end the list with "et al." (or "et al", "and others"): the API gave a
+    person of that name ('al., et' in BibTeX, {"family": "al.", "given": "et"} in CSL-JSON,
+    an AU line in RIS) and the digest read "Ada Lovelace, Alan Turing, et al." as three.
+    Such a list is cut: each format says more exist as it does for one cut at the bound."""
+    bibtexparser, rispy = pytest.importorskip("bibtexparser"), pytest.importorskip("rispy")
+    endings = [("Ada Lovelace", "Alan Turing", "et al."), ("Ada Lovelace", "Alan Turing et al"),
+               ("Ada Lovelace", "Alan Turing", "and others")]
+    papers = [replace(rl_paper(n, DAY), authors=names) for n, names in enumerate(endings, 1)]
+    with ArxivServer(papers) as arxiv:
+        config = full_config(tmp_path, arxiv, enrich={"provider": "none"})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+
+    def exported(fmt: str) -> str:
+        return cli("--config", str(config), "export", "--format", fmt).stdout
+
+    for entry in bibtexparser.loads(exported("bibtex")).entries:
+        assert entry["author"] == "Lovelace, Ada and Turing, Alan and others"
+    for item in json.loads(exported("csljson")):
+        assert item["author"] == [{"family": "Lovelace", "given": "Ada"}, {"family": "Turing", "given": "Alan"},
+                                  {"literal": "others"}]
+    for record in rispy.loads(exported("ris")):
+        assert record["authors"] == ["Lovelace, Ada", "Turing, Alan"]
+        assert "Authors: the first 2 listed here; the paper names more." in record["notes"]
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
+    assert digest.count("Ada Lovelace, Alan Turing et al. ·") == 3
+    assert "others" not in digest and ", et al." not in digest
