@@ -558,6 +558,38 @@ def test_a_receivers_words_in_plain_text_without_a_charset_are_read_as_utf_8(tmp
     assert "HTTP 400 请求体格式错误 — bad body" in status.stdout, status.stdout
 
 
+NGINX_502 = (b"<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n<center><h1>502 Bad Gateway"
+             b"</h1></center>\r\n<hr><center>nginx/1.18.0 (Ubuntu)</center>\r\n</body>\r\n</html>\r\n"
+             + b"<!-- a padding to disable MSIE and Chrome friendly error page -->\r\n" * 6)
+SLACK_PAGE = ('<!DOCTYPE html><html lang="en-US"><head><meta charset="utf-8"><title>Slack</title>'
+              "<style>body{font-family:Lato,sans-serif}</style><script>window.ts_endpoint_url='/beacon';</script>"
+              "</head><body><div class=error><h1>There&#8217;s been a glitch&hellip;</h1><p>We&rsquo;re not quite "
+              'sure what went wrong. You can try again or <a href="/help">visit our Help Center</a>.</p>'
+              + "<p>More words.</p>" * 100 + "</div></body></html>").encode()
+
+
+def test_a_receivers_html_page_is_quoted_by_its_words_not_its_tags(tmp_path, cli):
+    """A proxy's 502 page or Slack's HTML error page was quoted as its first 200 characters
+    of markup ('HTTP 502 <html> <head><title>502 Bad Gateway</title>...', '<!DOCTYPE html>
+    <html lang=...><style>body{...'), in the error line and in status: its words now, on one
+    line and still short."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("webhook") as hook, ChatServer("slack") as slack:
+        servers = {"webhook": hook, "slack": slack}
+        hook.queue((502, {"Content-Type": "text/html"}, NGINX_502))
+        slack.queue((403, {"Content-Type": "text/html; charset=utf-8"}, SLACK_PAGE))
+        config = chat_config(tmp_path, arxiv, servers, retries=0)
+        ran = cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers), check=1)
+        status = cli("--config", str(config), "status")
+    for said in (ran.stderr, status.stdout):
+        assert "webhook (webhook): HTTP 502 Bad Gateway nginx/1.18.0 (Ubuntu) after 0 retries" in said, said
+        assert ("slack (slack): HTTP 403 Slack: There’s been a glitch… We’re not quite sure what went wrong. "
+                "You can try again or visit our Help Center. More words.") in said, said
+        assert "<" not in said and "font-family" not in said and "beacon" not in said
+    (slack_error,) = [r["last_error"] for r in db_rows(tmp_path, "SELECT last_error FROM deliveries")
+                      if r["last_error"].startswith("slack")]
+    assert len(slack_error) < 250 and "\n" not in slack_error
+
+
 def test_a_retry_after_on_a_later_part_is_kept_too(tmp_path, cli):
     """A long digest goes to Telegram in parts; a flood wait on part 2 holds the row as one
     on part 1 would: an hourly send does not post through it."""

@@ -54,6 +54,7 @@ from pipeline.config import EnvName
 from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import ConfigError, DigestError
 from pipeline.models import Digest, Entry
+from pipeline.sources.http import looks_like_html
 from pipeline.stopping import Stopped, pause
 
 SLACK_BLOCK = 3000  # characters in one section block's text
@@ -575,12 +576,31 @@ def _words(response: requests.Response) -> str:
     """HTTP status and the platform's words, on one line and short (never the URL)."""
     data = _json(response)
     said = (data.get("msg") or data.get("errmsg") or data.get("description") or data.get("error")
-            if data else _text(response))
+            if data else _page_words(response))
     said = render.one_line(json.dumps(said) if isinstance(said, dict) else said or "")[:200]
     moved = (data.get("parameters") or {}).get("migrate_to_chat_id") if data else None
     if moved:  # Telegram: the group became a supergroup with a new id, which it tells once asked
         said += f" (its new chat_id is {moved}: set chat_id to it)"
     return f"HTTP {response.status_code}" + (f" {said}" if said else "")
+
+
+_INLINE_GAP = re.compile(r" (?=[.,;:!?)])")  # where a tag ended before punctuation ("<a>Help</a>.")
+
+
+def _page_words(response: requests.Response) -> str:
+    """The body as text; an HTML page (a proxy's 502, Slack's error page) as its words:
+    title and text, without tags, scripts and styles, and without the status it repeats."""
+    body = _text(response)
+    if not looks_like_html(response.content, response.headers.get("Content-Type", "")):
+        return body
+    from selectolax.lexbor import LexborHTMLParser  # loaded only for a page
+
+    tree = LexborHTMLParser(body[:100_000])  # the words come first; a huge page is not read whole
+    tree.strip_tags(["script", "style", "noscript", "template"])
+    title, text = (_INLINE_GAP.sub("", render.one_line(node.text(separator=" "))) if node else ""
+                   for node in (tree.css_first("title"), tree.body))
+    words = text if text.startswith(title) else f"{title}: {text}" if text else title
+    return words.removeprefix(f"{response.status_code} ")  # "502 Bad Gateway": HTTP 502 says it
 
 
 def _before_sending(exc: requests.RequestException) -> bool:
