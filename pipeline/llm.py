@@ -256,11 +256,13 @@ class Client:
                     f"unknown model {cfg.model!r} or wrong base_url"), True
         if isinstance(exc, openai.APIStatusError):
             message = self._masked(str(exc.message))
-            message = re.sub(r"^Error code: \d+ - ", "", message)  # the status, said once
+            # the status, said once (a body it could not read, a proxy's page: the SDK says only that)
+            message = re.sub(r"^Error code: \d+(?: - |$)", "", message)
             message = clip(clean_name(message), 200)  # one line: vLLM's are multi-line validation errors
             # whatever the status: 400 from DeepSeek, 500 from llama-cpp-python's server
             hint = (" (a provider without json_schema replies: set enrich.structured: json_object)"
                     if cfg.structured == "json_schema"
                     and re.search(r"(?i)response_format|json_schema", message) else "")
-            return f"HTTP {exc.status_code} from {cfg.base_url}: {message}{hint}", False
+            said = f": {message}" if message else ""
+            return f"HTTP {exc.status_code} from {cfg.base_url}{said}{hint}", False
         return type(exc).__name__, False

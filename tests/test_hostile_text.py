@@ -405,6 +405,20 @@ def test_a_providers_multi_line_error_is_one_line_in_the_log_status_and_doctor(t
         assert not any(line.startswith(("response_format", "  Input")) for line in text.splitlines())
 
 
+def test_a_proxys_error_page_before_the_provider_names_its_status_once_in_doctor(tmp_path, cli):
+    """A proxy in front of the provider answers 502 with its HTML page: the SDK's message is
+    only "Error code: 502", and doctor read "HTTP 502 from URL: Error code: 502"."""
+    page = Reply(status=502, body=b"<html><head><title>502 Bad Gateway</title></head><body>nginx</body></html>",
+                 headers=(("Content-Type", "text/html"),))
+    with ArxivServer([]) as arxiv, OpenAIServer(lambda request: page) as llm:
+        config = full_config(tmp_path, arxiv, llm)
+        checked = cli("--config", str(config), "doctor", env={"OPENAI_API_KEY": "k"}, check=None)
+
+    (line,) = [line for line in checked.stdout.splitlines() if line.startswith("llm")]
+    assert f"FAIL  HTTP 502 from {llm.url} (model " in line, line
+    assert "Error code" not in line and "<" not in line
+
+
 def test_a_category_with_braces_from_a_feed_leaves_the_bibtex_entry_whole(tmp_path, cli):
     """The primary category is feed text as the title is: `{`, `}` or `%` in it ended the
     field early and commented out the rest of its line, so the entry did not parse."""
