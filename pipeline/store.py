@@ -625,12 +625,12 @@ class Store:
         self.running.discard(run_id)
 
     def watermark(self) -> datetime | None:
-        """End of the last window that was collected completely."""
+        """End of the last window that was collected completely. Compared as times: a
+        window ends in its as-of's zone, and ends in two offsets (schedule.timezone changed,
+        summer and winter time) compare wrongly as text."""
         with self.engine.connect() as conn:
-            value = conn.execute(
-                sa.select(sa.func.max(runs.c.window_end)).where(runs.c.status == "ok")
-            ).scalar()
-        return parse_dt(value)
+            ends = conn.execute(sa.select(runs.c.window_end).where(runs.c.status == "ok")).scalars()
+            return max(filter(None, map(parse_dt, ends)), default=None)
 
     def last_runs(self, limit: int = 10) -> list[dict]:
         with self.engine.connect() as conn:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -266,6 +266,18 @@ def test_watermark_only_moves_with_successful_runs(db_url):
     failed = store.start_run("collect", b)
     store.finish_run(failed, "failed", {}, error="boom", window=(a, b))
     assert store.watermark() == a
+
+
+def test_the_watermark_is_the_latest_window_end_in_time_whatever_its_offset(db_url):
+    """A window ends in its as-of's zone: after schedule.timezone changed, the latest end
+    may read as the smaller text (20:00-05:00 is 01:00 UTC, after 00:30+00:00)."""
+    store = Store.open(db_url)
+    new_york = timezone(timedelta(hours=-5))
+    later = datetime(2026, 11, 30, 20, 0, tzinfo=new_york)
+    for end in (later, datetime(2026, 12, 1, 0, 30, tzinfo=UTC)):
+        run = store.start_run("collect", end)
+        store.finish_run(run, "ok", {}, window=(end - timedelta(days=1), end))
+    assert store.watermark() == later
 
 
 def test_after_the_server_ended_our_connections_the_next_query_reconnects(db_url):
