@@ -205,7 +205,7 @@ def _paper_changed_at(conn: Connection) -> None:
     if "changed_at" not in {c["name"] for c in sa.inspect(conn).get_columns("papers")}:
         column = sa.schema.CreateColumn(papers.c.changed_at).compile(dialect=conn.dialect)
         conn.execute(sa.DDL(f"ALTER TABLE papers ADD COLUMN {column}"))
-    conn.execute(papers.update().values(changed_at=now_iso()))
+    conn.execute(papers.update().values(changed_at=db_now(conn)))
 
 
 def _authors_cut_at_100(conn: Connection) -> None:
@@ -232,6 +232,17 @@ LATEST = len(UPGRADES) + 1
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def db_now(conn: Connection) -> str:
+    """now_iso by the database's clock, for a time that rows another process wrote are
+    ordered by: a paper's change against the last digest (papers.changed_at, digests.created)
+    and the newest summary. Machines sharing a PostgreSQL server may keep their clocks
+    apart, and a change stamped by one an hour slow sorted before the digest it came after:
+    never in Updates. The server is one clock; a SQLite file's is its machine's."""
+    if conn.dialect.name != "postgresql":
+        return now_iso()
+    return conn.execute(sa.select(sa.func.now())).scalar_one().astimezone(UTC).isoformat(timespec="seconds")
 
 
 def iso(value: datetime | date | None) -> str | None:
@@ -343,8 +354,8 @@ class Store:
         """
         found = list(found)
         new, revised, same = [], [], 0
-        stamp = now_iso()
         with self.tx() as conn:
+            stamp = db_now(conn)
             known, revised_at = {}, {}
             for chunk in _chunks([p.id for p in found]):
                 for row in conn.execute(sa.select(papers).where(papers.c.id.in_(chunk))).mappings():
@@ -676,7 +687,7 @@ class Store:
         snapshots = snapshots or {}
         with self.tx() as conn:
             conn.execute(digests.insert().values(
-                id=digest_id, created=now_iso(), window_start=window[0].isoformat(),
+                id=digest_id, created=db_now(conn), window_start=window[0].isoformat(),
                 window_end=window[1].isoformat(), data=data))
             new = {key for key, _ in items}
             if items:
@@ -747,10 +758,11 @@ class Store:
     def put_many(self, results: Iterable[Enrichment]) -> None:
         """Keep LLM results in the enrichment cache, in one transaction."""
         rows = [dict(key=r.key, item_key=r.item_key, kind=r.kind, data=r.data, tokens_in=r.tokens[0],
-                     tokens_out=r.tokens[1], created=now_iso()) for r in results]
+                     tokens_out=r.tokens[1]) for r in results]
         if rows:
             with self.tx() as conn:
-                _upsert(conn, enrichments, rows)
+                stamp = db_now(conn)
+                _upsert(conn, enrichments, [{**row, "created": stamp} for row in rows])
 
     def latest_enrichments(self, kind: str, keys: Iterable[str] | None = None) -> dict[str, dict]:
         """item_key -> its newest enrichment of this kind (by time, then key, as the reading

@@ -121,7 +121,7 @@ def test_a_week_holds_the_papers_it_works_on_not_the_history(db_url, tmp_path, m
                                seeds=False))
     store = Store.open(db_url)
     clock = iter(f"2026-11-{day:02d}T08:00:00+00:00" for day in range(1, 30))
-    monkeypatch.setattr(store_module, "now_iso", lambda: next(clock))
+    monkeypatch.setattr(store_module, "db_now", lambda conn: next(clock))
     threshold, band = run.learn.band(config.relevance)
     listed, unsummarised, waiting, grey, far = (paper(n) for n in range(1, 6))
     store.upsert_papers([listed, unsummarised, waiting, grey, far])

@@ -400,7 +400,7 @@ def test_the_updates_ledger_reads_only_the_listed_papers_that_changed_since_the_
 
     store = Store.open(db_url)
     clock = iter(f"2026-11-{day:02d}T08:00:00+00:00" for day in range(1, 30))
-    monkeypatch.setattr(store_module, "now_iso", lambda: next(clock))
+    monkeypatch.setattr(store_module, "db_now", lambda conn: next(clock))
     store.upsert_papers([paper(f"2401.0000{n}") for n in range(1, 4)])
     week = (datetime(2026, 11, 2, tzinfo=UTC),) * 2
     store.save_digest("2026-11-02", week, {}, [(f"arxiv:2401.0000{n}", True) for n in range(1, 4)], [],
@@ -412,6 +412,27 @@ def test_the_updates_ledger_reads_only_the_listed_papers_that_changed_since_the_
         ("2401.00002", "ICLR 2027", None)]  # not the unchanged one, nor the one not listed
     store.save_digest("2026-11-09", week, {}, [("arxiv:2401.00004", True)], [])
     assert store.listed_changed() == []  # told in that digest's Updates, or not news
+
+
+def test_a_change_stamped_by_a_slow_clock_on_a_shared_server_still_reaches_updates(db_url, monkeypatch):
+    """Machines sharing a PostgreSQL server: one with its clock an hour slow collects a venue
+    after another made a digest, and writes the newest summary; the server's clock orders them."""
+    from pipeline import store as store_module
+
+    if db_url.startswith("sqlite"):
+        pytest.skip("a SQLite file has one machine, and one clock")
+    store = Store.open(db_url)
+    store.upsert_papers([paper("2401.00001")])
+    store.put_many([Enrichment("s1", "arxiv:2401.00001", "paper_summary", {"summary_en": "old"})])
+    store.save_digest("2026-11-02", (datetime(2026, 11, 2, tzinfo=UTC),) * 2, {},
+                      [("arxiv:2401.00001", True)], [], snapshots={"arxiv:2401.00001": {"version": 1}})
+    slow = datetime.now(UTC) - timedelta(hours=1)
+    monkeypatch.setattr(store_module, "now_iso", lambda: slow.isoformat(timespec="seconds"))
+    store.upsert_papers([paper("2401.00001", journal_ref="ICLR 2027")])
+    store.put_many([Enrichment("s2", "arxiv:2401.00001", "paper_summary", {"summary_en": "new"})])
+    assert [(p.id, p.journal_ref) for p, _ in store.listed_changed()] == [("2401.00001", "ICLR 2027")]
+    # in the same second as the first by the server's clock: the key decides, as it is meant to
+    assert store.latest_enrichments("paper_summary") == {"arxiv:2401.00001": {"summary_en": "new"}}
 
 
 def test_an_older_database_counts_every_paper_as_changed_once(db_url):
