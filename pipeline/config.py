@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from difflib import get_close_matches
 from email.headerregistry import Address
@@ -155,6 +156,17 @@ class PluginEntry(BaseModel):
     @property
     def key(self) -> str:
         return self.name or self.type
+
+
+def channel_entry(number: int, entry: PluginEntry | Mapping[str, Any]) -> str:
+    """How every message names a `channels` entry, as its reader finds it in config.yaml:
+    its place in the list, its type, and its name when it has one: channels[1] (slack,
+    name 'team'). `entry` is the entry, or the mapping the file holds (a type or a name
+    that is no text is left out)."""
+    said = {"type": entry.type, "name": entry.name} if isinstance(entry, PluginEntry) else entry
+    kind, name = said.get("type"), said.get("name")
+    what = ([kind] if isinstance(kind, str) else []) + ([f"name {name!r}"] if isinstance(name, str) else [])
+    return f"channels[{number}]" + (f" ({', '.join(what)})" if what else "")
 
 
 class Fulltext(Model):
@@ -513,18 +525,24 @@ class Config(Model):
             raise ValueError("languages: each language once")
         seen: set[str] = set()
         for number, entry in enumerate(self.channels):
+            where = channel_entry(number, entry)
             if entry.type == "email":  # a second email channel: every reader mailed twice, email off or on
-                raise ValueError(f"channels[{number}].type: email is set up under `email:` (enabled, to, "
+                raise ValueError(f"{where}.type: email is set up under `email:` (enabled, to, "
                                  "smtp_host...), not in channels")
             if not re.fullmatch(r"[a-z][a-z0-9_-]*", entry.key) or entry.key == "email":
-                raise ValueError(f"channels[{number}].name: {entry.key!r} is not a channel name "
+                raise ValueError(f"{where}.name: {entry.key!r} is not a channel name "
                                  "(lower-case letters, digits, - or _; not 'email', which is the "
                                  "email key); give one with `name:`")
             if entry.key in seen:
-                raise ValueError(f"channels[{number}].name: {entry.key!r} twice; give each a "
+                raise ValueError(f"{where}.name: {entry.key!r} twice; give each a "
                                  "`name:`")
             seen.add(entry.key)
         return self
+
+    def channel_entry_of(self, key: str) -> str:
+        """channel_entry of the `channels` entry called `key` (its name, else its type)."""
+        number = next(n for n, entry in enumerate(self.channels) if entry.key == key)
+        return channel_entry(number, self.channels[number])
 
     @property
     def site_url(self) -> str | None:
@@ -719,7 +737,7 @@ def load(path: Path | None) -> Config:
     try:
         config = Config.model_validate(merged)
     except ValidationError as exc:
-        raise ConfigError(_first_error(path or bundled("config.yaml"), exc)) from None
+        raise ConfigError(_first_error(path or bundled("config.yaml"), exc, merged)) from None
     root = (path.parent if path else Path.cwd())
     config = _resolve_paths(config, root, path)
     if "paths" not in (user.get("seeds") or {}):  # the default seeds/ beside a config is optional
@@ -773,31 +791,38 @@ def _yaml_error(path: Path, text: str, exc: yaml.YAMLError) -> str:
     return f"{path}:{mark.line + 1}:{mark.column + 1}: {problem}"
 
 
-def _refuse_secrets(data: Any, path: Path, dotted: str = "", kind: str | None = None) -> None:
+def _refuse_secrets(data: Any, path: Path, dotted: str = "", kind: str | None = None,
+                    entry: str | None = None) -> None:
     """No secret in the file: neither a key that names one nor credentials inside a URL
     (they would reach logs, errors, status and, for outputs.base_url, every email).
-    `kind`: the type of the `channels` entry `data` is in, whose keys the hint names."""
+    `entry`: the `channels` entry `data` is in (channel_entry), `kind` its type, whose keys
+    the hint names."""
     if isinstance(data, dict):
         for key, value in data.items():
             inner = f"{dotted}.{key}" if dotted else str(key)
             if isinstance(key, str) and SECRET_KEYS.search(key) and not key.endswith("_env"):
                 raise ConfigError(
                     f"{path}: {inner}: secrets are not read from the config file",
-                    f"put it in an environment variable and set {' or '.join(_env_keys_for(inner, kind))} "
-                    "to its name",
+                    f"put it in an environment variable and set "
+                    f"{' or '.join(_env_keys_for(inner, kind, entry))} to its name",
                 )
-            _refuse_secrets(value, path, inner, kind)
+            _refuse_secrets(value, path, inner, kind, entry)
     elif isinstance(data, list):
         for n, value in enumerate(data):
-            entry = value.get("type") if dotted == "channels" and isinstance(value, dict) else kind
-            _refuse_secrets(value, path, f"{dotted}.{n}", entry if isinstance(entry, str) else None)
+            if dotted == "channels":
+                said = value if isinstance(value, dict) else {}
+                where, of = channel_entry(n, said), said.get("type")
+                _refuse_secrets(value, path, where, of if isinstance(of, str) else None, where)
+            else:
+                _refuse_secrets(value, path, f"{dotted}.{n}", kind, entry)
     elif isinstance(data, str) and (what := url_credentials(data)):
         raise ConfigError(
             f"{path}: {dotted}: holds {what} in the URL; secrets are not read from the config file",
             "take it out of the URL, put it in an environment variable and set storage.password_env "
             "to its name" if dotted == "storage.url" else
-            f"put the URL in an environment variable and set {' or '.join(_env_keys_for(dotted, kind))} "
-            "to its name" if dotted.startswith("channels.") and _chat(kind) else
+            f"put the URL in an environment variable and set "
+            f"{' or '.join(_env_keys_for(dotted, kind, entry))} to its name"
+            if entry is not None and _chat(kind) else
             "take it out of the URL; a secret goes in an environment variable (enrich.api_key_env, "
             "email.password_env, storage.password_env, a channel's *_env)",
         )
@@ -816,15 +841,14 @@ def _env_keys(model: type[BaseModel], dotted: str = "") -> list[str]:
     return found
 
 
-def _env_keys_for(secret: str, channel: str | None = None) -> list[str]:
+def _env_keys_for(secret: str, channel: str | None = None, entry: str | None = None) -> list[str]:
     """The `*_env` keys that name the variable for the secret written at `secret` (dotted):
-    in a `channels` entry of a built-in `channel` type, those that type reads; else
-    `secret`_env where that is a key (a plug-in's entry keeps its own), else those of its
-    kind (password, api_key...) in its section, else its section's, else anywhere."""
-    if secret.startswith("channels.") and (chat := _chat(channel)):
-        number, written = secret.split(".")[1], secret.rsplit(".", 1)[-1]
-        return [f"channels.{number}.{key}" for key in chat.secret_keys(channel, written)]
-    if f"{secret}_env" in _env_keys(Config) or secret.startswith(("channels.", "sources.plugins.")):
+    in a `channels` entry (`entry`, channel_entry) of a built-in `channel` type, those that
+    type reads; else `secret`_env where that is a key (a plug-in's entry keeps its own), else
+    those of its kind (password, api_key...) in its section, else its section's, else anywhere."""
+    if entry is not None and (chat := _chat(channel)):
+        return [f"{entry}.{key}" for key in chat.secret_keys(channel, secret.rsplit(".", 1)[-1])]
+    if f"{secret}_env" in _env_keys(Config) or entry is not None or secret.startswith("sources.plugins."):
         return [f"{secret}_env"]
     kind = SECRET_KEYS.search(secret)
     word = {"passwd": "password", "apikey": "api_key"}.get(kind[1].lower(), kind[1].lower()) if kind else ""
@@ -867,10 +891,15 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _first_error(path: Path, exc: ValidationError) -> str:
+def _first_error(path: Path, exc: ValidationError, data: dict[str, Any]) -> str:
+    """The first of `exc`'s errors, naming its key in `data` (a `channels` entry by channel_entry)."""
     errors = exc.errors()
     first = errors[0]
-    loc = ".".join(str(part) for part in first["loc"])
+    parts = [str(part) for part in first["loc"]]
+    if len(parts) > 1 and parts[0] == "channels" and isinstance(number := first["loc"][1], int):
+        entry = (data.get("channels") or [])[number]
+        parts[:2] = [channel_entry(number, entry if isinstance(entry, dict) else {})]
+    loc = ".".join(parts)
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
         near = get_close_matches(str(first["loc"][-1]), _keys_at(first["loc"][:-1]), n=1)

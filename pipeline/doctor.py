@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from pydantic import Field
 
 from pipeline import calendar, collect, enrich, lock, plugins, render, sources, store
-from pipeline.config import Config, read_recipients, sqlite_file
+from pipeline.config import Config, channel_entry, read_recipients, sqlite_file
 from pipeline.deliver import channels, chat, email, files, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
 from pipeline.sources import arxiv_api, arxiv_oai, arxiv_rss
@@ -128,7 +128,7 @@ def plugin_problems(config: Config) -> list[str]:
     imported (a run would stop on it, after reading arXiv)."""
     wanted = [(entry.type, f"sources.plugins[{n}].type", sources.REGISTRY, sources.GROUP, "source")
               for n, entry in enumerate(config.sources.plugins)]
-    wanted += [(entry.type, f"channels[{n}].type", channels.REGISTRY, channels.GROUP, "channel")
+    wanted += [(entry.type, f"{channel_entry(n, entry)}.type", channels.REGISTRY, channels.GROUP, "channel")
                for n, entry in enumerate(config.channels)]
     found = []
     for args in wanted:
@@ -160,9 +160,9 @@ def channel_problems(config: Config) -> list[str]:
     """The environment variables the chat channels name (url_env, token_env, secret_env)
     that are not set (an entry a run would refuse stops every command at start). A
     plug-in's own options are its own: an `*_env` of theirs may be no variable."""
-    return [f"channels ({entry.key}).{key}: the environment variable {value} is not set "
+    return [f"{channel_entry(n, entry)}.{key}: the environment variable {value} is not set "
             "(the channel's posts would wait in the outbox)"
-            for entry in config.channels if entry.type in chat.PLATFORMS
+            for n, entry in enumerate(config.channels) if entry.type in chat.PLATFORMS
             for key, value in entry.model_dump().items()
             if key in _CHAT_ENV and isinstance(value, str) and not os.environ.get(value)]
 

@@ -286,10 +286,32 @@ def test_a_long_digest_reaches_telegram_in_pieces_of_at_most_4096_never_inside_a
 def test_a_chat_entry_missing_its_chat_id_or_with_an_unknown_key_is_a_config_error(tmp_path, cli):
     missing = config_with(tmp_path, channels=[{"type": "telegram", "token_env": "TG_TOKEN"}])
     result = cli("--config", str(missing), "run", "--offline", "--as-of", AS_OF, check=2)
-    assert "channels (telegram).chat_id: required for a telegram channel" in result.stderr
+    assert "channels[0] (telegram).chat_id: required for a telegram channel" in result.stderr
     unknown = config_with(tmp_path, channels=[{"type": "slack", "url": "https://hooks.example"}])
     result = cli("--config", str(unknown), "run", "--offline", "--as-of", AS_OF, check=2)
-    assert "channels (slack).url: Extra inputs are not permitted" in result.stderr
+    assert "channels[0] (slack).url: Extra inputs are not permitted" in result.stderr
+
+
+def test_config_check_doctor_and_send_name_an_entry_as_config_yaml_holds_it(tmp_path, cli):
+    """channels[1] (webhook, name 'archive'): its place, type and name, in every command's
+    words (they read 'channels.1.x', 'channels (archive).x' and 'webhook (archive):')."""
+    entry = "channels[1] (webhook, name 'archive')"
+    with ChatServer("slack") as slack, ArxivServer([rl_paper(n, DAY) for n in (1, 2)]) as arxiv:
+        entries = [channel_entry("slack"), {"type": "webhook", "name": "archive", "url_env": "ARCHIVE_URL"}]
+        config = config_with(tmp_path, arxiv, channels=entries)
+        env = {"SLACK_URL": slack.url}  # ARCHIVE_URL unset: its posts wait
+        check = cli("--config", str(config), "config", "check", env=env).stderr
+        doctor = cli("--config", str(config), "doctor", env=env, check=1).stdout
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env, check=1)
+        send = cli("--config", str(config), "send", env=env, check=1).stderr
+        assert f"{entry}.url_env: the environment variable ARCHIVE_URL is not set" in check
+        assert f"{entry}.url_env: the environment variable ARCHIVE_URL is not set" in doctor
+        assert f"archive    FAIL  {entry}: the environment variable ARCHIVE_URL is not set" in doctor
+        assert f"{entry}: the environment variable ARCHIVE_URL is not set" in send
+        config = config_with(tmp_path, arxiv, channels=[entries[0], {**entries[1], "colour": "red"}])
+        said = [cli("--config", str(config), *command, env=env, check=2).stderr.strip().splitlines()[-1]
+                for command in (("config", "check"), ("doctor",), ("send",))]
+    assert said == [f"rl-digest: {config}: {entry}.colour: Extra inputs are not permitted"] * 3
 
 
 def test_a_key_the_channels_type_does_not_use_is_a_config_error(tmp_path, cli):
@@ -298,11 +320,11 @@ def test_a_key_the_channels_type_does_not_use_is_a_config_error(tmp_path, cli):
     env = {"HOOK_URL": "http://127.0.0.1:9/hook", "HOOK_SECRET": "s3cret-s3cret"}
     for entry, said in [
         ({"type": "webhook", "name": "archive", "url_env": "HOOK_URL", "secret_env": "HOOK_SECRET"},
-         "channels (archive).secret_env: only feishu and dingtalk channels take it, not a webhook one"),
+         "channels[0] (webhook, name 'archive').secret_env: only feishu and dingtalk channels take it, not a webhook one"),
         ({"type": "slack", "url_env": "HOOK_URL", "secret_env": "HOOK_SECRET"},
-         "channels (slack).secret_env: only feishu and dingtalk channels take it, not a slack one"),
+         "channels[0] (slack).secret_env: only feishu and dingtalk channels take it, not a slack one"),
         ({"type": "feishu", "url_env": "HOOK_URL", "chat_id": "-100123"},
-         "channels (feishu).chat_id: only telegram channels take it, not a feishu one"),
+         "channels[0] (feishu).chat_id: only telegram channels take it, not a feishu one"),
     ]:
         config = config_with(tmp_path, channels=[entry])
         assert said in cli("--config", str(config), "config", "check", env=env, check=2).stderr

@@ -118,10 +118,11 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         # a check across keys names its key itself, with no "(top level)" before it
         ("languages: [en, en]\n", "config.yaml: languages: each language once"),
         ("channels: [{type: webhook, url: 'https://a.example'}, {type: webhook, url: 'https://b.example'}]\n",
-         "config.yaml: channels[1].name: 'webhook' twice"),
+         "config.yaml: channels[1] (webhook).name: 'webhook' twice"),
         # it mailed every reader again (with email.enabled: false too), its own keys unread
         ("channels: [{type: email, name: team, colour: red}]\n",
-         "config.yaml: channels[0].type: email is set up under `email:` (enabled, to, smtp_host...), not in channels"),
+         "config.yaml: channels[0] (email, name 'team').type: email is set up under `email:` (enabled, to, "
+         "smtp_host...), not in channels"),
         # a profile entry that would silently do nothing
         ("relevance: {include: [robot, '']}\n", "relevance.include: entry 2 is blank"),
         ("relevance: {follow_authors: [' ']}\n", "relevance.follow_authors: entry 1 is blank"),
@@ -248,14 +249,17 @@ def test_config_errors_through_the_cli_exit_2_with_one_line(tmp_path, cli):
     ("enrich: {token: x}\n", "set enrich.api_key_env to its name"),
     ("email: {smtp_token: x}\n", "set email.password_env to its name"),
     # a channel entry: the key its type reads (a Slack token was told 'channels.0.token_env')
-    ("channels: [{type: slack, token: x}]\n", "set channels.0.url_env (the webhook URL) to its name"),
+    ("channels: [{type: slack, token: x}]\n", "set channels[0] (slack).url_env (the webhook URL) to its name"),
     ("channels: [{type: webhook, name: a, url_env: A}, {type: webhook, password: x}]\n",
-     "set channels.1.url_env (the webhook URL) to its name"),
-    ("channels: [{type: telegram, token: x, chat_id: '-1'}]\n", "set channels.0.token_env (the bot token) to its name"),
-    ("channels: [{type: feishu, secret: x}]\n", "set channels.0.secret_env (the signing secret) to its name"),
-    ("channels: [{type: dingtalk, access_token: x}]\n",
-     "set channels.0.url_env (the webhook URL) or channels.0.secret_env (the signing secret) to its name"),
-    ("channels: [{type: 'tests.toy_channel:make', token: x}]\n", "set channels.0.token_env to its name"),
+     "set channels[1] (webhook).url_env (the webhook URL) to its name"),
+    ("channels: [{type: telegram, token: x, chat_id: '-1'}]\n",
+     "set channels[0] (telegram).token_env (the bot token) to its name"),
+    ("channels: [{type: feishu, secret: x}]\n", "set channels[0] (feishu).secret_env (the signing secret) to its name"),
+    ("channels: [{type: dingtalk, name: ops, access_token: x}]\n",
+     "set channels[0] (dingtalk, name 'ops').url_env (the webhook URL) or channels[0] (dingtalk, name 'ops')"
+     ".secret_env (the signing secret) to its name"),
+    ("channels: [{type: 'tests.toy_channel:make', token: x}]\n",
+     "set channels[0] (tests.toy_channel:make).token_env to its name"),
 ])
 def test_a_secret_in_the_file_is_refused_with_a_hint_naming_a_key_there_is(tmp_path, cli, text, hint):
     """A top-level `password: x` was told to 'set password_env', and `email.smtp_password`
@@ -273,9 +277,9 @@ def test_a_secret_in_the_file_is_refused_with_a_hint_naming_a_key_there_is(tmp_p
     ({"storage": {"password_env": "pw:S3CR3T"}}, "storage.password_env"),
     ({"serve": {"base_url": "https://digest.example.org", "secret_env": "0f-S3CR3T"}}, "serve.secret_env"),
     ({"channels": [{"type": "slack", "url_env": "https://hooks.slack.com/services/T/B/S3CR3T"}]},
-     "channels (slack).url_env"),
+     "channels[0] (slack).url_env"),
     ({"channels": [{"type": "telegram", "token_env": "123456:S3CR3T", "chat_id": "-100"}]},
-     "channels (telegram).token_env"),
+     "channels[0] (telegram).token_env"),
 ])
 def test_a_secret_written_where_its_variable_is_named_is_refused_and_not_shown(tmp_path, cli, overrides, key):
     """`api_key_env: sk-...` was taken for a variable's name: config check warned 'the
@@ -422,23 +426,24 @@ def test_config_check_finds_what_would_stop_a_run_in_channels_and_serve(tmp_path
 
     hook = {"SLACK_URL": "http://127.0.0.1:9/hook"}
     assert check({"channels": [{"type": "slack", "url_env": "SLACK_URL", "colour": "red"}]}, hook)[:2] == [
-        2, f"rl-digest: {tmp_path / 'config.yaml'}: channels (slack).colour: Extra inputs are not permitted"]
+        2, f"rl-digest: {tmp_path / 'config.yaml'}: channels[0] (slack).colour: Extra inputs are not permitted"]
     literal = check({"channels": [{"type": "slack", "url": "https://hooks.slack.com/services/T/B/x"}]})
-    assert literal[0] == 2 and "channels (slack).url: Extra inputs are not permitted (secrets are not read " \
+    assert literal[0] == 2 and "channels[0] (slack).url: Extra inputs are not permitted (secrets are not read " \
         "from the config file: put it in an environment variable and set url_env (the webhook URL) to its name)" \
         in literal[1]
     # telegram reads no webhook URL: it was told to set url_env, then that telegram takes none
     assert check({"channels": [{"type": "telegram", "url": "https://api.telegram.org", "token_env": "TG",
-                                "chat_id": "-1"}]})[1].endswith("channels (telegram).url: Extra inputs are not permitted")
+                                "chat_id": "-1"}]})[1].endswith("channels[0] (telegram).url: Extra inputs are not "
+                                                               "permitted")
     token = check({"channels": [{"type": "slack", "url": "https://T0K3N@hooks.slack.com/services/x"}]})
-    assert token[1].endswith("channels.0.url: holds a user or token in the URL; secrets are not read from the "
-                             "config file (put the URL in an environment variable and set channels.0.url_env "
-                             "(the webhook URL) to its name)") and "T0K3N" not in token[1]
-    assert "channels (team).chat_id: required for a telegram channel" in check(
+    assert token[1].endswith("channels[0] (slack).url: holds a user or token in the URL; secrets are not read "
+                             "from the config file (put the URL in an environment variable and set channels[0] "
+                             "(slack).url_env (the webhook URL) to its name)") and "T0K3N" not in token[1]
+    assert "channels[0] (telegram, name 'team').chat_id: required for a telegram channel" in check(
         {"channels": [{"type": "telegram", "name": "team", "token_env": "TG"}]}, {"TG": "1:x"})[1]
     unset = check({"channels": [{"type": "slack", "url_env": "SLACK_URL"}]}, {"SLACK_URL": ""})
     assert unset[0] == 0 and unset[1].startswith("warning: ")  # the posts wait in the outbox
-    assert "channels (slack).url_env: the environment variable SLACK_URL is not set" in unset[1]
+    assert "channels[0] (slack).url_env: the environment variable SLACK_URL is not set" in unset[1]
     assert check({"channels": [{"type": "slack", "url_env": "SLACK_URL"}]}, hook) == [0]
     serve = {"serve": {"base_url": "https://digest.example.org/"}}
     assert "serve.secret_env: RL_DIGEST_SECRET is not set" in check(serve, {"RL_DIGEST_SECRET": ""})[1]

@@ -258,11 +258,12 @@ def test_an_unknown_channel_type_is_a_config_error_naming_the_key(tmp_path, cli)
     for command in ("status", "collect", "schedule"):  # not only the commands that publish
         assert "no channel type 'carrier-pigeon'" in cli("--config", str(config), command, check=2).stderr
     assert stderr_lines(result)[-1].startswith(
-        f"rl-digest: {config}: channels[0].type: no channel type 'carrier-pigeon' (known: dingtalk, email, "
+        f"rl-digest: {config}: channels[0] (carrier-pigeon).type: no channel type 'carrier-pigeon' (known: dingtalk, email, "
         "feishu, slack, telegram, webhook")
     unnamed = config_with(tmp_path, channels=[{"type": "toy_channel:FileChannel", "folder": "x"}])
     check = cli("--config", str(unnamed), "config", "check", check=2)
-    assert "channels[0].name: 'toy_channel:FileChannel' is not a channel name" in check.stderr
+    assert "channels[0] (toy_channel:FileChannel).name: 'toy_channel:FileChannel' is not a channel name" \
+        in check.stderr
 
 
 # --- a 550 for one reader -------------------------------------------------------------------

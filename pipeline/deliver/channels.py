@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pipeline import plugins
-from pipeline.config import Config
+from pipeline.config import Config, channel_entry
 from pipeline.models import Digest
 
 GROUP = "rl_digest.channels"
@@ -124,6 +124,6 @@ def open_channels(config: Config, reading_count: int, email: bool = True,
             ChannelSetup("email", config, {}, reading_count, unsubscribed))
     for number, entry in enumerate(config.channels):
         options = entry.model_dump(exclude={"type", "name"})
-        make = factory(entry.type, f"channels[{number}].type")
+        make = factory(entry.type, f"{channel_entry(number, entry)}.type")
         found[entry.key] = make(ChannelSetup(entry.key, config, options, reading_count))
     return found

@@ -204,7 +204,7 @@ class ChatChannel:
     """One chat entry: one reader (the chat id, or the name of the URL's variable)."""
 
     def __init__(self, setup: ChannelSetup, kind: str):
-        where = f"channels ({setup.name})"
+        where = setup.config.channel_entry_of(setup.name)
         try:
             self.options = ChatOptions(**setup.options)
         except ValidationError as exc:
@@ -227,6 +227,7 @@ class ChatChannel:
             raise ConfigError(f"{where}.{key}: only {' and '.join(others)} channels take it, "
                               f"not a {kind} one: it would do nothing")
         self.name, self.kind, self.platform = setup.name, kind, PLATFORMS[kind]
+        self.where = where  # how every message names the entry
         languages = self.options.languages or setup.config.languages
         self.settings = render.Settings.of(setup.config.model_copy(update={"languages": list(languages)}))
         self.session = requests.Session()
@@ -275,7 +276,7 @@ class ChatChannel:
         entry names are set; Telegram's `getMe` (the Bot API's call for testing a token)
         and `getChat` answer; a webhook has no call that does not post, so its host is only reached (a
         TCP handshake, and TLS for https)."""
-        where = f"{self.kind} ({self.name})"
+        where = self.where
         named = (self.options.url_env, self.options.token_env, self.options.secret_env)
         missing = [name for name in named if name and not os.environ.get(name)]
         if missing:
@@ -286,7 +287,7 @@ class ChatChannel:
             chat = self._bot_read(where, "getChat", chat_id=self.options.chat_id)
             return (f"{where}: the token is good (bot @{me.get('username')}), chat "
                     f"{chat.get('title') or self.options.chat_id}; nothing posted")
-        url = urlsplit(_secret(self.options.url_env, self.name))
+        url = urlsplit(_secret(self.options.url_env, self.where))
         host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
         try:
             with socket.create_connection((host, port), timeout=self.options.timeout_seconds) as sock:
@@ -298,7 +299,7 @@ class ChatChannel:
 
     def _bot_read(self, where: str, method: str, **params: str | None) -> dict:
         """One Bot API call that changes nothing, for doctor: its result, else DigestError."""
-        token = _secret(self.options.token_env, self.name)
+        token = _secret(self.options.token_env, self.where)
         try:
             response = self.session.get(f"{self.options.api_url.rstrip('/')}/bot{token}/{method}",
                                         params=params, timeout=self.options.timeout_seconds)
@@ -315,7 +316,7 @@ class ChatChannel:
         (and on a post again after a hand-over was cut off), goes as the Idempotency-Key
         header, so a receiver of our webhook can tell a repeat from a new post."""
         url, body = self._address(body)
-        where = f"{self.kind} ({self.name})"
+        where = self.where
         for attempt in range(self.options.retries + 1):
             try:
                 response = self.session.post(url, data=encoded(body), timeout=self.options.timeout_seconds,
@@ -356,10 +357,10 @@ class ChatChannel:
     def _address(self, body: dict) -> tuple[str, dict]:
         """The URL to post to and the body, signed now (a signature is good for an hour)."""
         if self.kind == "telegram":
-            token = _secret(self.options.token_env, self.name)
+            token = _secret(self.options.token_env, self.where)
             return (f"{self.options.api_url.rstrip('/')}/bot{token}/sendMessage",
                     {"chat_id": self.options.chat_id, **body})
-        url = _secret(self.options.url_env, self.name)
+        url = _secret(self.options.url_env, self.where)
         secret = os.environ.get(self.options.secret_env) if self.options.secret_env else None
         if not secret:
             return url, body
