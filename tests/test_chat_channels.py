@@ -603,12 +603,12 @@ def test_a_receivers_html_page_is_quoted_by_its_words_not_its_tags(tmp_path, cli
         ran = cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers), check=1)
         status = cli("--config", str(config), "status")
     for said in (ran.stderr, status.stdout):
-        assert "webhook (webhook): HTTP 502 Bad Gateway nginx/1.18.0 (Ubuntu) after 0 retries" in said, said
-        assert ("slack (slack): HTTP 403 Slack: There’s been a glitch… We’re not quite sure what went wrong. "
+        assert "channels[0] (webhook): HTTP 502 Bad Gateway nginx/1.18.0 (Ubuntu) after 0 retries" in said, said
+        assert ("channels[1] (slack): HTTP 403 Slack: There’s been a glitch… We’re not quite sure what went wrong. "
                 "You can try again or visit our Help Center. More words.") in said, said
         assert "<" not in said and "font-family" not in said and "beacon" not in said
     (slack_error,) = [r["last_error"] for r in db_rows(tmp_path, "SELECT last_error FROM deliveries")
-                      if r["last_error"].startswith("slack")]
+                      if r["last_error"].startswith("channels[1] (slack)")]
     assert len(slack_error) < 250 and "\n" not in slack_error
 
 
