@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from difflib import get_close_matches
 from email.headerregistry import Address
@@ -814,7 +814,7 @@ def _refuse_secrets(data: Any, path: Path, dotted: str = "", kind: str | None = 
                 where, of = channel_entry(n, said), said.get("type")
                 _refuse_secrets(value, path, where, of if isinstance(of, str) else None, where)
             else:
-                _refuse_secrets(value, path, f"{dotted}.{n}", kind, entry)
+                _refuse_secrets(value, path, f"{dotted}[{n}]", kind, entry)
     elif isinstance(data, str) and (what := url_credentials(data)):
         raise ConfigError(
             f"{path}: {dotted}: holds {what} in the URL; secrets are not read from the config file",
@@ -848,7 +848,7 @@ def _env_keys_for(secret: str, channel: str | None = None, entry: str | None = N
     those of its kind (password, api_key...) in its section, else its section's, else anywhere."""
     if entry is not None and (chat := _chat(channel)):
         return [f"{entry}.{key}" for key in chat.secret_keys(channel, secret.rsplit(".", 1)[-1])]
-    if f"{secret}_env" in _env_keys(Config) or entry is not None or secret.startswith("sources.plugins."):
+    if f"{secret}_env" in _env_keys(Config) or entry is not None or secret.startswith("sources.plugins["):
         return [f"{secret}_env"]
     kind = SECRET_KEYS.search(secret)
     word = {"passwd": "password", "apikey": "api_key"}.get(kind[1].lower(), kind[1].lower()) if kind else ""
@@ -892,22 +892,28 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 
 def _first_error(path: Path, exc: ValidationError, data: dict[str, Any]) -> str:
-    """The first of `exc`'s errors, naming its key in `data` (a `channels` entry by channel_entry)."""
+    """The first of `exc`'s errors, naming its key in `data` as the file holds it: a list's
+    item by its place (`email.to[1]`), a `channels` entry by channel_entry."""
     errors = exc.errors()
     first = errors[0]
-    parts = [str(part) for part in first["loc"]]
-    if len(parts) > 1 and parts[0] == "channels" and isinstance(number := first["loc"][1], int):
+    parts = [f"[{part}]" if isinstance(part, int) else f".{part}" for part in first["loc"]]
+    if len(parts) > 1 and parts[0] == ".channels" and isinstance(number := first["loc"][1], int):
         entry = (data.get("channels") or [])[number]
         parts[:2] = [channel_entry(number, entry if isinstance(entry, dict) else {})]
-    loc = ".".join(parts)
+    loc = "".join(parts).removeprefix(".")
     msg = first["msg"]
     if first["type"] == "extra_forbidden":
-        near = get_close_matches(str(first["loc"][-1]), _keys_at(first["loc"][:-1]), n=1)
-        msg = "unknown key" + (f" (did you mean {near[0]}?)" if near else "")
+        msg = unknown_key(str(first["loc"][-1]), _keys_at(first["loc"][:-1]))
     msg = msg.removeprefix("Value error, ")
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
     where = f"{loc}: " if loc else ""  # a check across keys names them in its message
     return f"{path}: {where}{msg}{more}"
+
+
+def unknown_key(key: str, known: Iterable[str]) -> str:
+    """What a key the schema does not have is called, with the closest one it has."""
+    near = get_close_matches(key, list(known), n=1)
+    return "unknown key" + (f" (did you mean {near[0]}?)" if near else "")
 
 
 def _keys_at(loc: tuple[Any, ...]) -> list[str]:

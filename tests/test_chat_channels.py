@@ -289,7 +289,10 @@ def test_a_chat_entry_missing_its_chat_id_or_with_an_unknown_key_is_a_config_err
     assert "channels[0] (telegram).chat_id: required for a telegram channel" in result.stderr
     unknown = config_with(tmp_path, channels=[{"type": "slack", "url": "https://hooks.example"}])
     result = cli("--config", str(unknown), "run", "--offline", "--as-of", AS_OF, check=2)
-    assert "channels[0] (slack).url: Extra inputs are not permitted" in result.stderr
+    assert "channels[0] (slack).url: unknown key (secrets are not read from the config file" in result.stderr
+    misspelt = config_with(tmp_path, channels=[{"type": "slack", "url_evn": "SLACK_URL"}])
+    result = cli("--config", str(misspelt), "config", "check", check=2)
+    assert "channels[0] (slack).url_evn: unknown key (did you mean url_env?)" in result.stderr
 
 
 def test_config_check_doctor_and_send_name_an_entry_as_config_yaml_holds_it(tmp_path, cli):
@@ -311,7 +314,7 @@ def test_config_check_doctor_and_send_name_an_entry_as_config_yaml_holds_it(tmp_
         config = config_with(tmp_path, arxiv, channels=[entries[0], {**entries[1], "colour": "red"}])
         said = [cli("--config", str(config), *command, env=env, check=2).stderr.strip().splitlines()[-1]
                 for command in (("config", "check"), ("doctor",), ("send",))]
-    assert said == [f"rl-digest: {config}: {entry}.colour: Extra inputs are not permitted"] * 3
+    assert said == [f"rl-digest: {config}: {entry}.colour: unknown key"] * 3
 
 
 def test_a_key_the_channels_type_does_not_use_is_a_config_error(tmp_path, cli):

@@ -75,6 +75,11 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         ("digest: {max_paper: 3}\n", "digest.max_paper: unknown key (did you mean max_papers?)"),
         ("email: {form: 'a@example.org'}\n", "email.form: unknown key (did you mean from?)"),
         ("sources: {arxiv: {zzz: 1}}\n", "sources.arxiv.zzz: unknown key"),
+        # a list's item by its place, as YAML readers count it (it was email.to.1)
+        ("email: {to: [a@example.org, nobody]}\n", "email.to[1]: not an email address: 'nobody'"),
+        ("sources: {plugins: [{name: x}]}\n", "sources.plugins[0].type: Field required"),
+        ("sources: {plugins: [{type: x, api_key: y}]}\n", "sources.plugins[0].api_key: secrets are not read from "
+         "the config file (put it in an environment variable and set sources.plugins[0].api_key_env to its name)"),
         ("sources: {arxiv: {page_size: 5000}}\n", "sources.arxiv.page_size: Input should be less than or equal to 2000"),
         ("email: {password: hunter2}\n", "email.password: secrets are not read from the config file"),
         ("enrich: {api_key: sk-123}\n", "enrich.api_key: secrets are not read from the config file"),
@@ -331,7 +336,7 @@ def test_a_sender_at_localhost_is_taken_and_warned_of_only_through_a_remote_serv
 @pytest.mark.parametrize(("text", "key"), [
     ("enrich: {base_url: 'localhost:11434/v1'}\n", "enrich.base_url"),
     ("sources: {arxiv: {api_url: export.arxiv.org/api/query}}\n", "sources.arxiv.api_url"),
-    ("sources: {rss: {urls: [rss.arxiv.org/rss/cs.LG]}}\n", "sources.rss.urls.0"),
+    ("sources: {rss: {urls: [rss.arxiv.org/rss/cs.LG]}}\n", "sources.rss.urls[0]"),
     ("sources: {oai: {url: oaipmh.arxiv.org/oai}}\n", "sources.oai.url"),
     ("sources: {fulltext: {url: 'arxiv.org/html/{id}v{version}'}}\n", "sources.fulltext.url"),
 ])
@@ -426,15 +431,14 @@ def test_config_check_finds_what_would_stop_a_run_in_channels_and_serve(tmp_path
 
     hook = {"SLACK_URL": "http://127.0.0.1:9/hook"}
     assert check({"channels": [{"type": "slack", "url_env": "SLACK_URL", "colour": "red"}]}, hook)[:2] == [
-        2, f"rl-digest: {tmp_path / 'config.yaml'}: channels[0] (slack).colour: Extra inputs are not permitted"]
+        2, f"rl-digest: {tmp_path / 'config.yaml'}: channels[0] (slack).colour: unknown key"]
     literal = check({"channels": [{"type": "slack", "url": "https://hooks.slack.com/services/T/B/x"}]})
-    assert literal[0] == 2 and "channels[0] (slack).url: Extra inputs are not permitted (secrets are not read " \
+    assert literal[0] == 2 and "channels[0] (slack).url: unknown key (secrets are not read " \
         "from the config file: put it in an environment variable and set url_env (the webhook URL) to its name)" \
         in literal[1]
     # telegram reads no webhook URL: it was told to set url_env, then that telegram takes none
     assert check({"channels": [{"type": "telegram", "url": "https://api.telegram.org", "token_env": "TG",
-                                "chat_id": "-1"}]})[1].endswith("channels[0] (telegram).url: Extra inputs are not "
-                                                               "permitted")
+                                "chat_id": "-1"}]})[1].endswith("channels[0] (telegram).url: unknown key (did you mean api_url?)")
     token = check({"channels": [{"type": "slack", "url": "https://T0K3N@hooks.slack.com/services/x"}]})
     assert token[1].endswith("channels[0] (slack).url: holds a user or token in the URL; secrets are not read "
                              "from the config file (put the URL in an environment variable and set channels[0] "

@@ -50,7 +50,7 @@ import urllib3
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline import render, retry
-from pipeline.config import EnvName
+from pipeline.config import EnvName, unknown_key
 from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import ConfigError, DigestError
 from pipeline.models import Digest, Entry
@@ -211,8 +211,13 @@ class ChatChannel:
             error = exc.errors()[0]
             key = ".".join(str(part) for part in error["loc"])
             platform = PLATFORMS[kind]  # `url:` on telegram is no webhook URL: it reads none
-            secret = error["type"] == "extra_forbidden" and f"{key}_env" in (*platform.needs, *platform.takes)
-            message = error["msg"].removeprefix("Value error, ")
+            own = (*platform.needs, *platform.takes)
+            secret = error["type"] == "extra_forbidden" and f"{key}_env" in own
+            # the keys this type reads are the closest it may mean; the hint names a secret's
+            known = [] if secret else [k for k in ChatOptions.model_fields
+                                       if k in own or k not in PLATFORM_KEYS]
+            message = (unknown_key(key, known) if error["type"] == "extra_forbidden"
+                       else error["msg"].removeprefix("Value error, "))
             raise ConfigError(f"{where}.{key}: {message}",  # `url:` holds a webhook's secret path
                               f"secrets are not read from the config file: put it in an environment "
                               f"variable and set {' or '.join(secret_keys(kind, key))} to its name"
