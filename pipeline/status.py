@@ -241,7 +241,7 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
                              *learn.judged(store), config.relevance.follow_authors)
     weighed = importance.weigh([p], {p.id: row.score or 0.0}, taste, config.digest.importance)[p.id]
     lines.append(f"  importance: {round(weighed.total, 2) + 0.0:.2f} = " + " ".join(  # never "-0.00"
-        f"{name} {value:+.2f}" for name, value in weighed.parts()))
+        f"{name} {round(value, 2) + 0.0:+.2f}" for name, value in weighed.parts()))  # nor "-0.00"
     model = learn.current(config.relevance, store, refit_now=False)
     if model is not None:
         strongest = model.text.strongest(p.title, p.abstract)

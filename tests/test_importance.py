@@ -63,3 +63,4 @@ def test_importance_orders_the_full_entries_and_status_explains_it(tmp_path, cli
     assert "relevance +" in line and "similarity +" in line and "irrelevant " in line
     other = next(ln for ln in plain.splitlines() if "importance:" in ln)
     assert "code +0.00" in other and "authors +0.00" in other
+    assert line.endswith(" irrelevant +0.00")  # nothing marked irrelevant: not "-0.00" (README's sample)
