@@ -7,7 +7,9 @@ import os
 import shlex
 import subprocess
 
-from tests.helpers import cli_command, write_config
+import yaml
+
+from tests.helpers import ROOT, cli_command, write_config
 
 
 def env_file(path) -> dict:
@@ -32,6 +34,21 @@ def test_init_then_config_check_passes(tmp_path, cli):
     assert "000_" in listed.stdout  # the shipped pages are read
     text = (folder / "config.yaml").read_text(encoding="utf-8")
     assert text.count("#") > 20 and len(text.splitlines()) < 60  # commented, and short
+
+
+def test_the_starter_shows_the_built_in_defaults_but_the_addresses_to_edit(tmp_path, cli):
+    """Its header says every other key keeps its default, and a reader takes the values shown
+    for the defaults too: it gave digest.max_papers 40 where the default (README, CONTRACT) is 30."""
+    cli("init", str(tmp_path))
+    starter = yaml.safe_load((tmp_path / "config.yaml").read_text(encoding="utf-8"))
+    default = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+
+    def differ(mine: dict, theirs: dict, where: str = "") -> list[str]:
+        return [name for key, value in mine.items() for name in (
+            differ(value, theirs[key], f"{where}{key}.") if isinstance(value, dict)
+            else [f"{where}{key}"] if value != theirs[key] else [])]
+
+    assert differ(starter, default) == ["sources.arxiv.contact", "email.smtp_host"]  # yours to fill in
 
 
 def test_the_filled_in_env_file_loaded_as_the_next_steps_say_is_enough(tmp_path, cli):
