@@ -140,3 +140,14 @@ def test_the_readmes_docker_steps_work_in_a_copy_of_the_repository(tmp_path):
     env = (tmp_path / ".env").read_text(encoding="utf-8")
     assert "OPENAI_API_KEY" in env and "POSTGRES_PASSWORD=" in env
     assert (tmp_path / ".env").stat().st_mode & 0o077 == 0
+
+
+def test_the_readmes_docker_run_mounts_what_compose_mounts():
+    """README's `docker run` without compose mounted config.yaml alone: the starter's
+    readers.txt, which compose mounts, was not there, and a run with email on stopped
+    with 'email.recipients_file: /data/readers.txt: No such file or directory'."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = " ".join(readme.split("docker run -d", 1)[1].split("`", 1)[0].split())
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text(encoding="utf-8"))
+    files = [v for v in compose["services"]["scheduler"]["volumes"] if v.startswith("./")]
+    assert files and all(f'-v "$PWD/{v[2:]}"' in command for v in files), (files, command)
