@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 from datetime import timedelta
 
-from tests.helpers import CATS, DAY, KEY, full_config, rl_paper, write_config
+from tests.helpers import CATS, DAY, KEY, ROOT, full_config, rl_paper, write_config
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer, ok
 
@@ -44,6 +44,8 @@ def test_a_revision_and_a_new_venue_are_listed_once_under_updates(tmp_path, cli,
     assert "GRPO variant 1 for" in updates and "v1 → v2" in updates
     assert "GRPO variant 2 for" in updates and "accepted at ICLR 2027" in updates
     assert "已被 ICLR 2027 接收" in updates
+    sample = (ROOT / "README.md").read_text(encoding="utf-8").split("## 更新 · Updates\n\n", 1)[1]
+    assert sample.split("```", 1)[0].strip() in updates  # README's sample is this run's, whole
     assert "GRPO variant 3" not in md  # nothing changed: not listed again
     for fmt, text in second.items():  # each revised paper once, under Updates only
         assert text.count("GRPO variant 1 for") == 1, fmt
