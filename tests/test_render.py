@@ -44,6 +44,19 @@ def golden(name: str, text: str) -> None:
     assert text == expected, f"{name} differs from its golden file (UPDATE_GOLDEN=1 rewrites it)"
 
 
+def test_the_readmes_digest_samples_are_lines_of_the_golden_digest():
+    """README quotes tests/golden/digest.md, cut short with '…': every line it quotes whole is
+    one of the golden file's (its header had lost the Updates count, edited by hand)."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    lines = set((GOLDEN / "digest.md").read_text(encoding="utf-8").splitlines())
+    samples = [block for block in re.findall(r"```markdown\n(.*?)```", readme, re.S)
+               if "tests/golden/digest.md" in readme.split(block, 1)[0][-400:]]
+    quoted = [line.strip() for block in samples for line in block.splitlines()
+              if line.strip() and "…" not in line and "←" not in line]
+    assert len(samples) == 2 and len(quoted) > 15
+    assert [line for line in quoted if line not in {x.strip() for x in lines}] == []
+
+
 @pytest.fixture(scope="module")
 def cfg():
     return fx.config()
