@@ -4,6 +4,7 @@ settings that validate but would fail a run."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 
@@ -124,3 +125,26 @@ def test_config_check_flags_a_missing_database_driver(tmp_path, cli):
     assert "storage.url: postgresql+pg8000:// needs a driver that is not installed" in result.stderr
     assert "pip install 'rl-digest[postgres]'" in result.stderr
     assert "Traceback" not in result.stderr and len(result.stderr.splitlines()) == 1
+
+
+def test_every_yaml_example_of_the_readme_passes_config_check(tmp_path, cli):
+    """Users paste README's examples as they are: each one, a config of its own, passes
+    `config check` with the variables it names set and the files it names there (warnings
+    are fine); the plug-in examples name a package of the reader's, and fail on that alone."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    examples = re.findall(r"```yaml\n(.*?)```", readme, re.S)
+    assert len(examples) >= 9
+    names = {name: "0123456789abcdef0123456789abcdef"
+             for name in re.findall(r"_env: ([A-Z][A-Z0-9_]*)", readme)}
+    for n, example in enumerate(examples):
+        folder = tmp_path / f"example{n}"
+        (folder / "var").mkdir(parents=True)
+        (folder / "readers.txt").write_text("Ada <ada@example.org>\n", encoding="utf-8")
+        (folder / "config.yaml").write_text(example.replace("/var/lib/rl-digest", str(folder / "var")),
+                                            encoding="utf-8")
+        result = cli("--config", str(folder / "config.yaml"), "config", "check", env=names, check=None)
+        if "my_package" in example:
+            assert result.returncode == 2 and "No module named 'my_package'" in result.stderr, example
+        else:
+            assert result.returncode == 0, (example, result.stderr)
+            assert result.stdout.strip().startswith(f"{folder / 'config.yaml'}: ok"), example
