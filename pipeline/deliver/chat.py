@@ -328,9 +328,10 @@ class ChatChannel:
                                              headers={"Content-Type": JSON, "Idempotency-Key": key},
                                              allow_redirects=False)  # a 301 or 302 turns a POST into a GET
             except (requests.exceptions.MissingSchema, requests.exceptions.InvalidSchema,
-                    requests.exceptions.InvalidURL) as exc:  # nothing left: a URL no retry can fix
-                raise Refused(f"{where}: the URL in {self.options.url_env or 'api_url'} is not a "
-                              f"web address ({type(exc).__name__})") from None
+                    requests.exceptions.InvalidURL) as exc:
+                # not reached at all: the channel waits for the variable's fix, as for one unset
+                raise Unreachable(f"{where}: the URL in {self.options.url_env or 'api_url'} is not a "
+                                  f"web address ({type(exc).__name__})") from None
             except requests.RequestException as exc:
                 if _before_sending(exc):
                     raise Unreachable(f"{where}: {_reason(exc)}") from None
