@@ -236,6 +236,19 @@ def test_doctor_checks_each_chat_channel_without_posting(tmp_path, cli):
         assert servers["telegram"].token not in shown and "/hook/abc" not in shown
 
 
+def test_doctor_fails_a_webhook_url_that_is_no_web_address_naming_its_variable(tmp_path, cli):
+    """Copied without its scheme, the line read 'slack (slack): :80: Name or service not
+    known'; with a port that is no number doctor stopped: 'unexpected error: ValueError'."""
+    config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}},
+                                     "channels": [{"type": "slack", "url_env": "SLACK_URL"}]}, seeds=False)
+    for url in ("hooks.slack.com/services/T0/B0/XX", "https://hooks.slack.com:abc/services/T0/B0/XX"):
+        result = cli("--config", str(config), "doctor", env={"SLACK_URL": url}, check=1)
+        assert statuses(result.stdout)["slack"] == "FAIL", result.stdout + result.stderr
+        assert ("(slack): the URL in SLACK_URL is not a web address (http:// or https://, then "
+                "the host)") in result.stdout
+        assert "services/T0" not in result.stdout + result.stderr
+
+
 def test_doctor_warns_of_a_year_whose_holidays_are_unknown_and_fails_on_a_bad_calendar(tmp_path, cli):
     old = calendar_file(tmp_path, 1999)
     with ArxivServer() as arxiv:

@@ -293,7 +293,13 @@ class ChatChannel:
             return (f"{where}: the token is good (bot @{me.get('username')}), chat "
                     f"{chat.get('title') or self.options.chat_id}; nothing posted")
         url = urlsplit(_secret(self.options.url_env, self.where))
-        host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+        try:
+            host, port = url.hostname or "", url.port or (443 if url.scheme == "https" else 80)
+        except ValueError:  # a port that is no number
+            host = ""
+        if url.scheme not in ("http", "https") or not host:  # as a post would say (it waits)
+            raise DigestError(f"{where}: the URL in {self.options.url_env} is not a web address "
+                              "(http:// or https://, then the host)")
         try:
             with socket.create_connection((host, port), timeout=self.options.timeout_seconds) as sock:
                 if url.scheme == "https":
