@@ -341,7 +341,9 @@ def _fail_on_delivery_errors(report: RunReport) -> None:
     if report.delivery_errors:
         final = report.failed and not report.pending and len(report.delivery_errors) == report.failed
         hint = "`rl-digest status` shows each reader's row" if final else (
-            "the next run or `rl-digest send` tries again")
+            # some rows failed for good, the first error maybe: not all of it is tried again
+            "`rl-digest status` shows each reader's row; what waits goes with the next run or "
+            "`rl-digest send`" if report.failed else "the next run or `rl-digest send` tries again")
         raise DeliveryError(report.delivery_errors[0], hint)
 
 

@@ -562,6 +562,23 @@ def test_a_webhook_url_without_a_scheme_waits_for_its_fix_and_is_not_called_a_cu
     assert "sent 1, pending 0, failed 0" in sent.stdout and len(slack.posts) == 1
 
 
+def test_a_post_refused_for_good_beside_one_that_waits_is_not_promised_a_retry(tmp_path, cli):
+    """The run's last line names the first error: a Slack 400, failed for good, got 'the next
+    run or `rl-digest send` tries again' because another channel's post waited."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack, \
+            ChatServer("webhook") as hook:
+        slack.queue((400, {}))
+        config = chat_config(tmp_path, arxiv, {"slack": slack, "webhook": hook})
+        env = {k: v for k, v in env_for({"slack": slack, "webhook": hook}).items() if k != "WEBHOOK_URL"}
+        ran = cli("-q", "--config", str(config), "run", "--as-of", AS_OF, env=env, check=1)
+    last = stderr_lines(ran)[-1]
+    assert last.startswith("rl-digest: slack:SLACK_URL (digest 2026-11-02): ") and "HTTP 400" in last, last
+    assert last.endswith("(`rl-digest status` shows each reader's row; what waits goes with the next run "
+                         "or `rl-digest send`)"), last
+    assert "WEBHOOK_URL is not set; 1 delivery stays queued" in ran.stderr
+    assert sorted(r["status"] for r in db_rows(tmp_path, "SELECT status FROM deliveries")) == ["failed", "pending"]
+
+
 def test_a_webhook_that_moved_fails_the_row_rather_than_get_its_new_page(tmp_path, cli):
     """A 301 or 302 to a POST is followed as a GET, without the body: the new address's page
     answered 200 and the digest counted as posted, though nothing was."""
