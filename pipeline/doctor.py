@@ -283,7 +283,8 @@ def check_arxiv(config: Config) -> Iterable[Check]:
     else:
         try:
             found = arxiv_api.search_titles(fetcher, arxiv.api_url, ["reinforcement learning"], 1)
-            yield ok("arxiv api", f"{arxiv.api_url}: answered ({len(found)} paper for a test query)")
+            yield ok("arxiv api", f"{arxiv.api_url}: answered ({len(found)} paper"
+                                   f"{'' if len(found) == 1 else 's'} for a test query)")
         except DigestError as exc:
             yield fail("arxiv api", str(exc))
     if not config.sources.rss.enabled:

@@ -73,6 +73,7 @@ def test_doctor_all_green_sends_nothing(tmp_path, cli, world):
     config = write_config(tmp_path, overrides, seeds=False)
     result = cli("--config", str(config), "doctor", env=ENV)
     assert statuses(result.stdout) == dict.fromkeys(LINES, "OK"), result.stdout
+    assert f"{arxiv.api_url}: answered (0 papers for a test query)" in result.stdout  # an empty stand-in
     assert len(result.stdout.splitlines()) == len(LINES)
     assert [r.task for r in llm.requests] == ["doctor"]  # one tiny structured call
     assert llm.requests[0].response_format["type"] == "json_schema"
