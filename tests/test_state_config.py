@@ -234,9 +234,9 @@ def test_a_folder_that_was_there_keeps_its_mode_so_a_web_server_still_reads_out(
     ({"from": "Digest <digest@example.org>\r\nBcc: all@example.org"}, "email.from", "line break"),
     ({"from": "a@example.org, b@example.org"}, "email.from", "one address per entry"),
     ({"from": "a@example.org b@example.org"}, "email.from", "one address per entry"),
-    ({"to": ["alice@example.org, bob@example.org"]}, "email.to.0", "one address per entry"),
-    ({"to": ["ok@example.org", "alice"]}, "email.to.1", "not an email address"),
-    ({"to": ["bad@@example..org"]}, "email.to.0", "not an email address"),  # no list: no "one per entry"
+    ({"to": ["alice@example.org, bob@example.org"]}, "email.to[0]", "one address per entry"),
+    ({"to": ["ok@example.org", "alice"]}, "email.to[1]", "not an email address"),
+    ({"to": ["bad@@example..org"]}, "email.to[0]", "not an email address"),  # no list: no "one per entry"
     ({"unsubscribe_url": "javascript:alert(1)"}, "email.unsubscribe_url", "https://"),
     ({"unsubscribe_url": "https://example.org/u\r\nX-Evil: 1"}, "email.unsubscribe_url", "one line"),
 ])
@@ -306,7 +306,7 @@ def test_config_show_masks_secret_looking_extra_body_entries(tmp_path, cli):
     ({"sources": {"arxiv": {"api_url": "http://mirror:MIRRORPASS-55@127.0.0.1:9/api/query"}}},
      "sources.arxiv.api_url", "MIRRORPASS-55"),
     ({"sources": {"rss": {"urls": ["https://rss.arxiv.org/rss/cs.LG", "http://u:RSSPASS@127.0.0.1:9/rss"]}}},
-     "sources.rss.urls.1", "RSSPASS"),
+     "sources.rss.urls[1]", "RSSPASS"),
 ])
 def test_credentials_inside_any_url_are_refused_naming_the_key(tmp_path, cli, overrides, key, secret):
     """They would reach doctor's lines, the logs, status and the database (and, in
