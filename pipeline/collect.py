@@ -153,12 +153,21 @@ def plugin_papers(papers: Iterable[Paper], name: str, report: CollectReport) -> 
 
 def cleaned(paper: Paper) -> Paper:
     """A plug-in source's paper with its text cleaned and bounded as the built-in sources
-    clean theirs where it enters (pipeline/text.py)."""
+    clean theirs where it enters (pipeline/text.py), its times in UTC as theirs are (the
+    store orders them as text: 01:00+08:00 sorted after 20:00+00:00 the day before)."""
     return replace(paper, title=text.title(paper.title), abstract=text.prose(paper.abstract),
                    authors=text.names(paper.authors),
                    categories=tuple(c for c in map(text.clean_name, paper.categories) if c),
                    comment=text.comment(paper.comment),
-                   journal_ref=text.journal_ref(paper.journal_ref))
+                   journal_ref=text.journal_ref(paper.journal_ref),
+                   submitted=_utc(paper.submitted), updated=_utc(paper.updated))
+
+
+def _utc(moment: datetime | None) -> datetime | None:
+    """A plug-in's time in UTC; one without a zone is taken as UTC, as arXiv's are."""
+    if moment is None:
+        return None
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
 
 
 def cleaned_document(doc: SeedDocument) -> SeedDocument:

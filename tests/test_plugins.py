@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 from tests import toy_channel
 from tests.helpers import plugin_env, rl_paper
@@ -141,3 +141,25 @@ def test_a_plugin_sources_updates_and_seed_documents_are_cleaned_as_its_papers_a
     assert seed["source"] == "lab.yaml"
     summary = json.loads(seed["data"])["summary_zh"]
     assert summary.startswith("强化学习[2J很长。") and len(summary) <= 6000 and "\x1b" not in summary
+
+
+def test_a_plugin_papers_times_are_kept_in_utc_so_newest_first_holds(tmp_path, cli):
+    """The store keeps times as ISO text and orders them so: a plug-in's 01:00+08:00 (17:00
+    UTC) was stored as written and sorted after 20:00 UTC the day before, and one without a
+    zone had none; the built-in sources store UTC."""
+    east = timezone(timedelta(hours=8))
+    early = replace(rl_paper(1, datetime(2026, 10, 30, 1, tzinfo=east)), title="Early GRPO for LLM reasoning")
+    late = replace(rl_paper(2, datetime(2026, 10, 29, 20, tzinfo=UTC)), title="Late GRPO for LLM reasoning")
+    path = tmp_path / "a.jsonl"
+    jsonl(path, [early, late])
+    bare = {"id": "2611.00003", "title": "Bare GRPO for LLM reasoning", "abstract": late.abstract,
+            "categories": ["cs.LG"], "submitted": "2026-10-29T18:00:00"}
+    path.write_text(path.read_text(encoding="utf-8") + json.dumps(bare) + "\n", encoding="utf-8")
+    toy = [{"type": "toy_jsonl", "name": "toy", "path": str(path)}]
+    config = config_with(tmp_path, sources={"arxiv": {"enabled": False}, "rss": {"enabled": False},
+                                            "plugins": toy})
+    cli("--config", str(config), "collect", "--as-of", AS_OF, env=plugin_env(tmp_path, ENTRY_POINTS))
+    stored = db_rows(tmp_path, "SELECT id, submitted FROM papers ORDER BY submitted DESC")
+    assert stored == [{"id": "2611.00002", "submitted": "2026-10-29T20:00:00+00:00"},
+                      {"id": "2611.00003", "submitted": "2026-10-29T18:00:00+00:00"},
+                      {"id": "2611.00001", "submitted": "2026-10-29T17:00:00+00:00"}]
