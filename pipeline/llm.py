@@ -232,6 +232,12 @@ class Client:
                                 f"{clip(clean_name(self._masked(str(said))), 200)}")
         return _answer(response)
 
+    def close(self) -> None:
+        """Its connections, which the provider keeps alive: the client is a cycle the garbage
+        collector alone frees, so a dropped one kept them open until it ran (in a scheduler
+        idle between runs, for days)."""
+        self._openai.close()
+
     def _masked(self, text: str) -> str:
         """The text with the key (which a provider may echo) as ***."""
         return text.replace(self.key, "***") if self.key else text

@@ -211,15 +211,19 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
         week.take(complete_thin(config, store, online, thin))
     checkpoint()
     enricher = make_enricher(config, store, options, report)
-    judged = judge_grey_band(config, week, enricher)
-    if judged:
-        store.set_scores(judged)
-    summarise(config, week, enricher, report)
-    checkpoint()
-    credits = sources.credits(config, used, options.offline)
-    digest = build_digest(config, options, week, collected.documents, enricher, credits,
-                          read=None if online is None else lambda e: full_text(config, store, online, e))
-    _count_enrichment(report, enricher)
+    try:
+        judged = judge_grey_band(config, week, enricher)
+        if judged:
+            store.set_scores(judged)
+        summarise(config, week, enricher, report)
+        checkpoint()
+        credits = sources.credits(config, used, options.offline)
+        digest = build_digest(config, options, week, collected.documents, enricher, credits,
+                              read=None if online is None else lambda e: full_text(config, store, online, e))
+        _count_enrichment(report, enricher)
+    finally:
+        if enricher.client is not None:  # the scheduler's process outlives the run
+            enricher.client.close()
     publish(config, store, options, digest, report)
     report.elapsed = time.monotonic() - started
     return report

@@ -7,6 +7,8 @@ result and stops the process as systemd would.
 
 from __future__ import annotations
 
+import gc
+import os
 import signal
 import sqlite3
 import threading
@@ -412,3 +414,53 @@ def test_the_schedulers_collect_logs_its_warnings_as_collect_does(tmp_path, monk
     assert (f"WARNING pipeline: the watermark {ahead} is ahead of this machine's clock (it went back?): "
             "this collect reads sources.arxiv.lookback_days again, as a first one does") in said, said
     assert said.rstrip().endswith("INFO pipeline: collect: fetched 3, new 0, revised 0"), said
+
+
+def connections_to(port: int) -> int:
+    """This process's TCP sockets whose other end is 127.0.0.1:port, in any state."""
+    ours = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        if target.startswith("socket:["):
+            ours.add(target[len("socket:["):-1])
+    rows = Path("/proc/self/net/tcp").read_text().splitlines()[1:]
+    return sum(1 for row in rows if row.split()[9] in ours and int(row.split()[2].split(":")[1], 16) == port)
+
+
+def test_the_schedulers_publishes_leave_no_connection_open_and_no_thread_behind(tmp_path, monkeypatch):
+    """`rl-digest schedule` runs every publish for months in one process. Each publish's LLM
+    client was dropped with its connections open (a provider keeps them alive, and so does
+    the stand-in here): enrich.concurrency sockets a week stayed open, past the provider's
+    idle timeout too, until Python's cycle collector happened to run, which an idle
+    scheduler may not do for days. Three weekly publishes, as the scheduler's publish job
+    runs them, with the collector off: no connection to the LLM is left, no thread more."""
+    from pipeline import cli as cli_mod
+    from pipeline import schedule as schedule_mod
+    from tests.servers import openai_server
+
+    monkeypatch.setattr(openai_server._Handler, "protocol_version", "HTTP/1.1")  # keep-alive
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    jobs = {}
+    monkeypatch.setattr(schedule_mod, "serve", lambda config, collect, publish, *rest: jobs.update(publish=publish))
+    first = datetime.now(UTC).replace(microsecond=0) - timedelta(weeks=3)
+    with ArxivServer() as arxiv, OpenAIServer() as llm:
+        config = config_with(tmp_path, arxiv, enrich={"provider": "openai", "base_url": llm.url,
+                                                      "timeout_seconds": 5, "concurrency": 2})
+        cli_mod.main.main(["--config", str(config), "schedule"], standalone_mode=False)
+        port, threads = int(llm.url.split(":")[-1].split("/")[0]), None
+        gc.disable()
+        try:
+            for week in range(3):
+                as_of = first + timedelta(weeks=week)
+                arxiv.add(*(rl_paper(10 * week + n, as_of - timedelta(days=1)) for n in range(3)))
+                calls = len(llm.requests)
+                jobs["publish"](as_of)
+                assert len(llm.requests) > calls, "this week's papers were summarised"
+                assert connections_to(port) == 0, f"week {week + 1}"
+                threads = threads or threading.active_count()
+                assert threading.active_count() == threads, f"week {week + 1}"
+        finally:
+            gc.enable()
