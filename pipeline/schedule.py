@@ -185,7 +185,8 @@ def guarded(config: Config, name: str, work: Callable[[], object],
                     return
                 work()
         except LockedError as exc:
-            ours = [other for other in RUNNING.names() if other != name]
+            ours = RUNNING.names()
+            ours.remove(name)  # this fire's own; another of its name is a catch-up publish of ours
             if ours:  # not another process: this scheduler's own job (a publish collects too)
                 log.info("%s: skipped this fire: this scheduler's %s holds the run lock", name, ours[0])
             else:

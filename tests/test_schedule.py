@@ -288,6 +288,29 @@ def test_a_publish_waiting_for_its_own_collect_looks_again_in_seconds(tmp_path, 
     assert timedelta(0) < wait <= timedelta(seconds=schedule.OWN_RETRY_SECONDS + 1)
 
 
+def test_a_publish_fire_while_the_schedulers_own_catch_up_runs_says_so_calmly(tmp_path, caplog):
+    """A catch-up is a publish job too. One still running at the weekly fire (a scheduler
+    started just before it, a failed publish's retry) made that fire warn 'another rl-digest
+    run holds state/digest.sqlite3.lock (pid N)', N this scheduler's own pid, and wait five
+    minutes, as for another process."""
+    caplog.set_level(logging.INFO, logger="pipeline")
+    config = load(write_config(tmp_path, seeds=False))
+    store = Store.open(config.storage.url)
+    scheduler = schedule.build(config, lambda: None, recorder(store, []), store)
+    before = datetime.now(config.zone)
+    schedule.RUNNING.add("publish")  # the catch-up
+    try:
+        with lock.held(config):
+            scheduler.get_job("publish").func()
+    finally:
+        schedule.RUNNING.remove("publish")
+    said = [r for r in caplog.records if "publish: skipped this fire" in r.getMessage()]
+    assert [(r.levelname, r.getMessage()) for r in said] == [
+        ("INFO", "publish: skipped this fire: this scheduler's publish holds the run lock")]
+    wait = [j for j in scheduler.get_jobs() if j.id == "catch-up"][-1].trigger.run_date - before
+    assert timedelta(0) < wait <= timedelta(seconds=schedule.OWN_RETRY_SECONDS + 1)
+
+
 def test_the_watch_catches_up_a_fire_the_trigger_stepped_over(tmp_path, monkeypatch):
     """A scheduler started inside a spring-forward hour: APScheduler's trigger goes on to
     next week, the database says this week's fire has passed."""
