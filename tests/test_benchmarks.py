@@ -23,6 +23,7 @@ SMALL = {
     "importance.py": [],
     "llm_down.py": ["--papers", "8"],
     "reading_list.py": ["--papers", "300"],
+    "scheduler_year.py": ["--weeks", "2", "--readers", "2", "--no-trace"],
     "relevance.py": ["--speed"],
     "store_calls.py": ["--papers", "20"],
     "trends.py": ["--papers", "2000", "--weeks", "3", "--repeat", "1"],
