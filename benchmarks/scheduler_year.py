@@ -41,7 +41,6 @@ import re
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 import tracemalloc
@@ -55,9 +54,8 @@ from typing import Any
 import sqlalchemy as sa
 from _common import dev_rows, machine, table, write_config
 from apscheduler.events import EVENT_JOB_EXECUTED
-from year import LAST_MONDAY, SHANGHAI, SimArxiv, calendar_files, folder_mb, timeline
+from year import LAST_MONDAY, SHANGHAI, SimArxiv, Year, folder_mb
 
-from pipeline.calendar import load_calendar
 from pipeline.config import load
 from tests.servers import arxiv_server, openai_server
 from tests.servers.openai_server import OpenAIServer
@@ -357,17 +355,10 @@ def main() -> None:
     if args.weeks < 1:
         parser.error("--weeks: at least 1")
     rows = dev_rows()
-    mondays = [LAST_MONDAY - timedelta(weeks=args.weeks - 1 - k) for k in range(args.weeks)]
+    year = Year.of(rows, args.weeks, args.readers, "rl-digest-scheduler-year-")
+    mondays, first_run, folder, files, cal, items, readers = (
+        year.mondays, year.first_run, year.folder, year.files, year.cal, year.items, year.readers)
     defaults = load(None).sources.arxiv
-    first_run, last_run = (real_datetime.combine(m, clock(8), SHANGHAI) for m in (mondays[0], mondays[-1]))
-    start = first_run - timedelta(days=defaults.lookback_days)
-    folder = Path(tempfile.mkdtemp(prefix="rl-digest-scheduler-year-"))
-    files = calendar_files(folder, range(start.year, last_run.year + 1))
-    cal = load_calendar(files)
-    items = timeline(rows, cal, start, last_run, defaults.categories)
-    readers = [f"reader{n}@example.org" for n in range(args.readers)]
-    (folder / "readers.txt").write_text("".join(
-        f"Reader {n} <{a}> lang={('zh', 'en', 'zh,en')[n % 3]}\n" for n, a in enumerate(readers)))
 
     from pipeline import cli
     from pipeline import schedule as schedule_mod

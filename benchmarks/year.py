@@ -229,6 +229,36 @@ def digest_lists(out: Path) -> dict[str, list[str]]:
     return lists
 
 
+@dataclass(frozen=True)
+class Year:
+    """What a simulated year runs on: its Mondays (the last one LAST_MONDAY), a fresh folder
+    with the calendar files and readers.txt, and arXiv's timeline of `rows` from
+    lookback_days before the first Monday's 08:00 publish to the last one's."""
+
+    mondays: list[date]
+    first_run: datetime
+    folder: Path
+    files: list[Path]
+    cal: Calendar
+    items: list
+    readers: list[str]
+
+    @classmethod
+    def of(cls, rows: list[dict], weeks: int, readers: int, prefix: str) -> Year:
+        mondays = [LAST_MONDAY - timedelta(weeks=weeks - 1 - k) for k in range(weeks)]
+        defaults = load(None).sources.arxiv
+        first_run, last_run = (datetime.combine(m, clock(8), SHANGHAI) for m in (mondays[0], mondays[-1]))
+        start = first_run - timedelta(days=defaults.lookback_days)
+        folder = Path(tempfile.mkdtemp(prefix=prefix))
+        files = calendar_files(folder, range(start.year, last_run.year + 1))
+        cal = load_calendar(files)
+        items = timeline(rows, cal, start, last_run, defaults.categories)
+        addresses = [f"reader{n}@example.org" for n in range(readers)]
+        (folder / "readers.txt").write_text("".join(
+            f"Reader {n} <{a}> lang={('zh', 'en', 'zh,en')[n % 3]}\n" for n, a in enumerate(addresses)))
+        return cls(mondays, first_run, folder, files, cal, items, addresses)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--weeks", type=int, default=52)
@@ -244,18 +274,11 @@ def main() -> None:
     corpus = dev_rows()
     rows = [row if k == 0 else {**row, "title": f"{row['title']} (part {k + 1})"}
             for k in range(args.scale) for row in corpus]
-    mondays = [LAST_MONDAY - timedelta(weeks=args.weeks - 1 - k) for k in range(args.weeks)]
     outages = (args.weeks // 3, 2 * args.weeks // 3) if args.outages else (None, None)
+    year = Year.of(rows, args.weeks, args.readers, "rl-digest-year-")
+    mondays, folder, files, cal, items, readers = (year.mondays, year.folder, year.files, year.cal,
+                                                   year.items, year.readers)
     defaults = load(None).sources.arxiv
-    first_run, last_run = (datetime.combine(m, clock(8), SHANGHAI) for m in (mondays[0], mondays[-1]))
-    start = first_run - timedelta(days=defaults.lookback_days)
-    folder = Path(tempfile.mkdtemp(prefix="rl-digest-year-"))
-    files = calendar_files(folder, range(start.year, last_run.year + 1))
-    cal = load_calendar(files)
-    items = timeline(rows, cal, start, last_run, defaults.categories)
-    readers = [f"reader{n}@example.org" for n in range(args.readers)]
-    (folder / "readers.txt").write_text("".join(
-        f"Reader {n} <{a}> lang={('zh', 'en', 'zh,en')[n % 3]}\n" for n, a in enumerate(readers)))
     print(machine())
     print(f"CLI: {CLI}; {args.weeks} weeks to {LAST_MONDAY}, {len(rows)} dev rows, {args.readers} readers"
           + (f"; arXiv down in week {outages[0] + 1}, SMTP in week {outages[1] + 1}'s run"
