@@ -61,7 +61,8 @@ def pytest_collection_modifyitems(config, items):
     """The tests of an xdist_group first, a group together (module fixtures built once: see
     test_site_papers.py): `make test`'s xdist hands the first worker the first eighth of the
     tests as one batch, so they all run there. (--dist loadgroup would, but with pytest 9.2
-    xdist 3.8 ignores the mark: pytest-xdist#1386.) Then skip the slow ones unless asked."""
+    xdist 3.8 ignores the mark: pytest-xdist#1386.) Then skip the slow ones unless asked, and the
+    PostgreSQL case of a test marked slow_on_postgresql."""
     groups = {item: mark.args[0] for item in items if (mark := item.get_closest_marker("xdist_group"))}
     order = {name: n for n, name in enumerate(dict.fromkeys(groups.values()))}
     items.sort(key=lambda item: order[groups[item]] if item in groups else len(order))
@@ -69,7 +70,9 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason="slow: run with make test-slow")
     for item in items:
-        if "slow" in item.keywords:
+        on = getattr(item, "callspec", None)
+        if "slow" in item.keywords or ("slow_on_postgresql" in item.keywords and on is not None
+                                       and on.params.get("db_url") == "postgresql"):
             item.add_marker(skip)
 
 

@@ -8,6 +8,8 @@ import re
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from tests.helpers import CATS, DAY, KEY, ROOT, full_config, rl_paper, write_config
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer, ok
@@ -296,6 +298,7 @@ def test_the_llm_summarises_the_full_entries_first_not_the_one_line_ones(tmp_pat
             assert f"English summary of {paper.title}." in md
 
 
+@pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 def test_a_venue_without_a_new_version_reaches_updates_weeks_after_the_paper_was_listed(tmp_path, cli, db_url):
     """A journal reference comes with no new version (OAI-PMH restamps the record), in a later
     week than the paper's digest and after another digest: a run reads only the listed papers

@@ -340,6 +340,7 @@ def test_a_database_locked_by_another_process_fails_after_the_busy_timeout(tmp_p
 
 # --- a week of operation --------------------------------------------------------------------
 
+@pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 def test_a_week_of_daily_collects_with_outages_publishes_each_paper_once(tmp_path, cli, db_url):
     """Seven daily collects (one day arXiv is down: exit 3), then the Monday publish while
     the mail server is down (exit 1), then `send`. The digest holds exactly the week's
