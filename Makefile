@@ -38,7 +38,7 @@ test: $(VENV)/.installed-test fresh
 	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q -n auto
 
 test-slow: $(VENV)/.installed-test fresh
-	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q -m slow --run-slow
+	RL_DIGEST_TEST_INSTALLED=1 $(BIN)/pytest -q -m "slow or slow_on_postgresql" --run-slow
 
 # rebuild pipeline/data/relevance_model.npz from ../shared/data/arxiv_dev.jsonl and the
 # seeds (fixed seed: the same file every time); commit the result
