@@ -802,3 +802,39 @@ def test_a_resend_to_a_channel_named_by_its_type_says_which_channels_there_are(t
                                       "(its reader is team:SLACK_URL)"]
     assert "sent 1, pending 0, failed 0" in right.stdout and len(slack.posts) == 2
     assert "team:x" not in status.stdout
+
+
+def test_a_post_waiting_for_a_renamed_entry_goes_to_it_not_to_a_new_entry_that_took_the_old_name(
+        tmp_path, cli):
+    """The group's Slack (entry `slack`, SLACK_URL) had a digest waiting; a second Slack was
+    added and the first named `team` to tell them apart, so the new entry took the key
+    `slack`: the waiting digest was posted to the new group (which never should have had it)
+    and the team's Slack never got it, without a word. A waiting post goes to the entry that
+    has its reader now; a plain rename takes its posts along rather than hold them."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as team, \
+            ChatServer("slack") as other:
+        config = config_with(tmp_path, arxiv, channels=[{"type": "slack", "url_env": "SLACK_URL"}])
+        cli("--config", str(config), "run", "--as-of", AS_OF, check=1)  # SLACK_URL not set yet
+        config = config_with(tmp_path, arxiv, channels=[
+            {"type": "slack", "url_env": "OTHER_URL"},
+            {"type": "slack", "name": "team", "url_env": "SLACK_URL"}])
+        env = {"SLACK_URL": team.url, "OTHER_URL": other.url}
+        arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
+        week = cli("--config", str(config), "run", "--as-of", NEXT, env=env)
+    dates = {name: [post["text"].split(" · ")[1] for post in server.posts]
+             for name, server in (("team", team), ("other", other))}
+    assert dates == {"team": [AS_OF, NEXT], "other": [NEXT]}, dates
+    assert "which the config does not have now" not in week.stderr
+
+
+def test_a_post_waiting_for_an_entry_given_a_name_goes_to_it_under_that_name(tmp_path, cli):
+    """Named `team` while its digest waited, the entry's post was held for 'channel slack,
+    which the config does not have now', a warning every run, though the same Slack was
+    configured."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as team:
+        config = config_with(tmp_path, arxiv, channels=[{"type": "slack", "url_env": "SLACK_URL"}])
+        cli("--config", str(config), "run", "--as-of", AS_OF, check=1)  # SLACK_URL not set yet
+        config = config_with(tmp_path, arxiv, channels=[{"type": "slack", "name": "team", "url_env": "SLACK_URL"}])
+        sent = cli("--config", str(config), "send", env={"SLACK_URL": team.url})
+    assert "sent 1, pending 0, failed 0" in sent.stdout and len(team.posts) == 1
+    assert "does not have now" not in sent.stderr

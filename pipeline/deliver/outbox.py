@@ -224,6 +224,7 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
     report = DeliveryReport()
     down: dict[str, tuple[str, list[Delivery]]] = {}  # a channel that is down: why, and its rows
     held: dict[str, list[Delivery]] = {}  # rows of a channel the config does not have now
+    readers_of = {name: set(channel.readers()) for name, channel in channels.items() if name != EMAIL}
     try:
         rows = outbox.pending(digest_id)
         for row in progress.track(rows, "sending", len(rows)):
@@ -236,7 +237,8 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
                 report.skipped += 1
                 log.info("digest %s to %s skipped: %s", row.digest_id, row.who, why)
                 continue
-            channel = channels.get(row.channel)
+            name = _owner(row, readers_of)
+            channel = channels.get(name)
             if channel is None:  # taken out of the config (email turned off): kept for its return
                 report.pending += 1
                 held.setdefault(row.channel, []).append(row)
@@ -249,12 +251,12 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
                 report.errors.append(f"{row.label}: waits until {_iso(row.not_before)}, as the other "
                                      "side asked (Retry-After)")
                 continue
-            if row.channel in down:
-                reason, rows = down[row.channel]
+            if name in down:
+                reason, rows = down[name]
                 rows.append(row)
                 _wait(outbox, row, reason, now, report)
                 continue
-            _hand_over(outbox, channel, row, digest, now, max_attempts, report, down)
+            _hand_over(outbox, channel, name, row, digest, now, max_attempts, report, down)
     finally:
         for channel in channels.values():
             channel.close()
@@ -273,6 +275,15 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
     return report
 
 
+def _owner(row: Delivery, readers_of: dict[str, set[str]]) -> str:
+    """The channel a row goes to: its own, while that still has its reader; else the entry
+    that has the reader now (renamed, or a new entry took the old name: posting there would
+    send the digest to another group); else its own (the URL's variable renamed)."""
+    if row.channel == EMAIL or row.reader in readers_of.get(row.channel, ()):
+        return row.channel
+    return next((name for name, own in readers_of.items() if row.reader in own), row.channel)
+
+
 def _stopped(row: Delivery, unsubscribed: Collection[str], readers: Collection[str] | None) -> str | None:
     """Why an email row is no longer to be sent: its reader unsubscribed, or left the list."""
     if row.channel != EMAIL:
@@ -283,9 +294,9 @@ def _stopped(row: Delivery, unsubscribed: Collection[str], readers: Collection[s
     return REMOVED if readers is not None and address not in readers else None
 
 
-def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable[[str], Digest],
-               now: datetime, max_attempts: int, report: DeliveryReport,
-               down: dict[str, tuple[str, list[Delivery]]]) -> None:
+def _hand_over(outbox: Outbox, channel: Channel, name: str, row: Delivery,
+               digest: Callable[[str], Digest], now: datetime, max_attempts: int,
+               report: DeliveryReport, down: dict[str, tuple[str, list[Delivery]]]) -> None:
     message = channel.build(digest(row.digest_id), row.reader, row.message_id)
     if not outbox.claim(row, message.id):
         return  # another process is at it: never two hand-overs of one row
@@ -294,7 +305,7 @@ def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable
     try:
         words = channel.send(message)
     except Unreachable as exc:
-        down[row.channel] = (exc.reason, [row])
+        down[name] = (exc.reason, [row])
         _wait(outbox, row, exc.reason, now, report)
         log.warning("%s; its deliveries stay queued", exc.reason)
     except Deferred as exc:
@@ -308,14 +319,15 @@ def _hand_over(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable
                      else "it is posted again with the same Idempotency-Key")
         words = f"{exc.reason} while handing over {message.id}; {again}"
         _defer(outbox, row, words, now, max_attempts, report, interrupted=True, after=exc.after)
-        down[row.channel] = (f"{row.channel}: {exc.reason}", [])  # a sick server: the rest wait
+        down[name] = (f"{name}: {exc.reason}", [])  # a sick server: the rest wait
     except Refused as exc:
         _fail(outbox, row, exc.reason, report)
     else:
         note = f"{RESENT} ({message.id})" if row.interrupted else None
         outbox.mark_sent(row, now, note)
         report.sent += 1
-        log.info("sent digest %s to %s %s: %s%s", row.digest_id, row.who, message.id, words,
+        log.info("sent digest %s to %s%s %s: %s%s", row.digest_id, row.who,
+                 f" (now channel {name})" if name != row.channel else "", message.id, words,
                  f" ({RESENT})" if note else "")
 
 
