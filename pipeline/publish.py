@@ -106,6 +106,19 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     report.warnings += result.held  # a channel taken out on purpose: no failure, every run says so
 
 
+def next_look(config: Config, store: Store) -> datetime | None:
+    """When the scheduler's outbox job next has a row to try (outbox.next_retry), among the
+    channels the config has now; None: nothing it could send waits."""
+    rows = outbox.StoreOutbox(store).pending()
+    try:
+        opened = channels.open_channels(config, 0)
+    except DigestError:  # a readers' file gone, say: the job says so each time it looks
+        return outbox.next_retry(rows)
+    for channel in opened.values():
+        channel.close()
+    return outbox.next_retry(rows, outbox.routes(opened))
+
+
 def stored_files(store: Store, out: Path) -> dict[str, Path]:
     """The files in out/digests/ of every digest the database holds: a preview of a week not
     yet published is not among them (a rerun of a published week writes its files anew)."""

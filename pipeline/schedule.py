@@ -9,8 +9,9 @@ digests and publishes that exist, not the clock time they ran at, so a digest
 re-made by hand for last week does not hide this week's missed publish.
 
 The outbox has its own job: it runs when the earliest waiting delivery's backoff
-runs out (and at start), sends what is due, and plans itself again; a publish
-plans it too. So a failed send is retried without waiting for the next publish.
+runs out (one of a channel the config has: a row held for a channel taken out waits for
+its return, not for a look every few minutes) and at start, sends what is due, and plans
+itself again; a publish plans it too. So a failed send is retried without waiting for the next publish.
 
 Stopping: SIGTERM/SIGINT set stopping.STOP and shut the scheduler down without
 waiting; the job that is running sees STOP at its next checkpoint (between
@@ -41,8 +42,8 @@ from apscheduler.triggers.cron import CronTrigger
 from pipeline import lock, render
 from pipeline.config import Config
 from pipeline.deliver.files import write_atomic
-from pipeline.deliver.outbox import StoreOutbox, next_retry
 from pipeline.errors import DigestError, LockedError
+from pipeline.publish import next_look
 from pipeline.stopping import STOP, Stopped, from_signal
 from pipeline.store import Store
 
@@ -249,7 +250,7 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Publis
         """The outbox job at the earliest waiting row's next attempt (not before `floor` s)."""
         if outbox_job is None:
             return
-        when = next_retry(StoreOutbox(store).pending())
+        when = next_look(config, store)
         if when is None:
             return
         soonest = datetime.now(config.zone) + timedelta(seconds=floor)

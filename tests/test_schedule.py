@@ -467,8 +467,12 @@ def waiting_row(store, next_attempt):
     store.update_delivery(row["id"], next_attempt=next_attempt and next_attempt.isoformat())
 
 
+MAILING = {"email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": 2525, "security": "none",
+                     "to": ["ada@example.org"]}}
+
+
 def test_the_outbox_job_runs_when_the_earliest_backoff_runs_out_and_plans_itself_again(tmp_path):
-    config = load(write_config(tmp_path, seeds=False))
+    config = load(write_config(tmp_path, MAILING, seeds=False))
     store = Store.open(config.storage.url)
     published_now(store)
     assert "outbox" not in {j.id for j in schedule.build(config, lambda: None, lambda as_of: None, store,
@@ -485,3 +489,19 @@ def test_the_outbox_job_runs_when_the_earliest_backoff_runs_out_and_plans_itself
     assert calls == ["outbox"]
     again = [j for j in scheduler.get_jobs() if j.id == "outbox"][-1].trigger.run_date
     assert again - before >= timedelta(seconds=schedule.RETRY_SECONDS - 1)
+
+
+def test_the_outbox_job_does_not_look_every_few_minutes_for_a_channel_taken_out(tmp_path):
+    """Email turned off (or a chat entry taken out) with a digest still queued for it: the
+    row waits for the channel's return, which no look can bring, yet the scheduler ran its
+    outbox job every five minutes for as long as it ran, each logging 'outbox: sent 0,
+    pending 1'. A row of a channel the config has is still looked at."""
+    store = Store.open(load(write_config(tmp_path, seeds=False)).storage.url)
+    published_now(store)
+    waiting_row(store, datetime.now(UTC) - timedelta(days=3))
+    off = load(write_config(tmp_path, seeds=False))
+    assert "outbox" not in {j.id for j in schedule.build(off, lambda: None, lambda as_of: None, store,
+                                                         outbox_job=lambda: None).get_jobs()}
+    on = load(write_config(tmp_path, MAILING, seeds=False))
+    assert "outbox" in {j.id for j in schedule.build(on, lambda: None, lambda as_of: None, store,
+                                                     outbox_job=lambda: None).get_jobs()}

@@ -224,7 +224,7 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
     report = DeliveryReport()
     down: dict[str, tuple[str, list[Delivery]]] = {}  # a channel that is down: why, and its rows
     held: dict[str, list[Delivery]] = {}  # rows of a channel the config does not have now
-    readers_of = {name: set(channel.readers()) for name, channel in channels.items() if name != EMAIL}
+    readers_of = routes(channels)
     try:
         rows = outbox.pending(digest_id)
         for row in progress.track(rows, "sending", len(rows)):
@@ -273,6 +273,11 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
         stay = "delivery stays" if len(rows) == 1 else "deliveries stay"
         report.errors.append(f"{reason}; {len(rows)} {stay} queued ({names})")
     return report
+
+
+def routes(channels: dict[str, Channel]) -> dict[str, set[str]]:
+    """Each open channel's readers, by name (email's are left out: its rows are its own)."""
+    return {name: set() if name == EMAIL else set(channel.readers()) for name, channel in channels.items()}
 
 
 def _owner(row: Delivery, readers_of: dict[str, set[str]]) -> str:
@@ -337,9 +342,12 @@ def backoff(attempts: int) -> timedelta:
                                            BACKOFF_CAP.total_seconds()))
 
 
-def next_retry(rows: list[Delivery]) -> datetime | None:
-    """When the scheduler should next look at the outbox: the earliest due row."""
-    times = [row.next_attempt or datetime.min.replace(tzinfo=UTC) for row in rows]
+def next_retry(rows: list[Delivery], readers_of: dict[str, set[str]] | None = None) -> datetime | None:
+    """When the scheduler should next look at the outbox: the earliest due row (of the
+    channels in `readers_of`, `routes`' map, when given: one held for a channel taken out
+    waits for its return, which no look brings)."""
+    times = [row.next_attempt or datetime.min.replace(tzinfo=UTC) for row in rows
+             if readers_of is None or _owner(row, readers_of) in readers_of]
     return min(times) if times else None
 
 
