@@ -304,9 +304,10 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
         pushed = _push_waiting(config, store, report)
     for warning in report.warnings:
         log.warning("%s", warning)
-    idle = not (report.sent or report.pending or report.failed or pushed or report.delivery_errors)
+    # every row tried and still waiting has its error; one without is held for a channel taken out
+    idle = not (report.sent or report.failed or pushed or report.delivery_errors)
     if state.quiet and idle:
-        return  # nothing waited: an hourly cron line stays silent
+        return  # nothing waited (or only for a channel's return): an hourly cron line stays silent
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
     outbox = StoreOutbox(store)
     for line in status_mod.waiting_lines(outbox.pending()):

@@ -838,3 +838,17 @@ def test_a_post_waiting_for_an_entry_given_a_name_goes_to_it_under_that_name(tmp
         sent = cli("--config", str(config), "send", env={"SLACK_URL": team.url})
     assert "sent 1, pending 0, failed 0" in sent.stdout and len(team.posts) == 1
     assert "does not have now" not in sent.stderr
+
+
+def test_an_hourly_quiet_send_says_nothing_of_posts_held_for_a_channel_taken_out(tmp_path, cli):
+    """README's cron line `rl-digest -q send` 'mails only when it sent or failed': a post held
+    for a channel taken out of the config printed 'sent 0, pending 1, failed 0' and its row
+    every hour, a cron mail an hour for as long as the channel stayed out."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = chat_config(tmp_path, arxiv, {"webhook": ChatServer("webhook")})
+        cli("--config", str(config), "run", "--as-of", AS_OF, check=1)  # WEBHOOK_URL not set
+        without = config_with(tmp_path, arxiv)
+        quiet = cli("-q", "--config", str(without), "send")
+        told = cli("--config", str(without), "send")
+    assert (quiet.stdout, quiet.stderr) == ("", "")
+    assert "1 delivery waits for channel webhook, which the config does not have now" in told.stderr
