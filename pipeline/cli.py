@@ -45,7 +45,7 @@ from pipeline.deliver.files import atomic, write_atomic
 from pipeline.deliver.outbox import StoreOutbox
 from pipeline.errors import ConfigError, DeliveryError, DigestError, LockedError
 from pipeline.models import Digest, Options, RunReport, paper_key, split_arxiv_id
-from pipeline.publish import deliver, written_files
+from pipeline.publish import deliver, routes, written_files
 from pipeline.run import (
     collect_and_rank,
     iso_date,
@@ -310,7 +310,7 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
         return  # nothing waited (or only for a channel's return): an hourly cron line stays silent
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
     outbox = StoreOutbox(store)
-    for line in status_mod.waiting_lines(outbox.pending()):
+    for line in status_mod.waiting_lines(outbox.pending(), routes(config)):
         echo(line)
     if pushed:
         echo(pushed)

@@ -106,17 +106,22 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     report.warnings += result.held  # a channel taken out on purpose: no failure, every run says so
 
 
+def routes(config: Config) -> dict[str, set[str]] | None:
+    """outbox.routes of the channels the config has now (opened to ask their readers, then
+    closed); None when they cannot be opened (a readers' file gone: a run or send says why)."""
+    try:
+        opened = channels.open_channels(config, 0)
+    except DigestError:
+        return None
+    for channel in opened.values():
+        channel.close()
+    return outbox.routes(opened)
+
+
 def next_look(config: Config, store: Store) -> datetime | None:
     """When the scheduler's outbox job next has a row to try (outbox.next_retry), among the
     channels the config has now; None: nothing it could send waits."""
-    rows = outbox.StoreOutbox(store).pending()
-    try:
-        opened = channels.open_channels(config, 0)
-    except DigestError:  # a readers' file gone, say: the job says so each time it looks
-        return outbox.next_retry(rows)
-    for channel in opened.values():
-        channel.close()
-    return outbox.next_retry(rows, outbox.routes(opened))
+    return outbox.next_retry(outbox.StoreOutbox(store).pending(), routes(config))
 
 
 def stored_files(store: Store, out: Path) -> dict[str, Path]:

@@ -12,9 +12,18 @@ from typing import Any
 from pipeline import extract, importance, learn, lock, rank, readers, schedule
 from pipeline.config import Config
 from pipeline.deliver import git
-from pipeline.deliver.outbox import EMAIL, MAX_ATTEMPTS, RESENT, SKIPPED, Delivery, StoreOutbox
+from pipeline.deliver.outbox import (
+    EMAIL,
+    MAX_ATTEMPTS,
+    RESENT,
+    SKIPPED,
+    Delivery,
+    StoreOutbox,
+    held_for_channel,
+)
 from pipeline.errors import ConfigError
 from pipeline.models import paper_key, requests_note
+from pipeline.publish import routes
 from pipeline.run import JUDGED
 from pipeline.sources import CALENDAR
 from pipeline.store import ENDED_MID_RUN, Store
@@ -168,7 +177,7 @@ def overview(config: Config, store: Store) -> str:
     outbox = StoreOutbox(store)
     waiting, failed = outbox.pending(), outbox.rows(("failed",))
     lines.append(f"outbox: {len(waiting)} pending, {len(failed)} failed")
-    lines += waiting_lines(waiting)
+    lines += waiting_lines(waiting, routes(config))
     for row in failed:
         lines.append(f"  {row.digest_id} {row.who}: failed after {row.attempts} "
                      f"{'try' if row.attempts == 1 else 'tries'} — "
@@ -200,11 +209,16 @@ def coverage_lines(summary: dict | None) -> list[str]:
     return lines
 
 
-def waiting_lines(rows: list[Delivery]) -> list[str]:
+def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None) -> list[str]:
     """Rows still to deliver: the tries that count toward giving up (a server never reached
-    counts none), when the scheduler tries next (run and send try at once), and why."""
+    counts none), when the scheduler tries next (run and send try at once), and why; or that
+    a row is held for a channel the config does not have now (`readers_of`: outbox.routes')."""
     lines = []
     for row in rows:
+        if held_for_channel(row, readers_of):
+            lines.append(f"  {row.digest_id} {row.who}: held for channel {row.channel}, which the config "
+                         "does not have now; it goes when the channel is back")
+            continue
         state = "hand-over interrupted" if row.interrupted else "pending"
         counted = f" after {row.attempts} of {MAX_ATTEMPTS} tries" if row.attempts else ""
         when = (f"the scheduler tries at {row.next_attempt.isoformat(timespec='seconds')}"

@@ -852,3 +852,20 @@ def test_an_hourly_quiet_send_says_nothing_of_posts_held_for_a_channel_taken_out
         told = cli("--config", str(without), "send")
     assert (quiet.stdout, quiet.stderr) == ("", "")
     assert "1 delivery waits for channel webhook, which the config does not have now" in told.stderr
+
+
+def test_status_and_send_say_a_post_held_for_a_channel_taken_out_waits_for_its_return(tmp_path, cli):
+    """Its row read 'pending; the scheduler tries at …, run or send at once — channels[0]
+    (webhook): the environment variable WEBHOOK_URL is not set', none of it true any more:
+    no run, send or scheduler tries it, and channels[0] is another entry now, or none."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = chat_config(tmp_path, arxiv, {"webhook": ChatServer("webhook")})
+        cli("--config", str(config), "run", "--as-of", AS_OF, check=1)  # WEBHOOK_URL not set
+        without = config_with(tmp_path, arxiv)
+        told = cli("--config", str(without), "send")
+        status = cli("--config", str(without), "status")
+    held = (f"  {AS_OF} webhook:WEBHOOK_URL: held for channel webhook, which the config does not have "
+            "now; it goes when the channel is back")
+    for shown in (told.stdout, status.stdout):
+        assert held + "\n" in shown, shown
+        assert "run or send at once" not in shown

@@ -280,6 +280,12 @@ def routes(channels: dict[str, Channel]) -> dict[str, set[str]]:
     return {name: set() if name == EMAIL else set(channel.readers()) for name, channel in channels.items()}
 
 
+def held_for_channel(row: Delivery, readers_of: dict[str, set[str]] | None) -> bool:
+    """The row waits for a channel the config does not have now (`routes`' map; None: not
+    known), which no try can bring back."""
+    return readers_of is not None and _owner(row, readers_of) not in readers_of
+
+
 def _owner(row: Delivery, readers_of: dict[str, set[str]]) -> str:
     """The channel a row goes to: its own, while that still has its reader; else the entry
     that has the reader now (renamed, or a new entry took the old name: posting there would
@@ -347,7 +353,7 @@ def next_retry(rows: list[Delivery], readers_of: dict[str, set[str]] | None = No
     channels in `readers_of`, `routes`' map, when given: one held for a channel taken out
     waits for its return, which no look brings)."""
     times = [row.next_attempt or datetime.min.replace(tzinfo=UTC) for row in rows
-             if readers_of is None or _owner(row, readers_of) in readers_of]
+             if not held_for_channel(row, readers_of)]
     return min(times) if times else None
 
 
