@@ -309,12 +309,14 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
     if state.quiet and idle:
         return  # nothing waited (or only for a channel's return): an hourly cron line stays silent
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
-    outbox = StoreOutbox(store)
-    for line in status_mod.waiting_lines(outbox.pending(), routes(config)):
+    outbox, ways = StoreOutbox(store), routes(config)
+    for line in status_mod.waiting_lines(outbox.pending(), ways):
         echo(line)
     if pushed:
         echo(pushed)
-    earlier = len(outbox.rows(("failed",), digest_id)) - report.failed
+    # this call's own are among them (a reader whose line has a typo is not: at least none)
+    again = readers.queued_again(config, outbox.rows(("failed",), digest_id), ways)
+    earlier = max(0, len(again) - report.failed)
     if earlier:  # refused for good before: not retried, but not to be forgotten either
         echo(f"{earlier} failed earlier, refused for good: `rl-digest status` lists them; "
              "`rl-digest send --digest ID --reader WHO` queues one again")

@@ -15,7 +15,7 @@ from typing import Any
 
 from pipeline.config import Config, Reader
 from pipeline.deliver import channels
-from pipeline.deliver.outbox import SKIPPED
+from pipeline.deliver.outbox import EMAIL, SKIPPED, Delivery, held_for_channel
 from pipeline.errors import ConfigError
 from pipeline.store import YOU, Store
 
@@ -84,6 +84,15 @@ def resend_target(config: Config, who: str) -> str:
                           f"the channels are {there}; CHANNEL:READER as `rl-digest status` lists it"
                           if there else "no channel is configured besides email: give an email address")
     return reader_address(config, who, "--reader", "an email address, or CHANNEL:READER")
+
+
+def queued_again(config: Config, rows: list[Delivery],
+                 readers_of: dict[str, set[str]] | None) -> list[Delivery]:
+    """The rows `send --reader` can queue again: of a reader the config still has (a reader
+    taken off the list, or a channel taken out, is not offered a resend it would refuse)."""
+    listed = {r.address.lower() for r in config.readers()}
+    return [row for row in rows if (parseaddr(row.reader)[1].lower() in listed if row.channel == EMAIL
+                                    else not held_for_channel(row, readers_of))]
 
 
 def reader_address(config: Config, who: str, option: str, expected: str = "an email address") -> str:

@@ -296,6 +296,25 @@ def test_a_550_fails_that_reader_with_the_servers_words_and_the_others_get_it(tm
     assert rows["alan@example.org"]["next_attempt"] is None
 
 
+def test_a_bouncing_reader_taken_off_the_list_is_no_longer_offered_a_resend(tmp_path, cli):
+    """The organiser removed the reader whose server refused the digest: every `send` went on
+    saying '1 failed earlier, refused for good: … `rl-digest send --digest ID --reader WHO`
+    queues one again', a resend the tool then refuses ('is not one of the readers')."""
+    words = "550 5.1.1 <alan@example.org>: Recipient address rejected: User unknown"
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, \
+            SmtpServer(reject={"alan@example.org": words, "grace@example.org": words}) as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port,
+                             recipients=["ada@example.org", "alan@example.org", "grace@example.org"])
+        cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=["ada@example.org", "grace@example.org"])
+        later = cli("--config", str(config), "send")
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=["ada@example.org"])
+        gone = cli("--config", str(config), "send")
+    assert later.stdout.splitlines() == ["sent 0, pending 0, failed 0", "1 failed earlier, refused for "
+        "good: `rl-digest status` lists them; `rl-digest send --digest ID --reader WHO` queues one again"]
+    assert gone.stdout.splitlines() == ["sent 0, pending 0, failed 0"]
+
+
 def test_an_unsubscribe_url_with_recipient_names_each_readers_address_in_header_and_footer(tmp_path, cli):
     """email.unsubscribe_url's {recipient} became 'Ada Lovelace <ada@example.org>', quoted, in
     List-Unsubscribe, and stayed '{recipient}' in the footer link every reader clicks."""
