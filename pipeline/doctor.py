@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from pydantic import Field
 
 from pipeline import calendar, collect, enrich, lock, plugins, render, sources, store
-from pipeline.config import Config, channel_entry, read_recipients, sqlite_file
+from pipeline.config import Config, Reader, channel_entry, read_recipients, sqlite_file
 from pipeline.deliver import channels, chat, email, files, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
 from pipeline.sources import arxiv_api, arxiv_oai, arxiv_rss
@@ -77,6 +77,7 @@ def config_problems(config: Config) -> Problems:
                         "or set enrich.provider: none)")
     warnings += config.recipient_problems()
     warnings += dotless_readers(config)
+    warnings += repeated_readers(config)
     warnings += [f"seeds.paths: {path}: no such file or folder (its seeds are not read)"
                  for path in config.seeds.paths if not path.exists()]
     if config.templates.dir and not config.templates.dir.is_dir():
@@ -154,6 +155,28 @@ def dotless_readers(config: Config) -> list[str]:
             f"({', '.join(sorted(mine))}): a typo? ({config.email.smtp_host} takes it, and may bounce it)"
             for where, reader in found
             if "." not in (domain := reader.address.rpartition("@")[2].lower()) and domain not in mine]
+
+
+def repeated_readers(config: Config) -> list[str]:
+    """A reader named again with other languages or another name: the first mention wins
+    (Config.readers), so what the later one says is not used, and an edit of it does nothing."""
+    found = [("email.to", reader) for reader in config.email.to]
+    if config.email.recipients_file:
+        found += [(f"email.recipients_file ({config.email.recipients_file})", reader)
+                  for reader in read_recipients(config.email.recipients_file, True)[0]]
+    first: dict[str, tuple[str, Reader]] = {}
+    lines = []
+    for where, reader in found:
+        there, was = first.setdefault(reader.address.lower(), (where, reader))
+        unused = []
+        if reader.languages and reader.languages != was.languages:
+            unused.append(f"languages {','.join(reader.languages)}")
+        if reader.name and reader.name != was.name:
+            unused.append(f"name {reader.name!r}")
+        if was is not reader and unused:
+            lines.append(f"{where}: {reader.address} is named again ({there} has them first, and the first "
+                         f"mention wins): what it says is not used ({', '.join(unused)})")
+    return lines
 
 
 def channel_problems(config: Config) -> list[str]:

@@ -324,6 +324,28 @@ def test_a_damaged_sqlite_file_fails_the_database_line(tmp_path, cli):
     assert line.endswith("restore it from a backup, or move it aside to start afresh"), line
 
 
+def test_config_check_warns_of_a_reader_named_again_with_other_languages_or_name(tmp_path, cli):
+    """Ada in email.to, and again in readers.txt with lang=en: the first mention wins, so her
+    lang=en was never used, and an edit of her languages in the file did nothing, without a
+    word. A later mention that says nothing else is no warning."""
+    (tmp_path / "readers.txt").write_text(
+        "ada@example.org lang=en\nAlan <alan@example.org>\nALAN@example.org\nAlan Turing <alan@example.org>\n",
+        encoding="utf-8")
+    config = write_config(tmp_path, {
+        "sources": {"arxiv": {"enabled": False, "contact": CONTACT}, "rss": {"enabled": False}},
+        "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": 2525, "security": "none",
+                  "to": ["Ada L <Ada@Example.org>"], "recipients_file": "readers.txt"},
+        "outputs": {"base_url": "https://digest.example.org/"}}, seeds=False)
+    checked = cli("--config", str(config), "config", "check")  # warnings: exit 0
+    warned = [w.removeprefix(f"warning: {config}: ") for w in checked.stderr.splitlines()]
+    where = f"email.recipients_file ({tmp_path / 'readers.txt'})"
+    assert warned == [
+        f"{where}: ada@example.org is named again (email.to has them first, and the first mention "
+        "wins): what it says is not used (languages en)",
+        f"{where}: alan@example.org is named again ({where} has them first, and the first mention "
+        "wins): what it says is not used (name 'Alan Turing')"], warned
+
+
 def test_doctor_warns_of_a_reader_at_a_dotless_domain_that_is_not_this_machines(tmp_path, cli):
     """Through this machine's mail server root@localhost is taken, and alice@gmailcom with it
     (it was taken without a word): doctor and config check name the address and where it is;
