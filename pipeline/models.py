@@ -382,6 +382,7 @@ class RunReport:
     tokens_out: int = 0
     glossary_flags: int = 0  # Chinese terms the LLM rendered against the glossary
     llm_off: str | None = None  # why the LLM was not asked, or stopped being asked
+    unread: list[str] = field(default_factory=list)  # readers' lines skipped: those readers get no email
     sent: int = 0
     pending: int = 0
     failed: int = 0

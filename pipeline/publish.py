@@ -93,6 +93,7 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     gone = readers.unsubscribed(store)
     unread = config.recipient_problems() if config.email.enabled and email else []
     report.warnings += unread  # said by every run and send, as a bad seed line is
+    report.unread = unread
     opened = channels.open_channels(config, reading_count, email=email, unsubscribed=gone)
     # a reader whose line has a typo is not "removed": their rows wait for the line's fix
     listed = {r.address.lower() for r in config.readers()} if config.email.enabled and not unread else None

@@ -285,6 +285,21 @@ def test_a_typo_in_a_readers_line_does_not_count_as_removing_that_reader(tmp_pat
         assert "readers.txt:1: lang= takes zh, en or zh,en" in result.stderr
 
 
+def test_a_quiet_run_names_a_readers_line_it_skipped_in_its_one_line(tmp_path, cli):
+    """README's cron line runs `-q run`, which prints its one line and no warning: a reader
+    whose line had a typo missed that week's digest (fixed later, the week is not sent to
+    them) while cron's mail read '… sent to 1' alone."""
+    (tmp_path / "readers.txt").write_text("ada@example.org lang=en,\nalan@example.org\n", encoding="utf-8")
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=[])
+        config.write_text(config.read_text(encoding="utf-8").replace(
+            "to: []", "to: []\n  recipients_file: readers.txt"), encoding="utf-8")
+        ran = cli("-q", "--config", str(config), "run", "--as-of", AS_OF)
+    assert ran.stderr == "" and len(ran.stdout.splitlines()) == 1
+    assert ran.stdout.rstrip("\n").endswith(
+        f"; not mailed: {tmp_path / 'readers.txt'}:1: lang= takes zh, en or zh,en, not 'en,'; line skipped")
+
+
 def votes(message: Received) -> dict[tuple[str, str], str]:
     """(up | down, paper key) -> the feedback link, from a received email's HTML."""
     found = {}
