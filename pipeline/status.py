@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from pipeline.store import ENDED_MID_RUN, Store
 THUMBS = {True: "👍", False: "👎"}
 DIGESTS_SHOWN = 3  # the newest digests' ids
 WARNINGS_SHOWN = 5  # of each run's; a day of stale feeds warns once per category
+ROWS_SHOWN = 4  # the newest outbox rows failed or skipped: a bouncing reader fails every week
 
 
 def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[str, Any]:
@@ -178,18 +179,24 @@ def overview(config: Config, store: Store) -> str:
     waiting, failed = outbox.pending(), outbox.rows(("failed",))
     lines.append(f"outbox: {len(waiting)} pending, {len(failed)} failed")
     lines += waiting_lines(waiting, routes(config))
-    for row in failed:
-        lines.append(f"  {row.digest_id} {row.who}: failed after {row.attempts} "
-                     f"{'try' if row.attempts == 1 else 'tries'} — "
-                     f"{row.last_error or ''}")
-    for row in outbox.rows((SKIPPED,)):
-        lines.append(f"  {row.digest_id} {row.who}: skipped — {row.last_error}")
+    lines += _newest(failed, "failed", "`rl-digest status --json` lists them all", lambda row: (
+        f"failed after {row.attempts} {'try' if row.attempts == 1 else 'tries'} — {row.last_error or ''}"))
+    lines += _newest(outbox.rows((SKIPPED,)), "skipped", "`rl-digest readers` names each reader's newest",
+                     lambda row: f"skipped — {row.last_error}")
     for row in outbox.rows(("sent",)):
         if row.last_error and row.last_error.startswith(RESENT):
             lines.append(f"  {row.digest_id} {row.who}: sent at {row.sent_at}, {row.last_error}; "
                          + ("the reader may have two copies with the same Message-ID" if row.channel == EMAIL
                             else "the chat may show it twice (the same Idempotency-Key)"))
     return "\n".join(lines) + "\n"
+
+
+def _newest(rows: list[Delivery], what: str, where: str, said: Callable[[Delivery], str]) -> list[str]:
+    """The newest ROWS_SHOWN of `rows` (oldest first, as the outbox lists them), a line each,
+    after one that counts the earlier ones and says `where` they are."""
+    earlier = len(rows) - ROWS_SHOWN
+    head = [f"  {earlier} earlier {what}, not shown ({where})"] if earlier > 0 else []
+    return head + [f"  {row.digest_id} {row.who}: {said(row)}" for row in rows[-ROWS_SHOWN:]]
 
 
 def coverage_lines(summary: dict | None) -> list[str]:

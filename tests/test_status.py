@@ -126,3 +126,25 @@ def test_a_publish_of_a_release_that_counted_no_llm_calls_shows_none(tmp_path, c
     shown = {line.split()[0]: line for line in lines if line.startswith("  #")}
     assert "summarised 37 (0 cached), tokens 4700 in / 2350 out, 5 failed" in shown[f"#{old}"]
     assert "summarised 0 (0 cached), LLM calls 0, tokens 0 in / 0 out, 0 failed" in shown[f"#{new}"]
+
+
+def test_status_shows_the_newest_failed_deliveries_not_every_one_of_years(tmp_path, cli):
+    """A reader whose server refused every week until someone noticed: status listed each of
+    their failed rows, a line a week for as long as the tool ran."""
+    from pipeline.config import load
+    from pipeline.store import Store
+
+    config = write_config(tmp_path, seeds=False)
+    store = Store.open(load(config).storage.url)
+    for week in range(8):
+        end = datetime(2026, 9, 7, tzinfo=UTC) + timedelta(days=7 * week)
+        store.save_digest(end.date().isoformat(), (end - timedelta(days=7), end), {}, [], ["bob@example.org"])
+    for row in store.deliveries():
+        store.update_delivery(row["id"], status="failed", attempts=1, last_error="550 5.1.1 no such user")
+    shown = cli("--config", str(config), "status").stdout
+    listed = json.loads(cli("--config", str(config), "status", "--json").stdout)["outbox"]
+    assert "outbox: 0 pending, 8 failed\n" in shown
+    assert re.findall(r"  (\S+) bob@example.org: failed after 1 try", shown) == [
+        "2026-10-05", "2026-10-12", "2026-10-19", "2026-10-26"], shown
+    assert "  4 earlier failed, not shown (`rl-digest status --json` lists them all)\n" in shown
+    assert len(listed["waiting"]) == 8
