@@ -153,12 +153,11 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
                                 r.recovered if r else ""))
                 if not gaps[-1].recovered and int(day[:4]) not in calendar.years:
                     unknown.add(int(day[:4]))
-    current, stop = start.astimezone(calendar.zone).date(), end.astimezone(calendar.zone).date()
-    holidays = []
-    while current <= stop:
-        if current in calendar.no_announcement and current.weekday() in calendar.weekdays:
-            holidays.append(current)
-        current += timedelta(days=1)
+    # a skipped evening is placed as an announcement is, by when its batch would reach a feed
+    # (by its date, a collect on 12-31 before 20:00 in New York named it, the next one again)
+    after, until = calendar.fed_by(start), calendar.fed_by(end)
+    holidays = [day for day in sorted(calendar.no_announcement) if day.weekday() in calendar.weekdays
+                and after < calendar.at(day).at <= until]
     return Summary(days[0][5:] if days else None, days[-1][5:] if days else None, len(days), complete,
                    tuple(summaries), tuple(_merge(gaps)), tuple(calendar.why_not(d) for d in holidays),
                    tuple(sorted(unknown)),

@@ -146,6 +146,42 @@ def test_a_holiday_is_expected_not_a_warning(tmp_path, cli):
     assert "stale feed: cs.LG is empty although arXiv announced on 2026-11-23" in tuesday.stderr
 
 
+def test_a_holiday_is_named_in_the_window_its_evening_falls_in(tmp_path, cli):
+    """A holiday was named by its date alone: a collect on the morning of New Year's Eve in
+    New York (14:00 in Beijing) said 'no announcement expected: 12-31 is an arXiv holiday'
+    beside announcements read up to 12-30, and the next day's collect said it again; a Monday
+    digest made in New York on Labor Day named the holiday, and so did the next week's, whose
+    window holds that evening. Now a holiday is named where its evening would have been read,
+    as an announcement is: once, in the week it falls in."""
+    with ArxivServer([]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"])
+        server.script("/rss/", EMPTY, EMPTY)
+        thursday = collect(cli, config, "2026-11-26T14:00:00+08:00")  # 01:00 in New York
+        friday = collect(cli, config, "2026-11-27T14:00:00+08:00")
+    assert "11-26 is an arXiv holiday" not in thursday.stdout, thursday.stdout
+    assert "no announcement expected: 11-26 is an arXiv holiday (Thanksgiving)" in friday.stdout
+
+    labor_day = [relevant(1, ("cs.LG",), day=datetime(2026, 9, 2, 15, tzinfo=UTC)),
+                 relevant(2, ("cs.LG",), day=datetime(2026, 9, 9, 15, tzinfo=UTC))]
+    folder = tmp_path / "new-york"
+    folder.mkdir()
+    with ArxivServer(labor_day[:1]) as server:
+        config = write_config(folder, {
+            "sources": {"arxiv": {"api_url": server.api_url, "categories": ["cs.LG"], "overlap_hours": 0},
+                        "rss": {"enabled": False}, "oai": {"enabled": False}},
+            "seeds": {"paths": []}, "schedule": {"timezone": "America/New_York"}}, seeds=False)
+        for monday in ("2026-09-07", "2026-09-14"):
+            cli("--config", str(config), "run", "--as-of", f"{monday}T08:00:00")
+            server.add(labor_day[1])
+    lines = {monday: next(line for line in (folder / "out" / "digests" / f"{monday}.md")
+                          .read_text(encoding="utf-8").splitlines() if "Coverage" in line)
+             for monday in ("2026-09-07", "2026-09-14")}
+    assert "09-07" not in lines["2026-09-07"], lines["2026-09-07"]
+    assert "4/4 arXiv announcements read (09-08 → 09-13)" in lines["2026-09-14"], lines["2026-09-14"]
+    assert "no announcement expected: 09-07 is an arXiv holiday (Labor Day)" in lines["2026-09-14"]
+    assert "arXiv 假期不发布：09-07（劳动节）" in lines["2026-09-14"]
+
+
 def test_a_chinese_digest_names_the_holidays_of_its_window(tmp_path, cli):
     """languages: [zh]: the coverage line named a holiday in English only ('no announcement
     expected: 11-26 is an arXiv holiday (Thanksgiving)'), so a Chinese reader got no reason
