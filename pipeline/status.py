@@ -9,7 +9,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline import extract, importance, learn, lock, rank, readers, schedule
+from pipeline import calendar, extract, importance, learn, lock, rank, readers, schedule
 from pipeline.config import Config
 from pipeline.deliver import git
 from pipeline.deliver.outbox import (
@@ -138,6 +138,7 @@ def overview(config: Config, store: Store) -> str:
     lines.append("recent runs:")
     collected = {run["as_of"]: set(_warnings(run["report"]))
                  for run in data["runs"] if run["kind"] == "collect"}
+    followed, advised = followed_advice(config), set()  # the calendar's advice: once, until followed
     for run in data["runs"]:
         report = run["report"]
         parts = ", ".join(f"{name}: {src.get('requests', 0)} requests, {src.get('seen', 0)} seen, "
@@ -164,6 +165,9 @@ def overview(config: Config, store: Store) -> str:
         warnings = _warnings(report)
         if run["kind"] != "collect":  # a publish repeats its own collect's: shown there once
             warnings = [w for w in warnings if w not in collected.get(run["as_of"], ())]
+        advice = set(report.get("sources", {}).get(CALENDAR, {}).get("warnings", []))
+        warnings = [w for w in warnings if not w.endswith(followed) and (w not in advice or w not in advised)]
+        advised |= advice
         lines += [f"    warning: {warning}" for warning in warnings[:WARNINGS_SHOWN]]
         if len(warnings) > WARNINGS_SHOWN:
             lines.append(f"    … and {len(warnings) - WARNINGS_SHOWN} more warnings "
@@ -197,6 +201,17 @@ def _newest(rows: list[Delivery], what: str, where: str, said: Callable[[Deliver
     earlier = len(rows) - ROWS_SHOWN
     head = [f"  {earlier} earlier {what}, not shown ({where})"] if earlier > 0 else []
     return head + [f"  {row.digest_id} {row.who}: {said(row)}" for row in rows[-ROWS_SHOWN:]]
+
+
+def followed_advice(config: Config) -> tuple[str, ...]:
+    """How a collect's advice to add a calendar file ends, for each year the calendar knows
+    now: followed since, so `status` leaves it out (none while a calendar file cannot be
+    read: doctor's calendar row says why)."""
+    try:
+        years = calendar.load_calendar(config.sources.arxiv.calendar_files).years
+    except ConfigError:
+        return ()
+    return tuple(calendar.how_to_add(year) for year in sorted(years))
 
 
 def coverage_lines(summary: dict | None) -> list[str]:

@@ -466,6 +466,31 @@ def test_status_lists_the_sources_read_not_the_calendar_as_one(tmp_path, cli):
     assert "    warning: arXiv's holidays for 2025 are not known" in status, status
 
 
+def test_status_gives_the_calendar_advice_once_and_not_once_followed(tmp_path, cli):
+    """Each collect into a year the calendar lacks warns, and status repeated the advice on
+    every such collect of its recent runs (four times in a January of weekday collects); with
+    the year's file added, doctor's calendar row read OK while status still told the user to
+    add it. Now status gives it once, on the newest run that did, until the year is known."""
+    with ArxivServer([relevant(1, ("cs.LG",), day=datetime(2025, 12, 24, 15, tzinfo=UTC))]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"], lookback=7)
+        for day in ("2025-12-29", "2025-12-30", "2025-12-31"):
+            collect(cli, config, f"{day}T14:00:00+00:00")
+        status = cli("--config", str(config), "status").stdout
+        (tmp_path / "arxiv-2025.yaml").write_text("years: [2025]\nno_announcement:\n  2025-12-25: Christmas\n",
+                                                  encoding="utf-8")
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+        data["sources"]["arxiv"]["calendar_files"] = ["arxiv-2025.yaml"]
+        config.write_text(yaml.safe_dump(data), encoding="utf-8")
+        known = cli("--config", str(config), "status").stdout
+    advice = [line for line in status.splitlines() if "add a file for 2025" in line]
+    assert len(advice) == 1, status
+    newest = status.splitlines().index(advice[0])
+    assert " collect as of 2025-12-31T" in next(line for line in status.splitlines()[newest::-1]
+                                                if line.startswith("  #")), status
+    assert "add a file for 2025" not in known, known
+    assert known.count(" collect as of 2025-12-") == 3, known  # the runs are still listed
+
+
 def test_feed_order_and_cap_match_arxiv():
     with ArxivServer([replace(noise(n, ("cs.LG",)), announce_type="replace") for n in range(1500)]
                      + [noise(n, ("cs.LG",)) for n in range(1500, 2200)]) as server:
