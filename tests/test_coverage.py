@@ -182,6 +182,33 @@ def test_a_holiday_is_named_in_the_window_its_evening_falls_in(tmp_path, cli):
     assert "arXiv 假期不发布：09-07（劳动节）" in lines["2026-09-14"]
 
 
+def test_a_batch_on_an_evening_the_calendar_skips_is_not_lost(tmp_path, cli):
+    """A calendar file gives New Year's Eve 2025 as a holiday, and arXiv announced that
+    evening after all. Weekly runs on Monday morning in Beijing read the catch-up: the first
+    kept papers submitted up to the last evening it expected (12-30), the next harvested from
+    the day before its first (01-04), after the 12-31 record's datestamp; the paper was in no
+    digest, no reading list, nowhere. Now the harvest starts where the kept papers do."""
+    (tmp_path / "arxiv-2025.yaml").write_text(
+        "years: [2025]\nno_announcement:\n  2025-12-25: Christmas\n  2025-12-31: New Year's Eve\n",
+        encoding="utf-8")
+    eve = replace(relevant(1, ("cs.LG",), day=datetime(2025, 12, 31, 15, tzinfo=UTC)), id="2512.00001")
+    later = replace(relevant(2, ("cs.LG",), day=datetime(2026, 1, 6, 15, tzinfo=UTC)), id="2601.00002")
+    with ArxivServer([eve]) as server:
+        server.datestamps = {eve.id: date(2025, 12, 31), later.id: date(2026, 1, 6)}  # their evenings
+        config = config_for(tmp_path, server, cats=["cs.LG"], oai=True, lookback=7)
+        data = yaml.safe_load(config.read_text(encoding="utf-8"))
+        data["sources"]["arxiv"]["calendar_files"] = ["arxiv-2025.yaml"]
+        config.write_text(yaml.safe_dump(data), encoding="utf-8")
+        server.script("/rss/", *[EMPTY] * 4)  # Monday morning in Beijing: Saturday's feed, empty
+        cli("--config", str(config), "run", "--as-of", "2026-01-05T08:00:00+08:00")
+        server.add(later)
+        cli("--config", str(config), "run", "--as-of", "2026-01-12T08:00:00+08:00")
+    assert eve.id in stored_ids(tmp_path)
+    digests = {path.stem: path.read_text(encoding="utf-8") for path in (tmp_path / "out" / "digests").glob("*.md")}
+    assert [day for day, text in digests.items() if f"arxiv.org/abs/{eve.id}" in text] == ["2026-01-12"], digests
+    assert f"arxiv.org/abs/{eve.id}" in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
+
+
 def test_a_chinese_digest_names_the_holidays_of_its_window(tmp_path, cli):
     """languages: [zh]: the coverage line named a holiday in English only ('no announcement
     expected: 11-26 is an arXiv holiday (Thanksgiving)'), so a Chinese reader got no reason

@@ -48,7 +48,8 @@ class Harvest:
 
 
 class OaiCatchUp:
-    """Harvest each group with a gap through OAI-PMH, from the first missed day on.
+    """Harvest each group with a gap through OAI-PMH, from a day before the announcement
+    preceding the first missed one on (where the kept papers start).
 
     Kept: papers whose first version falls in the missed window (from a day before the
     announcement preceding the first missed one) and that match the query, and as updates
@@ -73,8 +74,9 @@ class OaiCatchUp:
             first, last = cal.at(days[0]), cal.at(days[-1])
             earlier = cal.between(first.at - timedelta(days=10), first.at - timedelta(seconds=1))
             low = (earlier[-1].at if earlier else first.at) - timedelta(days=1)
-            for category in group.split("+"):
-                got = harvest(fetcher, self.url, category, days[0] - timedelta(days=1))
+            for category in group.split("+"):  # from where the kept papers start: a batch arXiv
+                # announced on an evening the calendar skips is stamped before the first missed one
+                got = harvest(fetcher, self.url, category, low.date())
                 part.seen += got.records
                 found.papers += [p for p in got.papers if p.submitted and low <= p.submitted <= last.at
                                  and self.query.matches(p.title, p.abstract, p.categories)]
