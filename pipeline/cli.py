@@ -42,7 +42,7 @@ from pipeline import schedule as schedule_mod
 from pipeline import status as status_mod
 from pipeline.deliver import channels, git
 from pipeline.deliver.files import atomic, write_atomic
-from pipeline.deliver.outbox import StoreOutbox
+from pipeline.deliver.outbox import StoreOutbox, held_for_channel
 from pipeline.errors import ConfigError, DeliveryError, DigestError, LockedError
 from pipeline.models import Digest, Options, RunReport, paper_key, split_arxiv_id
 from pipeline.publish import deliver, routes, written_files
@@ -275,8 +275,11 @@ def schedule(state: State) -> None:
 @click.option("--digest", "digest_id", help="Only this digest (YYYY-MM-DD).")
 @click.option("--reader", help="With --digest: send it to this reader again, on purpose, with a "
                                "new Message-ID (CHANNEL:READER for channels other than email).")
+@click.option("--drop", metavar="CHANNEL",
+              help="Drop what waits for CHANNEL, taken out of the config for good (of --digest "
+                   "only, when given): marked skipped, as status shows; --reader queues one again.")
 @pass_state
-def send(state: State, digest_id: str | None, reader: str | None) -> None:
+def send(state: State, digest_id: str | None, reader: str | None, drop: str | None) -> None:
     """Deliver everything still waiting in the outbox, now (backoff only paces the scheduler)."""
     config = state.config
     if reader and not digest_id:
@@ -300,6 +303,8 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
                                   f"`rl-digest readers --subscribe {target}` first, if they asked "
                                   "to be mailed again")
             StoreOutbox(store).requeue(digest_id, target)
+        if drop is not None:  # the command's own result: said with -q too
+            echo(_drop_held(config, store, drop.strip(), digest_id))
         deliver(config, store, report, reading_list.count(store), digest_id)
         pushed = _push_waiting(config, store, report)
     for warning in report.warnings:
@@ -321,6 +326,29 @@ def send(state: State, digest_id: str | None, reader: str | None) -> None:
         echo(f"{earlier} failed earlier, refused for good: `rl-digest status` lists them; "
              "`rl-digest send --digest ID --reader WHO` queues one again")
     _fail_on_delivery_errors(report)
+
+
+def _drop_held(config: config_mod.Config, store: Store, channel: str, digest_id: str | None) -> str:
+    """`send --drop CHANNEL`: the rows held for a channel the config does not have now are
+    marked skipped, on the record; a channel it has is refused (its rows go when they can)."""
+    ways = routes(config, strict=True) or {}
+    if channel in ways:
+        raise ConfigError(f"--drop: channel {channel} is in the config, and what waits for it goes "
+                          "when it can", "only what waits for a channel taken out of the config "
+                          "can be dropped; `rl-digest status` lists what waits")
+    dropped = StoreOutbox(store).drop(channel, ways, digest_id)
+    if not dropped:
+        held = sorted({row.channel for row in StoreOutbox(store).pending(digest_id)
+                       if held_for_channel(row, ways)})
+        raise ConfigError(f"--drop: nothing waits for channel {channel!r}"
+                          + (f" (digest {digest_id})" if digest_id else ""),
+                          f"deliveries are held for channel {', '.join(held)}" if held
+                          else "no delivery is held for a channel taken out of the config")
+    ids = sorted({row.digest_id for row in dropped})
+    return (f"dropped {len(dropped)} {'delivery' if len(dropped) == 1 else 'deliveries'} held for "
+            f"channel {channel} (digest {', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''}): "
+            "skipped, as `rl-digest status` shows; with the channel back, "
+            "`rl-digest send --digest ID --reader WHO` queues one again")
 
 
 def _push_waiting(config: config_mod.Config, store: Store, report: RunReport) -> str | None:

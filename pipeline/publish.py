@@ -107,12 +107,15 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     report.warnings += result.held  # a channel taken out on purpose: no failure, every run says so
 
 
-def routes(config: Config) -> dict[str, set[str]] | None:
+def routes(config: Config, strict: bool = False) -> dict[str, set[str]] | None:
     """outbox.routes of the channels the config has now (opened to ask their readers, then
-    closed); None when they cannot be opened (a readers' file gone: a run or send says why)."""
+    closed); None when they cannot be opened (a readers' file gone: a run or send says why),
+    or with `strict` that error."""
     try:
         opened = channels.open_channels(config, 0)
     except DigestError:
+        if strict:
+            raise
         return None
     for channel in opened.values():
         channel.close()

@@ -239,7 +239,8 @@ def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None) 
     for row in rows:
         if held_for_channel(row, readers_of):
             lines.append(f"  {row.digest_id} {row.who}: held for channel {row.channel}, which the config "
-                         "does not have now; it goes when the channel is back")
+                         "does not have now; it goes when the channel is back, or `rl-digest send --drop "
+                         f"{row.channel}` drops it for good")
             continue
         state = "hand-over interrupted" if row.interrupted else "pending"
         counted = f" after {row.attempts} of {MAX_ATTEMPTS} tries" if row.attempts else ""

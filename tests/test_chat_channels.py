@@ -865,7 +865,42 @@ def test_status_and_send_say_a_post_held_for_a_channel_taken_out_waits_for_its_r
         told = cli("--config", str(without), "send")
         status = cli("--config", str(without), "status")
     held = (f"  {AS_OF} webhook:WEBHOOK_URL: held for channel webhook, which the config does not have "
-            "now; it goes when the channel is back")
+            "now; it goes when the channel is back, or `rl-digest send --drop webhook` drops it for good")
     for shown in (told.stdout, status.stdout):
         assert held + "\n" in shown, shown
         assert "run or send at once" not in shown
+
+
+def test_a_post_held_for_a_channel_taken_out_for_good_is_dropped_on_the_record(tmp_path, cli):
+    """Taken out for good, a channel's waiting post was 'held for channel webhook, which the
+    config does not have now' in every send, run and status, for ever: nothing could discard
+    it. `send --drop webhook` marks it skipped, naming the command; status shows it, and with
+    the channel back `send --reader` queues it again. A channel the config has is refused."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("webhook") as hook:
+        config = chat_config(tmp_path, arxiv, {"webhook": hook})
+        cli("--config", str(config), "run", "--as-of", AS_OF, check=1)  # WEBHOOK_URL not set
+        kept = cli("--config", str(config), "send", "--drop", "webhook", check=2)
+        without = config_with(tmp_path, arxiv)
+        typo = cli("--config", str(without), "send", "--drop", "webhok", check=2)
+        dropped = cli("-q", "--config", str(without), "send", "--drop", "webhook")
+        after = cli("--config", str(without), "send")
+        status = cli("--config", str(without), "status")
+        back, env = chat_config(tmp_path, arxiv, {"webhook": hook}), {"WEBHOOK_URL": hook.url}
+        idle = cli("--config", str(back), "send", env=env)
+        again = cli("--config", str(back), "send", "--digest", AS_OF, "--reader", "webhook:WEBHOOK_URL",
+                    env=env)
+    assert stderr_lines(kept) == ["rl-digest: --drop: channel webhook is in the config, and what waits "
+                                  "for it goes when it can (only what waits for a channel taken out of "
+                                  "the config can be dropped; `rl-digest status` lists what waits)"]
+    assert stderr_lines(typo) == ["rl-digest: --drop: nothing waits for channel 'webhok' (deliveries are "
+                                  "held for channel webhook)"]
+    assert dropped.stdout == (f"dropped 1 delivery held for channel webhook (digest {AS_OF}): skipped, as "
+                              "`rl-digest status` shows; with the channel back, `rl-digest send --digest "
+                              "ID --reader WHO` queues one again\n")
+    assert "sent 0, pending 0, failed 0" in after.stdout
+    assert "does not have now" not in after.stdout + after.stderr + status.stdout
+    said = "dropped by `rl-digest send --drop webhook`: the channel was taken out of the config"
+    assert f"  {AS_OF} webhook:WEBHOOK_URL: skipped — {said}\n" in status.stdout
+    assert "outbox: 0 pending, 0 failed" in status.stdout
+    assert "sent 0, pending 0, failed 0" in idle.stdout  # dropped stays dropped when the channel is back
+    assert "sent 1, pending 0, failed 0" in again.stdout and len(hook.posts) == 1

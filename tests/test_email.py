@@ -449,7 +449,8 @@ def test_a_row_of_a_channel_no_longer_configured_stays_queued_and_says_so(store:
     assert (report.sent, report.pending) == (1, 1)
     assert report.errors == []  # taken out on purpose: not a failure
     assert report.held == [f"1 delivery waits for channel chat, which the config does not have now "
-                           f"(digest {DIGEST}): they go when it is back"]
+                           f"(digest {DIGEST}): they go when it is back, or `rl-digest send --drop chat` "
+                           "drops them for good"]
     assert rows(store)["chat:team-room"]["status"] == "pending"
 
 

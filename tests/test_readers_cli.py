@@ -352,3 +352,25 @@ def test_readers_feedback_teaches_the_next_runs_model_by_majority(tmp_path, cli)
     assert f"relevance model: {taught} (refit on the papers you and your readers judged: 1)" in status
     assert "readers: ada@example.org 👍 alan@example.org 👎 bob@example.org 👎" in shown
     assert "your verdict: none" in shown  # a reader teaches; only `mark` overrides the score
+
+
+def test_a_digest_held_for_email_turned_off_for_good_is_dropped_and_readers_show_it(tmp_path, cli):
+    """Email turned off while a digest waited for a mail server that was down: every send said
+    it waits for channel email's return, for ever. `send --drop email` drops it on the record
+    (refused while email is on: it goes when the server is back)."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        with SmtpServer() as smtp:
+            port = smtp.port
+        config = config_with(tmp_path, arxiv, port)  # ada and alan, the server down
+        cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
+        refused = cli("--config", str(config), "send", "--drop", "email", check=2)
+        config = config_with(tmp_path, arxiv, port, email={"enabled": False})
+        dropped = cli("--config", str(config), "send", "--drop", "email")
+        listed = cli("--config", str(config), "readers").stdout
+    assert stderr_lines(refused)[0].startswith("rl-digest: --drop: channel email is in the config")
+    assert dropped.stdout.startswith(f"dropped 2 deliveries held for channel email (digest {AS_OF}): ")
+    assert "sent 0, pending 0, failed 0" in dropped.stdout
+    for who in ("ada", "alan"):
+        assert re.search(rf"{who}@example.org\s+lang=\S+\s+active\s+last delivery: never\s+digest {AS_OF} "
+                         r"skipped: dropped by `rl-digest send --drop email`: the channel was taken out "
+                         r"of the config\n", listed), listed

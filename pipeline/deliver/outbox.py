@@ -18,8 +18,10 @@ States of a row
   never another live process's.
 * `sent`: the other side accepted it.
 * `skipped`: not sent because its reader unsubscribed, or was removed from the list,
-  after it was queued (email); `rl-digest readers` and `status` show it. Never sent
-  later, even after a resubscribe.
+  after it was queued (email), or because its channel was taken out of the config for
+  good and `rl-digest send --drop CHANNEL` dropped it (`drop`); `rl-digest readers` and
+  `status` show it. Never sent later, even after a resubscribe, unless
+  `rl-digest send --digest ID --reader WHO` queues it again.
 * `failed`: refused for good (a 5xx: the server's words are kept), or still deferred
   by the other side after `MAX_ATTEMPTS` tries. Shown by `status` and in the exit code;
   `rl-digest send --digest ID --reader ADDR` queues it again.
@@ -70,6 +72,7 @@ EMAIL = "email"
 SKIPPED = "skipped"
 UNSUBSCRIBED = "the reader unsubscribed before it was sent"
 REMOVED = "the reader was removed from the list before it was sent"
+DROPPED = "dropped by `rl-digest send --drop {}`: the channel was taken out of the config"
 
 
 @dataclass(frozen=True)
@@ -193,6 +196,16 @@ class StoreOutbox:
     def mark_skipped(self, row: Delivery, why: str) -> None:
         self._move(row, status=SKIPPED, last_error=why, next_attempt=None)
 
+    def drop(self, channel: str, readers_of: dict[str, set[str]],
+             digest_id: str | None = None) -> list[Delivery]:
+        """Mark skipped, on the record, the waiting rows (of `digest_id`, or all) held for
+        `channel`, which the config does not have now (`routes`' map): `send --drop`. The
+        rows dropped; one another process changed meanwhile is left as it is."""
+        held = [row for row in self.pending(digest_id)
+                if row.channel == channel and held_for_channel(row, readers_of)]
+        return [row for row in held
+                if self._move(row, status=SKIPPED, last_error=DROPPED.format(channel), next_attempt=None)]
+
     def requeue(self, digest_id: str, who: str) -> None:
         """Queue one digest for one reader (`who`: an address, or CHANNEL:READER) again, on
         purpose: a new attempt with a new Message-ID, because a mail client would collapse
@@ -265,7 +278,8 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
         report.held.append(f"{len(rows)} {'delivery waits' if len(rows) == 1 else 'deliveries wait'} "
                            f"for channel {name}, which the config does not have now (digest "
                            f"{', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''}): "
-                           "they go when it is back")
+                           f"they go when it is back, or `rl-digest send --drop {name}` drops "
+                           "them for good")
     for reason, rows in down.values():
         if not rows:  # a hand-over cut off with no row behind it: its own line says it
             continue
