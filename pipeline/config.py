@@ -458,6 +458,7 @@ class Email(Model):
 class Serve(Model):
     base_url: Annotated[str | None, AfterValidator(http_url)] = None  # public URL of `rl-digest serve`
     secret_env: EnvName = "RL_DIGEST_SECRET"  # signs the links
+    previous_secret_envs: list[EnvName] = []  # secrets before a rotation: their links still check
 
 
 class Schedule(Model):
@@ -591,6 +592,8 @@ class Config(Model):
                 for key, inner in value.items():
                     if str(key).endswith("_env") and key != "username_env" and isinstance(inner, str):
                         names.append(inner)
+                    elif str(key).endswith("_envs") and isinstance(inner, list):  # previous_secret_envs
+                        names.extend(name for name in inner if isinstance(name, str))
                     walk(inner)
             elif isinstance(value, list):
                 for inner in value:
@@ -977,14 +980,19 @@ def masked(config: Config) -> dict[str, Any]:
 
 
 def _mark_envs(value: Any) -> Any:
-    """`value` with each `*_env` key's variable name followed by (set) or (unset)."""
+    """`value` with each `*_env` key's variable name (each of an `*_envs` key's) followed by
+    (set) or (unset)."""
     if isinstance(value, dict):
-        return {k: f"{v} ({'set' if os.environ.get(v) else 'unset'})"
-                if str(k).endswith("_env") and isinstance(v, str) and v else _mark_envs(v)
-                for k, v in value.items()}
+        return {k: _marked(v) if str(k).endswith("_env") and isinstance(v, str) and v else
+                [_marked(name) for name in v] if str(k).endswith("_envs") and isinstance(v, list)
+                else _mark_envs(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_mark_envs(v) for v in value]
     return value
+
+
+def _marked(name: str) -> str:
+    return f"{name} ({'set' if os.environ.get(name) else 'unset'})"
 
 
 def _mask_names(value: Any) -> Any:

@@ -111,6 +111,9 @@ def config_problems(config: Config) -> Problems:
         errors.append(f"serve.secret_env: the secret in {config.serve.secret_env} is shorter than "
                       f"{SECRET_MIN} characters, easy to guess (links could be forged): use "
                       "$(openssl rand -hex 32)")
+    warnings += [f"serve.previous_secret_envs[{n}]: the environment variable {name} is not set (the reader "
+                 "links signed with it, in emails mailed before the secret changed, are refused)"
+                 for n, name in enumerate(config.serve.previous_secret_envs) if not config.secret(name)]
     errors += plugin_problems(config)
     out = files.unwritable(config.outputs.dir, "outputs.dir")
     if out:

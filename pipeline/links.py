@@ -5,6 +5,10 @@ A token is `payload.signature`: the payload names the action, the paper and the 
 by an opaque id (an HMAC of the address, so no address is in clear), the signature is an
 HMAC-SHA256 of the payload with the secret from `serve.secret_env`. A token that does not
 check out is refused (403) and changes nothing.
+
+Rotating the secret: new links are signed with the current one only, and a token signed
+with one of `serve.previous_secret_envs`' still checks (its reader id is that secret's
+too), so the links of emails already mailed keep working for as long as it stays named.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import base64
 import hashlib
 import hmac
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
@@ -38,6 +43,7 @@ class Claim:
     action: str
     rid: str
     paper: str
+    signer: int = 0  # which of Links.keys signed it: 0 the current secret, then the previous
 
 
 def sized(text: str) -> str:
@@ -48,9 +54,10 @@ def sized(text: str) -> str:
 
 
 class Links:
-    def __init__(self, base_url: str, secret: str):
+    def __init__(self, base_url: str, secret: str, previous: Sequence[str] = ()):
         self.base = base_url.rstrip("/") + "/"
         self.key = secret.encode()
+        self.keys = (self.key, *(p.encode() for p in previous if p and p != secret))  # what checks
 
     @classmethod
     def of(cls, config: Config) -> Links | None:
@@ -59,15 +66,17 @@ class Links:
 
     @classmethod
     def signed(cls, config: Config, base_url: str) -> Links:
-        """Links at `base_url`, signed with the secret `serve.secret_env` names."""
+        """Links at `base_url`, signed with the secret `serve.secret_env` names; checked with
+        it and those of `serve.previous_secret_envs` that are set (doctor names one unset)."""
         secret = config.secret(config.serve.secret_env)
         if not secret:
             raise ConfigError(f"serve.secret_env: {config.serve.secret_env} is not set (the "
                               "secret that signs the reader links)")
-        return cls(base_url, secret)
+        previous = [config.secret(name) or "" for name in config.serve.previous_secret_envs]
+        return cls(base_url, secret, previous)
 
-    def rid(self, address: str) -> str:
-        return _b64(hmac.new(self.key, b"reader:" + address.lower().encode(), hashlib.sha256)
+    def rid(self, address: str, key: bytes | None = None) -> str:
+        return _b64(hmac.new(key or self.key, b"reader:" + address.lower().encode(), hashlib.sha256)
                     .digest()[:12])
 
     def token(self, action: str, address: str, paper: str = "") -> str:
@@ -82,28 +91,32 @@ class Links:
         return _MARKED.sub(lambda m: self.token(m[1], address, unquote(m[2])), text)
 
     def check(self, token: str) -> Claim | None:
-        """The claim of a token signed with our secret; None for anything else."""
+        """The claim of a token signed with our secret, or a previous one; None for anything else."""
         payload, _, signature = token.partition(".")
-        if not hmac.compare_digest(signature.encode(), self._sign(payload).encode()):
+        signer = next((n for n, key in enumerate(self.keys)
+                       if hmac.compare_digest(signature.encode(), self._sign(payload, key).encode())), None)
+        if signer is None:
             return None
         try:
             action, rid, paper = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)) \
                 .decode().split("\n")
         except ValueError:
             return None
-        return Claim(action, rid, paper) if action in PATHS else None
+        return Claim(action, rid, paper, signer) if action in PATHS else None
 
     def reader(self, claim: Claim, addresses: list[str]) -> str | None:
-        """The address among `addresses` (or WEB) the claim is about."""
-        return next((a for a in [*addresses, WEB] if hmac.compare_digest(self.rid(a), claim.rid)), None)
+        """The address among `addresses` (or WEB) the claim is about (its id made with the
+        secret that signed the claim)."""
+        key = self.keys[claim.signer]
+        return next((a for a in [*addresses, WEB] if hmac.compare_digest(self.rid(a, key), claim.rid)), None)
 
     def on_the_web(self, action: str, paper: str) -> str:
         """A 👍/👎 link for a web-edition page: the same link for every visitor, so their
         clicks are one reader's verdict (WEB), the latest click standing."""
         return self.url(action, WEB, paper)
 
-    def _sign(self, payload: str) -> str:
-        return _b64(hmac.new(self.key, payload.encode(), hashlib.sha256).digest()[:18])
+    def _sign(self, payload: str, key: bytes | None = None) -> str:
+        return _b64(hmac.new(key or self.key, payload.encode(), hashlib.sha256).digest()[:18])
 
 
 def _b64(data: bytes) -> str:

@@ -2,7 +2,8 @@
 
 Starlette answers, uvicorn serves. `/u/TOKEN`: GET shows a confirmation with a button,
 POST (RFC 8058 one-click, as mail clients send it) unsubscribes at once; both pages then
-offer `/r/TOKEN` to subscribe again. `/f/TOKEN`: a reader's 👍 or 👎 on a paper; GET asks
+offer `/r/TOKEN` to subscribe again; an unsubscribe link refused says the footer's other way
+out, a reply "unsubscribe" to `email.from`. `/f/TOKEN`: a reader's 👍 or 👎 on a paper; GET asks
 (a mail scanner that opens every link must not vote), POST records and thanks. A token
 that does not check out gets 403 and changes nothing (pipeline/links.py). Writes are one
 at a time (a lock), so two clicks never lose one. Every answer carries security headers,
@@ -16,6 +17,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from email.utils import parseaddr
 from pathlib import Path
 
 import uvicorn
@@ -88,6 +90,8 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
     known = render.common(settings)
 
     site = Path(config.outputs.dir) / "site"  # looked for at each request: a run may write it later
+    # where a reply "unsubscribe" goes (with email off, nothing is mailed to unsubscribe from)
+    sender = parseaddr(config.email.from_)[1] or None if config.email.enabled else None
 
     def answer(request: Request, name: str, status: int = 200, *, address: str | None = None,
                **more: object) -> HTMLResponse:
@@ -96,7 +100,7 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         in the path as sent, which the browser resolves them against (%2F is no folder to it)."""
         sent = request.scope.get("raw_path") or request.url.path.encode()
         home = "../" * (sent.count(b"/") - 1) or "./"
-        context = {**known, "page": name, "action": None, "other": None, "verdict": None,
+        context = {**known, "page": name, "action": None, "other": None, "verdict": None, "reply": None,
                    "paper": None, "address": address, "home": home if site.is_dir() else None, **more}
         if address:
             context["languages"] = next((list(r.languages) for r in config.readers()
@@ -124,8 +128,8 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         token = request.path_params["token"]
         action = "unsubscribe" if request.url.path.startswith("/u/") else "resubscribe"
         found = reader_of(token, (action,))
-        if found is None:
-            return answer(request, "refused", 403)
+        if found is None:  # a link refused is no dead end: the footer's other way out
+            return answer(request, "refused", 403, reply=sender if action == "unsubscribe" else None)
         address, _ = found
         if request.method != "POST":  # GET, and the HEAD link checkers send: ask, change nothing
             return answer(request, f"confirm_{action}", address=address, action=token)

@@ -366,3 +366,26 @@ def test_doctor_warns_of_a_reader_at_a_dotless_domain_that_is_not_this_machines(
     assert "without a period that is not this machine's name" in warned[0] and "a typo?" in warned[0]
     assert statuses(report)["config"] == "WARN" and all(w in line for w in warned), line
     assert "root@" not in checked.stderr + line
+
+
+def test_doctor_warns_of_a_previous_link_secret_named_but_unset_and_never_shows_one(tmp_path, cli, world):
+    """serve.previous_secret_envs keeps the links of emails mailed before a rotation working:
+    a variable named there but not set leaves those links refused, which doctor says, as it
+    does for every other variable; a secret set is never shown."""
+    overrides, _, _ = world
+    serve = {"serve": {"base_url": "https://digest.example.org/serve/",
+                       "previous_secret_envs": ["OLD_DIGEST_SECRET"]}}
+    config = write_config(tmp_path, _merge(overrides, serve), seeds=False)
+    env = {**ENV, "RL_DIGEST_SECRET": "the-current-secret-signing-new-links"}
+    unset = cli("--config", str(config), "doctor", env=env)
+    old = "the-previous-secret-of-older-links"
+    both = cli("--config", str(config), "doctor", env={**env, "OLD_DIGEST_SECRET": old})
+    shown = cli("--config", str(config), "config", "show", env={**env, "OLD_DIGEST_SECRET": old})
+    assert statuses(unset.stdout)["config"] == "WARN", unset.stdout
+    assert ("serve.previous_secret_envs[0]: the environment variable OLD_DIGEST_SECRET is not set (the "
+            "reader links signed with it, in emails mailed before the secret changed, are refused)"
+            in unset.stdout)
+    assert statuses(both.stdout) == dict.fromkeys(LINES, "OK"), both.stdout
+    assert "previous_secret_envs:\n  - OLD_DIGEST_SECRET (set)\n" in shown.stdout
+    for said in (unset, both, shown):
+        assert old not in said.stdout + said.stderr

@@ -8,6 +8,7 @@ shows it; the web edition's 👍/👎 are one reader's, `web`."""
 from __future__ import annotations
 
 import base64
+import html
 import json
 import re
 import sqlite3
@@ -19,6 +20,7 @@ from urllib.parse import urljoin, urlsplit
 
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
+from pipeline.links import Links
 from tests.helpers import rl_paper, site_pages, start_warm_cli
 from tests.processes import config_with, stderr_lines, wait_for
 from tests.servers.arxiv_server import ArxivServer
@@ -374,3 +376,50 @@ def test_a_digest_held_for_email_turned_off_for_good_is_dropped_and_readers_show
         assert re.search(rf"{who}@example.org\s+lang=\S+\s+active\s+last delivery: never\s+digest {AS_OF} "
                          r"skipped: dropped by `rl-digest send --drop email`: the channel was taken out "
                          r"of the config\n", listed), listed
+
+
+def test_links_mailed_before_the_secret_changed_still_work_and_a_refused_one_says_reply_unsubscribe(
+        tmp_path, cli):
+    """With serve's secret changed, every link in the emails mailed before got 403 'This link is
+    not valid' and nothing else: a reader could not unsubscribe, nor learn how. The old secret,
+    named in serve.previous_secret_envs, still checks them; new emails are signed with the new
+    one alone; and a link refused says what the footer says: reply "unsubscribe"."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    old, new = "the-old-secret-of-the-first-week", "the-new-secret-after-the-rotation"
+    rotated = {"RL_DIGEST_SECRET": new, "OLD_DIGEST_SECRET": old}
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, serve={"base_url": base + "/"})
+        cli("--config", str(config), "run", "--as-of", AS_OF, env={"RL_DIGEST_SECRET": old})
+        config_with(tmp_path, arxiv, smtp.port, serve={"base_url": base + "/",
+                                                       "previous_secret_envs": ["OLD_DIGEST_SECRET"]})
+        arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
+        cli("--config", str(config), "run", "--as-of", NEXT, env=rotated)
+        (ada, _), (alan, alan_later) = smtp.to("ada@example.org"), smtp.to("alan@example.org")
+        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
+                                str(port), env=rotated)
+        try:
+            wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
+            link = re.search(r"<(http://[^>]+/u/[^>]+)>", str(ada.message["List-Unsubscribe"])).group(1)
+            asked = get(link)
+            done = get(link, b"List-Unsubscribe=One-Click")
+            vote = re.search(r'href="(http://[^"]+/f/[^"]+)"[^>]*>👎', body(alan.message, "html")).group(1)
+            thanks = get(vote, b"")
+            refused = get(link[:-3] + ("AAA" if not link.endswith("AAA") else "BBB"))
+            vote_refused = get(vote[:-2] + "xx", b"")
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+        listed = cli("--config", str(config), "readers").stdout
+        shown = cli("--config", str(config), "status", "--paper", "2611.00001").stdout
+    assert asked[0] == 200 and "ada@example.org" in asked[1]
+    assert done[0] == 200 and "/r/" in done[1]
+    assert re.search(r"ada@example.org\s+lang=\S+\s+unsubscribed", listed)
+    assert thanks[0] == 200 and "readers: alan@example.org 👎" in shown
+    later = re.search(r"<http://[^>]+/u/([^>]+)>", str(alan_later.message["List-Unsubscribe"])).group(1)
+    assert Links(base, new).check(later) and not Links(base, old).check(later)  # the new secret alone
+    assert refused[0] == 403 and 'href="mailto:digest@example.org?subject=unsubscribe"' in refused[1]
+    text = html.unescape(re.sub(r"<[^>]+>", "", refused[1]))
+    assert 'To unsubscribe from this digest, reply "unsubscribe" to any of its emails.' in text
+    assert "要退订这份周报，请对任意一期邮件回复 “unsubscribe”。" in text
+    assert vote_refused[0] == 403 and "unsubscribe" not in vote_refused[1]  # a vote: nothing to unsubscribe
