@@ -24,6 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
+from pipeline.compose import snapshot
 from pipeline.config import sqlite_file
 from pipeline.errors import ConfigError, DigestError, LockedError
 from pipeline.models import Enrichment, Paper, Scored, SeedEntry, collapse, merge_papers, paper_key, seed_key
@@ -46,7 +47,7 @@ papers = sa.Table(
     sa.Column("first_seen", Stamp, nullable=False), sa.Column("revised_at", Stamp),
     sa.Column("score", sa.Float), sa.Column("relevant", sa.Boolean), sa.Column("reasons", Json),
     sa.Column("topic", sa.String(64)), sa.Column("topics", Json),
-    sa.Column("changed_at", Stamp),  # when the record last changed (Updates: those since the last digest)
+    sa.Column("changed_at", Stamp),  # when its news (compose.snapshot) last changed: Updates
 )
 seeds = sa.Table(
     "seeds", meta,
@@ -356,11 +357,11 @@ class Store:
         new, revised, same = [], [], 0
         with self.tx() as conn:
             stamp = db_now(conn)
-            known, revised_at = {}, {}
+            known, revised_at, changed_at = {}, {}, {}
             for chunk in _chunks([p.id for p in found]):
                 for row in conn.execute(sa.select(papers).where(papers.c.id.in_(chunk))).mappings():
                     known[row["id"]] = row_to_paper(row)
-                    revised_at[row["id"]] = row["revised_at"]
+                    revised_at[row["id"]], changed_at[row["id"]] = row["revised_at"], row["changed_at"]
             inserts, updates = [], {}
             for paper in found:
                 old = known.get(paper.id)
@@ -370,7 +371,7 @@ class Store:
                     if len(inserts) == 500:  # a slice at a time: the rows are as big as the papers
                         conn.execute(papers.insert(), inserts)
                         inserts = []
-                    known[paper.id] = paper
+                    known[paper.id], changed_at[paper.id] = paper, stamp
                     new.append(paper)
                     continue
                 merged = merge_papers(old, paper)
@@ -383,12 +384,14 @@ class Store:
                     revised.append(merged)
                 else:
                     same += 1
+                if snapshot(merged) != snapshot(old):  # news for Updates, not another feed's sight of it
+                    changed_at[paper.id] = stamp
                 updates[paper.id] = merged
             if inserts:
                 conn.execute(papers.insert(), inserts)
             if updates:
-                rows = [{**_paper_row(p), "pid": pid, "revised_at": revised_at.get(pid), "changed_at": stamp}
-                        for pid, p in updates.items()]
+                rows = [{**_paper_row(p), "pid": pid, "revised_at": revised_at.get(pid),
+                         "changed_at": changed_at.get(pid)} for pid, p in updates.items()]
                 for changed in rows:
                     del changed["id"]
                 conn.execute(papers.update().where(papers.c.id == sa.bindparam("pid")), rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -412,6 +413,39 @@ def test_the_updates_ledger_reads_only_the_listed_papers_that_changed_since_the_
         ("2401.00002", "ICLR 2027", None)]  # not the unchanged one, nor the one not listed
     store.save_digest("2026-11-09", week, {}, [("arxiv:2401.00004", True)], [])
     assert store.listed_changed() == []  # told in that digest's Updates, or not news
+
+
+def test_a_paper_read_again_from_another_source_is_no_news_but_a_version_venue_or_code_is(db_url, monkeypatch):
+    """The change time Updates reads against the last digest moves with what a reader is told
+    (a new version, a venue, a code link), not with another feed's sight of the same paper:
+    every RSS re-read of a listed paper (its sources, announce type and times) restamped it."""
+    from pipeline import store as store_module
+
+    store = Store.open(db_url)
+    clock = iter(f"2026-11-{day:02d}T08:00:00+00:00" for day in range(1, 30))
+    monkeypatch.setattr(store_module, "db_now", lambda conn: next(clock))
+    listed = [paper(f"2401.0000{n}") for n in range(1, 5)]
+    store.upsert_papers(listed)
+    store.save_digest("2026-11-02", (datetime(2026, 11, 2, tzinfo=UTC),) * 2, {},
+                      [(f"arxiv:{p.id}", True) for p in listed], [],
+                      snapshots={f"arxiv:{p.id}": {"version": 1, "venue": None, "code": None} for p in listed})
+
+    def stamps() -> dict[str, str]:
+        with store.engine.connect() as conn:
+            return dict(conn.execute(sa.text("SELECT id, changed_at FROM papers")).all())
+
+    before = stamps()
+    announced = datetime(2024, 1, 3, 5, tzinfo=timezone(timedelta(hours=-5)))
+    assert store.upsert_papers([replace(p, sources=("rss",), announce_type="new", updated=announced)
+                                for p in listed]) == ([], [], 4)
+    assert stamps() == before and store.listed_changed() == []
+    assert store.papers(["2401.00001"])[0].sources == ("api", "rss")  # the record still learns its sources
+    store.upsert_papers([paper("2401.00002", version=2), paper("2401.00003", journal_ref="ICLR 2027"),
+                         paper("2401.00004", comment="Code: https://github.com/lab/rl4")])
+    assert [(p.id, p.version, p.journal_ref, p.comment) for p, _ in store.listed_changed()] == [
+        ("2401.00002", 2, None, None), ("2401.00003", 1, "ICLR 2027", None),
+        ("2401.00004", 1, None, "Code: https://github.com/lab/rl4")]
+    assert stamps()["2401.00001"] == before["2401.00001"]
 
 
 def test_a_change_stamped_by_a_slow_clock_on_a_shared_server_still_reaches_updates(db_url, monkeypatch):
