@@ -388,6 +388,8 @@ def check_llm(config: Config) -> Iterable[Check]:
     except ValueError as exc:
         yield fail("llm", f"{cfg.base_url} ({cfg.model}): answered, but not the JSON asked for: {exc}")
         return
+    finally:  # as a run closes its own: the provider keeps the connection alive
+        client.close()  # type: ignore[union-attr]
     yield ok("llm", f"{cfg.base_url} ({cfg.model}): a structured reply ({cfg.structured})")
 
 
@@ -402,15 +404,20 @@ def check_channels(config: Config) -> Iterable[Check]:
                 yield fail(name, str(exc))
         else:
             yield skip(name, "not configured")
-    for name, channel in channels.open_channels(config, 0, email=False).items():
-        look = getattr(channel, "check", None)
-        if look is None:
-            yield skip(name, "this channel type has no check")
-            continue
-        try:
-            yield ok(name, look())
-        except DigestError as exc:
-            yield fail(name, str(exc))
+    opened = channels.open_channels(config, 0, email=False)
+    try:
+        for name, channel in opened.items():
+            look = getattr(channel, "check", None)
+            if look is None:
+                yield skip(name, "this channel type has no check")
+                continue
+            try:
+                yield ok(name, look())
+            except DigestError as exc:
+                yield fail(name, str(exc))
+    finally:  # as the outbox closes them after a batch
+        for channel in opened.values():
+            channel.close()
 
 
 def smtp_reachable(config: Config) -> str:

@@ -300,6 +300,20 @@ def _checked(result: subprocess.CompletedProcess, check: int | None) -> subproce
     return result
 
 
+def connections_to(port: int) -> int:
+    """This process's TCP sockets whose other end is 127.0.0.1:port, in any state."""
+    ours = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own descriptor, closed by now
+            continue
+        if target.startswith("socket:["):
+            ours.add(target[len("socket:["):-1])
+    rows = Path("/proc/self/net/tcp").read_text().splitlines()[1:]
+    return sum(1 for row in rows if row.split()[9] in ours and int(row.split()[2].split(":")[1], 16) == port)
+
+
 CATS = ["cs.LG", "cs.CL"]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import calendar, doctor
-from tests.helpers import CATS, _merge, cli_command, cli_env, write_config
+from tests.helpers import CATS, _merge, cli_command, cli_env, connections_to, write_config
 from tests.servers.arxiv_server import FEED_ERROR, ArxivServer
 from tests.servers.chat_server import ChatServer
 from tests.servers.openai_server import OpenAIServer, Reply
@@ -235,6 +235,35 @@ def test_doctor_checks_each_chat_channel_without_posting(tmp_path, cli):
     for result in (good, missing, wrong, down):  # the URLs and the token hold secrets
         shown = result.stdout + result.stderr
         assert servers["telegram"].token not in shown and "/hook/abc" not in shown
+
+
+def test_doctor_leaves_no_connection_open_to_the_llm_or_a_chat_channel(tmp_path, monkeypatch):
+    """doctor checks the LLM and the chat channels through the clients a publish uses, whose
+    connections the provider and the platform keep alive: it closes them as a run closes its
+    own (they were dropped open, for the cycle collector to find, here kept off)."""
+    import gc
+
+    from pipeline import cli as cli_mod
+    from tests.servers import openai_server
+
+    monkeypatch.setattr(openai_server._Handler, "protocol_version", "HTTP/1.1")  # keep-alive
+    monkeypatch.setattr(ChatServer, "protocol_version", "HTTP/1.1")
+    with OpenAIServer() as llm, ChatServer("telegram") as telegram:
+        config = write_config(tmp_path, {
+            "sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}},
+            "enrich": {"provider": "openai", "base_url": llm.url, "timeout_seconds": 5},
+            "channels": [{"type": "telegram", "token_env": "TG_TOKEN", "chat_id": "-100123",
+                          "api_url": telegram.url}]}, seeds=False)
+        monkeypatch.setenv("OPENAI_API_KEY", KEY)
+        monkeypatch.setenv("TG_TOKEN", telegram.token)
+        gc.disable()
+        try:
+            cli_mod.main.main(["--config", str(config), "doctor"], standalone_mode=False)
+            assert [r.task for r in llm.requests] == ["doctor"] and telegram.reads  # both were asked
+            assert connections_to(int(llm.url.split(":")[-1].split("/")[0])) == 0
+            assert connections_to(int(telegram.url.split(":")[-1])) == 0
+        finally:
+            gc.enable()
 
 
 def test_doctor_fails_a_webhook_url_that_is_no_web_address_naming_its_variable(tmp_path, cli):

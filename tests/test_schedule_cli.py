@@ -8,7 +8,6 @@ result and stops the process as systemd would.
 from __future__ import annotations
 
 import gc
-import os
 import signal
 import sqlite3
 import threading
@@ -18,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import CATS, rl_paper, write_config
+from tests.helpers import CATS, connections_to, rl_paper, write_config
 from tests.processes import (
     Scheduler,
     config_with,
@@ -414,20 +413,6 @@ def test_the_schedulers_collect_logs_its_warnings_as_collect_does(tmp_path, monk
     assert (f"WARNING pipeline: the watermark {ahead} is ahead of this machine's clock (it went back?): "
             "this collect reads sources.arxiv.lookback_days again, as a first one does") in said, said
     assert said.rstrip().endswith("INFO pipeline: collect: fetched 3, new 0, revised 0"), said
-
-
-def connections_to(port: int) -> int:
-    """This process's TCP sockets whose other end is 127.0.0.1:port, in any state."""
-    ours = set()
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            target = os.readlink(f"/proc/self/fd/{fd}")
-        except OSError:  # the listing's own descriptor, closed by now
-            continue
-        if target.startswith("socket:["):
-            ours.add(target[len("socket:["):-1])
-    rows = Path("/proc/self/net/tcp").read_text().splitlines()[1:]
-    return sum(1 for row in rows if row.split()[9] in ours and int(row.split()[2].split(":")[1], 16) == port)
 
 
 def ours() -> int:

@@ -44,6 +44,8 @@ class Request:
 
 
 class ChatServer:
+    protocol_version = "HTTP/1.0"  # HTTP/1.1: each connection kept alive, as the platforms keep them
+
     def __init__(self, kind: str, secret: str | None = None, token: str = "123:abc"):
         self.kind, self.secret, self.token = kind, secret, token
         self.requests: list[Request] = []
@@ -76,6 +78,8 @@ class ChatServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = server.protocol_version
+
             def do_POST(self):  # noqa: N802 (http.server's name)
                 length = int(self.headers.get("Content-Length", 0))
                 raw = self.rfile.read(length)
