@@ -26,6 +26,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -237,13 +238,21 @@ class Helper:
 
 
 def _help(work: Callable[[Path], None], folder: Path, sender: Any, parent: int) -> None:
-    """The helper process: do the work, send None or the one line that says what failed."""
+    """The helper process: do the work, send None or the one line that says what failed,
+    and end at once. The exit hooks a forked copy holds are its parent's: a thread pool's
+    (the scheduler runs each publish on one) joined the pool's threads, the very one this
+    process was forked from among them, and the helper ended with status 1, its work done."""
     _end_with(parent)
+    code = 0
     try:
         work(folder)
         sender.send(None)
     except BaseException as exc:  # every failure goes back to the parent as one line
         sender.send(" ".join(str(exc).split()) or type(exc).__name__)
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h

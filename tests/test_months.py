@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -148,6 +149,19 @@ def test_a_big_full_build_leaves_the_older_months_to_a_second_process_and_writes
     assert after["2026-07"] == pieces["2026-07"] and after["2026-11"] != pieces["2026-11"]
     build(alone, split=0)
     assert published(out) == published(tmp_path / "b" / "out")
+
+
+@pytest.mark.skipif(not months.Helper.usable(), reason="one core, or no fork: builds never split")
+def test_a_big_full_build_on_a_thread_pool_s_thread_as_the_scheduler_runs_a_publish_splits_too(tmp_path):
+    """`rl-digest schedule` runs each publish on a worker thread of a thread pool: the helper
+    forked from it ran the pool's exit hook at its end, which joins that very thread, and
+    ended with status 1, its months done; every publish of a first build (or one after a
+    template changed) of 10,000 entries or more failed, and so did each retry."""
+    helped, alone, _, _ = two_outputs(tmp_path, f"sqlite:///{tmp_path}/digest.sqlite3")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(build, helped, 100).result()
+    build(alone, split=0)
+    assert published(tmp_path / "a" / "out") == published(tmp_path / "b" / "out")
 
 
 class FailsElsewhere(reading_list.Markdown):
