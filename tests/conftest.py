@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import backends
+from tests import backends, helpers
 from tests.helpers import run_cli
 
 MEMORY = Path("/dev/shm")
@@ -74,6 +74,14 @@ def pytest_collection_modifyitems(config, items):
         if "slow" in item.keywords or ("slow_on_postgresql" in item.keywords and on is not None
                                        and on.params.get("db_url") == "postgresql"):
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _cli_tmp(tmp_path_factory):
+    """The CLI's temporary files (the reading list's and the web pages' spools, Jinja's
+    compiled templates) go under this session's folder: a run a test kills with SIGKILL left
+    its spools in /tmp for good; here pytest removes them with its old folders."""
+    helpers.CLI_TMP = tmp_path_factory.mktemp("cli-tmp", numbered=False)
 
 
 @pytest.fixture(autouse=True)

@@ -264,11 +264,17 @@ def _warm() -> _Warm:
     return _WARM[0]
 
 
+CLI_TMP: Path | None = None  # the session's folder for the CLI's temporary files (conftest.py)
+
+
 def cli_env(env: dict | None = None) -> dict:
-    """The environment the CLI runs with: the test's, minus RL_DIGEST_*, plus `env`."""
+    """The environment the CLI runs with: the test's, minus RL_DIGEST_*, with TMPDIR in
+    CLI_TMP, plus `env`."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("RL_DIGEST")}
     if not USE_INSTALLED:
         full_env["PYTHONPATH"] = str(ROOT)
+    if CLI_TMP is not None:
+        full_env["TMPDIR"] = str(CLI_TMP)
     full_env.update(env or {})
     return full_env
 

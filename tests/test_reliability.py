@@ -44,7 +44,7 @@ from pipeline.models import Paper, Scored
 from pipeline.render import md_escape, one_line
 from pipeline.sources.seeds import load_seeds
 from pipeline.store import Store
-from tests import backends
+from tests import backends, helpers
 from tests import fixtures_digest as fx
 from tests.helpers import ROOT, cli_command, cli_env, ids_in, rl_paper
 from tests.processes import (
@@ -528,6 +528,7 @@ def test_kill_9_while_a_second_process_renders_the_reading_list_ends_it_and_free
     store.upsert_papers(found)
     store.set_scores([Scored(p.id, 2.0, True, ("grpo",), "algorithms") for p in found])
     store.close()
+    spools = set(helpers.CLI_TMP.glob("rl-digest-*"))
     proc = start_cli("--config", str(config), "run", "--offline", "--as-of", AS_OF)
     try:
         wait_for(lambda: children(proc.pid), timeout=60, what="the helper process", proc=proc)
@@ -537,6 +538,8 @@ def test_kill_9_while_a_second_process_renders_the_reading_list_ends_it_and_free
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+    # its spools stay where it left them: in the session's folder, which pytest removes, not /tmp
+    assert set(helpers.CLI_TMP.glob("rl-digest-reading-*")) - spools
     began = time.monotonic()
     while alive(helper) and time.monotonic() - began < 1:
         time.sleep(0.02)
