@@ -243,6 +243,8 @@ def _help(work: Callable[[Path], None], folder: Path, sender: Any, parent: int) 
     (the scheduler runs each publish on one) joined the pool's threads, the very one this
     process was forked from among them, and the helper ended with status 1, its work done."""
     _end_with(parent)
+    for kind in (signal.SIGTERM, signal.SIGINT):  # a stop of the process group is the parent's to
+        signal.signal(kind, signal.SIG_IGN)  # handle (once, not twice); its death ends this one
     code = 0
     try:
         work(folder)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from dataclasses import replace
@@ -162,6 +163,20 @@ def test_a_big_full_build_on_a_thread_pool_s_thread_as_the_scheduler_runs_a_publ
         pool.submit(build, helped, 100).result()
     build(alone, split=0)
     assert published(tmp_path / "a" / "out") == published(tmp_path / "b" / "out")
+
+
+@pytest.mark.skipif(not months.Helper.usable(), reason="one core, or no fork: builds never split")
+def test_a_stop_signal_to_the_process_group_is_left_to_the_parent_not_the_second_process(tmp_path):
+    """systemd's stop or Ctrl-C reaches the helper too: it kept the run's handlers, so it
+    said the stop message a second time (or, with none, died mid-work); the parent decides
+    whether the step finishes, and its death ends the helper (parent-death signal)."""
+    def work(folder: Path) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)
+        (folder / "done").write_text("months", encoding="utf-8")
+
+    with months.Helper(tmp_path, work) as helper:
+        assert (helper.join() / "done").read_text(encoding="utf-8") == "months"
 
 
 class FailsElsewhere(reading_list.Markdown):
