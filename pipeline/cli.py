@@ -75,8 +75,8 @@ class State:
             logs.hide(config.secret_values())
             if config.channels:  # an entry a publish would refuse stops every command at start
                 try:
-                    for channel in channels.open_channels(config, 0, email=False).values():
-                        channel.close()
+                    with channels.opened(config, email=False):
+                        pass
                 except ConfigError as exc:
                     where = config.path or "built-in defaults"
                     raise ConfigError(f"{where}: {exc.message}", exc.hint) from None

@@ -404,8 +404,7 @@ def check_channels(config: Config) -> Iterable[Check]:
                 yield fail(name, str(exc))
         else:
             yield skip(name, "not configured")
-    opened = channels.open_channels(config, 0, email=False)
-    try:
+    with channels.opened(config, email=False) as opened:
         for name, channel in opened.items():
             look = getattr(channel, "check", None)
             if look is None:
@@ -415,9 +414,6 @@ def check_channels(config: Config) -> Iterable[Check]:
                 yield ok(name, look())
             except DigestError as exc:
                 yield fail(name, str(exc))
-    finally:  # as the outbox closes them after a batch
-        for channel in opened.values():
-            channel.close()
 
 
 def smtp_reachable(config: Config) -> str:

@@ -50,11 +50,11 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
         if store.digest(digest.id) is None and not options.offline:  # offline is a preview
             if not options.no_email:
                 readers.keep(config, store)
-            opened = channels.open_channels(config, count, email=not options.no_email,
-                                            unsubscribed=readers.unsubscribed(store))
+            with channels.opened(config, count, email=not options.no_email,
+                                 unsubscribed=readers.unsubscribed(store)) as opened:
+                recipients = outbox.recipients(opened)
             store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),
-                              _items(digest), outbox.recipients(opened),
-                              snapshots=compose.snapshots(digest))
+                              _items(digest), recipients, snapshots=compose.snapshots(digest))
     changed = last_change(store, options.as_of)
     updated = changed.isoformat()
     shown = StoredDigests(store, digest)  # this run's digest as written above, even when only a preview
@@ -112,14 +112,12 @@ def routes(config: Config, strict: bool = False) -> dict[str, set[str]] | None:
     closed); None when they cannot be opened (a readers' file gone: a run or send says why),
     or with `strict` that error."""
     try:
-        opened = channels.open_channels(config, 0)
+        with channels.opened(config) as opened:
+            return outbox.routes(opened)
     except DigestError:
         if strict:
             raise
         return None
-    for channel in opened.values():
-        channel.close()
-    return outbox.routes(opened)
 
 
 def next_look(config: Config, store: Store) -> datetime | None:

@@ -73,7 +73,8 @@ def resend_target(config: Config, who: str) -> str:
     who = who.strip()
     channel, colon, reader = who.partition(":")
     if colon and channel in {entry.key for entry in config.channels}:
-        own = channels.open_channels(config, 0, email=False)[channel].readers()
+        with channels.opened(config, email=False) as opened:
+            own = opened[channel].readers()
         if reader in own:
             return who
         raise ConfigError(f"--reader: channel {channel!r} has no reader {reader!r}",  # a new row would

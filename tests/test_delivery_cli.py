@@ -234,6 +234,8 @@ def test_a_toy_channel_from_a_test_module_gets_every_digest_once(tmp_path, cli):
         week = cli("--config", str(config), "run", "--as-of", NEXT, env=env)
         resend = cli("--config", str(config), "send", "--digest", AS_OF, "--reader", "notes:team",
                      env=env)
+        for command in ("status", "doctor", "readers"):
+            cli("--config", str(config), command, env=env, check=None)
         delivered = copies(smtp)
     team, ada, inbox = (toy_channel.messages(p) for p in
                         (notes / "team.md", notes / "ada.md", archive / "inbox.md"))
@@ -249,6 +251,8 @@ def test_a_toy_channel_from_a_test_module_gets_every_digest_once(tmp_path, cli):
     assert sorted(r["recipient"] for r in rows) == [
         "ada@example.org", "alan@example.org", "archive:inbox", "notes:ada", "notes:team"]
     assert {r["status"] for r in rows} == {"sent"}
+    # each channel made (to check the config, list a digest's readers, send, check, resend) is closed
+    assert toy_channel.unclosed(notes) == toy_channel.unclosed(archive) == 0
 
 
 def test_an_unknown_channel_type_is_a_config_error_naming_the_key(tmp_path, cli):

@@ -14,6 +14,7 @@ from pipeline.deliver.channels import ChannelSetup, Message
 from pipeline.models import Digest
 
 SEPARATOR = "\n----- message -----\n"
+LIFE = "opened-and-closed.log"  # a line each time one is made, and each time one is closed
 
 
 class FileChannel:
@@ -23,6 +24,12 @@ class FileChannel:
         self.count = setup.reading_count
         self.folder = Path(setup.options["folder"])
         self._readers = list(setup.options.get("readers", ["inbox"]))
+        self._life("opened")  # as a channel that connects when made: each must be closed
+
+    def _life(self, event: str) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with (self.folder / LIFE).open("a", encoding="utf-8") as handle:
+            handle.write(event + "\n")
 
     def readers(self) -> list[str]:
         return self._readers
@@ -39,7 +46,13 @@ class FileChannel:
         return f"appended to {path}"
 
     def close(self) -> None:
-        pass
+        self._life("closed")
+
+
+def unclosed(folder: Path) -> int:
+    """How many channels made with this folder were never closed."""
+    events = (folder / LIFE).read_text(encoding="utf-8").split()
+    return events.count("opened") - events.count("closed")
 
 
 def messages(path: Path) -> list[str]:

@@ -14,7 +14,8 @@ whole after a crash).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -127,3 +128,16 @@ def open_channels(config: Config, reading_count: int, email: bool = True,
         make = factory(entry.type, f"{channel_entry(number, entry)}.type")
         found[entry.key] = make(ChannelSetup(entry.key, config, options, reading_count))
     return found
+
+
+@contextmanager
+def opened(config: Config, reading_count: int = 0, email: bool = True,
+           unsubscribed: frozenset[str] = frozenset()) -> Iterator[dict[str, Channel]]:
+    """open_channels for a block that only asks them (their readers, a check), closed when
+    it ends: a plug-in channel may connect when made (outbox.deliver closes those it sends on)."""
+    found = open_channels(config, reading_count, email, unsubscribed)
+    try:
+        yield found
+    finally:
+        for channel in found.values():
+            channel.close()
