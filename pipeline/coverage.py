@@ -101,10 +101,11 @@ class Gap:
 
 @dataclass(frozen=True)
 class Holiday:
-    """An evening arXiv skips, for a digest's line in another language than the calendar's."""
+    """An evening arXiv skips, for a digest's line that names a window's holidays once."""
 
     day: str  # MM-DD
     zh: str  # its Chinese name, if the calendar file gives one
+    en: str = ""  # its name in the calendar file, if it gives one
 
 
 @dataclass(frozen=True)
@@ -161,7 +162,8 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
     return Summary(days[0][5:] if days else None, days[-1][5:] if days else None, len(days), complete,
                    tuple(summaries), tuple(_merge(gaps)), tuple(calendar.why_not(d) for d in holidays),
                    tuple(sorted(unknown)),
-                   tuple(Holiday(f"{d:%m-%d}", calendar.zh.get(d, "")) for d in holidays))
+                   tuple(Holiday(f"{d:%m-%d}", calendar.zh.get(d, ""), calendar.no_announcement[d])
+                         for d in holidays))
 
 
 def _merge(gaps: list[Gap]) -> list[Gap]:

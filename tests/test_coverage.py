@@ -225,6 +225,29 @@ def test_a_chinese_digest_names_the_holidays_of_its_window(tmp_path, cli):
     assert "Thanksgiving" not in digest
 
 
+def test_a_week_of_two_holidays_names_them_once_in_either_language(tmp_path, cli):
+    """The week of New Year's Eve and New Year's Day: the English line said 'no announcement
+    expected: 12-31 is an arXiv holiday (New Year's Eve); no announcement expected: 01-01 is
+    an arXiv holiday (New Year's Day)'. Now it says it once and lists the days, as the
+    Chinese line does."""
+    (tmp_path / "arxiv-2025.yaml").write_text(
+        "years: [2025]\nno_announcement:\n  2025-12-31: {en: New Year's Eve, zh: 新年前夜}\n", encoding="utf-8")
+    paper = replace(relevant(1, ("cs.LG",), day=datetime(2025, 12, 29, 15, tzinfo=UTC)), id="2512.00001")
+    with ArxivServer([paper]) as server:
+        config = write_config(tmp_path, {
+            "sources": {"arxiv": {"api_url": server.api_url, "categories": ["cs.LG"], "lookback_days": 7,
+                                  "calendar_files": ["arxiv-2025.yaml"]},
+                        "rss": {"enabled": False}, "oai": {"enabled": False}},
+            "seeds": {"paths": []}}, seeds=False)
+        cli("--config", str(config), "run", "--as-of", "2026-01-05T08:00:00+08:00")
+    digest = " ".join((tmp_path / "out" / "digests" / "2026-01-05.md").read_text(encoding="utf-8").split())
+    assert "3/3 arXiv announcements read (12-28 → 12-30); cs: 3/3," in digest, digest
+    assert ("1 relevant; no announcement expected: 12-31 (New Year's Eve) and 01-01 (New Year's Day) are "
+            "arXiv holidays; cs.LG on") in digest, digest
+    assert "；arXiv 假期不发布：12-31（新年前夜）、01-01（元旦）；" in digest, digest
+    assert "is an arXiv holiday" not in digest and digest.count("no announcement expected") == 1
+
+
 def test_a_calendar_file_may_name_a_holiday_in_chinese(tmp_path):
     extra = tmp_path / "arxiv-2027.yaml"
     extra.write_text("years: [2027]\nno_announcement:\n  2027-01-18: {en: Martin Luther King Jr. Day, "
@@ -234,7 +257,8 @@ def test_a_calendar_file_may_name_a_holiday_in_chinese(tmp_path):
                                  datetime(2027, 2, 17, tzinfo=UTC))
     assert summary.no_announcement == ("01-18 is an arXiv holiday (Martin Luther King Jr. Day)",
                                        "02-15 is an arXiv holiday (Presidents' Day)")
-    assert summary.holidays == (coverage.Holiday("01-18", "马丁·路德·金纪念日"), coverage.Holiday("02-15", ""))
+    assert summary.holidays == (coverage.Holiday("01-18", "马丁·路德·金纪念日", "Martin Luther King Jr. Day"),
+                                coverage.Holiday("02-15", "", "Presidents' Day"))
     extra.write_text("years: [2027]\nno_announcement:\n  2027-01-18: {name: MLK}\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="arxiv-2027.yaml: no_announcement: 2027-01-18 gives a reason"):
         load_calendar([extra])
