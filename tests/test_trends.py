@@ -14,7 +14,7 @@ import yaml
 
 from pipeline import compose, render, trends
 from pipeline.config import Bilingual, TopicDef, load
-from pipeline.models import Entry, Paper, Scored, SeedEntry, TopicWeeks, paper_key
+from pipeline.models import Entry, Paper, Scored, SeedEntry, TopicWeeks, Trends, paper_key
 from pipeline.store import Store
 from tests import fixtures_digest as fx
 from tests.helpers import DAY, ROOT, full_config, rl_paper
@@ -189,6 +189,23 @@ def test_the_svg_chart_parses_as_xml_and_keeps_hostile_names_as_text():
         31 / 4 * heights["2026-11-09 · 算法与目标 · Algorithms and objectives: 4"], rel=0.02)
     english = svg(fx.TRENDS, ("en",))
     assert not CJK.search(english)
+
+
+def test_the_svg_chart_axis_names_the_year_where_it_crosses_one():
+    """The weekly digests from 12-07 to 01-25: the axis read '12-07 … 01-25', no year on
+    either side of New Year. A label shows its year where the axis reaches a new one, and
+    the first does too when it is not the digest's year."""
+    def labels(weeks: list[date]) -> list[str]:
+        counts = TopicWeeks("algorithms", "算法", "Algorithms", tuple(range(1, len(weeks) + 1)))
+        chart = Trends(tuple(map(date.isoformat, weeks)), (counts,))
+        root = ET.fromstring(svg(chart))
+        return [t.text for t in root.iter("{http://www.w3.org/2000/svg}text") if "-" in (t.text or "")]
+
+    assert labels([date(2026, 12, 7) + timedelta(weeks=k) for k in range(8)]) == ["2026-12-07", "2027-01-25"]
+    half_year = [date(2027, 1, 18) - timedelta(weeks=k) for k in range(25, -1, -1)]
+    assert labels(half_year) == ["2026-07-27", "10-26", "2027-01-18"]
+    assert labels([date(2026, 2, 2) + timedelta(weeks=k) for k in range(26)]) == ["02-02", "05-04", "07-27"]
+    assert labels([date(2026, 12, 28), date(2027, 1, 4)]) == ["2026-12-28", "2027-01-04"]
 
 
 def test_a_renamed_topic_counts_its_older_weeks_under_its_new_key(tmp_path, cli):
