@@ -77,9 +77,12 @@ class Calendar:
         return (self.at(evening) if self.announces(evening) else None), evening
 
     def unknown_years(self, start: datetime, end: datetime) -> list[int]:
-        """Years in the window whose holidays no calendar file lists."""
-        first, last = start.astimezone(self.zone).year, end.astimezone(self.zone).year
-        return [year for year in range(first, last + 1) if year not in self.years]
+        """Years whose holidays no calendar file lists, of the evenings due in the window: those
+        whose batch reaches a feed in it, as coverage counts them (by the window's dates, a
+        collect on New Year's Day, or a run on the Sunday before the year's first evening,
+        asked for a file for a year none of whose evenings it reads)."""
+        due = self.between(self.fed_by(start), self.fed_by(end))
+        return sorted({a.day.year for a in due} - self.years)
 
     def known(self) -> str:
         """The years whose holidays are known, in words: "2026, 2027" or "none"."""

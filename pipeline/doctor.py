@@ -354,8 +354,11 @@ def calendar_check(cal: calendar.Calendar, now: datetime) -> Check:
                                 "collect warns, and a holiday evening looks like a stale feed; "
                                 + calendar.how_to_add(year))
     if year + 1 not in cal.years and date(year + 1, 1, 1) - now.date() <= timedelta(days=31):
+        new_year = datetime(year + 1, 1, 1, tzinfo=cal.zone)  # a collect warns once it reads an evening of it
+        first = cal.between(new_year, new_year + timedelta(days=14))[0].at
         return warn("calendar", f"arXiv's holidays for {year + 1} are not known yet (known: {known}): "
-                                f"from {year + 1}-01-01 each collect warns; once arXiv publishes them, "
+                                f"each collect warns from the one that reads {year + 1}'s first evening "
+                                f"({first:%a %Y-%m-%d}); once arXiv publishes them, "
                                 + calendar.how_to_add(year + 1))
     upcoming = cal.between(now, now + timedelta(days=14))
     after = f"; next announcement {upcoming[0].at:%a %Y-%m-%d %H:%M %Z}" if upcoming else ""

@@ -363,6 +363,24 @@ def test_a_user_calendar_file_extends_it_to_2027(tmp_path):
     assert cal.unknown_years(datetime(2027, 1, 1, tzinfo=UTC), datetime(2027, 2, 1, tzinfo=UTC)) == []
 
 
+def test_a_year_the_calendar_lacks_is_asked_for_once_one_of_its_evenings_is_due():
+    """2027 is not known: the collect on New Year's Day (14:00 in Beijing) and the Monday run
+    of 01-04 (08:00 in Beijing, Sunday evening in New York) asked for a 2027 file, though
+    neither reads a 2027 evening (the first is 01-03, read from the next midnight on): the
+    window's dates reached 2027. The collect that reads 01-03 asks."""
+    cal = load_calendar()
+    beijing = ZoneInfo("Asia/Shanghai")
+
+    def asks(start: str, end: str) -> list[int]:
+        return cal.unknown_years(datetime.fromisoformat(start).replace(tzinfo=beijing),
+                                 datetime.fromisoformat(end).replace(tzinfo=beijing))
+
+    assert asks("2026-12-31T14:00", "2027-01-01T14:00") == []  # New Year's Day collect
+    assert asks("2026-12-28T08:00", "2027-01-04T08:00") == []  # the Monday run
+    assert asks("2027-01-01T14:00", "2027-01-04T14:00") == [2027]  # reads Sunday 01-03's batch
+    assert asks("2025-12-26T14:00", "2026-01-02T14:00") == [2025]  # 12-28 → 12-30 of 2025
+
+
 @pytest.mark.parametrize(("text", "says"), [
     ("years: 2027\nno_announcement:\n  2027-01-18: Martin Luther King Jr. Day\n",
      "arxiv-2027.yaml: years lists the years whose holidays the file gives, e.g. [2027]"),

@@ -298,7 +298,8 @@ def test_doctor_warns_of_a_year_whose_holidays_are_unknown_and_fails_on_a_bad_ca
 @pytest.mark.parametrize(("now", "status", "says"), [
     ("2026-06-01", "ok", "holidays known for 2026; next announcement Mon 2026-06-01 20:00 EDT"),
     ("2026-11-30", "ok", "holidays known for 2026; next announcement Mon 2026-11-30 20:00 EST"),
-    ("2026-12-01", "warn", "arXiv's holidays for 2027 are not known yet (known: 2026): from 2027-01-01"),
+    ("2026-12-01", "warn", "arXiv's holidays for 2027 are not known yet (known: 2026): each collect warns "
+                           "from the one that reads 2027's first evening (Sun 2027-01-03);"),
     ("2027-01-04", "warn", "arXiv's holidays for 2027 are not known (known: 2026): each collect warns"),
 ])
 def test_the_calendar_line_looks_a_month_ahead(now, status, says):
