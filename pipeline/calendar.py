@@ -76,6 +76,15 @@ class Calendar:
         evening = moment.astimezone(self.zone).date() - timedelta(days=1)
         return (self.at(evening) if self.announces(evening) else None), evening
 
+    def announced_on(self, moment: datetime) -> date:
+        """The evening a version sent at `moment` is announced: the first announcing day from
+        its date in New York (after the 14:00 cutoff, the next one)."""
+        local = moment.astimezone(self.zone)
+        day = local.date() if local.hour < 14 else local.date() + timedelta(days=1)
+        while not self.announces(day):
+            day += timedelta(days=1)
+        return day
+
     def unknown_years(self, start: datetime, end: datetime) -> list[int]:
         """Years whose holidays no calendar file lists, of the evenings due in the window: those
         whose batch reaches a feed in it, as coverage counts them (by the window's dates, a

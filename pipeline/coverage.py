@@ -38,6 +38,12 @@ class Reading:
     def open(self) -> bool:
         return (not self.read or bool(self.gap)) and not self.recovered
 
+    @property
+    def counted(self) -> bool:
+        """Its ids were counted: a feed listed them, or the OAI-PMH harvest did; the API search
+        returns only the papers that match the query, so what it read has no id counts."""
+        return bool(self.read) or self.recovered == "OAI-PMH"
+
 
 @dataclass
 class Ledger:
@@ -89,6 +95,7 @@ class GroupSummary:
     cross: int
     replace: int
     kept: int
+    counted: int = 0  # of those read, the announcements whose ids new, cross and replace count
 
 
 @dataclass(frozen=True)
@@ -135,11 +142,12 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
     complete = sum(1 for day in days if all(
         (r := ledger.days.get(day, {}).get(g)) is not None and not r.open for g in groups))
     for archive, members in by_archive.items():
-        totals = {"read": 0, "new": 0, "cross": 0, "replace": 0, "kept": 0}
+        totals = {"read": 0, "new": 0, "cross": 0, "replace": 0, "kept": 0, "counted": 0}
         for day in days:
             readings = [ledger.days.get(day, {}).get(g) for g in members]
             if all(r is not None and not r.open for r in readings):
                 totals["read"] += 1
+                totals["counted"] += all(r is not None and r.counted for r in readings)
             for r in readings:
                 if r is not None:
                     for key in ("new", "cross", "replace", "kept"):

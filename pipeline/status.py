@@ -219,9 +219,8 @@ def coverage_lines(summary: dict | None) -> list[str]:
     if not summary:
         return []
     span = f" ({summary['first']} → {summary['last']})" if summary["expected"] else ""
-    groups = "; ".join(
-        f"{g['name']}: {g['read']}/{g['expected']} read, ids {g['new']} new · {g['cross']} cross · "
-        f"{g['replace']} replaced, {g['kept']} matched the query" for g in summary["groups"])
+    groups = "; ".join(f"{g['name']}: {g['read']}/{g['expected']} read, {_ids(g)}, "
+                       f"{g['kept']} matched the query" for g in summary["groups"])
     lines = [f"coverage: {summary['read']} of {summary['expected']} arXiv announcements read"
              f"{span}" + (f"; {groups}" if groups else "")]
     lines += [f"no announcement expected: {why}" for why in summary["no_announcement"]]
@@ -229,6 +228,19 @@ def coverage_lines(summary: dict | None) -> list[str]:
         fix = f"recovered through {gap['recovered']}" if gap["recovered"] else "NOT recovered yet"
         lines.append(f"gap: {gap['group']} on {gap['day']}: {gap['cause']}, {fix}")
     return lines
+
+
+def _ids(group: dict) -> str:
+    """An archive's ids, as the digest's coverage line gives them: the API search reads only the
+    papers that match the query, so an evening it read has none counted."""
+    counted = group.get("counted", group["read"])  # a summary stored before `counted`: all were
+    ids = f"ids {group['new']} new · {group['cross']} cross · {group['replace']} replaced"
+    if counted == group["read"]:
+        return ids
+    if not counted:
+        return "ids not counted (the API search reads only the papers that match the query)"
+    return (f"{ids} in {counted} of {group['read']} (the API search, which read the rest, reads only "
+            "the papers that match the query)")
 
 
 def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None) -> list[str]:

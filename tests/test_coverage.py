@@ -291,6 +291,42 @@ def test_a_stale_feed_is_polled_then_warned_and_recovered_through_oai_pmh(tmp_pa
     assert "gap: cs.CL on 11-24: feed stale, recovered through OAI-PMH" in status
 
 
+def test_the_ids_of_evenings_the_api_search_read_are_not_given_as_zero(tmp_path, cli):
+    """OAI-PMH off, weekly runs on Monday morning in Beijing (Saturday's feed, empty): the API
+    search read every evening, and the digest said 'cs: 4/4, ids 0 new · 0 cross · 0 replaced'
+    and status '0 matched the query' beside the papers it read. The search returns only the
+    papers that match the query: the line says the ids were not counted, status counts the
+    matches, and where a feed read some evenings, the ids are those evenings'."""
+    papers = [relevant(1, ("cs.LG",), day=datetime(2026, 11, 23, 15, tzinfo=UTC)),
+              relevant(2, ("cs.LG",), day=datetime(2026, 11, 24, 15, tzinfo=UTC))]
+    lines = {}
+    for case in ("weekly", "tuesday"):
+        folder = tmp_path / case
+        folder.mkdir()
+        with ArxivServer(papers[:1]) as server:
+            config = config_for(folder, server, cats=["cs.LG"], api=True, lookback=7)
+            if case == "tuesday":  # Monday evening's batch read from its feed
+                collect(cli, config, TUESDAY)
+            server.add(papers[1])
+            server.script("/rss/", EMPTY)
+            cli("--config", str(config), "run", "--as-of", "2026-11-30T08:00:00+08:00")
+            status = cli("--config", str(config), "status").stdout
+        digest = " ".join((folder / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8").split())
+        lines[case] = (digest, status)
+    digest, status = lines["weekly"]
+    assert ("4/4 arXiv announcements read (11-22 → 11-25); cs: 4/4, ids not counted (the API search reads "
+            "only the papers that match the query), 2 relevant;") in digest, digest
+    assert "cs：4/4，未计 id（API 检索只读与检索式匹配的论文），相关 2；" in digest, digest
+    assert "ids 0 new" not in digest and "新 0" not in digest
+    assert ("cs: 4/4 read, ids not counted (the API search reads only the papers that match the query), "
+            "2 matched the query") in status, status
+    digest, status = lines["tuesday"]
+    assert ("cs: 4/4, ids 1 new · 0 cross · 0 replaced in 1 of 4 (the API search, which read the rest, "
+            "reads only the papers that match the query), 2 relevant;") in digest, digest
+    assert "cs：4/4，新 1 · 交叉 0 · 替换 0（4 次中的 1 次：其余经 API 检索补读，它只读与检索式匹配的论文），相关 2；" \
+        in digest, digest
+
+
 def test_a_back_dated_run_does_not_wait_for_a_feed_that_moved_past_its_announcement(tmp_path, cli):
     """Collected Tuesday and Wednesday, then Tuesday's missed digest made on Wednesday: the
     feed carries only Wednesday's batch, so it is not polled for Monday's (sources.rss.

@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 from xml.parsers import expat
@@ -72,11 +72,20 @@ class ArxivApi:
         part.seen += stats.seen
         part.requests += fetcher.requests - before
         part.seconds += time.monotonic() - began
+        evenings: dict[date, list[set[str]]] = {}  # each paper's categories, under its evening
+        for paper in found.papers:
+            if paper.submitted is not None:
+                evenings.setdefault(window.calendar.announced_on(paper.submitted), []).append(
+                    set(paper.categories))
         for group, days in window.missed().items():
+            members = set(group.split("+"))
             for day in days:
                 reading = window.ledger.get(day, group)
-                if not (reading.gap or "").startswith(FEED_ERROR):  # a category arXiv does not have
-                    reading.recovered = "the API search"
+                if (reading.gap or "").startswith(FEED_ERROR):  # a category arXiv does not have
+                    continue
+                reading.recovered = "the API search"
+                if not reading.read:  # what matched the query that evening; of other ids it sees none
+                    reading.kept = sum(1 for cats in evenings.get(day, ()) if cats & members)
         return found
 
 

@@ -121,13 +121,7 @@ def _announced_day(cal: Calendar, paper: Paper) -> date | None:
     """The evening this version was announced: the first announcing day from its date
     (after the 14:00 New York cutoff, the next one)."""
     moment = paper.updated if paper.version > 1 else paper.submitted
-    if moment is None:
-        return None
-    local = moment.astimezone(cal.zone)
-    day = local.date() if local.hour < 14 else local.date() + timedelta(days=1)
-    while not cal.announces(day):
-        day += timedelta(days=1)
-    return day
+    return None if moment is None else cal.announced_on(moment)
 
 
 def set_spec(category: str) -> str:
