@@ -126,6 +126,10 @@ class Summary:
     no_announcement: tuple[str, ...]  # holidays in the window, in words
     unknown_years: tuple[int, ...] = ()  # of the gaps not recovered: years whose holidays no file lists
     holidays: tuple[Holiday, ...] = ()  # the days of no_announcement, with their Chinese names
+    # evenings (MM-DD) of years whose holidays no file lists, read through a catch-up alone: no
+    # feed showed a batch, so each was an announcement or a holiday, which is not known
+    unsure: tuple[str, ...] = ()
+    unsure_years: tuple[int, ...] = ()
 
 
 def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: datetime,
@@ -167,11 +171,14 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
     after, until = calendar.fed_by(start), calendar.fed_by(end)
     holidays = [day for day in sorted(calendar.no_announcement) if day.weekday() in calendar.weekdays
                 and after < calendar.at(day).at <= until]
+    unsure = [day for day in days if int(day[:4]) not in calendar.years and all(
+        (r := ledger.days.get(day, {}).get(g)) is not None and not r.open and not r.read for g in groups)]
     return Summary(days[0][5:] if days else None, days[-1][5:] if days else None, len(days), complete,
                    tuple(summaries), tuple(_merge(gaps)), tuple(calendar.why_not(d) for d in holidays),
                    tuple(sorted(unknown)),
                    tuple(Holiday(f"{d:%m-%d}", calendar.zh.get(d, ""), calendar.no_announcement[d])
-                         for d in holidays))
+                         for d in holidays),
+                   tuple(day[5:] for day in unsure), tuple(sorted({int(day[:4]) for day in unsure})))
 
 
 def _merge(gaps: list[Gap]) -> list[Gap]:

@@ -221,9 +221,16 @@ def coverage_lines(summary: dict | None) -> list[str]:
     span = f" ({summary['first']} → {summary['last']})" if summary["expected"] else ""
     groups = "; ".join(f"{g['name']}: {g['read']}/{g['expected']} read, {_ids(g)}, "
                        f"{g['kept']} matched the query" for g in summary["groups"])
-    lines = [f"coverage: {summary['read']} of {summary['expected']} arXiv announcements read"
-             f"{span}" + (f"; {groups}" if groups else "")]
+    unsure = summary.get("unsure") or []  # a summary stored before `unsure`: none
+    lines = [f"coverage: {summary['read']} of {summary['expected']} {'expected ' if unsure else ''}"
+             f"arXiv announcements read{span}" + (f"; {groups}" if groups else "")]
     lines += [f"no announcement expected: {why}" for why in summary["no_announcement"]]
+    if unsure:  # each an announcement or a holiday, as the digest's coverage line says
+        days = "these evenings" if len(unsure) == summary["expected"] > 1 else ", ".join(unsure)
+        years = ", ".join(map(str, summary["unsure_years"]))
+        lines.append(f"no feed showed {days} and arXiv's holidays for {years} are not in the calendar: "
+                     f"{'it' if len(unsure) == 1 else 'any of them'} may have been a holiday, with "
+                     "nothing announced")
     for gap in summary["gaps"]:
         fix = f"recovered through {gap['recovered']}" if gap["recovered"] else "NOT recovered yet"
         lines.append(f"gap: {gap['group']} on {gap['day']}: {gap['cause']}, {fix}")

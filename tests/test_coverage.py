@@ -544,6 +544,53 @@ def test_a_quiet_evening_in_a_year_the_calendar_lacks_is_read_once_not_polled(tm
         "cs.LG": ("feed stale or a holiday", "OAI-PMH"), "cs.CL": ("feed stale or a holiday", "OAI-PMH")}
 
 
+def test_an_evening_no_feed_showed_in_a_year_the_calendar_lacks_is_not_called_an_announcement(tmp_path, cli):
+    """2025's holidays are not in the calendar, and a weekly run on Monday morning in Beijing
+    reads no feed of the week (Saturday's is empty): the API search read every evening, and
+    the digest said '5/5 arXiv announcements read (11-23 → 11-27)', Thanksgiving (11-27)
+    among them, though arXiv announced nothing that evening. It is not knowable without the
+    calendar: the digest says which evenings no feed showed and that they may have been
+    holidays, and calls no gap."""
+    papers = [replace(relevant(n, ("cs.LG",), day=datetime(2025, 11, 20 + n, 15, tzinfo=UTC)), id=f"2511.0000{n}")
+              for n in (3, 4, 5)]  # the Sunday, Monday and Tuesday evenings'
+    with ArxivServer(papers) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"], api=True, lookback=7)
+        server.script("/rss/", EMPTY)
+        cli("--config", str(config), "run", "--as-of", "2025-12-01T08:00:00+08:00")
+        status = cli("--config", str(config), "status").stdout
+    digest = " ".join((tmp_path / "out" / "digests" / "2025-12-01.md").read_text(encoding="utf-8").split())
+    assert "5/5 expected arXiv announcements read (11-23 → 11-27);" in digest, digest
+    assert ("; no feed showed these evenings and arXiv's holidays for 2025 are not in the calendar: any of "
+            "them may have been a holiday, with nothing announced;") in digest, digest
+    assert "已读 5/5 次预期的 arXiv 发布（11-23 → 11-27）" in digest, digest
+    assert "；这几天没有 RSS 显示发布，日历也尚未收录 2025 年的 arXiv 假期：其中可能有假期，并无发布；" in digest
+    assert "NOT recovered" not in digest and "未补回" not in digest
+    assert "coverage: 5 of 5 expected arXiv announcements read (11-23 → 11-27)" in status, status
+    assert ("no feed showed these evenings and arXiv's holidays for 2025 are not in the calendar: any of "
+            "them may have been a holiday, with nothing announced") in status
+
+
+def test_an_evening_every_feed_showed_nothing_for_is_named_beside_those_read():
+    """Weekday collects: the feeds read 01-17 and 01-19 of 2027, a year the calendar lacks, and
+    showed nothing new for 01-18 (Martin Luther King Jr. Day), which the catch-up then read:
+    the summary counted it as an announcement read. It is named as one that may have been a
+    holiday; an evening a feed showed stays an announcement."""
+    cal, ledger = load_calendar(), coverage.Ledger()
+    for day in (date(2027, 1, 17), date(2027, 1, 19)):
+        for group in ("cs.LG", "cs.CL"):
+            ledger.get(day, group).read = "RSS"
+    for group in ("cs.LG", "cs.CL"):
+        quiet = ledger.get(date(2027, 1, 18), group)
+        quiet.gap, quiet.recovered = "feed stale or a holiday", "the API search"
+    stale = ledger.get(date(2027, 1, 20), "cs.CL")  # one feed late, the other showed the batch
+    stale.gap, stale.recovered = "feed stale", "the API search"
+    ledger.get(date(2027, 1, 20), "cs.LG").read = "RSS"
+    window = (datetime(2027, 1, 17, 12, tzinfo=UTC), datetime(2027, 1, 21, 12, tzinfo=UTC))
+    summary = coverage.summarise(ledger, cal, ["cs.LG", "cs.CL"], *window)
+    assert (summary.expected, summary.read) == (4, 4)
+    assert (summary.unsure, summary.unsure_years) == (("01-18",), (2027,))
+
+
 def test_a_late_feed_in_a_year_the_calendar_lacks_is_still_polled(tmp_path, cli):
     """The cs.LG feed shows the 2025-11-27 batch, so arXiv announced that evening: the
     empty cs.CL feed is late, polled for sources.rss.poll_minutes and warned as stale."""
