@@ -140,6 +140,37 @@ def test_build_message_without_unsubscribe_url() -> None:
     assert "multipart/digest" not in msg.as_string()
 
 
+def test_quoted_printable_lines_and_header_lines_with_encoded_words_keep_to_76_characters(
+        store: Store) -> None:
+    """RFC 2045 (6.7) limits a quoted-printable line to 76 characters, its soft break's "="
+    counted, and RFC 2047 (2) a header line holding an encoded-word to 76: the email's HTML
+    (inlined CSS, long lines) went out in lines of 77 and 78, and so did a From or Subject
+    with Chinese in it (SpamAssassin tolerates 78 since its bug 5491; RFC 2045 does not)."""
+    html = ("<html><head><style>" + "p { margin: 0 0 6px; line-height: 1.65; } " * 8 + "</style></head>"
+            + "<body>" + "<p style=\"font-size: 15px\">This week's papers: GRPO, DAPO. 本周</p>" * 40
+            + "</body></html>")
+    text = "This week's papers " * 30 + "\n" + "本周论文 · 2025-01-06\n"
+    save(store, PEOPLE[:1])
+    with SmtpServer() as server:
+        report = send_pending(store, cfg(server.port, from_='"强化学习周报, RL Weekly" <digest@example.org>'),
+                              lambda _: ("强化学习周报 Reinforcement Learning for LLMs Weekly · 2025-01-06 · 8 papers",
+                                         text, html), NOW)
+    assert report.sent == 1, report.errors
+    (got,) = server.messages
+    head, _, body = got.data.partition(b"\r\n\r\n")
+    for line in head.split(b"\r\n"):
+        if b"=?" in line and not line.startswith(b"List-Unsubscribe:"):
+            assert len(line) <= 76, line
+    parts = list(got.message.iter_parts())
+    assert [p["Content-Transfer-Encoding"] for p in parts] == ["quoted-printable"] * 2
+    for part in parts:
+        for line in part.get_payload().splitlines():
+            assert len(line) <= 76, line
+    assert got.message.get_body(("html",)).get_content().strip() == html
+    assert got.message.get_body(("plain",)).get_content().replace("\r\n", "\n") == text
+    assert got.message["From"].addresses[0].display_name == "强化学习周报, RL Weekly"
+
+
 def test_backoff_doubles_and_is_capped() -> None:
     assert [backoff(n) for n in (1, 2, 3)] == [timedelta(minutes=m) for m in (5, 10, 20)]
     assert backoff(30) == timedelta(hours=6)

@@ -54,7 +54,8 @@ class _WirePolicy(email_policy.EmailPolicy):
 
 
 _TARGET = re.compile(r"<[^<>]*>")
-WIRE_POLICY = _WirePolicy(linesep="\r\n")  # email.policy.SMTP
+# Header lines of 76 at most: RFC 2047 (2) holds a line with an encoded-word to that.
+WIRE_POLICY = _WirePolicy(linesep="\r\n", max_line_length=76)  # email.policy.SMTP
 WIRE_POLICY_UTF8 = WIRE_POLICY.clone(utf8=True)  # email.policy.SMTPUTF8
 
 Content = Callable[[Digest, tuple[str, ...]], tuple[str, str, str | None]]
