@@ -187,6 +187,28 @@ def test_non_ascii_address_goes_out_with_smtputf8(store: Store) -> None:
     assert str(got.message["Subject"]) == SUBJECT
 
 
+def test_an_internationalised_domain_needs_no_smtputf8(store: Store) -> None:
+    """A reader (or a sender) at a domain such as bücher.example goes out with the domain's
+    A-label, in the envelope and in To/From, to any server: it went out as UTF-8 with SMTPUTF8,
+    and a server without it (many a relay) refused that reader for good, though an ASCII
+    local part needs none (RFC 6531 is for what has no ASCII form)."""
+    save(store, ["ida@bücher.example", "张三@example.org"])
+    with SmtpServer(smtputf8=False) as server:
+        report = send_pending(store, cfg(server.port, from_="强化学习周报 <digest@straße.example>"),
+                              content, NOW)
+    assert (report.sent, report.failed) == (1, 1), report.errors
+    (got,) = server.messages
+    assert got.rcpt_tos == ["ida@xn--bcher-kva.example"]
+    assert got.mail_from == "digest@xn--strae-oqa.example"
+    assert "SMTPUTF8" not in got.mail_options
+    assert got.data.isascii()
+    assert got.message["To"] == "ida@xn--bcher-kva.example"
+    assert got.message["From"].addresses[0].addr_spec == "digest@xn--strae-oqa.example"
+    assert str(got.message["Subject"]) == SUBJECT
+    assert "SMTPUTF8" in rows(store)["张三@example.org"]["last_error"]  # that one has no ASCII form
+    assert rows(store)["ida@bücher.example"]["status"] == "sent"  # the reader is who they were
+
+
 @pytest.mark.parametrize("sender", ["root@localhost", "RL Digest <digest@mailhost>"])
 def test_a_sender_of_a_local_mail_server_needs_no_period_in_its_domain(store: Store, sender) -> None:
     """A server relaying through its own MTA sends as root@localhost (that MTA names it)."""

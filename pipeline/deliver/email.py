@@ -23,10 +23,13 @@ import ssl
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from email import policy as email_policy
+from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid, parseaddr
 from typing import Any, NoReturn
 from urllib.parse import quote
+
+from email_validator import EmailNotValidError, validate_email
 
 from pipeline import render
 from pipeline.config import Email, Reader
@@ -85,6 +88,7 @@ def build_message(
     which "{recipient}" is replaced by the URL-quoted address; `message_id`
     reuses an id (a resend after an interrupted hand-over), else a new one is made.
     """
+    sender, recipient = _on_wire(sender), _on_wire(recipient)
     sender_addr = parseaddr(sender)[1]
     if "@" not in sender_addr:
         raise DeliveryError(f"email.from: not an address: {sender!r}")
@@ -112,6 +116,29 @@ def build_message(
         for part in msg.iter_parts():
             del part["MIME-Version"]
     return msg
+
+
+def wire_address(address: str) -> str:
+    """An address as the wire carries it: an internationalised domain as its A-label
+    (ida@xn--bcher-kva.example) when the local part is ASCII, so that no SMTPUTF8 is needed
+    of the server (RFC 6531 is for what has no ASCII form); anything else as it is."""
+    local, _, domain = address.rpartition("@")
+    if domain.isascii() or not local.isascii():
+        return address
+    try:
+        checked = validate_email(address, check_deliverability=False, globally_deliverable=False)
+    except EmailNotValidError:
+        return address
+    return checked.ascii_email or address
+
+
+def _on_wire(mailbox: str) -> str:
+    """A `Name <addr>` (or bare) mailbox with its address as `wire_address` has it."""
+    name, address = parseaddr(mailbox)
+    ascii_address = wire_address(address)
+    if ascii_address == address:
+        return mailbox
+    return str(Address(display_name=name, addr_spec=ascii_address)) if name else ascii_address
 
 
 def message_bytes(msg: EmailMessage, international: bool = False) -> bytes:
@@ -175,7 +202,7 @@ class EmailChannel:
         self.content = content
         self.languages = tuple(languages)
         self.links = links
-        self.sender_addr = parseaddr(cfg.from_)[1]
+        self.sender_addr = wire_address(parseaddr(cfg.from_)[1])
         self.list_id = f"rl-digest.{_domain(self.sender_addr)}"
         self.session = _Session(cfg, ssl_context)
         self._texts: dict[tuple[str, tuple[str, ...]], tuple[str, str, str | None]] = {}
@@ -211,7 +238,8 @@ class EmailChannel:
         return found or Reader.parse(key, local=True)
 
     def send(self, message: Message) -> str:
-        return self.session.deliver(message.body, self.sender_addr, self.reader(message.reader).address)
+        return self.session.deliver(message.body, self.sender_addr,
+                                    wire_address(self.reader(message.reader).address))
 
     def close(self) -> None:
         self.session.close()
@@ -408,4 +436,4 @@ def _close(smtp: smtplib.SMTP, polite: bool = False) -> None:
 
 
 __all__ = ["EmailChannel", "build_message", "connect", "email_channel", "failure", "message_bytes",
-           "reply_words", "sender_refused"]
+           "reply_words", "sender_refused", "wire_address"]

@@ -16,6 +16,7 @@ Faults, all optional:
                              message was received, before the 250, and the message is
                              then accepted: the ambiguous case)
   drop_after_each=True       close the connection right after each accepted message
+  smtputf8=False             do not offer SMTPUTF8 (RFC 6531): a non-ASCII address is refused
   tls=(cert, key)            offer STARTTLS with this certificate
   implicit_tls=True          with tls=...: TLS from the first byte (SMTPS)
 A refused connection is `refused_port()`: a free port nobody listens on.
@@ -60,6 +61,7 @@ class Received:
     data: bytes
     message: EmailMessage
     login: str | None  # who had authenticated on that connection, if anyone
+    mail_options: list[str]  # MAIL FROM's parameters: SMTPUTF8, BODY=8BITMIME
 
 
 class _Handler:
@@ -102,7 +104,7 @@ class _Handler:
         with self.server.lock:
             self.server.messages.append(Received(
                 mail_from=envelope.mail_from, rcpt_tos=list(envelope.rcpt_tos), data=data,
-                message=parsed, login=login))
+                message=parsed, login=login, mail_options=list(envelope.mail_options)))
         await self._stall("DATA")
         if self.server.drop_after_each:
             asyncio.get_running_loop().call_later(0.05, server.transport.close)
@@ -132,7 +134,8 @@ class SmtpServer:
                  auth_require_tls: bool = False, reject: dict[str, str] | None = None,
                  data_replies: list[str] | None = None, stall_at: str | None = None,
                  stall_seconds: float = 0.0, drop_after_each: bool = False,
-                 tls: tuple[Path, Path] | None = None, implicit_tls: bool = False):
+                 tls: tuple[Path, Path] | None = None, implicit_tls: bool = False,
+                 smtputf8: bool = True):
         self.host = HOST
         self.port = port or free_port()
         self.auth = auth
@@ -144,6 +147,7 @@ class SmtpServer:
         self.drop_after_each = drop_after_each
         self.tls = tls
         self.implicit_tls = implicit_tls
+        self.smtputf8 = smtputf8
         self.messages: list[Received] = []
         self.rcpt_attempts: list[str] = []
         self.lock = threading.Lock()
@@ -159,7 +163,8 @@ class SmtpServer:
         # aiosmtpd's own logger would print every line it reads, AUTH blobs included.
         logging.getLogger("mail.log").setLevel(logging.ERROR)
         kwargs: dict[str, Any] = {"hostname": self.host, "port": self.port,
-                                  "server_hostname": "localhost", "ready_timeout": 5}
+                                  "server_hostname": "localhost", "ready_timeout": 5,
+                                  "enable_SMTPUTF8": self.smtputf8}
         if self.auth:
             # aiosmtpd only counts STARTTLS as TLS; SMTPS is TLS from the first byte anyway.
             kwargs.update(authenticator=_authenticator, auth_required=True,
