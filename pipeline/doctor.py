@@ -432,8 +432,13 @@ def smtp_reachable(config: Config) -> str:
         raise DigestError(f"{where}: {email.failure(exc)}") from None
     except DigestError as exc:
         raise DigestError(f"{where}: {exc}") from None
+    sender = email.wire_address(parseaddr(cfg.from_)[1])  # as a send offers it
+    options = [] if sender.isascii() else ["SMTPUTF8"]
     try:
-        code, resp = smtp.mail(parseaddr(cfg.from_)[1])
+        if options and not smtp.has_extn("smtputf8"):
+            raise DigestError(f"{where}: email.from {sender}: non-ASCII address, and the server does "
+                              "not offer SMTPUTF8")
+        code, resp = smtp.mail(sender, options)
         if code >= 400:
             raise DigestError(f"{where}: {email.sender_refused(code, resp, cfg)}")
         smtp.rset()

@@ -174,6 +174,26 @@ def test_doctor_fails_smtp_when_the_server_wants_a_login_and_the_username_is_uns
            "(email.username_env) is not set" in result.stdout
 
 
+@pytest.mark.parametrize("sender, smtputf8, ending", [
+    ("周报 <digest@bücher.example>", False, "connected (none), logged in as digest-bot"),
+    ("周报 <张三@example.org>", True, "connected (none), logged in as digest-bot"),
+    ("周报 <张三@example.org>", False, "email.from 张三@example.org: non-ASCII address, and the server does not "
+                                  "offer SMTPUTF8"),
+])
+def test_doctor_offers_a_non_ascii_sender_as_a_send_does(tmp_path, cli, world, sender, smtputf8, ending):
+    """doctor's MAIL FROM of a sender at bücher.example or 张三@… was a traceback's one line,
+    'unexpected error: UnicodeEncodeError', and no check at all was shown."""
+    overrides, _, _ = world
+    with SmtpServer(auth=True, smtputf8=smtputf8) as smtp:
+        config = write_config(tmp_path, _merge(overrides, {"email": {"from": sender, "smtp_port": smtp.port}}),
+                              seeds=False)
+        result = cli("--config", str(config), "doctor", env=ENV, check=None)
+    assert "Error" not in result.stderr, result.stderr
+    line = next(line for line in result.stdout.splitlines() if line.startswith("smtp"))
+    assert line.endswith(ending), line
+    assert statuses(result.stdout)["smtp"] == ("OK" if ending.startswith("connected") else "FAIL")
+
+
 def test_doctor_says_why_a_starttls_the_server_does_not_offer_fails(tmp_path, cli, world):
     overrides, _, _ = world
     config = write_config(tmp_path, _merge(overrides, {"email": {"security": "starttls"}}), seeds=False)
