@@ -187,6 +187,25 @@ def test_non_ascii_address_goes_out_with_smtputf8(store: Store) -> None:
     assert str(got.message["Subject"]) == SUBJECT
 
 
+@pytest.mark.parametrize("subject", [
+    "大模型 强化学习周报 · 2026-11-30 · 4 篇论文",
+    "强化学习周报 LLM Alignment Weekly · 2026-11-30 · 8 papers",
+    "LLM — × 智能体 — Ünïcode周报 · 2026-11-30 · 64 篇论文",
+])
+def test_a_subject_reads_back_with_every_space(store: Store, subject: str) -> None:
+    """Python folds a long Subject between two encoded-words at one of its spaces, which
+    every reader then drops (RFC 2047 6.2: white space between encoded-words is not text):
+    a topic named '大模型 强化学习' was mailed as '… 2026-11-30· 4 篇论文'."""
+    save(store, PEOPLE[:1])
+    with SmtpServer() as server:
+        report = send_pending(store, cfg(server.port), lambda _: (subject, TEXT, HTML), NOW)
+    assert report.sent == 1, report.errors
+    (got,) = server.messages
+    assert str(got.message["Subject"]) == subject
+    head = got.data.partition(b"\r\n\r\n")[0]
+    assert all(len(line) <= 76 for line in head.split(b"\r\n") if b"=?" in line)
+
+
 def test_an_internationalised_domain_needs_no_smtputf8(store: Store) -> None:
     """A reader (or a sender) at a domain such as bücher.example goes out with the domain's
     A-label, in the envelope and in To/From, to any server: it went out as UTF-8 with SMTPUTF8,

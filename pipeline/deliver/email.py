@@ -23,6 +23,7 @@ import ssl
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from email import policy as email_policy
+from email.header import Header
 from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid, parseaddr
@@ -48,12 +49,25 @@ BUILD_POLICY = render.MAIL_POLICY
 class _WirePolicy(email_policy.EmailPolicy):
     """The wire's policy, but a List-Unsubscribe header is folded only between its
     targets: Python folds a URL longer than a line as RFC 2047 encoded-words, which no
-    mail client decodes there, and one-click unsubscribe (RFC 8058) then has no URL."""
+    mail client decodes there, and one-click unsubscribe (RFC 8058) then has no URL.
+    A Subject Python would fold at a space between two encoded-words, which every reader
+    drops (RFC 2047 6.2), goes as encoded-words alone, its spaces inside them."""
 
     def _fold(self, name: str, value: Any, refold_binary: bool = False) -> str:
-        if name.lower() != "list-unsubscribe":
-            return super()._fold(name, value, refold_binary)  # type: ignore[misc]
-        return f"{name}: " + ("," + self.linesep + " ").join(_TARGET.findall(str(value))) + self.linesep
+        if name.lower() == "list-unsubscribe":
+            return f"{name}: " + ("," + self.linesep + " ").join(_TARGET.findall(str(value))) + self.linesep
+        folded: str = super()._fold(name, value, refold_binary)  # type: ignore[misc]
+        if name.lower() == "subject" and _read_back(folded) != str(value):
+            words = Header(str(value), "utf-8", header_name=name).encode(
+                linesep=self.linesep, maxlinelen=self.max_line_length)
+            folded = f"{name}: {words}{self.linesep}"
+        return folded
+
+
+def _read_back(folded: str) -> str:
+    """A folded header's value as a reader decodes it."""
+    value = re.sub(r"\r?\n(?=[ \t])", "", folded).partition(":")[2]
+    return str(email_policy.default.header_factory("subject", value.strip()))
 
 
 _TARGET = re.compile(r"<[^<>]*>")
