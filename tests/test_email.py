@@ -187,6 +187,28 @@ def test_non_ascii_address_goes_out_with_smtputf8(store: Store) -> None:
     assert str(got.message["Subject"]) == SUBJECT
 
 
+@pytest.mark.parametrize("text", [
+    "Featured · GRPO\n\nFrom the reading list\n" + "From " + "x" * 71 + "\nFrom the end\n",
+    "Featured: GRPO\n\nFrom the reading list\n",  # ASCII, short lines: it went 7bit
+])
+def test_a_line_that_begins_from_is_not_one_an_mbox_store_mangles(store: Store, text: str) -> None:
+    """An English email's text part had a line 'From the reading list' (the heading) as it
+    was, which an mbox store (its own separator) turns into '>From the reading list': its F
+    goes as =46 (RFC 2049 3 (8)), in quoted-printable lines still 76 at most."""
+    save(store, PEOPLE[:1])
+    html = "<p>" + "x" * 72 + "From the reading list</p>"  # a quoted-printable line break before "From"
+    with SmtpServer() as server:
+        report = send_pending(store, cfg(server.port), lambda _: ("Weekly", text, html), NOW)
+    assert report.sent == 1, report.errors
+    (got,) = server.messages
+    body = got.data.partition(b"\r\n\r\n")[2]
+    assert not [line for line in body.split(b"\r\n") if line.startswith(b"From ")]
+    for part in got.message.iter_parts():
+        assert all(len(line) <= 76 for line in part.get_payload().splitlines())
+    assert got.message.get_body(("plain",)).get_content().replace("\r\n", "\n") == text
+    assert got.message.get_body(("html",)).get_content().strip() == html
+
+
 @pytest.mark.parametrize("subject", [
     "大模型 强化学习周报 · 2026-11-30 · 4 篇论文",
     "强化学习周报 LLM Alignment Weekly · 2026-11-30 · 8 papers",

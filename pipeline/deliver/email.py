@@ -124,12 +124,39 @@ def build_message(
     if unsubscribe_url and unsubscribe_url.lower().startswith("https://"):
         msg["List-Unsubscribe-Post"] = "List-Unsubscribe=One-Click"
     msg["Auto-Submitted"] = "auto-generated"
-    msg.set_content(text, subtype="plain", charset="utf-8")
+    msg.set_content(text, subtype="plain", charset="utf-8", cte=_cte(text))
     if html is not None:
-        msg.add_alternative(html, subtype="html", charset="utf-8")
+        msg.add_alternative(html, subtype="html", charset="utf-8", cte=_cte(html))
         for part in msg.iter_parts():
             del part["MIME-Version"]
+    for part in msg.walk():
+        if part["Content-Transfer-Encoding"] == "quoted-printable":
+            part.set_payload(_guard_from(str(part.get_payload())))
     return msg
+
+
+# A line that begins "From " is one an mbox store takes for its own separator and writes
+# as ">From " (the English heading "From the reading list" read ">From the reading list"):
+# quoted-printable writes its F as =46 (RFC 2049 3, item 8); base64 has no such line.
+_FROM_LINE = re.compile(r"(?m)^From .*$")
+_QP_LINE = BUILD_POLICY.max_line_length or 76  # a quoted-printable line at most (RFC 2045 6.7)
+
+
+def _cte(body: str) -> str | None:
+    """None (as email chooses: 7bit, quoted-printable or base64), but quoted-printable
+    rather than 7bit for a body with a line that begins "From "."""
+    seven = body.isascii() and all(len(line) <= _QP_LINE for line in body.splitlines())
+    return "quoted-printable" if seven and _FROM_LINE.search(body) else None
+
+
+def _guard_from(payload: str) -> str:
+    """A quoted-printable payload with each line's leading "From " as "=46rom ", a line
+    still 76 characters at most (else "=46=" on a line of its own, a soft break)."""
+    def guarded(found: re.Match[str]) -> str:
+        line = found.group(0)
+        fits = len(line) + 2 <= _QP_LINE
+        return ("=46" if fits else "=46=\n") + line[1:]
+    return _FROM_LINE.sub(guarded, payload)
 
 
 def wire_address(address: str) -> str:
