@@ -336,6 +336,26 @@ def test_an_unsubscribe_url_with_recipient_names_each_readers_address_in_header_
         assert "{recipient}" not in text + html and "%7Brecipient%7D" not in text + html
 
 
+@pytest.mark.parametrize("url, header", [
+    ("https://lists.example.org/退订?u={recipient}&n=a b",
+     "https://lists.example.org/%E9%80%80%E8%AE%A2?u=ada%40example.org&n=a%20b"),
+    ("https://例子.example/u?u={recipient}", "https://xn--fsqu00a.example/u?u=ada%40example.org"),
+])
+def test_an_unsubscribe_url_outside_ascii_goes_in_list_unsubscribe_as_a_uri(tmp_path, cli, url, header):
+    """An email.unsubscribe_url with Chinese in it made every run 'unexpected error:
+    UnicodeEncodeError' with nothing mailed, and the reader's row 'hand-over interrupted' for
+    good; a space went into the header as it was, which ends a URI there (RFC 3986)."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=["ada@example.org"],
+                             email={"unsubscribe_url": url})
+        cli("--config", str(config), "run", "--as-of", AS_OF)
+    (got,) = smtp.to("ada@example.org")
+    assert got.data.isascii()
+    assert str(got.message["List-Unsubscribe"]).split() == [
+        f"<{header}>,", "<mailto:digest@example.org?subject=unsubscribe>"]
+    assert got.message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+
+
 def test_a_public_copy_has_no_personal_unsubscribe_link(tmp_path, cli):
     """An unsubscribe_url with {recipient} was written as is into out/digests/*.md, .html,
     .txt and the site's digest page: '…?u={recipient}', a link that unsubscribes nobody.

@@ -28,7 +28,7 @@ from email.headerregistry import Address
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid, parseaddr
 from typing import Any, NoReturn
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 from email_validator import EmailNotValidError, validate_email
 
@@ -116,9 +116,9 @@ def build_message(
     targets = []  # the one-click URL first: a client takes the first it can use (RFC 2369)
     if unsubscribe_url:
         address = quote(parseaddr(recipient)[1], safe="")  # the address, not "Name <address>"
-        targets.append("<" + unsubscribe_url.replace(RECIPIENT, address) + ">")
+        targets.append("<" + _header_uri(unsubscribe_url.replace(RECIPIENT, address)) + ">")
     if unsubscribe_mailto:
-        targets.append(f"<mailto:{unsubscribe_mailto}?subject=unsubscribe>")
+        targets.append("<" + _header_uri(f"mailto:{unsubscribe_mailto}?subject=unsubscribe") + ">")
     if targets:
         msg["List-Unsubscribe"] = ", ".join(targets)
     if unsubscribe_url and unsubscribe_url.lower().startswith("https://"):
@@ -180,6 +180,16 @@ def _on_wire(mailbox: str) -> str:
     if ascii_address == address:
         return mailbox
     return str(Address(display_name=name, addr_spec=ascii_address)) if name else ascii_address
+
+
+def _header_uri(url: str) -> str:
+    """A URL as a header carries it, a URI (RFC 3987 3.1): a host outside ASCII as its A-label,
+    a space or any other character a URI may not hold percent-encoded as UTF-8."""
+    parts = urlsplit(url)
+    host = parts.netloc.rpartition("@")[2].partition(":")[0]
+    if not host.isascii():
+        parts = parts._replace(netloc=parts.netloc.replace(host, wire_address(f"x@{host}").partition("@")[2]))
+    return quote(urlunsplit(parts), safe="!#$%&'()*+,/:;=?@[]~")
 
 
 def message_bytes(msg: EmailMessage, international: bool = False) -> bytes:
