@@ -151,7 +151,8 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
             readings = [ledger.days.get(day, {}).get(g) for g in members]
             if all(r is not None and not r.open for r in readings):
                 totals["read"] += 1
-                totals["counted"] += all(r is not None and r.counted for r in readings)
+                # a feed of the archive counted that evening's ids, if not every feed of it
+                totals["counted"] += any(r is not None and r.counted for r in readings)
             for r in readings:
                 if r is not None:
                     for key in ("new", "cross", "replace", "kept"):

@@ -703,3 +703,17 @@ def test_the_announcement_a_window_counts_is_one_collecting_looks_for():
     looked_for = coverage.Ledger().missed(calendar, ["cs.LG"], start, end)["cs.LG"]
     assert counted.first == "05-31" and looked_for[0] == date(2026, 5, 31)
     assert len(looked_for) == counted.expected == 5
+
+
+def test_an_evening_one_feed_of_an_archive_read_gives_its_ids_beside_the_search_s_reading():
+    """cs.LG's feed listed the evening's ids, cs.CL's was stale and the API search read it:
+    the line said 'ids not counted', as if no feed had listed any, where it had said
+    'ids 8 new'; the ids shown are those the feed counted, on the evenings a feed did."""
+    beijing = ZoneInfo("Asia/Shanghai")
+    start, end = datetime(2026, 6, 1, 8, tzinfo=beijing), datetime(2026, 6, 2, 20, tzinfo=beijing)
+    read_by_feed = coverage.Reading(read="RSS", new=8, cross=2, replace=1, kept=3)
+    stale = coverage.Reading(gap="feed stale", recovered="the API search", kept=1)
+    ledger = coverage.Ledger({"2026-05-31": {"cs.LG": read_by_feed, "cs.CL": stale}})
+    summary = coverage.summarise(ledger, load_calendar(), ["cs.LG", "cs.CL"], start, end)
+    (cs,) = summary.groups
+    assert (cs.read, cs.counted, cs.new, cs.cross, cs.replace) == (1, 1, 8, 2, 1)
