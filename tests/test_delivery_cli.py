@@ -16,6 +16,7 @@ import os
 import re
 import signal
 import socket
+import sqlite3
 import stat
 import subprocess
 from datetime import UTC, datetime
@@ -252,6 +253,63 @@ def test_a_toy_channel_from_a_test_module_gets_every_digest_once(tmp_path, cli):
         "ada@example.org", "alan@example.org", "archive:inbox", "notes:ada", "notes:team"]
     assert {r["status"] for r in rows} == {"sent"}
     # each channel made (to check the config, list a digest's readers, send, check, resend) is closed
+    assert toy_channel.unclosed(notes) == toy_channel.unclosed(archive) == 0
+
+
+def test_a_channel_bug_for_one_reader_is_that_rows_failure_and_every_other_reader_gets_it(tmp_path, cli):
+    """A plug-in channel's build raises for one reader, another's send for another: each of
+    those rows counts a try, with the exception in one line, and waits like a deferral (the
+    one whose hand-over began stays `sending`, to go again with its Message-ID); every other
+    row of the batch, of that channel too, is delivered; exit 1, no 'unexpected error'; the
+    traceback only with -v; after the usual tries the row fails for good."""
+    notes, archive = tmp_path / "notes", tmp_path / "archive"
+    channels = [{"type": "toy_channel:FileChannel", "name": "notes", "folder": str(notes),
+                 "readers": ["team", "ada"], "broken": {"team": "build"}},
+                {"type": "toy_channel:FileChannel", "name": "archive", "folder": str(archive),
+                 "readers": ["inbox", "desk"], "broken": {"inbox": "send"}}]
+    env = plugin_env(tmp_path, "")
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, channels=channels)
+        first = cli("--config", str(config), "run", "--as-of", AS_OF, env=env, check=1)
+        cut = outbox(tmp_path)
+        status = cli("--config", str(config), "status", env=env).stdout
+        again = cli("-v", "--config", str(config), "send", env=env, check=1)
+        retried = outbox(tmp_path)
+        with sqlite3.connect(tmp_path / "state" / "digest.sqlite3") as conn:  # 24 tries made, its wait over
+            conn.execute("UPDATE deliveries SET attempts = 24, next_attempt = NULL WHERE recipient = 'notes:team'")
+        last = cli("--config", str(config), "send", env=env, check=1)
+        delivered = copies(smtp)
+    assert delivered == {"ada@example.org": 1, "alan@example.org": 1}
+    assert [len(toy_channel.messages(p)) for p in
+            (notes / "ada.md", archive / "desk.md", notes / "team.md", archive / "inbox.md")] == [1, 1, 0, 0]
+    for result in (first, again, last):
+        assert "unexpected error" not in result.stderr
+    assert "Traceback" not in first.stderr and "Traceback" not in last.stderr
+    assert "sent to 4" in first.stdout
+    assert "last publish: partial at " in status  # the reading list and the site are done
+    team, inbox = cut["notes:team"], cut["archive:inbox"]
+    assert (team["status"], team["attempts"], team["message_id"]) == ("pending", 1, None)
+    assert team["last_error"] == "KeyError: 'no page for team'"
+    assert (inbox["status"], inbox["attempts"]) == ("sending", 1)  # it may have reached the other side
+    assert inbox["message_id"] == f"<{AS_OF}.inbox.archive@toy>"
+    assert inbox["last_error"].startswith("RuntimeError: toy: the hand-over to inbox broke halfway")
+    assert "\n" not in inbox["last_error"]
+    assert f"rl-digest: notes:team (digest {AS_OF}): KeyError: 'no page for team'; it stays queued" \
+        in first.stderr
+    assert f"{AS_OF} notes:team: pending after 1 of 25 tries;" in status
+    assert "— KeyError: 'no page for team'" in status
+    assert "outbox: 2 pending, 0 failed" in status
+    # tried again at once, as a deferral: ahead of its backoff it does not count; a hand-over
+    # that began always does; -v shows the traceback
+    assert "sent 0, pending 2, failed 0" in again.stdout
+    assert (retried["notes:team"]["attempts"], retried["archive:inbox"]["attempts"]) == (1, 2)
+    assert retried["archive:inbox"]["message_id"] == inbox["message_id"]
+    assert 'toy_channel.py", line' in again.stderr and 'toy_channel.py", line' not in first.stderr
+    # the 25th try: failed for good, as a server still saying "later" would be
+    assert "sent 0, pending 1, failed 1" in last.stdout
+    gave_up = outbox(tmp_path)["notes:team"]
+    assert (gave_up["status"], gave_up["last_error"]) == (
+        "failed", "gave up after 25 tries: KeyError: 'no page for team'")
     assert toy_channel.unclosed(notes) == toy_channel.unclosed(archive) == 0
 
 

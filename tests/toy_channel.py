@@ -24,6 +24,7 @@ class FileChannel:
         self.count = setup.reading_count
         self.folder = Path(setup.options["folder"])
         self._readers = list(setup.options.get("readers", ["inbox"]))
+        self.broken = dict(setup.options.get("broken", {}))  # reader -> "build" or "send": a bug there
         self._life("opened")  # as a channel that connects when made: each must be closed
 
     def _life(self, event: str) -> None:
@@ -35,10 +36,14 @@ class FileChannel:
         return self._readers
 
     def build(self, digest: Digest, reader: str, message_id: str | None = None) -> Message:
+        if self.broken.get(reader) == "build":
+            raise KeyError(f"no page for {reader}")
         text = render.digest_as(render.Settings.of(self.config), digest, "md", self.count)
         return Message(reader, message_id or f"<{digest.id}.{reader}.{self.name}@toy>", text)
 
     def send(self, message: Message) -> str:
+        if self.broken.get(message.reader) == "send":
+            raise RuntimeError(f"toy: the hand-over to {message.reader} broke\n  halfway")
         self.folder.mkdir(parents=True, exist_ok=True)
         path = self.folder / f"{message.reader}.md"
         with path.open("a", encoding="utf-8") as handle:

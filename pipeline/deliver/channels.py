@@ -7,7 +7,8 @@ built-in `REGISTRY` below, the `rl_digest.channels` entry-point group, or
 
 A factory takes a `ChannelSetup` and returns an object with the `Channel` methods.
 `send` says what happened by returning (accepted) or raising one of the
-errors below; anything else it raises is a bug and propagates. One whose message goes as
+errors below; anything else it (or `build`) raises is a bug, which fails that reader's row
+for now (outbox.py) and not the others. One whose message goes as
 several posts calls `message.progress` after each (a channel that does not is sent again
 whole after a crash).
 """

@@ -42,6 +42,9 @@ waiting for the next batch: a server that sick would hold each of them for minut
 A message posted in parts (a long one on Telegram) stores, as each part is accepted, the
 id the rest is built from (`<id>#k`), so a hand-over cut off, by a crash too, posts only
 the parts not yet accepted: the one in flight may show twice, no other.
+A channel's exception that is none of these outcomes (a bug, an encoding error) is its
+row's alone, on the row in one line: raised by `build`, a deferral; by `send`, a hand-over
+cut off, as it may have reached. The batch goes on with the other rows.
 """
 
 from __future__ import annotations
@@ -55,8 +58,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline import progress, retry
 from pipeline.deliver.channels import Channel, Deferred, Interrupted, Refused, Unreachable
-from pipeline.models import Digest
-from pipeline.stopping import checkpoint
+from pipeline.errors import DigestError
+from pipeline.models import Digest, collapse
+from pipeline.stopping import Stopped, checkpoint
 
 if TYPE_CHECKING:
     from pipeline.store import Store
@@ -322,7 +326,13 @@ def _stopped(row: Delivery, unsubscribed: Collection[str], readers: Collection[s
 def _hand_over(outbox: Outbox, channel: Channel, name: str, row: Delivery,
                digest: Callable[[str], Digest], now: datetime, max_attempts: int,
                report: DeliveryReport, down: dict[str, tuple[str, list[Delivery]]]) -> None:
-    message = channel.build(digest(row.digest_id), row.reader, row.message_id)
+    try:
+        message = channel.build(digest(row.digest_id), row.reader, row.message_id)
+    except (DigestError, Stopped):  # the operator's to mend, or a stop: the whole batch's
+        raise
+    except Exception as exc:  # a bug for this reader, before any hand-over: the others still go
+        _defer(outbox, row, _unforeseen(row, exc), now, max_attempts, report)
+        return
     if not outbox.claim(row, message.id):
         return  # another process is at it: never two hand-overs of one row
     # each part accepted is stored before the next goes: a kill -9 between two reposts neither
@@ -340,13 +350,17 @@ def _hand_over(outbox: Outbox, channel: Channel, name: str, row: Delivery,
             outbox.claim(row, exc.resume)
             again = "the messages not yet posted are sent next time"
         else:
-            again = ("it is sent again with the same Message-ID" if row.channel == EMAIL
-                     else "it is posted again with the same Idempotency-Key")
+            again = _again(row)
         words = f"{exc.reason} while handing over {message.id}; {again}"
         _defer(outbox, row, words, now, max_attempts, report, interrupted=True, after=exc.after)
         down[name] = (f"{name}: {exc.reason}", [])  # a sick server: the rest wait
     except Refused as exc:
         _fail(outbox, row, exc.reason, report)
+    except (DigestError, Stopped):
+        raise
+    except Exception as exc:  # a bug mid-hand-over: it may have reached, as if cut off; this row alone
+        words = f"{_unforeseen(row, exc)} while handing over {message.id}; {_again(row)}"
+        _defer(outbox, row, words, now, max_attempts, report, interrupted=True)
     else:
         note = f"{RESENT} ({message.id})" if row.interrupted else None
         outbox.mark_sent(row, now, note)
@@ -354,6 +368,18 @@ def _hand_over(outbox: Outbox, channel: Channel, name: str, row: Delivery,
         log.info("sent digest %s to %s%s %s: %s%s", row.digest_id, row.who,
                  f" (now channel {name})" if name != row.channel else "", message.id, words,
                  f" ({RESENT})" if note else "")
+
+
+def _again(row: Delivery) -> str:
+    return ("it is sent again with the same Message-ID" if row.channel == EMAIL
+            else "it is posted again with the same Idempotency-Key")
+
+
+def _unforeseen(row: Delivery, exc: Exception) -> str:
+    """A channel's exception that is none of its outcomes (a bug, an encoding error), on one
+    line for the row; the traceback goes to the log, shown with -v."""
+    log.debug("%s: the channel raised", row.label, exc_info=exc)
+    return collapse(f"{type(exc).__name__}: {exc}")[:300]
 
 
 def backoff(attempts: int) -> timedelta:
