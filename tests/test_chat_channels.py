@@ -193,6 +193,25 @@ def test_a_retry_after_longer_than_max_wait_leaves_the_post_queued_until_then(tm
     assert "asking to wait 7200 s (more than max_wait_seconds)" in result.stderr
 
 
+def test_a_retry_after_of_ages_keeps_that_post_a_week_and_the_others_go(tmp_path, cli):
+    """A 429 asking to wait 31,000 years: the post waits a week, the longest wait taken, and the
+    other channel's post goes (the run ended 'unexpected error: OverflowError', that row left
+    'sending' and every row after it untried, in every run)."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack, ChatServer("webhook") as hook:
+        slack.queue((429, {"Retry-After": "999999999999"}))
+        servers = {"slack": slack, "webhook": hook}
+        config = chat_config(tmp_path, arxiv, servers, max_wait_seconds=30)
+        result = cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers), check=1)
+        rows = {r["recipient"]: r for r in db_rows(tmp_path, "SELECT * FROM deliveries")}
+    assert "unexpected error" not in result.stderr
+    assert len(hook.posts) == 1 and rows["webhook:WEBHOOK_URL"]["status"] == "sent"
+    row = rows["slack:SLACK_URL"]
+    assert (row["status"], row["attempts"]) == ("pending", 1)
+    wait = datetime.fromisoformat(row["not_before"]) - datetime.now(UTC)
+    assert 6.9 * 86400 < wait.total_seconds() <= 7 * 86400
+    assert "asking to wait 999999999999 s (more than max_wait_seconds)" in result.stderr
+
+
 def test_a_failing_channel_stays_queued_without_stopping_the_others_and_no_secret_is_shown(
         tmp_path, cli):
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack, \

@@ -28,7 +28,7 @@ States of a row
 
 Retries: a deferral (4xx, a timeout or interruption once connected) keeps the row
 waiting with `attempts + 1`, `last_error` and `next_attempt = now + backoff`
-(5 min x 2^(attempts-1), at most 6 h; longer if the server asked for longer): 25
+(5 min x 2^(attempts-1), at most 6 h; longer if the server asked for longer, up to a week): 25
 tries span some five days, the give-up time RFC 5321 (4.5.4.1) asks of a sender.
 The backoff paces only the scheduler's own retries (`due_only=True`); `run` and
 `send`, started by a person or cron, try every waiting row at once, and such a try
@@ -71,6 +71,7 @@ BACKOFF_BASE = timedelta(minutes=5)
 BACKOFF_CAP = timedelta(hours=6)
 MAX_ATTEMPTS = 25
 UNREACHABLE_WAIT = timedelta(minutes=15)  # the scheduler's pace while a server is down
+ASKED_CAP = timedelta(days=7)  # the longest Retry-After taken: longer is past the give-up span
 RESENT = "resent after an interrupted hand-over"
 EMAIL = "email"
 SKIPPED = "skipped"
@@ -423,7 +424,8 @@ def _defer(outbox: Outbox, row: Delivery, words: str, now: datetime, max_attempt
     if attempts >= max_attempts:
         _fail(outbox, row, f"gave up after {attempts} tries: {words}", report)
         return
-    asked = now + timedelta(seconds=after) if after else None
+    # cap first: min() keeps it for an 'inf' or 'nan' too
+    asked = now + timedelta(seconds=min(ASKED_CAP.total_seconds(), after)) if after else None
     retry = max(now + backoff(attempts), asked or now)
     if early and row.next_attempt is not None:
         retry = max(row.next_attempt, asked or now)
