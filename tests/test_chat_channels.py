@@ -731,6 +731,23 @@ def test_ten_featured_papers_at_their_bounds_go_to_feishu_or_dingtalk_in_posts_t
     assert f"digests/{AS_OF}.html" in texts[-1]
 
 
+def test_a_post_with_no_topic_papers_by_top_0_does_not_say_every_paper_is_featured(tmp_path, cli):
+    """`top: 0` (and Feishu's or DingTalk's own cut to fit one post) lists no topic's papers:
+    the post says nothing of them, not that the week's papers are all in Featured (20 papers,
+    2 featured, and every platform said 'This week's papers are all in Featured above.')."""
+    kinds = ("slack", "feishu", "dingtalk", "telegram")
+    with ExitStack() as stack:
+        servers = {kind: stack.enter_context(ChatServer(kind, secret=SECRETS.get(kind))) for kind in kinds}
+        arxiv = stack.enter_context(ArxivServer([rl_paper(n, DAY) for n in range(10, 30)]))
+        config = chat_config(tmp_path, arxiv, servers, top=0)
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers))
+    for kind, server in servers.items():
+        assert server.malformed == [] and len(server.posts) == 1, kind
+        text = post_text(kind, server.posts[0])
+        assert "Featured" in text and f"digests/{AS_OF}.html" in text, kind
+        assert "all in Featured" not in text and "都在上面的精选里" not in text, kind
+
+
 def test_a_slack_post_over_12000_characters_goes_on_in_the_next_message(tmp_path, cli):
     """Slack refuses a message whose blocks hold more than about 12,000 characters together
     (msg_blocks_too_long), however few blocks: with `top: 100` a big week goes in several
