@@ -314,6 +314,21 @@ def test_a_chat_entry_missing_its_chat_id_or_with_an_unknown_key_is_a_config_err
     assert "channels[0] (slack).url_evn: unknown key (did you mean url_env?)" in result.stderr
 
 
+def test_a_telegram_chat_id_written_as_a_number_in_yaml_is_taken(tmp_path, cli):
+    """`chat_id: -1001234567890` unquoted is an integer in YAML, as the Bot API types it
+    (Integer or String): the digest goes to that chat (it was 'chat_id: Input should be a
+    valid string', exit 2, and nothing ran)."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("telegram") as telegram:
+        config = config_with(tmp_path, arxiv, channels=[
+            {"type": "telegram", "token_env": "TG_TOKEN", "chat_id": -100123, "api_url": telegram.url}])
+        assert "chat_id: -100123" in config.read_text()
+        ran = cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for({"telegram": telegram}))
+    assert "sent to 1" in ran.stdout and telegram.malformed == []
+    assert [post["chat_id"] for post in telegram.posts] == ["-100123"]
+    rows = db_rows(tmp_path, "SELECT recipient, status FROM deliveries WHERE digest_id = ?", AS_OF)
+    assert [(r["recipient"], r["status"]) for r in rows] == [("telegram:-100123", "sent")]
+
+
 def test_config_check_doctor_and_send_name_an_entry_as_config_yaml_holds_it(tmp_path, cli):
     """channels[1] (webhook, name 'archive'): its place, type and name, in every command's
     words (they read 'channels.1.x', 'channels (archive).x' and 'webhook (archive):')."""

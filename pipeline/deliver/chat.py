@@ -82,7 +82,8 @@ class ChatOptions(BaseModel):
     url_env: EnvName | None = None  # slack, feishu, dingtalk, webhook: the webhook URL
     secret_env: EnvName | None = None  # feishu, dingtalk: the signing secret, when set
     token_env: EnvName | None = None  # telegram: the bot token
-    chat_id: str | None = None  # telegram: the group or channel
+    # telegram: the group or channel; unquoted in YAML an integer, as the Bot API types it too
+    chat_id: str | None = Field(None, coerce_numbers_to_str=True)
     api_url: str = "https://api.telegram.org"  # telegram: the Bot API
     languages: list[Literal["zh", "en"]] | None = Field(None, min_length=1)  # default: languages
     top: int = Field(3, ge=0)  # papers per topic
