@@ -544,6 +544,22 @@ def test_a_title_with_markup_characters_is_shown_as_written_in_slack_feishu_and_
         assert link and not set("*_`~") & set(link.group(1)) and html.unescape(link.group(1)) == MARKED, text
 
 
+FULLWIDTH = "用＊强化学习＊训练 ＿大模型＿ 与 ｀代码｀ for GRPO reasoning"
+
+
+def test_a_title_with_fullwidth_markup_characters_is_shown_as_written_in_slack(tmp_path, cli):
+    """Slack's mrkdwn reads the fullwidth ＊, ＿ and ｀ of Chinese text as bold, italic and
+    code as it reads * _ ` (jsx-slack's <Escape>, docs/about-escape-and-exact-mode.md, maps
+    them to ﹡ ⸏ ˋ): they go as those look-alikes too (they went as they were)."""
+    with ArxivServer([rl_paper(1, DAY), rl_paper(3, DAY, title=FULLWIDTH)]) as arxiv, \
+            ChatServer("slack") as slack:
+        config = chat_config(tmp_path, arxiv, {"slack": slack})
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for({"slack": slack}))
+    assert slack.malformed == [] and len(slack.posts) == 1
+    shown = re.findall(r"<https://arxiv\.org/abs/2611\.00003[^|>]*\|([^>]*)>", post_text("slack", slack.posts[0]))
+    assert shown and set(shown) == {"用\ufe61强化学习\ufe61训练 \u2e0f大模型\u2e0f 与 \u02cb代码\u02cb for GRPO reasoning"}, shown
+
+
 EMOJI_LIKE = {3: "Reward Hacking :fire: in RLHF: a :+1: for GRPO reasoning", 4: "Q:A:B:C and 10:30 for GRPO reasoning"}
 
 

@@ -450,8 +450,10 @@ def _paper(entry: Entry) -> dict[str, Any]:
 # formatting#escaping); `*`, `_`, `~` and a backquote have none, and mrkdwn makes bold,
 # italic, strikethrough or code of them even with `verbatim`. A paper's title is a link's text,
 # where nothing else works either; like jsx-slack's <Escape> (docs/about-escape-and-exact-mode.md,
-# "Replacements in hyperlink"), each is sent as the look-alike character Slack does not parse.
-_SLACK_MARKUP = str.maketrans({"*": "\u2217", "_": "\u02cd", "`": "\u02cb", "~": "\u223c"})
+# "Replacements in hyperlink"), each is sent as the look-alike character Slack does not parse;
+# so are the fullwidth ＊, ＿ and ｀ of Chinese text, which Slack reads as markup too (ibid.).
+_SLACK_MARKUP = str.maketrans({"*": "\u2217", "_": "\u02cd", "`": "\u02cb", "~": "\u223c",
+                               "\uff0a": "\ufe61", "\uff3f": "\u2e0f", "\uff40": "\u02cb"})
 # An emoji code (`:fire:`, `:+1:`) is made an emoji too, and a colon has no escape either
 # (jsx-slack leaves a valid code as it is: it escapes authored text, not outside text). The
 # colon that opens one ('Reward Hacking :fire:', the first two of 'Q:A:B') goes as the
