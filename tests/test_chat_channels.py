@@ -794,6 +794,30 @@ def test_a_slack_post_over_12000_characters_goes_on_in_the_next_message(tmp_path
     assert len(shown) >= 100
 
 
+def test_a_long_featured_line_cut_for_slack_starts_no_block_quote(tmp_path, cli):
+    """A featured line past Slack's 3,000 characters goes on in the next block, cut at a
+    space; Slack makes a block quote of a line that begins with `&gt;` (or ＞), entity or not
+    (jsx-slack's <Escape> puts a soft hyphen before it): a piece that began with a reason's
+    '>' was shown as a quote."""
+    reason = "more reward > baseline " + "> " * 750  # each '>' five characters once escaped
+
+    def quoting(request):
+        content = default_content(request)
+        if request.task != "paper_summary":
+            return None
+        return ok({**content, "why_en": reason[:1500]})
+
+    with ArxivServer([rl_paper(n, DAY) for n in (1, 2, 3)]) as arxiv, OpenAIServer(quoting) as llm, \
+            ChatServer("slack") as slack:
+        config = full_config(tmp_path, arxiv, llm, channels=[channel_entry("slack")])
+        cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": "k", **env_for({"slack": slack})})
+    assert slack.malformed == [] and slack.posts
+    lines = [line for post in slack.posts for block in post["blocks"] for line in block["text"]["text"].split("\n")]
+    assert len(lines) > 10  # the featured line in more than one block
+    assert "more reward \u00ad&gt; baseline" in "\n".join(lines)  # shown as '>', after an invisible hyphen
+    assert not [line for line in lines if line.startswith(("&gt;", ">", "\uff1e"))], lines
+
+
 def test_a_long_slack_line_is_cut_between_links_and_entities_and_no_block_is_dropped():
     """A featured line runs to 3,400 characters (a 400-character title, 1,500 a language
     of why it matters, each `&` five once escaped); Slack shows a link or an entity cut in

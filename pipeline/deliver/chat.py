@@ -459,12 +459,17 @@ _SLACK_MARKUP = str.maketrans({"*": "\u2217", "_": "\u02cd", "`": "\u02cb", "~":
 # colon that opens one ('Reward Hacking :fire:', the first two of 'Q:A:B') goes as the
 # look-alike ∶ (ratio, U+2236, an operator as jsx-slack's ∗ and ∼ are); other colons stay.
 _SLACK_EMOJI_OPEN = re.compile(r":(?=[\w+'-]+:)")
+# A line that begins with `>` makes a block quote, even as `&gt;`, and so does `＞`; a long
+# line cut at a space for the next block may begin with one. As jsx-slack's <Escape> does
+# (ibid., "Leading quotes"), an invisible soft hyphen goes before each one after a space.
+_SLACK_QUOTE = re.compile(r"(?<!\S)(?=[>\uff1e])")
 
 
 def slack_escape(value: object) -> str:
-    """Slack mrkdwn text: `&`, `<`, `>` as entities (its only escapes), no markup or emoji
-    code, on one line."""
+    """Slack mrkdwn text: `&`, `<`, `>` as entities (its only escapes), no markup, emoji
+    code or block quote, on one line."""
     text = _SLACK_EMOJI_OPEN.sub("\u2236", render.one_line(value).translate(_SLACK_MARKUP))
+    text = _SLACK_QUOTE.sub("\u00ad", text)
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
