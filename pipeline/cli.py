@@ -44,7 +44,7 @@ from pipeline.deliver import channels, git
 from pipeline.deliver.files import atomic, write_atomic
 from pipeline.deliver.outbox import StoreOutbox, held_for_channel
 from pipeline.errors import ConfigError, DeliveryError, DigestError, LockedError
-from pipeline.models import Digest, Options, RunReport, paper_key, split_arxiv_id
+from pipeline.models import Digest, Options, RunReport, paper_key, seed_key, split_arxiv_id
 from pipeline.publish import deliver, routes, written_files
 from pipeline.run import (
     collect_and_rank,
@@ -610,16 +610,18 @@ def eval_cmd(state: State, labels: Path) -> None:
 def seeds(state: State) -> None:
     """Parse the seed documents and list their entries, with warnings for unreadable lines."""
     documents = seed_documents(state.config)
-    count = 0
+    count, keys = 0, set()
     for doc in documents:
         for entry in doc.entries:
             count += 1
+            keys.add(seed_key(entry.title))
             flags = f" [{', '.join(entry.flags)}]" if entry.flags else ""
             day = entry.date.isoformat() if entry.date else "----------"
             echo(f"{day}  {entry.title}  ({entry.source}:{entry.line}){flags}")
         for warning in doc.warnings:
             echo(f"warning: {warning}", err=True)
-    echo(f"{count} entries from {len(documents)} files")
+    repeated = f" ({count - len(keys)} repeated titles, each counted once)" if count > len(keys) else ""
+    echo(f"{len(keys)} entries from {len(documents)} files{repeated}")
 
 
 @main.command()

@@ -544,3 +544,24 @@ def test_a_seed_pages_table_row_pasted_short_of_a_cell_shows_it_empty(tmp_path, 
     cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
     digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     assert "| 视角 | 正面 |  |\n" in digest and "| 核心问题 | 甲 | 乙 |\n" in digest, digest
+
+
+def test_the_same_title_in_two_places_is_one_entry_and_a_warning_names_both(tmp_path, cli):
+    """A group's file repeating a built-in page's title (or its own, with other case or
+    punctuation) is one seed, the one read last; `seeds` listed both without a word, and the
+    page's curated summary was silently replaced by the later one."""
+    from tests.helpers import write_config
+
+    (tmp_path / "seeds").mkdir()
+    write(tmp_path / "seeds", "000_page.txt", "FlowRL: Matching Reward Distributions for LLM Reasoning\n"
+          "本文提出了 FlowRL，匹配奖励分布。\n")
+    write(tmp_path / "seeds", "010_group.txt", "Group Pick on Policy Gradients（2026-08-03）：第一篇摘要。\n"
+          "flowrl - matching reward distributions for LLM reasoning（2026-08-04）：我们的 FlowRL 摘要。\n"
+          "Group Pick On Policy-Gradients!（2026-08-06）：同一篇，标点不同。\n")
+    config = write_config(tmp_path, {"seeds": {"paths": ["seeds"]}}, seeds=False)
+    listed = cli("--config", str(config), "seeds")
+    assert ("warning: 010_group.txt:2: same title as 000_page.txt:1 "
+            "('FlowRL: Matching Reward Distributions for LLM Reasoning'); this later one is used") in listed.stderr
+    assert ("warning: 010_group.txt:3: same title as 010_group.txt:1 "
+            "('Group Pick on Policy Gradients'); this later one is used") in listed.stderr
+    assert "2 entries from 2 files" in listed.stdout, listed.stdout

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import reprlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from functools import cache
 from pathlib import Path
@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from pipeline.config import bundled
-from pipeline.models import ARXIV_ID, SeedDocument, SeedEntry, SeedWarning, split_arxiv_id
+from pipeline.models import ARXIV_ID, SeedDocument, SeedEntry, SeedWarning, seed_key, split_arxiv_id
 from pipeline.sources import Found, SourceSetup, Window
 from pipeline.sources.http import Fetcher
 from pipeline.text import clean_name, prose  # a seed file is outside text, as a feed is
@@ -62,7 +62,7 @@ class SeedFiles:
         if self.builtin is not None:
             have = {doc.source for doc in documents}
             documents = [doc for doc in load_seeds([self.builtin]) if doc.source not in have] + documents
-        return documents
+        return repeats_warned(documents)
 
     def fetch(self, window: Window, fetcher: Fetcher) -> Found:
         """The documents as they are now, whatever the window: seeds are not dated by arXiv.
@@ -85,6 +85,23 @@ def origin(source: str | None) -> str | None:
     """The seed file a curated entry is shown to come from: the reader's own files name
     whose picks they are; the built-in pages' names (000_fba6f3c0aaa545ca.txt) say nothing."""
     return None if source in _builtin_names() else source
+
+
+def repeats_warned(documents: list[SeedDocument]) -> list[SeedDocument]:
+    """A title read again (folded as seed_key folds it: other case or punctuation too) is
+    the same seed, and the one read last is kept (Store.save_seeds): each later one gets a
+    warning naming the first, so a replaced summary is not replaced without a word."""
+    first: dict[str, SeedEntry] = {}
+    warned = []
+    for doc in documents:
+        more = []
+        for entry in doc.entries:
+            earlier = first.setdefault(seed_key(entry.title), entry)
+            if earlier is not entry:
+                more.append(SeedWarning(entry.source, entry.line, f"same title as {earlier.source}:"
+                                        f"{earlier.line} ('{earlier.title}'); this later one is used"))
+        warned.append(replace(doc, warnings=doc.warnings + tuple(more)) if more else doc)
+    return warned
 
 
 def load_seeds(paths: list[Path]) -> list[SeedDocument]:
