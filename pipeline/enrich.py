@@ -500,8 +500,22 @@ class Enricher:
 
     def translate_seeds(self, entries: Iterable[SeedEntry]) -> dict[str, SeedTranslation]:
         """seed_key(title) -> English for the curated Chinese, which is never changed."""
+        found = self._run(self._seed_jobs(entries), "seed translations", limit=self.cfg.max_papers)
+        return found  # type: ignore[return-value]
+
+    def untranslated(self, entries: Iterable[SeedEntry]) -> list[SeedEntry]:
+        """The entries whose Chinese, as it reads now, has no English in the cache (shown
+        while the LLM was off, or edited since): a cache look-up, no call."""
+        jobs = self._seed_jobs(entries)
+        keys = [self.cache_key(job.task, job.item_key, job.version) for job in jobs]
+        stored = self.cache.get_many(keys)
+        return [job.context["entry"] for job, key in zip(jobs, keys, strict=True) if key not in stored]
+
+    def _seed_jobs(self, entries: Iterable[SeedEntry]) -> list[Job]:
+        """A translation job for each entry with Chinese and no English of its own, by the
+        Chinese it has now."""
         if "en" not in self.languages:
-            return {}
+            return []
         jobs = []
         for entry in entries:
             if not entry.summary_zh or entry.summary_en:
@@ -509,8 +523,7 @@ class Enricher:
             key = seed_key(entry.title)
             version = hashlib.sha256(entry.summary_zh.encode("utf-8")).hexdigest()[:16]
             jobs.append(Job(SEED, key, key, version, {"entry": entry}))
-        found = self._run(jobs, "seed translations", limit=self.cfg.max_papers)
-        return found  # type: ignore[return-value]
+        return jobs
 
     def translate(self, texts: Sequence[str]) -> dict[str, str]:
         """Chinese -> English for curated texts (the seed page's readings, table, synthesis);

@@ -492,6 +492,8 @@ def summarise(config: Config, week: Week, enricher: Enricher, report: RunReport)
     found = enricher.summarise(waiting + listed)
     week.summaries.update((paper_key(pid), reply.model_dump(mode="json")) for pid, reply in found.items())
     seeds = [s for s in week.seeds if seed_key(s.title) not in week.published]
+    # shown ones too whose Chinese has no English yet: shown while the LLM was off, or edited
+    seeds += enricher.untranslated(s for s in week.seeds if seed_key(s.title) in week.published)
     found_seeds = enricher.translate_seeds(seeds)
     week.translations.update((key, reply.model_dump(mode="json")) for key, reply in found_seeds.items())
     report.summarised, report.cached = len(found) + len(found_seeds), enricher.report.cached

@@ -565,3 +565,45 @@ def test_the_same_title_in_two_places_is_one_entry_and_a_warning_names_both(tmp_
     assert ("warning: 010_group.txt:3: same title as 010_group.txt:1 "
             "('Group Pick on Policy Gradients'); this later one is used") in listed.stderr
     assert "2 entries from 2 files" in listed.stdout, listed.stdout
+
+
+def test_a_shown_seed_gets_the_english_of_its_chinese_as_it_is_now(tmp_path, cli):
+    """A seed shown by a run without the LLM never got its English, and a summary edited
+    after it was shown kept the English of the old text: only seeds not yet shown were
+    translated, so the web edition and exports showed none, or a stale one, for good."""
+    import json
+    import time
+
+    from tests.helpers import DAY, full_config, rl_paper
+    from tests.servers.arxiv_server import ArxivServer
+    from tests.servers.openai_server import OpenAIServer, default_content, ok
+
+    def english(request):
+        if request.task != "seed_translation":
+            return None
+        return ok({**default_content(request), "summary_en": "Edited English." if "改过" in request.user
+                   else "First English."})
+
+    def shown_english(path):
+        rows = [json.loads(line) for line in (path / "out" / "site" / "exports" / "reading-list.jsonl")
+                .read_text(encoding="utf-8").splitlines()]
+        return next(row["summary_en"] for row in rows if row["title"] == "Our pick on process rewards")
+
+    (tmp_path / "seeds").mkdir()
+    pick = tmp_path / "seeds" / "010_ours.yaml"
+    pick.write_text("- title: Our pick on process rewards\n  summary_zh: 我们选的，过程奖励。\n", encoding="utf-8")
+    env = {"OPENAI_API_KEY": "k"}
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer(english) as llm:
+        off = full_config(tmp_path, arxiv, seeds={"paths": [str(tmp_path / "seeds")]})
+        cli("--config", str(off), "run", "--as-of", "2026-11-02", "--no-email")
+        assert "Our pick on process rewards" in (tmp_path / "out" / "digests" / "2026-11-02.md").read_text("utf-8")
+        assert shown_english(tmp_path) is None
+        arxiv.add(rl_paper(2, DAY + timedelta(days=7)))
+        on = full_config(tmp_path, arxiv, llm, seeds={"paths": [str(tmp_path / "seeds")]})
+        cli("--config", str(on), "run", "--as-of", "2026-11-09", "--no-email", env=env)
+        assert shown_english(tmp_path) == "First English."
+        pick.write_text("- title: Our pick on process rewards\n  summary_zh: 我们改过的摘要。\n", encoding="utf-8")
+        time.sleep(1)  # a week later: the newer translation by its time (stamped to the second)
+        arxiv.add(rl_paper(3, DAY + timedelta(days=14)))
+        cli("--config", str(on), "run", "--as-of", "2026-11-16", "--no-email", env=env)
+    assert shown_english(tmp_path) == "Edited English."
