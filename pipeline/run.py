@@ -59,7 +59,7 @@ from pipeline.models import (
 from pipeline.publish import publish
 from pipeline.sources import CALENDAR, Source, SourceReport, SourceSetup, arxiv_api
 from pipeline.sources.http import Fetcher
-from pipeline.sources.seeds import seed_source
+from pipeline.sources.seeds import all_read, seed_source
 from pipeline.stopping import Stopped, checkpoint
 from pipeline.store import Store, now_iso
 
@@ -253,7 +253,10 @@ def collect_and_rank(config: Config, store: Store, used: Sequence[Source], fetch
     try:
         collect.collect(config, used, report, fetcher, ledger, memory, first_run=mark is None,
                         reread=since is not None)
-        store.save_seeds([e for doc in report.documents for e in doc.entries])
+        entries = [e for doc in report.documents for e in doc.entries]
+        store.save_seeds(entries)
+        if all_read(report.documents):  # an entry removed from its file, or its file deleted, goes
+            store.forget_seeds({seed_key(e.title) for e in entries})
         known = {p.id: p for p in store.papers(u.id for u in report.updates)} if report.updates else {}
         updates = collect.with_versions(report.updates, known)
         report.fetched = len({p.id for p in report.papers} | {u.id for u in updates})

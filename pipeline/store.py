@@ -595,6 +595,17 @@ class Store:
             _upsert(conn, seeds, list(rows.values()), refresh=("title", "source", "line", "data"))
         return len(rows.keys() - known)
 
+    def forget_seeds(self, kept: set[str]) -> None:
+        """Drop the seed entries whose keys are not `kept` (no longer in any seed file) and
+        that no digest showed; one a digest showed stays in the reading list it links to."""
+        shown = sa.select(digest_items.c.item_key)
+        query = sa.select(seeds.c.key).where(seeds.c.key.not_in(shown), sa.or_(
+            seeds.c.arxiv_id.is_(None), (sa.literal("arxiv:") + seeds.c.arxiv_id).not_in(shown)))
+        with self.tx() as conn:
+            gone = [key for key in conn.execute(query).scalars() if key not in kept]
+            for chunk in _chunks(gone):
+                conn.execute(seeds.delete().where(seeds.c.key.in_(chunk)))
+
     def seeds(self) -> list[SeedEntry]:
         """Every seed entry kept, oldest first, tied to the paper it was resolved to."""
         with self.engine.connect() as conn:

@@ -607,3 +607,37 @@ def test_a_shown_seed_gets_the_english_of_its_chinese_as_it_is_now(tmp_path, cli
         arxiv.add(rl_paper(3, DAY + timedelta(days=14)))
         cli("--config", str(on), "run", "--as-of", "2026-11-16", "--no-email", env=env)
     assert shown_english(tmp_path) == "Edited English."
+
+
+def test_an_entry_fixed_or_removed_from_the_seed_files_leaves_the_reading_list_and_later_digests(tmp_path, cli,
+                                                                                              db_url):
+    """A title whose typo was fixed, or a file deleted, stayed in the store for good: the
+    typo'd title, in no file any more, was shown in the next digest and the fixed one in the
+    one after (one paper twice), and the reading list kept both rows and the deleted file's."""
+    from tests.helpers import DAY, broken_links, full_config, rl_paper
+    from tests.servers.arxiv_server import ArxivServer
+
+    (tmp_path / "seeds").mkdir()
+    ours = write(tmp_path / "seeds", "010_ours.txt", "Online Process Reward Leanring for Agents（2026-08-01）：第一篇。\n"
+                 "Another Pick on GRPO（2026-08-02）：第二篇。\n")
+    old = write(tmp_path / "seeds", "020_old.yaml", "- title: A pick we dropped\n  summary_zh: 不要了。\n")
+    write(tmp_path / "seeds", "notes.md", "our notes\n")  # another kind of file: skipped, no matter
+    shown = []
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = full_config(tmp_path, arxiv, db_url=db_url, seeds={"paths": [str(tmp_path / "seeds")]},
+                             digest={"max_curated": 1})
+        for week, day in enumerate(["2026-11-02", "2026-11-09", "2026-11-16", "2026-11-23"]):
+            if week == 1:
+                ours.write_text(ours.read_text(encoding="utf-8").replace("Leanring", "Learning"), encoding="utf-8")
+                old.unlink()
+            if week == 3:  # what the digests showed stays in the reading list they link to
+                ours.unlink()
+            arxiv.add(rl_paper(week + 2, DAY + timedelta(days=7 * week)))
+            cli("--config", str(config), "run", "--as-of", day, "--no-email")
+            digest = (tmp_path / "out" / "digests" / f"{day}.md").read_text(encoding="utf-8")
+            shown += re.findall(r"^- \*\*([^\[].*?)\*\*", digest.split("收录 · From the reading list", 1)[-1], re.M)
+    assert shown == ["Another Pick on GRPO", "Online Process Reward Learning for Agents"], shown
+    listed = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
+    assert "Leanring" not in listed and "A pick we dropped" not in listed and "020\\_old" not in listed
+    assert "Online Process Reward Learning for Agents" in listed and "Another Pick on GRPO" in listed
+    assert broken_links(tmp_path / "out" / "site") == []

@@ -25,6 +25,7 @@ from pipeline.sources.http import Fetcher
 from pipeline.text import clean_name, prose  # a seed file is outside text, as a feed is
 
 SEED_SUFFIXES = (".txt", ".yaml", ".yml")
+NOT_SEED_FILE = f"not a seed file ({', '.join(SEED_SUFFIXES)}); skipped"
 YAML_KEYS = ("title", "summary_zh", "summary_en", "arxiv_id", "date", "topic", "featured")
 
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -104,6 +105,14 @@ def repeats_warned(documents: list[SeedDocument]) -> list[SeedDocument]:
     return warned
 
 
+def all_read(documents: list[SeedDocument]) -> bool:
+    """Whether every seed file and folder was read: none missing, unreadable or unparseable
+    as a whole (another kind of file skipped is no matter). Only then does an entry in no
+    file say that it was removed, and not that its file could not be read this time."""
+    return not any(not doc.entries and doc.warnings and doc.warnings[0].message != NOT_SEED_FILE
+                   for doc in documents)
+
+
 def load_seeds(paths: list[Path]) -> list[SeedDocument]:
     """Read every seed file under the given files and directories, in name order."""
     documents = []
@@ -116,7 +125,7 @@ def load_seeds(paths: list[Path]) -> list[SeedDocument]:
                 documents.append(_failed(path, f"cannot list directory: {err.strerror or err}"))
                 continue
             documents.extend(parse_seed_file(p) if p.suffix.lower() in SEED_SUFFIXES else _failed(
-                p, f"not a seed file ({', '.join(SEED_SUFFIXES)}); skipped") for p in files)
+                p, NOT_SEED_FILE) for p in files)
         elif path.exists():
             documents.append(parse_seed_file(path))
         else:
