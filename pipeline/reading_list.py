@@ -105,8 +105,9 @@ def entries(config: Config, store: Store, batch: int = 500, skip: Collection[str
 
 
 def tied(config: Config, store: Store) -> dict[str, Moved]:
-    """Entries an old digest links under a key or topic they no longer have: a seed entry
-    shown under its title before its paper was found (the seed's key), a listed paper whose
+    """Entries an old digest links under a key, topic or date they no longer have: a seed entry
+    shown under its title before its paper was found (the seed's key) or whose file now
+    gives it another date or words (another topic), a listed paper whose
     topic the config no longer has (renamed or removed) -> the key, topic and date its entry
     has now, so an old digest's link still finds it, and that old topic (its page says
     where its papers went)."""
@@ -117,10 +118,14 @@ def tied(config: Config, store: Store) -> dict[str, Moved]:
     old.update({seed_key(s.title): s.arxiv_id for s in seeds if s.arxiv_id})
     by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}  # the seed its entry shows, as `entries` reads it
     found = {p.id: p for p in store.papers(set(old.values()))}
-    return {key: Moved(paper_key(p.id), topic_of(config.topics, scores.get(p.id), p.title, p.abstract),
-                       compose.entry_date(p, by_paper.get(p.id)),
-                       scores[pid].topic if key == paper_key(pid) else None)  # a seed's key: no old topic
-            for key, pid in old.items() if (p := found.get(pid))}
+    moved = {key: Moved(paper_key(p.id), topic_of(config.topics, scores.get(p.id), p.title, p.abstract),
+                        compose.entry_date(p, by_paper.get(p.id)),
+                        scores[pid].topic if key == paper_key(pid) else None)  # a seed's key: no old topic
+             for key, pid in old.items() if (p := found.get(pid))}
+    # a shown seed entry by its own text, where its date and words (its topic) put it now
+    shown = (seed_entry(config.topics, s, {}) for s in untied(store, seeds) if seed_key(s.title) in published)
+    moved.update((entry.key, Moved(entry.key, entry.topic, entry.date, None)) for entry in shown)
+    return moved
 
 
 def fingerprints(config: Config, store: Store, sinks: Sequence[Sink]) -> months.Fingerprints:

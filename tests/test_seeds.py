@@ -641,3 +641,25 @@ def test_an_entry_fixed_or_removed_from_the_seed_files_leaves_the_reading_list_a
     assert "Leanring" not in listed and "A pick we dropped" not in listed and "020\\_old" not in listed
     assert "Online Process Reward Learning for Agents" in listed and "Another Pick on GRPO" in listed
     assert broken_links(tmp_path / "out" / "site") == []
+
+
+def test_an_old_digests_link_to_a_seed_finds_it_after_its_date_or_words_change(tmp_path, cli):
+    """The web edition's digest links a seed entry's page by the topic and month it had that
+    week; a date corrected in the seed file (or a summary that now reads as another topic)
+    moved the entry, and the old digest's 'paper page' link led to a page that was gone."""
+    from tests.helpers import DAY, broken_links, full_config, rl_paper
+    from tests.servers.arxiv_server import ArxivServer
+
+    (tmp_path / "seeds").mkdir()
+    ours = write(tmp_path / "seeds", "010_ours.yaml", "- title: Our pick on reward models\n  date: 2026-08-04\n"
+                 "  summary_zh: 奖励模型的论文。\n")
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = full_config(tmp_path, arxiv, seeds={"paths": [str(tmp_path / "seeds")]})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", "--no-email")
+        page = (tmp_path / "out" / "site" / "digests" / "2026-11-02.html").read_text(encoding="utf-8")
+        assert "-2026-08.html#p-seed-ourpickonrewardmodels" in page
+        ours.write_text("- title: Our pick on reward models\n  date: 2025-07-04\n  summary_zh: 多智能体协作的论文。\n",
+                        encoding="utf-8")
+        arxiv.add(rl_paper(2, DAY + timedelta(days=7)))
+        cli("--config", str(config), "run", "--as-of", "2026-11-09", "--no-email")
+    assert broken_links(tmp_path / "out" / "site") == []
