@@ -663,3 +663,21 @@ def test_an_old_digests_link_to_a_seed_finds_it_after_its_date_or_words_change(t
         arxiv.add(rl_paper(2, DAY + timedelta(days=7)))
         cli("--config", str(config), "run", "--as-of", "2026-11-09", "--no-email")
     assert broken_links(tmp_path / "out" / "site") == []
+
+
+def test_a_yaml_entry_pasted_into_a_text_file_is_a_warning_not_a_title(tmp_path, cli):
+    """`- title: …` in a .txt file read as a paper titled 'title: …', with no summary and
+    no word, and was shown so in the digest's curated section."""
+    from tests.helpers import write_config
+
+    (tmp_path / "seeds").mkdir()
+    write(tmp_path / "seeds", "010_group.txt", "Group Pick on Policy Gradients（2026-08-03）：第一篇摘要。\n"
+          "- title: A YAML Line In A Text File\n  summary_zh: 粘贴错了文件。\n"
+          "Date: A Paper Whose Title Starts So\n")
+    config = write_config(tmp_path, {"seeds": {"paths": ["seeds"]}}, seeds=False)
+    listed = cli("--config", str(config), "seeds")
+    assert "title: A YAML Line" not in listed.stdout and "2 entries from 1 files" in listed.stdout, listed.stdout
+    assert "Date: A Paper Whose Title Starts So" in listed.stdout
+    for line in (2, 3):
+        assert (f"warning: 010_group.txt:{line}: a YAML line in a text file "
+                "(YAML entries go in a .yaml file); skipped") in listed.stderr, listed.stderr

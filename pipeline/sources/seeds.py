@@ -47,6 +47,7 @@ _COMMENT = re.compile(r"^#(\s|$)")  # "# my picks": a comment (as in readers.txt
 # a line pasted from Markdown: "- **Title**（…）：…" reads as "Title（…）：…"
 _LIST_MARK = re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+")
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
+_YAML_LINE = re.compile(rf"^(?:{'|'.join(YAML_KEYS)})\s*:(?:\s|$)")  # "title: …" (after its "- ")
 CJK_PROSE_RATIO = 0.3  # summaries mix in English terms; titles carry almost no CJK
 
 
@@ -314,6 +315,8 @@ class _Page:
         dated = _DATED.match(line)
         if line.startswith("|"):
             self.add_table_row(line)
+        elif _YAML_LINE.match(line):
+            self.warn(number, "a YAML line in a text file (YAML entries go in a .yaml file); skipped")
         elif _DATE_ONLY.match(line):
             self.warn(number, "a date with no title")
         elif _DATE_FIRST.match(line):
