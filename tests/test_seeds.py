@@ -681,3 +681,23 @@ def test_a_yaml_entry_pasted_into_a_text_file_is_a_warning_not_a_title(tmp_path,
     for line in (2, 3):
         assert (f"warning: 010_group.txt:{line}: a YAML line in a text file "
                 "(YAML entries go in a .yaml file); skipped") in listed.stderr, listed.stderr
+
+
+def test_a_seed_file_that_cannot_be_read_keeps_its_entries(tmp_path, cli):
+    """An entry in no file is taken out, but not while its file cannot be read (a save in
+    another encoding, a YAML slip): the file's picks stay in the reading list meanwhile."""
+    from tests.helpers import DAY, full_config, rl_paper
+    from tests.servers.arxiv_server import ArxivServer
+
+    (tmp_path / "seeds").mkdir()
+    picks = write(tmp_path / "seeds", "010_ours.yaml", "- title: Our pick on process rewards\n  summary_zh: 过程奖励。\n"
+                  "- title: Our pick on reward models\n  summary_zh: 奖励模型。\n")
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = full_config(tmp_path, arxiv, seeds={"paths": [str(tmp_path / "seeds")]}, digest={"max_curated": 1})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", "--no-email")
+        for broken in ("- title: Our pick on process rewards\n  summary_zh: 过程奖励。\n".encode("gb18030"),
+                       b"- title: [Our pick\n  summary_zh: x\n"):
+            picks.write_bytes(broken)
+            cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-09")
+            listed = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
+            assert "Our pick on process rewards" in listed and "Our pick on reward models" in listed
