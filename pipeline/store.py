@@ -855,7 +855,11 @@ def backend(url: str) -> str:
     return name
 
 
-KEEPALIVE = "-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=6"
+# Probes of an idle session, and the same bound on data the peer never acknowledges: a machine
+# that drops off while the server's reply to it is in flight is not idle, and TCP would
+# retransmit to it for some 15 minutes (tcp_retries2) before the session, and its lock, went.
+KEEPALIVE = ("-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=6 "
+             "-c tcp_user_timeout=90000")
 
 
 def connect(url: str, busy_timeout: float = 30, **engine_options: Any) -> Engine:

@@ -514,3 +514,17 @@ def test_an_older_databases_author_lists_cut_at_100_say_that_more_may_exist(db_u
     assert stored == {"2501.12948": (*hundred, "others"), "2401.00002": few}
     store.upsert_papers([paper("2501.12948", authors=tuple(f"Author {n}" for n in range(200)))])
     assert len(store.papers(["2501.12948"])[0].authors) == 200
+
+
+def test_a_postgresql_session_is_dropped_by_the_server_when_its_machine_is_gone(db_url):
+    """The run lock lives in a session: the server probes it when idle, and gives up on data
+    the peer never acknowledges after as long (a machine that dropped off while a reply was in
+    flight held the lock for TCP's 15 minutes of retransmissions, every other run exiting 75).
+    test_backends_cli's slow test pulls the cable for real; this names the server's settings."""
+    if db_url.startswith("sqlite"):
+        pytest.skip("a SQLite file has no session on a server")
+    with Store.open(db_url).engine.connect() as conn:
+        shown = {name: conn.exec_driver_sql(f"SHOW {name}").scalar() for name in
+                 ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout")}
+    assert shown == {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10",  # seconds
+                     "tcp_keepalives_count": "6", "tcp_user_timeout": "90000"}  # milliseconds
