@@ -83,6 +83,7 @@ def test_the_watermark_never_moves_on_a_page_without_a_result_count(tmp_path, cl
     assert Store.open(load(config).storage.url).watermark() == datetime(2026, 11, 19, tzinfo=UTC)
 
 
+@pytest.mark.slow  # make test's margin under 5 minutes: it runs in make test-slow (CI)
 def test_two_commands_one_after_the_other_keep_the_pace_between_them(tmp_path, cli):
     """arXiv counts a machine's requests: a `collect` then at once a `run` (or `doctor`
     during a run) must not put their requests closer than delay_seconds."""

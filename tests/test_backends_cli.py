@@ -79,6 +79,7 @@ def test_two_weeks_and_a_rerun_publish_each_paper_once_and_mail_each_reader_once
     assert "last publish: ok" in status and "outbox: 0 pending, 0 failed" in status
 
 
+@pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 def test_kill_9_mid_run_then_the_next_run_completes(tmp_path, cli, db_url):
     papers = [rl_paper(n, WEEK1) for n in (1, 2, 3)]
     with ArxivServer(papers) as arxiv, OpenAIServer() as llm, WatchedSmtp() as smtp:

@@ -484,6 +484,7 @@ def test_a_sigterm_while_a_later_part_waits_out_retry_after_posts_only_the_rest_
     assert "sent 1, pending 0, failed 0" in sent.stdout
 
 
+@pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 def test_a_kill_9_between_two_parts_does_not_post_the_first_again(tmp_path, cli, db_url):
     """Telegram took part 1 and holds part 2 unanswered when the run is killed -9 (or the
     machine dies): part 1's acceptance was saved before part 2 went, so the next `send` posts

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests import backends
 from tests.helpers import DAY, KEY, full_config, rl_paper
 from tests.servers.arxiv_server import ArxivServer
@@ -54,6 +56,7 @@ def test_the_llm_count_tells_calls_from_the_requests_they_took(tmp_path, cli):
     assert (last["report"]["llm_calls"], last["report"]["llm_requests"]) == (calls, sent)
 
 
+@pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 def test_without_an_llm_the_digest_goes_out_marked_pending(tmp_path, cli, db_url):
     from dataclasses import replace
 

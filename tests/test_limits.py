@@ -102,6 +102,7 @@ def test_a_trickling_llm_reply_ends_at_the_per_paper_deadline_and_falls_back(tmp
     assert "finds a core problem" in digest  # the next call, the featured reading, came in time
 
 
+@pytest.mark.slow  # make test's margin under 5 minutes: it runs in make test-slow (CI)
 def test_summaries_that_never_came_are_read_again_at_most_enrich_max_papers_a_run(tmp_path, cli):
     """enrich.max_papers below a week's papers: the published papers left without a summary
     are asked for after the week's, newest first, and a run reads the newest max_papers of

@@ -9,6 +9,8 @@ import re
 import subprocess
 import threading
 
+import pytest
+
 from tests.helpers import DAY, KEY, cli_command, cli_env, full_config, rl_paper
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer, error
@@ -52,6 +54,7 @@ def test_an_llm_that_is_down_costs_one_line_not_a_retry_chain_per_paper(tmp_path
     assert (tmp_path / "out" / "digests" / "2026-11-02.md").exists()  # the digest still went out
 
 
+@pytest.mark.slow  # make test's margin under 5 minutes: it runs in make test-slow (CI)
 def test_progress_bars_are_drawn_on_a_terminal_only(tmp_path, cli):
     with ArxivServer([rl_paper(i, DAY) for i in range(3)]) as arxiv, OpenAIServer() as llm:
         config = full_config(tmp_path, arxiv, llm)

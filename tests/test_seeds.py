@@ -609,6 +609,7 @@ def test_a_shown_seed_gets_the_english_of_its_chinese_as_it_is_now(tmp_path, cli
     assert shown_english(tmp_path) == "Edited English."
 
 
+@pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 def test_an_entry_fixed_or_removed_from_the_seed_files_leaves_the_reading_list_and_later_digests(tmp_path, cli,
                                                                                               db_url):
     """A title whose typo was fixed, or a file deleted, stayed in the store for good: the
