@@ -152,6 +152,7 @@ def test_the_webhook_gets_every_paper_of_the_digest_its_one_line_entries_and_see
     assert len(papers) == 5
 
 
+@pytest.mark.slow  # make test's margin under 5 minutes: it runs in make test-slow (CI)
 def test_a_500_and_a_429_with_retry_after_are_retried_and_one_post_arrives(tmp_path, cli):
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack, \
             ChatServer("telegram") as telegram:

@@ -264,6 +264,7 @@ def test_a_calendar_file_may_name_a_holiday_in_chinese(tmp_path):
         load_calendar([extra])
 
 
+@pytest.mark.slow  # make test's margin under 5 minutes: it runs in make test-slow (CI)
 def test_a_stale_feed_is_polled_then_warned_and_recovered_through_oai_pmh(tmp_path, cli):
     monday = datetime(2026, 11, 23, 15, tzinfo=UTC)
     tuesday = datetime(2026, 11, 24, 15, tzinfo=UTC)

@@ -214,6 +214,7 @@ def test_sigterm_while_mailing_stops_between_readers_and_send_mails_the_rest_onc
     assert idle.stdout == idle.stderr == ""  # nothing waited: nothing for cron to mail
 
 
+@pytest.mark.slow  # make test's margin under 5 minutes: it runs in make test-slow (CI)
 def test_sigterm_during_an_llm_call_sends_no_retry_and_the_next_run_summarises(tmp_path, cli):
     """A model that does not answer: a SIGTERM during its call ends the run once that call
     times out; the client retried it after the stop (two more requests, each waiting out

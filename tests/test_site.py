@@ -287,6 +287,7 @@ def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
     assert broken_links(folder) == []
 
 
+@pytest.mark.slow  # make test's margin under 5 minutes: it runs in make test-slow (CI)
 def test_a_renamed_topic_takes_its_older_papers_and_old_digests_still_find_them(tmp_path, cli):
     """A user renames a topic's key (algorithms -> policy-opt) after two weeks: its older
     papers were listed under a ghost topic named by the old key, and after the fix of
