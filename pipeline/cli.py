@@ -33,6 +33,7 @@ from pipeline import (
     sources,
     starter,
     stopping,
+    store_copy,
 )
 from pipeline import config as config_mod
 from pipeline import doctor as doctor_mod
@@ -54,7 +55,7 @@ from pipeline.run import (
     seed_documents,
     summary_line,
 )
-from pipeline.store import YOU, Store
+from pipeline.store import YOU, Store, where
 from pipeline.text import for_terminal
 
 log = logging.getLogger("pipeline")
@@ -676,3 +677,35 @@ def config_check(state: State) -> None:
 def config_show(state: State) -> None:
     """Print the effective configuration (defaults merged, secrets masked)."""
     echo(yaml.safe_dump(config_mod.masked(state.config), allow_unicode=True, sort_keys=False))
+
+
+@main.group("store")
+def store_group() -> None:
+    """Copy the store into another database."""
+
+
+@store_group.command("copy")
+@click.argument("target", metavar="TARGET_URL")
+@click.option("--password-env", metavar="NAME",
+              help="The environment variable holding the target's password.")
+@pass_state
+def store_copy_cmd(state: State, target: str, password_env: str | None) -> None:
+    """Copy the whole store (storage.url) into an empty database at TARGET_URL: SQLite to
+    PostgreSQL, PostgreSQL to a SQLite file (a backup), SQLite to SQLite."""
+    config = state.config
+    url = store_copy.target_url(target, password_env)
+    logs.hide([os.environ[password_env]] if password_env else [])
+    with lock.held(config):
+        source = state.store()
+        engine = store_copy.open_target(url, config.storage.busy_timeout_seconds)
+        place = where(engine)
+        try:
+            with stopping.on_signals((f"mid-copy; the copy was rolled back: {place} holds no rl-digest data",
+                                      None)):
+                copied = store_copy.copy(source, engine)
+        finally:
+            engine.dispose()  # SQLite folds its WAL in: the file alone is the whole copy
+    text = render_mod.text_env(config.templates.dir).get_template("store/copied.txt.j2").render(
+        target=place, tables=copied, source=where(source.engine), config=config.path or "the config",
+        url=str(engine.url) if engine.dialect.name == "sqlite" else target, password_env=password_env)
+    echo(text, nl=False)

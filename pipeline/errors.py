@@ -45,10 +45,10 @@ class StoppedBySignal(DigestError):
     """SIGTERM or SIGINT stopped a command between steps (exit 128 + the signal's number, as
     if the signal had ended it; what was done is kept)."""
 
-    def __init__(self, signum: int):
+    def __init__(self, signum: int, what: str = "between steps; what was done is kept",
+                 hint: str | None = "the next run goes on from there"):
         name = signal.Signals(signum).name
-        super().__init__(f"stopped by {name} between steps; what was done is kept",
-                         "the next run goes on from there")
+        super().__init__(f"stopped by {name} {what}", hint)
         self.exit_code = 128 + signum
 
 

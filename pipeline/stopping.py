@@ -46,10 +46,11 @@ def pause(seconds: float) -> None:
 
 
 @contextmanager
-def on_signals() -> Iterator[None]:
+def on_signals(said: tuple[str, str | None] | tuple[()] = ()) -> Iterator[None]:
     """A one-shot command (run, collect, send) under SIGTERM or Ctrl-C: stop at the next
     checkpoint, so its rows say `stopped` rather than `running` until the next run; a second
-    signal does what it would have done without this (ends the process at once)."""
+    signal does what it would have done without this (ends the process at once). `said`:
+    what the stop's line says after the signal's name, and its hint, when not StoppedBySignal's."""
     kinds = (signal.SIGTERM, signal.SIGINT)
     before = {kind: signal.getsignal(kind) for kind in kinds}
     caught: list[int] = []
@@ -67,7 +68,7 @@ def on_signals() -> Iterator[None]:
     try:
         yield
     except Stopped:
-        raise StoppedBySignal(caught[0] if caught else signal.SIGTERM) from None
+        raise StoppedBySignal(caught[0] if caught else signal.SIGTERM, *said) from None
     finally:
         for kind, handler in before.items():
             signal.signal(kind, handler)
