@@ -45,7 +45,7 @@ from pipeline.deliver import channels, git
 from pipeline.deliver.files import atomic, write_atomic
 from pipeline.deliver.outbox import StoreOutbox, held_for_channel
 from pipeline.errors import ConfigError, DeliveryError, DigestError, LockedError
-from pipeline.models import Digest, Options, RunReport, paper_key, seed_key, split_arxiv_id
+from pipeline.models import Digest, Options, RunReport, paper_key, split_arxiv_id
 from pipeline.publish import deliver, routes, written_files
 from pipeline.run import (
     collect_and_rank,
@@ -55,6 +55,7 @@ from pipeline.run import (
     seed_documents,
     summary_line,
 )
+from pipeline.sources.seeds import in_reading_order, same_paper
 from pipeline.store import YOU, Store, where
 from pipeline.text import for_terminal
 
@@ -611,18 +612,22 @@ def eval_cmd(state: State, labels: Path) -> None:
 def seeds(state: State) -> None:
     """Parse the seed documents and list their entries, with warnings for unreadable lines."""
     documents = seed_documents(state.config)
-    count, keys = 0, set()
+    entries = [entry for doc in documents for entry in doc.entries]
     for doc in documents:
         for entry in doc.entries:
-            count += 1
-            keys.add(seed_key(entry.title))
             flags = f" [{', '.join(entry.flags)}]" if entry.flags else ""
             day = entry.date.isoformat() if entry.date else "----------"
             echo(f"{day}  {entry.title}  ({entry.source}:{entry.line}){flags}")
         for warning in doc.warnings:
             echo(f"warning: {warning}", err=True)
-    repeated = f" ({count - len(keys)} repeated titles, each counted once)" if count > len(keys) else ""
-    echo(f"{len(keys)} entries from {len(documents)} files{repeated}")
+    used = in_reading_order(entries)
+    same = same_paper(used)  # by the arxiv_id they give (a run also warns of those tied by title)
+    for warning in same:
+        echo(f"warning: {warning}", err=True)
+    counted = [f"{len(entries) - len(used)} repeated titles"] if len(entries) > len(used) else []
+    counted += [f"{len(same)} naming a paper another entry names"] if same else []
+    repeated = f" ({', '.join(counted)}, each counted once)" if counted else ""
+    echo(f"{len(used) - len(same)} entries from {len(documents)} files{repeated}")
 
 
 @main.command()

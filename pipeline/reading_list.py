@@ -71,7 +71,8 @@ def untied(store: Store, seeds: Sequence[SeedEntry]) -> list[SeedEntry]:
     returned (its arxiv_id names no stored paper), which they do not wait for; the digest
     (run.digest_entries) and Store.reading_count go by the same rule."""
     stored = {p.id for p in store.papers(s.arxiv_id for s in seeds if s.arxiv_id)}
-    return [s for s in seeds if s.arxiv_id not in stored]
+    by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}  # of entries naming one paper, the last
+    return [s for s in seeds if s.arxiv_id not in stored and (not s.arxiv_id or by_paper[s.arxiv_id] is s)]
 
 
 def order(entry: Entry) -> tuple:
@@ -122,9 +123,12 @@ def tied(config: Config, store: Store) -> dict[str, Moved]:
                         compose.entry_date(p, by_paper.get(p.id)),
                         scores[pid].topic if key == paper_key(pid) else None)  # a seed's key: no old topic
              for key, pid in old.items() if (p := found.get(pid))}
-    # a shown seed entry by its own text, where its date and words (its topic) put it now
-    shown = (seed_entry(config.topics, s, {}) for s in untied(store, seeds) if seed_key(s.title) in published)
-    moved.update((entry.key, Moved(entry.key, entry.topic, entry.date, None)) for entry in shown)
+    # a shown seed entry by its own text, where its date and words (its topic) put it now; one
+    # whose paper another entry names (arXiv never returned it), where that entry is
+    alone = untied(store, seeds)
+    shown = {seed_key(s.title): seed_entry(config.topics, s if s in alone else by_paper[s.arxiv_id or ""], {})
+             for s in seeds if seed_key(s.title) in published and (s in alone or s.arxiv_id not in found)}
+    moved.update((key, Moved(entry.key, entry.topic, entry.date, None)) for key, entry in shown.items())
     return moved
 
 

@@ -59,7 +59,7 @@ from pipeline.models import (
 from pipeline.publish import publish
 from pipeline.sources import CALENDAR, Source, SourceReport, SourceSetup, arxiv_api
 from pipeline.sources.http import Fetcher
-from pipeline.sources.seeds import all_read, seed_source
+from pipeline.sources.seeds import all_read, in_reading_order, same_paper, seed_source
 from pipeline.stopping import Stopped, checkpoint
 from pipeline.store import Store, now_iso
 
@@ -204,6 +204,8 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
     online = None if options.offline else fetcher
     if online is not None:
         seeds = resolve_seeds(config, store, online, seeds)
+    read = {seed_key(e.title) for doc in collected.documents for e in doc.entries}  # not those only kept
+    report.warnings += [str(w) for w in same_paper(s for s in seeds if seed_key(s.title) in read)]
     week = load_week(config, store, seeds, options.as_of)
     if online is not None:
         # RSS records lack the submission date and comment; a new version may bring a venue or code
@@ -256,7 +258,7 @@ def collect_and_rank(config: Config, store: Store, used: Sequence[Source], fetch
         entries = [e for doc in report.documents for e in doc.entries]
         store.save_seeds(entries)
         if all_read(report.documents):  # an entry removed from its file, or its file deleted, goes
-            store.forget_seeds({seed_key(e.title) for e in entries})
+            store.forget_seeds([seed_key(e.title) for e in in_reading_order(entries)])
         known = {p.id: p for p in store.papers(u.id for u in report.updates)} if report.updates else {}
         updates = collect.with_versions(report.updates, known)
         report.fetched = len({p.id for p in report.papers} | {u.id for u in updates})
@@ -640,6 +642,8 @@ def digest_entries(config: Config, week: Week, published: set[str] | None = None
                                                 week.summaries.get(key), seed, week.translations))
     for seed in week.seeds:  # the others by their own text, a paper arXiv never returned too
         if seed.arxiv_id in week.papers or published is not None and seed_key(seed.title) in published:
+            continue
+        if seed.arxiv_id and by_paper[seed.arxiv_id] is not seed:  # another entry names its paper
             continue
         entries.append(reading_list.seed_entry(config.topics, seed, week.translations))
     return entries

@@ -12,7 +12,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, date, datetime
@@ -114,6 +114,7 @@ verdicts = sa.Table(  # relevant or not, by whom: `mark` (reader '') or a reader
     sa.Column("verdict", sa.Boolean, nullable=False), sa.Column("at", Stamp, nullable=False),
 )
 YOU = ""  # the reader of `rl-digest mark`: the install's own
+SEEDS_READ = "seeds.read"  # the seed entries' keys in the order the files were read
 schema_migrations = sa.Table(
     "schema_migrations", meta,
     sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
@@ -474,7 +475,8 @@ class Store:
     def reading_count(self) -> int:
         """How many entries the reading list holds: its papers and the seed entries tied to
         no stored paper (reading_list.untied)."""
-        untied = (sa.select(sa.func.count()).select_from(seeds)
+        one_each = sa.distinct(sa.func.coalesce(_seed_arxiv_id(), seeds.c.key))  # two naming a paper: one
+        untied = (sa.select(sa.func.count(one_each))
                   .where(~sa.exists().where(papers.c.id == _seed_arxiv_id())))
         kept = sum(self.reading_months().values())
         with self.engine.connect() as conn:
@@ -578,22 +580,30 @@ class Store:
             _upsert(conn, seeds, list(rows.values()), refresh=("title", "source", "line", "data"))
         return len(rows.keys() - known)
 
-    def forget_seeds(self, kept: set[str]) -> None:
+    def forget_seeds(self, kept: Sequence[str]) -> None:
         """Drop the seed entries whose keys are not `kept` (no longer in any seed file) and
-        that no digest showed; one a digest showed stays in the reading list it links to."""
+        that no digest showed; one a digest showed stays in the reading list it links to.
+        `kept` is in the order the files were read, the order `seeds` gives."""
         shown = sa.select(digest_items.c.item_key)
         query = sa.select(seeds.c.key).where(seeds.c.key.not_in(shown), sa.or_(
             seeds.c.arxiv_id.is_(None), (sa.literal("arxiv:") + seeds.c.arxiv_id).not_in(shown)))
         with self.tx() as conn:
-            gone = [key for key in conn.execute(query).scalars() if key not in kept]
+            gone = list(set(conn.execute(query).scalars()) - set(kept))
             for chunk in _chunks(gone):
                 conn.execute(seeds.delete().where(seeds.c.key.in_(chunk)))
+            self.set_state(SEEDS_READ, list(kept), conn)
 
     def seeds(self) -> list[SeedEntry]:
-        """Every seed entry kept, oldest first, tied to the paper it was resolved to."""
+        """Every seed entry kept, tied to the paper it was resolved to: those in no seed
+        file now (a digest showed them) oldest first, then the others in the order the
+        files were read (by the last collect that read them all), so the last of the
+        entries naming one paper is the one read last (seeds.same_paper)."""
         with self.engine.connect() as conn:
             query = sa.select(seeds).order_by(seeds.c.first_seen, seeds.c.source, seeds.c.line)
-            return [row_to_seed(dict(r)) for r in conn.execute(query).mappings()]
+            rows = [dict(r) for r in conn.execute(query).mappings()]
+        read = {key: n for n, key in enumerate(self.get_state(SEEDS_READ) or ())}
+        rows.sort(key=lambda row: read.get(row["key"], -1))
+        return [row_to_seed(row) for row in rows]
 
     def seed_tries(self) -> dict[str, datetime | None]:
         """Seed key -> when a title search for it last ran (None: never)."""

@@ -702,3 +702,51 @@ def test_a_seed_file_that_cannot_be_read_keeps_its_entries(tmp_path, cli):
             cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-09")
             listed = (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
             assert "Our pick on process rewards" in listed and "Our pick on reward models" in listed
+
+
+def test_two_titles_naming_one_paper_are_one_entry_the_one_read_last_and_a_warning_names_both(tmp_path, cli):
+    """Two entries of other titles naming one paper (a title close enough to tie to it, an
+    arxiv_id given twice) made one row with the words of whichever the store listed last, the
+    entry added last even when read first, without a word; two naming a paper arXiv never
+    returned were two rows of one paper, each counted, in the digest and the reading list."""
+    from tests.helpers import DAY, rl_paper
+    from tests.processes import config_with
+    from tests.servers.arxiv_server import ArxivServer
+
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    write(seeds, "010_mine.yaml", "- title: GRPO variant 1 for reinforcement learning of large language models\n"
+          "  summary_zh: 我的 强化学习 摘要。\n")
+    write(seeds, "020_group.txt", "GRPO Variant 1 for Reinforcement Learning of Large Language Model（2026-10-29）："
+          "小组的 强化学习 摘要。\n")
+    write(seeds, "030_ids.yaml", '- title: Never returned A\n  arxiv_id: "2410.10110"\n  summary_zh: 甲的摘要。\n'
+          '- title: Never returned B\n  arxiv_id: "2410.10110"\n  summary_zh: 乙的摘要。\n')
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        config = config_with(tmp_path, arxiv, seeds={"paths": [str(seeds)]})
+        listed = cli("--config", str(config), "seeds")
+        ran = cli("--config", str(config), "run", "--as-of", "2026-11-02", "--no-email")
+        write(seeds, "005_early.yaml", "- title: Our own name for GRPO variant 1\n  arxiv_id: \"2611.00001\"\n"
+              "  summary_zh: 后加的 强化学习 摘要。\n")  # added later, read first
+        again = cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-09")
+
+    said = ("030_ids.yaml:4: same arXiv paper (2410.10110) as 030_ids.yaml:1 ('Never returned A'); "
+            "this later one is used")
+    assert f"warning: {said}" in listed.stderr
+    assert "3 entries from 3 files (1 naming a paper another entry names, each counted once)" in listed.stdout
+    assert said in ran.stderr
+    assert ("020_group.txt:1: same arXiv paper (2611.00001) as 010_mine.yaml:1 ('GRPO variant 1 for "
+            "reinforcement learning of large language models'); this later one is used") in ran.stderr
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
+    assert digest.count("arxiv.org/abs/2410.10110)") == 1 and "乙的摘要" in digest and "甲的摘要" not in digest
+    assert "小组的 强化学习 摘要" in digest and "我的 强化学习 摘要" not in digest
+    assert "Reading list: 2 " in digest
+    rows = [line for line in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8").splitlines()
+            if "arxiv.org/abs/" in line]
+    assert len(rows) == 2, rows
+    assert "小组的 强化学习 摘要" in rows[0] and "乙的摘要" in rows[1]
+    assert "005_early.yaml:1: same arXiv paper (2611.00001)" not in again.stderr  # read first: not the later
+    assert ("010_mine.yaml:1: same arXiv paper (2611.00001) as 005_early.yaml:1 ('Our own name for GRPO variant "
+            "1'); this later one is used") in again.stderr
+    rows = [line for line in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8").splitlines()
+            if "arxiv.org/abs/2611.00001" in line]
+    assert len(rows) == 1 and "小组的 强化学习 摘要" in rows[0], rows

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import reprlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date
 from functools import cache
@@ -103,6 +103,29 @@ def repeats_warned(documents: list[SeedDocument]) -> list[SeedDocument]:
                 more.append(SeedWarning(entry.source, entry.line, f"same title as {earlier.source}:"
                                         f"{earlier.line} ('{earlier.title}'); this later one is used"))
         warned.append(replace(doc, warnings=doc.warnings + tuple(more)) if more else doc)
+    return warned
+
+
+def in_reading_order(entries: Iterable[SeedEntry]) -> list[SeedEntry]:
+    """One entry per title, the one read last (the one Store.save_seeds keeps), in the
+    order read: the order Store.seeds gives them in."""
+    used = {seed_key(entry.title): (n, entry) for n, entry in enumerate(entries)}
+    return [entry for _, entry in sorted(used.values(), key=lambda found: found[0])]
+
+
+def same_paper(seeds: Iterable[SeedEntry]) -> list[SeedWarning]:
+    """Entries of other titles that name the same arXiv paper (its arxiv_id, given or tied
+    by title), in the order read, are one entry as the same title twice is: the one read
+    last gives the paper its curated words (the reading list and digests take the last
+    of each paper's), and each later one gets a warning naming the first."""
+    first: dict[str, SeedEntry] = {}
+    warned = []
+    for entry in seeds:
+        earlier = first.setdefault(entry.arxiv_id, entry) if entry.arxiv_id else entry
+        if earlier is not entry:
+            warned.append(SeedWarning(entry.source, entry.line,
+                                      f"same arXiv paper ({entry.arxiv_id}) as {earlier.source}:"
+                                      f"{earlier.line} ('{earlier.title}'); this later one is used"))
     return warned
 
 
