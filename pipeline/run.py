@@ -208,9 +208,11 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
     report.warnings += [str(w) for w in same_paper(s for s in seeds if seed_key(s.title) in read)]
     week = load_week(config, store, seeds, options.as_of)
     if online is not None:
-        # RSS records lack the submission date and comment; a new version may bring a venue or code
-        thin = [p.id for p in week.waiting() if p.submitted is None] + [p.id for p in collected.revised]
-        week.take(complete_thin(config, store, online, thin))
+        # RSS records lack the submission date and comment (a seed's paper, kept or not, shows
+        # them too); a new version may bring a venue or code
+        shown = week.waiting() + [week.papers[s.arxiv_id] for s in seeds if s.arxiv_id in week.papers]
+        thin = [p.id for p in shown if p.submitted is None] + [p.id for p in collected.revised]
+        week.take(complete_thin(config, store, online, list(dict.fromkeys(thin))))
     checkpoint()
     enricher = make_enricher(config, store, options, report)
     try:

@@ -750,3 +750,38 @@ def test_two_titles_naming_one_paper_are_one_entry_the_one_read_last_and_a_warni
     rows = [line for line in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8").splitlines()
             if "arxiv.org/abs/2611.00001" in line]
     assert len(rows) == 1 and "小组的 强化学习 摘要" in rows[0], rows
+
+
+def test_a_seeds_paper_read_from_a_feed_alone_shows_its_first_versions_date(tmp_path, cli):
+    """A paper a seed entry is tied to that a feed alone brought and that the score did not
+    keep showed the feed's date (11-24, the day after its announcement) in the digest and the
+    reading list, where a kept paper of the same day showed its submission's (11-20): only the
+    kept ones were completed from the API."""
+    from datetime import UTC, datetime, timezone
+
+    from pipeline.models import Paper
+    from tests.processes import config_with
+    from tests.servers.arxiv_server import ArxivServer
+
+    sent = datetime(2026, 11, 20, 15, tzinfo=UTC)
+    robot = Paper(id="2611.00042", title="Reward shaping for quadruped locomotion with policy gradient",
+                  abstract="We shape rewards for a legged robot trained with policy gradient in simulation.",
+                  authors=("Grace Hopper",), categories=("cs.LG",), submitted=sent, updated=sent)
+    kept = Paper(id="2611.00043", title="GRPO for reinforcement learning of large language models",
+                 abstract="We train a large language model with reinforcement learning from verifiable rewards.",
+                 authors=("Ada Lovelace",), categories=("cs.LG",), submitted=sent, updated=sent)
+    other = Paper(id="2611.00044", title="Parsing Hungarian morphology", abstract="We parse words.",
+                  authors=("A. B.",), categories=("cs.CL",), submitted=sent, updated=sent)
+    (tmp_path / "seeds").mkdir()
+    with ArxivServer([other], announced=datetime(2026, 11, 24, tzinfo=timezone(timedelta(hours=-5)))) as arxiv:
+        config = config_with(tmp_path, arxiv, seeds={"paths": [str(tmp_path / "seeds")]})
+        cli("--config", str(config), "run", "--as-of", "2026-11-23T14:00:00+00:00", "--no-email")
+        arxiv.add(robot, kept)  # Monday evening's, in the feeds only: the window before was read
+        write(tmp_path / "seeds", "010_mine.yaml", f"- title: {robot.title}\n  summary_zh: 我们的 强化学习 摘要。\n")
+        cli("--config", str(config), "run", "--as-of", "2026-11-24T14:00:00+00:00", "--no-email")
+    digest = (tmp_path / "out" / "digests" / "2026-11-24.md").read_text(encoding="utf-8")
+    assert f"**[{robot.title}](https://arxiv.org/abs/2611.00042)**（2026-11-20）" in digest, digest
+    assert f"**[{kept.title}](https://arxiv.org/abs/2611.00043)**（2026-11-20）" in digest
+    rows = [line for line in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8").splitlines()
+            if "arxiv.org/abs/2611.0004" in line]
+    assert len(rows) == 2 and all("| 2026-11-20 |" in row for row in rows), rows
