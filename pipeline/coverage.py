@@ -10,7 +10,7 @@ the ledger against what the calendar expected.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime, timedelta
 
@@ -175,16 +175,19 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
     unsure = [day for day in days if int(day[:4]) not in calendar.years and all(
         (r := ledger.days.get(day, {}).get(g)) is not None and not r.open and not r.read for g in groups)]
     return Summary(days[0][5:] if days else None, days[-1][5:] if days else None, len(days), complete,
-                   tuple(summaries), tuple(_merge(gaps)), tuple(calendar.why_not(d) for d in holidays),
+                   tuple(summaries), tuple(_merge(gaps, {day[5:] for day in unsure})),
+                   tuple(calendar.why_not(d) for d in holidays),
                    tuple(sorted(unknown)),
                    tuple(Holiday(f"{d:%m-%d}", calendar.zh.get(d, ""), calendar.no_announcement[d])
                          for d in holidays),
                    tuple(day[5:] for day in unsure), tuple(sorted({int(day[:4]) for day in unsure})))
 
 
-def _merge(gaps: list[Gap]) -> list[Gap]:
+def _merge(gaps: list[Gap], unsure: Collection[str] = ()) -> list[Gap]:
     """Many groups with the same gap on a day read as one ('17 feeds'), and a run of
-    days with the same groups, cause and repair as one span ('11-02 → 11-20, 14 announcements')."""
+    days with the same groups, cause and repair as one span ('11-02 → 11-20, 14 announcements');
+    the `unsure` days (Summary.unsure) in it are not counted as announcements: each was one or
+    a holiday ('12-27 → 01-05 (5 announcements, 2 evenings that may have been holidays)')."""
     per_day: dict[tuple[str, str, str], list[str]] = {}
     for gap in gaps:
         per_day.setdefault((gap.day, gap.cause, gap.recovered), []).append(gap.group)
@@ -192,6 +195,19 @@ def _merge(gaps: list[Gap]) -> list[Gap]:
     for (day, cause, recovered), groups in per_day.items():
         label = groups[0] if len(groups) == 1 else f"{len(groups)} feeds"
         spans.setdefault((label, cause, recovered), []).append(day)
-    return [Gap(label, days[0] if len(days) == 1 else f"{days[0]} → {days[-1]} ({len(days)} announcements)",
+    return [Gap(label, days[0] if len(days) == 1 else f"{days[0]} → {days[-1]} ({_evenings(days, unsure)})",
                 cause, recovered)
             for (label, cause, recovered), days in spans.items()]
+
+
+def _evenings(days: list[str], unsure: Collection[str]) -> str:
+    """What a span's days were: announcements, and evenings that may have been holidays (all
+    of them such: 'evenings', beside the line's words on why they may have been)."""
+    maybe = sum(1 for day in days if day in unsure)
+    if maybe == len(days):
+        return f"{maybe} evenings"
+    known = f"{len(days) - maybe} announcement{'s' * (len(days) - maybe > 1)}"
+    if not maybe:
+        return known
+    return known + (f", {maybe} evenings that may have been holidays" if maybe > 1
+                    else ", 1 evening that may have been a holiday")

@@ -566,7 +566,10 @@ def test_an_evening_no_feed_showed_in_a_year_the_calendar_lacks_is_not_called_an
     assert "已读 5/5 次预期的 arXiv 发布（11-23 → 11-27）" in digest, digest
     assert "；这几天没有 RSS 显示发布，日历也尚未收录 2025 年的 arXiv 假期：其中可能有假期，并无发布；" in digest
     assert "NOT recovered" not in digest and "未补回" not in digest
+    assert "; cs.LG on 11-23 → 11-27 (5 evenings): before the first collect, recovered through the API search" \
+        in digest, digest
     assert "coverage: 5 of 5 expected arXiv announcements read (11-23 → 11-27)" in status, status
+    assert "gap: cs.LG on 11-23 → 11-27 (5 evenings): before the first collect" in status, status
     assert ("no feed showed these evenings and arXiv's holidays for 2025 are not in the calendar: any of "
             "them may have been a holiday, with nothing announced") in status
 
@@ -590,6 +593,26 @@ def test_an_evening_every_feed_showed_nothing_for_is_named_beside_those_read():
     summary = coverage.summarise(ledger, cal, ["cs.LG", "cs.CL"], *window)
     assert (summary.expected, summary.read) == (4, 4)
     assert (summary.unsure, summary.unsure_years) == (("01-18",), (2027,))
+
+
+def test_a_gap_s_span_counts_as_announcements_only_the_evenings_known_to_be_ones():
+    """A span of evenings the API search read, the last three in 2027, a year the calendar
+    lacks, which no feed showed: the gap said '12-27 → 01-05 (6 announcements)' beside the
+    line's words that those of 2027 may have been holidays, with nothing announced."""
+    cal, ledger = load_calendar(), coverage.Ledger()
+    window = (datetime(2026, 12, 27, 12, tzinfo=UTC), datetime(2027, 1, 6, 12, tzinfo=UTC))
+    for day in ("2026-12-27", "2026-12-28", "2026-12-30", "2027-01-03", "2027-01-04", "2027-01-05"):
+        for group in ("cs.LG", "cs.CL"):
+            reading = ledger.get(date.fromisoformat(day), group)
+            reading.gap, reading.recovered = "not collected", "the API search"
+    summary = coverage.summarise(ledger, cal, ["cs.LG", "cs.CL"], *window)
+    assert summary.unsure == ("01-03", "01-04", "01-05")
+    assert [gap.day for gap in summary.gaps] == [
+        "12-27 → 01-05 (3 announcements, 3 evenings that may have been holidays)"]
+    for day in ("2026-12-27", "2026-12-28", "2027-01-04", "2027-01-05"):  # the feeds showed these
+        ledger.days[day] = {group: coverage.Reading(read="RSS") for group in ("cs.LG", "cs.CL")}
+    spans = [gap.day for gap in coverage.summarise(ledger, cal, ["cs.LG", "cs.CL"], *window).gaps]
+    assert spans == ["12-30 → 01-03 (1 announcement, 1 evening that may have been a holiday)"], spans
 
 
 def test_a_late_feed_in_a_year_the_calendar_lacks_is_still_polled(tmp_path, cli):
