@@ -361,6 +361,26 @@ def labelled_gap() -> tuple[list[Paper], set[str]]:
     return papers, positives
 
 
+def test_an_evening_oai_pmh_recovered_counts_its_ids_as_the_feed_would(tmp_path, cli):
+    """A stale feed's evening recovered through OAI-PMH said 'ids 5 new · 0 cross' where the
+    feed said '3 new · 1 cross': a paper cross-listed to cs.LG counted as new, and one in both
+    sets of the feed (cs.LG+cs.CL) counted twice. arXivRaw lists the primary category first."""
+    papers = [relevant(1, ("cs.LG",)), relevant(2, ("cs.CL", "cs.LG")), relevant(3, ("cs.CV", "cs.LG")),
+              noise(4, ("cs.LG",))]
+    lines = {}
+    for how in ("RSS", "OAI-PMH"):
+        folder = tmp_path / how
+        folder.mkdir()
+        with ArxivServer(papers) as server:
+            config = config_for(folder, server, cats=["cs.LG", "cs.CL"], oai=True, categories_per_feed=2)
+            if how == "OAI-PMH":
+                server.script("/rss/", EMPTY)
+            lines[how] = collect(cli, config, TUESDAY).stdout
+    assert "cs: 1/1 read, ids 3 new · 1 cross · 0 replaced, 3 matched the query" in lines["RSS"], lines
+    assert "cs: 1/1 read, ids 3 new · 1 cross · 0 replaced, 3 matched the query" in lines["OAI-PMH"], lines
+    assert "feed stale, recovered through OAI-PMH" in lines["OAI-PMH"]
+
+
 def test_three_weeks_of_downtime_are_caught_up_through_oai_pmh(tmp_path, cli):
     papers, positives = labelled_gap()
     with ArxivServer(papers) as server:

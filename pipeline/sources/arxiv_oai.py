@@ -94,13 +94,15 @@ class OaiCatchUp:
                     continue  # not in OAI-PMH yet: the next collect tries again
                 reading = window.ledger.get(day, group)
                 reading.recovered = "OAI-PMH"
-                if not reading.read:
-                    for got in harvests[group]:
-                        on_day = [p for p in got.papers if _announced_day(cal, p) == day]
-                        reading.new += sum(1 for p in on_day if p.version == 1)
-                        reading.replace += sum(1 for p in on_day if p.version > 1)
-                        reading.kept += sum(1 for p in on_day
-                                            if self.query.matches(p.title, p.abstract, p.categories))
+                if not reading.read:  # a paper in two of the group's sets is one of its ids, as in its feed
+                    on_day = {p.id: p for got in harvests[group] for p in got.papers
+                              if _announced_day(cal, p) == day}.values()
+                    firsts = [p for p in on_day if p.version == 1]
+                    new = sum(1 for p in firsts if _primary_in(p, group))
+                    reading.new, reading.cross = reading.new + new, reading.cross + len(firsts) - new
+                    reading.replace += sum(1 for p in on_day if p.version > 1)
+                    reading.kept += sum(1 for p in on_day
+                                        if self.query.matches(p.title, p.abstract, p.categories))
             unrecovered = [d for d in days if window.ledger.get(d, group).open]
             if unrecovered:
                 waiting.setdefault(", ".join(f"{d:%m-%d}" for d in unrecovered), []).append(group)
@@ -115,6 +117,13 @@ def oai_source(setup: SourceSetup) -> OaiCatchUp | None:
     """The registered factory: on when sources.oai is (then the API search is off)."""
     oai, arxiv = setup.config.sources.oai, setup.config.sources.arxiv
     return OaiCatchUp(oai.url, Query.compile(arxiv.categories, arxiv.terms)) if oai.enabled else None
+
+
+def _primary_in(paper: Paper, group: str) -> bool:
+    """Whether the paper's primary category (arXivRaw lists it first) is one of the group's, or
+    in its archive: its feed lists it as new, one cross-listed to the group as cross."""
+    primary = paper.primary_category or ""
+    return any(primary == wanted or primary.startswith(wanted + ".") for wanted in group.split("+"))
 
 
 def _announced_day(cal: Calendar, paper: Paper) -> date | None:
