@@ -38,7 +38,7 @@ import numpy as np
 
 from pipeline import grams, rank
 from pipeline.export import name_parts
-from pipeline.extract import readable
+from pipeline.extract import readable, withdrawn
 from pipeline.models import Paper
 
 if TYPE_CHECKING:
@@ -491,7 +491,8 @@ def verdicts(store: Verdicts) -> list[tuple[Paper, bool, float]]:
     """(paper, relevant, weight) for every paper someone judged. The install's own verdict
     (`rl-digest mark`) weighs VERDICT_WEIGHT and wins over the readers'. Readers' 👍/👎
     (serve's feedback links) count by majority, one row per paper at READER_WEIGHT; a tie
-    teaches nothing."""
+    teaches nothing. A paper whose abstract is now arXiv's withdrawal notice teaches by its
+    title: the verdict was on the paper, not on "withdrawn … an error"."""
     found = {p.id: (p, label, VERDICT_WEIGHT) for label in (True, False)
              for p in store.marked(relevant=label)}
     votes: dict[str, tuple[Paper, int]] = {}
@@ -500,7 +501,8 @@ def verdicts(store: Verdicts) -> list[tuple[Paper, bool, float]]:
     for pid, (paper, balance) in votes.items():
         if pid not in found and balance:
             found[pid] = (paper, balance > 0, READER_WEIGHT)
-    return list(found.values())
+    return [(replace(p, abstract="") if withdrawn(None, p.abstract) else p, label, weight)
+            for p, label, weight in found.values()]
 
 
 def judged(store: Verdicts) -> tuple[list[Paper], list[Paper]]:

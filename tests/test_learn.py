@@ -480,3 +480,22 @@ def test_the_installs_mark_wins_readers_count_by_majority_and_a_tie_teaches_noth
                      "2611.00004": (True, learn.READER_WEIGHT)}
     liked, disliked = learn.judged(store)
     assert [p.id for p in liked] == ["2611.00004"] and {p.id for p in disliked} == {"2611.00001", "2611.00002"}
+
+
+def test_a_paper_withdrawn_since_it_was_judged_teaches_by_its_title_not_the_withdrawal_notice(tmp_path):
+    """arXiv's withdrawal can replace the abstract with its notice: the verdict was on the
+    paper, so the refit and the taste must not learn 'withdrawn … an error' as the reader's."""
+    from pipeline.store import Store
+
+    store = Store.open(f"sqlite:///{tmp_path}/state/digest.sqlite3")
+    store.upsert_papers([rl_paper(1, DAY), rl_paper(2, DAY)])
+    store.set_verdict("2611.00001", True)
+    store.record_verdict("arxiv:2611.00002", "ada@example.org", False)
+    notice = "This paper has been withdrawn by the authors due to an error in the experiments."
+    store.upsert_papers([replace(rl_paper(n, DAY, version=2), abstract=notice,
+                                 comment="This paper has been withdrawn") for n in (1, 2)])
+    rows = {row["id"]: row for row in learn.verdict_rows(store)}
+    assert {pid: (row["title"], row["abstract"]) for pid, row in rows.items()} == {
+        p.id: (p.title, "") for p in (rl_paper(1, DAY), rl_paper(2, DAY))}
+    liked, disliked = learn.judged(store)
+    assert [(p.id, p.abstract) for p in liked + disliked] == [("2611.00001", ""), ("2611.00002", "")]
