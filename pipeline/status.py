@@ -22,7 +22,7 @@ from pipeline.deliver.outbox import (
     held_for_channel,
 )
 from pipeline.errors import ConfigError
-from pipeline.models import paper_key, requests_note
+from pipeline.models import paper_key, requests_note, split_arxiv_id
 from pipeline.publish import routes
 from pipeline.run import JUDGED
 from pipeline.sources import CALENDAR
@@ -386,7 +386,9 @@ def evaluation(config: Config, store: Store, rows: list[dict]) -> str:
         lines.append(f"rule alone: precision {rule.precision:.3f}, recall {rule.recall:.3f}; text model "
                      f"alone: precision {tp / max(1, sum(text)):.3f}, "
                      f"recall {tp / max(1, sum(r['label'] for r in rows)):.3f}")
-        seen = {r["id"] for r in learn.training_rows()} & {r["id"] for r in rows}
+        taught = {p.id for p, _, _ in learn.verdicts(store)} if model.verdicts else set()  # a refit's own
+        labelled = {split_arxiv_id(str(r["id"]))[0] for r in rows}
+        seen = ({r["id"] for r in learn.training_rows()} | taught) & labelled
         if seen:
             lines.append(f"note: {len(seen)} of these papers are in the model's training data; "
                          f"figures on them flatter it")

@@ -499,3 +499,20 @@ def test_a_paper_withdrawn_since_it_was_judged_teaches_by_its_title_not_the_with
         p.id: (p.title, "") for p in (rl_paper(1, DAY), rl_paper(2, DAY))}
     liked, disliked = learn.judged(store)
     assert [(p.id, p.abstract) for p in liked + disliked] == [("2611.00001", ""), ("2611.00002", "")]
+
+
+def test_eval_counts_the_papers_your_verdicts_taught_the_refit_as_its_training_data(tmp_path, cli):
+    """A labels file made from the papers you marked (the obvious one to write) is scored by
+    a model fitted on those very verdicts: the note that figures on them flatter it says so."""
+    marked = image_paper(2)
+    with ArxivServer([rl_paper(1, DAY), marked]) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-02")
+    cli("--config", str(config), "mark", f"{marked.id}v1", "--relevant")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text("".join(json.dumps({"id": f"{p.id}v1", "title": p.title, "abstract": p.abstract,
+                                          "label": 1}) + "\n" for p in (marked, image_paper(3))),
+                      encoding="utf-8")
+    out = cli("--config", str(config), "eval", "--labels", str(labels)).stdout
+    assert out.splitlines()[0] != f"model: {learn.shipped().version}"  # the refit, on the mark
+    assert "note: 1 of these papers are in the model's training data; figures on them flatter it" in out
