@@ -495,14 +495,20 @@ def verdicts(store: Verdicts) -> list[tuple[Paper, bool, float]]:
     title: the verdict was on the paper, not on "withdrawn … an error"."""
     found = {p.id: (p, label, VERDICT_WEIGHT) for label in (True, False)
              for p in store.marked(relevant=label)}
-    votes: dict[str, tuple[Paper, int]] = {}
+    votes: dict[str, tuple[Paper, list[bool]]] = {}
     for paper, said in store.readers_verdicts():
-        votes[paper.id] = (paper, votes.get(paper.id, (paper, 0))[1] + (1 if said else -1))
-    for pid, (paper, balance) in votes.items():
-        if pid not in found and balance:
-            found[pid] = (paper, balance > 0, READER_WEIGHT)
+        votes.setdefault(paper.id, (paper, []))[1].append(said)
+    for pid, (paper, each) in votes.items():
+        if pid not in found and (label := readers_say(each)) is not None:
+            found[pid] = (paper, label, READER_WEIGHT)
     return [(replace(p, abstract="") if withdrawn(None, p.abstract) else p, label, weight)
             for p, label, weight in found.values()]
+
+
+def readers_say(said: Iterable[bool]) -> bool | None:
+    """What readers' 👍 (True) and 👎 on one paper teach: their majority; None on a tie."""
+    balance = sum(1 if up else -1 for up in said)
+    return balance > 0 if balance else None
 
 
 def judged(store: Verdicts) -> tuple[list[Paper], list[Paper]]:

@@ -291,7 +291,14 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
              f"  rule: {rule.value:+.2f} (threshold {config.relevance.threshold})"]
     said = {who: v for who, v in readers.verdicts(store, paper_key(paper_id)).items() if who != "you"}
     if said:
-        lines.append(f"  readers: {' '.join(f'{a} {THUMBS[v]}' for a, v in sorted(said.items()))}")
+        ups = sum(said.values())
+        tally = f"{ups} {THUMBS[True]} {len(said) - ups} {THUMBS[False]}"
+        if config.relevance.model:  # what the refit learns of this paper (learn.verdicts)
+            label = row.verdict if row.verdict is not None else learn.readers_say(said.values())
+            taught = "a tie, the model learns nothing from them" if label is None else \
+                f"the model learns {'relevant' if label else 'irrelevant'}"
+            tally += f": {'your verdict wins, ' if row.verdict is not None else ''}{taught}"
+        lines.append(f"  readers: {' '.join(f'{a} {THUMBS[v]}' for a, v in sorted(said.items()))} ({tally})")
     seeds = store.seeds()
     taste = importance.taste(seeds, store.papers(s.arxiv_id for s in seeds if s.arxiv_id),
                              *learn.judged(store), config.relevance.follow_authors)

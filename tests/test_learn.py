@@ -516,3 +516,29 @@ def test_eval_counts_the_papers_your_verdicts_taught_the_refit_as_its_training_d
     out = cli("--config", str(config), "eval", "--labels", str(labels)).stdout
     assert out.splitlines()[0] != f"model: {learn.shipped().version}"  # the refit, on the mark
     assert "note: 1 of these papers are in the model's training data; figures on them flatter it" in out
+
+
+def test_status_of_a_paper_says_what_its_readers_votes_teach_and_that_your_mark_wins(tmp_path, cli):
+    """Nine addresses with 👍 or 👎 say nothing of the outcome: the line tallies them and says
+    what the refit learns from them (the majority, nothing on a tie, your verdict instead)."""
+    from pipeline.store import Store
+
+    with ArxivServer([rl_paper(n, DAY) for n in (1, 2, 3)]) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-02")
+    store = Store.open(f"sqlite:///{tmp_path}/state/digest.sqlite3")
+    for n, ups, downs in ((1, 4, 5), (2, 2, 2), (3, 3, 1)):
+        for who in range(ups + downs):
+            store.record_verdict(f"arxiv:2611.{n:05d}", f"r{who}@example.org", who < ups)
+    store.record_verdict("arxiv:2611.00001", "r0@example.org", False)  # changed their mind: 3 👍 6 👎
+    cli("--config", str(config), "mark", "2611.00003", "--irrelevant")
+
+    def readers(n: int) -> str:
+        shown = cli("--config", str(config), "status", "--paper", f"2611.{n:05d}").stdout
+        return next(line.strip() for line in shown.splitlines() if line.strip().startswith("readers:"))
+
+    assert readers(1).endswith("r8@example.org 👎 (3 👍 6 👎: the model learns irrelevant)")
+    assert readers(1).count("👎") == 7 and "r0@example.org 👎" in readers(1)
+    assert readers(2).endswith("(2 👍 2 👎: a tie, the model learns nothing from them)")
+    assert readers(3).endswith("(3 👍 1 👎: your verdict wins, the model learns irrelevant)")
+    assert {p.id: label for p, label, _ in learn.verdicts(store)} == {"2611.00001": False, "2611.00003": False}
