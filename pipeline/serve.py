@@ -4,7 +4,8 @@ Starlette answers, uvicorn serves. `/u/TOKEN`: GET shows a confirmation with a b
 POST (RFC 8058 one-click, as mail clients send it) unsubscribes at once; both pages then
 offer `/r/TOKEN` to subscribe again; an unsubscribe link refused says the footer's other way
 out, a reply "unsubscribe" to `email.from`. `/f/TOKEN`: a reader's 👍 or 👎 on a paper; GET asks
-(a mail scanner that opens every link must not vote), POST records and thanks. A token
+(a mail scanner that opens every link must not vote), POST records and thanks; a reader taken
+off the list is refused (their verdicts given before stay). A token
 that does not check out gets 403 and changes nothing (pipeline/links.py). Writes are one
 at a time (a lock), so two clicks never lose one. Every answer carries security headers,
 and no redirect names the Host header a client sent (`Secured`).
@@ -142,7 +143,11 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
 
     def feedback(request: Request) -> HTMLResponse:
         found = reader_of(request.path_params["token"], tuple(readers.VERDICTS))
-        if found is None or not found[1].paper:
+        # taken off the list, their old emails' links teach no more (a line with a typo is no
+        # removal: while one names no reader, as delivery has it, nobody is taken off)
+        removed = found is not None and found[0] != WEB and not config.recipient_problems() and \
+            found[0].lower() not in {r.address.lower() for r in config.readers()}
+        if found is None or not found[1].paper or removed:
             return answer(request, "refused", 403)
         address, claim = found
         paper, reader = title_of(claim.paper), None if address == WEB else address

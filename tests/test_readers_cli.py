@@ -423,3 +423,43 @@ def test_links_mailed_before_the_secret_changed_still_work_and_a_refused_one_say
     assert 'To unsubscribe from this digest, reply "unsubscribe" to any of its emails.' in text
     assert "要退订这份周报，请对任意一期邮件回复 “unsubscribe”。" in text
     assert vote_refused[0] == 403 and "unsubscribe" not in vote_refused[1]  # a vote: nothing to unsubscribe
+
+
+def test_a_reader_taken_off_the_list_keeps_their_verdicts_but_their_old_links_record_no_more(tmp_path, cli):
+    """Taken off the list (they left the group), a reader's 👍/👎 given while a reader still
+    count; the links of the emails they were mailed no longer teach this install's model."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    people = ["ada@example.org", "bob@example.org"]
+    with ArxivServer([rl_paper(1, DAY), rl_paper(2, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=people, serve={"base_url": base + "/"})
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=SECRET)
+        (ada,), (bob,) = smtp.to("ada@example.org"), smtp.to("bob@example.org")
+        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
+                                str(port), env=SECRET)
+        try:
+            wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
+            assert get(votes(bob)[("down", "arxiv:2611.00001")], b"")[0] == 200
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+        config_with(tmp_path, arxiv, smtp.port, recipients=people[:1], serve={"base_url": base + "/"})
+        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
+                                str(port), env=SECRET)
+        try:
+            wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
+            asked = get(votes(bob)[("up", "arxiv:2611.00002")])
+            after = get(votes(bob)[("up", "arxiv:2611.00002")], b"")
+            changed = get(votes(bob)[("up", "arxiv:2611.00001")], b"")
+            still = get(votes(ada)[("up", "arxiv:2611.00002")], b"")
+            unsubscribed = get(re.search(r"<(http://[^>]+/u/[^>]+)>", str(bob.message["List-Unsubscribe"])).group(1),
+                               b"List-Unsubscribe=One-Click")
+        finally:
+            server.terminate()
+            server.wait(timeout=10)
+    first = cli("--config", str(config), "status", "--paper", "2611.00001").stdout
+    second = cli("--config", str(config), "status", "--paper", "2611.00002").stdout
+    assert asked[0] == after[0] == changed[0] == 403 and "<form" not in after[1]
+    assert still[0] == 200 and unsubscribed[0] == 200  # a removed reader can still unsubscribe
+    assert "readers: bob@example.org 👎 (0 👍 1 👎: the model learns irrelevant)" in first
+    assert "readers: ada@example.org 👍 (1 👍 0 👎" in second
