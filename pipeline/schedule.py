@@ -60,9 +60,30 @@ WATCH = "watch"
 PublishJob = Callable[[datetime | None], object]  # a publish as of then (None: now)
 
 
+class _Cron(CronTrigger):
+    """APScheduler's cron trigger keeping a clock change as cron(8) does. A fixed time (no `*`
+    in its minute or hour) that a clock falling back repeats fires at its first pass only
+    (APScheduler fired it at both: a publish at 01:30 on the night New York's clock went back
+    ran twice, its collect, files, feed and run record made again); a time the clock springs
+    over fires an hour later, shown as the clock reads then (03:30, not a 02:30 that never was)."""
+
+    fixed = False
+
+    def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
+        fire = super().get_next_fire_time(previous_fire_time, now)
+        while fire is not None:
+            fire = fire.astimezone(UTC).astimezone(self.timezone)
+            if not (self.fixed and fire.fold and fire.replace(fold=0).utcoffset() != fire.utcoffset()):
+                return fire
+            fire = super().get_next_fire_time(None, fire.astimezone(UTC) + timedelta(seconds=1))
+        return None
+
+
 def trigger(config: Config, which: str) -> CronTrigger:
     expr = getattr(config.schedule, f"{which}_cron")
-    return CronTrigger.from_crontab(expr, timezone=config.schedule.timezone)
+    cron = _Cron.from_crontab(expr, timezone=config.schedule.timezone)
+    cron.fixed = "*" not in "".join(expr.split()[:2])
+    return cron
 
 
 def next_fires(config: Config, now: datetime) -> dict[str, datetime | None]:

@@ -27,7 +27,7 @@ def fires(config, which, start, count):
     for _ in range(count):
         last = cron.get_next_fire_time(last, moment)
         out.append(last)
-        moment = last + timedelta(seconds=1)
+        moment = last.astimezone(UTC) + timedelta(seconds=1)  # a wall-clock step falls back with the clock
     return out
 
 
@@ -114,12 +114,49 @@ def test_a_fire_in_the_hour_a_clock_falls_back_is_found_and_the_search_ends(tmp_
     search.start()
     search.join(timeout=10)
     assert found, "previous_fire did not return"
-    assert found[0].astimezone(UTC) == datetime(2026, 11, 1, 6, 30, tzinfo=UTC)  # the second 01:30, EST
-    assert found[0].astimezone(zone).fold == 1
+    assert found[0].astimezone(UTC) == datetime(2026, 11, 1, 5, 30, tzinfo=UTC)  # the first 01:30, EDT: the fire
     # between the two 01:30s only the first has fired (the wall clock reads 01:40 EDT)
     first_pass = datetime(2026, 11, 1, 5, 40, tzinfo=UTC).astimezone(zone)
     assert schedule.previous_fire(config, "publish", first_pass).astimezone(UTC) == \
         datetime(2026, 11, 1, 5, 30, tzinfo=UTC)
+
+
+def test_a_fixed_time_the_clock_falls_back_over_publishes_once_that_day(tmp_path):
+    """'30 1 * * sun' in New York: 01:30 on 2026-11-01 comes twice. The trigger fired at both
+    and the second found the week's publish older than itself: the scheduler published again
+    an hour later (a collect, the files, feed and site rewritten, a second run record)."""
+    config = load(write_config(tmp_path, {"schedule": {"timezone": "America/New_York",
+                                                       "publish_cron": "30 1 * * sun"}}, seeds=False))
+    zone = ZoneInfo("America/New_York")
+    got = fires(config, "publish", datetime(2026, 10, 31, 12, tzinfo=zone), 2)
+    assert [f.astimezone(UTC) for f in got] == [datetime(2026, 11, 1, 5, 30, tzinfo=UTC),  # 01:30 EDT
+                                                datetime(2026, 11, 8, 6, 30, tzinfo=UTC)]  # next Sunday's
+    store = Store.open(config.storage.url)
+    store.finish_run(store.start_run("publish", datetime(2026, 11, 1, 5, 30, 40, tzinfo=UTC)), "ok", {})
+    second_pass = datetime(2026, 11, 1, 6, 31, tzinfo=UTC).astimezone(zone)  # 01:31 EST
+    assert not schedule.publish_due(config, store, second_pass)  # not for the fire, the watch or a restart
+    assert schedule.publish_due(config, store, datetime(2026, 11, 8, 6, 31, tzinfo=UTC))
+    # a job with * in its hour runs in both passes, as cron(8) runs it
+    hourly = load(write_config(tmp_path, {"schedule": {"timezone": "America/New_York",
+                                                       "publish_cron": "0 * * * *"}}, seeds=False))
+    assert [f.astimezone(UTC).hour for f in fires(hourly, "publish", datetime(2026, 11, 1, tzinfo=zone), 4)] \
+        == [4, 5, 6, 7]
+
+
+def test_a_fixed_time_the_clock_springs_over_publishes_once_that_day(tmp_path):
+    """'30 2 * * sun' on 2027-03-14, when New York's clocks go from 02:00 to 03:00: one
+    publish, an hour later, and the next fire is shown as the clock will read then."""
+    config = load(write_config(tmp_path, {"schedule": {"timezone": "America/New_York",
+                                                       "publish_cron": "30 2 * * sun"}}, seeds=False))
+    zone = ZoneInfo("America/New_York")
+    got = fires(config, "publish", datetime(2027, 3, 13, 12, tzinfo=zone), 2)
+    assert [f.isoformat() for f in got] == ["2027-03-14T03:30:00-04:00", "2027-03-21T02:30:00-04:00"]
+    store = Store.open(config.storage.url)
+    store.finish_run(store.start_run("publish", datetime(2027, 3, 7, 7, 31, tzinfo=UTC)), "ok", {})
+    assert not schedule.publish_due(config, store, datetime(2027, 3, 14, 7, 15, tzinfo=UTC))  # 03:15 EDT
+    assert schedule.publish_due(config, store, datetime(2027, 3, 14, 7, 31, tzinfo=UTC))
+    store.finish_run(store.start_run("publish", datetime(2027, 3, 14, 7, 31, tzinfo=UTC)), "ok", {})
+    assert not schedule.publish_due(config, store, datetime(2027, 3, 14, 23, tzinfo=UTC))
 
 
 def test_nothing_is_due_before_the_first_fire_after_a_publish(tmp_path):
