@@ -142,6 +142,13 @@ def unfinished(store: Store) -> datetime | None:
     return as_of if store.digest(as_of.date().isoformat()) is not None else None
 
 
+def later(config: Config, seconds: float) -> datetime:
+    """So many seconds from now, in schedule.timezone. Added in UTC: on the wall clock, 5
+    minutes after the second 01:35 of a night the clock falls back is the first 01:40, an
+    hour ago, and a retry planned then ran at once, again and again for up to an hour."""
+    return (datetime.now(UTC) + timedelta(seconds=seconds)).astimezone(config.zone)
+
+
 def heartbeat_path(config: Config) -> Path:
     """state/heartbeat.json, beside the run lock: each scheduler process has its own."""
     return lock.lock_path(config).with_name("heartbeat.json")
@@ -261,7 +268,7 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Publis
 
     def catch_up(delay: float = 0) -> None:
         """One publish soon, if still due then; replaces a catch-up already waiting."""
-        when = datetime.now(config.zone) + timedelta(seconds=delay)
+        when = later(config, delay)
         scheduler.add_job(publish_body, "date", run_date=when, id=CATCH_UP, name="catch-up publish",
                           replace_existing=True, **{**defaults, "misfire_grace_time": None})
         if delay:
@@ -274,7 +281,7 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Publis
         when = next_look(config, store)
         if when is None:
             return
-        soonest = datetime.now(config.zone) + timedelta(seconds=floor)
+        soonest = later(config, floor)
         scheduler.add_job(outbox_body, "date", run_date=max(when, soonest), id=OUTBOX,
                           name="outbox retry", replace_existing=True,
                           **{**defaults, "misfire_grace_time": None})

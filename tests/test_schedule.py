@@ -542,3 +542,31 @@ def test_the_outbox_job_does_not_look_every_few_minutes_for_a_channel_taken_out(
     on = load(write_config(tmp_path, MAILING, seeds=False))
     assert "outbox" in {j.id for j in schedule.build(on, lambda: None, lambda as_of: None, store,
                                                      outbox_job=lambda: None).get_jobs()}
+
+
+class _SecondPass(datetime):
+    """schedule's clock at 01:35 EST on 2026-11-01, the second pass of New York's 01:00-02:00."""
+
+    at = datetime(2026, 11, 1, 6, 35, tzinfo=UTC)
+
+    @classmethod
+    def now(cls, tz=None):
+        return cls.at.astimezone(tz)
+
+
+def test_a_retry_planned_in_the_hour_a_clock_repeats_waits_its_minutes(tmp_path, monkeypatch):
+    """'Now + 5 minutes' on the wall clock of the second 01:35 is 01:40 EDT, an hour ago: a
+    publish that found the lock held (or failed) and the outbox job tried again at once, over
+    and over, for up to an hour."""
+    config = load(write_config(tmp_path, {**MAILING, "schedule": {"timezone": "America/New_York"}},
+                               seeds=False))
+    store = Store.open(config.storage.url)
+    waiting_row(store, _SecondPass.at + timedelta(minutes=1))
+    monkeypatch.setattr(schedule, "datetime", _SecondPass)
+    scheduler = schedule.build(config, lambda: None, recorder(store, []), store, outbox_job=lambda: None)
+    with lock.held(config):  # another process's run
+        scheduler.get_job("publish").func()
+        scheduler.get_job("outbox").func()
+    for name in ("catch-up", "outbox"):
+        planned = [j for j in scheduler.get_jobs() if j.id == name][-1].trigger.run_date
+        assert planned.astimezone(UTC) - _SecondPass.at == timedelta(seconds=schedule.RETRY_SECONDS), name
