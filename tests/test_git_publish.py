@@ -213,6 +213,31 @@ def test_files_an_older_layout_had_are_removed_from_the_folders_pruned(checkout:
         "rl/reading-list/agentic-2025.md", "rl/reading-list/agentic-2026.md"]
 
 
+def test_a_copy_a_killed_run_left_half_written_in_the_checkout_is_cleared_not_staged(
+        checkout: Path, remote: Path, outputs, store: Store) -> None:
+    """A run killed (kill -9, a second SIGTERM) while it copied the reading list into the
+    checkout left '.agentic.md.PID.XXXX.tmp' there: the next publish took it for a file of
+    an older layout, removed it and asked git to stage it, and failed ('pathspec ... did
+    not match any files', exit 1)."""
+    out = outputs["READING_LIST.md"].parent
+    (out / "reading-list").mkdir()
+    (out / "reading-list" / "agentic.md").write_text("# agentic\n", encoding="utf-8")
+    files = {**outputs, "reading-list/agentic.md": out / "reading-list" / "agentic.md"}
+    assert publish(config(checkout), files, store, prune=("reading-list",)).ok
+    dead = int(subprocess.run(["sh", "-c", "echo $$"], capture_output=True, text=True, check=True).stdout)
+    drafts = [checkout / "rl" / "reading-list" / f".agentic.md.{dead}.k1ll3d.tmp",
+              checkout / "rl" / "digests" / f".2025-01-06.md.{dead}.k1ll3d.tmp"]
+    for draft in drafts:
+        draft.write_text("# agen", encoding="utf-8")
+    (out / "digests" / "2025-01-06.md").write_text("# 周报 2025-01-06\n\n- GRPO\n", encoding="utf-8")
+    report = publish(config(checkout), files, store, prune=("reading-list",))
+    assert report.ok, report.error
+    assert report.changed == ["rl/digests/2025-01-06.md"] and report.pushed
+    assert not any(draft.exists() for draft in drafts)
+    assert git("status", "--porcelain", "--untracked-files=all", cwd=checkout) == ""
+    assert ".tmp" not in git("--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main")
+
+
 def colleague_commits(tmp_path: Path, remote: Path, name: str, text: str) -> None:
     """Someone else pushes to the remote (a README edited on the web, say)."""
     other = tmp_path / f"colleague-{name.replace('/', '-')}"

@@ -62,7 +62,7 @@ def _draft(path: Path) -> Iterator[tuple[TextIO, list[bool]]]:
             return
         path = path.resolve() if path.is_symlink() else path
         path.parent.mkdir(parents=True, exist_ok=True)
-        _clear_killed_writes(path)
+        clear_killed_writes(path.parent, path.name)
         fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp",
                                         dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide published files
@@ -129,14 +129,15 @@ def move_if_changed(source: Path, path: Path) -> bool:
     return True
 
 
-def _clear_killed_writes(path: Path) -> None:
-    """Remove half-written copies of `path` whose writer is gone (a kill -9 during fsync).
+def clear_killed_writes(folder: Path, name: str | None = None) -> None:
+    """Remove half-written copies of `name` (None: of any file) in `folder` whose writer is
+    gone (a kill -9 during fsync).
 
-    The writer's pid is in the name, so a live writer's file (a second scheduler writing
-    its heartbeat at the same moment) is left alone.
+    The writer's pid is in the name (.NAME.PID.XXXXXXXX.tmp), so a live writer's file (a
+    second scheduler writing its heartbeat at the same moment) is left alone.
     """
-    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
-        pid = stale.name[len(path.name) + 2:].split(".", 1)[0]
+    for stale in folder.glob(f".{glob.escape(name) if name else '*'}.*.tmp"):
+        pid = stale.name.rsplit(".", 3)[1]
         if pid.isdigit() and not _alive(int(pid)):
             stale.unlink(missing_ok=True)
 

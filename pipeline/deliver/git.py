@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from pipeline.config import GitOutput, url_credentials
-from pipeline.deliver.files import write_atomic
+from pipeline.deliver.files import clear_killed_writes, write_atomic
 from pipeline.errors import DeliveryError, DigestError
 from pipeline.models import State
 
@@ -145,11 +145,14 @@ def _copy_in(repo: Path, subdir: str, files: dict[str, Path], report: GitReport)
     base = (root / subdir).resolve()
     if base != root and root not in base.parents:
         raise _GitError(f"git {repo}: outputs.git.path {subdir!r} leaves the checkout")
-    paths = []
+    paths, folders = [], set()
     for name, source in files.items():
         target = (base / name).resolve()
         if base not in target.parents or ".git" in target.relative_to(root).parts:
             raise _GitError(f"git {repo}: {name!r} leaves outputs.git.path {subdir!r}")
+        if target.parent not in folders:  # a copy a killed run left half-written: never a file
+            folders.add(target.parent)    # to publish, prune or stage
+            clear_killed_writes(target.parent)
         try:
             data = Path(source).read_bytes()
         except OSError as exc:
@@ -168,6 +171,7 @@ def _prune(repo: Path, subdir: str, files: dict[str, Path], folders: tuple[str, 
     root = repo.resolve()
     gone = []
     for folder in folders:
+        clear_killed_writes(root / subdir / folder)  # not a published file: not one to stage
         for target in sorted((root / subdir / folder).glob("*")):
             name = target.relative_to(root / subdir).as_posix()
             if target.is_file() and name not in files:
