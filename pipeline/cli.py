@@ -203,6 +203,20 @@ def globals_first(args: list[str], commands: Collection[str]) -> list[str]:
     return [*args[:at], *moved, *args[at:at + 1], *kept] if at < len(args) else args
 
 
+def _streams_that_write_chinese() -> None:
+    """stdout and stderr in UTF-8, as every file rl-digest writes, when the locale's encoding
+    cannot write Chinese at all (cron on a machine whose locale is en_US, ISO-8859-1: status,
+    config show, render and run --dry-run ended 'unexpected error: UnicodeEncodeError', and
+    log lines showed \\u escapes). One that can (UTF-8, GB18030) is left as the locale says;
+    no LANG and LANG=C are UTF-8 already (Python's UTF-8 mode)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            "中文".encode(stream.encoding or "ascii")
+        except (UnicodeEncodeError, LookupError):
+            if hasattr(stream, "reconfigure"):  # a TextIOWrapper; not a test runner's capture
+                stream.reconfigure(encoding="utf-8")
+
+
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_path", envvar="RL_DIGEST_CONFIG",
               type=click.Path(path_type=Path, readable=False),  # config.load says why it cannot read one
@@ -215,6 +229,7 @@ def globals_first(args: list[str], commands: Collection[str]) -> list[str]:
 @click.pass_context
 def main(ctx: click.Context, config_path: Path | None, verbose: int, quiet: bool) -> None:
     """Weekly bilingual digest of reinforcement learning for LLMs papers from arXiv."""
+    _streams_that_write_chinese()
     logs.setup(verbose, quiet)
     ctx.obj = State(config_path, verbose, quiet)
 

@@ -255,3 +255,18 @@ def test_serve_says_where_it_serves_only_once_it_listens(tmp_path, cli):
     elsewhere = cli("--config", str(config), "serve", "--host", "192.0.2.1", check=2)
     assert elsewhere.stderr.splitlines() == ["rl-digest: serve: --host 192.0.2.1: Cannot assign requested address "
                                              "(an address of this machine, or a name it resolves)"]
+
+
+def test_chinese_output_under_a_locale_that_cannot_write_it_is_utf8_not_an_error(tmp_path, cli):
+    """cron on a machine whose locale is en_US (ISO-8859-1; PYTHONIOENCODING stands in for it):
+    config show, run --dry-run, render and status ended 'unexpected error: UnicodeEncodeError',
+    and a warning's Chinese went to the log as \\u escapes."""
+    config = write_config(tmp_path)
+    (tmp_path / "seeds" / "mine.yaml").write_text("- title: Bad entry\n  颜色: red\n", encoding="utf-8")
+    latin1 = {"PYTHONIOENCODING": "latin-1"}
+    shown = cli("--config", str(config), "config", "show", env=latin1)
+    assert "强化学习" in shown.stdout
+    listed = cli("--config", str(config), "seeds", env=latin1)
+    assert "mine.yaml:2: unknown key '颜色'" in listed.stderr and "\\u" not in listed.stderr
+    preview = cli("--config", str(config), "run", "--offline", "--dry-run", "--as-of", "2026-11-02", env=latin1)
+    assert preview.stdout.startswith("# 强化学习 · Reinforcement Learning for LLMs — 周报 Weekly · 2026-11-02\n")
