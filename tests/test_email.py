@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import base64
 import logging
+import re
 import shutil
 import ssl
 import subprocess
 import time
 from datetime import UTC, datetime, timedelta
-from email.utils import parsedate_to_datetime
+from email.header import decode_header, make_header
+from email.utils import parseaddr, parsedate_to_datetime
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -226,6 +228,31 @@ def test_a_subject_reads_back_with_every_space(store: Store, subject: str) -> No
     assert str(got.message["Subject"]) == subject
     head = got.data.partition(b"\r\n\r\n")[0]
     assert all(len(line) <= 76 for line in head.split(b"\r\n") if b"=?" in line)
+
+
+@pytest.mark.parametrize("reader, sender", [
+    ("Dr Dr Alexander Humboldt-Smith 施朱八", "强化学习周报"),  # To in a line of 77
+    ("强卫韩 沈赵研 尤研吕杨吴沈孙朱 十王 RL", "强化学习周报"),  # folded at the space before 十王
+    ("ada", "Reader the Humboldt-Smith Alexander Humboldt-Smith Reader 杨施 Research 孙 沈郑研九"),
+    ("ada", "GroupResearchGroup施RL卫何沈八"),  # From in a line of 77
+])
+def test_a_long_chinese_and_latin_name_reads_back_in_lines_of_76(store: Store, reader: str,
+                                                                  sender: str) -> None:
+    """A reader's (or the sender's) name of Chinese and Latin words went in a To (From) line of
+    77 or 78, the address after the name's encoded-words (RFC 2047 2 holds such a line to 76),
+    or with a space between two encoded-words, which every reader drops (RFC 2047 6.2)."""
+    save(store, [f'"{reader}" <reader@example.org>'])
+    with SmtpServer() as server:
+        report = send_pending(store, cfg(server.port, from_=f'"{sender}" <d@example.org>'), content, NOW)
+    assert report.sent == 1, report.errors
+    (got,) = server.messages
+    head = got.data.partition(b"\r\n\r\n")[0].decode()
+    assert all(len(line) <= 76 for line in head.split("\r\n") if "=?" in line)
+    unfolded = re.sub(r"\r\n(?=[ \t])", "", head)
+    for field, name, address in (("To", reader, "reader@example.org"), ("From", sender, "d@example.org")):
+        value = re.search(rf"^{field}: (.*)$", unfolded, re.M).group(1)
+        as_read = str(make_header(decode_header(value)))  # RFC 2047 6.2, as mail clients read it
+        assert parseaddr(as_read) == (name, address)
 
 
 def test_an_internationalised_domain_needs_no_smtputf8(store: Store) -> None:

@@ -51,17 +51,35 @@ class _WirePolicy(email_policy.EmailPolicy):
     targets: Python folds a URL longer than a line as RFC 2047 encoded-words, which no
     mail client decodes there, and one-click unsubscribe (RFC 8058) then has no URL.
     A Subject Python would fold at a space between two encoded-words, which every reader
-    drops (RFC 2047 6.2), goes as encoded-words alone, its spaces inside them."""
+    drops (RFC 2047 6.2), goes as encoded-words alone, its spaces inside them. So does the
+    name of a From or To with a space Python put between two encoded-words (on a line or
+    where it folds), or with a line holding one longer than 76 (77 or 78: the address after
+    the name's encoded-words)."""
 
     def _fold(self, name: str, value: Any, refold_binary: bool = False) -> str:
         if name.lower() == "list-unsubscribe":
             return f"{name}: " + ("," + self.linesep + " ").join(_TARGET.findall(str(value))) + self.linesep
         folded: str = super()._fold(name, value, refold_binary)  # type: ignore[misc]
         if name.lower() == "subject" and _read_back(folded) != str(value):
-            words = Header(str(value), "utf-8", header_name=name).encode(
-                linesep=self.linesep, maxlinelen=self.max_line_length)
-            folded = f"{name}: {words}{self.linesep}"
+            folded = f"{name}: {self._words(name, str(value))}{self.linesep}"
+        elif len(getattr(value, "addresses", ())) == 1 and not self.utf8 and (
+                _SPLIT_WORDS.search(folded) or self._too_long(folded)):
+            (address,) = value.addresses
+            words, spec = self._words(name, address.display_name), f"<{address.addr_spec}>"
+            last = words.rpartition(self.linesep)[2] if self.linesep in words else f"{name}: {words}"
+            gap = " " if len(last) + 1 + len(spec) <= (self.max_line_length or 76) else self.linesep + " "
+            folded = f"{name}: {words}{gap}{spec}{self.linesep}"
         return folded
+
+    def _words(self, name: str, text: str) -> str:
+        """Text as encoded-words alone, folded between them (each space inside one)."""
+        return Header(text, "utf-8", header_name=name).encode(linesep=self.linesep,
+                                                              maxlinelen=self.max_line_length)
+
+    def _too_long(self, folded: str) -> bool:
+        """A line holding an encoded-word is longer than RFC 2047 (2) allows."""
+        return any(len(line) > (self.max_line_length or 76) and "=?" in line
+                   for line in folded.split(self.linesep))
 
 
 def _read_back(folded: str) -> str:
@@ -71,6 +89,7 @@ def _read_back(folded: str) -> str:
 
 
 _TARGET = re.compile(r"<[^<>]*>")
+_SPLIT_WORDS = re.compile(r"\?=\s+=\?")  # two encoded-words: a reader drops the space between
 # Header lines of 76 at most: RFC 2047 (2) holds a line with an encoded-word to that.
 WIRE_POLICY = _WirePolicy(linesep="\r\n", max_line_length=76)  # email.policy.SMTP
 WIRE_POLICY_UTF8 = WIRE_POLICY.clone(utf8=True)  # email.policy.SMTPUTF8
