@@ -581,6 +581,23 @@ def test_a_title_holding_an_emoji_code_is_shown_as_written_in_slack(tmp_path, cl
     assert not re.search(r":[\w+'-]+:", text), text
 
 
+def test_slacks_notification_text_shows_a_topic_name_with_markup_as_the_heading_does(tmp_path, cli):
+    """The message's `text`, all a phone's notification shows of it, went as the raw subject:
+    a topic named '<!channel> R&D *RL*' pinged the channel and lost its '&', '<' and '>' (Slack's
+    escapes, api.slack.com/reference/surfaces/formatting#escaping). It goes as the post's
+    heading shows the subject, escaped."""
+    name = "<!channel> R&D *RL* for _LLMs_ a > b"
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack:
+        config = config_with(tmp_path, arxiv, channels=[channel_entry("slack")],
+                             topic={"name": {"zh": "强化学习", "en": name}})
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for({"slack": slack}))
+    assert slack.malformed == [] and len(slack.posts) == 1
+    text = slack.posts[0]["text"]
+    assert "<" not in text and ">" not in text and "R&amp;D" in text and "&lt;!channel&gt;" in text, text
+    assert not set("*_") & set(text), text
+    assert slack.posts[0]["blocks"][0]["text"]["text"].startswith(f"*{text}*")
+
+
 def test_even_the_http_librarys_debug_lines_never_show_a_webhook_path_or_bot_token(tmp_path, cli):
     """-vv lets urllib3 log each request line ("POST /bot<token>/sendMessage"): the secrets
     the config's *_env variables hold are masked in every line, and in -v's tracebacks."""

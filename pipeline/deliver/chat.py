@@ -111,7 +111,7 @@ SECRETS = {"url_env": "the webhook URL", "secret_env": "the signing secret", "to
 def _slack(title: str, text: str, content: dict) -> list[dict]:
     """Section blocks of mrkdwn, `verbatim` so that a URL or a name in a paper's text is not
     turned into a link or a mention; past 50 blocks or 12,000 characters, the next message
-    goes on."""
+    goes on. `text`, what a notification shows, is the subject as the heading shows it."""
     messages: list[list[dict]] = []
     size = 0  # characters of block text in the message being filled
     for chunk in (chunk for block in text.strip().split("\n\n") if block.strip()
@@ -121,7 +121,7 @@ def _slack(title: str, text: str, content: dict) -> list[dict]:
             size = 0
         messages[-1].append({"type": "section", "text": {"type": "mrkdwn", "text": chunk, "verbatim": True}})
         size += len(chunk)
-    return [{"text": title, "blocks": blocks} for blocks in messages]
+    return [{"text": slack_escape(title), "blocks": blocks} for blocks in messages]
 
 
 def _feishu(title: str, text: str, content: dict) -> list[dict]:
