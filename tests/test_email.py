@@ -7,6 +7,7 @@ import base64
 import logging
 import re
 import shutil
+import smtplib
 import ssl
 import subprocess
 import time
@@ -253,6 +254,40 @@ def test_a_long_chinese_and_latin_name_reads_back_in_lines_of_76(store: Store, r
         value = re.search(rf"^{field}: (.*)$", unfolded, re.M).group(1)
         as_read = str(make_header(decode_header(value)))  # RFC 2047 6.2, as mail clients read it
         assert parseaddr(as_read) == (name, address)
+
+
+@pytest.mark.parametrize("where", ["before the content", "after the content"])
+def test_a_bug_mid_data_leaves_the_next_reader_a_fresh_connection(store: Store, monkeypatch,
+                                                                  where: str) -> None:
+    """An exception inside one reader's transaction that is no SMTP reply (a bug raising
+    mid-DATA) is that reader's alone; the next reader gets a new connection: on the old one
+    their MAIL FROM went as the first message's content (no answer until the timeout, then
+    the channel called unreachable) or read the first message's 250 as its own reply."""
+    save(store, PEOPLE[:2])
+    sent = smtplib.SMTP.send
+    calls: list[bytes] = []
+
+    def buggy(self: smtplib.SMTP, data: bytes | str) -> None:
+        body = data.encode() if isinstance(data, str) else data
+        if body.endswith(b"\r\n.\r\n"):
+            calls.append(body)
+            if len(calls) == 1:
+                if where == "after the content":
+                    sent(self, data)
+                raise RuntimeError("a bug mid-DATA")
+        sent(self, data)
+
+    monkeypatch.setattr(smtplib.SMTP, "send", buggy)
+    with SmtpServer() as server:
+        started = time.monotonic()
+        report = send_pending(store, cfg(server.port, timeout_seconds=5), content, NOW)
+        took = time.monotonic() - started
+    state = rows(store)
+    assert report.sent == 1 and state[PEOPLE[1]]["status"] == "sent", report.errors
+    assert "RuntimeError: a bug mid-DATA" in state[PEOPLE[0]]["last_error"]
+    assert took < 4  # no wait for a reply that never comes
+    assert [m.rcpt_tos for m in server.messages][-1] == [PEOPLE[1]]
+    assert all(b"MAIL FROM" not in m.data for m in server.messages)
 
 
 def test_an_internationalised_domain_needs_no_smtputf8(store: Store) -> None:

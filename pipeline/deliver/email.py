@@ -378,6 +378,12 @@ class _Session:
             except Interrupted:
                 self.smtp = None
                 raise
+            except (Refused, Deferred):
+                raise
+            except BaseException:  # no SMTP reply (a bug mid-DATA): where the dialogue is, nobody knows
+                _close(smtp)
+                self.smtp = None  # the next reader gets a new connection
+                raise
             self.used = True
             return words
 
