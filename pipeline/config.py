@@ -85,7 +85,19 @@ class Topic(Model):
 def http_url(value: str | None) -> str | None:
     if value is not None and urlsplit(value).scheme not in ("https", "http"):
         raise ValueError(f"not an http(s):// address: {value!r}")
-    return value
+    return value if value is None else with_port(value)
+
+
+def with_port(url: str) -> str:
+    """`url`, whose port, when it has one, is one there can be (1-65535); else ValueError
+    (https://x.org:99999/u was taken, and every link made of it led nowhere)."""
+    try:
+        port = urlsplit(url).port
+    except ValueError:
+        port = 0
+    if port == 0:
+        raise ValueError(f"not a port (1-65535) in {url!r}")
+    return url
 
 
 HttpUrl = Annotated[str, AfterValidator(http_url)]  # an address the tool reaches
@@ -452,7 +464,7 @@ class Email(Model):
         if any(ch in value for ch in "\r\n") or urlsplit(value.strip()).scheme.lower() not in (
                 "https", "http", "mailto"):
             raise ValueError(f"not an https:// (or mailto:) address on one line: {value!r}")
-        return value.strip()
+        return with_port(value.strip())
 
 
 class Serve(Model):

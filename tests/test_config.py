@@ -453,3 +453,25 @@ def test_config_check_finds_what_would_stop_a_run_in_channels_and_serve(tmp_path
     assert "serve.secret_env: RL_DIGEST_SECRET is not set" in check(serve, {"RL_DIGEST_SECRET": ""})[1]
     assert "shorter than 16 characters" in check(serve, {"RL_DIGEST_SECRET": "abc"})[1]
     assert check(serve, {"RL_DIGEST_SECRET": "0123456789abcdef0123"}) == [0]
+
+
+def test_config_check_refuses_a_url_whose_port_there_cannot_be(tmp_path, cli):
+    """An email.unsubscribe_url (or any URL key) with a port there cannot be was taken, and
+    every email's unsubscribe link led nowhere: exit 2 naming the key."""
+    mail = {"enabled": True, "to": ["ada@example.org"]}
+    env = {"RL_DIGEST_SECRET": "0123456789abcdef0123"}
+
+    def check(extra: dict) -> list:
+        path = write_config(tmp_path, {"outputs": {"base_url": "https://digest.example.org/"}, **extra},
+                            seeds=False)
+        result = cli("--config", str(path), "config", "check", env=env, check=None)
+        return [result.returncode, *result.stderr.strip().splitlines()]
+
+    config = tmp_path / "config.yaml"
+    assert check({"email": {**mail, "unsubscribe_url": "https://x.org:99999/u?r={recipient}"}}) == [
+        2, f"rl-digest: {config}: email.unsubscribe_url: not a port (1-65535) in "
+           "'https://x.org:99999/u?r={recipient}'"]
+    assert check({"serve": {"base_url": "https://digest.example.org:0/"}})[:2] == [
+        2, f"rl-digest: {config}: serve.base_url: not a port (1-65535) in 'https://digest.example.org:0/'"]
+    assert check({"email": {**mail, "unsubscribe_url": "https://x.org:8443/u?r={recipient}"}}) == [0]
+    assert check({"email": mail, "serve": {"base_url": "https://digest.example.org/"}}) == [0]
