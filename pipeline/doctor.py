@@ -94,6 +94,12 @@ def config_problems(config: Config) -> Problems:
             warnings.append(f"email.from: @{sender} has no period, which suits a mail server on this "
                             f"host (smtp_host: localhost) that delivers or rewrites it; "
                             f"{config.email.smtp_host} may refuse it")
+        unsubscribe = ("serve.base_url", config.serve.base_url) if config.serve.base_url else (
+            "email.unsubscribe_url", config.email.unsubscribe_url)
+        if (unsubscribe[1] or "").lower().startswith("http://"):
+            warnings.append(f"{unsubscribe[0]}: an http:// address, so the emails carry no one-click "
+                            "unsubscribe (RFC 8058 is for https alone; Gmail and Yahoo ask bulk senders "
+                            "for it): serve it over HTTPS and write its https:// address")
         if not config.outputs.base_url and not config.site_url:
             warnings.append("outputs.base_url: not set, nor outputs.site_url, so the email links no "
                             "reading list or whole digest and cannot be trimmed to 100 KB (set one "

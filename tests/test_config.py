@@ -475,3 +475,33 @@ def test_config_check_refuses_a_url_whose_port_there_cannot_be(tmp_path, cli):
         2, f"rl-digest: {config}: serve.base_url: not a port (1-65535) in 'https://digest.example.org:0/'"]
     assert check({"email": {**mail, "unsubscribe_url": "https://x.org:8443/u?r={recipient}"}}) == [0]
     assert check({"email": mail, "serve": {"base_url": "https://digest.example.org/"}}) == [0]
+
+
+def test_config_check_warns_of_an_http_unsubscribe_address(tmp_path, cli):
+    """An http:// serve.base_url (or email.unsubscribe_url) gives the emails no one-click
+    unsubscribe (RFC 8058 is for https), and config check said nothing of it."""
+    mail = {"enabled": True, "to": ["ada@example.org"]}
+    env = {"RL_DIGEST_SECRET": "0123456789abcdef0123"}
+
+    def check(extra: dict) -> list:
+        path = write_config(tmp_path, {"outputs": {"base_url": "https://digest.example.org/"}, **extra},
+                            seeds=False)
+        result = cli("--config", str(path), "config", "check", env=env, check=None)
+        return [result.returncode, *result.stderr.strip().splitlines()]
+
+    config = tmp_path / "config.yaml"
+    assert check({"email": mail, "serve": {"base_url": "http://digest.example.org/"}}) == [
+        0, f"warning: {config}: serve.base_url: an http:// address, so the emails carry no one-click "
+           "unsubscribe (RFC 8058 is for https alone; Gmail and Yahoo ask bulk senders for it): serve it "
+           "over HTTPS and write its https:// address"]
+    assert "email.unsubscribe_url: an http:// address" in check(
+        {"email": {**mail, "unsubscribe_url": "http://x.org/u?r={recipient}"}})[1]
+    assert check({"email": mail, "serve": {"base_url": "https://digest.example.org/"}}) == [0]
+    assert check({"email": {**mail, "unsubscribe_url": "mailto:leave@example.org"}}) == [0]
+    path = write_config(tmp_path, {
+        "sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}},
+        "email": {**mail, "smtp_host": "127.0.0.1", "smtp_port": 9, "security": "none"},
+        "serve": {"base_url": "http://digest.example.org/"}}, seeds=False)
+    report = cli("--config", str(path), "doctor", env=env, check=None).stdout
+    line = next(ln for ln in report.splitlines() if ln.startswith("config"))
+    assert line.split()[1] == "WARN" and "serve.base_url: an http:// address" in line, line
