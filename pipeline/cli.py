@@ -575,7 +575,8 @@ def status(state: State, paper_id: str | None, as_json: bool, check_heartbeat: b
               help="Subscribe an unsubscribed reader again.")
 @pass_state
 def readers_cmd(state: State, stop: tuple[str, ...], start: tuple[str, ...]) -> None:
-    """Each email reader: languages, status (active, unsubscribed, removed), last delivery."""
+    """Each reader, email or chat channel: languages, status (active, unsubscribed, removed),
+    last delivery."""
     for who, status in [*((w, readers.UNSUBSCRIBED) for w in stop), *((w, readers.ACTIVE) for w in start)]:
         echo(f"{readers.set_status(state.config, state.store(), who, status)}: {status}")
     for row in readers.listing(state.config, state.store()):

@@ -15,8 +15,8 @@ from typing import Any
 
 from pipeline.config import Config, Reader
 from pipeline.deliver import channels
-from pipeline.deliver.outbox import EMAIL, SKIPPED, Delivery, held_for_channel
-from pipeline.errors import ConfigError
+from pipeline.deliver.outbox import EMAIL, SKIPPED, Delivery, StoreOutbox, held_for_channel
+from pipeline.errors import ConfigError, DigestError
 from pipeline.store import YOU, Store
 
 ACTIVE, UNSUBSCRIBED = "active", "unsubscribed"
@@ -37,33 +37,56 @@ def keep(config: Config, store: Store) -> None:
 def listing(config: Config, store: Store) -> list[dict[str, Any]]:
     """Each reader with status, last delivery, and the newest digest skipped or refused for good
     (a bouncing address); readers no longer in the config that once were (kept in the store,
-    or delivered to) show as `removed`."""
+    or delivered to) show as `removed`. A chat channel's reader (or a plug-in channel's) is one
+    too, named CHANNEL:READER as `send --reader` takes it: `active`, or `removed` once the
+    config no longer has it."""
     last: dict[str, str] = {}
     skipped: dict[str, tuple[str, str]] = {}  # the newest digest skipped, and why
     failed: dict[str, tuple[str, str]] = {}  # the newest digest refused for good, and the server's words
     got: dict[str, str] = {}  # the newest digest sent
-    for row in store.deliveries(statuses=("sent", SKIPPED, "failed")):
-        key = parseaddr(row["recipient"])[1].lower() or row["recipient"].lower()
-        if row["status"] in (SKIPPED, "failed"):
-            held = skipped if row["status"] == SKIPPED else failed
-            held[key] = max(held.get(key, ("", "")), (row["digest_id"], row["last_error"] or ""))
+    for done in StoreOutbox(store).rows(("sent", SKIPPED, "failed")):
+        key = _key(done.channel, done.reader)
+        if done.status in (SKIPPED, "failed"):
+            held = skipped if done.status == SKIPPED else failed
+            held[key] = max(held.get(key, ("", "")), (done.digest_id, done.last_error or ""))
         else:
-            got[key] = max(got.get(key, ""), row["digest_id"])
-            if row["sent_at"] and row["sent_at"] > last.get(key, ""):
-                last[key] = row["sent_at"]
+            got[key] = max(got.get(key, ""), done.digest_id)
+            if done.sent_at and done.sent_at > last.get(key, ""):
+                last[key] = done.sent_at
     stored = store.readers()
-    rows = [{"address": r.address, "name": r.name, "languages": r.languages or config.languages,
+    rows = [{"key": r.address.lower(), "address": r.address, "name": r.name,
+             "languages": r.languages or config.languages,
              "status": stored.get(r.address.lower(), {}).get("status", ACTIVE)}
             for r in config.readers()]
-    known = {r["address"].lower() for r in rows}
-    for address in sorted((set(stored) | {a for a in last if "@" in a}) - known):
-        rows.append({"address": address, "name": None, "languages": None, "status": "removed"})
+    rows += [{"key": who, "address": who, "name": None, "languages": languages, "status": ACTIVE}
+             for who, languages in _channel_readers(config)]
+    known = {r["key"] for r in rows}
+    for key in sorted((set(stored) | set(last) | set(failed) | set(skipped)) - known):
+        rows.append({"key": key, "address": key, "name": None, "languages": None, "status": "removed"})
     for row in rows:
-        row["last_delivery"] = last.get(row["address"].lower())
-        row["skipped"] = skipped.get(row["address"].lower())
-        refused = failed.get(row["address"].lower())  # until a later digest reached them
-        row["failed"] = refused if refused and refused[0] > got.get(row["address"].lower(), "") else None
+        row["last_delivery"] = last.get(row["key"])
+        row["skipped"] = skipped.get(row["key"])
+        refused = failed.get(row["key"])  # until a later digest reached them
+        row["failed"] = refused if refused and refused[0] > got.get(row["key"], "") else None
     return rows
+
+
+def _key(channel: str, reader: str) -> str:
+    """A reader as `listing` tells them apart: an email reader by their address in lower case
+    (older rows hold `Name <addr>`), any other as CHANNEL:READER."""
+    return parseaddr(reader)[1].lower() or reader.lower() if channel == EMAIL else f"{channel}:{reader}"
+
+
+def _channel_readers(config: Config) -> list[tuple[str, list]]:
+    """Each reader of the `channels` entries (CHANNEL:READER) and the languages of its posts;
+    none when they cannot be opened (a run or send says why)."""
+    entries = {entry.key: entry.model_dump() for entry in config.channels}
+    try:
+        with channels.opened(config, email=False) as opened:
+            return [(f"{name}:{reader}", entries.get(name, {}).get("languages") or config.languages)
+                    for name, channel in opened.items() for reader in channel.readers()]
+    except DigestError:
+        return []
 
 
 def resend_target(config: Config, who: str) -> str:
@@ -82,7 +105,7 @@ def resend_target(config: Config, who: str) -> str:
     if colon and re.fullmatch(r"[A-Za-z][\w-]*", channel):  # CHANNEL:READER, of a channel not there
         there = ", ".join(f"{e.key} ({e.type})" for e in config.channels)
         raise ConfigError(f"--reader: no channel called {channel!r}",
-                          f"the channels are {there}; CHANNEL:READER as `rl-digest status` lists it"
+                          f"the channels are {there}; CHANNEL:READER as `rl-digest readers` lists it"
                           if there else "no channel is configured besides email: give an email address")
     return reader_address(config, who, "--reader", "an email address, or CHANNEL:READER")
 

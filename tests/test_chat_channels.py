@@ -598,6 +598,28 @@ def test_slacks_notification_text_shows_a_topic_name_with_markup_as_the_heading_
     assert slack.posts[0]["blocks"][0]["text"]["text"].startswith(f"*{text}*")
 
 
+def test_readers_lists_each_chat_channel_with_its_last_delivery_and_a_refusal(tmp_path, cli):
+    """A chat channel is a reader in the outbox (`send --reader slack:SLACK_URL`), but `readers`
+    listed email readers alone: whether the team's Slack got last week's digest, or a webhook
+    refused it for good, was nowhere but in `status`'s newest rows."""
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, ChatServer("slack") as slack, \
+            ChatServer("telegram") as telegram:
+        telegram.queue((400, {}))
+        servers = {"slack": slack, "telegram": telegram}
+        config = chat_config(tmp_path, arxiv, servers, languages=["en"])
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers), check=1)
+        listed = cli("--config", str(config), "readers").stdout.splitlines()
+        without = config_with(tmp_path, arxiv, channels=[channel_entry("telegram", api_url=telegram.url)])
+        later = cli("--config", str(without), "readers").stdout.splitlines()
+    sent = db_rows(tmp_path, "SELECT sent_at FROM deliveries WHERE recipient = 'slack:SLACK_URL'")[0]["sent_at"]
+    assert listed[0] == f"slack:SLACK_URL  lang=en  active  last delivery: {sent}", listed
+    assert listed[1].startswith(f"telegram:-100123  lang=en  active  last delivery: never  digest {AS_OF} "
+                                "failed: channels[1] (telegram): HTTP 400"), listed
+    assert len(listed) == 2
+    assert later[0].startswith("telegram:-100123  lang=zh,en  active  last delivery: never  digest"), later
+    assert later[1] == f"slack:SLACK_URL  lang=-  removed  last delivery: {sent}", later
+
+
 def test_even_the_http_librarys_debug_lines_never_show_a_webhook_path_or_bot_token(tmp_path, cli):
     """-vv lets urllib3 log each request line ("POST /bot<token>/sendMessage"): the secrets
     the config's *_env variables hold are masked in every line, and in -v's tracebacks."""
@@ -906,7 +928,7 @@ def test_a_resend_to_a_channel_named_by_its_type_says_which_channels_there_are(t
                     env=env_for(servers))
         status = cli("--config", str(config), "status", env=env_for(servers))
     assert stderr_lines(wrong) == ["rl-digest: --reader: no channel called 'slack' (the channels are "
-                                   "team (slack); CHANNEL:READER as `rl-digest status` lists it)"]
+                                   "team (slack); CHANNEL:READER as `rl-digest readers` lists it)"]
     # a reader the channel does not have queued a new row, posting the digest anew to the same webhook
     assert stderr_lines(stranger) == ["rl-digest: --reader: channel 'team' has no reader 'x' "
                                       "(its reader is team:SLACK_URL)"]
