@@ -48,6 +48,25 @@ def seen(cli, config: Path) -> dict[str, str]:
             "readers": cli("--config", str(config), "readers").stdout}
 
 
+def test_a_sqlite_store_copied_to_another_file_reads_the_same_there(tmp_path, cli):
+    """The quick round: digests, a mark and an unsubscribe come across; the copy's status,
+    export, readers and rendered digests read as the original's."""
+    with ArxivServer([rl_paper(n, WEEK1) for n in (1, 2)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port)
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        arxiv.add(*[rl_paper(n, WEEK2) for n in (3, 4)])
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+    cli("--config", str(config), "mark", rl_paper(1, WEEK1).id, "--irrelevant")
+    cli("--config", str(config), "readers", "--unsubscribe", ALAN)
+    before = seen(cli, config)
+    backup = tmp_path / "state" / "copy.sqlite3"
+    copied = cli("--config", str(config), "store", "copy", f"sqlite:///{backup}")
+    assert copied.stdout.startswith(f"{backup}: copied "), copied.stdout
+    assert "readers 2" in copied.stdout and "verdicts 1" in copied.stdout and "digests 2" in copied.stdout
+    assert seen(cli, pointed_at(config, "file.yaml", f"sqlite:///{backup}")) == before
+
+
+@pytest.mark.slow
 def test_a_store_copied_to_postgresql_and_back_to_sqlite_goes_on_there_as_it_would_have(
         tmp_path, cli, postgres):
     """The reader who unsubscribed is not mailed, the digest waiting for the other goes, the
