@@ -7,6 +7,7 @@ is data like every other template.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import jinja2
@@ -30,5 +31,7 @@ def write(directory: Path) -> tuple[list[Path], str]:
     for target, name in zip(targets, FILES.values(), strict=True):
         target.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(target, (source / name).read_text(encoding="utf-8"))
-    steps = jinja2.Template((source / "next_steps.txt.j2").read_text(encoding="utf-8"))
+    env = jinja2.Environment()
+    env.filters["sh"] = shlex.quote  # the steps are commands to paste: a folder may hold a space
+    steps = env.from_string((source / "next_steps.txt.j2").read_text(encoding="utf-8"))
     return targets, steps.render(dir=directory)

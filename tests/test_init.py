@@ -66,6 +66,22 @@ def test_the_filled_in_env_file_loaded_as_the_next_steps_say_is_enough(tmp_path,
     assert shell.stdout.strip() == f"{tmp_path / 'config.yaml'}: ok"
 
 
+def test_the_next_steps_paste_into_a_shell_for_a_folder_with_a_space(tmp_path, cli):
+    """They printed `cp /srv/周报 digest/.env.example /srv/周报 digest/.env`: pasted, cp read
+    four paths and failed, and `--config /srv/周报 digest/config.yaml` named a folder."""
+    folder = tmp_path / "周报 digest"
+    steps = cli("init", str(folder)).stdout
+    copy = re.search(r"1\. (cp .*?) and fill in", steps).group(1)
+    load = re.search(r"(set -a; .*; set \+a)", steps).group(1)
+    check = re.search(r"4\. rl-digest (--config .*)", steps).group(1)
+    command = " ".join(shlex.quote(part) for part in cli_command())
+    shell = subprocess.run(["bash", "-c", f"{copy} && {load} && {command} {check}"], cwd="/",
+                           env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=120)
+    assert shell.returncode == 0, shell.stderr
+    assert (folder / ".env").is_file()
+    assert shell.stdout.strip() == f"{folder / 'config.yaml'}: ok"
+
+
 def test_the_starter_without_its_key_names_the_variable(tmp_path, cli):
     """A warning, not an error: a run without the key still goes out, its summaries fall back."""
     cli("init", str(tmp_path))
