@@ -874,6 +874,9 @@ def connect(url: str, busy_timeout: float = 30, keys: tuple[str, str] = STORAGE,
     path = sqlite_file(url)
     if path is not None:
         _private(path)
+        # the file as named, as the lock beside it is: a URL would end the path at a '?' in
+        # a folder's name and read '%20' as a space, opening a database somewhere else
+        parsed = sa.engine.URL.create("sqlite", database=str(path))
     options: dict[str, Any] = (
         {"connect_args": {"timeout": busy_timeout}} if kind == "sqlite" else
         # PostgreSQL: a lock held by another session is waited for as long as SQLite's busy
@@ -899,8 +902,9 @@ def connect(url: str, busy_timeout: float = 30, keys: tuple[str, str] = STORAGE,
 
 def where(engine: Engine) -> str:
     """The SQLite file, or the server URL without its password: as storage.url reads."""
-    path = sqlite_file(str(engine.url))
-    return str(path) if path else engine.url._replace(password=None).render_as_string(hide_password=False)
+    if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
+        return str(engine.url.database)
+    return engine.url._replace(password=None).render_as_string(hide_password=False)
 
 
 def one_line(error: BaseException) -> str:

@@ -205,6 +205,23 @@ def test_after_a_command_the_database_file_alone_holds_the_state(tmp_path, cli):
         assert conn.exec_driver_sql("SELECT count(*) FROM runs").scalar() == 1
 
 
+def test_a_config_folder_whose_name_holds_a_question_mark_or_a_percent_keeps_its_database(tmp_path, cli):
+    """storage.url's relative path was read as a URL: a folder called 'digest?v=2' put the
+    database in a file called 'digest' beside it (the lock and the empty file status named
+    stayed in state/), and '50%41' opened '50A'."""
+    folder = tmp_path / "digest?v=2 50%41"
+    folder.mkdir()
+    config = write_config(folder)
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    status = cli("--config", str(config), "status").stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == [folder.name]
+    database = folder / "state" / "digest.sqlite3"
+    assert f"database: sqlite:///{database}" in status and re.search(r"seeds [1-9]", status), status
+    (tmp_path / "copy.sqlite3").write_bytes(database.read_bytes())
+    with Store.open(f"sqlite:///{tmp_path}/copy.sqlite3").engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM runs").scalar() == 1
+
+
 def test_an_old_world_readable_database_is_made_private(tmp_path, cli):
     config = write_config(tmp_path)
     cli("--config", str(config), "status")
