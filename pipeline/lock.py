@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from pipeline import store
 from pipeline.config import Config, sqlite_file
+from pipeline.deliver import files
 from pipeline.errors import ConfigError, DigestError, LockedError
 
 log = logging.getLogger(__name__)
@@ -116,7 +117,7 @@ def _take(path: Path, what: str, taken: Callable[[], LockedError]) -> filelock.B
         raise taken() from None
     except OSError as exc:  # a folder this user cannot write, as outputs.dir's: the config's to change
         raise ConfigError(f"{path}: cannot take the {what}: {exc.strerror or exc}",
-                          "set lock.dir to a folder this user can write") from None
+                          files.not_yours(path) or "set lock.dir to a folder this user can write") from None
     return lock
 
 

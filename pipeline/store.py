@@ -26,6 +26,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from pipeline.compose import snapshot
 from pipeline.config import sqlite_file
+from pipeline.deliver import files
 from pipeline.errors import ConfigError, DigestError, LockedError
 from pipeline.models import Enrichment, Paper, Scored, SeedEntry, collapse, merge_papers, paper_key, seed_key
 from pipeline.text import OTHERS
@@ -1180,7 +1181,12 @@ def _private(path: Path) -> None:
         os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
         return
     except FileExistsError:
-        pass
+        if not os.access(path, os.R_OK):  # SQLite would say 'unable to open database file'
+            raise ConfigError(f"{path}: cannot open the database: Permission denied",
+                              files.not_yours(path)) from None
+    except PermissionError as exc:  # a folder this user cannot enter or write: it may be there
+        raise ConfigError(f"{path}: cannot open or create the database: {exc.strerror}",
+                          files.not_yours(path)) from None
     except OSError as exc:
         raise DigestError(f"{path}: cannot create the database: {exc.strerror}") from None
     try:

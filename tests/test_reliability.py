@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import html
 import os
+import pwd
 import random
 import re
 import resource
@@ -281,6 +282,50 @@ def test_a_read_only_state_folder_is_one_line(tmp_path, cli):
     with read_only(tmp_path / "state"):
         result = cli("--config", str(config), "run", "--offline", "--as-of", AS_OF, check=None)
     one_clear_line(result, str(tmp_path / "state"))
+
+
+def run_without_root_powers(args: list[str]) -> subprocess.CompletedProcess:
+    """The CLI as root without the capabilities that pass over file permissions: files that
+    belong to another user are refused to it as to any user (root only; skipped elsewhere)."""
+    command = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner", "--"]
+    if not _run_root(*command, "true"):
+        pytest.skip("needs root and setpriv")
+    return subprocess.run([*command, *cli_command(), *args], cwd="/", env=cli_env(),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def test_state_and_out_that_belong_to_another_user_are_one_line_naming_the_owner(tmp_path, cli):
+    """A first run under sudo made state/ and out/, then cron ran as the user: the lock's
+    line said 'set lock.dir to a folder this user can write' (moving the lock frees nothing),
+    status said 'cannot create the database' of one that was there, and a database file of
+    another user's was 'unable to open database file', exit 1."""
+    config, state, other = config_with(tmp_path), tmp_path / "state", pwd.getpwuid(65534).pw_name
+    cli("--config", str(config), "run", "--offline", "--as-of", AS_OF)
+    db, lock = state / "digest.sqlite3", state / "digest.sqlite3.lock"
+    for path in [state, *state.iterdir(), tmp_path / "out"]:
+        os.chown(path, 65534, 65534)
+    owned = f"belongs to {other}, and this runs as root: chown it to root, or run as {other}"
+    state.chmod(0o700)
+    closed = [run_without_root_powers(["--config", str(config), *command]) for command in
+              (["status"], ["run", "--offline", "--as-of", AS_OF])]
+    state.chmod(0o755)
+    lock.chmod(0o666)  # the database alone another user's
+    database = run_without_root_powers(["--config", str(config), "status"])
+    db.chmod(0o666)
+    lock.chmod(0o600)  # the lock alone
+    locked = run_without_root_powers(["--config", str(config), "run", "--offline", "--as-of", AS_OF])
+    for path in [state, *state.iterdir()]:
+        os.chown(path, 0, 0)  # out/ alone
+    out = run_without_root_powers(["--config", str(config), "run", "--offline", "--as-of", AS_OF])
+    assert one_clear_line(closed[0]) == (f"rl-digest: {db}: cannot open or create the database: "
+                                         f"Permission denied ({state} {owned})")
+    assert one_clear_line(closed[1]) == (f"rl-digest: {lock}: cannot take the run lock: "
+                                         f"Permission denied ({state} {owned})")
+    assert one_clear_line(database) == f"rl-digest: {db}: cannot open the database: Permission denied (it {owned})"
+    assert one_clear_line(locked) == f"rl-digest: {lock}: cannot take the run lock: Permission denied (it {owned})"
+    assert one_clear_line(out) == (f"rl-digest: outputs.dir: {tmp_path / 'out'}: cannot write: "
+                                   f"Permission denied; it {owned}")
+    assert {r.returncode for r in [*closed, database, locked, out]} == {2}
 
 
 def test_a_damaged_database_is_one_line_naming_it(tmp_path, cli):

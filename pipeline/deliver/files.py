@@ -9,6 +9,7 @@ from __future__ import annotations
 import filecmp
 import glob
 import os
+import pwd
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -102,7 +103,38 @@ def unwritable(folder: Path, key: str) -> str | None:
                 return None
     except OSError as exc:
         why = f"cannot write{'' if there == folder else f' in {there} to make it'}: {exc.strerror or exc}"
+        if there == folder and isinstance(exc, PermissionError) and (theirs := not_yours(folder)):
+            return f"{key}: {folder}: {why}; {theirs}"
     return f"{key}: {folder}: {why}; set {key} to a folder this user can write"
+
+
+def not_yours(path: Path) -> str | None:
+    """When `path`, else its folder (where this user cannot see `path`), belongs to another
+    user (state/ made by a first run under sudo, then cron runs as yourself; a lock file
+    another user made): whose it is, for an error's hint; None when it is this user's, or
+    neither can be seen."""
+    there = next((p for p in (path, path.parent) if _owner(p) is not None), None)
+    uid = None if there is None else _owner(there)
+    if uid is None or uid == os.geteuid():
+        return None
+    me, owner = _user(os.geteuid()), _user(uid)
+    made = " (made by a run under sudo?)" if uid == 0 else ""
+    return (f"{'it' if there == path else there} belongs to {owner}{made}, and this runs as {me}: "
+            f"chown it to {me}, or run as {owner}")
+
+
+def _owner(path: Path) -> int | None:
+    try:
+        return path.stat().st_uid
+    except OSError:  # not there, or in a folder this user cannot enter
+        return None
+
+
+def _user(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 def write_if_changed(path: Path, text: str) -> bool:
