@@ -283,6 +283,8 @@ def schedule(state: State) -> None:
         report = RunReport(as_of=datetime.now(config.zone).isoformat())
         deliver(config, store, report, reading_list.count(store), due_only=True)
         log.info("outbox: sent %d, pending %d, failed %d", report.sent, report.pending, report.failed)
+        for line in report.shared:
+            log.warning("%s", line)
         for error in report.delivery_errors:
             log.error("%s", error)
 
@@ -328,10 +330,12 @@ def send(state: State, digest_id: str | None, reader: str | None, drop: str | No
     for warning in report.warnings:
         log.warning("%s", warning)
     # every row tried and still waiting has its error; one without is held for a channel taken out
-    idle = not (report.sent or report.failed or pushed or report.delivery_errors)
+    idle = not (report.sent or report.failed or pushed or report.delivery_errors or report.shared)
     if state.quiet and idle:
         return  # nothing waited (or only for a channel's return): an hourly cron line stays silent
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
+    for line in report.shared:  # another config's database: said with -q too
+        echo(line)
     outbox, ways = StoreOutbox(store), routes(config)
     for line in status_mod.waiting_lines(outbox.pending(), ways):
         echo(line)

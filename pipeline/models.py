@@ -383,6 +383,7 @@ class RunReport:
     glossary_flags: int = 0  # Chinese terms the LLM rendered against the glossary
     llm_off: str | None = None  # why the LLM was not asked, or stopped being asked
     unread: list[str] = field(default_factory=list)  # readers' lines skipped: those readers get no email
+    shared: list[str] = field(default_factory=list)  # another config's database or outputs.dir, in use
     sent: int = 0
     pending: int = 0
     failed: int = 0

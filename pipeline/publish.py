@@ -12,12 +12,13 @@ never undo what was already published.
 from __future__ import annotations
 
 import logging
+import socket
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline import compose, lock, readers, reading_list, render, site, site_papers
+from pipeline import compose, lock, months, readers, reading_list, render, site, site_papers
 from pipeline.config import Config
 from pipeline.deliver import channels, git, outbox
 from pipeline.deliver.files import write_atomic
@@ -42,6 +43,7 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
         return
     if not options.offline:  # published once, and not by a run that lost its lock unseen
         lock.still_held()
+    report.shared += _other_config_wrote(config, out)
     files: dict[str, Path] = {}
     if digest is not None:
         for fmt in ("md", "html", "txt"):
@@ -55,6 +57,7 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
                 recipients = outbox.recipients(opened)
             store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),
                               _items(digest), recipients, snapshots=compose.snapshots(digest))
+            _made_here(config, store, digest.id)
     changed = last_change(store, options.as_of)
     updated = changed.isoformat()
     shown = StoredDigests(store, digest)  # this run's digest as written above, even when only a preview
@@ -90,6 +93,7 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     """Hand over what the outbox holds; what fails stays there. `email=False` (--no-email)
     leaves email rows alone; `due_only` is the scheduler's pacing. `reading_count` is
     reading_list.count's, the one count every digest shows."""
+    report.shared += _other_config_made(config, store)
     gone = readers.unsubscribed(store)
     unread = config.recipient_problems() if config.email.enabled and email else []
     report.warnings += unread  # said by every run and send, as a bad seed line is
@@ -105,6 +109,52 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     report.failed += result.failed
     report.delivery_errors += result.errors
     report.warnings += result.held  # a channel taken out on purpose: no failure, every run says so
+
+
+MADE_BY = "made_by"  # the database's newest digest: the machine and config file whose run made it
+WROTE = "written-by"  # in outputs.dir's cache folder: the machine and config file that wrote it last
+
+
+def _made_here(config: Config, store: Store, digest_id: str) -> None:
+    if config.path is not None:
+        store.set_state(MADE_BY, {"host": socket.gethostname(), "config": str(config.path),
+                                  "digest": digest_id})
+
+
+def _other_config_made(config: Config, store: Store) -> list[str]:
+    """Said when the database's newest digest was made on this machine by another config file:
+    two configs on one storage.url (two groups on one server) share one digest a week and one
+    outbox. (Machines sharing PostgreSQL have configs of their own: one group's, it is taken.)"""
+    made = store.get_state(MADE_BY)
+    if config.path is None or not isinstance(made, dict) or made.get("host") != socket.gethostname() \
+            or made.get("config") in (None, str(config.path)):
+        return []
+    return [f"storage.url: digest {made.get('digest')} in this database was made by another config, "
+            f"{made['config']}: two configs on one database share one digest a week and one outbox "
+            "(the one that runs second that week mails its readers nothing, and each one's send takes "
+            "the other's waiting mail for readers removed, never to be sent); give each config its own "
+            "storage.url and outputs.dir (a config that moved: its next digest ends this warning)"]
+
+
+def _other_config_wrote(config: Config, out: Path) -> list[str]:
+    """Said when outputs.dir was last written on this machine by another config file (two
+    configs on one outputs.dir write over each other's files); this config is its writer now."""
+    if config.path is None:
+        return []
+    marker, here = out / months.FOLDER / WROTE, f"{socket.gethostname()} {config.path}"
+    try:
+        before = marker.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        before = ""
+    if before == here:
+        return []
+    write_atomic(marker, f"{here}\n")
+    host, _, path = before.partition(" ")
+    if host != socket.gethostname() or not path:
+        return []
+    return [f"outputs.dir: {out} was last written by another config, {path}: two configs on one "
+            "outputs.dir write over each other's digests, reading list and web pages; give each "
+            "config its own outputs.dir (a config that moved: this is said once)"]
 
 
 def routes(config: Config, strict: bool = False) -> dict[str, set[str]] | None:

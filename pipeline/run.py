@@ -666,6 +666,8 @@ def summary_line(report: RunReport) -> str:
                  f"{report.tokens_in} tokens in, {report.tokens_out} out, {report.llm_failures} failed")
     if report.llm_off:  # said here too: `-q` (cron) prints this line and no warning
         line += f"; LLM off: {report.llm_off}"
+    for shared in report.shared:  # another config's database or outputs.dir: said here for `-q` too
+        line += f"; {shared}"
     if report.unread:  # so is a reader left out of this digest, which a fixed line does not send
         more = len(report.unread) - 1
         line += f"; not mailed: {report.unread[0]}" + (f" (and {more} more)" if more else "")

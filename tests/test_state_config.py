@@ -20,6 +20,7 @@ from pipeline.errors import ConfigError
 from pipeline.run import parse_as_of
 from pipeline.store import Store
 from tests.helpers import CATS, ROOT, config_for, rl_paper, write_config
+from tests.processes import config_with
 from tests.servers.arxiv_server import ArxivServer, http_error
 from tests.servers.smtp_server import SmtpServer
 
@@ -406,3 +407,45 @@ def test_a_readers_txt_beside_the_config_is_read_without_naming_it(tmp_path, cli
     for command in (("readers",), ("config", "check")):
         one_line(cli("--config", str(named), *command, check=2),
                  f"email.recipients_file: {tmp_path / 'team.txt'}: No such file")
+
+
+# --- two configs on one database or one outputs.dir -----------------------------------------
+
+def test_two_configs_on_one_database_are_told_so_by_every_run_and_send_of_the_other(tmp_path, cli):
+    """Two groups on one server, both configs' storage.url one file: the group that ran second
+    got no digest that week ('sent to 0', exit 0), and its hourly send marked the first group's
+    waiting mail 'the reader was removed', never sent; nothing was said."""
+    shared = {"url": f"sqlite:///{tmp_path}/shared.sqlite3"}
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        configs = []
+        for name in ("one", "two"):
+            (tmp_path / name).mkdir()
+            configs.append(config_with(tmp_path / name, arxiv, smtp.port, recipients=[f"{name}@example.org"],
+                                       storage=shared))
+        first = cli("--config", str(configs[0]), "run", "--as-of", "2026-11-16")
+        again = cli("--config", str(configs[0]), "run", "--as-of", "2026-11-16")
+        second = cli("--config", str(configs[1]), "run", "--as-of", "2026-11-16")
+        sent = cli("--config", str(configs[1]), "-q", "send")
+        got = smtp.recipients
+    said = (f"storage.url: digest 2026-11-16 in this database was made by another config, {configs[0]}: "
+            "two configs on one database share one digest a week and one outbox")
+    assert "sent to 0" in second.stdout and got == ["one@example.org"]
+    assert said in second.stdout and said in sent.stdout  # with -q too, as cron runs them
+    assert "another config" not in first.stdout + first.stderr + again.stdout + again.stderr
+
+
+def test_two_configs_on_one_outputs_dir_are_told_so(tmp_path, cli):
+    """Each with its own database, both writing out/: the second run wrote its digest over the
+    first's of the same date, and its reading list and site over the other's, unsaid."""
+    out = tmp_path / "out"
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv:
+        configs = []
+        for name in ("one", "two"):
+            (tmp_path / name).mkdir()
+            configs.append(config_with(tmp_path / name, arxiv, outputs={"dir": str(out)}))
+        runs = [cli("--config", str(config), "-q", "run", "--as-of", "2026-11-16").stdout
+                for config in (configs[0], configs[0], configs[1], configs[1], configs[0])]
+    said = "outputs.dir: {out} was last written by another config, {config}: two configs on one outputs.dir"
+    assert [said.format(out=out, config=configs[0]) in runs[2], said.format(out=out, config=configs[1]) in runs[4]] \
+        == [True, True]
+    assert "another config" not in runs[0] + runs[1] + runs[3]  # said once a change of writer
