@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from pipeline.deliver.outbox import (
     SKIPPED,
     Delivery,
     StoreOutbox,
+    due_by_now,
     held_for_channel,
 )
 from pipeline.errors import ConfigError
@@ -254,8 +255,8 @@ def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None) 
     """Rows still to deliver: the tries that count toward giving up (a server never reached
     counts none), when the scheduler tries next (run and send try at once), and why; or that
     a row is held for a channel the config does not have now (`readers_of`: outbox.routes')."""
-    lines = []
-    for row in rows:
+    lines, now = [], datetime.now(UTC)
+    for row in (due_by_now(row, now) for row in rows):
         if held_for_channel(row, readers_of):
             lines.append(f"  {row.digest_id} {row.who}: held for channel {row.channel}, which the config "
                          "does not have now; it goes when the channel is back, or `rl-digest send --drop "

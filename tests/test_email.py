@@ -349,6 +349,17 @@ def test_451_once_stays_pending_then_sent_after_backoff(store: Store) -> None:
     assert rows(store)[PEOPLE[0]]["last_error"] is None
 
 
+def test_a_backoff_set_before_the_clock_went_back_does_not_wait_for_it_to_catch_up(store: Store) -> None:
+    """A 451 while the clock ran a day fast set the next try a day and 5 minutes ahead of the
+    clock set right: the scheduler held the mail for that day, status said it would."""
+    save(store, PEOPLE[:1])
+    with SmtpServer(data_replies=["451 4.3.0 Try again later"]) as server:
+        fast = send_pending(store, cfg(server.port), content, NOW + timedelta(days=1))
+        assert fast.pending == 1
+        paced = send_pending(store, cfg(server.port), content, NOW + timedelta(minutes=1), due_only=True)
+    assert (paced.sent, paced.pending) == (1, 0) and server.recipients == PEOPLE[:1]
+
+
 def test_a_person_or_cron_tries_a_deferred_row_at_once(store: Store) -> None:
     """`run` and `send` ignore the backoff: a server that is back is used at once."""
     save(store, PEOPLE[:1])

@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from tests.helpers import config_for, rl_paper, write_config
-from tests.processes import Scheduler, papers_now, published, scheduler_config
+import pytest
+
+from tests.helpers import cli_command, cli_env, config_for, rl_paper, write_config
+from tests.processes import Scheduler, config_with, papers_now, published, scheduler_config
 from tests.servers.arxiv_server import ArxivServer
+from tests.servers.smtp_server import SmtpServer
 
 
 def test_status_json_parses_and_holds_the_last_run(tmp_path, cli):
@@ -148,3 +153,18 @@ def test_status_shows_the_newest_failed_deliveries_not_every_one_of_years(tmp_pa
         "2026-10-05", "2026-10-12", "2026-10-19", "2026-10-26"], shown
     assert "  4 earlier failed, not shown (`rl-digest status --json` lists them all)\n" in shown
     assert len(listed["waiting"]) == 8
+
+
+def test_a_retry_set_while_the_clock_ran_a_day_fast_is_not_shown_a_day_ahead(tmp_path, cli):
+    """A mail server's 451 while the clock ran fast (then NTP set it right): status said the
+    scheduler tries at a time a day ahead, and the scheduler waited for it."""
+    if shutil.which("faketime") is None:
+        pytest.skip("needs faketime")
+    with ArxivServer(papers_now()) as arxiv, SmtpServer(data_replies=["451 4.3.0 Try again later"] * 2) as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port)
+        fast = subprocess.run(["faketime", "-f", "+1d", *cli_command(), "--config", str(config), "run"],
+                              cwd="/", env=cli_env(), capture_output=True, text=True, timeout=120, check=False)
+        shown = cli("--config", str(config), "status").stdout
+    assert fast.returncode == 1 and "451" in fast.stderr, fast.stderr
+    waiting = [line for line in shown.splitlines() if "pending after 1 of" in line]
+    assert len(waiting) == 2 and all("the scheduler tries at its next look" in line for line in waiting), shown

@@ -72,6 +72,7 @@ BACKOFF_CAP = timedelta(hours=6)
 MAX_ATTEMPTS = 25
 UNREACHABLE_WAIT = timedelta(minutes=15)  # the scheduler's pace while a server is down
 ASKED_CAP = timedelta(days=7)  # the longest Retry-After taken: longer is past the give-up span
+LONGEST_WAIT = max(BACKOFF_CAP, UNREACHABLE_WAIT)  # the furthest ahead a retry is set but when asked
 RESENT = "resent after an interrupted hand-over"
 EMAIL = "email"
 SKIPPED = "skipped"
@@ -244,7 +245,7 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
     held: dict[str, list[Delivery]] = {}  # rows of a channel the config does not have now
     readers_of = routes(channels)
     try:
-        rows = outbox.pending(digest_id)
+        rows = [due_by_now(row, now) for row in outbox.pending(digest_id)]
         for row in progress.track(rows, "sending", len(rows)):
             checkpoint()  # a stop asked for: the rows not yet handed over stay queued
             if row.channel in skip:
@@ -389,13 +390,25 @@ def backoff(attempts: int) -> timedelta:
                                            BACKOFF_CAP.total_seconds()))
 
 
-def next_retry(rows: list[Delivery], readers_of: dict[str, set[str]] | None = None) -> datetime | None:
+def next_retry(rows: list[Delivery], readers_of: dict[str, set[str]] | None = None,
+               now: datetime | None = None) -> datetime | None:
     """When the scheduler should next look at the outbox: the earliest due row (of the
     channels in `readers_of`, `routes`' map, when given: one held for a channel taken out
     waits for its return, which no look brings)."""
-    times = [row.next_attempt or datetime.min.replace(tzinfo=UTC) for row in rows
+    now = datetime.now(UTC) if now is None else now
+    times = [due_by_now(row, now).next_attempt or datetime.min.replace(tzinfo=UTC) for row in rows
              if not held_for_channel(row, readers_of)]
     return min(times) if times else None
+
+
+def due_by_now(row: Delivery, now: datetime) -> Delivery:
+    """The row, due now if its next try lies further ahead than any wait the outbox sets (a
+    Retry-After's when asked): the clock went back since it was set (an NTP step, a machine
+    restored from a snapshot), and a 5-minute backoff would wait for the clock to catch up."""
+    longest = ASKED_CAP if row.not_before is not None else LONGEST_WAIT
+    if row.next_attempt is None or row.next_attempt <= _aware(now) + longest:
+        return row
+    return replace(row, next_attempt=None, not_before=None)
 
 
 def _fail(outbox: Outbox, row: Delivery, words: str, report: DeliveryReport) -> None:
