@@ -302,7 +302,7 @@ def test_state_and_out_that_belong_to_another_user_are_one_line_naming_the_owner
     config, state, other = config_with(tmp_path), tmp_path / "state", pwd.getpwuid(65534).pw_name
     cli("--config", str(config), "run", "--offline", "--as-of", AS_OF)
     db, lock = state / "digest.sqlite3", state / "digest.sqlite3.lock"
-    for path in [state, *state.iterdir(), tmp_path / "out"]:
+    for path in [state, *state.iterdir(), tmp_path / "out", tmp_path / "out" / "site"]:
         os.chown(path, 65534, 65534)
     owned = f"belongs to {other}, and this runs as root: chown it to root, or run as {other}"
     state.chmod(0o700)
@@ -324,8 +324,14 @@ def test_state_and_out_that_belong_to_another_user_are_one_line_naming_the_owner
     assert one_clear_line(database) == f"rl-digest: {db}: cannot open the database: Permission denied (it {owned})"
     assert one_clear_line(locked) == f"rl-digest: {lock}: cannot take the run lock: Permission denied (it {owned})"
     assert one_clear_line(out) == (f"rl-digest: outputs.dir: {tmp_path / 'out'}: cannot write: "
-                                   f"Permission denied; it {owned}")
+                                   f"Permission denied; {tmp_path / 'out'} {owned}")
     assert {r.returncode for r in [*closed, database, locked, out]} == {2}
+    os.chown(tmp_path / "out", 0, 0)  # out/ given back, its site/ not
+    site = tmp_path / "out" / "site"
+    (site / "index.html").unlink()  # to be written again
+    inside = run_without_root_powers(["--config", str(config), "run", "--offline", "--as-of", AS_OF])
+    assert re.fullmatch(rf"rl-digest: {re.escape(str(site))}/[\w.-]+: cannot write: Permission denied "
+                        rf"\({re.escape(f'{site} {owned}')}\)", one_clear_line(inside))
 
 
 def test_a_damaged_database_is_one_line_naming_it(tmp_path, cli):

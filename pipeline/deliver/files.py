@@ -78,8 +78,9 @@ def _draft(path: Path) -> Iterator[tuple[TextIO, list[bool]]]:
         os.replace(tmp_name, path)
         tmp_name = None
         _fsync_dir(path.parent)
-    except OSError as exc:
-        raise DigestError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    except OSError as exc:  # the draft is made in, and renamed within, the folder: its owner says why
+        raise DigestError(f"{path}: cannot write: {exc.strerror or exc}",
+                          not_yours(path.parent) if isinstance(exc, PermissionError) else None) from None
     finally:
         if tmp_name is not None:
             try:
@@ -119,7 +120,8 @@ def not_yours(path: Path) -> str | None:
         return None
     me, owner = _user(os.geteuid()), _user(uid)
     made = " (made by a run under sudo?)" if uid == 0 else ""
-    return (f"{'it' if there == path else there} belongs to {owner}{made}, and this runs as {me}: "
+    return (f"{'it' if there == path and not there.is_dir() else there} belongs to {owner}{made}, "
+            f"and this runs as {me}: "
             f"chown it to {me}, or run as {owner}")
 
 
