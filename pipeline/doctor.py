@@ -301,7 +301,7 @@ def check_state_folder(config: Config) -> Iterable[Check]:
         yield ok("locks", f"{folder}: writable (the run lock, the scheduler's lock and heartbeat)")
     else:
         yield fail("locks", f"{existing}: not writable, so no run or scheduler can take its lock there; "
-                            "set lock.dir to a folder this user can write")
+                            + (files.not_yours(existing) or "set lock.dir to a folder this user can write"))
 
 
 def check_arxiv(config: Config) -> Iterable[Check]:

@@ -299,7 +299,8 @@ def test_state_and_out_that_belong_to_another_user_are_one_line_naming_the_owner
     line said 'set lock.dir to a folder this user can write' (moving the lock frees nothing),
     status said 'cannot create the database' of one that was there, and a database file of
     another user's was 'unable to open database file', exit 1."""
-    config, state, other = config_with(tmp_path), tmp_path / "state", pwd.getpwuid(65534).pw_name
+    config = config_with(tmp_path, sources={"arxiv": {"enabled": False}, "rss": {"enabled": False}})
+    state, other = tmp_path / "state", pwd.getpwuid(65534).pw_name  # doctor below reaches nothing outside
     cli("--config", str(config), "run", "--offline", "--as-of", AS_OF)
     db, lock = state / "digest.sqlite3", state / "digest.sqlite3.lock"
     for path in [state, *state.iterdir(), tmp_path / "out", tmp_path / "out" / "site"]:
@@ -308,6 +309,7 @@ def test_state_and_out_that_belong_to_another_user_are_one_line_naming_the_owner
     state.chmod(0o700)
     closed = [run_without_root_powers(["--config", str(config), *command]) for command in
               (["status"], ["run", "--offline", "--as-of", AS_OF])]
+    doctor = run_without_root_powers(["--config", str(config), "doctor"]).stdout
     state.chmod(0o755)
     lock.chmod(0o666)  # the database alone another user's
     database = run_without_root_powers(["--config", str(config), "status"])
@@ -326,6 +328,8 @@ def test_state_and_out_that_belong_to_another_user_are_one_line_naming_the_owner
     assert one_clear_line(out) == (f"rl-digest: outputs.dir: {tmp_path / 'out'}: cannot write: "
                                    f"Permission denied; {tmp_path / 'out'} {owned}")
     assert {r.returncode for r in [*closed, database, locked, out]} == {2}
+    assert re.search(rf"^locks +FAIL +{re.escape(str(state))}: not writable, .*; {re.escape(f'{state} {owned}')}$",
+                     doctor, re.M), doctor
     os.chown(tmp_path / "out", 0, 0)  # out/ given back, its site/ not
     site = tmp_path / "out" / "site"
     (site / "index.html").unlink()  # to be written again
