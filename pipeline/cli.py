@@ -577,12 +577,18 @@ def status(state: State, paper_id: str | None, as_json: bool, check_heartbeat: b
               help="Unsubscribe a reader who asked by mail (a reply, the mailto: link).")
 @click.option("--subscribe", "start", metavar="ADDR", multiple=True,
               help="Subscribe an unsubscribed reader again.")
+@click.option("--forget", metavar="ADDR", multiple=True,
+              help="Erase what the store keeps about a reader taken off the list (GDPR erasure).")
 @pass_state
-def readers_cmd(state: State, stop: tuple[str, ...], start: tuple[str, ...]) -> None:
+def readers_cmd(state: State, stop: tuple[str, ...], start: tuple[str, ...], forget: tuple[str, ...]) -> None:
     """Each reader, email or chat channel: languages, status (active, unsubscribed, removed),
     last delivery."""
     for who, status in [*((w, readers.UNSUBSCRIBED) for w in stop), *((w, readers.ACTIVE) for w in start)]:
         echo(f"{readers.set_status(state.config, state.store(), who, status)}: {status}")
+    if forget:
+        with lock.held(state.config):  # a run's report must not name them again meanwhile
+            for line in readers.forget(state.config, state.store(), forget):
+                echo(line)
     for row in readers.listing(state.config, state.store()):
         who = f"{row['name']} <{row['address']}>" if row["name"] else row["address"]
         languages = ",".join(row["languages"] or []) or "-"

@@ -17,7 +17,7 @@ from pipeline.config import Config, Reader
 from pipeline.deliver import channels
 from pipeline.deliver.outbox import EMAIL, SKIPPED, Delivery, StoreOutbox, held_for_channel
 from pipeline.errors import ConfigError, DigestError
-from pipeline.store import YOU, Store
+from pipeline.store import FORGOTTEN, YOU, Store
 
 ACTIVE, UNSUBSCRIBED = "active", "unsubscribed"
 VERDICTS = {"up": True, "down": False}
@@ -45,6 +45,8 @@ def listing(config: Config, store: Store) -> list[dict[str, Any]]:
     failed: dict[str, tuple[str, str]] = {}  # the newest digest refused for good, and the server's words
     got: dict[str, str] = {}  # the newest digest sent
     for done in StoreOutbox(store).rows(("sent", SKIPPED, "failed")):
+        if done.reader.startswith(FORGOTTEN):  # erased: the digests' history keeps them, nameless
+            continue
         key = _key(done.channel, done.reader)
         if done.status in (SKIPPED, "failed"):
             held = skipped if done.status == SKIPPED else failed
@@ -137,6 +139,34 @@ def set_status(config: Config, store: Store, who: str, status: str) -> str:
     address = reader_address(config, who, "--unsubscribe" if status == UNSUBSCRIBED else "--subscribe")
     store.set_reader_status(address, status)
     return address
+
+
+def forget(config: Config, store: Store, who: tuple[str, ...]) -> list[str]:
+    """Erase readers the config no longer lists (Store.forget_reader): a line each of what was
+    done. One still listed is refused, before anyone is erased: the next run would mail them,
+    and keep them, again."""
+    addresses = []
+    for each in who:
+        try:
+            address = Reader.parse(each.strip(), local=config.email.local).address
+        except ValueError as exc:
+            raise ConfigError(f"--forget: {exc}", "an email address") from None
+        if address.lower() in {r.address.lower() for r in config.readers()}:
+            raise ConfigError(f"--forget: {address} is still one of the readers",
+                              "take them out of email.to or email.recipients_file first: "
+                              "the next run would mail them again")
+        addresses.append(address)
+    return [_forgotten(address, store.forget_reader(address)) for address in addresses]
+
+
+def _forgotten(address: str, done: dict[str, int]) -> str:
+    told = [f"{n} {one if n == 1 else many}{what}" for n, one, many, what in (
+        (done["status"], "status row", "status rows", ""),
+        (done["deliveries"], "delivery", "deliveries", " kept as 'a reader forgotten'"),
+        (done["dropped"], "delivery", "deliveries", " waiting dropped"),
+        (done["verdicts"], "👍/👎", "👍/👎", " kept, tied to no one"),
+        (done["runs"], "run report", "run reports", " cleared of them")) if n]
+    return f"{address}: forgotten ({', '.join(told)})" if told else f"{address}: nothing was kept about them"
 
 
 def record_verdict(store: Store, address: str, paper: str, action: str) -> None:

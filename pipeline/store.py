@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, date, datetime
+from email.utils import parseaddr
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,7 @@ verdicts = sa.Table(  # relevant or not, by whom: `mark` (reader '') or a reader
     sa.Column("verdict", sa.Boolean, nullable=False), sa.Column("at", Stamp, nullable=False),
 )
 YOU = ""  # the reader of `rl-digest mark`: the install's own
+FORGOTTEN = "a reader forgotten"  # stands for a reader erased by `readers --forget`, with " #N"
 SEEDS_READ = "seeds.read"  # the seed entries' keys in the order the files were read
 schema_migrations = sa.Table(
     "schema_migrations", meta,
@@ -567,6 +569,48 @@ class Store:
             _upsert(conn, readers, [{"address": address.lower(), "name": None, "status": status,
                                      "changed_at": at or now_iso()}], refresh=("status", "changed_at"))
 
+    def forget_reader(self, address: str, name: str | None = None) -> dict[str, int]:
+        """Erase what is kept about a reader (`readers --forget`), in one transaction: their
+        `readers` row goes, and so do their outbox rows still waiting; the rows of what was
+        sent, skipped or refused stay for the digests' history as FORGOTTEN #row id; their
+        👍/👎 stay, each as FORGOTTEN #N of that paper (one voice, as before, tied to no one
+        and to none of their others); the run reports' words name FORGOTTEN instead of them.
+        How many of each, by kind."""
+        address = address.lower()
+        with self.tx() as conn:
+            kept = readers.c.address == address
+            name = name or conn.execute(sa.select(readers.c.name).where(kept)).scalar()
+            scrub = partial(_scrub, address, name)
+            done = {"status": conn.execute(readers.delete().where(kept)).rowcount,
+                    "deliveries": 0, "dropped": 0, "verdicts": 0, "runs": 0}
+            named = sa.func.lower(deliveries.c.recipient).contains(address, autoescape=True)
+            for row in conn.execute(sa.select(deliveries).where(named)).all():
+                if parseaddr(row.recipient)[1].lower() != address:
+                    continue
+                this = deliveries.c.id == row.id
+                if row.status in ("pending", "sending"):
+                    conn.execute(deliveries.delete().where(this))
+                    done["dropped"] += 1
+                else:
+                    conn.execute(deliveries.update().where(this).values(
+                        recipient=f"{FORGOTTEN} #{row.id}", last_error=scrub(row.last_error)))
+                    done["deliveries"] += 1
+            said = sa.select(verdicts.c.item_key).where(verdicts.c.reader == address)
+            for key in conn.execute(said).scalars().all():
+                labels = set(conn.execute(sa.select(verdicts.c.reader).where(
+                    verdicts.c.item_key == key, verdicts.c.reader.startswith(FORGOTTEN))).scalars())
+                label = next(f"{FORGOTTEN} #{n}" for n in range(1, len(labels) + 2)
+                             if f"{FORGOTTEN} #{n}" not in labels)
+                conn.execute(verdicts.update().where(verdicts.c.item_key == key, verdicts.c.reader == address)
+                             .values(reader=label))
+                done["verdicts"] += 1
+            for run in conn.execute(sa.select(runs.c.id, runs.c.report, runs.c.error)).all():
+                report, error = _scrubbed(run.report, scrub), scrub(run.error)
+                if (report, error) != (run.report, run.error):
+                    conn.execute(runs.update().where(runs.c.id == run.id).values(report=report, error=error))
+                    done["runs"] += 1
+            return done
+
     # --- seeds ---
     def save_seeds(self, entries: Iterable[SeedEntry]) -> int:
         """Insert new seed entries and refresh known ones; return how many are new."""
@@ -975,6 +1019,29 @@ def _version(conn: Connection) -> int:
 
 MIGRATION_LOCK = 0x726C6D69  # "rlmi": PostgreSQL advisory lock key while migrating
 ENDED_MID_RUN = "the process ended mid-run"  # the error of a run whose process died
+
+
+def _scrub(address: str, name: str | None, text: str | None) -> str | None:
+    """`text` with a reader's address, and `Name <address>`, as FORGOTTEN."""
+    if not text:
+        return text
+    # the address alone: forgetting bob@example.org leaves jimbob@example.org and bob@example.org.uk
+    text = re.sub(rf"(?<![\w.!#$%&'*+/=?^`{{|}}~-]){re.escape(address)}(?![\w-]|\.\w)", FORGOTTEN, text,
+                  flags=re.IGNORECASE)
+    if name:
+        text = re.sub(rf'"?{re.escape(name)}"?\s*<{FORGOTTEN}>', FORGOTTEN, text)
+    return text
+
+
+def _scrubbed(value: Any, scrub: Callable[[str], str | None]) -> Any:
+    """A JSON value with `scrub` applied to every string in it, keys too."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list):
+        return [_scrubbed(v, scrub) for v in value]
+    if isinstance(value, dict):
+        return {scrub(k): _scrubbed(v, scrub) for k, v in value.items()}
+    return value
 
 
 def _upsert(conn: Connection, table: sa.Table, rows: list[dict[str, Any]],

@@ -18,9 +18,12 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from urllib.parse import urljoin, urlsplit
 
+import sqlalchemy as sa
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
 from pipeline.links import Links
+from pipeline.models import paper_key
+from pipeline.store import Store, runs
 from tests.helpers import rl_paper, site_pages, start_warm_cli
 from tests.processes import config_with, stderr_lines, wait_for
 from tests.servers.arxiv_server import ArxivServer
@@ -463,3 +466,58 @@ def test_a_reader_taken_off_the_list_keeps_their_verdicts_but_their_old_links_re
     assert still[0] == 200 and unsubscribed[0] == 200  # a removed reader can still unsubscribe
     assert "readers: bob@example.org 👎 (0 👍 1 👎: the model learns irrelevant)" in first
     assert "readers: ada@example.org 👍 (1 👍 0 👎" in second
+
+
+def test_forget_erases_a_reader_taken_off_the_list_and_keeps_the_digests_history(tmp_path, cli, db_url):
+    """`readers --forget ADDR` (GDPR erasure): refused, exit 2 in one line, while the config
+    still lists them; once they are off the list, their status row, their address on the
+    outbox rows and in the run reports go, a digest waiting for them is dropped, and their 👍
+    stays, tied to no one. Nothing the operator reads, nor a copy of the store, names them;
+    the history of what each digest was sent to keeps its rows and counts."""
+    bob, carol = "bob@example.org", "carol@example.org"
+    readers = ["ada@example.org", "Bob Builder <bob@example.org>", carol]
+    refusals = {bob: f"550 5.1.1 <{bob}>: no such user", carol: f"451 4.2.0 <{carol}>: mailbox busy"}
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer(reject=refusals) as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=readers, storage={"url": db_url})
+        cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
+    store = Store.open(db_url)
+    store.record_verdict(paper_key(rl_paper(1, DAY).id), bob, True)
+    store.record_verdict(paper_key(rl_paper(1, DAY).id), "ada@example.org", False)
+    with store.tx() as conn:  # a report as releases before 'a reader' wrote it
+        conn.execute(runs.update().where(runs.c.kind == "publish").values(
+            report={"delivery_errors": [f"Bob Builder <{bob}> (digest {AS_OF}): 550 5.1.1 <BOB@example.org>"]}))
+    store.close()
+    listed = cli("--config", str(config), "readers", "--forget", bob, check=2)
+    config = config_with(tmp_path, arxiv, smtp.port, recipients=readers[:1], storage={"url": db_url})
+    forgot = cli("--config", str(config), "readers", "--forget", "BOB@example.org", "--forget", carol)
+    again = cli("--config", str(config), "readers", "--forget", bob)
+    seen = {what: cli("--config", str(config), *what.split()).stdout
+            for what in ("readers", "status", "status --json", f"status --paper {rl_paper(1, DAY).id}")}
+    cli("--config", str(config), "store", "copy", f"sqlite:///{tmp_path}/backup.sqlite3")
+    engine = sa.create_engine(f"sqlite:///{tmp_path}/backup.sqlite3")
+    with engine.connect() as conn:
+        tables = {name: [str(row) for row in conn.execute(sa.text(f"SELECT * FROM {name}"))]
+                  for name in sa.inspect(conn).get_table_names()}
+    engine.dispose()
+    assert stderr_lines(listed) == [f"rl-digest: --forget: {bob} is still one of the readers (take them out "
+                                    "of email.to or email.recipients_file first: the next run would mail "
+                                    "them again)"]
+    assert forgot.stdout.splitlines()[:2] == [
+        "BOB@example.org: forgotten (1 status row, 1 delivery kept as 'a reader forgotten', "
+        "1 👍/👎 kept, tied to no one, 1 run report cleared of them)",
+        f"{carol}: forgotten (1 status row, 1 delivery waiting dropped)"]
+    assert again.stdout.splitlines()[0] == f"{bob}: nothing was kept about them"
+    for what, text in [*seen.items(), *tables.items()]:
+        for trace in ("bob@", "carol@", "Bob Builder"):
+            assert trace not in str(text).lower() if "@" in trace else trace not in str(text), (what, trace)
+    status = json.loads(seen["status --json"])
+    assert status["counts"]["failed"] == 1 and status["counts"]["pending"] == 0
+    assert status["last"]["publish"]["report"] == {"delivery_errors": [
+        f"a reader forgotten (digest {AS_OF}): 550 5.1.1 <a reader forgotten>"]}
+    assert [(r["recipient"], r["last_error"]) for r in status["outbox"]["waiting"]] == [
+        ("a reader forgotten #2", "550 5.1.1 <a reader forgotten>: no such user (RCPT TO)")]
+    assert len(tables["deliveries"]) == 2  # ada's sent, bob's refused; carol's waiting one dropped
+    assert "readers: a reader forgotten #1 👍 ada@example.org 👎 (1 👍 1 👎" in seen[
+        f"status --paper {rl_paper(1, DAY).id}"]
+    assert seen["readers"].splitlines()[0].startswith("ada@example.org  lang=zh,en  active")
+    assert len(seen["readers"].splitlines()) == 1

@@ -528,3 +528,22 @@ def test_a_postgresql_session_is_dropped_by_the_server_when_its_machine_is_gone(
                  ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count", "tcp_user_timeout")}
     assert shown == {"tcp_keepalives_idle": "30", "tcp_keepalives_interval": "10",  # seconds
                      "tcp_keepalives_count": "6", "tcp_user_timeout": "90000"}  # milliseconds
+
+
+def test_forgetting_a_reader_leaves_an_address_that_only_contains_theirs(tmp_path):
+    """bob@example.org forgotten: jimbob@example.org, a reader still, keeps their outbox row,
+    their 👍 and their address in the run reports; Bob's own 'Name <address>' goes whole."""
+    store = Store.open(f"sqlite:///{tmp_path}/s.sqlite3")
+    store.save_digest("2026-11-30", (datetime(2026, 11, 30, tzinfo=UTC),) * 2, {}, [],
+                      ["bob@example.org", "jimbob@example.org"])
+    store.record_verdict("arxiv:1", "bob@example.org", True)
+    store.record_verdict("arxiv:1", "jimbob@example.org", False)
+    run = store.start_run("publish", datetime(2026, 11, 30, tzinfo=UTC))
+    store.finish_run(run, "partial", {"delivery_errors": [
+        "Bob B <BOB@example.org> (digest 2026-11-30): 451", "jimbob@example.org (digest 2026-11-30): 451"]})
+    done = store.forget_reader("bob@example.org", "Bob B")
+    assert (done["dropped"], done["verdicts"], done["runs"]) == (1, 1, 1)
+    assert [r["recipient"] for r in store.deliveries()] == ["jimbob@example.org"]
+    assert {v["reader"] for v in store.verdicts()} == {"a reader forgotten #1", "jimbob@example.org"}
+    assert store.last_runs()[0]["report"]["delivery_errors"] == [
+        "a reader forgotten (digest 2026-11-30): 451", "jimbob@example.org (digest 2026-11-30): 451"]
