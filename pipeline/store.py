@@ -918,7 +918,7 @@ def connect(url: str, busy_timeout: float = 30, keys: tuple[str, str] = STORAGE,
         parsed = parsed.set(drivername="postgresql+psycopg")
     path = sqlite_file(url)
     if path is not None:
-        _private(path)
+        _private(path, tighten=keys == STORAGE)  # a copy's target: only once the copy is in (store_copy)
         # the file as named, as the lock beside it is: a URL would end the path at a '?' in
         # a folder's name and read '%20' as a space, opening a database somewhere else
         parsed = sa.engine.URL.create("sqlite", database=str(path))
@@ -1085,7 +1085,9 @@ def _one_line_errors(place: str, busy_timeout: float, password_given: bool,
                               f"(waited {busy_timeout:g} s)") from None
         if "malformed" in words or "not a database" in words:
             raise DigestError(f"{place}: not a usable database: {words}",
-                              "restore it from a backup, or move it aside to start afresh") from None
+                              "restore it from a backup, or move it aside to start afresh" if keys == STORAGE
+                              else f"{keys[0]} is not an empty database: name a new SQLite file or "
+                              "an empty PostgreSQL database") from None
         hint = ("is the disk full?" if "disk" in words
                 else "can this user write the state folder?" if "readonly" in words else None)
         raise DigestError(f"{place}: {words}", hint) from None
@@ -1236,10 +1238,11 @@ def row_to_seed(row: dict) -> SeedEntry:
     return SeedEntry(**data)
 
 
-def _private(path: Path) -> None:
+def _private(path: Path, tighten: bool = True) -> None:
     """The database holds reader addresses: the file 0600 (SQLite gives its WAL the same),
     its folder 0700 when we make it. A folder that was there is left as it is: it may be
-    the operator's, shared with out/ that a web server reads."""
+    the operator's, shared with out/ that a web server reads. `tighten`: a file that was
+    there is made 0600 too (private)."""
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
@@ -1256,8 +1259,14 @@ def _private(path: Path) -> None:
                           files.not_yours(path)) from None
     except OSError as exc:
         raise DigestError(f"{path}: cannot create the database: {exc.strerror}") from None
+    if tighten:
+        private(path)
+
+
+def private(path: Path) -> None:
+    """An existing database file 0600, if it is looser (made by an older version, or by hand)."""
     try:
-        if path.stat().st_mode & 0o077:  # made by an older version, or by hand
+        if path.stat().st_mode & 0o077:
             path.chmod(0o600)
     except OSError:
         pass  # not ours to change; SQLite says what it cannot do

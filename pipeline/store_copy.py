@@ -75,6 +75,9 @@ def copy(source: store.Store, target: Engine) -> list[tuple[str, int]]:
         except DigestError as exc:  # the target gone, a full disk: the transaction goes with it
             raise type(exc)(f"{exc.message}; the copy was rolled back: {place} holds no rl-digest "
                             "data", exc.hint) from None
+    path = sqlite_file(str(target.url))
+    if path is not None:  # it holds reader addresses now; left as it was until then
+        store.private(path)
     return copied
 
 

@@ -148,6 +148,23 @@ def test_a_target_that_holds_rl_digest_data_is_refused_and_left_as_it_was(tmp_pa
     assert file is None or file.read_bytes() == kept
 
 
+def test_a_target_file_that_is_no_database_is_named_so_and_left_as_it_was(tmp_path, cli):
+    """Not chmodded to 0600, not a word of restoring a store: the argument was wrong."""
+    config = config_with(tmp_path)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n", encoding="utf-8")
+    notes.chmod(0o644)
+    refused = cli("--config", str(config), "store", "copy", f"sqlite:///{notes}", check=1)
+    assert stderr_lines(refused) == [
+        f"rl-digest: {notes}: not a usable database: file is not a database (TARGET_URL is not an "
+        "empty database: name a new SQLite file or an empty PostgreSQL database)"]
+    assert notes.read_text(encoding="utf-8") == "my notes\n" and notes.stat().st_mode & 0o777 == 0o644
+    empty = tmp_path / "empty.sqlite3"  # made by hand: once the copy is in, the addresses are private
+    empty.touch(mode=0o644)
+    cli("--config", str(config), "store", "copy", f"sqlite:///{empty}")
+    assert empty.stat().st_mode & 0o777 == 0o600
+
+
 def test_a_copy_while_another_run_holds_the_lock_exits_75_and_writes_nothing(tmp_path, cli, db_url):
     config = config_with(tmp_path, storage={"url": db_url})
     cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
