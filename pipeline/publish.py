@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from pathlib import Path
 from pipeline import compose, lock, months, readers, reading_list, render, site, site_papers
 from pipeline.config import Config
 from pipeline.deliver import channels, git, outbox
-from pipeline.deliver.files import write_atomic
+from pipeline.deliver.files import clear_killed_writes, write_atomic
 from pipeline.errors import DigestError
 from pipeline.links import Links
 from pipeline.models import Digest, Options, RunReport
@@ -44,6 +45,7 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
     if not options.offline:  # published once, and not by a run that lost its lock unseen
         lock.still_held()
     report.shared += _other_config_wrote(config, out)
+    _clear_killed_writes(out)
     files: dict[str, Path] = {}
     if digest is not None:
         for fmt in ("md", "html", "txt"):
@@ -250,6 +252,14 @@ def _dry_run(config: Config, digest: Digest | None, count: int) -> None:
     log.info("would write %s and %s", out / "READING_LIST.md", out / "feed.xml")
     if config.outputs.site:
         log.info("would write the web edition in %s", out / "site")
+
+
+def _clear_killed_writes(out: Path) -> None:
+    """What a killed run left half-written anywhere in outputs.dir (a file written only when
+    it changes would leave it there for good), once a publish: a walk of a few hundred names."""
+    for folder, subfolders, _ in os.walk(out):
+        subfolders[:] = [name for name in subfolders if name != ".git"]
+        clear_killed_writes(Path(folder))
 
 
 def _window(digest: Digest) -> tuple[datetime, datetime]:

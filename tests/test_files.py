@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from pipeline.deliver.files import streamed_if_changed, write_atomic, write_if_changed
+from tests.processes import config_with
 
 
 def _dead_pid() -> int:
@@ -105,3 +106,18 @@ def test_a_link_to_a_file_stays_a_link(tmp_path):
     write_atomic(link, "new")
     assert link.is_symlink()
     assert (tmp_path / "shared" / "READING_LIST.md").read_text() == "new"
+
+
+def test_a_publish_clears_what_a_killed_run_left_even_where_no_file_is_written(tmp_path, cli):
+    """A page the next run writes the same (not rewritten) or not at all: no write of it comes
+    to clear its draft; a publish clears every folder of outputs.dir once (a live writer's
+    file stays)."""
+    config, dead, out = config_with(tmp_path), _dead_pid(), tmp_path / "out"
+    left = [out / "site" / f".gone.html.{dead}.ab12cd34.tmp", out / f".GONE.md.{dead}.ab12cd34.tmp",
+            out / "site" / "papers" / "month" / f".2020-01.html.{dead}.ab12cd34.tmp"]
+    live = out / "site" / f".gone.html.{os.getpid()}.busy1234.tmp"
+    for path in (*left, live):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("half a page")
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    assert [path for path in left if path.exists()] == [] and live.exists()
