@@ -520,9 +520,12 @@ class Store:
                 conn.execute(papers.update().where(papers.c.id == sa.bindparam("pid")), rows)
 
     def set_verdict(self, pid: str, verdict: bool | None) -> bool:
-        """The install's own verdict on a stored paper (None takes it back); False: no such paper."""
+        """The install's own verdict on a stored paper; None takes it back, whatever the
+        store holds (a verdict kept for a paper gone would come back with it). False: no
+        such paper to judge."""
         with self.tx() as conn:
-            if conn.execute(sa.select(papers.c.id).where(papers.c.id == pid)).first() is None:
+            if verdict is not None and conn.execute(
+                    sa.select(papers.c.id).where(papers.c.id == pid)).first() is None:
                 return False
             _set_verdicts(conn, [(paper_key(pid), YOU, verdict)], now_iso())
             return True

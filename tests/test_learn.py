@@ -15,6 +15,7 @@ import pytest
 
 from pipeline import config, grams, learn, rank
 from pipeline.status import read_labels
+from tests import backends
 from tests.helpers import full_config, rl_paper
 from tests.servers.arxiv_server import ArxivServer
 
@@ -415,6 +416,21 @@ def test_marking_a_paper_never_collected_does_not_send_the_reader_to_collect(tmp
     assert "only papers in sources.arxiv.categories that match sources.arxiv.terms are collected" in old
     recent = cli("--config", str(config), "mark", "2611.99999", "--relevant", check=2).stderr
     assert "run `rl-digest collect` to read what arXiv announced since 2026-11-02" in recent
+
+
+def test_undo_takes_a_verdict_back_whatever_the_store_holds_of_its_paper(tmp_path, cli):
+    """A mark kept for a paper no longer stored would come back with it, collected again."""
+    from pipeline.store import Store
+
+    config = full_config(tmp_path, ArxivServer())
+    url = f"sqlite:///{tmp_path}/state/digest.sqlite3"
+    Store.open(url).upsert_papers([rl_paper(1, DAY)])
+    cli("--config", str(config), "mark", "2611.00001", "--relevant")
+    backends.execute(url, "DELETE FROM papers")
+    undone = cli("--config", str(config), "mark", "2611.00001", "--undo").stdout
+    assert undone.startswith("2611.00001: verdict taken back") and backends.rows(url, "SELECT * FROM verdicts") == []
+    again = cli("--config", str(config), "mark", "2611.00001", "--undo", check=2).stderr
+    assert "2611.00001: no such paper in the database" in again
 
 
 def test_mark_needs_a_verdict_or_undo(tmp_path, cli):
