@@ -174,8 +174,9 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
                 and after < calendar.at(day).at <= until]
     unsure = [day for day in days if int(day[:4]) not in calendar.years and all(
         (r := ledger.days.get(day, {}).get(g)) is not None and not r.open and not r.read for g in groups)]
+    merged = _merge(gaps, [day[5:] for day in days], {day[5:] for day in unsure})
     return Summary(days[0][5:] if days else None, days[-1][5:] if days else None, len(days), complete,
-                   tuple(summaries), tuple(_merge(gaps, {day[5:] for day in unsure})),
+                   tuple(summaries), tuple(merged),
                    tuple(calendar.why_not(d) for d in holidays),
                    tuple(sorted(unknown)),
                    tuple(Holiday(f"{d:%m-%d}", calendar.zh.get(d, ""), calendar.no_announcement[d])
@@ -183,11 +184,13 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
                    tuple(day[5:] for day in unsure), tuple(sorted({int(day[:4]) for day in unsure})))
 
 
-def _merge(gaps: list[Gap], unsure: Collection[str] = ()) -> list[Gap]:
+def _merge(gaps: list[Gap], expected: list[str], unsure: Collection[str] = ()) -> list[Gap]:
     """Many groups with the same gap on a day read as one ('17 feeds'), and a run of
-    days with the same groups, cause and repair as one span ('11-02 → 11-20, 14 announcements');
-    the `unsure` days (Summary.unsure) in it are not counted as announcements: each was one or
-    a holiday ('12-27 → 01-05 (5 announcements, 2 evenings that may have been holidays)')."""
+    announcements next to each other in `expected` (the window's, in order) with the same
+    groups, cause and repair as one span ('11-02 → 11-20, 14 announcements'); days apart, with
+    announcements read fine between them, are listed ('11-02, 11-04'). The `unsure` days
+    (Summary.unsure) in a span are not counted as announcements: each was one or a holiday
+    ('12-27 → 01-05 (5 announcements, 2 evenings that may have been holidays)')."""
     per_day: dict[tuple[str, str, str], list[str]] = {}
     for gap in gaps:
         per_day.setdefault((gap.day, gap.cause, gap.recovered), []).append(gap.group)
@@ -195,9 +198,21 @@ def _merge(gaps: list[Gap], unsure: Collection[str] = ()) -> list[Gap]:
     for (day, cause, recovered), groups in per_day.items():
         label = groups[0] if len(groups) == 1 else f"{len(groups)} feeds"
         spans.setdefault((label, cause, recovered), []).append(day)
-    return [Gap(label, days[0] if len(days) == 1 else f"{days[0]} → {days[-1]} ({_evenings(days, unsure)})",
-                cause, recovered)
+    return [Gap(label, ", ".join(run[0] if len(run) == 1 else
+                                 f"{run[0]} → {run[-1]} ({_evenings(run, unsure)})"
+                                 for run in _runs(days, expected)), cause, recovered)
             for (label, cause, recovered), days in spans.items()]
+
+
+def _runs(days: list[str], expected: list[str]) -> list[list[str]]:
+    """`days` (in `expected`'s order) cut where an announcement of `expected` lies between two."""
+    runs: list[list[str]] = []
+    for day in days:
+        if runs and expected.index(day) == expected.index(runs[-1][-1]) + 1:
+            runs[-1].append(day)
+        else:
+            runs.append([day])
+    return runs
 
 
 def _evenings(days: list[str], unsure: Collection[str]) -> str:

@@ -761,3 +761,33 @@ def test_an_evening_one_feed_of_an_archive_read_gives_its_ids_beside_the_search_
     summary = coverage.summarise(ledger, load_calendar(), ["cs.LG", "cs.CL"], start, end)
     (cs,) = summary.groups
     assert (cs.read, cs.counted, cs.new, cs.cross, cs.replace) == (1, 1, 8, 2, 1)
+
+
+def test_a_gap_s_span_joins_only_announcements_next_to_each_other():
+    """The same gap on 11-02 and 11-04, 11-03 read fine between them: the line read
+    '11-02 → 11-04 (2 announcements)'. 11-05 and 11-08 (Thursday, Sunday) are next to each
+    other; the Chinese line lists the days not recovered without the English counts."""
+    from dataclasses import asdict
+
+    from pipeline import render
+    from tests import fixtures_digest as fx
+
+    ledger = coverage.Ledger()
+    for day in range(1, 12):
+        ledger.get(date(2026, 11, day), "cs.LG").read = "RSS"
+    for day in (2, 4, 5, 8, 10, 11):
+        reading = ledger.get(date(2026, 11, day), "cs.LG")
+        reading.gap, reading.recovered = "feed stale", ("the API search" if day < 8 else "")
+    window = (datetime(2026, 11, 1, 12, tzinfo=UTC), datetime(2026, 11, 12, 12, tzinfo=UTC))
+    summary = coverage.summarise(ledger, load_calendar(), ["cs.LG"], *window)
+    assert [(gap.day, gap.recovered) for gap in summary.gaps] == [
+        ("11-02, 11-04 → 11-05 (2 announcements)", "the API search"),
+        ("11-08, 11-10 → 11-11 (2 announcements)", "")]
+    ledger.get(date(2026, 11, 5), "cs.LG").recovered = ""
+    summary = coverage.summarise(ledger, load_calendar(), ["cs.LG"], *window)
+    assert [gap.day for gap in summary.gaps] == ["11-02, 11-04", "11-05 → 11-08 (2 announcements), 11-10 → 11-11 "
+                                                                "(2 announcements)"]
+    digest = replace(fx.digest(), coverage={**asdict(summary), "relevant": {}})
+    text = render.digest_markdown(fx.config(), digest, 3)
+    assert "; cs.LG on 11-02, 11-04: feed stale, recovered through the API search;" in text
+    assert "未补回的 1 处（11-05 → 11-08、11-10 → 11-11）" in text
