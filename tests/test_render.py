@@ -16,11 +16,12 @@ from datetime import UTC, date, datetime, timedelta
 from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 import jinja2
 import pytest
 
-from pipeline import compose, links, render
+from pipeline import compose, links, render, site
 from pipeline.deliver.email import WIRE_POLICY, build_message
 from pipeline.models import Paper, paper_key
 from pipeline.render import display_width, md_escape, wrap
@@ -874,8 +875,8 @@ def test_the_text_email_puts_each_vote_link_on_a_line_of_its_own(cfg, digest):
     text = links.Links(SERVED, "a-test-secret").personal(
         render.digest_text(served, digest, READING, personal=True), "bob@example.org")
     votes = [line for line in text.splitlines() if "/f/" in line]
-    listed = [e for s in digest.sections for e in (*s.entries, *s.brief)] + list(digest.featured)
-    assert len(votes) == 2 * len({e.key for e in listed if e.url})
+    full = [e for s in digest.sections for e in s.entries] + [*digest.featured, *digest.curated]
+    assert len(votes) == 2 * len({e.key for e in full if e.key.startswith("arxiv:")})  # no seed's
     assert all(re.fullmatch(r" *(👍|👎) https://\S+/f/\S+", line) for line in votes), votes
     assert not [line for line in text.splitlines() if line.strip() in ("👍", "👎", "·")]
 
@@ -976,15 +977,33 @@ def test_a_featured_paper_shows_its_code_and_venue_in_every_edition(cfg):
 
 
 def test_a_links_line_never_starts_with_a_separator():
-    """A seed entry has no arXiv, PDF or code link: its line is the votes alone, not '· 👍 👎'."""
+    """A seed entry has no arXiv, PDF or code link: its line is its venue alone, not '· ICLR'."""
     settings = replace(fx.config(), serve_url="https://digest.example.org/rl/")
     digest = fx.digest()
-    bare = replace(digest.curated[0], url=None, links=(), venue=None)
+    bare = replace(digest.curated[0], url=None, links=(), venue="ICLR 2027")
     html = render.digest_html(settings, replace(digest, curated=(bare, *digest.curated[1:])), 5,
                               personal=True)
     lines = re.findall(r'<p class="links"[^>]*>(.*?)</p>', html)
-    assert any("👍" in line and "href" in line and "arxiv" not in line for line in lines), lines
+    assert any("ICLR 2027" in line and "href" not in line for line in lines), lines
     assert [line for line in lines if line.lstrip().startswith("·")] == []
+
+
+def test_an_entry_of_no_arxiv_paper_offers_no_votes_in_any_edition(tmp_path):
+    """A seed entry shown by its title: a 👍/👎 on it got a thank-you page, but no model learns
+    from it, `status --paper` cannot show it, and its paper found later does not get it."""
+    served = replace(fx.config(), serve_url=SERVED, site_url=SERVED)
+    digest = fx.digest()
+    seeds = [e.key for e in digest.curated]
+    assert seeds and all(key.startswith("seed:") for key in seeds)
+    html = render.digest_html(served, digest, READING, personal=True)
+    text = render.digest_text(served, digest, READING, personal=True)
+    voted = {unquote(key) for key in re.findall(r"/f/rl-digest-reader-link\.(?:up|down)\.([^\s\"'<>]+)",
+                                                html + text)}
+    assert voted and all(key.startswith("arxiv:") for key in voted), voted
+    site.build(served, tmp_path, [digest], "2026-11-30T08:00:00+08:00", lambda action, key: f"/f/{action}/{key}")
+    page = (tmp_path / "digests" / "2026-11-30.html").read_text(encoding="utf-8")
+    on_the_web = set(re.findall(r'href="/f/up/([^"]+)"', page))
+    assert on_the_web and all(key.startswith("arxiv:") for key in on_the_web), on_the_web
 
 
 def test_a_count_reads_in_each_order_of_the_two_languages(digest):
