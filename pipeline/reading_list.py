@@ -16,7 +16,6 @@ from __future__ import annotations
 import gc
 import heapq
 import logging
-import tempfile
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from typing import IO, Any, Protocol
 
 from pipeline import compose, months, rank, render
 from pipeline.config import Config, TopicDef
-from pipeline.deliver.files import write_if_changed
+from pipeline.deliver.files import spool_folder, write_if_changed
 from pipeline.models import Entry, Moved, Paper, Scored, SeedEntry, paper_key, seed_key
 from pipeline.store import Store
 
@@ -293,7 +292,7 @@ class Markdown:
 
     def __init__(self, settings: render.Settings, topics: Sequence[TopicDef], out: Path, updated: str):
         self.rows, self.topics, self.out, self.updated = Rows(settings), topics, out, updated
-        self.tmp = tempfile.TemporaryDirectory(prefix="rl-digest-reading-")
+        self.tmp = spool_folder("rl-digest-reading-")
         self.written: dict[str, Path] = {}
         self.state: dict[str, _Topic] = {}
         self.months: list[dict] = []

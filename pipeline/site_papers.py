@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
@@ -28,7 +27,7 @@ import orjson
 
 from pipeline import export, months, reading_list, render, site
 from pipeline.config import Config, TopicDef
-from pipeline.deliver.files import streamed_if_changed, write_if_changed
+from pipeline.deliver.files import spool_folder, streamed_if_changed, write_if_changed
 from pipeline.models import Digest, Entry, Moved
 from pipeline.store import Store
 
@@ -65,7 +64,7 @@ class Papers:
         self.listed, self.news = store.listed_in(), _updates(digests)
         self.newest: list[Entry] = []
         self.stack = ExitStack()
-        self.tmp = Path(self.stack.enter_context(tempfile.TemporaryDirectory(prefix="rl-digest-site-")))
+        self.tmp = Path(self.stack.enter_context(spool_folder("rl-digest-site-")))
         self.pages = _Pages(self.env, self.context, folder, self.tmp)
         self.changed = changed = self.pages.changed  # every path that changed, once closed
         self.search = _Search(folder, changed)

@@ -1,6 +1,7 @@
 """Atomic writes of published files."""
 
 import os
+import socket
 import subprocess
 import sys
 
@@ -121,3 +122,17 @@ def test_a_publish_clears_what_a_killed_run_left_even_where_no_file_is_written(t
         path.write_text("half a page")
     cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
     assert [path for path in left if path.exists()] == [] and live.exists()
+
+
+def test_a_run_removes_the_spool_folders_a_killed_run_of_this_machine_left(tmp_path, cli):
+    """kill -9 mid-publish left rl-digest-site-… in TMPDIR for good; a live process's, another
+    machine's (a TMPDIR shared with a container) and one not saying its pid stay."""
+    config, dead, host, tmp = config_with(tmp_path), _dead_pid(), socket.gethostname(), tmp_path / "tmp"
+    left = [tmp / f"rl-digest-site-{host}.{dead}.k1ll3d00", tmp / f"rl-digest-reading-{host}.{dead}.k1ll3d00"]
+    kept = [tmp / f"rl-digest-site-{host}.{os.getpid()}.busy0000", tmp / f"rl-digest-site-elsewhere.{dead}.k1ll3d00",
+            tmp / "rl-digest-site-k1ll3d00"]
+    for folder in (*left, *kept):
+        folder.mkdir(parents=True)
+        (folder / "t0").write_text("a topic's spool")
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02", env={"TMPDIR": str(tmp)})
+    assert sorted(p for p in tmp.iterdir() if p.name.startswith("rl-digest-")) == sorted(kept)

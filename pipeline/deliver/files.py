@@ -10,6 +10,9 @@ import filecmp
 import glob
 import os
 import pwd
+import re
+import shutil
+import socket
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -174,6 +177,23 @@ def clear_killed_writes(folder: Path, name: str | None = None) -> None:
         pid = stale.name.rsplit(".", 3)[1]
         if pid.isdigit() and not _alive(int(pid)):
             stale.unlink(missing_ok=True)
+
+
+def spool_folder(prefix: str) -> tempfile.TemporaryDirectory[str]:
+    """A folder in TMPDIR for a build's spools, named PREFIX + HOST.PID.XXXXXXXX; first the
+    folders of PREFIX that a process of this machine left when it was killed (kill -9, so it
+    could not remove them) go: this user's, their pid gone. Another machine's or container's
+    (another host name in it) and a live process's are left alone."""
+    host = socket.gethostname()
+    for stale in Path(tempfile.gettempdir()).glob(f"{glob.escape(prefix + host)}.*"):
+        pid = re.fullmatch(r"(\d+)\.\w+", stale.name[len(prefix + host) + 1:])
+        try:
+            if pid and not _alive(int(pid[1])) and not stale.is_symlink() and stale.is_dir() \
+                    and stale.stat().st_uid == os.getuid():
+                shutil.rmtree(stale, ignore_errors=True)
+        except OSError:
+            pass  # gone meanwhile, or not ours to read
+    return tempfile.TemporaryDirectory(prefix=f"{prefix}{host}.{os.getpid()}.")
 
 
 def _alive(pid: int) -> bool:
