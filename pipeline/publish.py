@@ -12,8 +12,8 @@ never undo what was already published.
 from __future__ import annotations
 
 import logging
-import socket
 import os
+import socket
 from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from datetime import UTC, datetime
