@@ -239,6 +239,7 @@ def test_the_database_lock_is_taken_on_a_dedicated_connection(tmp_path, db_url):
             holder.wait()
 
 
+@pytest.mark.slow
 def test_a_database_password_is_read_from_the_environment_and_a_wrong_one_is_one_line(
         tmp_path, cli, pg_password):
     """Against a server that checks passwords: the right one from storage.password_env

@@ -416,6 +416,7 @@ def test_telegram_makes_no_link_mention_tag_or_command_of_a_title(tmp_path, cli)
     assert not entity.search(shown), entity.search(shown)
 
 
+@pytest.mark.slow
 def test_a_digest_in_pieces_cut_off_after_the_first_posts_only_the_rest_next_time(tmp_path, cli):
     """Telegram accepted part 1 and then failed: the retry posts parts 2.. only (the chat
     never shows part 1 twice); a part refused for good fails the row, nothing is reposted."""
@@ -451,6 +452,7 @@ def test_a_digest_in_pieces_cut_off_after_the_first_posts_only_the_rest_next_tim
     assert "after 1 of " in refused.stderr
 
 
+@pytest.mark.slow
 def test_a_sigterm_while_a_later_part_waits_out_retry_after_posts_only_the_rest_next_time(tmp_path, cli):
     """Telegram took part 1 and asked part 2 to wait (429, Retry-After): a SIGTERM then
     (docker compose stop) ends the wait at once and keeps what was posted, so the next
@@ -803,6 +805,7 @@ def test_ten_featured_papers_at_their_bounds_go_to_feishu_or_dingtalk_in_posts_t
     assert f"digests/{AS_OF}.html" in texts[-1]
 
 
+@pytest.mark.slow
 def test_a_post_with_no_topic_papers_by_top_0_does_not_say_every_paper_is_featured(tmp_path, cli):
     """`top: 0` (and Feishu's or DingTalk's own cut to fit one post) lists no topic's papers:
     the post says nothing of them, not that the week's papers are all in Featured (20 papers,
@@ -898,6 +901,7 @@ def test_a_chat_post_links_the_digests_web_page_when_the_site_is_served(tmp_path
     assert f"<{page}|" in post_text("slack", slack.posts[0])
 
 
+@pytest.mark.slow
 def test_a_telegram_group_upgraded_to_a_supergroup_is_told_with_its_new_chat_id(tmp_path, cli):
     """The Bot API refuses the old group's id with 400 and says the new one only in
     `parameters.migrate_to_chat_id`: without it the operator has to find the id by hand."""
@@ -1003,6 +1007,7 @@ def test_status_and_send_say_a_post_held_for_a_channel_taken_out_waits_for_its_r
         assert "run or send at once" not in shown
 
 
+@pytest.mark.slow
 def test_a_post_held_for_a_channel_taken_out_for_good_is_dropped_on_the_record(tmp_path, cli):
     """Taken out for good, a channel's waiting post was 'held for channel webhook, which the
     config does not have now' in every send, run and status, for ever: nothing could discard

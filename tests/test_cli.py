@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.helpers import ROOT, cli_command, cli_env, write_config
 
 
@@ -257,6 +259,7 @@ def test_serve_says_where_it_serves_only_once_it_listens(tmp_path, cli):
                                              "(an address of this machine, or a name it resolves)"]
 
 
+@pytest.mark.slow
 def test_chinese_output_under_a_locale_that_cannot_write_it_is_utf8_not_an_error(tmp_path, cli):
     """cron on a machine whose locale is en_US (ISO-8859-1; PYTHONIOENCODING stands in for it):
     config show, run --dry-run, render and status ended 'unexpected error: UnicodeEncodeError',

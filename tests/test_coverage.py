@@ -292,6 +292,7 @@ def test_a_stale_feed_is_polled_then_warned_and_recovered_through_oai_pmh(tmp_pa
     assert "gap: cs.CL on 11-24: feed stale, recovered through OAI-PMH" in status
 
 
+@pytest.mark.slow
 def test_the_ids_of_evenings_the_api_search_read_are_not_given_as_zero(tmp_path, cli):
     """OAI-PMH off, weekly runs on Monday morning in Beijing (Saturday's feed, empty): the API
     search read every evening, and the digest said 'cs: 4/4, ids 0 new · 0 cross · 0 replaced'
@@ -381,6 +382,7 @@ def test_an_evening_oai_pmh_recovered_counts_its_ids_as_the_feed_would(tmp_path,
     assert "feed stale, recovered through OAI-PMH" in lines["OAI-PMH"]
 
 
+@pytest.mark.slow
 def test_three_weeks_of_downtime_are_caught_up_through_oai_pmh(tmp_path, cli):
     papers, positives = labelled_gap()
     with ArxivServer(papers) as server:
@@ -635,6 +637,7 @@ def test_a_gap_s_span_counts_as_announcements_only_the_evenings_known_to_be_ones
     assert spans == ["12-30 → 01-03 (1 announcement, 1 evening that may have been a holiday)"], spans
 
 
+@pytest.mark.slow
 def test_a_late_feed_in_a_year_the_calendar_lacks_is_still_polled(tmp_path, cli):
     """The cs.LG feed shows the 2025-11-27 batch, so arXiv announced that evening: the
     empty cs.CL feed is late, polled for sources.rss.poll_minutes and warned as stale."""

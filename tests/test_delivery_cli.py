@@ -151,6 +151,7 @@ def test_a_week_whose_git_publish_failed_before_copying_is_pushed_later_and_send
     assert idle.stdout.startswith("sent 0, pending 0, failed 0") and "git" not in idle.stdout + idle.stderr
 
 
+@pytest.mark.slow
 def test_kill_before_the_body_went_out_sends_it_once_next_run(tmp_path, cli):
     """kill -9 while the server stalls its answer to RCPT TO: nothing left, and the next run
     sends it exactly once (with the Message-ID stored when the hand-over began)."""
@@ -180,6 +181,7 @@ def test_kill_before_the_body_went_out_sends_it_once_next_run(tmp_path, cli):
 
 # --- a resend on purpose ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_send_digest_reader_resends_one_on_purpose_with_a_new_message_id(tmp_path, cli):
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
         config = config_with(tmp_path, arxiv, smtp.port)

@@ -8,6 +8,8 @@ import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import pytest
+
 from pipeline.sources.arxiv_rss import split_authors
 from pipeline.text import at_sentence, clean, clean_name, for_terminal, xml_safe
 from tests.helpers import CATS, DAY, config_for, full_config, rl_paper, write_config
@@ -201,6 +203,7 @@ def test_cleaning_keeps_ordinary_text_as_it_is():
     assert at_sentence("One. Two. Three.", 11) == "One. Two."
 
 
+@pytest.mark.slow
 def test_every_llm_text_and_config_key_at_its_bound_keeps_the_email_under_100_kb_as_sent(tmp_path, cli):
     """digest.featured 10, a large max_papers and max_curated, every LLM field at its bound, both
     languages, a busy week: the HTML part as the SMTP server received it (quoted-printable,

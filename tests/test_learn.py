@@ -323,6 +323,7 @@ def test_mark_then_run_refits_the_model_and_undo_takes_it_back(tmp_path, cli):
     assert "relevance model: " + shipped in cli("--config", str(config), "status").stdout
 
 
+@pytest.mark.slow
 def test_the_run_line_names_a_refit_model_once(tmp_path, cli):
     """The first digest run ranked by a refit says so with its version, also when a cron
     collect between the mark and the run made the refit; later runs with it say nothing."""
@@ -517,6 +518,7 @@ def test_a_paper_withdrawn_since_it_was_judged_teaches_by_its_title_not_the_with
     assert [(p.id, p.abstract) for p in liked + disliked] == [("2611.00001", ""), ("2611.00002", "")]
 
 
+@pytest.mark.slow
 def test_eval_counts_the_papers_your_verdicts_taught_the_refit_as_its_training_data(tmp_path, cli):
     """A labels file made from the papers you marked (the obvious one to write) is scored by
     a model fitted on those very verdicts: the note that figures on them flatter it says so."""

@@ -55,6 +55,7 @@ def test_headers_trickling_in_end_at_the_deadline_too(tmp_path, cli):
     assert server.api_url in failed.stderr and "longer than 2 s" in failed.stderr
 
 
+@pytest.mark.slow
 def test_a_200_mb_api_page_is_a_source_failure_within_300_mb(tmp_path):
     with ArxivServer() as server:
         config = config_for(tmp_path, server, rss=False)
@@ -83,6 +84,7 @@ def test_a_gzip_bomb_feed_is_a_source_failure_within_300_mb(tmp_path):
     (trickle_reply(0.2), "the reply was still arriving"),  # the body, a byte at a time
     (trickle_reply_headers(0.2), ""),  # the headers: every read gets a byte in time
 ], ids=["body", "headers"])
+@pytest.mark.slow
 def test_a_trickling_llm_reply_ends_at_the_per_paper_deadline_and_falls_back(tmp_path, cli, reply, how):
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer() as llm:
         llm.queue(reply)

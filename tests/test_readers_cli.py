@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from urllib.parse import urljoin, urlsplit
 
+import pytest
 import sqlalchemy as sa
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
@@ -315,6 +316,7 @@ def votes(message: Received) -> dict[tuple[str, str], str]:
     return found
 
 
+@pytest.mark.slow
 def test_readers_feedback_teaches_the_next_runs_model_by_majority(tmp_path, cli):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -468,6 +470,7 @@ def test_a_reader_taken_off_the_list_keeps_their_verdicts_but_their_old_links_re
     assert "readers: ada@example.org 👍 (1 👍 0 👎" in second
 
 
+@pytest.mark.slow_on_postgresql
 def test_forget_erases_a_reader_taken_off_the_list_and_keeps_the_digests_history(tmp_path, cli, db_url):
     """`readers --forget ADDR` (GDPR erasure): refused, exit 2 in one line, while the config
     still lists them; once they are off the list, their status row, their address on the

@@ -294,6 +294,7 @@ def run_without_root_powers(args: list[str]) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, check=False)
 
 
+@pytest.mark.slow
 def test_state_and_out_that_belong_to_another_user_are_one_line_naming_the_owner(tmp_path, cli):
     """A first run under sudo made state/ and out/, then cron ran as the user: the lock's
     line said 'set lock.dir to a folder this user can write' (moving the lock frees nothing),

@@ -196,6 +196,7 @@ def test_sigterm_stops_a_run_between_steps_and_the_next_run_goes_on(tmp_path, st
     assert len(assert_consistent(tmp_path)) == 1
 
 
+@pytest.mark.slow
 def test_sigterm_while_mailing_stops_between_readers_and_send_mails_the_rest_once(tmp_path, start, cli):
     people = ["ada@example.org", "alan@example.org", "bob@example.org"]
     with ArxivServer(papers_now()) as arxiv, SmtpServer(stall_at="DATA", stall_seconds=0.8) as smtp:

@@ -567,6 +567,7 @@ def test_the_same_title_in_two_places_is_one_entry_and_a_warning_names_both(tmp_
     assert "2 entries from 2 files" in listed.stdout, listed.stdout
 
 
+@pytest.mark.slow
 def test_a_shown_seed_gets_the_english_of_its_chinese_as_it_is_now(tmp_path, cli):
     """A seed shown by a run without the LLM never got its English, and a summary edited
     after it was shown kept the English of the old text: only seeds not yet shown were

@@ -334,6 +334,7 @@ def test_a_renamed_topic_takes_its_older_papers_and_old_digests_still_find_them(
     assert bare["page"] == "papers/topic/algorithms.html" and bare["links"] == ["算法与目标 · Algorithms and objectives"], bare
 
 
+@pytest.mark.slow
 def test_a_renamed_topics_old_page_is_headed_by_its_old_name(tmp_path, cli):
     """algorithms (算法与目标 · Algorithms and objectives) becomes policy-opt (策略优化 ·
     Policy optimisation): the old key's page was headed 'algorithms', a key its readers never

@@ -211,6 +211,7 @@ def test_typing_a_query_or_choosing_a_topic_narrows_the_list_in_chromium(tmp_pat
     assert shot.exists() and shot.stat().st_size > 1000
 
 
+@pytest.mark.slow
 def test_a_week_later_only_the_pages_its_papers_are_on_are_rewritten(tmp_path, cli):
     folder = two_weeks(tmp_path, cli)
     before = {p.relative_to(folder).as_posix(): p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}

@@ -411,6 +411,7 @@ def test_a_readers_txt_beside_the_config_is_read_without_naming_it(tmp_path, cli
 
 # --- two configs on one database or one outputs.dir -----------------------------------------
 
+@pytest.mark.slow
 def test_two_configs_on_one_database_are_told_so_by_every_run_and_send_of_the_other(tmp_path, cli):
     """Two groups on one server, both configs' storage.url one file: the group that ran second
     got no digest that week ('sent to 0', exit 0), and its hourly send marked the first group's
@@ -434,6 +435,7 @@ def test_two_configs_on_one_database_are_told_so_by_every_run_and_send_of_the_ot
     assert "another config" not in first.stdout + first.stderr + again.stdout + again.stderr
 
 
+@pytest.mark.slow
 def test_two_configs_on_one_outputs_dir_are_told_so(tmp_path, cli):
     """Each with its own database, both writing out/: the second run wrote its digest over the
     first's of the same date, and its reading list and site over the other's, unsaid."""

@@ -47,6 +47,7 @@ def test_status_json_with_the_database_down_still_prints_an_object(tmp_path, cli
     assert result.stderr.count("\n") == 1 and "broken.sqlite3" in result.stderr
 
 
+@pytest.mark.slow
 def test_the_scheduler_writes_a_heartbeat_that_status_and_the_healthcheck_read(tmp_path, cli):
     with ArxivServer(papers_now()) as arxiv:
         config = scheduler_config(tmp_path, arxiv)
@@ -155,6 +156,7 @@ def test_status_shows_the_newest_failed_deliveries_not_every_one_of_years(tmp_pa
     assert len(listed["waiting"]) == 8
 
 
+@pytest.mark.slow
 def test_a_retry_set_while_the_clock_ran_a_day_fast_is_not_shown_a_day_ahead(tmp_path, cli):
     """A mail server's 451 while the clock ran fast (then NTP set it right): status said the
     scheduler tries at a time a day ahead, and the scheduler waited for it."""
