@@ -7,13 +7,15 @@ import os
 import signal
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from tests.helpers import CATS, cli_command, cli_env, rl_paper, start_warm_cli, write_config
+from tests.helpers import CATS, ROOT, cli_command, cli_env, rl_paper, start_warm_cli, write_config
 from tests.servers import smtp_server
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.smtp_server import SmtpServer
@@ -44,6 +46,24 @@ def start_cli(*args: str, env: dict | None = None, **popen) -> subprocess.Popen:
     could block it) unless `popen` sends it to a file."""
     return subprocess.Popen([*cli_command(), *args], cwd="/", env=cli_env(env),
                             **{"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, **popen})
+
+
+@contextmanager
+def lock_holder(config: Path) -> Iterator[subprocess.Popen]:
+    """Another process holding `config`'s run lock for the block (a test may kill it sooner)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from pathlib import Path; from pipeline import config, lock;"
+         "ctx = lock.held(config.load(Path(sys.argv[1]))); ctx.__enter__(); print('held', flush=True);"
+         "time.sleep(120)", str(config)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        yield holder
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+        holder.wait()
 
 
 def wait_for(predicate: Callable[[], object], timeout: float = 20, what: str = "condition",

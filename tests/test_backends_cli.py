@@ -23,7 +23,7 @@ import pytest
 
 from pipeline import lock
 from tests import backends
-from tests.helpers import CATS, ROOT, cli_command, cli_env, ids_in, rl_paper, run_cli, start_warm_cli
+from tests.helpers import CATS, cli_command, cli_env, ids_in, rl_paper, run_cli, start_warm_cli
 from tests.processes import (
     DONE,
     HELD,
@@ -33,6 +33,7 @@ from tests.processes import (
     config_with,
     copies,
     kill9,
+    lock_holder,
     one_publishes,
     papers_now,
     start_cli,
@@ -214,16 +215,8 @@ def test_a_server_that_is_down_is_one_line_naming_it(tmp_path, cli):
 def test_the_database_lock_is_taken_on_a_dedicated_connection(tmp_path, db_url):
     """While a run holds it, a second process is refused at once; when the holder dies
     (kill -9) the lock goes with it."""
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from pipeline import config, lock;"
-         "cfg = config.load(Path(sys.argv[1]));"
-         "ctx = lock.held(cfg); ctx.__enter__(); print('held', flush=True); time.sleep(60)",
-         str(config_with(tmp_path, **on(db_url)))],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        config = tmp_path / "config.yaml"
+    config = config_with(tmp_path, **on(db_url))
+    with lock_holder(config) as holder:
         run_cli("--config", str(config), "run", "--offline", check=75)
         kill9(holder)
         deadline = time.monotonic() + 20
@@ -233,10 +226,6 @@ def test_the_database_lock_is_taken_on_a_dedicated_connection(tmp_path, db_url):
                 break
             time.sleep(0.2)  # the server notices the dead session within moments
         assert result == 0
-    finally:
-        if holder.poll() is None:
-            holder.kill()
-            holder.wait()
 
 
 @pytest.mark.slow

@@ -6,12 +6,12 @@ import os
 import re
 import socket
 import subprocess
-import sys
 import time
 
 import pytest
 
 from tests.helpers import ROOT, cli_command, cli_env, write_config
+from tests.processes import lock_holder
 
 
 def test_seeds_lists_all_38_entries_from_any_directory(tmp_path, cli):
@@ -72,23 +72,12 @@ def test_offline_is_a_preview_that_records_nothing(tmp_path, cli):
 
 def test_a_second_concurrent_run_exits_75(tmp_path, cli):
     config = write_config(tmp_path)
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from pipeline import config, lock;"
-         "cfg = config.load(Path(sys.argv[1]));"
-         "ctx = lock.held(cfg); ctx.__enter__(); print('held', flush=True); time.sleep(30)",
-         str(config)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_holder(config):
         started = time.monotonic()
         result = cli("--config", str(config), "run", "--offline", timeout=60, check=75)
         assert "another rl-digest run holds" in result.stderr
         assert "another rl-digest run holds state/digest.sqlite3.lock" in result.stderr
         assert time.monotonic() - started < 30  # did not wait for the holder
-    finally:
-        holder.kill()
-        holder.wait()
 
 
 def test_help_lists_every_contract_command(cli):

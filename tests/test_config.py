@@ -455,17 +455,25 @@ def test_config_check_finds_what_would_stop_a_run_in_channels_and_serve(tmp_path
     assert check(serve, {"RL_DIGEST_SECRET": "0123456789abcdef0123"}) == [0]
 
 
+SECRET = {"RL_DIGEST_SECRET": "0123456789abcdef0123"}  # signs the links
+
+
+def config_check(tmp_path, cli, extra: dict) -> list:
+    """`config check` of a config with `extra` (the site's address set, a secret for links):
+    its exit code and stderr lines."""
+    path = write_config(tmp_path, {"outputs": {"base_url": "https://digest.example.org/"}, **extra},
+                        seeds=False)
+    result = cli("--config", str(path), "config", "check", env=SECRET, check=None)
+    return [result.returncode, *result.stderr.strip().splitlines()]
+
+
 def test_config_check_refuses_a_url_whose_port_there_cannot_be(tmp_path, cli):
     """An email.unsubscribe_url (or any URL key) with a port there cannot be was taken, and
     every email's unsubscribe link led nowhere: exit 2 naming the key."""
     mail = {"enabled": True, "to": ["ada@example.org"]}
-    env = {"RL_DIGEST_SECRET": "0123456789abcdef0123"}
 
     def check(extra: dict) -> list:
-        path = write_config(tmp_path, {"outputs": {"base_url": "https://digest.example.org/"}, **extra},
-                            seeds=False)
-        result = cli("--config", str(path), "config", "check", env=env, check=None)
-        return [result.returncode, *result.stderr.strip().splitlines()]
+        return config_check(tmp_path, cli, extra)
 
     config = tmp_path / "config.yaml"
     assert check({"email": {**mail, "unsubscribe_url": "https://x.org:99999/u?r={recipient}"}}) == [
@@ -481,13 +489,9 @@ def test_config_check_warns_of_an_http_unsubscribe_address(tmp_path, cli):
     """An http:// serve.base_url (or email.unsubscribe_url) gives the emails no one-click
     unsubscribe (RFC 8058 is for https), and config check said nothing of it."""
     mail = {"enabled": True, "to": ["ada@example.org"]}
-    env = {"RL_DIGEST_SECRET": "0123456789abcdef0123"}
 
     def check(extra: dict) -> list:
-        path = write_config(tmp_path, {"outputs": {"base_url": "https://digest.example.org/"}, **extra},
-                            seeds=False)
-        result = cli("--config", str(path), "config", "check", env=env, check=None)
-        return [result.returncode, *result.stderr.strip().splitlines()]
+        return config_check(tmp_path, cli, extra)
 
     config = tmp_path / "config.yaml"
     assert check({"email": mail, "serve": {"base_url": "http://digest.example.org/"}}) == [
@@ -502,6 +506,6 @@ def test_config_check_warns_of_an_http_unsubscribe_address(tmp_path, cli):
         "sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}},
         "email": {**mail, "smtp_host": "127.0.0.1", "smtp_port": 9, "security": "none"},
         "serve": {"base_url": "http://digest.example.org/"}}, seeds=False)
-    report = cli("--config", str(path), "doctor", env=env, check=None).stdout
+    report = cli("--config", str(path), "doctor", env=SECRET, check=None).stdout
     line = next(ln for ln in report.splitlines() if ln.startswith("config"))
     assert line.split()[1] == "WARN" and "serve.base_url: an http:// address" in line, line

@@ -6,7 +6,6 @@ import os
 import re
 import stat
 import subprocess
-import sys
 import time
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -19,8 +18,8 @@ from pipeline.config import load
 from pipeline.errors import ConfigError
 from pipeline.run import parse_as_of
 from pipeline.store import Store
-from tests.helpers import CATS, ROOT, config_for, rl_paper, write_config
-from tests.processes import config_with
+from tests.helpers import CATS, config_for, rl_paper, write_config
+from tests.processes import config_with, lock_holder
 from tests.servers.arxiv_server import ArxivServer, http_error
 from tests.servers.smtp_server import SmtpServer
 
@@ -367,18 +366,9 @@ def test_a_database_password_comes_from_storage_password_env_and_is_never_shown(
 
 def test_a_lock_held_past_stale_hours_is_reported_loudly_with_pid_and_start(tmp_path, cli):
     config = write_config(tmp_path, {"lock": {"stale_hours": 0.0001}})  # a third of a second
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from pipeline import config, lock;"
-         "ctx = lock.held(config.load(Path(sys.argv[1]))); ctx.__enter__(); print('held', flush=True);"
-         "time.sleep(60)", str(config)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_holder(config) as holder:
         time.sleep(1)  # past stale_hours
         locked = cli("--config", str(config), "run", "--offline", check=75)
-    finally:
-        holder.kill()
-        holder.wait()
     line = one_line(locked, "STALE LOCK", f"pid {holder.pid}", "started ", "lock.stale_hours")
     assert "it may be hung" in line
 

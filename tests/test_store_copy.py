@@ -7,8 +7,6 @@ or cut off midway leaves the target empty."""
 from __future__ import annotations
 
 import signal
-import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,8 +15,8 @@ import sqlalchemy as sa
 import yaml
 
 from tests import backends
-from tests.helpers import ROOT, ids_in, rl_paper, start_warm_cli
-from tests.processes import config_with, stderr_lines, wait_for
+from tests.helpers import ids_in, rl_paper, start_warm_cli
+from tests.processes import config_with, lock_holder, stderr_lines, wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
 from tests.servers.smtp_server import SmtpServer
@@ -168,19 +166,8 @@ def test_a_target_file_that_is_no_database_is_named_so_and_left_as_it_was(tmp_pa
 def test_a_copy_while_another_run_holds_the_lock_exits_75_and_writes_nothing(tmp_path, cli, db_url):
     config = config_with(tmp_path, storage={"url": db_url})
     cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import sys, time; from pathlib import Path; from pipeline import config, lock;"
-         "cfg = config.load(Path(sys.argv[1]));"
-         "ctx = lock.held(cfg); ctx.__enter__(); print('held', flush=True); time.sleep(30)",
-         str(config)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with lock_holder(config):
         result = cli("--config", str(config), "store", "copy", f"sqlite:///{tmp_path}/copy.sqlite3", check=75)
-    finally:
-        holder.kill()
-        holder.wait()
     assert len(stderr_lines(result)) == 1 and "another rl-digest run holds" in result.stderr
     assert not (tmp_path / "copy.sqlite3").exists()
 
