@@ -13,6 +13,7 @@ import re
 from email.utils import parseaddr
 from typing import Any
 
+from pipeline import render
 from pipeline.config import Config, Reader
 from pipeline.deliver import channels
 from pipeline.deliver.outbox import EMAIL, SKIPPED, Delivery, StoreOutbox, held_for_channel
@@ -156,17 +157,8 @@ def forget(config: Config, store: Store, who: tuple[str, ...]) -> list[str]:
                               "take them out of email.to or email.recipients_file first: "
                               "the next run would mail them again")
         addresses.append(address)
-    return [_forgotten(address, store.forget_reader(address)) for address in addresses]
-
-
-def _forgotten(address: str, done: dict[str, int]) -> str:
-    told = [f"{n} {one if n == 1 else many}{what}" for n, one, many, what in (
-        (done["status"], "status row", "status rows", ""),
-        (done["deliveries"], "delivery", "deliveries", " kept as 'a reader forgotten'"),
-        (done["dropped"], "delivery", "deliveries", " waiting dropped"),
-        (done["verdicts"], "👍/👎", "👍/👎", " kept, tied to no one"),
-        (done["runs"], "run report", "run reports", " cleared of them")) if n]
-    return f"{address}: forgotten ({', '.join(told)})" if told else f"{address}: nothing was kept about them"
+    said = render.text_env(config.templates.dir).get_template("readers/forgotten.txt.j2")
+    return [said.render(address=address, done=store.forget_reader(address)).strip() for address in addresses]
 
 
 def record_verdict(store: Store, address: str, paper: str, action: str) -> None:
