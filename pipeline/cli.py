@@ -96,9 +96,12 @@ pass_state = click.make_pass_decorator(State)
 
 
 def _in_a_folder(_ctx: click.Context, _param: click.Parameter, path: Path | None) -> Path | None:
-    """-o into a folder that exists: a typo in a path must not leave new folders behind."""
+    """-o into a folder that exists and this user can write: a typo in a path must not leave
+    new folders behind, and a folder not yours is a usage mistake (exit 2), not a failure."""
     if path is not None and not path.absolute().parent.is_dir():
         raise click.BadParameter(f"{path.parent}: no such folder")
+    if path is not None and not os.access(path.absolute().parent, os.W_OK | os.X_OK):
+        raise click.BadParameter(f"{path.parent}: this user cannot write there")
     return path
 
 

@@ -222,6 +222,21 @@ def test_an_unreadable_config_is_one_line_naming_it(tmp_path):
         assert result.stderr.splitlines() == [f"rl-digest: {config}: cannot read: Permission denied"]
 
 
+def test_output_into_a_folder_this_user_cannot_write_is_a_usage_line(tmp_path):
+    """`render -o` or `export -o` into a folder not the user's ended 'cannot write: Permission
+    denied', exit 1, after the work was done: a usage mistake, said first, exit 2."""
+    config = write_config(tmp_path)
+    locked = tmp_path / "theirs"
+    locked.mkdir(mode=0o555)
+    drop = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", "--"]
+    args = (*cli_command(), "--config", str(config), "export", "--format", "ris", "-o", str(locked / "x.ris"))
+    result = subprocess.run([*drop, *args] if os.geteuid() == 0 else args, cwd="/", env=cli_env(),
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert f"{locked}: this user cannot write there" in line and line.endswith(" export --help)"), line
+
+
 def test_a_command_group_given_no_command_prints_its_help_whole(tmp_path, cli):
     """`rl-digest config` alone printed its help flattened into one 'rl-digest: Usage: ...' line."""
     config = write_config(tmp_path)
