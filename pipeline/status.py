@@ -89,7 +89,9 @@ def heartbeat(config: Config, now: datetime) -> dict[str, Any] | None:
         age = (now - datetime.fromisoformat(data["wake"])).total_seconds()
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+    except OSError as exc:  # its words, not '[Errno 13] Permission denied: PATH' after the path
+        return {"path": str(path), "alive": False, "problem": f"unreadable: {exc.strerror or exc}"}
+    except (ValueError, KeyError, TypeError) as exc:
         return {"path": str(path), "alive": False, "problem": f"unreadable: {exc}"}
     limit = 3 * int(data.get("interval_seconds") or config.schedule.heartbeat_seconds)
     gone = (not data.get("stopped") and data.get("host") == socket.gethostname()

@@ -4,6 +4,7 @@ container's healthcheck read."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -87,6 +88,22 @@ def test_an_old_heartbeat_fails_the_healthcheck(tmp_path, cli):
     assert re.search(r"scheduler: silent for more than 180 s, last wake 6\d\d s ago \(pid 1 on box\)",
                      result.stderr)
     assert "scheduler: silent for more than 180 s" in cli("--config", str(config), "status").stdout
+
+
+def test_an_unreadable_heartbeat_is_said_in_words(tmp_path):
+    """A heartbeat another user's scheduler wrote 0600: the healthcheck printed Python's
+    '[Errno 13] Permission denied: PATH' after the path."""
+    config = write_config(tmp_path, seeds=False)
+    (tmp_path / "state").mkdir()
+    beat = tmp_path / "state" / "heartbeat.json"
+    beat.write_text("{}", encoding="utf-8")
+    beat.chmod(0)
+    drop = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", "--"]
+    args = (*cli_command(), "--config", str(config), "status", "--check-heartbeat")
+    result = subprocess.run([*drop, *args] if os.geteuid() == 0 else args, cwd="/", env=cli_env(),
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [f"rl-digest: scheduler: heartbeat {beat} unreadable: Permission denied"]
 
 
 def test_a_heartbeat_ahead_of_the_clock_says_so(tmp_path, cli):
