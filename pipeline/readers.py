@@ -16,7 +16,7 @@ from typing import Any
 from pipeline import render
 from pipeline.config import Config, Reader
 from pipeline.deliver import channels
-from pipeline.deliver.outbox import EMAIL, SKIPPED, Delivery, StoreOutbox, held_for_channel
+from pipeline.deliver.outbox import EMAIL, SKIPPED, Delivery, StoreOutbox, held_for_channel, reader_key
 from pipeline.errors import ConfigError, DigestError
 from pipeline.store import FORGOTTEN, YOU, Store
 
@@ -48,7 +48,7 @@ def listing(config: Config, store: Store) -> list[dict[str, Any]]:
     for done in StoreOutbox(store).rows(("sent", SKIPPED, "failed")):
         if done.reader.startswith(FORGOTTEN):  # erased: the digests' history keeps them, nameless
             continue
-        key = _key(done.channel, done.reader)
+        key = reader_key(done.who)
         if done.status in (SKIPPED, "failed"):
             held = skipped if done.status == SKIPPED else failed
             held[key] = max(held.get(key, ("", "")), (done.digest_id, done.last_error or ""))
@@ -72,12 +72,6 @@ def listing(config: Config, store: Store) -> list[dict[str, Any]]:
         refused = failed.get(row["key"])  # until a later digest reached them
         row["failed"] = refused if refused and refused[0] > got.get(row["key"], "") else None
     return rows
-
-
-def _key(channel: str, reader: str) -> str:
-    """A reader as `listing` tells them apart: an email reader by their address in lower case
-    (older rows hold `Name <addr>`), any other as CHANNEL:READER."""
-    return parseaddr(reader)[1].lower() or reader.lower() if channel == EMAIL else f"{channel}:{reader}"
 
 
 def _channel_readers(config: Config) -> list[tuple[str, list]]:

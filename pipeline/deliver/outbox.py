@@ -216,8 +216,8 @@ class StoreOutbox:
         """Queue one digest for one reader (`who`: an address, or CHANNEL:READER) again, on
         purpose: a new attempt with a new Message-ID, because a mail client would collapse
         the same id into the copy the reader may still have, and the resend would not show."""
-        key = _reader_key(who)
-        found = [r for r in self.store.deliveries(digest_id) if _reader_key(r["recipient"]) == key]
+        key = reader_key(who)
+        found = [r for r in self.store.deliveries(digest_id) if reader_key(r["recipient"]) == key]
         if not found:
             self.store.add_delivery(digest_id, who)
             return
@@ -460,7 +460,7 @@ def _split(recipient: str) -> tuple[str, str]:
     return (head, tail) if sep and "@" not in head else (EMAIL, recipient)
 
 
-def _reader_key(recipient: str) -> str:
+def reader_key(recipient: str) -> str:
     """Who a row is for, as readers are told apart: an email reader by their address in lower
     case (older rows hold `Name <addr>`), any other by CHANNEL:READER."""
     channel, reader = _split(recipient)
