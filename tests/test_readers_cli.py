@@ -14,8 +14,11 @@ import re
 import sqlite3
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from email.message import EmailMessage
+from pathlib import Path
 from urllib.parse import urljoin, urlsplit
 
 import pytest
@@ -95,10 +98,7 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
                              serve={"base_url": base + "/"})
         cli("--config", str(config), "run", "--as-of", AS_OF, env=SECRET)
         (ada,), (alan,) = smtp.to("ada@example.org"), smtp.to("alan@example.org")
-        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
-                                str(port), env=SECRET)
-        try:
-            wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
+        with serving(config, port, SECRET):
             # on the wire, as a mail client reads it: the URL whole, never RFC 2047-encoded
             header = re.search(r"^List-Unsubscribe: (.*?)\r\n(?! )", ada.data.decode("ascii"), re.M | re.S)
             link = re.fullmatch(r"<(http://[^>]+/u/[^>]+)>,\r\n <mailto:[^>]+>", header.group(1)).group(1)
@@ -121,9 +121,6 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
             served = get(base + "/digests/" + page_name(tmp_path))
             web_thanks = get(web_vote, b"")
             missing = get(base + "/digests/1999-01-01.html")
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
         arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
         cli("--config", str(config), "run", "--as-of", NEXT, env=SECRET)
         listed = cli("--config", str(config), "readers").stdout
@@ -188,6 +185,18 @@ def page_name(tmp_path) -> str:
     return next((tmp_path / "out" / "site" / "digests").glob("*.html")).name
 
 
+@contextmanager
+def serving(config: Path, port: int, env: dict) -> Iterator[None]:
+    """`rl-digest serve` on 127.0.0.1:`port` for the block, once it answers."""
+    server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port), env=env)
+    try:
+        wait_for(lambda: _up(f"http://127.0.0.1:{port}"), timeout=60, what="serve to listen", proc=server)
+        yield
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
 def _up(base: str) -> bool:
     try:
         return get(base + "/u/x")[0] == 403
@@ -206,14 +215,8 @@ def test_a_week_queued_before_the_reader_unsubscribed_is_skipped_not_sent(tmp_pa
         arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
         down = cli("--config", str(config), "run", "--as-of", NEXT, env=SECRET, check=None)
         link = re.search(r"<(http://[^>]+/u/[^>]+)>", str(ada.message["List-Unsubscribe"])).group(1)
-        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
-                                str(port), env=SECRET)
-        try:
-            wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
+        with serving(config, port, SECRET):
             done = get(link, b"List-Unsubscribe=One-Click")
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
         with SmtpServer(port=smtp.port) as back:
             sent = cli("--config", str(config), "send", env=SECRET)
             again = cli("--config", str(config), "send", env=SECRET)
@@ -329,15 +332,9 @@ def test_readers_feedback_teaches_the_next_runs_model_by_majority(tmp_path, cli)
         return json.loads(row[0])["relevance_model"]
 
     def click(*said: tuple[Received, str]) -> None:
-        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
-                                str(port), env=SECRET)
-        try:
-            wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
+        with serving(config, port, SECRET):
             for message, action in said:
                 assert get(votes(message)[(action, key)], b"")[0] == 200
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
 
     with ArxivServer([rl_paper(1, DAY), rl_paper(2, DAY)]) as arxiv, SmtpServer() as smtp:
         config = config_with(tmp_path, arxiv, smtp.port, recipients=people,
@@ -401,10 +398,7 @@ def test_links_mailed_before_the_secret_changed_still_work_and_a_refused_one_say
         arxiv.add(rl_paper(2, datetime(2026, 11, 5, 12, tzinfo=UTC)))
         cli("--config", str(config), "run", "--as-of", NEXT, env=rotated)
         (ada, _), (alan, alan_later) = smtp.to("ada@example.org"), smtp.to("alan@example.org")
-        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
-                                str(port), env=rotated)
-        try:
-            wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
+        with serving(config, port, rotated):
             link = re.search(r"<(http://[^>]+/u/[^>]+)>", str(ada.message["List-Unsubscribe"])).group(1)
             asked = get(link)
             done = get(link, b"List-Unsubscribe=One-Click")
@@ -412,9 +406,6 @@ def test_links_mailed_before_the_secret_changed_still_work_and_a_refused_one_say
             thanks = get(vote, b"")
             refused = get(link[:-3] + ("AAA" if not link.endswith("AAA") else "BBB"))
             vote_refused = get(vote[:-2] + "xx", b"")
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
         listed = cli("--config", str(config), "readers").stdout
         shown = cli("--config", str(config), "status", "--paper", "2611.00001").stdout
     assert asked[0] == 200 and "ada@example.org" in asked[1]
@@ -440,28 +431,16 @@ def test_a_reader_taken_off_the_list_keeps_their_verdicts_but_their_old_links_re
         config = config_with(tmp_path, arxiv, smtp.port, recipients=people, serve={"base_url": base + "/"})
         cli("--config", str(config), "run", "--as-of", AS_OF, env=SECRET)
         (ada,), (bob,) = smtp.to("ada@example.org"), smtp.to("bob@example.org")
-        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
-                                str(port), env=SECRET)
-        try:
-            wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
+        with serving(config, port, SECRET):
             assert get(votes(bob)[("down", "arxiv:2611.00001")], b"")[0] == 200
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
         config_with(tmp_path, arxiv, smtp.port, recipients=people[:1], serve={"base_url": base + "/"})
-        server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port",
-                                str(port), env=SECRET)
-        try:
-            wait_for(lambda: _up(base), timeout=60, what="serve to listen", proc=server)
+        with serving(config, port, SECRET):
             asked = get(votes(bob)[("up", "arxiv:2611.00002")])
             after = get(votes(bob)[("up", "arxiv:2611.00002")], b"")
             changed = get(votes(bob)[("up", "arxiv:2611.00001")], b"")
             still = get(votes(ada)[("up", "arxiv:2611.00002")], b"")
             unsubscribed = get(re.search(r"<(http://[^>]+/u/[^>]+)>", str(bob.message["List-Unsubscribe"])).group(1),
                                b"List-Unsubscribe=One-Click")
-        finally:
-            server.terminate()
-            server.wait(timeout=10)
     first = cli("--config", str(config), "status", "--paper", "2611.00001").stdout
     second = cli("--config", str(config), "status", "--paper", "2611.00002").stdout
     assert asked[0] == after[0] == changed[0] == 403 and "<form" not in after[1]
