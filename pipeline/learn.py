@@ -523,12 +523,13 @@ def verdict_rows(store: Verdicts) -> list[dict[str, Any]]:
             for p, label, weight in verdicts(store)]
 
 
-def current(cfg: Relevance, store: Verdicts, refit_now: bool = True) -> Hybrid | None:
+def current(cfg: Relevance, store: Verdicts, refit_now: bool = True, keep: bool = True) -> Hybrid | None:
     """The model this install scores with: None when `relevance.model` is off, the shipped
     one without verdicts, else a refit on the shipped rows plus the verdicts, kept in the
     install's state and redone only when the verdicts (or the shipped model) change.
     refit_now=False (status) takes the last refit as it is, if it was made from this shipped
-    model; after an upgrade, the shipped model until the next run refits."""
+    model; after an upgrade, the shipped model until the next run refits. keep=False (eval)
+    refits without keeping it: only runs write the state, under the run lock."""
     if not cfg.model:
         return None
     base = shipped()
@@ -540,7 +541,7 @@ def current(cfg: Relevance, store: Verdicts, refit_now: bool = True) -> Hybrid |
         return Hybrid.from_dict(saved) if saved else base
     mine = verdict_rows(store)
     if not mine:
-        if stored:
+        if stored and keep:
             store.set_state(STATE_KEY, None)  # every verdict taken back
         return base
     fingerprint = hashlib.sha256(json.dumps(
@@ -548,7 +549,8 @@ def current(cfg: Relevance, store: Verdicts, refit_now: bool = True) -> Hybrid |
     if saved and saved.get("fingerprint") == fingerprint:
         return Hybrid.from_dict(saved)
     model = refit(base, mine)
-    store.set_state(STATE_KEY, {**model.to_dict(), "fingerprint": fingerprint, "base": base.version})
+    if keep:
+        store.set_state(STATE_KEY, {**model.to_dict(), "fingerprint": fingerprint, "base": base.version})
     return model
 
 

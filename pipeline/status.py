@@ -377,9 +377,11 @@ def read_labels(path: Path) -> list[dict]:
 
 def evaluation(config: Config, store: Store, rows: list[dict]) -> str:
     """The relevance filter (the current model, else the rule) against labels: the figures,
-    the rule and the text model alone beside it, then its worst mistakes with reasons."""
+    the rule and the text model alone beside it, then its worst mistakes with reasons. The
+    model is the refit the next run would make, not kept: eval takes no run lock, so it
+    never waits for a run nor writes under one."""
     rules = rank.compile_rules(config.relevance)
-    model = learn.current(config.relevance, store)
+    model = learn.current(config.relevance, store, keep=False)
     profile = learn.Profile.compile(config.relevance)
 
     def final(rows: Sequence[Mapping[str, Any]], rules: list[rank.Score]) -> list[rank.Score]:

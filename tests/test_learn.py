@@ -536,6 +536,35 @@ def test_eval_counts_the_papers_your_verdicts_taught_the_refit_as_its_training_d
     assert "note: 1 of these papers are in the model's training data; figures on them flatter it" in out
 
 
+@pytest.mark.slow
+def test_eval_scores_the_refit_your_verdicts_make_but_leaves_the_store_to_the_run(tmp_path, cli):
+    """eval refitted on the verdicts and wrote the refit into the store without the run lock:
+    during a run (or a store copy, which holds the lock for a consistent copy) it wrote under
+    them, and a refit on older verdicts could replace the run's newer one. A measurement reads:
+    it scores the refit the next run would make and writes nothing, lock held or not."""
+    from tests.processes import lock_holder
+
+    marked = image_paper(2)
+    with ArxivServer([rl_paper(1, DAY), marked]) as arxiv:
+        config = full_config(tmp_path, arxiv)
+        cli("--config", str(config), "collect", "--as-of", "2026-11-02")
+    cli("--config", str(config), "mark", marked.id, "--relevant")
+    labels = tmp_path / "labels.jsonl"
+    labels.write_text(json.dumps({"id": marked.id, "title": marked.title, "abstract": marked.abstract,
+                                  "label": 1}) + "\n", encoding="utf-8")
+
+    def database() -> list[str]:
+        with sqlite3.connect(tmp_path / "state" / "digest.sqlite3") as db:
+            return list(db.iterdump())
+
+    before = database()
+    with lock_holder(config):  # a run under way
+        out = cli("--config", str(config), "eval", "--labels", str(labels)).stdout
+    assert out.splitlines()[0] != f"model: {learn.shipped().version}"  # the refit, on the mark
+    assert database() == before
+    assert f"relevance model: {learn.shipped().version} (shipped)" in cli("--config", str(config), "status").stdout
+
+
 def test_status_of_a_paper_says_what_its_readers_votes_teach_and_that_your_mark_wins(tmp_path, cli):
     """Nine addresses with 👍 or 👎 say nothing of the outcome: the line tallies them and says
     what the refit learns from them (the majority, nothing on a tie, your verdict instead)."""
