@@ -55,7 +55,7 @@ from pipeline.run import (
     seed_documents,
     summary_line,
 )
-from pipeline.sources.seeds import in_reading_order, same_paper
+from pipeline.sources.seeds import in_reading_order, same_paper, unread
 from pipeline.store import YOU, Store, where
 from pipeline.text import for_terminal
 
@@ -658,7 +658,10 @@ def seeds(state: State) -> None:
     counted = [f"{len(entries) - len(used)} repeated titles"] if len(entries) > len(used) else []
     counted += [f"{len(same)} naming a paper another entry names"] if same else []
     repeated = f" ({', '.join(counted)}, each counted once)" if counted else ""
-    echo(f"{len(used) - len(same)} entries from {len(documents)} files{repeated}")
+    files = [doc for doc in documents if doc.entries or not doc.warnings]  # not unread, nor skipped
+    nothing = [doc.source for doc in documents if unread(doc)]
+    missed = f"; nothing read from {', '.join(nothing)} (warnings above)" if nothing else ""
+    echo(f"{len(used) - len(same)} entries from {len(files)} files{repeated}{missed}")
 
 
 @main.command()

@@ -32,6 +32,20 @@ def test_seeds_reports_a_bad_line_and_keeps_the_rest(tmp_path, cli):
     assert "39 entries from 3 files" in result.stdout
 
 
+def test_seeds_counts_the_files_it_read_and_names_those_it_read_nothing_from(tmp_path, cli):
+    """A file in another encoding, a path that is gone and a file of another kind were
+    counted among the files read ('38 entries from 5 files'): the count is of files read,
+    and the line names the ones nothing was read from, which the warnings above explain."""
+    config = write_config(tmp_path, {"seeds": {"paths": ["seeds", "gone.txt"]}})
+    (tmp_path / "seeds" / "latin.txt").write_bytes("Müller（2026-08-03）：摘要。\n".encode("gb18030"))
+    (tmp_path / "seeds" / "notes.md").write_text("# our notes\n", encoding="utf-8")
+    result = cli("--config", str(config), "seeds")
+    assert result.stdout.strip().splitlines()[-1] == (
+        "38 entries from 2 files; nothing read from latin.txt, gone.txt (warnings above)")
+    assert "latin.txt:1: not UTF-8 text" in result.stderr
+    assert f"{tmp_path / 'gone.txt'}: no such file or directory" in result.stderr
+
+
 def test_offline_run_from_root_writes_next_to_the_config(tmp_path, cli):
     config = write_config(tmp_path)
     result = cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02", cwd="/")

@@ -129,12 +129,16 @@ def same_paper(seeds: Iterable[SeedEntry]) -> list[SeedWarning]:
     return warned
 
 
+def unread(doc: SeedDocument) -> bool:
+    """A seed file or folder nothing was read from: missing, unreadable or unparseable as a
+    whole (another kind of file skipped is no matter)."""
+    return not doc.entries and bool(doc.warnings) and doc.warnings[0].message != NOT_SEED_FILE
+
+
 def all_read(documents: list[SeedDocument]) -> bool:
-    """Whether every seed file and folder was read: none missing, unreadable or unparseable
-    as a whole (another kind of file skipped is no matter). Only then does an entry in no
-    file say that it was removed, and not that its file could not be read this time."""
-    return not any(not doc.entries and doc.warnings and doc.warnings[0].message != NOT_SEED_FILE
-                   for doc in documents)
+    """Whether every seed file and folder was read. Only then does an entry in no file say
+    that it was removed, and not that its file could not be read this time."""
+    return not any(unread(doc) for doc in documents)
 
 
 def load_seeds(paths: list[Path]) -> list[SeedDocument]:
