@@ -29,6 +29,7 @@ from pipeline import compose, months, rank, render
 from pipeline.config import Config, TopicDef
 from pipeline.deliver.files import spool_folder, write_if_changed
 from pipeline.models import Entry, Moved, Paper, Scored, SeedEntry, paper_key, seed_key
+from pipeline.sources.seeds import shown
 from pipeline.store import Store
 
 log = logging.getLogger(__name__)
@@ -70,8 +71,7 @@ def untied(store: Store, seeds: Sequence[SeedEntry]) -> list[SeedEntry]:
     returned (its arxiv_id names no stored paper), which they do not wait for; the digest
     (run.digest_entries) and Store.reading_count go by the same rule."""
     stored = {p.id for p in store.papers(s.arxiv_id for s in seeds if s.arxiv_id)}
-    by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}  # of entries naming one paper, the last
-    return [s for s in seeds if s.arxiv_id not in stored and (not s.arxiv_id or by_paper[s.arxiv_id] is s)]
+    return [s for s in shown(seeds) if s.arxiv_id not in stored]
 
 
 def order(entry: Entry) -> tuple:

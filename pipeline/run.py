@@ -59,7 +59,7 @@ from pipeline.models import (
 from pipeline.publish import publish
 from pipeline.sources import CALENDAR, Source, SourceReport, SourceSetup, arxiv_api
 from pipeline.sources.http import Fetcher
-from pipeline.sources.seeds import all_read, in_reading_order, same_paper, seed_source
+from pipeline.sources.seeds import all_read, in_reading_order, same_paper, seed_source, shown
 from pipeline.stopping import Stopped, checkpoint
 from pipeline.store import Store, now_iso
 
@@ -498,9 +498,10 @@ def summarise(config: Config, week: Week, enricher: Enricher, report: RunReport)
               if paper_key(p.id) not in week.summaries and p.id not in waiting_ids]
     found = enricher.summarise(waiting + listed)
     week.summaries.update((paper_key(pid), reply.model_dump(mode="json")) for pid, reply in found.items())
-    seeds = [s for s in week.seeds if seed_key(s.title) not in week.published]
+    candidates = shown(week.seeds)  # not one another entry of its paper outranks: never shown
+    seeds = [s for s in candidates if seed_key(s.title) not in week.published]
     # shown ones too whose Chinese has no English yet: shown while the LLM was off, or edited
-    seeds += enricher.untranslated(s for s in week.seeds if seed_key(s.title) in week.published)
+    seeds += enricher.untranslated(s for s in candidates if seed_key(s.title) in week.published)
     found_seeds = enricher.translate_seeds(seeds)
     week.translations.update((key, reply.model_dump(mode="json")) for key, reply in found_seeds.items())
     report.summarised, report.cached = len(found) + len(found_seeds), enricher.report.cached
@@ -642,10 +643,8 @@ def digest_entries(config: Config, week: Week, published: set[str] | None = None
         seen.add(key)
         entries.append(reading_list.paper_entry(config.topics, paper, week.scores.get(paper.id),
                                                 week.summaries.get(key), seed, week.translations))
-    for seed in week.seeds:  # the others by their own text, a paper arXiv never returned too
+    for seed in shown(week.seeds):  # the others by their own text, a paper arXiv never returned too
         if seed.arxiv_id in week.papers or published is not None and seed_key(seed.title) in published:
-            continue
-        if seed.arxiv_id and by_paper[seed.arxiv_id] is not seed:  # another entry names its paper
             continue
         entries.append(reading_list.seed_entry(config.topics, seed, week.translations))
     return entries

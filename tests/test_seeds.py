@@ -753,6 +753,29 @@ def test_two_titles_naming_one_paper_are_one_entry_the_one_read_last_and_a_warni
     assert len(rows) == 1 and "小组的 强化学习 摘要" in rows[0], rows
 
 
+def test_an_entry_another_entry_of_its_paper_outranks_costs_no_llm_call(tmp_path, cli):
+    """Of two entries naming one paper only the one read last is shown (digest, reading
+    list, web edition), but a run asked the LLM to translate both: a call, and its tokens,
+    for English nobody would read."""
+    from tests.helpers import DAY, full_config, rl_paper
+    from tests.servers.arxiv_server import ArxivServer
+    from tests.servers.openai_server import OpenAIServer
+
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    write(seeds, "030_ids.yaml", '- title: Never returned A\n  arxiv_id: "2410.10110"\n  summary_zh: 甲的摘要。\n'
+          '- title: Never returned B\n  arxiv_id: "2410.10110"\n  summary_zh: 乙的摘要。\n'
+          "- title: A pick of our own\n  summary_zh: 丙的摘要。\n")
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer() as llm:
+        config = full_config(tmp_path, arxiv, llm, seeds={"paths": [str(seeds)]})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", "--no-email", env={"OPENAI_API_KEY": "k"})
+        asked = [r.user for r in llm.requests if r.task == "seed_translation"]
+    assert len(asked) == 2 and not any("甲的摘要" in user for user in asked), asked
+    assert any("乙的摘要" in user for user in asked) and any("丙的摘要" in user for user in asked)
+    digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
+    assert "乙的摘要" in digest and "甲的摘要" not in digest
+
+
 def test_a_seeds_paper_read_from_a_feed_alone_shows_its_first_versions_date(tmp_path, cli):
     """A paper a seed entry is tied to that a feed alone brought and that the score did not
     keep showed the feed's date (11-24, the day after its announcement) in the digest and the

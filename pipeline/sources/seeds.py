@@ -129,6 +129,14 @@ def same_paper(seeds: Iterable[SeedEntry]) -> list[SeedWarning]:
     return warned
 
 
+def shown(seeds: Iterable[SeedEntry]) -> list[SeedEntry]:
+    """The entries a digest and the reading list show: of entries naming one arXiv paper,
+    only the one read last (same_paper warns of the others), in the order given."""
+    seeds = list(seeds)
+    last = {s.arxiv_id: s for s in seeds if s.arxiv_id}
+    return [s for s in seeds if not s.arxiv_id or last[s.arxiv_id] is s]
+
+
 def unread(doc: SeedDocument) -> bool:
     """A seed file or folder nothing was read from: missing, unreadable or unparseable as a
     whole (another kind of file skipped is no matter)."""
