@@ -155,9 +155,10 @@ def forget(config: Config, store: Store, who: tuple[str, ...]) -> list[str]:
     return [said.render(address=address, done=store.forget_reader(address)).strip() for address in addresses]
 
 
-def record_verdict(store: Store, address: str, paper: str, action: str) -> None:
-    """A reader's 👍 (`up`) or 👎 (`down`) on a paper; a later click replaces it."""
-    store.record_verdict(paper, address, VERDICTS[action])
+def record_verdict(store: Store, address: str, paper: str, action: str | None) -> None:
+    """A reader's 👍 (`up`) or 👎 (`down`) on a paper; a later click replaces it, and None
+    takes it back (the refit then learns nothing from them on it, as after `mark --undo`)."""
+    store.record_verdict(paper, address, VERDICTS[action] if action else None)
 
 
 def verdicts(store: Store, paper: str) -> dict[str, bool]:

@@ -4,8 +4,10 @@ Starlette answers, uvicorn serves. `/u/TOKEN`: GET shows a confirmation with a b
 POST (RFC 8058 one-click, as mail clients send it) unsubscribes at once; both pages then
 offer `/r/TOKEN` to subscribe again; an unsubscribe link refused says the footer's other way
 out, a reply "unsubscribe" to `email.from`. `/f/TOKEN`: a reader's 👍 or 👎 on a paper; GET asks
-(a mail scanner that opens every link must not vote), POST records and thanks; a reader taken
-off the list is refused (their verdicts given before stay). A token
+(a mail scanner that opens every link must not vote), POST records and thanks, and the thanks
+page's button posts the same token with `?undo=1`, which takes that reader's verdict on the
+paper back (any 👍/👎 link already mailed can); a reader taken off the list is refused (their
+verdicts given before stay). A token
 that does not check out gets 403 and changes nothing (pipeline/links.py). Writes are one
 at a time (a lock), so two clicks never lose one. Every answer carries security headers,
 and no redirect names the Host header a client sent (`Secured`).
@@ -154,9 +156,13 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         if request.method != "POST":
             return answer(request, "confirm_feedback", address=reader, action=request.path_params["token"],
                           verdict=claim.action, paper=paper)
+        undo = request.query_params.get("undo") == "1"
         with _WRITE:
-            readers.record_verdict(store, address, claim.paper, claim.action)
-        return answer(request, "thanks", address=reader, verdict=claim.action, paper=paper)
+            readers.record_verdict(store, address, claim.paper, None if undo else claim.action)
+        if undo:
+            return answer(request, "undone", address=reader, paper=paper)
+        return answer(request, "thanks", address=reader, verdict=claim.action, paper=paper,
+                      action=request.path_params["token"])
 
     async def not_found(request: Request, exc: Exception) -> HTMLResponse:
         return answer(request, "not_found" if site.is_dir() else "no_site", 404)

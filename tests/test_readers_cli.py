@@ -148,7 +148,9 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
     assert re.search(r"ada@example.org\s+lang=\S+\s+unsubscribed", back)
     assert asked[0] == 200 and f'<form method="post" action="{urlsplit(feedback.group(1)).path.rsplit("/", 1)[1]}"' in asked[1]
     assert "readers:" not in after_get  # a GET or HEAD (a mail scanner's prefetch) records nothing
-    assert thanks[0] == 200 and "👎" in thanks[1] and "<form" not in thanks[1]
+    token = urlsplit(feedback.group(1)).path.rsplit("/", 1)[1]
+    assert thanks[0] == 200 and "👎" in thanks[1]  # and one button, to take it back
+    assert re.findall(r"<form[^>]*>", thanks[1]) == [f'<form method="post" action="{token}?undo=1">']
     title = rl_paper(1, DAY).title
     assert title in asked[1] and title in thanks[1] and 'href="../"' in thanks[1]  # what, and a way on
     # Alan reads English: his pages are in English and say whose address it is.
@@ -447,6 +449,42 @@ def test_a_reader_taken_off_the_list_keeps_their_verdicts_but_their_old_links_re
     assert still[0] == 200 and unsubscribed[0] == 200  # a removed reader can still unsubscribe
     assert "readers: bob@example.org 👎 (0 👍 1 👎: the model learns irrelevant)" in first
     assert "readers: ada@example.org 👍 (1 👍 0 👎" in second
+
+
+def test_a_reader_takes_their_vote_back_from_the_thank_you_page_and_the_model_forgets_it(tmp_path, cli):
+    """A 👍/👎 clicked by mistake could be flipped but not withdrawn: the thank-you page offers
+    to take it back (a POST of the same link, so the emails already mailed can), in the
+    reader's languages; the verdict is gone as after `mark --undo`, and a GET takes nothing back."""
+    from pipeline import learn
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    people = ["ada@example.org", {"address": "alan@example.org", "languages": ["en"]}]
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=people, serve={"base_url": base + "/"})
+        cli("--config", str(config), "run", "--as-of", AS_OF, env=SECRET)
+        (ada,), (alan,) = smtp.to("ada@example.org"), smtp.to("alan@example.org")
+        ada_up, alan_down = votes(ada)[("up", "arxiv:2611.00001")], votes(alan)[("down", "arxiv:2611.00001")]
+        with serving(config, port, SECRET):
+            thanks = get(ada_up, b"")
+            take_back = urljoin(ada_up, re.findall(r'<form method="post" action="([^"]+)"', thanks[1])[-1])
+            scanned = get(take_back)  # a mail scanner's GET of it: nothing taken back
+            voted = cli("--config", str(config), "status", "--paper", "2611.00001").stdout
+            taken = get(take_back, b"")
+            alans = get(alan_down, b"")
+            alans_taken = get(urljoin(alan_down, re.findall(r'action="([^"]+)"', alans[1])[-1]), b"")
+            get(alan_down, b"")  # he votes again: a vote taken back can be given again
+            forged = get(take_back[:-9] + "xx?undo=1", b"")
+    shown = cli("--config", str(config), "status", "--paper", "2611.00001").stdout
+    assert "撤回" in thanks[1] and "Take it back" in thanks[1] and take_back.startswith(ada_up)
+    assert scanned[0] == 200 and "readers: ada@example.org 👍" in voted
+    assert taken[0] == 200 and "已撤回你对这篇论文的反馈" in taken[1] and "Your vote on this paper is taken back" in taken[1]
+    assert rl_paper(1, DAY).title in taken[1] and "ada@example.org" in taken[1]
+    assert alans_taken[0] == 200 and "taken back" in alans_taken[1] and not CJK.search(alans_taken[1])
+    assert forged[0] == 403
+    assert "readers: alan@example.org 👎 (0 👍 1 👎" in shown and "ada@example.org" not in shown
+    store = Store.open(f"sqlite:///{tmp_path}/state/digest.sqlite3")
+    assert [(p.id, label) for p, label, _ in learn.verdicts(store)] == [("2611.00001", False)]
 
 
 @pytest.mark.slow_on_postgresql
