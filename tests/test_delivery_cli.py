@@ -22,8 +22,10 @@ import stat
 import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
 from tests import toy_channel
 from tests.helpers import KEY, full_config, plugin_env, rl_paper
@@ -477,6 +479,30 @@ def test_a_digest_as_the_server_received_it_scores_nothing_in_spamassassin(tmp_p
     scored = [rule for points, rule in re.findall(r"(?m)^ *(-?\d+\.\d+) ([A-Z][A-Z0-9_]+) ", table)
               if float(points) > 0]
     assert scored == [], report
+
+
+def test_no_link_of_the_email_reads_as_a_host_it_does_not_go_to(tmp_path, cli):
+    """With outputs.base_url (say the reading list's GitHub repository) the footer's link read
+    'READING_LIST.md' and a trimmed email's link to its whole copy '2026-11-02.md': .md is
+    Moldova's top-level domain, so filters took the text for the host reading_list.md while the
+    link went to github.com (rspamd's PHISHING, 2 points on every such digest)."""
+    reading = "https://github.com/me/reading/blob/main/READING_LIST.md"
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=["ada@example.org"],
+                             outputs={"base_url": reading.removesuffix("READING_LIST.md")})
+        cli("--config", str(config), "run", "--as-of", AS_OF)
+    (got,) = smtp.to("ada@example.org")
+    html = next(p for p in got.message.walk() if p.get_content_type() == "text/html").get_content()
+    links = [(a.attributes["href"], a.text().strip()) for a in HTMLParser(html).css("a")]
+    assert reading in dict(links)
+    shown = [(href, text) for href, text in links if (host := _HOST.fullmatch(text))
+             and host.group(1).lower() != urlsplit(href).hostname]
+    assert shown == []
+
+
+# A link text a filter reads as an address: a host name (labels, a dot, a top-level domain),
+# with or without a scheme and a path.
+_HOST = re.compile(r"(?:https?://)?([\w-]+(?:\.[\w-]+)*\.[a-z]{2,})(?:[/:?#]\S*)?", re.IGNORECASE)
 
 
 # --- --dry-run and --no-email ---------------------------------------------------------------

@@ -592,8 +592,9 @@ def test_a_trimmed_email_links_the_digests_web_copy_when_the_site_is_served():
                                      f"https://example.org/out/digests/{d.id}.md",
                                      f"https://example.org/out/digests/{d.id}.html")):
         html = render.digest_html(settings, d, 500)
-        more = re.search(r'… \+(\d+) 篇论文见完整版 more papers in the whole digest: <a href="([^"]+)"', html)
+        more = re.search(r'… \+(\d+) 篇论文见完整版 more papers in the whole digest: <a href="([^"]+)"[^>]*>([^<]+)<', html)
         assert more and int(more.group(1)) == 300 - len(listed_under_topics(html, d)) and more.group(2) == whole
+        assert more.group(3) == "在线阅读 View online"  # not its file name, a host in .md (Moldova)
         assert f'<a href="{online}"' in html and "在线阅读 View online" in html
     whole = render.digest_html(web, fx.many(5), 500)  # nothing left out: no "more" line
     assert "more papers" not in whole and f'<a href="{page}"' in whole
