@@ -7,9 +7,10 @@ context, login from environment variables). `EmailChannel` is what the outbox
 (outbox.py, which holds the delivery rules) drives: one connection serves a batch,
 and the SMTP replies become the channel outcomes: 250 accepted, 4xx or a dropped
 connection before DATA `Deferred`, no connection at all or a 5xx to MAIL FROM (the
-sender refused, a login missing: no reader's fault) `Unreachable`, a 5xx to a reader
-`Refused`, and a connection lost after the content went out `Interrupted` (the
-server may have queued it: the outbox sends it again with the same Message-ID).
+sender refused, a login missing, or a 5xx naming its sending limit, a daily quota: no
+reader's fault) `Unreachable`, another 5xx to a reader `Refused`, and a connection lost
+after the content went out `Interrupted` (the server may have queued it: the outbox sends
+it again with the same Message-ID).
 """
 
 from __future__ import annotations
@@ -378,6 +379,8 @@ class _Session:
             except Interrupted:
                 self.smtp = None
                 raise
+            except Unreachable as exc:  # the sender's sending limit: no reader is tried after it
+                raise Unreachable(f"{self.where}: {exc.reason}") from None
             except (Refused, Deferred):
                 raise
             except BaseException:  # no SMTP reply (a bug mid-DATA): where the dialogue is, nobody knows
@@ -438,7 +441,7 @@ def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipi
     if code == 250:
         return words
     if code >= 500:
-        raise Refused(words + " (after DATA)")
+        raise _refusal(words + " (after DATA)")
     if code == 421:  # the server closes the connection: the next reader gets a new one
         _close(smtp)
     raise Deferred(words + " (after DATA)")
@@ -462,7 +465,23 @@ def _refused(smtp: smtplib.SMTP, code: int, resp: bytes, stage: str) -> NoReturn
         smtp.rset()
     except (smtplib.SMTPException, OSError):
         pass
-    raise Refused(words) if code >= 500 else Deferred(words)
+    raise _refusal(words) if code >= 500 else Deferred(words)
+
+
+# A 5xx that speaks of the sender's sending limit: Gmail's "550 5.4.5 Daily user sending quota
+# exceeded" (RFC 3463 calls X.4.5, congestion, "useful only as a persistent transient error"),
+# "Daily SMTP relay limit exceeded", Amazon SES's "554 Throttling failure: Daily message quota".
+_SENDER_LIMIT = re.compile(
+    r"^5\d\d 5\.4\.5\b|\b(sending|daily|hourly|rate)\b.{0,40}\b(quota|limit)|\bthrottl", re.IGNORECASE)
+
+
+def _refusal(words: str) -> Refused | Unreachable:
+    """A 5xx to a reader fails their row, but one that names the sender's sending limit is the
+    sender's: every reader after would get it too, so none is marked failed for good; they wait
+    for the limit to lift, as for a server not reached."""
+    if _SENDER_LIMIT.search(words):
+        return Unreachable(f"{words}: the sender's sending limit, not the reader's")
+    return Refused(words)
 
 
 def _dot_stuff(data: bytes) -> bytes:

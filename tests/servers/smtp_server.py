@@ -17,6 +17,13 @@ Faults, all optional:
                              then accepted: the ambiguous case)
   drop_after_each=True       close the connection right after each accepted message
   smtputf8=False             do not offer SMTPUTF8 (RFC 6531): a non-ASCII address is refused
+  per_connection=n           a provider's cap on messages per session: after n accepted on one
+                             connection, "421 4.7.0 Too many messages, closing" to the next
+                             MAIL FROM, and the connection closes
+  budget=n, over_budget=reply, over_budget_at="MAIL"|"RCPT"|"DATA"
+                             a provider's rate limit or daily quota: after n more accepted in
+                             all, that reply to that command (set `server.budget` again for the
+                             next minute or day)
   tls=(cert, key)            offer STARTTLS with this certificate
   implicit_tls=True          with tls=...: TLS from the first byte (SMTPS)
 A refused connection is `refused_port()`: a free port nobody listens on.
@@ -72,9 +79,26 @@ class _Handler:
         if self.server.stall_at == command and self.server.stall_seconds > 0:
             await asyncio.sleep(self.server.stall_seconds)
 
+    def _over(self, session: Any, command: str) -> str | None:
+        """The provider's limit reply to this command, if one applies now."""
+        with self.server.lock:
+            if command == "MAIL" and not hasattr(session, "accepted"):
+                session.accepted = 0
+                self.server.connections += 1
+            cap = self.server.per_connection
+            if command == "MAIL" and cap is not None and session.accepted >= cap:
+                return "421 4.7.0 Too many messages, closing"
+            if self.server.over_budget_at == command and self.server.budget is not None \
+                    and self.server.budget <= 0:
+                return self.server.over_budget
+        return None
+
     async def handle_MAIL(self, server: Any, session: Any, envelope: Any, address: str,
                           mail_options: list[str]) -> str:
         await self._stall("MAIL")
+        limited = self._over(session, "MAIL")
+        if limited:
+            return _closing(server, limited)
         envelope.mail_from = address
         envelope.mail_options.extend(mail_options)
         return "250 OK"
@@ -84,7 +108,7 @@ class _Handler:
         await self._stall("RCPT")
         with self.server.lock:
             self.server.rcpt_attempts.append(address)
-        reply = self.server.reject.get(address.lower())
+        reply = self.server.reject.get(address.lower()) or self._over(session, "RCPT")
         if reply:
             return _closing(server, reply)
         envelope.rcpt_tos.append(address)
@@ -94,6 +118,7 @@ class _Handler:
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         with self.server.lock:
             reply = self.server.data_replies.pop(0) if self.server.data_replies else None
+        reply = reply or self._over(session, "DATA")
         if reply:
             return _closing(server, reply)
         data = envelope.original_content or envelope.content
@@ -102,6 +127,9 @@ class _Handler:
         if session.authenticated and session.auth_data is not None:
             login = session.auth_data.login.decode()
         with self.server.lock:
+            session.accepted = getattr(session, "accepted", 0) + 1
+            if self.server.budget is not None:
+                self.server.budget -= 1
             self.server.messages.append(Received(
                 mail_from=envelope.mail_from, rcpt_tos=list(envelope.rcpt_tos), data=data,
                 message=parsed, login=login, mail_options=list(envelope.mail_options)))
@@ -135,7 +163,10 @@ class SmtpServer:
                  data_replies: list[str] | None = None, stall_at: str | None = None,
                  stall_seconds: float = 0.0, drop_after_each: bool = False,
                  tls: tuple[Path, Path] | None = None, implicit_tls: bool = False,
-                 smtputf8: bool = True):
+                 smtputf8: bool = True, per_connection: int | None = None,
+                 budget: int | None = None,
+                 over_budget: str = "451 4.7.1 rate limited, try later",
+                 over_budget_at: str = "MAIL"):
         self.host = HOST
         self.port = port or free_port()
         self.auth = auth
@@ -148,6 +179,11 @@ class SmtpServer:
         self.tls = tls
         self.implicit_tls = implicit_tls
         self.smtputf8 = smtputf8
+        self.per_connection = per_connection
+        self.budget = budget
+        self.over_budget = over_budget
+        self.over_budget_at = over_budget_at
+        self.connections = 0  # those that reached MAIL FROM
         self.messages: list[Received] = []
         self.rcpt_attempts: list[str] = []
         self.lock = threading.Lock()

@@ -1,0 +1,69 @@
+"""A big group behind a real mail provider's limits: a cap on messages per connection, a
+rate limit, a daily quota, one address refused for good among hundreds. Every reader gets
+exactly one copy, none is lost, and what the provider held back goes with the next `send`,
+with the Message-ID it first had. A real aiosmtpd server on 127.0.0.1
+(tests/servers/smtp_server.py) plays the provider."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from pipeline.store import Store
+from tests.servers.smtp_server import SmtpServer
+from tests.test_email import NOW, cfg, content, rows, save, send_pending
+
+QUOTA = "550 5.4.5 Daily sending quota exceeded"
+
+
+def people(count: int) -> list[str]:
+    return [f"reader{n:04d}@example.org" for n in range(count)]
+
+
+def copies(smtp: SmtpServer) -> Counter:
+    """(reader, Message-ID) -> the copies the provider took."""
+    with smtp.lock:
+        return Counter((rcpt, str(m.message["Message-ID"]).strip()) for m in smtp.messages
+                       for rcpt in m.rcpt_tos)
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Store:
+    return Store.open(f"sqlite:///{tmp_path / 'state.sqlite3'}")
+
+
+@pytest.mark.parametrize("stage", ["RCPT", "DATA"])
+def test_a_daily_quota_refused_mid_group_is_the_senders_and_the_rest_wait_for_the_next_day(
+        store: Store, stage: str) -> None:
+    """Gmail's "550 5.4.5 Daily sending quota exceeded" to RCPT TO or the message is a 5xx, but
+    the sender's limit, not the reader's (RFC 3463's X.4.5, congestion, is 'useful only as a
+    persistent transient error'): every reader after the 10th was marked failed for good, and
+    the next day's `send` sent none of them. Now they wait, uncounted, and then go, once each."""
+    readers = people(30)
+    save(store, readers)
+    with SmtpServer(budget=10, over_budget=QUOTA, over_budget_at=stage) as smtp:
+        first = send_pending(store, cfg(smtp.port), content, NOW)
+        tried = len(smtp.rcpt_attempts)
+        smtp.budget = 1000  # the next day
+        second = send_pending(store, cfg(smtp.port), content, NOW + timedelta(days=1))
+    assert (first.sent, first.pending, first.failed) == (10, 20, 0)
+    assert tried == 11  # the provider is not asked again for each of the 20: it said no for all
+    assert len(first.errors) == 1 and QUOTA in first.errors[0] and "20 deliveries stay queued" in first.errors[0]
+    assert (second.sent, second.pending, second.failed) == (20, 0, 0)
+    assert sorted(reader for reader, _ in copies(smtp)) == readers  # one copy each
+    assert {row["status"] for row in rows(store).values()} == {"sent"}
+
+
+def test_a_readers_own_mailbox_over_quota_still_fails_that_reader_alone(store: Store) -> None:
+    """A quota that is the reader's (their mailbox full) is no sending limit: that reader's row
+    fails with the server's words, the others still go."""
+    readers = people(3)
+    save(store, readers)
+    words = "552 5.2.2 The email account that you tried to reach is over quota"
+    with SmtpServer(reject={readers[1]: words}) as smtp:
+        report = send_pending(store, cfg(smtp.port), content, NOW)
+    assert (report.sent, report.pending, report.failed) == (2, 0, 1)
+    assert rows(store)[readers[1]]["status"] == "failed" and words in rows(store)[readers[1]]["last_error"]
