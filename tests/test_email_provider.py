@@ -67,3 +67,24 @@ def test_a_readers_own_mailbox_over_quota_still_fails_that_reader_alone(store: S
         report = send_pending(store, cfg(smtp.port), content, NOW)
     assert (report.sent, report.pending, report.failed) == (2, 0, 1)
     assert rows(store)[readers[1]]["status"] == "failed" and words in rows(store)[readers[1]]["last_error"]
+
+
+def test_a_rate_limit_to_mail_from_holds_the_rest_of_the_group_without_asking_for_each(store: Store) -> None:
+    """A provider's "451 4.7.1 rate limited" to MAIL FROM names no reader: the sender is held
+    back. Each of the 20 readers after it was offered anyway (20 more refusals to a provider
+    that escalates a limit into a block), each try counted toward giving up the reader, and
+    the run's errors were a line each. Now the rest wait, uncounted, on one line."""
+    readers = people(30)
+    save(store, readers)
+    with SmtpServer(budget=10) as smtp:
+        first = send_pending(store, cfg(smtp.port), content, NOW)
+        asked, waiting = smtp.mail_attempts, rows(store)
+        smtp.budget = 1000  # the next minute
+        second = send_pending(store, cfg(smtp.port), content, NOW + timedelta(minutes=1))
+    assert (first.sent, first.pending, first.failed) == (10, 20, 0)
+    assert asked <= 12  # 10 taken, then the limit, on this connection and once on a new one
+    assert len(first.errors) == 1
+    assert "451 4.7.1 rate limited, try later (MAIL FROM); 20 deliveries stay queued" in first.errors[0]
+    assert {row["attempts"] for row in waiting.values() if row["status"] == "pending"} == {0}
+    assert (second.sent, second.pending, second.failed) == (20, 0, 0)
+    assert sorted(reader for reader, _ in copies(smtp)) == readers  # one copy each

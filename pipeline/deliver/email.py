@@ -6,8 +6,8 @@ SMTP connection (`security: none | starttls | ssl`, always a verifying TLS
 context, login from environment variables). `EmailChannel` is what the outbox
 (outbox.py, which holds the delivery rules) drives: one connection serves a batch,
 and the SMTP replies become the channel outcomes: 250 accepted, 4xx or a dropped
-connection before DATA `Deferred`, no connection at all or a 5xx to MAIL FROM (the
-sender refused, a login missing, or a 5xx naming its sending limit, a daily quota: no
+connection before DATA `Deferred`, no connection at all or a refused MAIL FROM (the
+sender refused or rate-limited, a login missing, or a 5xx naming its sending limit, a daily quota: no
 reader's fault) `Unreachable`, another 5xx to a reader `Refused`, and a connection lost
 after the content went out `Interrupted` (the server may have queued it: the outbox sends
 it again with the same Message-ID).
@@ -392,9 +392,9 @@ class _Session:
 
 
 class _Dropped(Exception):
-    """The connection failed, or the server refused the sender (a 5xx to MAIL FROM), before
-    any of the message content left; `reader`: the server closed it with a 421 to one
-    reader's RCPT TO, a "later" for that reader alone."""
+    """The connection failed, or the server refused the sender (any reply but 250 to MAIL
+    FROM), before any of the message content left; `reader`: the server closed it with a 421
+    to one reader's RCPT TO, a "later" for that reader alone."""
 
     def __init__(self, reason: str, reader: bool = False):
         super().__init__(reason)
@@ -413,7 +413,8 @@ def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipi
     data = message_bytes(msg, international)
     try:
         code, resp = smtp.mail(sender_addr, options)
-        if code >= 500 and not international:  # the sender refused, whoever reads: all wait for the fix
+        # The sender refused, or held back (a 4xx: a rate limit), whoever reads: all wait.
+        if code != 250 and not international:
             raise _Dropped(sender_refused(code, resp, cfg))
         if code != 250:
             _refused(smtp, code, resp, "MAIL FROM")

@@ -96,6 +96,8 @@ class _Handler:
     async def handle_MAIL(self, server: Any, session: Any, envelope: Any, address: str,
                           mail_options: list[str]) -> str:
         await self._stall("MAIL")
+        with self.server.lock:
+            self.server.mail_attempts += 1
         limited = self._over(session, "MAIL")
         if limited:
             return _closing(server, limited)
@@ -184,6 +186,7 @@ class SmtpServer:
         self.over_budget = over_budget
         self.over_budget_at = over_budget_at
         self.connections = 0  # those that reached MAIL FROM
+        self.mail_attempts = 0
         self.messages: list[Received] = []
         self.rcpt_attempts: list[str] = []
         self.lock = threading.Lock()
