@@ -652,10 +652,13 @@ def digest_entries(config: Config, week: Week, published: set[str] | None = None
 
 def summary_line(report: RunReport) -> str:
     day = report.as_of[:10]
+    # what did not go is said beside what went: a provider's quota can hold back most of a group
+    unsent = ", ".join(f"{count} {what}" for count, what in ((report.pending, "waiting"),
+                                                              (report.failed, "failed")) if count)
     line = (f"{day}: fetched {report.fetched}, new {report.new}, relevant {report.relevant} "
             f"({report.seeds} seeds), "
-            f"summarised {report.summarised} ({report.cached} cached), sent to {report.sent}, "
-            f"{report.elapsed:.1f} s")
+            f"summarised {report.summarised} ({report.cached} cached), sent to {report.sent}"
+            f"{f' ({unsent})' if unsent else ''}, {report.elapsed:.1f} s")
     if report.digest is None:  # nothing written: say why rather than leave the reader to look
         line += "; no digest: nothing relevant is waiting for one"
     if report.relevance_refit:  # new verdicts taught the model: say which one ranked this week

@@ -13,7 +13,11 @@ from pathlib import Path
 import pytest
 
 from pipeline.store import Store
+from tests.helpers import rl_paper
+from tests.processes import config_with
+from tests.servers.arxiv_server import ArxivServer
 from tests.servers.smtp_server import SmtpServer
+from tests.test_delivery_cli import AS_OF, DAY
 from tests.test_email import NOW, cfg, content, rows, save, send_pending
 
 QUOTA = "550 5.4.5 Daily sending quota exceeded"
@@ -88,3 +92,15 @@ def test_a_rate_limit_to_mail_from_holds_the_rest_of_the_group_without_asking_fo
     assert {row["attempts"] for row in waiting.values() if row["status"] == "pending"} == {0}
     assert (second.sent, second.pending, second.failed) == (20, 0, 0)
     assert sorted(reader for reader, _ in copies(smtp)) == readers  # one copy each
+
+
+def test_the_runs_summary_line_says_how_many_wait_and_how_many_failed(tmp_path: Path, cli) -> None:
+    """The one line a run ends with said "sent to 2" of 6 readers, silent on the 3 the
+    provider's daily quota held back and the 1 it refused for good."""
+    readers = people(6)
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, \
+            SmtpServer(budget=2, over_budget=QUOTA, over_budget_at="RCPT",
+                       reject={readers[1]: "550 5.1.1 user unknown"}) as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=readers)
+        ran = cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
+    assert "sent to 2 (3 waiting, 1 failed)," in ran.stdout
