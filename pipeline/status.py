@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from pipeline.store import ENDED_MID_RUN, Store
 THUMBS = {True: "👍", False: "👎"}
 DIGESTS_SHOWN = 3  # the newest digests' ids
 WARNINGS_SHOWN = 5  # of each run's; a day of stale feeds warns once per category
-ROWS_SHOWN = 4  # the newest outbox rows failed or skipped: a bouncing reader fails every week
+ROWS_SHOWN = 4  # the newest outbox rows waiting, failed or skipped: a bouncing reader fails every week
 
 
 def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[str, Any]:
@@ -186,10 +186,12 @@ def overview(config: Config, store: Store) -> str:
     waiting, failed = outbox.pending(), outbox.rows(("failed",))
     lines.append(f"outbox: {len(waiting)} pending, {len(failed)} failed")
     lines += waiting_lines(waiting, routes(config))
-    lines += _newest(failed, "failed", "`rl-digest status --json` lists them all", lambda row: (
-        f"failed after {row.attempts} {'try' if row.attempts == 1 else 'tries'} — {row.last_error or ''}"))
-    lines += _newest(outbox.rows((SKIPPED,)), "skipped", "`rl-digest readers` names each reader's newest",
-                     lambda row: f"skipped — {row.last_error}")
+    lines += _newest([f"  {row.digest_id} {row.who}: failed after {row.attempts} "
+                     f"{'try' if row.attempts == 1 else 'tries'} — {row.last_error or ''}" for row in failed],
+                    "failed", "`rl-digest status --json` lists them all")
+    lines += _newest([f"  {row.digest_id} {row.who}: skipped — {row.last_error}"
+                     for row in outbox.rows((SKIPPED,))],
+                    "skipped", "`rl-digest readers` names each reader's newest")
     for row in outbox.rows(("sent",)):
         if row.last_error and row.last_error.startswith(RESENT):
             lines.append(f"  {row.digest_id} {row.who}: sent at {row.sent_at}, {row.last_error}; "
@@ -198,12 +200,12 @@ def overview(config: Config, store: Store) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _newest(rows: list[Delivery], what: str, where: str, said: Callable[[Delivery], str]) -> list[str]:
-    """The newest ROWS_SHOWN of `rows` (oldest first, as the outbox lists them), a line each,
+def _newest(lines: list[str], what: str, where: str) -> list[str]:
+    """The newest ROWS_SHOWN of outbox rows' `lines` (oldest first, as the outbox lists them),
     after one that counts the earlier ones and says `where` they are."""
-    earlier = len(rows) - ROWS_SHOWN
+    earlier = len(lines) - ROWS_SHOWN
     head = [f"  {earlier} earlier {what}, not shown ({where})"] if earlier > 0 else []
-    return head + [f"  {row.digest_id} {row.who}: {said(row)}" for row in rows[-ROWS_SHOWN:]]
+    return head + lines[-ROWS_SHOWN:]
 
 
 def followed_advice(config: Config) -> tuple[str, ...]:
@@ -254,9 +256,10 @@ def _ids(group: dict) -> str:
 
 
 def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None) -> list[str]:
-    """Rows still to deliver: the tries that count toward giving up (a server never reached
-    counts none), when the scheduler tries next (run and send try at once), and why; or that
-    a row is held for a channel the config does not have now (`readers_of`: outbox.routes')."""
+    """Rows still to deliver, the newest ROWS_SHOWN (a quota can hold back a group of hundreds):
+    the tries that count toward giving up (a server never reached counts none), when the
+    scheduler tries next (run and send try at once), and why; or that a row is held for a
+    channel the config does not have now (`readers_of`: outbox.routes')."""
     lines, now = [], datetime.now(UTC)
     for row in (due_by_now(row, now) for row in rows):
         if held_for_channel(row, readers_of):
@@ -270,7 +273,7 @@ def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None) 
                 if row.next_attempt else "the scheduler tries at its next look")
         lines.append(f"  {row.digest_id} {row.who}: {state}{counted}; {when}, "
                      f"run or send at once" + (f" — {row.last_error}" if row.last_error else ""))
-    return lines
+    return _newest(lines, "pending", "`rl-digest status --json` lists them all")
 
 
 def paper(config: Config, store: Store, paper_id: str) -> str:

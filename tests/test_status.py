@@ -16,7 +16,7 @@ import pytest
 from tests.helpers import cli_command, cli_env, config_for, rl_paper, write_config
 from tests.processes import Scheduler, config_with, papers_now, published, scheduler_config
 from tests.servers.arxiv_server import ArxivServer
-from tests.servers.smtp_server import SmtpServer
+from tests.servers.smtp_server import SmtpServer, refused_port
 
 
 def test_status_json_parses_and_holds_the_last_run(tmp_path, cli):
@@ -171,6 +171,27 @@ def test_status_shows_the_newest_failed_deliveries_not_every_one_of_years(tmp_pa
         "2026-10-05", "2026-10-12", "2026-10-19", "2026-10-26"], shown
     assert "  4 earlier failed, not shown (`rl-digest status --json` lists them all)\n" in shown
     assert len(listed["waiting"]) == 8
+
+
+def test_status_and_send_show_the_newest_waiting_deliveries_not_a_line_for_each_of_a_big_group(
+        tmp_path, cli):
+    """A mail server down, or a provider's daily quota, held back 300 readers of a big group:
+    `status` and every hourly `send` printed a line for each of them (some 70 KB a time),
+    while failed rows were already shown four at most."""
+    readers = [f"reader{n:03d}@example.org" for n in range(300)]
+    (tmp_path / "readers.txt").write_text("".join(f"{a}\n" for a in readers))
+    with ArxivServer([rl_paper(1, datetime(2026, 10, 29, 12, tzinfo=UTC))]) as arxiv:
+        config = config_with(tmp_path, arxiv, refused_port(), recipients=[],
+                             email={"recipients_file": str(tmp_path / "readers.txt")})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", check=1)
+    sent = cli("--config", str(config), "send", check=1).stdout
+    shown = cli("--config", str(config), "status").stdout
+    listed = json.loads(cli("--config", str(config), "status", "--json").stdout)["outbox"]
+    for out in (sent, shown):
+        assert re.findall(r"  2026-11-02 (\S+): pending", out) == readers[-4:], out
+        assert "  296 earlier pending, not shown (`rl-digest status --json` lists them all)\n" in out
+    assert sent.startswith("sent 0, pending 300, failed 0\n") and "outbox: 300 pending, 0 failed\n" in shown
+    assert len(listed["waiting"]) == 300
 
 
 @pytest.mark.slow
