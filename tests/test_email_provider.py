@@ -14,7 +14,7 @@ import pytest
 
 from pipeline.store import Store
 from tests.helpers import rl_paper
-from tests.processes import config_with
+from tests.processes import config_with, db_rows
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.smtp_server import SmtpServer
 from tests.test_delivery_cli import AS_OF, DAY
@@ -104,3 +104,47 @@ def test_the_runs_summary_line_says_how_many_wait_and_how_many_failed(tmp_path: 
         config = config_with(tmp_path, arxiv, smtp.port, recipients=readers)
         ran = cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
     assert "sent to 2 (3 waiting, 1 failed)," in ran.stdout
+
+
+def test_a_cap_on_messages_per_connection_opens_a_new_one_and_each_reader_gets_one_copy(
+        store: Store) -> None:
+    """Gmail and Exchange cap the messages of one session ("421 4.7.0 Too many messages,
+    closing"): the connection is reused up to the cap, then opened again, and nobody is lost."""
+    readers = people(25)
+    save(store, readers)
+    with SmtpServer(per_connection=10) as smtp:
+        report = send_pending(store, cfg(smtp.port), content, NOW)
+    assert (report.sent, report.pending, report.failed) == (25, 0, 0)
+    assert smtp.connections == 3  # not one a reader
+    assert sorted(reader for reader, _ in copies(smtp)) == readers
+
+
+@pytest.mark.slow  # a thousand messages: about a minute on 2 busy cores
+def test_a_thousand_readers_behind_a_providers_limits_get_one_copy_each(tmp_path: Path, cli) -> None:
+    """1,000 readers in email.recipients_file; a provider that closes each session after 100
+    messages, refuses one address for good, and stops at its daily quota after 600. The run
+    says what went and what waits; the next day's `send` sends the rest, a reader held back
+    at RCPT TO with the Message-ID their try had; each reader ends with one copy, one failed."""
+    readers = people(1000)
+    (tmp_path / "readers.txt").write_text("".join(f"Reader {n} <{a}>\n" for n, a in enumerate(readers)))
+    gone = readers[500]
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, \
+            SmtpServer(per_connection=100, budget=600, over_budget=QUOTA, over_budget_at="RCPT",
+                       reject={gone: "550 5.1.1 user unknown"}) as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=[],
+                             email={"recipients_file": str(tmp_path / "readers.txt")})
+        ran = cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
+        held = {r["recipient"]: r["message_id"] for r in db_rows(tmp_path, "SELECT * FROM deliveries")
+                if r["status"] == "pending" and r["message_id"]}
+        status = cli("--config", str(config), "status").stdout
+        smtp.budget = 10_000  # the next day
+        sent = cli("--config", str(config), "send")
+        after = cli("--config", str(config), "status").stdout
+    assert "sent to 600 (399 waiting, 1 failed)" in ran.stdout
+    assert "outbox: 399 pending, 1 failed" in status
+    assert sent.stdout.startswith("sent 399, pending 0, failed 0\n")
+    assert "outbox: 0 pending, 1 failed" in after
+    got = copies(smtp)
+    assert set(got.values()) == {1} and sorted(r for r, _ in got) == sorted(set(readers) - {gone})
+    assert held and all(got[(reader, mid)] == 1 for reader, mid in held.items())
+    assert smtp.connections <= 12  # a session per 100 messages, not one a reader
