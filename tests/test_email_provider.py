@@ -148,3 +148,26 @@ def test_a_thousand_readers_behind_a_providers_limits_get_one_copy_each(tmp_path
     assert set(got.values()) == {1} and sorted(r for r, _ in got) == sorted(set(readers) - {gone})
     assert held and all(got[(reader, mid)] == 1 for reader, mid in held.items())
     assert smtp.connections <= 12  # a session per 100 messages, not one a reader
+
+
+@pytest.mark.parametrize("stage", ["RCPT", "DATA"])
+def test_a_provider_closing_on_every_reader_with_a_421_is_not_reconnected_once_a_reader(
+        store: Store, stage: str) -> None:
+    """Gmail's rate limit, "421 4.7.0 Try again later, closing connection", to RCPT TO or the
+    message: each of the 20 readers after it got a connection of their own (and, after DATA,
+    the whole message uploaded again), 20 more sessions to a provider that asked to be left
+    alone. A 421 to two readers in a row is the provider's: the rest wait, on one line."""
+    readers = people(30)
+    save(store, readers)
+    words = "421 4.7.0 Try again later, closing connection"
+    with SmtpServer(budget=10, over_budget=words, over_budget_at=stage) as smtp:
+        first = send_pending(store, cfg(smtp.port), content, NOW)
+        sessions = smtp.connections
+        smtp.budget = 1000  # the next minute
+        second = send_pending(store, cfg(smtp.port), content, NOW + timedelta(minutes=1))
+    assert (first.sent, first.pending, first.failed) == (10, 20, 0)
+    assert sessions <= 4
+    assert f"{words} ({'RCPT TO' if stage == 'RCPT' else 'after DATA'}); 19 deliveries stay queued" \
+        in first.errors[-1]
+    assert (second.sent, second.pending, second.failed) == (20, 0, 0)
+    assert sorted(reader for reader, _ in copies(smtp)) == readers  # one copy each

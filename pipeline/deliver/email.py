@@ -339,6 +339,7 @@ class _Session:
         self.ssl_context = ssl_context
         self.smtp: smtplib.SMTP | None = None
         self.used = False  # has this connection completed a transaction?
+        self.shut = False  # did the last reader's try end in a 421 that closed the connection?
         self.where = f"smtp {cfg.smtp_host}:{cfg.smtp_port}"
 
     def open(self) -> smtplib.SMTP:
@@ -374,21 +375,34 @@ class _Session:
                 if reused:  # a connection that worked went away (idle, per-connection limit)
                     continue
                 if exc.reader:  # a 421 to this reader's RCPT TO: the others still go
-                    raise Deferred(exc.reason) from None
+                    raise self._shut(exc.reason) from None
                 raise Unreachable(f"{self.where}: {exc.reason}") from None
             except Interrupted:
                 self.smtp = None
                 raise
             except Unreachable as exc:  # the sender's sending limit: no reader is tried after it
                 raise Unreachable(f"{self.where}: {exc.reason}") from None
-            except (Refused, Deferred):
+            except Deferred as exc:
+                if smtp.sock is None:  # a 421 to the message closed the connection
+                    raise self._shut(exc.reason) from None
+                self.shut = False
+                raise
+            except Refused:
+                self.shut = False
                 raise
             except BaseException:  # no SMTP reply (a bug mid-DATA): where the dialogue is, nobody knows
                 _close(smtp)
                 self.smtp = None  # the next reader gets a new connection
                 raise
-            self.used = True
+            self.used, self.shut = True, False
             return words
+
+    def _shut(self, reason: str) -> Deferred:
+        """A 421 that closed the connection on one reader is that reader's "later"; on the next
+        too, the server's (a provider's rate limit): the rest wait rather than each get a new
+        connection the server closes again."""
+        again, self.shut = self.shut, True
+        return Unreachable(f"{self.where}: {reason}") if again else Deferred(reason)
 
 
 class _Dropped(Exception):
