@@ -192,11 +192,10 @@ def overview(config: Config, store: Store) -> str:
     lines += _newest([f"  {row.digest_id} {row.who}: skipped — {row.last_error}"
                      for row in outbox.rows((SKIPPED,))],
                     "skipped", "`rl-digest readers` names each reader's newest")
-    for row in outbox.rows(("sent",)):
-        if row.last_error and row.last_error.startswith(RESENT):
-            lines.append(f"  {row.digest_id} {row.who}: sent at {row.sent_at}, {row.last_error}; "
-                         + ("the reader may have two copies with the same Message-ID" if row.channel == EMAIL
-                            else "the chat may show it twice (the same Idempotency-Key)"))
+    for row in outbox.rows(("sent",), noted=RESENT):
+        lines.append(f"  {row.digest_id} {row.who}: sent at {row.sent_at}, {row.last_error}; "
+                     + ("the reader may have two copies with the same Message-ID" if row.channel == EMAIL
+                        else "the chat may show it twice (the same Idempotency-Key)"))
     return "\n".join(lines) + "\n"
 
 

@@ -829,12 +829,17 @@ class Store:
             return {key: data for each in queries for key, data in conn.execute(each)}
 
     # --- outbox ---
-    def deliveries(self, digest_id: str | None = None, statuses: tuple[str, ...] = ()) -> list[dict]:
+    def deliveries(self, digest_id: str | None = None, statuses: tuple[str, ...] = (),
+                   noted: str | None = None) -> list[dict]:
+        """Outbox rows, oldest first; `noted`: only those whose last_error begins so (a big
+        group's sent rows number a thousand a week: status wants the few resent)."""
         query = sa.select(deliveries).order_by(deliveries.c.digest_id, deliveries.c.id)
         if digest_id:
             query = query.where(deliveries.c.digest_id == digest_id)
         if statuses:
             query = query.where(deliveries.c.status.in_(statuses))
+        if noted:
+            query = query.where(deliveries.c.last_error.startswith(noted, autoescape=True))
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 

@@ -175,8 +175,9 @@ class StoreOutbox:
             log.warning("%s: changed by another process meanwhile; left as it is", row.label)
         return moved
 
-    def rows(self, statuses: tuple[str, ...] = (), digest_id: str | None = None) -> list[Delivery]:
-        return [_record(row) for row in self.store.deliveries(digest_id, statuses)]
+    def rows(self, statuses: tuple[str, ...] = (), digest_id: str | None = None,
+             noted: str | None = None) -> list[Delivery]:
+        return [_record(row) for row in self.store.deliveries(digest_id, statuses, noted)]
 
     def pending(self, digest_id: str | None = None) -> list[Delivery]:
         return self.rows(("pending", "sending"), digest_id)
