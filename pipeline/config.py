@@ -7,6 +7,7 @@ from the environment variables the config names.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -675,11 +676,19 @@ def read_recipients(path: Path, local: bool = False) -> tuple[list[Reader], list
     or `lang=zh,en`; `#` starts a comment. The readers, and a line for each line skipped.
     `local`: as Reader.parse's."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:  # the key too: a bare path did not say which setting names it
         raise ConfigError(f"email.recipients_file: {path}: {exc.strerror or exc}") from None
+    found, problems = _recipients(path, text, local)
+    return list(found), list(problems)
+
+
+@functools.lru_cache(maxsize=4)
+def _recipients(path: Path, text: str, local: bool) -> tuple[tuple[Reader, ...], tuple[str, ...]]:
+    """read_recipients' work, done once for each text of the file: a run, a send and serve's
+    every click ask for the readers several times, and checking a thousand takes a second."""
     found, problems = [], []
-    for number, raw in enumerate(lines, 1):
+    for number, raw in enumerate(text.splitlines(), 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
@@ -695,7 +704,7 @@ def read_recipients(path: Path, local: bool = False) -> tuple[list[Reader], list
             found.append(Reader.parse(line, languages, local))
         except ValueError as exc:
             problems.append(f"{path}:{number}: {exc}; line skipped")
-    return found, problems
+    return tuple(found), tuple(problems)
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
