@@ -45,17 +45,19 @@ def listing(config: Config, store: Store) -> list[dict[str, Any]]:
     skipped: dict[str, tuple[str, str]] = {}  # the newest digest skipped, and why
     failed: dict[str, tuple[str, str]] = {}  # the newest digest refused for good, and the server's words
     got: dict[str, str] = {}  # the newest digest sent
-    for done in StoreOutbox(store).rows(("sent", SKIPPED, "failed")):
+    for done in StoreOutbox(store).rows((SKIPPED, "failed")):
         if done.reader.startswith(FORGOTTEN):  # erased: the digests' history keeps them, nameless
             continue
+        held = skipped if done.status == SKIPPED else failed
         key = reader_key(done.who)
-        if done.status in (SKIPPED, "failed"):
-            held = skipped if done.status == SKIPPED else failed
-            held[key] = max(held.get(key, ("", "")), (done.digest_id, done.last_error or ""))
-        else:
-            got[key] = max(got.get(key, ""), done.digest_id)
-            if done.sent_at and done.sent_at > last.get(key, ""):
-                last[key] = done.sent_at
+        held[key] = max(held.get(key, ("", "")), (done.digest_id, done.last_error or ""))
+    for recipient, digest_id, sent_at in store.last_sent():  # a row each reader, not each digest sent
+        if recipient.startswith(FORGOTTEN):
+            continue
+        key = reader_key(recipient)
+        got[key] = max(got.get(key, ""), digest_id)
+        if sent_at and sent_at > last.get(key, ""):
+            last[key] = sent_at
     stored = store.readers()
     rows = [{"key": r.address.lower(), "address": r.address, "name": r.name,
              "languages": r.languages or config.languages,

@@ -843,6 +843,15 @@ class Store:
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
+    def last_sent(self) -> list[tuple[str, str, str | None]]:
+        """(recipient, newest digest sent, last sent_at) of each recipient an outbox row reached:
+        a big group's sent rows number a thousand a week, and `readers` wants only these."""
+        query = sa.select(deliveries.c.recipient, sa.func.max(deliveries.c.digest_id),
+                          sa.func.max(deliveries.c.sent_at)).where(
+            deliveries.c.status == "sent").group_by(deliveries.c.recipient)
+        with self.engine.connect() as conn:
+            return [(who, digest_id, at) for who, digest_id, at in conn.execute(query)]
+
     def add_delivery(self, digest_id: str, recipient: str) -> None:
         with self.tx() as conn:
             conn.execute(deliveries.insert().values(
