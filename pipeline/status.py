@@ -161,7 +161,8 @@ def overview(config: Config, store: Store) -> str:
         lines.append(f"  #{run['id']} {run['kind']} as of {run['as_of']}: {run['status']}"
                      + (f" ({parts})" if parts else "") + (f" — {run['error']}" if run["error"] else ""))
         if run["status"] == "partial":  # published, but some delivery (git, a reader) failed
-            lines += [f"    delivery error: {error}" for error in report.get("delivery_errors", [])]
+            lines += _newest([f"    delivery error: {error}" for error in report.get("delivery_errors", [])],
+                             "delivery errors", "`rl-digest status --json` lists them all", indent="    ")
         lines += ["    " + line for line in coverage_lines(report.get("coverage"))]
         sources = report.get("sources", {}).values()
         lines += [f"    {note}" for src in sources for note in src.get("notes", [])]
@@ -199,11 +200,11 @@ def overview(config: Config, store: Store) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _newest(lines: list[str], what: str, where: str) -> list[str]:
-    """The newest ROWS_SHOWN of outbox rows' `lines` (oldest first, as the outbox lists them),
-    after one that counts the earlier ones and says `where` they are."""
+def _newest(lines: list[str], what: str, where: str, indent: str = "  ") -> list[str]:
+    """The newest ROWS_SHOWN of `lines` (oldest first, as the outbox lists them), after one
+    that counts the earlier ones and says `where` they are."""
     earlier = len(lines) - ROWS_SHOWN
-    head = [f"  {earlier} earlier {what}, not shown ({where})"] if earlier > 0 else []
+    head = [f"{indent}{earlier} earlier {what}, not shown ({where})"] if earlier > 0 else []
     return head + lines[-ROWS_SHOWN:]
 
 

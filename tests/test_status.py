@@ -194,6 +194,22 @@ def test_status_and_send_show_the_newest_waiting_deliveries_not_a_line_for_each_
     assert len(listed["waiting"]) == 300
 
 
+def test_status_shows_a_runs_newest_delivery_errors_not_one_for_each_reader_of_a_big_group(tmp_path, cli):
+    """A provider's "452 4.5.3 Too many recipients" to each reader after the first two: `status`
+    listed each of a run's deferrals under it, a line a reader, for each of its last runs."""
+    readers = [f"reader{n}@example.org" for n in range(8)]
+    with ArxivServer([rl_paper(1, datetime(2026, 10, 29, 12, tzinfo=UTC))]) as arxiv, \
+            SmtpServer(budget=2, over_budget="452 4.5.3 Too many recipients", over_budget_at="RCPT") as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=readers)
+        cli("--config", str(config), "run", "--as-of", "2026-11-02", check=1)
+    shown = cli("--config", str(config), "status").stdout
+    run = json.loads(cli("--config", str(config), "status", "--json").stdout)["last"]["publish"]
+    errors = re.findall(r"    delivery error: (reader\d)@example.org .*452 4.5.3", shown)
+    assert errors == ["reader4", "reader5", "reader6", "reader7"], shown
+    assert "    2 earlier delivery errors, not shown (`rl-digest status --json` lists them all)\n" in shown
+    assert len(run["report"]["delivery_errors"]) == 6
+
+
 @pytest.mark.slow  # 156,000 outbox rows
 def test_status_and_readers_of_a_big_group_after_years_do_not_read_every_digest_ever_sent(tmp_path, cli):
     """Three years of a weekly digest to 1,000 readers: `status` read all 156,000 sent rows to
