@@ -23,6 +23,7 @@ SMALL = {
     "importance.py": [],
     "llm_down.py": ["--papers", "8"],
     "reading_list.py": ["--papers", "300"],
+    "refit.py": ["--verdicts", "40"],
     "scheduler_year.py": ["--weeks", "2", "--readers", "2", "--no-trace"],
     "relevance.py": ["--speed"],
     "store_calls.py": ["--papers", "20"],
