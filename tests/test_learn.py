@@ -3,6 +3,7 @@ and learning from `mark`, through the real CLI where a reader would use it."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import sqlite3
@@ -124,6 +125,18 @@ def test_a_saved_model_loads_back_the_same_and_saves_to_the_same_bytes(tmp_path)
     assert loaded.text.probabilities(*texts) == model.text.probabilities(*texts)
     learn.save(loaded, tmp_path / "b.npz", check)
     assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
+
+
+def test_a_refit_packs_with_its_taught_model_and_keeps_the_version_of_its_json():
+    """The version of a refit of 12,000 grams is the hash of its JSON, though no JSON is made."""
+    terms = {f"gram{i}": (1.0 + i / 7, (-1) ** i * i / 3) for i in range(12_000)}
+    taught = learn.TextModel.of(dict(list(terms.items())[::2]), 0.5)
+    model = learn.build(learn.TextModel.of(terms, -1.25), 2.0, 0.9, 0.4, 0.45, 3, taught)
+    assert model.version == learn.version_of(model.to_dict())
+    loaded, _ = learn.load(io.BytesIO(learn.pack(model)))
+    assert loaded.to_dict() == model.to_dict() and loaded.version == model.version and loaded.verdicts == 3
+    texts = (["gram1 and gram2", "gram4"], ["gram3", ""])
+    assert loaded.decide(*texts, [0.5, 1.0]) == model.decide(*texts, [0.5, 1.0])
 
 
 def test_the_shipped_files_are_small_and_inside_the_package():
@@ -366,6 +379,37 @@ def test_a_refit_from_an_older_shipped_model_is_not_used_and_the_next_run_refits
         cli("--config", str(config), "run", "--as-of", "2026-11-16")
         assert run_report(tmp_path)["relevance_model"] == refit  # the same verdicts, the same refit
         assert f"relevance model: {refit} (refit" in cli("--config", str(config), "status").stdout
+
+
+def test_a_refit_an_older_release_kept_as_json_scores_the_same_and_is_rewritten_small(db_url, relevance):
+    """Releases before 2026-12 kept the refit as JSON, every gram (17 MB with thousands of
+    verdicts, parsed by every command). After the upgrade status scores with it as it is, and
+    the next run keeps that very model as arrays (no refit), with the same version and scores."""
+    from pipeline.store import Store
+
+    store = Store.open(db_url)
+    papers = [rl_paper(1, DAY), image_paper(2), image_paper(3)]
+    store.upsert_papers(papers)
+    store.set_verdict(papers[1].id, True)
+    base = learn.shipped()
+    terms = {f"{word}{i}": (1.0 + i / 7, i / 3 - 5) for word in ("image", "rl") for i in range(3000)}
+    older = learn.build(learn.TextModel.of({**terms, "text to": (2.5, 3.25)}, -1.5), base.rule_slope,
+                        base.rule_offset, base.text_weight, base.threshold, 1,
+                        learn.TextModel.of({"diffusion": (1.5, 4.0), "image": (0.5, 1.0)}, -3.0))
+    old = {**older.to_dict(), "fingerprint": learn.fingerprint(base, learn.verdict_rows(store)),
+           "base": base.version}
+    store.set_state(learn.OLD_STATE_KEY, old)  # as the older release left it
+    texts = ([p.title for p in papers], [p.abstract for p in papers], [0.2, 0.5, 0.8])
+    for refit_now in (False, True):  # status, then the next run
+        model = learn.current(relevance, store, refit_now=refit_now)
+        assert model is not None and model.version == older.version
+        assert model.decide(*texts) == older.decide(*texts)
+    assert store.get_state(learn.OLD_STATE_KEY) is None
+    kept = store.get_state(learn.STATE_KEY)
+    assert kept["fingerprint"] == old["fingerprint"]
+    assert len(json.dumps(kept)) < len(json.dumps(old)) / 2
+    assert learn.current(relevance, store, refit_now=False).version == older.version
+    store.close()
 
 
 def test_mark_and_status_take_the_id_however_it_was_copied(tmp_path, cli):
