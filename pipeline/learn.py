@@ -313,17 +313,24 @@ class Counts:
 
     @classmethod
     def of(cls, rows: Sequence[Mapping[str, Any]]) -> Counts:
+        """A chunk of papers at a time: every paper's grams as strings at once took 400 MB
+        for 6,000 papers (what a refit on thousands of verdicts reads)."""
         from scipy.sparse import csr_matrix
 
-        docs = features_many([r["title"] for r in rows], [r.get("abstract") or "" for r in rows])
-        found = list(chain.from_iterable(docs))
-        names = list(dict.fromkeys(found))
-        column = {gram: i for i, gram in enumerate(names)}
-        columns = np.fromiter(map(column.__getitem__, found), np.intp, len(found))
-        tf = np.fromiter(chain.from_iterable(doc.values() for doc in docs), float, len(found))
-        matrix = csr_matrix((tf, columns, np.cumsum([0] + [len(doc) for doc in docs])),
-                            shape=(len(docs), len(names)))
-        return cls(matrix, names, np.bincount(columns, minlength=len(names)))
+        column: dict[str, int] = {}  # gram -> its column, in the order the papers hold them
+        columns, tf, sizes = [], [], [0]
+        for at in range(0, len(rows), _CHUNK):
+            part = rows[at:at + _CHUNK]
+            docs = features_many([r["title"] for r in part], [r.get("abstract") or "" for r in part])
+            found = list(chain.from_iterable(docs))
+            columns.append(np.fromiter((column.setdefault(gram, len(column)) for gram in found), np.intp,
+                                       len(found)))
+            tf.append(np.fromiter(chain.from_iterable(doc.values() for doc in docs), float, len(found)))
+            sizes += [len(doc) for doc in docs]
+        found_columns = np.concatenate([np.zeros(0, np.intp), *columns])
+        matrix = csr_matrix((np.concatenate([np.zeros(0), *tf]), found_columns, np.cumsum(sizes)),
+                            shape=(len(rows), len(column)))
+        return cls(matrix, list(column), np.bincount(found_columns, minlength=len(column)))
 
 
 def fit_text(rows: Sequence[Mapping[str, Any]], min_df: int = 3, c: float = 16.0,
@@ -338,8 +345,8 @@ def fit_text(rows: Sequence[Mapping[str, Any]], min_df: int = 3, c: float = 16.0
 
     counts = counts or Counts.of(rows)
     mine = [i for i, r in enumerate(rows) if r.get("verdict")]
-    kept = sorted(np.union1d(np.flatnonzero(counts.df >= min_df), counts.matrix[mine].indices),
-                  key=counts.names.__getitem__)  # a reader's rare words too; in the grams' order
+    kept = np.array(sorted(np.union1d(np.flatnonzero(counts.df >= min_df), counts.matrix[mine].indices),
+                           key=counts.names.__getitem__), dtype=np.intp)  # a reader's rare words too; by gram
     present = (counts.matrix[:, kept] > 0).astype(float)  # each row's grams keep their order
     y = np.array([int(r["label"]) for r in rows])
     weights = np.array([r.get("weight", VERDICT_WEIGHT) if r.get("verdict") else
@@ -348,9 +355,14 @@ def fit_text(rows: Sequence[Mapping[str, Any]], min_df: int = 3, c: float = 16.0
     model = LogisticRegression(C=c, class_weight="balanced", solver="liblinear", random_state=SEED)
     model.fit(normalize(present.multiply(scale).tocsr()), y, sample_weight=weights)
     coef = model.coef_[0]
-    terms = {gram: (round(float(scale[i]), 5), round(float(coef[i]), 5))
-             for i, gram in enumerate(map(counts.names.__getitem__, kept)) if abs(coef[i]) >= 1e-4}
-    return TextModel.of(terms, round(float(model.intercept_[0]), 5))
+    used = np.abs(coef) >= 1e-4
+    return TextModel("\n".join(counts.names[i] for i in kept[used].tolist()),
+                     _rounded(scale[used]), _rounded(coef[used]), round(float(model.intercept_[0]), 5))
+
+
+def _rounded(values: np.ndarray) -> np.ndarray:
+    """Each value to 5 places as Python's round gives it (numpy's may differ in the last bit)."""
+    return np.array([round(v, 5) for v in values.tolist()], dtype=float)
 
 
 def log_count_ratio(present: Any, y: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -376,8 +388,32 @@ def build(text: TextModel, slope: float, offset: float, text_weight: float, thre
           verdicts: int = 0, taught: TextModel | None = None) -> Hybrid:
     """A Hybrid whose version is the hash of its contents."""
     draft = Hybrid(text, slope, offset, text_weight, threshold, "", verdicts, taught)
-    data = draft.to_dict()
-    return Hybrid.from_dict({**data, "version": version_of(data)})
+    return replace(draft, version=_version(draft))
+
+
+def _version(model: Hybrid) -> str:
+    """`version_of(model.to_dict())` without the dict: its JSON hashed a few thousand grams at a
+    time (a refit's 600,000 grams as Python objects took seconds and 150 MB). The grams are
+    kept sorted, so the chunks' sorted JSON, joined, is the whole mapping's."""
+    body: dict[str, Any] = {**model.meta(), "terms": "\0text"}
+    if model.taught is not None:
+        body["taught"] = {"intercept": model.taught.intercept, "terms": "\0taught"}
+    digest = hashlib.sha256()
+    for n, piece in enumerate(re.split(r'"\\u0000(text|taught)"', json.dumps(
+            {k: v for k, v in body.items() if k != "version"}, sort_keys=True))):
+        if n % 2 == 0:
+            digest.update(piece.encode())
+            continue
+        text = model.text if piece == "text" else model.taught
+        assert text is not None
+        names = text.vocabulary.split("\n") if text.vocabulary else []
+        digest.update(b"{")
+        for at in range(0, len(names), 5000):
+            pairs = zip(text.scale[at:at + 5000].tolist(), text.coef[at:at + 5000].tolist(), strict=True)
+            chunk = json.dumps(dict(zip(names[at:at + 5000], map(list, pairs), strict=True)), sort_keys=True)
+            digest.update(((", " if at else "") + chunk[1:-1]).encode())
+        digest.update(b"}")
+    return digest.hexdigest()[:12]
 
 
 def refit(base: Hybrid, verdict_rows: Sequence[Mapping[str, Any]],
