@@ -661,7 +661,9 @@ def seeds(state: State) -> None:
     files = [doc for doc in documents if doc.entries or not doc.warnings]  # not unread, nor skipped
     nothing = [doc.source for doc in documents if unread(doc)]
     missed = f"; nothing read from {', '.join(nothing)} (warnings above)" if nothing else ""
-    echo(f"{len(used) - len(same)} entries from {len(files)} files{repeated}{missed}")
+    count = len(used) - len(same)
+    echo(f"{count} {'entry' if count == 1 else 'entries'} from {len(files)} "
+         f"{'file' if len(files) == 1 else 'files'}{repeated}{missed}")
 
 
 @main.command()

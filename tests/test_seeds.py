@@ -678,7 +678,7 @@ def test_a_yaml_entry_pasted_into_a_text_file_is_a_warning_not_a_title(tmp_path,
           "Date: A Paper Whose Title Starts So\n")
     config = write_config(tmp_path, {"seeds": {"paths": ["seeds"]}}, seeds=False)
     listed = cli("--config", str(config), "seeds")
-    assert "title: A YAML Line" not in listed.stdout and "2 entries from 1 files" in listed.stdout, listed.stdout
+    assert "title: A YAML Line" not in listed.stdout and "2 entries from 1 file" in listed.stdout, listed.stdout
     assert "Date: A Paper Whose Title Starts So" in listed.stdout
     for line in (2, 3):
         assert (f"warning: 010_group.txt:{line}: a YAML line in a text file "
