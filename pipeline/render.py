@@ -170,10 +170,13 @@ def _atoms(text: str) -> list[tuple[str, bool]]:
                 pieces[-1] += ch  # a run of narrow characters is one word
             else:
                 pieces.append(ch)
-        # "word ·": the dot stays with the word; "Featured: 2": a count stays with its label
+        # "word ·": the dot stays with the word; "Featured: 2": a count stays with its label;
+        # the rest of the word then follows it with no space ("A ：强化" stays "A ：强化")
+        spaced = n > 0
         if atoms and (pieces[0][0] in _NO_LINE_START or (word.isdigit() and atoms[-1][0].endswith(":"))):
             atoms[-1] = (atoms[-1][0] + " " + pieces.pop(0), atoms[-1][1])
-        atoms += [(piece, n > 0 and i == 0) for i, piece in enumerate(pieces)]
+            spaced = False
+        atoms += [(piece, spaced and i == 0) for i, piece in enumerate(pieces)]
     return atoms
 
 
