@@ -24,7 +24,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from pipeline import reading_list, render, site, text
 from pipeline.deliver import chat
-from pipeline.models import Digest, Entry, Highlight
+from pipeline.models import Digest, Entry, Highlight, Part, Row
 from tests import fixtures_digest as fx
 
 cmarkgfm = pytest.importorskip("cmarkgfm", reason="GitHub's parser (test extra cmarkgfm)")
@@ -73,8 +73,13 @@ def digests(draw) -> Digest:
         return replace(entry, title=draw(TITLE), abstract=draw(PROSE),
                        authors=tuple(draw(st.lists(NAME, min_size=1, max_size=4))),
                        summary_zh=draw(PROSE), summary_en=draw(PROSE),
-                       title_zh=draw(st.none() | TITLE), why_en=draw(st.none() | PROSE),
-                       headline_en=draw(st.none() | PROSE), venue=draw(st.none() | NAME))
+                       title_zh=draw(st.none() | TITLE), why_zh=draw(st.none() | PROSE),
+                       why_en=draw(st.none() | PROSE), headline_zh=draw(st.none() | PROSE),
+                       headline_en=draw(st.none() | PROSE), venue=draw(st.none() | NAME),
+                       key_points_en=tuple(draw(st.lists(PROSE, max_size=2))),
+                       key_points_zh=tuple(draw(st.lists(PROSE, max_size=2))),
+                       parts=tuple(Part(draw(NAME), draw(NAME), draw(PROSE), draw(PROSE)) for _ in entry.parts),
+                       categories=tuple(draw(st.lists(NAME, max_size=2))) or entry.categories)
 
     sections = tuple(replace(s, name_zh=draw(TOPIC_NAME), name_en=draw(TOPIC_NAME),
                              entries=tuple(hostile(e) for e in s.entries),
@@ -82,12 +87,25 @@ def digests(draw) -> Digest:
     featured = tuple(hostile(e) for e in base.featured)
     curated = tuple(hostile(e) for e in base.curated)
     highlights = tuple(Highlight(e.key, e.title, e.url, draw(PROSE), draw(PROSE)) for e in featured)
+    comparison = tuple(Row(draw(NAME), draw(NAME), tuple((draw(PROSE), draw(PROSE)) for _ in row.cells))
+                       for row in base.comparison)
+    updates = tuple(replace(u, title=draw(TITLE), title_zh=draw(st.none() | TITLE),
+                            changes=(("version", "1", "3"), ("venue", "", draw(NAME)))) for u in base.updates)
+    trends = replace(base.trends, topics=tuple(replace(t, name_zh=draw(TOPIC_NAME), name_en=draw(TOPIC_NAME))
+                                               for t in base.trends.topics))
     return replace(base, sections=sections, featured=featured, curated=curated, highlights=highlights,
-                   synthesis_en=draw(PROSE), question_en=draw(st.none() | PROSE), updates=())
+                   comparison=comparison, synthesis_zh=draw(PROSE), synthesis_en=draw(PROSE),
+                   question_zh=draw(st.none() | PROSE), question_en=draw(st.none() | PROSE), updates=updates,
+                   trends=trends, model=draw(NAME))
 
 
 def papers(digest: Digest) -> list[Entry]:
     return [*digest.featured, *(e for s in digest.sections for e in (*s.entries, *s.brief)), *digest.curated]
+
+
+def linked(digest: Digest) -> list:
+    """What the digest links by its title: its papers, and the earlier ones with news."""
+    return [*papers(digest), *digest.updates]
 
 
 def config(digest: Digest, **more) -> render.Settings:
@@ -131,7 +149,7 @@ def test_the_markdown_digest_keeps_outside_text_as_text(digest):
     md = render.digest_markdown(config(digest), digest, 9)
     page = gfm(md)
     markdown_is_ours(page, MD_TAGS)
-    linked_titles(page, papers(digest))
+    linked_titles(page, linked(digest))
 
 
 def tags(page: LexborHTMLParser) -> set[str]:
@@ -153,7 +171,7 @@ def html_is_ours(page_html: str, own: str, digest: Digest) -> LexborHTMLParser:
             assert not name.startswith("on"), (node.tag, name, value)
             if name in ("href", "src", "action") and value not in own:
                 assert not (value or "").lower().startswith(("javascript", "data", "vbscript")), value
-    linked_titles(page, [e for e in papers(digest) if e.key not in digest.left_out])
+    linked_titles(page, [e for e in linked(digest) if e.key not in digest.left_out])
     return page
 
 
@@ -208,7 +226,7 @@ def test_the_atom_feed_is_xml_whose_links_and_titles_are_the_papers(digest):
 def test_the_web_edition_pages_keep_outside_text_as_text(digest):
     pages = [site_pages(config(digest), digest), site_pages(fx.config(), fx.digest())]
     for name in pages[1]:
-        html_is_ours(pages[0][name], pages[1][name], digest if name != "index.html" else replace(digest, sections=(), featured=(), curated=()))
+        html_is_ours(pages[0][name], pages[1][name], digest if name != "index.html" else replace(digest, sections=(), featured=(), curated=(), updates=()))
 
 
 def site_pages(settings_: render.Settings, digest: Digest) -> dict[str, str]:
@@ -281,6 +299,10 @@ def test_a_slack_post_has_only_our_links_and_no_mention(digest):
             rest = _SLACK_LINK.sub("", mrkdwn)
             assert "<" not in rest and ">" not in rest, rest  # no <!channel>, <@U…>, <url>
             assert not re.search(r"&(?!amp;|lt;|gt;)", rest), rest
+            for line in mrkdwn.splitlines():  # the template's *heading* lines are the only markup
+                assert not re.search(r"[_~`＊＿｀]|:[\w+'-]+:", line), line
+                assert "*" not in line or re.fullmatch(r"\*[^*]+\*", line), line
+                assert not line.lstrip().startswith((">", "&gt;", "＞")), line
     for entry in digest.featured:
         if entry.url:
             got = links.get(entry.url, set())
@@ -288,7 +310,8 @@ def test_a_slack_post_has_only_our_links_and_no_mention(digest):
             assert any(want.translate(_SLACK_BACK) == g for g in got), (entry.title, got)
 
 
-TELEGRAM_ENTITY = re.compile(r"&(?:lt|gt|amp|quot|#[0-9]+|#x[0-9a-fA-F]+);")
+# what Telegram makes a live entity of (test_chat_channels' check): @name, #tag, $TAG, /command, a domain
+TELEGRAM_LIVE = re.compile(r"[@#][A-Za-z0-9_]|\$[A-Z]|(?<![\w/<>])/[A-Za-z]|\w\.[A-Za-z0-9]")
 
 
 @PROPERTY
@@ -303,6 +326,9 @@ def test_a_telegram_post_is_html_of_its_subset_only(digest):
             assert re.fullmatch(r'</?(b|i)>|<a href="[^"<>]*">|</a>', tag), tag
         bare = re.sub(r"<[^>]*>", "", message)
         assert ">" not in bare and not re.search(r"&(?!(?:lt|gt|amp|quot|#[0-9]+|#x[0-9a-fA-F]+);)", bare), bare
+        # no mention, hashtag, cashtag, command, link or address Telegram would find in the text itself
+        live = TELEGRAM_LIVE.search(html.unescape(bare))
+        assert not live, html.unescape(bare)[max(0, live.start() - 30):live.end() + 30]
         for url, label in re.findall(r'<a href="([^"]*)">(.*?)</a>', message, re.S):
             url = html.unescape(url)
             assert url.startswith(OURS), url
@@ -325,3 +351,16 @@ def test_the_text_email_adds_no_space_inside_a_word_after_a_closing_mark():
     body = render.digest_text(fx.config(), digest, 9)
     for title in titles:
         assert title in seen(body), title
+
+
+def test_a_telegram_post_makes_no_mention_tag_or_link_of_a_topic_name():
+    """Found: a topic's name went into Telegram's HTML escaped but live: 'RL @scale' mentioned
+    the user scale, '#tag' was a hashtag, 'DeepSeek.ai' a link."""
+    digest = fx.digest()
+    digest = replace(digest, sections=tuple(replace(s, name_en="RL @scale #tag $USD /start DeepSeek.ai")
+                                            for s in digest.sections))
+    (post,) = bodies("telegram", digest)
+    headings = [line for line in post["text"].splitlines() if "scale" in line]
+    assert len(headings) == 3
+    for line in headings:
+        assert "RL @\u2060scale #\u2060tag $\u2060USD /\u2060start DeepSeek.\u2060ai</b>" in line
