@@ -75,7 +75,9 @@ def readable(text: str | None) -> str | None:
     `R\\"opke` -> `Röpke`, `X -- A Survey` -> `X – A Survey`.
 
     Only `$...$` spans and backslash commands are converted, so `%`, `&` and a lone
-    `$` in plain prose stay what they are. Escaping for a format happens later.
+    `$` in plain prose stay what they are. Escaping for a format happens later. Text that
+    reads as nothing (`\\\\`, `$\\,$`) is "", so each caller's `readable(x) or x` keeps x:
+    a blank title was a link with nothing to click.
     """
     if not text or ("$" not in text and "\\" not in text and "--" not in text):
         return text
@@ -84,7 +86,7 @@ def readable(text: str | None) -> str | None:
     if "\\" in text:
         text = _BREAK.sub(" ", _CITE.sub("", _LINK.sub(_link, text)))
     text = _MATH.sub(lambda m: _tex_piece(m.group(1)), text)
-    return _COMMAND.sub(lambda m: _tex_piece(m.group(0)), text)
+    return _COMMAND.sub(lambda m: _tex_piece(m.group(0)), text).strip()
 
 
 # --- links -------------------------------------------------------------------------------

@@ -9,11 +9,14 @@ should, and what a reader sees still holds all of the title.
 from __future__ import annotations
 
 import html
+import json
 import re
 import string
 import tempfile
 import xml.etree.ElementTree as ET
+from contextlib import ExitStack
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import unquote
 
@@ -22,10 +25,13 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
-from pipeline import reading_list, render, site, text
+from pipeline import compose, reading_list, render, site, site_papers, text
+from pipeline import config as cfg
 from pipeline.deliver import chat
-from pipeline.models import Digest, Entry, Highlight, Part, Row
+from pipeline.models import Digest, Enrichment, Entry, Highlight, Paper, Part, Row, Scored, paper_key
+from pipeline.store import Store
 from tests import fixtures_digest as fx
+from tests.helpers import write_config
 
 cmarkgfm = pytest.importorskip("cmarkgfm", reason="GitHub's parser (test extra cmarkgfm)")
 from cmarkgfm.cmark import Options  # noqa: E402
@@ -364,3 +370,66 @@ def test_a_telegram_post_makes_no_mention_tag_or_link_of_a_topic_name():
     assert len(headings) == 3
     for line in headings:
         assert "RL @\u2060scale #\u2060tag $\u2060USD /\u2060start DeepSeek.\u2060ai</b>" in line
+
+
+# --- the reading list and the web edition's paper pages, from stored papers ----------------
+
+# the elements the web edition's templates write
+SITE_TAGS = {tag for path in (cfg.bundled("templates") / "site").glob("*.j2")
+             for tag in re.findall(r"<([a-z][a-z0-9]*)", path.read_text("utf-8"))} | {"html", "head", "body"}
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+          phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(st.lists(st.tuples(RAW, RAW, RAW, RAW, PROSE), min_size=1, max_size=4))
+def test_stored_papers_reach_the_reading_list_paper_pages_and_search_index_as_text(rows):
+    """Papers as the sources store them (title, abstract with links, author, comment) and
+    their summaries: the reading list's tables and the web edition's pages and search index."""
+    found = [Paper(id=f"2611.{k:05d}", title=text.title(title) or "x", abstract=text.prose(abstract),
+                   authors=text.names([name]) or ("A",), categories=("cs.LG",), comment=text.comment(comment),
+                   submitted=datetime(2026, 11, 20 + k, tzinfo=UTC), updated=datetime(2026, 11, 20 + k, tzinfo=UTC))
+             for k, (title, abstract, name, comment, _) in enumerate(rows)]
+    with tempfile.TemporaryDirectory() as folder:
+        config = cfg.load(write_config(Path(folder), {}, seeds=False))
+        store = Store.open(config.storage.url)
+        store.upsert_papers(found)
+        store.set_scores([Scored(p.id, 2.0, True, ("grpo",), "algorithms") for p in found])
+        store.put_many([Enrichment(f"s:{p.id}", paper_key(p.id), "paper_summary",
+                                   {"summary_zh": summary, "summary_en": summary, "title_zh": p.title})
+                        for p, (*_, summary) in zip(found, rows, strict=True)])
+        with ExitStack() as stack:
+            papers_ = stack.enter_context(site_papers.Papers(config, store, render.Settings.of(config),
+                                                             config.outputs.dir / "site", [], "2026-11-30"))
+            reading_list.publish(config, store, "2026-11-30", also=[papers_])
+        store.close()
+        out = config.outputs.dir
+        entries = [compose.paper_entry(p, "algorithms", 2.0) for p in found]  # its TeX read as text
+        for path in [out / "READING_LIST.md", *(out / "reading-list").glob("*.md")]:
+            page = gfm(path.read_text("utf-8"))
+            markdown_is_ours(page, {"a", "h1", "h2", "li", "p", "table", "tbody", "td", "th", "thead", "tr", "ul",
+                                    "strong", "em", "br", "code"})
+            if path.stem[:2] == "20":
+                linked_titles(page, entries)
+        own = set()
+        for path in (out / "site" / "papers").rglob("*.html"):
+            page = LexborHTMLParser(path.read_text("utf-8"))
+            own |= tags(page)
+            for node in page.root.traverse():
+                assert not [name for name in node.attributes if name.startswith("on")], node.attributes
+            if "topic" in path.parts and "-20" in path.name:
+                linked_titles(page, entries)
+        assert own <= SITE_TAGS, own - SITE_TAGS
+        shard = (out / "site" / "search-index-2026.js").read_text("utf-8")
+        records = json.loads(shard.split(".concat(", 1)[1].rsplit(");", 1)[0])
+        assert sorted(r[1] for r in records) == sorted(render.one_line(e.title) for e in entries)
+        exported = json.loads((out / "site" / "exports" / "reading-list.json").read_text("utf-8"))
+        assert exported
+
+
+def test_a_stored_title_of_tex_that_reads_as_nothing_is_shown_as_sent():
+    """Found: a title `\\\\` (TeX's line break) or `$\\,$` became a blank title, a link with
+    nothing to click in the reading list, the digests and the web edition."""
+    for title in ("\\\\", "$\\,$"):
+        entry = compose.paper_entry(Paper(id="2611.00001", title=title), "algorithms", 1.0)
+        assert entry.title == title
+        page = gfm(render.digest_markdown(fx.config(), replace(fx.digest(), featured=(entry,), highlights=()), 9))
+        assert title in {a.text() for a in page.css(f'a[href="{entry.url}"]')}
