@@ -433,3 +433,16 @@ def test_a_stored_title_of_tex_that_reads_as_nothing_is_shown_as_sent():
         assert entry.title == title
         page = gfm(render.digest_markdown(fx.config(), replace(fx.digest(), featured=(entry,), highlights=()), 9))
         assert title in {a.text() for a in page.css(f'a[href="{entry.url}"]')}
+
+
+def test_a_telegram_topic_name_is_escaped_once():
+    """Found with the filter above: a topic 'R&D <x>' read 'R&amp;D &lt;x&gt;' in the chat (the
+    label macro's markup escaped a second time); an entity's '#' ('&#39;') is no hashtag."""
+    digest = fx.digest()
+    digest = replace(digest, sections=tuple(replace(s, name_en="R&D <x> O'Neil #tag", name_zh="研发&")
+                                            for s in digest.sections))
+    (post,) = bodies("telegram", digest)
+    headings = [line for line in post["text"].splitlines() if "R&" in line]
+    assert headings
+    for line in headings:
+        assert html.unescape(line) == "<b>研发& · R&D <x> O'Neil #\u2060tag</b>", line

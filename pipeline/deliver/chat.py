@@ -47,6 +47,7 @@ from urllib.parse import quote_plus, urlsplit
 
 import requests
 import urllib3
+from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline import render, retry
@@ -478,11 +479,18 @@ def slack_escape(value: object) -> str:
 # word character follows. A word joiner after it (U+2060, invisible) is none of the characters
 # such an entity may hold, so nothing is detected; `<a>` links are the template's own.
 _TELEGRAM_ENTITY = re.compile(r"(?:[@#$.]|(?<![\w/<>])/)(?=\w)")  # "</b>" is no command
+# in markup a macro made, escaped already, an HTML entity ("&#39;") is passed over whole
+_TELEGRAM_ENTITY_IN_MARKUP = re.compile(rf"&#?\w+;|{_TELEGRAM_ENTITY.pattern}")
 
 
 def telegram_text(value: object) -> str:
-    """Outside text for a Telegram message: one line, no @mention, #tag, /command or link."""
-    return _TELEGRAM_ENTITY.sub(lambda m: m.group() + "\u2060", render.one_line(value))
+    """Outside text for a Telegram message: one line, no @mention, #tag, /command or link.
+    Markup (a label macro's, its names escaped) stays markup, so it is not escaped twice."""
+    markup = isinstance(value, Markup)
+    found = _TELEGRAM_ENTITY_IN_MARKUP if markup else _TELEGRAM_ENTITY
+    text = found.sub(lambda m: m.group() + ("" if m.group().endswith(";") else "\u2060"),
+                     render.one_line(value))
+    return Markup(text) if markup else text
 
 
 # Feishu's card Markdown shows a character that is its markup as a numeric HTML entity
