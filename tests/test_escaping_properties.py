@@ -60,8 +60,14 @@ OURS = ("https://arxiv.org/", "https://github.com/example-lab/", "https://huggin
         "reading-list/", "#", "https://example.org/")
 # A digest renders in about 0.1 s: no shrinking, which took five minutes and more on a failure
 # (the failing digest is printed whole, its hostile texts easy to pick out)
-PROPERTY = settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-                    phases=[Phase.explicit, Phase.reuse, Phase.generate])
+_GENERATED = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+                     phases=[Phase.explicit, Phase.reuse, Phase.generate])
+
+
+def PROPERTY(test):  # noqa: N802 (a decorator, read as a settings object)
+    """Generated cases take seconds a property: they run in make test-slow, and what they
+    found stays in make test as the explicit cases at the end of this file."""
+    return pytest.mark.slow(_GENERATED(test))
 INVISIBLE = str.maketrans("", "", "\u2060\u00ad")  # what our escaping adds: a word joiner, a soft hyphen
 
 

@@ -367,6 +367,7 @@ time.sleep(120)
 """
 
 
+@pytest.mark.slow  # waits out the busy timeout
 def test_a_database_locked_by_another_process_fails_after_the_busy_timeout(tmp_path, cli):
     """Another program holds BEGIN EXCLUSIVE: reads go on (WAL), the first write waits
     storage.busy_timeout_seconds and the run exits 75 with one line."""

@@ -324,6 +324,7 @@ def test_a_digest_made_by_hand_for_last_week_does_not_hide_this_weeks_missed_pub
     assert "GRPO variant 2 for reinforcement learning" in text
 
 
+@pytest.mark.slow  # waits for the backoff to run out
 def test_the_scheduler_retries_the_outbox_by_itself_when_the_backoff_runs_out(
         tmp_path, start, cli):
     """SMTP down at the publish: the rows wait. The scheduler (no publish due) sends them
