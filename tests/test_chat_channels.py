@@ -976,6 +976,7 @@ def test_a_post_waiting_for_an_entry_given_a_name_goes_to_it_under_that_name(tmp
     assert "does not have now" not in sent.stderr
 
 
+@pytest.mark.slow  # a channel taken out: test_a_channel_taken_out_of_the_config_holds_its_posts... in make test
 def test_an_hourly_quiet_send_says_nothing_of_posts_held_for_a_channel_taken_out(tmp_path, cli):
     """README's cron line `rl-digest -q send` 'mails only when it sent or failed': a post held
     for a channel taken out of the config printed 'sent 0, pending 1, failed 0' and its row

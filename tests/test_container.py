@@ -91,6 +91,7 @@ def test_compose_file_is_valid_for_docker_compose(tmp_path):
     assert checked is not None and checked.returncode == 0, checked and checked.stderr
 
 
+@pytest.mark.slow  # builds the package as the Dockerfile does
 def test_what_the_dockerfile_copies_builds_a_package_with_its_templates(tmp_path):
     """The image's `pip install` step, without Docker: a wheel from the COPY'd files alone."""
     source = tmp_path / "src"

@@ -14,6 +14,7 @@ from tests.servers.openai_server import OpenAIServer, error, invalid
 from tests.servers.smtp_server import SmtpServer, refused_port
 
 
+@pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 def test_run_summarises_in_both_languages_and_a_rerun_calls_nothing(tmp_path, cli, db_url):
     with ArxivServer([rl_paper(i, DAY) for i in range(3)]) as arxiv, OpenAIServer() as llm:
         config = full_config(tmp_path, arxiv, llm, db_url=db_url)
@@ -87,6 +88,7 @@ def test_without_an_llm_the_digest_goes_out_marked_pending(tmp_path, cli, db_url
     assert "中文摘要待生成" not in reading  # the failed summary was tried again and landed
 
 
+@pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli, db_url):
     """SMTP down: the run exits 1 and both rows wait; SMTP back: an immediate `run` (within
     the backoff, which only paces the scheduler) delivers them, and nothing goes twice."""
@@ -118,6 +120,7 @@ def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli, db_u
         assert "2026-11-02" in str(message.message["Subject"])
 
 
+@pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 def test_llm_judge_decides_only_the_grey_band_and_is_cached(tmp_path, cli, db_url):
     from dataclasses import replace
 

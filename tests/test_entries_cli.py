@@ -22,6 +22,7 @@ def outputs(tmp_path, day: str) -> dict[str, str]:
     return {fmt: (folder / f"{day}.{fmt}").read_text(encoding="utf-8") for fmt in ("md", "html", "txt")}
 
 
+@pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 def test_a_revision_and_a_new_venue_are_listed_once_under_updates(tmp_path, cli, db_url):
     week1 = [rl_paper(i, DAY) for i in range(1, 4)]
     with ArxivServer(week1) as arxiv:

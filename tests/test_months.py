@@ -72,6 +72,7 @@ def two_outputs(tmp_path: Path, db_url: str) -> tuple[Path, Path, Store, list[Pa
     return configs[0], configs[1], store, found
 
 
+@pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 def test_a_weekly_build_replays_the_months_that_did_not_change_and_writes_a_fresh_builds_bytes(db_url, tmp_path):
     weekly, fresh, store, found = two_outputs(tmp_path, db_url)
     build(weekly)
@@ -121,6 +122,7 @@ def test_a_weekly_build_replays_the_months_that_did_not_change_and_writes_a_fres
 
 
 @pytest.mark.skipif(not months.Helper.usable(), reason="one core, or no fork: builds never split")
+@pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 def test_a_big_full_build_leaves_the_older_months_to_a_second_process_and_writes_the_same_bytes(
         db_url, tmp_path, caplog):
     helped, alone, store, _ = two_outputs(tmp_path, db_url)
