@@ -373,6 +373,7 @@ def test_a_key_the_channels_type_does_not_use_is_a_config_error(tmp_path, cli):
     cli("--config", str(signed), "config", "check")
 
 
+@pytest.mark.slow  # make test-slow: a long scenario beside faster ones on the same path
 def test_chat_posts_lead_with_the_weeks_highlights(tmp_path, cli):
     kinds = ("slack", "feishu", "telegram", "webhook")
     with ExitStack() as stack:

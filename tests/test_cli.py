@@ -221,6 +221,7 @@ def test_a_usage_mistake_is_one_line_naming_the_help_to_read(tmp_path, cli):
     assert not (tmp_path / "no-such").exists()  # no folder left behind
 
 
+@pytest.mark.slow  # make test-slow: a long scenario beside faster ones on the same path
 def test_an_unreadable_config_is_one_line_naming_it(tmp_path):
     """click refused it before the command ran, with its usage block: 'Usage: ... Try ...
     Error: Invalid value for '--config': Path ... is not readable.'"""

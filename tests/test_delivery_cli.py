@@ -123,6 +123,7 @@ def test_a_run_cut_off_mid_send_has_already_committed_its_digest_to_git(tmp_path
     assert f"rl/digests/{AS_OF}.md" in pushed and "rl/READING_LIST.md" in pushed
 
 
+@pytest.mark.slow  # make test-slow: a long scenario beside faster ones on the same path
 def test_a_week_whose_git_publish_failed_before_copying_is_pushed_later_and_send_pushes(tmp_path, cli):
     """The checkout gone for a week: that week's digest reaches the repo with the next
     run's; a push that waits shows in status, and `send` (an hourly cron) pushes it."""
@@ -225,6 +226,7 @@ def test_send_digest_reader_resends_one_on_purpose_with_a_new_message_id(tmp_pat
 
 # --- a channel added from a test module ------------------------------------------------------
 
+@pytest.mark.slow  # make test-slow: a long scenario beside faster ones on the same path
 def test_a_toy_channel_from_a_test_module_gets_every_digest_once(tmp_path, cli):
     """Two channels pipeline/ knows nothing of (one through the entry-point group, one as
     module:factory in the config) get each digest once beside email; a resend on purpose

@@ -123,6 +123,7 @@ def test_doctor_names_the_one_service_that_is_down_and_exits_1(tmp_path, cli, wo
         assert line.count("broken.sqlite3") == 1, line
 
 
+@pytest.mark.slow  # make test-slow: a long scenario beside faster ones on the same path
 def test_doctor_run_by_a_user_who_cannot_write_the_lock_folder_fails_that_line_alone(tmp_path, world):
     """The arXiv checks took the pace file's lock there: 'unexpected error: PermissionError:
     ... arxiv-pace.lock', exit 1, and not one line of doctor's, the locks line included."""

@@ -59,6 +59,7 @@ def test_a_revision_and_a_new_venue_are_listed_once_under_updates(tmp_path, cli,
     assert not week3.exists() or "更新 · Updates" not in week3.read_text(encoding="utf-8")
 
 
+@pytest.mark.slow  # make test-slow: a long scenario beside faster ones on the same path
 def test_a_withdrawn_paper_is_said_withdrawn_once_under_updates(tmp_path, cli):
     """arXiv withdraws a paper as a new version whose comment and abstract say so: to a
     reader that is more than "v1 → v2"."""
@@ -300,6 +301,7 @@ def test_the_llm_summarises_the_full_entries_first_not_the_one_line_ones(tmp_pat
 
 
 @pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
+@pytest.mark.slow  # make test-slow: a long scenario beside faster ones on the same path
 def test_a_venue_without_a_new_version_reaches_updates_weeks_after_the_paper_was_listed(tmp_path, cli, db_url):
     """A journal reference comes with no new version (OAI-PMH restamps the record), in a later
     week than the paper's digest and after another digest: a run reads only the listed papers

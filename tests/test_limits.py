@@ -26,6 +26,7 @@ def limited_config(tmp_path, server: ArxivServer, arxiv: dict | None = None, **s
         "rss": {"urls": [server.rss_url(CATS)]}, **sources}, "seeds": {"paths": []}}, seeds=False)
 
 
+@pytest.mark.slow  # make test-slow: a long scenario beside faster ones on the same path
 def test_a_trickling_feed_ends_at_the_deadline_with_exit_3_and_frees_the_lock(tmp_path, cli):
     with ArxivServer([rl_paper(1, datetime(2026, 10, 21, tzinfo=UTC))]) as server:
         config = limited_config(tmp_path, server, arxiv={"timeout_seconds": 5, "deadline_seconds": 2})

@@ -7,6 +7,8 @@ import re
 from dataclasses import replace
 from datetime import timedelta
 
+import pytest
+
 from tests.helpers import DAY, KEY, full_config, rl_paper
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer, ok
@@ -212,6 +214,7 @@ def test_chinese_only_shows_no_english_prose_outside_names_and_titles(tmp_path, 
     assert md.index("## 本周看点") < md.index("## 精选解读") < md.index("## 本周论文") < md.index("## 收录")
 
 
+@pytest.mark.slow  # make test-slow: a long scenario beside faster ones on the same path
 def test_an_offline_preview_changes_nothing_the_online_run_publishes(tmp_path, cli):
     from tests.servers.smtp_server import SmtpServer, refused_port
 
@@ -233,6 +236,7 @@ def test_an_offline_preview_changes_nothing_the_online_run_publishes(tmp_path, c
     assert made["direct"][1] == ["ada@example.org", "alan@example.org"]
 
 
+@pytest.mark.slow  # make test-slow: a long scenario beside faster ones on the same path
 def test_the_weeks_movers_are_named_once_there_is_a_week_before(tmp_path, cli):
     """Two papers, then six, then two: the first digest says nothing of trends, the second
     names the topic up from 2, the third down from 6; a re-render of the second keeps its figures."""

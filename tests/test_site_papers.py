@@ -481,6 +481,7 @@ def test_an_old_link_to_a_paper_on_its_topic_page_lands_on_the_paper_in_chromium
         assert 0 <= found["top"] < 900 and title.split(" ")[0] in found["text"], found  # in view, the paper's entry
 
 
+@pytest.mark.slow  # make test-slow: a long scenario beside faster ones on the same path
 def test_an_old_link_to_a_seed_entry_lands_on_its_paper_once_found_in_chromium(tmp_path, cli):
     """A curated entry shown under its title (#p-seed-…) before its arXiv paper was found is
     that paper's entry now (#p-arxiv-…): an old link to it on its topic's page goes there."""
