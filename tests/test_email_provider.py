@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import read_recipients
+from pipeline.deliver.channels import Deferred, Refused, Unreachable
+from pipeline.deliver.email import _refusal
 from pipeline.store import Store
 from tests.helpers import rl_paper
 from tests.processes import config_with, db_rows
@@ -73,6 +75,68 @@ def test_a_readers_own_mailbox_over_quota_still_fails_that_reader_alone(store: S
         report = send_pending(store, cfg(smtp.port), content, NOW)
     assert (report.sent, report.pending, report.failed) == (2, 0, 1)
     assert rows(store)[readers[1]]["status"] == "failed" and words in rows(store)[readers[1]]["last_error"]
+
+
+# Each provider's documented reply that is the sender's, not the reader's (to RCPT TO, or
+# after the message: the stage it comes at).
+SENDERS = [
+    ("554 Message rejected: Sending paused for this account", "RCPT"),  # Amazon SES
+    ("454 Throttling failure: Daily message quota exceeded", "DATA"),
+    ("454 Throttling failure: Maximum sending rate exceeded", "DATA"),
+    ("550 5.7.708 Service unavailable. Access denied, traffic not accepted from this IP.", "RCPT"),  # Microsoft 365
+    ("550 5.7.705 Access denied, tenant has exceeded threshold.", "RCPT"),
+    ("550 5.7.750 Service unavailable. Client blocked from sending from unregistered domains.", "RCPT"),
+    ("550 5.1.8 Access denied, bad outbound sender", "RCPT"),
+    ("550 5.1.90 Your message can't be sent because you've reached your daily limit for message "
+     "recipients", "RCPT"),
+    ("451 4.7.650 The mail server [192.0.2.1] has been temporarily rate limited due to IP reputation.",
+     "RCPT"),  # Outlook.com
+    ("550 5.7.26 Unauthenticated email from example.org is not accepted due to domain's DMARC policy.",
+     "DATA"),  # Gmail
+    ("550 5.7.1 Our system has detected an unusual rate of unsolicited mail originating from your IP "
+     "address. To protect our users from spam, mail sent from your IP address has been blocked.", "DATA"),
+    ("553 5.7.1 <digest@example.org>: Sender address rejected: not owned by user digest-bot", "RCPT"),  # Postfix
+]
+# ... and replies that are one reader's: their row alone fails (5xx) or waits, counted (4xx).
+READERS = [
+    "550 5.1.1 The email account that you tried to reach does not exist.",  # Gmail
+    "550 5.2.1 The email account that you tried to reach is disabled.",
+    "452 4.2.2 The email account that you tried to reach is over quota.",
+    "450 4.2.1 The user you are trying to contact is receiving mail at a rate that prevents additional "
+    "messages from being delivered.",
+    "554 delivery error: dd This account has been disabled or discontinued [#102].",  # Yahoo
+    "550 5.7.1 <b@example.org>: Recipient address rejected: Access denied",  # Postfix
+]
+
+
+@pytest.mark.parametrize(("words", "stage"), [SENDERS[0], SENDERS[1]], ids=["5xx-RCPT", "4xx-DATA"])
+def test_a_reply_that_is_the_senders_holds_the_group_uncounted(store: Store, words: str, stage: str) -> None:
+    """Amazon SES's "554 Message rejected: Sending paused for this account", Microsoft 365's
+    "550 5.7.708 ... traffic not accepted from this IP" and the like name no sending quota, so
+    each reader after the first was offered the digest, refused, and marked failed for good:
+    the whole group lost the week for the sender's problem (a 4xx such as SES's "454 Throttling
+    failure" after the message counted a try against each). Now the rest wait, uncounted."""
+    readers = people(3)
+    save(store, readers)
+    with SmtpServer(budget=1, over_budget=words, over_budget_at=stage) as smtp:
+        report = send_pending(store, cfg(smtp.port), content, NOW)
+        tried = len(smtp.rcpt_attempts)
+    assert (report.sent, report.pending, report.failed) == (1, 2, 0), report.errors
+    assert tried == 2  # the provider is not asked again for each reader
+    assert [row["attempts"] for row in rows(store).values() if row["status"] == "pending"] == [0, 0]
+    assert report.errors == [f"smtp 127.0.0.1:{smtp.port}: {words} "
+                             f"({'RCPT TO' if stage == 'RCPT' else 'after DATA'}): the sender's, not the "
+                             f"reader's (every reader would get it); 2 deliveries stay queued "
+                             f"({readers[1]}, {readers[2]})"]
+
+
+def test_each_providers_reply_is_told_the_senders_or_one_readers() -> None:
+    """Every reply in SENDERS holds the group; every one in READERS is that reader's alone (a
+    5xx fails them, a 4xx defers them): the table is the providers' documented meaning."""
+    told = {words: type(_refusal(words)) for words, _ in SENDERS} | {words: type(_refusal(words)) for words in READERS}
+    assert {words: kind for words, kind in told.items() if words in dict(SENDERS) and kind is not Unreachable} == {}
+    assert {words: kind for words, kind in told.items() if words in READERS
+            and kind is not (Refused if words.startswith("5") else Deferred)} == {}
 
 
 def test_a_rate_limit_to_mail_from_holds_the_rest_of_the_group_without_asking_for_each(store: Store) -> None:

@@ -7,8 +7,9 @@ context, login from environment variables). `EmailChannel` is what the outbox
 (outbox.py, which holds the delivery rules) drives: one connection serves a batch,
 and the SMTP replies become the channel outcomes: 250 accepted, 4xx or a dropped
 connection before DATA `Deferred`, no connection at all or a refused MAIL FROM (the
-sender refused or rate-limited, a login missing, or a 5xx naming its sending limit, a daily quota: no
-reader's fault) `Unreachable`, another 5xx to a reader `Refused`, and a connection lost
+sender refused or rate-limited, a login missing, or a reply to a reader that is the sender's: a
+sending limit, a daily quota, the account, its IP or its domain blocked; no reader's fault)
+`Unreachable`, another 5xx to a reader `Refused`, and a connection lost
 after the content went out `Interrupted` (the server may have queued it: the outbox sends
 it again with the same Message-ID).
 """
@@ -380,7 +381,7 @@ class _Session:
             except Interrupted:
                 self.smtp = None
                 raise
-            except Unreachable as exc:  # the sender's sending limit: no reader is tried after it
+            except Unreachable as exc:  # a reply that is the sender's: no reader is tried after it
                 raise Unreachable(f"{self.where}: {exc.reason}") from None
             except Deferred as exc:
                 if smtp.sock is None:  # a 421 to the message closed the connection
@@ -455,11 +456,10 @@ def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipi
     words = reply_words(code, resp)
     if code == 250:
         return words
-    if code >= 500:
-        raise _refusal(words + " (after DATA)")
     if code == 421:  # the server closes the connection: the next reader gets a new one
         _close(smtp)
-    raise Deferred(words + " (after DATA)")
+        raise Deferred(words + " (after DATA)")
+    raise _refusal(words + " (after DATA)")
 
 
 def sender_refused(code: int, resp: bytes, cfg: Email) -> str:
@@ -480,23 +480,46 @@ def _refused(smtp: smtplib.SMTP, code: int, resp: bytes, stage: str) -> NoReturn
         smtp.rset()
     except (smtplib.SMTPException, OSError):
         pass
-    raise _refusal(words) if code >= 500 else Deferred(words)
+    raise _refusal(words)
 
 
-# A 5xx that speaks of the sender's sending limit: Gmail's "550 5.4.5 Daily user sending quota
-# exceeded" (RFC 3463 calls X.4.5, congestion, "useful only as a persistent transient error"),
-# "Daily SMTP relay limit exceeded", Amazon SES's "554 Throttling failure: Daily message quota".
-_SENDER_LIMIT = re.compile(
-    r"^5\d\d 5\.4\.5\b|\b(sending|daily|hourly|rate)\b.{0,40}\b(quota|limit)|\bthrottl", re.IGNORECASE)
+# Replies to one reader's RCPT TO or message that are the sender's, as each provider documents
+# them: every reader after would get the same, so none is failed or counted and all wait.
+# Anything else is the reader's: a 5xx fails their row, a 4xx defers it.
+_SENDER = tuple(re.compile(pattern, re.IGNORECASE) for pattern in (
+    # RFC 3463 X.4.5 congestion, "useful only as a persistent transient error": Gmail's
+    # "550 5.4.5 Daily user sending quota exceeded"
+    r"^[45]\d\d [45]\.4\.5\b",
+    # RFC 3463 X.1.7 / X.1.8, the sender's address: Microsoft 365's "550 5.1.8 Access denied,
+    # bad outbound sender" (an account blocked for sending)
+    r"^[45]\d\d [45]\.1\.[78]\b",
+    # RFC 7372 X.7.20 to X.7.27, the sender's DKIM, SPF or DMARC checks failed: Gmail's
+    # "550 5.7.26 Unauthenticated email from example.org is not accepted due to domain's DMARC policy"
+    r"^[45]\d\d [45]\.7\.2[0-7]\b",
+    # Microsoft 365: 5.7.705 "tenant has exceeded threshold", 5.7.708 "traffic not accepted
+    # from this IP", 5.7.750 "Client blocked from sending from unregistered domains"
+    r"^[45]\d\d [45]\.7\.7(05|08|50)\b",
+    # a sending limit: Gmail's "Daily SMTP relay limit exceeded", Amazon SES's "454 Throttling
+    # failure: Daily message quota exceeded", Microsoft 365's "5.1.90 ... your daily limit
+    # for message recipients", Outlook.com's "4.7.650 ... temporarily rate limited"
+    r"\b(sending|relay|daily|hourly|rate)\b.{0,40}\b(quota|limit)|\bthrottl",
+    # the account or its IP held back: Amazon SES's "554 Message rejected: Sending paused for
+    # this account", Gmail's "mail sent from your IP address has been blocked", "The IP you're
+    # using to send mail is not authorized"
+    r"\bsending (is )?(paused|suspended|disabled)\b|\b(from|your|the) (this |your )?IP\b",
+    # Postfix's sender and client restrictions, the same for every recipient: "Sender address
+    # rejected: not owned by user", "Client host rejected", "Client host [...] blocked using"
+    r"\b(sender address|client host) rejected\b|\bblocked using\b",
+))
 
 
-def _refusal(words: str) -> Refused | Unreachable:
-    """A 5xx to a reader fails their row, but one that names the sender's sending limit is the
-    sender's: every reader after would get it too, so none is marked failed for good; they wait
-    for the limit to lift, as for a server not reached."""
-    if _SENDER_LIMIT.search(words):
-        return Unreachable(f"{words}: the sender's sending limit, not the reader's")
-    return Refused(words)
+def _refusal(words: str) -> Refused | Deferred | Unreachable:
+    """A reply to one reader: a 5xx fails their row, a 4xx defers it, but one that is the
+    sender's (`_SENDER`) holds every reader after it too, none failed or counted: they wait
+    for the limit to lift or the block to be mended, as for a server not reached."""
+    if any(pattern.search(words) for pattern in _SENDER):
+        return Unreachable(f"{words}: the sender's, not the reader's (every reader would get it)")
+    return Refused(words) if words.startswith("5") else Deferred(words)
 
 
 def _dot_stuff(data: bytes) -> bytes:
