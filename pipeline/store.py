@@ -831,9 +831,12 @@ class Store:
     # --- outbox ---
     def deliveries(self, digest_id: str | None = None, statuses: tuple[str, ...] = (),
                    noted: str | None = None) -> list[dict]:
-        """Outbox rows, oldest first; `noted`: only those whose last_error begins so (a big
-        group's sent rows number a thousand a week: status wants the few resent)."""
-        query = sa.select(deliveries).order_by(deliveries.c.digest_id, deliveries.c.id)
+        """Outbox rows, oldest first, each with `queued`, when its digest was saved; `noted`:
+        only those whose last_error begins so (a big group's sent rows number a thousand a
+        week: status wants the few resent)."""
+        query = (sa.select(deliveries, digests.c.created.label("queued"))
+                 .join(digests, digests.c.id == deliveries.c.digest_id, isouter=True)
+                 .order_by(deliveries.c.digest_id, deliveries.c.id))
         if digest_id:
             query = query.where(deliveries.c.digest_id == digest_id)
         if statuses:

@@ -16,6 +16,7 @@ import pytest
 from pipeline.config import read_recipients
 from pipeline.deliver.channels import Deferred, Refused, Unreachable
 from pipeline.deliver.email import _refusal
+from pipeline.deliver.outbox import StoreOutbox, next_retry
 from pipeline.store import Store
 from tests.helpers import rl_paper
 from tests.processes import config_with, db_rows
@@ -63,6 +64,27 @@ def test_a_daily_quota_refused_mid_group_is_the_senders_and_the_rest_wait_for_th
     assert (second.sent, second.pending, second.failed) == (20, 0, 0)
     assert sorted(reader for reader, _ in copies(smtp)) == readers  # one copy each
     assert {row["status"] for row in rows(store).values()} == {"sent"}
+
+
+def test_the_scheduler_backs_off_from_a_spent_daily_quota_as_postfix_does(store: Store) -> None:
+    """A provider's daily quota spent at the publish: the scheduler looked every 15 minutes all
+    day, 96 new sessions (each a login and a refused RCPT TO) to a provider that said no for
+    the day, which counts against the sender's reputation. Now the looks come as Postfix's do
+    (after as long as the mail has been queued, up to an hour): 15, 15, 30, then 60 minutes."""
+    save(store, people(2))
+    queued = StoreOutbox(store).pending()[0].queued
+    assert queued is not None
+    now, gaps = queued, []
+    with SmtpServer(budget=1, over_budget=QUOTA, over_budget_at="RCPT") as smtp:
+        for _ in range(4):
+            send_pending(store, cfg(smtp.port), content, now, due_only=True)
+            look = next_retry(StoreOutbox(store).pending(), None, now)
+            assert look is not None
+            gaps.append(round((look - now) / timedelta(minutes=1)))
+            now = look
+    assert gaps == [15, 15, 30, 60]
+    assert smtp.connections == 4 and len(smtp.messages) == 1
+    assert [row["attempts"] for row in rows(store).values()] == [1, 0]  # the holds counted nothing
 
 
 def test_a_readers_own_mailbox_over_quota_still_fails_that_reader_alone(store: Store) -> None:

@@ -33,12 +33,16 @@ tries span some five days, the give-up time RFC 5321 (4.5.4.1) asks of a sender.
 The backoff paces only the scheduler's own retries (`due_only=True`); `run` and
 `send`, started by a person or cron, try every waiting row at once, and such a try
 ahead of its time does not count. A server or channel that cannot be reached at all
-(refused connection, no route, a webhook host that does not answer) counts nothing:
-the rows wait, retried every `UNREACHABLE_WAIT`, however long the outage, and every
-run says so in its exit code; so do a login refused and a secret variable unset, which
-the operator mends. Only the other side's answer to the message ends a row. A hand-over
-cut off (the server took the message and did not answer) leaves the channel's other rows
-waiting for the next batch: a server that sick would hold each of them for minutes.
+(refused connection, no route, a webhook host that does not answer), or that holds the
+sender back (a daily quota, a blocked account) counts nothing: the rows wait, however long
+the outage, and every run says so in its exit code; so do a login refused and a secret
+variable unset, which the operator mends. The scheduler retries such rows as Postfix does
+(qmgr's minimal_backoff_time, maximal_backoff_time): after as long as the row has been
+queued, from `UNREACHABLE_WAIT` up to `HELD_CAP`, so soon after a blip, and hourly through
+a day's spent quota rather than every few minutes all day. Only the other side's answer
+to the message ends a row. A hand-over cut off (the server took the message and did not
+answer) leaves the channel's other rows waiting for the next batch: a server that sick
+would hold each of them for minutes.
 A message posted in parts (a long one on Telegram) stores, as each part is accepted, the
 id the rest is built from (`<id>#k`), so a hand-over cut off, by a crash too, posts only
 the parts not yet accepted: the one in flight may show twice, no other.
@@ -70,9 +74,10 @@ log = logging.getLogger(__name__)
 BACKOFF_BASE = timedelta(minutes=5)
 BACKOFF_CAP = timedelta(hours=6)
 MAX_ATTEMPTS = 25
-UNREACHABLE_WAIT = timedelta(minutes=15)  # the scheduler's pace while a server is down
+UNREACHABLE_WAIT = timedelta(minutes=15)  # the scheduler's first look after a server was down
+HELD_CAP = timedelta(hours=1)  # ... and its longest wait between looks (Postfix's is 4,000 s)
 ASKED_CAP = timedelta(days=7)  # the longest Retry-After taken: longer is past the give-up span
-LONGEST_WAIT = max(BACKOFF_CAP, UNREACHABLE_WAIT)  # the furthest ahead a retry is set but when asked
+LONGEST_WAIT = max(BACKOFF_CAP, UNREACHABLE_WAIT, HELD_CAP)  # the furthest a retry is set, but when asked
 RESENT = "resent after an interrupted hand-over"
 EMAIL = "email"
 SKIPPED = "skipped"
@@ -96,6 +101,7 @@ class Delivery:
     sent_at: str | None = None
     next_attempt: datetime | None = None
     not_before: datetime | None = None  # the other side's Retry-After
+    queued: datetime | None = None  # when its digest was saved
 
     @property
     def who(self) -> str:
@@ -391,6 +397,14 @@ def backoff(attempts: int) -> timedelta:
                                            BACKOFF_CAP.total_seconds()))
 
 
+def held_wait(row: Delivery, now: datetime) -> timedelta:
+    """The scheduler's wait before it tries a row held on our side again: as long as the row
+    has been queued (Postfix's qmgr), at least UNREACHABLE_WAIT, at most HELD_CAP: looks at
+    15, 30, 60 minutes, then hourly, not 96 a day against a provider's spent daily quota."""
+    queued = now - row.queued if row.queued is not None else UNREACHABLE_WAIT
+    return min(max(queued, UNREACHABLE_WAIT), HELD_CAP)
+
+
 def next_retry(rows: list[Delivery], readers_of: dict[str, set[str]] | None = None,
                now: datetime | None = None) -> datetime | None:
     """When the scheduler should next look at the outbox: the earliest due row (of the
@@ -421,8 +435,8 @@ def _fail(outbox: Outbox, row: Delivery, words: str, report: DeliveryReport) -> 
 
 def _wait(outbox: Outbox, row: Delivery, words: str, now: datetime, report: DeliveryReport) -> None:
     """Our side of the hand-over failed (the server not reached, its login refused, a secret
-    unset): the message was not offered, so nothing counts; the row keeps any later pace."""
-    retry = max(now + UNREACHABLE_WAIT, row.next_attempt or now)
+    unset, the sender held back): nothing counts; the row keeps any later pace."""
+    retry = max(now + held_wait(row, now), row.next_attempt or now)
     outbox.mark_failed(row, words, retry, interrupted=row.interrupted, attempts=row.attempts,
                        not_before=row.not_before)
     report.pending += 1
@@ -471,12 +485,13 @@ def reader_key(recipient: str) -> str:
 def _record(row: dict) -> Delivery:
     recipient = row["recipient"]
     channel, reader = _split(recipient)
-    when, asked = row["next_attempt"], row["not_before"]
+    when, asked, queued = row["next_attempt"], row["not_before"], row.get("queued")
     return Delivery(id=row["id"], digest_id=row["digest_id"], channel=channel, reader=reader,
                     status=row["status"], attempts=row["attempts"], last_error=row["last_error"],
                     message_id=row["message_id"], sent_at=row["sent_at"],
                     next_attempt=_aware(datetime.fromisoformat(when)) if when else None,
-                    not_before=_aware(datetime.fromisoformat(asked)) if asked else None)
+                    not_before=_aware(datetime.fromisoformat(asked)) if asked else None,
+                    queued=_aware(datetime.fromisoformat(queued)) if queued else None)
 
 
 def _iso(value: datetime) -> str:
