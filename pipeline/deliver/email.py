@@ -224,11 +224,14 @@ def connect(cfg: Email, timeout: float | None = None, *,
     """An SMTP connection as configured, logged in when `username_env` is set.
 
     TLS always verifies the server: `ssl_context` defaults to
-    `ssl.create_default_context()` (tests pass one that trusts their own CA).
+    `ssl.create_default_context()` (tests pass one that trusts their own CA), made only for
+    TLS: reading the system's CA store took 70 ms a connection with `security: none`.
     The password is read from the environment at this moment and never logged.
     """
     timeout = cfg.timeout_seconds if timeout is None else timeout
-    context = ssl_context if ssl_context is not None else ssl.create_default_context()
+    context = ssl_context
+    if context is None and cfg.security != "none":
+        context = ssl.create_default_context()
     if cfg.security == "ssl":
         smtp: smtplib.SMTP = smtplib.SMTP_SSL(cfg.smtp_host, cfg.smtp_port, timeout=timeout,
                                               context=context)
