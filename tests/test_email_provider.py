@@ -147,9 +147,9 @@ def test_a_reply_that_is_the_senders_holds_the_group_uncounted(store: Store, wor
     assert tried == 2  # the provider is not asked again for each reader
     assert [row["attempts"] for row in rows(store).values() if row["status"] == "pending"] == [0, 0]
     assert report.errors == [f"smtp 127.0.0.1:{smtp.port}: {words} "
-                             f"({'RCPT TO' if stage == 'RCPT' else 'after DATA'}): the sender's, not the "
-                             f"reader's (every reader would get it); 2 deliveries stay queued "
-                             f"({readers[1]}, {readers[2]})"]
+                             f"({'RCPT TO' if stage == 'RCPT' else 'after DATA'}): a limit or block on "
+                             "the sender, not on the reader: the readers wait, no try counted, until it "
+                             f"lifts or is mended; 2 deliveries stay queued ({readers[1]}, {readers[2]})"]
 
 
 def test_each_providers_reply_is_told_the_senders_or_one_readers() -> None:

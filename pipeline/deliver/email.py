@@ -521,7 +521,8 @@ def _refusal(words: str) -> Refused | Deferred | Unreachable:
     sender's (`_SENDER`) holds every reader after it too, none failed or counted: they wait
     for the limit to lift or the block to be mended, as for a server not reached."""
     if any(pattern.search(words) for pattern in _SENDER):
-        return Unreachable(f"{words}: the sender's, not the reader's (every reader would get it)")
+        return Unreachable(f"{words}: a limit or block on the sender, not on the reader: the "
+                           "readers wait, no try counted, until it lifts or is mended")
     return Refused(words) if words.startswith("5") else Deferred(words)
 
 
