@@ -86,7 +86,13 @@ class Deferred(Exception):
 
 
 class Unreachable(Deferred):
-    """The channel itself is down: every row of it waits, without trying each one."""
+    """The channel itself is down: every row of it waits, without trying each one;
+    `alone`: only this row waits, uncounted, and the next is tried (a reply that reads as the
+    channel's but may be this reader's: the next reader's outcome tells)."""
+
+    def __init__(self, reason: str, alone: bool = False):
+        super().__init__(reason)
+        self.alone = alone
 
 
 class Refused(Exception):

@@ -344,6 +344,7 @@ class _Session:
         self.smtp: smtplib.SMTP | None = None
         self.used = False  # has this connection completed a transaction?
         self.shut = False  # did the last reader's try end in a 421 that closed the connection?
+        self.held = False  # ... in a reply that reads as the sender's?
         self.where = f"smtp {cfg.smtp_host}:{cfg.smtp_port}"
 
     def open(self) -> smtplib.SMTP:
@@ -384,29 +385,36 @@ class _Session:
             except Interrupted:
                 self.smtp = None
                 raise
-            except Unreachable as exc:  # a reply that is the sender's: no reader is tried after it
-                raise Unreachable(f"{self.where}: {exc.reason}") from None
+            except Unreachable as exc:  # a reply that reads as the sender's
+                raise self._held(exc.reason) from None
             except Deferred as exc:
                 if smtp.sock is None:  # a 421 to the message closed the connection
                     raise self._shut(exc.reason) from None
-                self.shut = False
+                self.shut = self.held = False
                 raise
             except Refused:
-                self.shut = False
+                self.shut = self.held = False
                 raise
             except BaseException:  # no SMTP reply (a bug mid-DATA): where the dialogue is, nobody knows
                 _close(smtp)
                 self.smtp = None  # the next reader gets a new connection
                 raise
-            self.used, self.shut = True, False
+            self.used, self.shut, self.held = True, False, False
             return words
 
     def _shut(self, reason: str) -> Deferred:
         """A 421 that closed the connection on one reader is that reader's "later"; on the next
         too, the server's (a provider's rate limit): the rest wait rather than each get a new
         connection the server closes again."""
-        again, self.shut = self.shut, True
+        again, self.shut, self.held = self.shut, True, False
         return Unreachable(f"{self.where}: {reason}") if again else Deferred(reason)
+
+    def _held(self, reason: str) -> Unreachable:
+        """A reply that reads as the sender's (`_SENDER`) holds that reader, uncounted; on the
+        next reader too, the rest of the group: a reply misread as the sender's that is one
+        reader's own then holds that reader alone, never every reader after it."""
+        again, self.held, self.shut = self.held, True, False
+        return Unreachable(f"{self.where}: {reason}", alone=not again)
 
 
 class _Dropped(Exception):
@@ -487,8 +495,9 @@ def _refused(smtp: smtplib.SMTP, code: int, resp: bytes, stage: str) -> NoReturn
 
 
 # Replies to one reader's RCPT TO or message that are the sender's, as each provider documents
-# them: every reader after would get the same, so none is failed or counted and all wait.
-# Anything else is the reader's: a 5xx fails their row, a 4xx defers it.
+# them: every reader after would get the same, so none is failed or counted and all wait (once
+# two readers in a row get one: `_Session._held`). Anything else is the reader's: a 5xx fails
+# their row, a 4xx defers it.
 _SENDER = tuple(re.compile(pattern, re.IGNORECASE) for pattern in (
     # RFC 3463 X.4.5 congestion, "useful only as a persistent transient error": Gmail's
     # "550 5.4.5 Daily user sending quota exceeded"
@@ -518,8 +527,8 @@ _SENDER = tuple(re.compile(pattern, re.IGNORECASE) for pattern in (
 
 def _refusal(words: str) -> Refused | Deferred | Unreachable:
     """A reply to one reader: a 5xx fails their row, a 4xx defers it, but one that is the
-    sender's (`_SENDER`) holds every reader after it too, none failed or counted: they wait
-    for the limit to lift or the block to be mended, as for a server not reached."""
+    sender's (`_SENDER`) is no reader's failure: it waits, uncounted, for the limit to lift or
+    the block to be mended, as for a server not reached (and the readers after it, `_held`)."""
     if any(pattern.search(words) for pattern in _SENDER):
         return Unreachable(f"{words}: a limit or block on the sender, not on the reader: the "
                            "readers wait, no try counted, until it lifts or is mended")

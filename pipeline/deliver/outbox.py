@@ -249,6 +249,7 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
     now = _aware(now).astimezone(UTC)
     report = DeliveryReport()
     down: dict[str, tuple[str, list[Delivery]]] = {}  # a channel that is down: why, and its rows
+    alone: dict[str, list[tuple[Delivery, str]]] = {}  # rows held by a reply that may be theirs
     held: dict[str, list[Delivery]] = {}  # rows of a channel the config does not have now
     readers_of = routes(channels)
     try:
@@ -282,7 +283,7 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
                 rows.append(row)
                 _wait(outbox, row, reason, now, report)
                 continue
-            _hand_over(outbox, channel, name, row, digest, now, max_attempts, report, down)
+            _hand_over(outbox, channel, name, row, digest, now, max_attempts, report, down, alone)
     finally:
         for channel in channels.values():
             channel.close()
@@ -293,6 +294,7 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
                            f"{', '.join(ids[:3])}{', ...' if len(ids) > 3 else ''}): "
                            f"they go when it is back, or `rl-digest send --drop {name}` drops "
                            "them for good")
+    report.errors += [f"{row.label}: {reason}" for rows in alone.values() for row, reason in rows]
     for reason, rows in down.values():
         if not rows:  # a hand-over cut off with no row behind it: its own line says it
             continue
@@ -334,7 +336,8 @@ def _stopped(row: Delivery, unsubscribed: Collection[str], readers: Collection[s
 
 def _hand_over(outbox: Outbox, channel: Channel, name: str, row: Delivery,
                digest: Callable[[str], Digest], now: datetime, max_attempts: int,
-               report: DeliveryReport, down: dict[str, tuple[str, list[Delivery]]]) -> None:
+               report: DeliveryReport, down: dict[str, tuple[str, list[Delivery]]],
+               alone: dict[str, list[tuple[Delivery, str]]]) -> None:
     try:
         message = channel.build(digest(row.digest_id), row.reader, row.message_id)
     except (DigestError, Stopped):  # the operator's to mend, or a stop: the whole batch's
@@ -349,9 +352,12 @@ def _hand_over(outbox: Outbox, channel: Channel, name: str, row: Delivery,
     try:
         words = channel.send(message)
     except Unreachable as exc:
-        down[name] = (exc.reason, [row])
         _wait(outbox, row, exc.reason, now, report)
-        log.warning("%s; its deliveries stay queued", exc.reason)
+        if exc.alone:  # the next row is tried: its outcome tells whose the reply was
+            alone.setdefault(name, []).append((row, exc.reason))
+        else:  # the rows held alone before wait with the rest, on one line
+            down[name] = (exc.reason, [*(held for held, _ in alone.pop(name, [])), row])
+            log.warning("%s; its deliveries stay queued", exc.reason)
     except Deferred as exc:
         _defer(outbox, row, exc.reason, now, max_attempts, report, after=exc.after)
     except Interrupted as exc:
