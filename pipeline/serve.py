@@ -15,6 +15,7 @@ and no redirect names the Host header a client sent (`Secured`).
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import socket
@@ -33,6 +34,7 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from pipeline import readers, render
 from pipeline.config import Config
@@ -54,6 +56,7 @@ HEADERS = {  # the site loads only its own scripts; the inline style of the tren
     "Referrer-Policy": "no-referrer",
 }
 PRIVATE = {"Cache-Control": "no-store", "X-Robots-Tag": "noindex"}
+HEADER_SECONDS = 20.0  # a request's headers arrive within this, or its connection is closed
 
 
 class Secured:
@@ -183,6 +186,37 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
     return found
 
 
+class Timed(H11Protocol):
+    """uvicorn's HTTP/1.1, but a request's headers must all arrive within HEADER_SECONDS of
+    the connection (or of the answer before, or of the first byte of a body we do not read):
+    uvicorn waits for them forever, so a few hundred clients sending them a byte at a time
+    (slowloris) held every connection the process may open and the server answered no one."""
+
+    deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)  # type: ignore[arg-type]
+        self._waiting()
+
+    def data_received(self, data: bytes) -> None:
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete:  # between requests: bytes of the next one
+            self._waiting()
+        super().data_received(data)
+        if self.cycle is not cycle and self.deadline:  # a new request's headers are all in
+            self.deadline.cancel()
+            self.deadline = None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.deadline:
+            self.deadline.cancel()
+        super().connection_lost(exc)
+
+    def _waiting(self) -> None:
+        if self.deadline is None:
+            self.deadline = self.loop.call_later(HEADER_SECONDS, self.transport.close)
+
+
 def run(config: Config, store: Store, links: Links, host: str, port: int,
         listening: Callable[[], None] = lambda: None) -> None:
     """Listen first, so a port another server holds is one line of ours, not uvicorn's;
@@ -201,7 +235,7 @@ def run(config: Config, store: Store, links: Links, host: str, port: int,
                               "resolves") from None
         raise DigestError(f"serve: cannot listen on {host}:{port}: {why}",
                           "another server may hold the port: stop it, or pass --port") from None
-    server = uvicorn.Server(uvicorn.Config(app(config, store, links), log_level="warning",
+    server = uvicorn.Server(uvicorn.Config(app(config, store, links), log_level="warning", http=Timed,
                                            access_log=False))  # an access log would keep every token
     with sock:
         listening()

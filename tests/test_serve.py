@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import http.client
 import re
+import socket
+import threading
+import time
 
+import uvicorn
+
+from pipeline import serve
 from tests.helpers import DAY, chromium, full_config, rl_paper, start_warm_cli
 from tests.processes import wait_for
 from tests.servers.arxiv_server import ArxivServer
@@ -110,3 +116,51 @@ def test_the_not_found_pages_home_link_stays_under_the_proxys_path(tmp_path):
         server.wait(timeout=10)
     assert homes == {"/digests/..%2f..%2fx": ["../"], "/digests/nope.html": ["../"], "/a%2Fb": ["./"],
                      "/nope": ["./"]}
+
+
+def test_a_client_that_sends_its_headers_slowly_is_cut_off(monkeypatch):
+    """Slowloris: uvicorn waited forever for a request's headers, so 1,100 connections each
+    sending 'GET / HTTP/1.1' and no more (one client) held all 1,024 files a systemd service
+    may open, and serve answered nobody. Each connection now has HEADER_SECONDS for them, at
+    its start and between requests; a client that sends them in time is served as before."""
+    monkeypatch.setattr(serve, "HEADER_SECONDS", 0.2)
+
+    async def hello(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-length", b"2")]})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(hello, port=port, http=serve.Timed, log_level="warning"))
+    thread = threading.Thread(target=server.run)
+    thread.start()
+    try:
+        wait_for(lambda: server.started, timeout=10, what="uvicorn to listen")
+        idle, slow, second = (socket.create_connection(("127.0.0.1", port), timeout=3) for _ in range(3))
+        slow.sendall(b"GET / HTTP/1.1\r\n")
+        second.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        first_answer = b""
+        while not first_answer.endswith(b"ok"):
+            first_answer += second.recv(1000)
+        second.sendall(b"GET / HTTP/1.1\r\n")  # the next request, begun and never ended
+        started = time.monotonic()
+        for _ in range(10):  # a header line every 0.05 s: never done
+            time.sleep(0.05)
+            try:
+                slow.sendall(b"X-Slow: 1\r\n")
+            except OSError:
+                break
+        cut = [sock.recv(1000) for sock in (idle, slow, second)], time.monotonic() - started
+        # in time, in pieces: served, twice on one connection
+        patient = socket.create_connection(("127.0.0.1", port), timeout=3)
+        patient.sendall(b"GET / HTTP/1.1\r\n")
+        time.sleep(0.05)
+        patient.sendall(b"Host: x\r\n\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        both = b""
+        while both.count(b"ok") < 2:
+            both += patient.recv(1000)
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+    assert first_answer.startswith(b"HTTP/1.1 200")
+    assert cut[0] == [b"", b"", b""] and cut[1] < 1  # closed: each had 0.2 s
+    assert both.count(b"HTTP/1.1 200") == 2
