@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
+import resource
 import socket
 import threading
 from collections.abc import Callable
@@ -217,6 +218,19 @@ class Timed(H11Protocol):
             self.deadline = self.loop.call_later(HEADER_SECONDS, self.transport.close)
 
 
+def more_files() -> None:
+    """Open files up to the hard limit: systemd and Docker give a process 1,024, which a
+    flood of connections fills (each held HEADER_SECONDS at most) and then serve answers no
+    one; the hard limit is most often 524,288."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        except (ValueError, OSError):  # a kernel's own ceiling (nr_open) below an unlimited hard limit
+            pass
+
+
 def run(config: Config, store: Store, links: Links, host: str, port: int,
         listening: Callable[[], None] = lambda: None) -> None:
     """Listen first, so a port another server holds is one line of ours, not uvicorn's;
@@ -237,6 +251,7 @@ def run(config: Config, store: Store, links: Links, host: str, port: int,
                           "another server may hold the port: stop it, or pass --port") from None
     server = uvicorn.Server(uvicorn.Config(app(config, store, links), log_level="warning", http=Timed,
                                            access_log=False))  # an access log would keep every token
+    more_files()
     with sock:
         listening()
         server.run(sockets=[sock])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import http.client
 import re
+import resource
 import socket
 import threading
 import time
@@ -164,3 +165,16 @@ def test_a_client_that_sends_its_headers_slowly_is_cut_off(monkeypatch):
     assert first_answer.startswith(b"HTTP/1.1 200")
     assert cut[0] == [b"", b"", b""] and cut[1] < 1  # closed: each had 0.2 s
     assert both.count(b"HTTP/1.1 200") == 2
+
+
+def test_serve_may_open_as_many_files_as_the_hard_limit_allows():
+    """systemd's 1,024 open files (soft; 524,288 hard) were all a flood of connections had to
+    fill before serve answered no one: it raises the soft limit to the hard one."""
+    before = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (64, before[1]))
+    try:
+        serve.more_files()
+        raised = resource.getrlimit(resource.RLIMIT_NOFILE)
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, before)
+    assert raised == (before[1], before[1]) if before[1] != resource.RLIM_INFINITY else raised[0] > 64
