@@ -17,6 +17,7 @@ import base64
 import hashlib
 import hmac
 import re
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
@@ -27,7 +28,11 @@ from pipeline.errors import ConfigError
 PATHS = {"unsubscribe": "u", "resubscribe": "r", "up": "f", "down": "f"}
 WEB = "web"  # the one reader behind every web-edition page: its visitors have no address
 RECIPIENT = "{recipient}"  # in email.unsubscribe_url: the reader's address, URL-quoted
-MARK = "rl-digest-reader-link"  # where a reader's token goes, in an email rendered once for all
+# Where a reader's token goes, in an email rendered once for all and made each reader's in
+# this process. Random: a link an abstract carries (a project page at
+# https://evil.example/rl-digest-reader-link.up.arxiv%3A2611.00002) was given every reader's
+# token too, for its host to read on a click, or on a mail scanner's prefetch, and post.
+MARK = "rl-digest-reader-link-" + secrets.token_hex(8)
 _MARKED = re.compile(re.escape(MARK) + r"\.(\w+)\.([^\s\"'<>)\]]*)")
 
 

@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
@@ -93,7 +94,10 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     people = ["ada@example.org", {"address": "alan@example.org", "name": "Alan Turing", "languages": ["en"]}]
-    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+    # an abstract's link that names the placeholder a reader's token once replaced
+    evil = "https://evil.example/rl-digest-reader-link.up.arxiv%3A2611.00001"
+    paper = replace(rl_paper(1, DAY), abstract=rl_paper(1, DAY).abstract + f" Project page: {evil}")
+    with ArxivServer([paper]) as arxiv, SmtpServer() as smtp:
         config = config_with(tmp_path, arxiv, smtp.port, recipients=people,
                              serve={"base_url": base + "/"})
         cli("--config", str(config), "run", "--as-of", AS_OF, env=SECRET)
@@ -181,6 +185,9 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
     in_mail = set(re.findall(r'aria-label="([^"]+)"[^>]*>(👍|👎)</a>', body(alan.message, "html")))
     assert in_mail == {("Useful", "👍"), ("Not useful", "👎")}  # in the email too, in Alan's English
     assert ada.message["List-Unsubscribe-Post"] is None  # one-click is announced for https only
+    # ...reached the reader as written: no token of theirs for evil.example to read and post
+    for part in (body(alan.message, "html"), body(alan.message, "plain")):
+        assert set(re.findall(r"https://evil\.example/[^\s\"<>]*", part)) == {evil}, part
 
 
 def page_name(tmp_path) -> str:
