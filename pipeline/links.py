@@ -33,6 +33,7 @@ RECIPIENT = "{recipient}"  # in email.unsubscribe_url: the reader's address, URL
 # https://evil.example/rl-digest-reader-link.up.arxiv%3A2611.00002) was given every reader's
 # token too, for its host to read on a click, or on a mail scanner's prefetch, and post.
 MARK = "rl-digest-reader-link-" + secrets.token_hex(8)
+ADDRESS = "rl-digest-reader-address-" + secrets.token_hex(8)  # RECIPIENT's place in such an email, as random
 _MARKED = re.compile(re.escape(MARK) + r"\.(\w+)\.([^\s\"'<>)\]]*)")
 
 

@@ -526,8 +526,10 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
     ctx["feedback"] = partial(links.placeholder, serve) if serve else None
     if serve:
         ctx["unsubscribe_url"] = links.placeholder(serve, "unsubscribe")
-    elif not personal and links.RECIPIENT in (ctx["unsubscribe_url"] or ""):
-        ctx["unsubscribe_url"] = None  # a public copy has no reader to unsubscribe: reply, it says
+    elif links.RECIPIENT in (url := ctx["unsubscribe_url"] or ""):  # an email's gets each reader's
+        # address where only we wrote it (an LLM's 'https://evil.example/?u={recipient}' got it too);
+        # a public copy has no reader to unsubscribe: reply, it says
+        ctx["unsubscribe_url"] = url.replace(links.RECIPIENT, links.ADDRESS) if personal else None
     base = ctx["base_url"]
     digest = shown(digest, settings.languages)
     sections, featured = listed(settings, digest)

@@ -20,6 +20,7 @@ import socket
 import sqlite3
 import stat
 import subprocess
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -387,8 +388,12 @@ def test_a_bouncing_reader_taken_off_the_list_is_no_longer_offered_a_resend(tmp_
 
 def test_an_unsubscribe_url_with_recipient_names_each_readers_address_in_header_and_footer(tmp_path, cli):
     """email.unsubscribe_url's {recipient} became 'Ada Lovelace <ada@example.org>', quoted, in
-    List-Unsubscribe, and stayed '{recipient}' in the footer link every reader clicks."""
-    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+    List-Unsubscribe, and stayed '{recipient}' in the footer link every reader clicks. Only
+    the URL's: an abstract's (or an LLM's) 'https://evil.example/a?u={recipient}' stays as
+    written, a URL mail clients link, where it named each reader's address for evil.example."""
+    hostile = "https://evil.example/a?u={recipient}"
+    paper = replace(rl_paper(1, DAY), abstract=f"{rl_paper(1, DAY).abstract} Data: {hostile}")
+    with ArxivServer([paper]) as arxiv, SmtpServer() as smtp:
         config = config_with(tmp_path, arxiv, smtp.port,
                              recipients=["Ada Lovelace <ada@example.org>", "grace@example.org"],
                              email={"unsubscribe_url": "https://lists.example.org/leave?u={recipient}&l=rl"})
@@ -399,7 +404,8 @@ def test_an_unsubscribe_url_with_recipient_names_each_readers_address_in_header_
         assert str(got.message["List-Unsubscribe"]).startswith(f"<{mine}>")
         text, html = (got.message.get_body((kind,)).get_content() for kind in ("plain", "html"))
         assert mine in text and mine.replace("&", "&amp;") in html
-        assert "{recipient}" not in text + html and "%7Brecipient%7D" not in text + html
+        assert hostile in text and hostile in html
+        assert "{recipient}" not in (text + html).replace(hostile, "") and "%7Brecipient%7D" not in text + html
 
 
 @pytest.mark.parametrize("url, header", [

@@ -38,7 +38,7 @@ from pipeline import render
 from pipeline.config import Email, Reader
 from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import DeliveryError
-from pipeline.links import RECIPIENT, Links
+from pipeline.links import ADDRESS, RECIPIENT, Links
 from pipeline.models import Digest
 
 log = logging.getLogger(__name__)
@@ -298,8 +298,8 @@ class EmailChannel:
             unsubscribe = self.links.url("unsubscribe", who.address)
         elif unsubscribe and RECIPIENT in unsubscribe:  # the footer's link is this reader's too
             mine = quote(who.address, safe="")
-            text = text.replace(RECIPIENT, mine)
-            html = html.replace(RECIPIENT, mine) if html is not None else None
+            text = text.replace(ADDRESS, mine)
+            html = html.replace(ADDRESS, mine) if html is not None else None
         msg = build_message(
             sender=self.cfg.from_, recipient=who.mailbox, subject=subject, text=text, html=html,
             digest_id=digest.id, list_id=self.list_id, unsubscribe_mailto=self.sender_addr,
