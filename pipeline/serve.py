@@ -20,13 +20,13 @@ import errno
 import os
 import resource
 import socket
-import threading
 from collections.abc import Callable
 from email.utils import parseaddr
 from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import MutableHeaders
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -45,7 +45,6 @@ from pipeline.links import WEB, Claim, Links
 from pipeline.models import seed_key
 from pipeline.store import Store
 
-_WRITE = threading.Lock()
 READER_PATHS = ("/u/", "/r/", "/f/")  # the token pages: they name a reader's address
 READER_METHODS = "GET, HEAD, POST"
 HEADERS = {  # the site loads only its own scripts; the inline style of the trend chart's swatches
@@ -99,6 +98,10 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
     site = Path(config.outputs.dir) / "site"  # looked for at each request: a run may write it later
     # where a reply "unsubscribe" goes (with email off, nothing is mailed to unsubscribe from)
     sender = parseaddr(config.email.from_)[1] or None if config.email.enabled else None
+    # One write at a time, so two clicks never lose one, waited for without a thread: 40 POSTs
+    # queued behind a database a run held took every thread of the pool, and the site and
+    # every page stopped answering until the run let go.
+    writing = asyncio.Lock()
 
     def answer(request: Request, name: str, status: int = 200, *, address: str | None = None,
                **more: object) -> HTMLResponse:
@@ -131,24 +134,24 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         address = links.reader(claim, addresses)
         return (address, claim) if address else None
 
-    def subscription(request: Request) -> HTMLResponse:
+    async def subscription(request: Request) -> HTMLResponse:
         token = request.path_params["token"]
         action = "unsubscribe" if request.url.path.startswith("/u/") else "resubscribe"
-        found = reader_of(token, (action,))
+        found = await run_in_threadpool(reader_of, token, (action,))
         if found is None:  # a link refused is no dead end: the footer's other way out
             return answer(request, "refused", 403, reply=sender if action == "unsubscribe" else None)
         address, _ = found
         if request.method != "POST":  # GET, and the HEAD link checkers send: ask, change nothing
             return answer(request, f"confirm_{action}", address=address, action=token)
-        with _WRITE:
-            store.set_reader_status(address, readers.UNSUBSCRIBED if action == "unsubscribe"
-                                    else readers.ACTIVE)
+        async with writing:
+            await run_in_threadpool(store.set_reader_status, address, readers.UNSUBSCRIBED
+                                    if action == "unsubscribe" else readers.ACTIVE)
         if action == "unsubscribe":
             return answer(request, "unsubscribed", address=address, other=links.url("resubscribe", address))
         return answer(request, "resubscribed", address=address)
 
-    def feedback(request: Request) -> HTMLResponse:
-        found = reader_of(request.path_params["token"], tuple(readers.VERDICTS))
+    async def feedback(request: Request) -> HTMLResponse:
+        found = await run_in_threadpool(reader_of, request.path_params["token"], tuple(readers.VERDICTS))
         # taken off the list, their old emails' links teach no more (a line with a typo is no
         # removal: while one names no reader, as delivery has it, nobody is taken off)
         removed = found is not None and found[0] != WEB and not config.recipient_problems() and \
@@ -156,13 +159,14 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
         if found is None or not found[1].paper or removed:
             return answer(request, "refused", 403)
         address, claim = found
-        paper, reader = title_of(claim.paper), None if address == WEB else address
+        paper, reader = await run_in_threadpool(title_of, claim.paper), None if address == WEB else address
         if request.method != "POST":
             return answer(request, "confirm_feedback", address=reader, action=request.path_params["token"],
                           verdict=claim.action, paper=paper)
         undo = request.query_params.get("undo") == "1"
-        with _WRITE:
-            readers.record_verdict(store, address, claim.paper, None if undo else claim.action)
+        async with writing:
+            await run_in_threadpool(readers.record_verdict, store, address, claim.paper,
+                                    None if undo else claim.action)
         if undo:
             return answer(request, "undone", address=reader, paper=paper)
         return answer(request, "thanks", address=reader, verdict=claim.action, paper=paper,

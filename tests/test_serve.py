@@ -8,12 +8,15 @@ import http.client
 import re
 import resource
 import socket
+import sqlite3
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import uvicorn
 
 from pipeline import serve
+from pipeline.links import Links
 from tests.helpers import DAY, chromium, full_config, rl_paper, start_warm_cli
 from tests.processes import wait_for
 from tests.servers.arxiv_server import ArxivServer
@@ -91,8 +94,8 @@ def test_serve_started_before_the_first_run_serves_the_site_once_a_run_writes_it
     assert index == (200, (tmp_path / "out" / "site" / "index.html").read_text("utf-8"))
 
 
-def _page(port: int, path: str) -> tuple[int, str]:
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+def _page(port: int, path: str, timeout: float = 10) -> tuple[int, str]:
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     connection.request("GET", path)
     answer = connection.getresponse()
     found = answer.status, answer.read().decode("utf-8")
@@ -178,3 +181,39 @@ def test_serve_may_open_as_many_files_as_the_hard_limit_allows():
     finally:
         resource.setrlimit(resource.RLIMIT_NOFILE, before)
     assert raised == (before[1], before[1]) if before[1] != resource.RLIM_INFINITY else raised[0] > 64
+
+
+def test_votes_waiting_on_a_database_a_run_holds_leave_the_site_answering(tmp_path):
+    """A run holding the database (SQLite's write lock) and 41 POSTs of the web edition's 👍
+    link, which every public page carries: each took one of the pool's 40 threads while it
+    waited, and / and every token page went unanswered until the run let go (up to the busy
+    timeout, 30 s, and again with the next 41). They now wait without a thread."""
+    with ArxivServer([]) as arxiv:
+        config = full_config(tmp_path, arxiv)
+    (tmp_path / "out" / "site").mkdir(parents=True)
+    (tmp_path / "out" / "site" / "index.html").write_text("home", encoding="utf-8")
+    secret = "a-long-test-secret-for-signing-links"
+    port = free_port()
+    vote = "/f/" + Links(f"http://127.0.0.1:{port}/", secret).on_the_web("up", "arxiv:2611.00001").rsplit("/", 1)[1]
+    server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port),
+                            env={"RL_DIGEST_SECRET": secret})
+    try:
+        wait_for(lambda: _up(port), timeout=60, what="serve to listen", proc=server)
+        run = sqlite3.connect(tmp_path / "state" / "digest.sqlite3", isolation_level=None)
+        run.execute("BEGIN IMMEDIATE")
+        with ThreadPoolExecutor(41) as pool:
+            votes = [pool.submit(ask, port, "POST", vote) for _ in range(41)]
+            time.sleep(0.1)
+            started = time.monotonic()
+            try:
+                home, refused = _page(port, "/", timeout=3), ask(port, "GET", "/u/x")
+            finally:
+                waited = time.monotonic() - started
+                run.execute("ROLLBACK")
+                run.close()
+            voted = [v.result().status for v in votes]
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert home == (200, "home") and refused.status == 403 and waited < 1
+    assert voted == [200] * 41  # each recorded once the run let go
