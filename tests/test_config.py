@@ -6,8 +6,11 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import get_args, get_origin
 
 import pytest
+import yaml
+from pydantic import BaseModel
 
 from pipeline import config
 from pipeline.errors import ConfigError
@@ -19,6 +22,63 @@ def test_bundled_config_is_valid_and_complete():
     assert cfg.sources.arxiv.categories[:2] == ["cs.LG", "cs.CL"]
     assert cfg.languages == ["zh", "en"]
     assert cfg.enrich.api_key_env == "OPENAI_API_KEY"
+
+
+def sections(model: type[BaseModel], where: str = "") -> dict[str, type[BaseModel] | None]:
+    """Every key of the config model by its dotted path: a mapping of keys (a section, or
+    an optional one such as outputs.git) to its model, any other key to None. The entries
+    of a list (topics, channels, email.to) are not walked."""
+    found: dict[str, type[BaseModel] | None] = {}
+    for name, field in model.model_fields.items():
+        if model is config.Config and name == "path":
+            continue  # the file itself, not a key
+        path = f"{where}{field.alias or name}"
+        kinds = () if get_origin(field.annotation) is list else get_args(field.annotation)
+        inner = next((kind for kind in (field.annotation, *kinds)  # a model, or a model | None
+                      if isinstance(kind, type) and issubclass(kind, BaseModel)), None)
+        found[path] = inner
+        if inner is not None:
+            found.update(sections(inner, path + "."))
+    return found
+
+
+def test_the_commented_default_holds_every_key_there_is():
+    """config.yaml is the commented default (CONTRACT: every key documented in the README
+    and the commented config): a key the model takes that it lacks has no comment anywhere."""
+    default = yaml.safe_load((ROOT / "config.yaml").read_text(encoding="utf-8"))
+    missing = []
+    for path in sections(config.Config):
+        *parents, key = path.split(".")
+        holder = default
+        for part in parents:
+            holder = holder.get(part) if isinstance(holder, dict) else None
+        if isinstance(holder, dict) and key not in holder:
+            missing.append(path)
+    assert missing == ["sources.arxiv.html_url"]  # the older key, still read; README names it
+
+
+def test_the_readme_config_table_names_every_key_there_is_and_no_other():
+    """Each key README's table names is one the config takes (a renamed key left behind is
+    refused by config check), and each key the config takes is named there: by its path,
+    under a row for its section (`email.*` rows name each key), or under a named parent."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    rows = [row.split("|")[1:3] for row in table.splitlines() if row.startswith("| `")]
+    keys = sections(config.Config)
+    named = {name for first, _ in rows for name in re.findall(r"`([a-z_.]+?)(?:\.\*)?`", first)}
+    assert sorted(named - set(keys)) == []
+    starred = {name: cell for first, cell in rows for name in re.findall(r"`([a-z_.]+)\.\*`", first)}
+    weights = {"relevance", "digest.importance"}  # their many weights: config.yaml's comments
+    unnamed = []
+    for path, inner in keys.items():
+        parent, _, key = path.rpartition(".")
+        if inner is not None or path in named or f"`{path}`" in table:
+            continue
+        if parent in starred and (f"`{key}`" in starred[parent] or parent in weights):
+            continue
+        if not any(path.startswith(name + ".") for name in named - set(starred)):
+            unnamed.append(path)
+    assert unnamed == []
 
 
 def test_a_partial_config_takes_the_rest_from_defaults(tmp_path):
