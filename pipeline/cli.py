@@ -223,7 +223,7 @@ def _streams_that_write_chinese() -> None:
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_path", envvar="RL_DIGEST_CONFIG",
               type=click.Path(path_type=Path, readable=False),  # config.load says why it cannot read one
-              help="Config file (default ./config.yaml, or $RL_DIGEST_CONFIG).")
+              help="Config file (default: $RL_DIGEST_CONFIG, else ./config.yaml).")
 @click.option("-v", "--verbose", count=True,
               help="More logging, tracebacks on errors; -vv adds the HTTP libraries' lines.")
 @click.option("-q", "--quiet", is_flag=True,
@@ -434,7 +434,8 @@ def _since(value: str, config: config_mod.Config) -> datetime:
 
 @main.command()
 @click.option("--digest", "digest_id", help="Digest id (YYYY-MM-DD); default: the latest.")
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "txt"]), default="md")
+@click.option("--format", "fmt", type=click.Choice(["md", "html", "txt"]), default="md",
+              show_default=True, help="Markdown, HTML or plain text.")
 @OUTPUT
 @pass_state
 def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -> None:

@@ -75,6 +75,18 @@ def test_without_a_config_a_command_stops_and_writes_nothing(tmp_path, cli):
     assert "database: " in cli("status", env={"RL_DIGEST_CONFIG": str(config)}).stdout
 
 
+def test_the_variable_wins_over_a_config_in_the_folder_as_the_help_says(tmp_path, cli):
+    """--help read 'default ./config.yaml, or $RL_DIGEST_CONFIG', which says the folder's
+    file comes first; the variable does (README: Global options)."""
+    (tmp_path / "config.yaml").write_text("languages: [fr]\n", encoding="utf-8")  # would exit 2
+    (tmp_path / "elsewhere").mkdir()
+    config = write_config(tmp_path / "elsewhere")
+    checked = cli("config", "check", cwd=tmp_path, env={"RL_DIGEST_CONFIG": str(config)})
+    assert checked.stdout.startswith(f"{config}: ok")
+    assert "(default: $RL_DIGEST_CONFIG, else ./config.yaml)" in " ".join(cli("--help").stdout.split())
+    assert "[default: md]" in cli("render", "--help").stdout  # what render writes without --format
+
+
 def test_offline_is_a_preview_that_records_nothing(tmp_path, cli):
     config = write_config(tmp_path)
     cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
