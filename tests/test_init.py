@@ -66,6 +66,19 @@ def test_the_filled_in_env_file_loaded_as_the_next_steps_say_is_enough(tmp_path,
     assert shell.stdout.strip() == f"{tmp_path / 'config.yaml'}: ok"
 
 
+def test_a_value_with_a_space_quoted_as_the_env_file_says_is_loaded_whole(tmp_path, cli):
+    """An app password 'abcd efgh ijkl mnop' written bare: `. .env` set SMTP_PASSWORD to
+    nothing and ran 'efgh' as a command, and the cron line went on without the password."""
+    cli("init", str(tmp_path))
+    example = (tmp_path / ".env.example").read_text(encoding="utf-8")
+    quoted = re.search(r"^#\s+(SMTP_PASSWORD='[^']* [^']*')$", example, re.M).group(1)
+    (tmp_path / ".env").write_text(example.replace("SMTP_PASSWORD=\n", quoted + "\n"), encoding="utf-8")
+    shell = subprocess.run(["sh", "-c", f"set -a; . {shlex.quote(str(tmp_path / '.env'))}; set +a; "
+                            "printf %s \"$SMTP_PASSWORD\""], env={}, capture_output=True, text=True, timeout=10)
+    assert (shell.stdout, shell.stderr) == (quoted.split("=", 1)[1].strip("'"), "")
+    assert env_file(tmp_path / ".env")["SMTP_PASSWORD"].strip("'") == shell.stdout  # systemd, Compose
+
+
 def test_the_next_steps_paste_into_a_shell_for_a_folder_with_a_space(tmp_path, cli):
     """They printed `cp /srv/周报 digest/.env.example /srv/周报 digest/.env`: pasted, cp read
     four paths and failed, and `--config /srv/周报 digest/config.yaml` named a folder."""
