@@ -10,6 +10,7 @@ import subprocess
 
 import yaml
 
+from pipeline.config import read_recipients
 from tests.helpers import ROOT, cli_command, write_config
 
 
@@ -77,6 +78,19 @@ def test_a_value_with_a_space_quoted_as_the_env_file_says_is_loaded_whole(tmp_pa
                             "printf %s \"$SMTP_PASSWORD\""], env={}, capture_output=True, text=True, timeout=10)
     assert (shell.stdout, shell.stderr) == (quoted.split("=", 1)[1].strip("'"), "")
     assert env_file(tmp_path / ".env")["SMTP_PASSWORD"].strip("'") == shell.stdout  # systemd, Compose
+
+
+def test_the_starter_readers_show_a_name_and_languages_and_read_as_shown(tmp_path, cli):
+    """It said 'one address a line' and showed two bare addresses: nothing told the reader of
+    it that a name and lang=en are taken, as README's Readers shows."""
+    cli("init", str(tmp_path))
+    path = tmp_path / "readers.txt"
+    path.write_text(re.sub(r"^# (\S+@|\w+ \w+ <)", r"\1", path.read_text(encoding="utf-8"), flags=re.M),
+                    encoding="utf-8")
+    readers = read_recipients(path)
+    assert readers[1] == [] and len(readers[0]) == 2
+    assert [(r.address, r.name, r.languages) for r in readers[0]] == [
+        ("ada@example.org", None, None), ("alan@example.org", "Alan Turing", ["en"])]
 
 
 def test_the_next_steps_paste_into_a_shell_for_a_folder_with_a_space(tmp_path, cli):
