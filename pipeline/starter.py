@@ -8,6 +8,8 @@ is data like every other template.
 from __future__ import annotations
 
 import shlex
+import shutil
+import sys
 from pathlib import Path
 
 import jinja2
@@ -34,4 +36,17 @@ def write(directory: Path) -> tuple[list[Path], str]:
     env = jinja2.Environment()
     env.filters["sh"] = shlex.quote  # the steps are commands to paste: a folder may hold a space
     steps = env.from_string((source / "next_steps.txt.j2").read_text(encoding="utf-8"))
-    return targets, steps.render(dir=directory)
+    return targets, steps.render(dir=directory, command=shell_command(sys.argv[0]))
+
+
+def shell_command(argv0: str) -> str:
+    """How the steps start this rl-digest: `rl-digest` when PATH finds this one, else its
+    path (a venv's bin/ is often not on PATH: /opt/rl-digest/.venv/bin/rl-digest init
+    /etc/rl-digest printed steps whose `rl-digest` the shell did not find)."""
+    script = Path(argv0)
+    if script.name != "rl-digest" or len(script.parts) == 1:  # python -m pipeline, or found by PATH
+        return "rl-digest"
+    found = shutil.which("rl-digest")
+    if found and Path(found).resolve() == script.resolve():
+        return "rl-digest"
+    return shlex.quote(str(script.absolute()))

@@ -7,9 +7,11 @@ import os
 import re
 import shlex
 import subprocess
+import sys
 
 import yaml
 
+from pipeline import starter
 from pipeline.config import read_recipients
 from tests.helpers import ROOT, cli_command, write_config
 
@@ -91,6 +93,25 @@ def test_the_starter_readers_show_a_name_and_languages_and_read_as_shown(tmp_pat
     assert readers[1] == [] and len(readers[0]) == 2
     assert [(r.address, r.name, r.languages) for r in readers[0]] == [
         ("ada@example.org", None, None), ("alan@example.org", "Alan Turing", ["en"])]
+
+
+def test_the_next_steps_name_rl_digest_by_its_path_when_path_does_not_find_it(tmp_path, monkeypatch):
+    """README's Deploying runs /opt/rl-digest/.venv/bin/rl-digest init /etc/rl-digest (the venv's
+    bin/ not on PATH); the steps it printed said `rl-digest --config ...`: command not found."""
+    venv, other = tmp_path / "opt venv" / "bin", tmp_path / "usr" / "bin"
+    for folder in (venv, other):
+        folder.mkdir(parents=True)
+        (folder / "rl-digest").write_text("#!/bin/sh\n", encoding="utf-8")
+        (folder / "rl-digest").chmod(0o755)
+    script = str(venv / "rl-digest")
+    monkeypatch.setenv("PATH", str(other))  # another rl-digest, or none, is found first
+    monkeypatch.setattr(sys, "argv", [script, "init", str(tmp_path / "etc")])
+    steps = starter.write(tmp_path / "etc")[1]
+    assert f"  4. {shlex.quote(script)} --config {tmp_path / 'etc' / 'config.yaml'} config check" in steps
+    monkeypatch.setenv("PATH", f"{other.parent / 'none'}:{venv}")  # PATH finds this one
+    assert starter.shell_command(script) == "rl-digest"
+    assert starter.shell_command("rl-digest") == "rl-digest"  # started through PATH
+    assert starter.shell_command("/x/pipeline/__main__.py") == "rl-digest"  # python -m pipeline
 
 
 def test_the_next_steps_paste_into_a_shell_for_a_folder_with_a_space(tmp_path, cli):
