@@ -10,6 +10,7 @@ is milliseconds). Synthetic days: 100 new papers per category and evening, 1 in 
 
 from __future__ import annotations
 
+import argparse
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -66,6 +67,7 @@ def measure(config_path: Path, as_of: datetime, seeds: bool) -> dict[str, int]:
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__.split("\n\n")[0]).parse_args()  # --help, not a run
     cats = load(None).sources.arxiv.categories
     start = datetime(2026, 11, 16, 12, tzinfo=UTC)
     per_day = 100 * len(cats)  # 100 new papers per category and evening
