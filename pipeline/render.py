@@ -121,8 +121,9 @@ def _md_char(text: str, i: int) -> str:
 
 
 def safe_url(value: object) -> str:
-    """A link target we are willing to emit: http(s), mailto or a relative path; else '#'."""
-    url = "".join(str(value or "").split())
+    """A link target we are willing to emit: http(s), mailto or a relative path; else '#'.
+    Control characters go, as a browser drops them: "\\x01javascript:" is javascript: there."""
+    url = "".join(re.sub(r"[\x00-\x1f\x7f]", "", str(value or "")).split())
     if not url:
         return "#"
     scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", url)

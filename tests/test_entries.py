@@ -83,6 +83,15 @@ def test_a_big_week_keeps_both_languages_in_every_email_entry():
     assert "本邮件为节选" in html  # the header links the whole digest
 
 
+def test_a_link_a_browser_reads_as_javascript_is_never_emitted():
+    """A browser drops control characters from a URL before it reads the scheme: a target
+    "\x01javascript:..." passed the scheme check and ran as javascript: there."""
+    for hidden in ("\x01javascript:alert(1)", "java\x00script:alert(1)", "\x7fjavascript:alert(1)",
+                   " \tJaVaScRiPt:alert(1)", "data:text/html,<script>alert(1)</script>"):
+        assert render.safe_url(hidden) == "#", hidden
+    assert render.safe_url(" https://arxiv.org/abs/2611.00002\n") == "https://arxiv.org/abs/2611.00002"
+
+
 def test_a_javascript_link_in_an_abstract_stays_dead_text_in_every_format():
     digest = replace(fx.digest(), featured=(fx.LAMBDA, fx.HACKING))  # its abstract is shown
     cfg = fx.config()
