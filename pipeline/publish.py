@@ -75,8 +75,10 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
     files["feed.xml"] = write_atomic(out / "feed.xml", feed)
     report.files += [str(path) for path in files.values()]
     if config.outputs.site:
+        stored = {did: fp for did, fp in store.digest_fingerprints().items()  # this run's is rendered
+                  if digest is None or did != digest.id}
         report.files += [str(path) for path in site.build(settings, out / "site", shown, updated,
-                                                          feedback, moved)]
+                                                          feedback, moved, stored)]
         report.files += [str(path) for path in papers[0].changed]
     if options.offline:  # a preview: files only, nothing sent, nothing recorded
         return

@@ -7,6 +7,7 @@ forward at start by numbered steps written against them, never rebuilt.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -764,6 +765,14 @@ class Store:
         with self.engine.connect() as conn:
             row = conn.execute(query.limit(1)).mappings().first()
         return dict(row) if row is not None else None
+
+    def digest_fingerprints(self) -> dict[str, str]:
+        """Each stored digest's id -> a hash of its stored text, which changes when the digest
+        does (`readers --forget` scrubs one): the site renders only the pages whose changed."""
+        query = sa.select(digests.c.id, sa.cast(digests.c.data, sa.Text))
+        with self.engine.connect() as conn:
+            return {did: hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+                    for did, text in conn.execute(query)}
 
     def listed_per_topic(self, after: str, until: str, known: Collection[str] = ()
                          ) -> list[tuple[str, str | None, int, str | None]]:
