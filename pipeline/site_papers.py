@@ -404,13 +404,16 @@ def _searchable(entry: Entry, languages: Sequence[str]) -> str:
 
 
 def _updates(digests: Mapping[str, Digest] | Sequence[Digest]) -> dict[str, list[dict]]:
-    """Paper key -> the Updates that later digests listed for it, oldest first (the digests
-    read one at a time)."""
-    found: dict[str, list[dict]] = {}
+    """Paper key -> the Updates that later digests listed for it, oldest first: from the
+    stored digests' Updates alone (publish.StoredDigests.updates), or each digest read."""
     digests = render.by_id(digests)
-    for digest_id in sorted(digests):
-        for update in digests[digest_id].updates:
-            found.setdefault(update.key, []).append({"digest": digest_id, "changes": update.changes})
+    stored = getattr(digests, "updates", None)  # the database's digests: their Updates only
+    listed = stored() if stored else {did: [(u.key, u.changes) for u in digests[did].updates]
+                                      for did in digests}
+    found: dict[str, list[dict]] = {}
+    for digest_id in sorted(listed):
+        for key, changes in listed[digest_id]:
+            found.setdefault(key, []).append({"digest": digest_id, "changes": changes})
     return found
 
 

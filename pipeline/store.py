@@ -774,6 +774,13 @@ class Store:
             return {did: hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
                     for did, text in conn.execute(query)}
 
+    def digest_updates(self) -> dict[str, list[dict]]:
+        """Each stored digest's Updates alone (as compose.digest_to_dict wrote them), by id:
+        what the papers' pages show, without decoding every digest whole every week."""
+        query = sa.select(digests.c.id, digests.c.data["updates"])
+        with self.engine.connect() as conn:
+            return {did: found or [] for did, found in conn.execute(query)}
+
     def listed_per_topic(self, after: str, until: str, known: Collection[str] = ()
                          ) -> list[tuple[str, str | None, int, str | None]]:
         """(digest id, topic, papers, None) for the digests with after < id <= until: the

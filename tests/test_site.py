@@ -251,6 +251,30 @@ def two_weeks(tmp_path: Path, cli, title: str | None = None, **extra) -> Path:
     return tmp_path / "out" / "site"
 
 
+def test_the_papers_pages_take_the_stored_digests_updates_without_decoding_each_digest(tmp_path, monkeypatch):
+    """The papers' pages name the Updates later digests listed: every stored digest was
+    decoded whole for them every week (5.7 s a run at 300 digests); now only their Updates
+    are read, this run's digest in place of its stored copy."""
+    from datetime import UTC, datetime
+
+    from pipeline import compose, publish, site_papers
+    from pipeline.config import load
+    from pipeline.store import Store
+
+    config = load(write_config(tmp_path, {"outputs": {"dir": str(tmp_path / "out")}}, seeds=False))
+    store = Store.open(config.storage.url)
+    moment = datetime(2026, 11, 30, tzinfo=UTC)
+    for day in ("2026-11-16", "2026-11-23"):
+        store.save_digest(day, (moment, moment), compose.digest_to_dict(replace(fx.digest(), id=day)), [], [])
+    shown = publish.StoredDigests(store, replace(fx.digest(), id="2026-11-23", updates=()))  # this run's
+    decoded, whole = [], publish.stored_digest
+    monkeypatch.setattr(publish, "stored_digest", lambda s, did: decoded.append(did) or whole(s, did))
+    news = {fx.UPDATE.key: [{"digest": "2026-11-16", "changes": fx.UPDATE.changes}]}
+    assert site_papers._updates(shown) == news and decoded == []
+    assert site_papers._updates([shown[d] for d in shown]) == news  # as the digests read whole say
+    store.close()
+
+
 def test_two_weekly_runs_build_a_site_with_no_broken_link(tmp_path, cli):
     folder = two_weeks(tmp_path, cli)
     pages = site_pages(folder)
