@@ -1,7 +1,7 @@
 """A year of weekly use: how run time, database and out/ grow, and whether the digests stay right.
 
     RL_DIGEST_SHARED=../shared .venv/bin/python benchmarks/year.py [--weeks 52] [--readers 3] [--scale 1]
-        [--outages] [--keep]
+        [--outages] [--keep] [--probe FILE]
 
 Users run rl-digest every week for years, so this drives the installed `rl-digest` (beside
 sys.executable) as cron would: `collect` on Wednesday and Friday at 14:00 and `run` on Monday
@@ -19,20 +19,29 @@ The checks at the end: every announced paper the query matches was stored; every
 paper is in exactly one digest's paper list; each reader got each digest exactly once; one
 digest per Monday that had something new to publish; no command failed outside an outage.
 The script exits 1 when one fails; --keep leaves the folder to look into.
+
+--probe FILE also times, after each Monday's run, what a reader or operator does between runs
+(`status`, `readers`, `export --format bibtex`, `serve` loading the site's index, the newest
+digest and the papers page) and counts each table's rows, each state/ file and each out/
+folder, every fourth week and the last, one JSON line a week into FILE, and prints them as a
+table: for the long horizons, what grows faster than the papers it keeps.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import re
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass, replace
@@ -266,6 +275,7 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=1, help="copies of the dev corpus over the weeks")
     parser.add_argument("--outages", action="store_true", help="arXiv down one week, SMTP another")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder and print its path")
+    parser.add_argument("--probe", type=Path, help="time status, readers, export, serve (JSON lines)")
     args = parser.parse_args()
     if args.weeks < (5 if args.outages else 1):
         parser.error("--weeks: at least 1, and 5 with --outages")
@@ -295,7 +305,7 @@ def main() -> None:
             "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp.port,
                       "security": "none", "timeout_seconds": 10, "recipients_file": "readers.txt"},
         })
-        weeks, failed = simulate(folder, config, mondays, arxiv, smtp, outages)
+        weeks, failed = simulate(folder, config, mondays, arxiv, smtp, outages, args.probe)
         messages = list(smtp.messages)
     total = time.perf_counter() - began
 
@@ -309,6 +319,8 @@ def main() -> None:
                  "papers stored"], shown))
     print(f"\n{total:.0f} s in all: runs {sum(k.run for k in weeks):.0f} s, "
           f"collects {sum(sum(k.collects) for k in weeks):.0f} s (the stand-ins share the machine)\n")
+    if args.probe:
+        print(probe_table(args.probe) + "\n")
     checks = invariants(folder, cal, items, mondays, messages, readers, outages[0], failed)
     print(table(["check", "result", "detail"], checks))
     if args.keep:
@@ -320,7 +332,8 @@ def main() -> None:
 
 
 def simulate(folder: Path, config: Path, mondays: list[date], arxiv: SimArxiv, smtp: SmtpServer,
-             outages: tuple[int | None, int | None]) -> tuple[list[Week], list[str]]:
+             outages: tuple[int | None, int | None], probe: Path | None = None
+             ) -> tuple[list[Week], list[str]]:
     """Every command of every week, timed (its output goes to commands.log); sizes after each
     run; the commands that failed outside an outage, with their last line on stderr."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RL_DIGEST")}
@@ -355,9 +368,74 @@ def simulate(folder: Path, config: Path, mondays: list[date], arxiv: SimArxiv, s
         this.run, this.db_mb, this.out_mb = seconds, folder_mb(folder / "state"), folder_mb(folder / "out")
         this.peak_mb = int(peak.read_text()) / 1024
         this.papers = rows_of(folder, "select count(*) from papers")[0][0]
+        if probe and (week % 4 == 0 or week == len(mondays) - 1):  # every fourth week, and the last
+            with probe.open("a", encoding="utf-8") as handle:
+                handle.write(json.dumps({"week": week + 1, "monday": f"{this.monday}",
+                                         "run": round(seconds, 2), "peak_mb": round(this.peak_mb),
+                                         **probed(folder, config, env)}) + "\n")
         print(f"week {week + 1}/{len(mondays)} {this.monday}: run {seconds:.1f} s, exit {done.returncode}: "
               f"{done.stdout.strip()[:100]}", file=sys.stderr, flush=True)
     return weeks, failed
+
+
+def probed(folder: Path, config: Path, env: dict[str, str]) -> dict:
+    """Seconds of the commands a user runs between runs, rows per table, bytes per file and folder."""
+    def timed(*args: str) -> float:
+        started = time.perf_counter()
+        subprocess.run([str(CLI), "--config", str(config), *args], cwd=folder, env=env,
+                       capture_output=True, timeout=600, check=True)
+        return round(time.perf_counter() - started, 2)
+
+    found: dict = {"status": timed("status"), "readers": timed("readers"),
+                   "export": timed("export", "--format", "bibtex", "-o", str(folder / "export.bib"))}
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    server = subprocess.Popen([str(CLI), "--config", str(config), "serve", "--port", str(port)], cwd=folder,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        server.stdout.readline()  # "serving on ..."
+        site = folder / "out" / "site"
+        newest = max(site.rglob("20*.html"), default=None)
+        pages = ["", "papers/index.html"] + ([str(newest.relative_to(site))] if newest else [])
+        started = time.perf_counter()
+        for page in pages:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/{page}", timeout=60) as answer:
+                answer.read()
+        found["serve"] = round(time.perf_counter() - started, 2)
+    finally:
+        server.terminate()
+        server.wait()
+    tables = [name for (name,) in rows_of(folder, "select name from sqlite_master where type = 'table'")]
+    found["rows"] = {name: rows_of(folder, f"select count(*) from {name}")[0][0] for name in tables}
+    found["table_kb"] = {name: round(n / 1024) for name, n in rows_of(
+        folder, "select name, sum(pgsize) from dbstat group by name")} if _has_dbstat(folder) else {}
+    found["state_kb"] = {p.name: round(p.stat().st_size / 1024)
+                         for p in (folder / "state").rglob("*") if p.is_file()}
+    out = folder / "out"
+    found["out_kb"] = {p.name: round(folder_mb(p) * 1024) if p.is_dir() else round(p.stat().st_size / 1024)
+                       for p in out.iterdir()}
+    found["site_files"] = sum(1 for p in (out / "site").rglob("*") if p.is_file())
+    return found
+
+
+def probe_table(path: Path) -> str:
+    """The probed weeks: the commands' seconds and the rows and sizes that grow."""
+    weeks = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    names = ["papers", "runs", "enrichments", "digest_items", "deliveries"]
+    return table(["week", "run s", "status s", "readers s", "export s", "serve s",
+                  *(f"{n} rows" for n in names), "database KB", "out/site KB", "site files"],
+                 [[w["week"], w["run"], w["status"], w["readers"], w["export"], w["serve"],
+                   *(w["rows"].get(n, 0) for n in names), w["state_kb"].get("digest.sqlite3", 0),
+                   w["out_kb"].get("site", 0), w["site_files"]] for w in weeks])
+
+
+def _has_dbstat(folder: Path) -> bool:
+    try:
+        rows_of(folder, "select 1 from dbstat limit 1")
+        return True
+    except sqlite3.Error:
+        return False
 
 
 def invariants(folder: Path, cal: Calendar, items: list[list[Version]], mondays: list[date], messages,
