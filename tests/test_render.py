@@ -409,6 +409,23 @@ def test_html_english_lines_and_titles_in_a_chinese_email_are_tagged_english(htm
     assert page.css(".en") and {lang_of(node) for node in page.css(".en")} == {"en"}
 
 
+def test_the_comparison_is_a_data_table_a_screen_reader_can_walk(html, digest):
+    """Each cell is announced with its paper and its row's name: the titles head their
+    columns, the dimensions their rows; every other table is layout, and says so."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    page = LexborHTMLParser(html)
+    tables = page.css("table")
+    assert [t.attributes.get("class") for t in tables if t.attributes.get("role") != "presentation"] == ["cmp"]
+    rows = page.css("table.cmp tr")
+    assert [th.attributes.get("scope") for th in rows[0].css("th")] == ["col"] * (1 + len(digest.featured))
+    assert not rows[0].css("td")
+    for row in rows[1:]:
+        cells = row.css("th, td")
+        assert cells[0].tag == "th" and cells[0].attributes.get("scope") == "row", cells[0].html
+        assert [c.tag for c in cells[1:]] == ["td"] * len(digest.featured)
+
+
 def test_html_is_an_email_layout(html):
     assert "<style>" in html and "@media only screen and (max-width: 520px)" in html
     assert "max-width: 640px" in html and "<!--[if mso]>" in html

@@ -209,8 +209,11 @@ def test_a_seed_shown_before_its_paper_was_found_links_the_papers_entry_now(tmp_
 def test_without_a_model_the_facts_table_names_each_topic_in_both_languages_tagged(tmp_path):
     site.build(fx.config(), tmp_path, [fx.plain_digest()], "2026-12-07T08:00:00+08:00")
     page = HTMLParser((tmp_path / "digests" / "2026-12-07.html").read_text("utf-8"))
-    row = next(tr for tr in page.css("table.cmp tr") if tr.css("td") and "Topic" in tr.css("td")[0].text())
-    cells = row.css("td")[1:]
+    rows = page.css("table.cmp tr")
+    assert [th.attributes.get("scope") for th in rows[0].css("th")] == ["col"] * 3  # titles head the columns
+    row = next(tr for tr in rows[1:] if "Topic" in tr.css_first("th").text())
+    assert row.css_first("th").attributes.get("scope") == "row"  # each cell read with its row's name
+    cells = row.css("td")
     assert len(cells) == 2  # the two featured papers, each cell one span per language
     for cell, key in zip(cells, ("multimodal", "analysis"), strict=True):
         names = {node.attributes["data-l"]: node.text() for node in cell.css("[data-l]")}
