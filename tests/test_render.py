@@ -426,6 +426,16 @@ def test_the_comparison_is_a_data_table_a_screen_reader_can_walk(html, digest):
         assert [c.tag for c in cells[1:]] == ["td"] * len(digest.featured)
 
 
+def test_a_link_in_the_email_is_underlined_not_told_by_its_colour_alone(html):
+    """Blue #1d4ed8 against the text's #18181b is 2.6:1, under WCAG 1.4.1's 3:1: a link in a
+    line of text keeps its underline; only the bordered "read the paper" button drops it."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    links = LexborHTMLParser(html).css("a")
+    plain = [a.attributes.get("class") for a in links if "text-decoration: none" in (a.attributes.get("style") or "")]
+    assert len(links) > 20 and set(plain) == {"btn"}
+
+
 def test_html_is_an_email_layout(html):
     assert "<style>" in html and "@media only screen and (max-width: 520px)" in html
     assert "max-width: 640px" in html and "<!--[if mso]>" in html

@@ -220,6 +220,15 @@ def test_without_a_model_the_facts_table_names_each_topic_in_both_languages_tagg
         assert names == {"zh": fx.NAMES[key].zh, "en": fx.NAMES[key].en}
 
 
+def test_a_link_in_the_text_is_underlined_only_the_menus_stand_apart():
+    """A link told from the text by its colour alone fails WCAG 1.4.1 (under 3:1 against the
+    text, in light and dark): only the header's menu drops the underline."""
+    css = (ROOT / "templates" / "site" / "assets" / "site.css").read_text("utf-8")
+    rules = re.findall(r"([^{}]+)\{([^{}]*)\}", re.sub(r"/\*.*?\*/", "", css, flags=re.S))
+    plain = [sel.strip() for sel, body in rules if re.search(r"text-decoration:\s*none", body)]
+    assert plain and all(s.startswith("header.top nav") for p in plain for s in p.split(",")), plain
+
+
 def test_a_link_named_differently_in_each_language_follows_the_switch(tmp_path):
     """代码 / Code, 项目主页 / Project page: tagged per language like every other label (they
     stayed English when a reader chose 中文); arXiv and PDF read the same in both."""
