@@ -165,6 +165,9 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
     for shown in (web_thanks[1], missing[1]):  # a screen reader: one heading, each language voiced as itself
         tree = HTMLParser(shown)
         assert len(tree.css("h1")) == 1 and tree.css_first("html").attributes["lang"] == "zh-CN"
+        assert tree.css_first("main h1") and tree.css_first('meta[name="color-scheme"]').attributes[
+            "content"] == "light dark"  # a landmark to jump to; dark for a reader who asked for it
+        assert "@media (prefers-color-scheme:dark){body{background:#18181b;color:#f4f4f5}a{color:#93c5fd}}" in shown
         for node in tree.body.traverse(include_text=True):
             text = node.text_content or ""
             if node.tag != "-text" or not re.search(r"[A-Za-z]{3,}|[\u4e00-\u9fff]", text):
