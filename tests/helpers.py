@@ -529,3 +529,9 @@ def ids_in(text: str) -> list[str]:
     text = re.sub(r"## 本周看点 · Highlights\n.*?(?=\n## )", "", text, flags=re.S)
     text = re.sub(r"^.*↑ 见上文精选解读.*$", "", text, flags=re.M)
     return re.findall(r"https://arxiv\.org/abs/(\d{4}\.\d{5})", text)
+
+
+def untagged(html: str) -> str:
+    """The email with its labels' language tags taken off (本周论文 · <span lang="en">This
+    week's papers</span>), to find a label's words whole."""
+    return re.sub(r'<span lang="(?:en|zh-CN)">([^<]*)</span>', r"\1", html)

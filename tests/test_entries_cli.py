@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.helpers import CATS, DAY, KEY, ROOT, full_config, rl_paper, write_config
+from tests.helpers import CATS, DAY, KEY, ROOT, full_config, rl_paper, untagged, write_config
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer, ok
 
@@ -19,7 +19,8 @@ CJK = re.compile(r"[\u3000-\u303f\u3400-\u9fff\uff00-\uffef]")
 
 def outputs(tmp_path, day: str) -> dict[str, str]:
     folder = tmp_path / "out" / "digests"
-    return {fmt: (folder / f"{day}.{fmt}").read_text(encoding="utf-8") for fmt in ("md", "html", "txt")}
+    read = {fmt: (folder / f"{day}.{fmt}").read_text(encoding="utf-8") for fmt in ("md", "html", "txt")}
+    return {**read, "html": untagged(read["html"])}
 
 
 @pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.sources.arxiv_rss import split_authors
 from pipeline.text import at_sentence, clean, clean_name, for_terminal, xml_safe
-from tests.helpers import CATS, DAY, config_for, full_config, rl_paper, write_config
+from tests.helpers import CATS, DAY, config_for, full_config, rl_paper, untagged, write_config
 from tests.processes import config_with
 from tests.servers.arxiv_server import EMPTY, OK, RSS_TYPE, ArxivServer, raw
 from tests.servers.openai_server import OpenAIServer, Reply, default_content, ok
@@ -257,7 +257,7 @@ def test_every_llm_text_and_config_key_at_its_bound_keeps_the_email_under_100_kb
     raw = received.data.replace(b"\r\n", b"\n").replace(b"\n", b"\r\n")  # as it went on the wire
     part = re.search(rb"Content-Type: text/html.*?\r\n\r\n(.*?)\r\n--", raw, re.S)
     assert part and len(part.group(1)) <= 100_000, len(part.group(1)) if part else raw[:2000]
-    mailed = received.message.get_body(("html",)).get_content()
+    mailed = untagged(received.message.get_body(("html",)).get_content())  # labels' words whole
     head = mailed.split('class="head"', 1)[1].split("</td>", 1)[0]
     assert "本邮件为节选" in head and f'href="https://example.org/site/digests/{AS_OF}.html"' in head
     assert "本周看点" in mailed and mailed.count(zh[:400]) >= 3  # the highlights stay whole

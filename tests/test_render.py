@@ -26,7 +26,7 @@ from pipeline.deliver.email import WIRE_POLICY, build_message
 from pipeline.models import Paper, paper_key
 from pipeline.render import display_width, md_escape, wrap
 from tests import fixtures_digest as fx
-from tests.helpers import chromium
+from tests.helpers import chromium, untagged
 
 GOLDEN = Path(__file__).parent / "golden"
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -409,6 +409,30 @@ def test_html_english_lines_and_titles_in_a_chinese_email_are_tagged_english(htm
     assert page.css(".en") and {lang_of(node) for node in page.css(".en")} == {"en"}
 
 
+@pytest.mark.parametrize("languages", [("zh", "en"), ("en", "zh")])
+def test_the_emails_headings_and_labels_voice_each_language_as_itself(digest, languages):
+    """本周看点 · Highlights: the half in the message's other language carries its lang (the
+    English of a zh-CN message was read in a Chinese voice, the Chinese of an en one skipped),
+    in the headings, the comparison's header cells, "why it matters", a reading's parts, the trends' topics."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    html = render.digest_html(fx.config(languages=languages), digest, READING)
+    page = LexborHTMLParser(html)
+    assert page.css_first("html").attributes["lang"] == {"zh": "zh-CN", "en": "en"}[languages[0]]
+    checked = 0
+    for node in page.css("h1, h2, h3, th, .why > strong, .btn, .en > strong, .trend-row, .feature p > strong"):
+        for text in node.traverse(include_text=True):
+            words = text.text_content or ""
+            if text.tag != "-text" or not re.search(r"[A-Za-z]{3,}|[\u4e00-\u9fff]", words):
+                continue
+            up = text.parent
+            while "lang" not in up.attributes:
+                up = up.parent
+            assert up.attributes["lang"] == ("zh-CN" if re.search(r"[\u4e00-\u9fff]", words) else "en"), words
+            checked += 1
+    assert checked > 40
+
+
 def test_the_comparison_is_a_data_table_a_screen_reader_can_walk(html, digest):
     """Each cell is announced with its paper and its row's name: the titles head their
     columns, the dimensions their rows; every other table is layout, and says so."""
@@ -501,6 +525,7 @@ def test_a_one_line_entry_costs_the_email_its_text_not_a_table_cell_of_styles():
 def listed_under_topics(html: str, d: fx.Digest) -> dict[str, str]:
     """Each paper of the week the email names, by key: the topic it is under (its name)."""
     found: dict[str, str] = {}
+    html = untagged(html)
     papers = html.split("本周论文 · This week's papers</h2>", 1)[1].split("<h2", 1)[0]
     for part in papers.split("<h3")[1:]:
         heading = part.split("</h3>", 1)[0].split(">", 1)[1].split(" (", 1)[0]
@@ -525,7 +550,7 @@ def test_an_oversized_email_is_trimmed_and_points_to_the_whole_digest():
     assert listed_under_topics(html, d) == {e.key: f"{s.name_zh} · {s.name_en}"
                                             for s in d.sections for e in s.entries}
     assert "篇论文见完整版" not in html and "篇本主题论文见完整版" not in html
-    header = html.split('class="head"', 1)[1].split("</td>", 1)[0]
+    header = untagged(html).split('class="head"', 1)[1].split("</td>", 1)[0]
     assert ("本邮件为节选，完整文字见完整版 This email is shortened; the whole digest has every text in full"
             f'</strong>: <a href="{d.id}.md"') in header
     assert "PRISM: Distribution Alignment" in html and "综合洞察" in html  # featured stay
@@ -537,7 +562,7 @@ def test_an_oversized_email_is_trimmed_and_points_to_the_whole_digest():
     ranked = [e.key for e in sorted((e for s in busy.sections for e in s.entries), key=lambda e: -(e.score or 0))
               if not e.curated]
     assert 100 < len(named) < 300 and set(ranked[:len(named) - 40]) <= set(named)
-    assert f'… +{300 - len(named)} 篇论文见完整版 more papers in the whole digest: <a href="{d.id}.md"' in html
+    assert f'… +{300 - len(named)} 篇论文见完整版 more papers in the whole digest: <a href="{d.id}.md"' in untagged(html)
     # Clipping comes first: a little too big only loses English text.
     clipped = render.digest_html(fx.config(), fx.many(30, scale=2), 500)
     assert clipped.count('class="paper"') == 30 and "…" in clipped
@@ -552,7 +577,7 @@ def test_a_trimmed_email_keeps_the_updates_that_fit_and_counts_the_rest():
                            url=f"https://arxiv.org/abs/2610.{k:05d}", title_zh="奖励模型的早期论文",
                            changes=(("version", "1", "2"),)) for k in range(300))
     d = replace(fx.many(60), updates=news)
-    html = render.digest_html(fx.config(), d, 500)
+    html = untagged(render.digest_html(fx.config(), d, 500))
     assert render.as_sent(html) <= render.EMAIL_LIMIT
     shown = [int(k) for k in re.findall(r"Update (\d+): an earlier", html)]
     assert 0 < len(shown) < 300 and shown == list(range(len(shown)))
@@ -582,7 +607,7 @@ def test_a_trimmed_email_keeps_every_topic_with_its_whole_count():
     """The text part is whole; the HTML one must not read as a different week: each topic
     keeps its heading and full count, and says how many of its papers the whole digest has."""
     d = fx.many(300)
-    html = render.digest_html(fx.config(), d, 500)
+    html = untagged(render.digest_html(fx.config(), d, 500))
     text = render.digest_text(fx.config(), d, 500)
     left = 0
     for s in d.sections:
@@ -602,7 +627,7 @@ def test_a_trimmed_emails_papers_line_counts_the_papers_it_left_out_not_the_read
     past digest.max_papers are in the reading list, not the whole digest, and keep their own
     line (they were added in: '+N more papers in the whole digest', N 7 too many)."""
     d = replace(fx.many(300), left_out=tuple(f"arxiv:2612.{k:05d}" for k in range(7)))
-    html = render.digest_html(fx.config(), d, 500)
+    html = untagged(render.digest_html(fx.config(), d, 500))
     more = re.search(r"… \+(\d+) 篇论文见完整版 more papers in the whole digest", html)
     assert more and int(more.group(1)) == 300 - len(listed_under_topics(html, d))
     assert "… +7 篇论文见阅读清单 more papers in the reading list" in html
@@ -618,7 +643,7 @@ def test_a_trimmed_email_links_the_digests_web_copy_when_the_site_is_served():
                                     (fx.config(base_url="https://example.org/out/"),
                                      f"https://example.org/out/digests/{d.id}.md",
                                      f"https://example.org/out/digests/{d.id}.html")):
-        html = render.digest_html(settings, d, 500)
+        html = untagged(render.digest_html(settings, d, 500))
         more = re.search(r'… \+(\d+) 篇论文见完整版 more papers in the whole digest: <a href="([^"]+)"[^>]*>([^<]+)<', html)
         assert more and int(more.group(1)) == 300 - len(listed_under_topics(html, d)) and more.group(2) == whole
         assert more.group(3) == "在线阅读 View online"  # not its file name, a host in .md (Moldova)

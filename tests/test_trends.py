@@ -111,7 +111,7 @@ def test_movers_are_the_largest_changes_against_last_week_without_the_noise():
 
 # --- rendered ------------------------------------------------------------------------------
 
-def trend_block(html: str, heading: str = "主题趋势 · Trends") -> str:
+def trend_block(html: str, heading: str = '主题趋势 · <span lang="en">Trends</span>') -> str:
     start = html.index(heading + "</h2>")
     return html[start:html.index("\n</td></tr>", start)]
 
@@ -127,7 +127,7 @@ def test_the_email_chart_is_a_table_of_bars_with_topic_names_escaped():
     assert ".trend .trend-bar { background: #a5b4fc !important; }" in html
     assert "Tools &lt;script&gt; &amp; 'agents' | *x*" in block and "<script>" not in block
     assert "&lt;b&gt;工具&lt;/b&gt; &amp; 智能体" in block and "<b>" not in block
-    assert "Algorithms and objectives · <strong>31</strong>" in block and "(19)</span>" in block
+    assert '算法与目标 · <span lang="en">Algorithms and objectives</span> · <strong>31</strong>' in block and "(19)</span>" in block
     assert "Movers: Algorithms and objectives 31 papers, up from 19" in block
     # A week without a digest shows as unknown, not as zero.
     gap = replace(fx.TRENDS, topics=(replace(fx.WEEKS[0], counts=(4, 19, None, 31)),), movers=())
