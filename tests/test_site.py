@@ -568,26 +568,27 @@ def test_the_language_switch_hides_the_other_language_and_survives_a_reload(tmp_
       var zh = d.querySelector('p[data-l=zh]'), en = d.querySelector('p[data-l=en]');
       var pressed = d.querySelector('[aria-pressed=true]');
       seen.push({zh: shown(zh), en: shown(en), langs: shown(d.querySelector('.langs')),
-                 pressed: pressed && pressed.getAttribute('data-choose')});
+                 pressed: pressed && pressed.getAttribute('data-choose'), lang: d.documentElement.lang});
       step += 1;
       if (step === 1) {  // choose English, then reload the page
         d.querySelector('[data-choose=en]').click();
-        seen.push({zh: shown(zh), en: shown(en), text: d.body.innerText});
+        seen.push({zh: shown(zh), en: shown(en), text: d.body.innerText, lang: d.documentElement.lang});
         w.location.reload();
       } else {  // after the reload: back to Chinese
         d.querySelector('[data-choose=zh]').click();
-        seen.push({zh: shown(zh), en: shown(en)});
+        seen.push({zh: shown(zh), en: shown(en), lang: d.documentElement.lang});
         done(seen);
       }""")
     first, clicked, reloaded, chinese = found
-    assert first == {"zh": True, "en": True, "langs": True, "pressed": "both"}
+    # the page's lang follows the choice: what is left untagged is voiced in the language read
+    assert first == {"zh": True, "en": True, "langs": True, "pressed": "both", "lang": "zh-CN"}
     english = clicked.pop("text")
-    assert clicked == {"zh": False, "en": True}
+    assert clicked == {"zh": False, "en": True, "lang": "en"}
     # Chosen English, the page reads in English: tags, counts, curated marks, topic names
     # and the trends too; only the switch keeps its own 中文 button.
     assert chinese_left(english) == []
-    assert reloaded == {"zh": False, "en": True, "langs": True, "pressed": "en"}  # remembered
-    assert chinese == {"zh": True, "en": False}
+    assert reloaded == {"zh": False, "en": True, "langs": True, "pressed": "en", "lang": "en"}  # remembered
+    assert chinese == {"zh": True, "en": False, "lang": "zh-CN"}
 
 
 

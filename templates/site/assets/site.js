@@ -5,6 +5,9 @@
   var KEY = "rl-digest-language";
   var root = document.documentElement;
   var shown = (root.getAttribute("data-langs") || "").split(" ");
+  /* the page's language follows the choice, so a screen reader voices what is left untagged
+     (names, counts, punctuation) in it; the tags are labels.j2's */
+  var TAGS = {zh: "zh-CN", en: "en", both: root.getAttribute("lang")};
   if (shown.indexOf("zh") < 0 || shown.indexOf("en") < 0) {
     return; /* one language: nothing to switch */
   }
@@ -22,6 +25,7 @@
       choice = "both";
     }
     root.setAttribute("data-show", choice);
+    root.setAttribute("lang", TAGS[choice]);
     /* Options and placeholders hold plain text: swap it (the text for both is kept aside). */
     var plain = document.querySelectorAll("[data-zh][data-en]");
     for (var j = 0; j < plain.length; j++) {
