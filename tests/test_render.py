@@ -460,6 +460,46 @@ def test_a_link_in_the_email_is_underlined_not_told_by_its_colour_alone(html):
     assert len(links) > 20 and set(plain) == {"btn"}
 
 
+def contrast(fore: str, back: str) -> float:
+    """WCAG 2's contrast ratio of two #rrggbb colours."""
+    def lum(colour: str) -> float:
+        rgb = [int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        r, g, b = (c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb)
+        return 0.2126 * r + 0.7152 * g + 0.0722 * b
+    high, low = sorted((lum(fore), lum(back)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_every_text_colour_of_the_email_and_the_site_reads_at_wcag_aa_light_and_dark():
+    """4.5:1 for each text colour on the card or the page, and for the text on the shaded
+    header cells, in light and in the dark palette (12-13 px text: no large-text allowance)."""
+    templates = Path(__file__).parents[1] / "templates"
+    light, dark = (templates / "partials" / "email.css").read_text("utf-8").split("prefers-color-scheme: dark")
+
+    def rule(css: str, selector: str, prop: str) -> str:
+        body = re.search(r"(?m)^\s*" + re.escape(selector) + r" \{([^}]*)\}", css)
+        assert body, selector
+        return re.search(rf"(?<![-\w]){prop}: (#[0-9a-f]{{6}})", body.group(1)).group(1)
+
+    texts = {"light": [rule(light, sel, "color") for sel in ("td", ".meta", ".en", ".zh-title", ".tag", "a",
+                                                             ".small", ".trend-before", "h3")],
+             "dark": [rule(dark, sel, "color") for sel in ("td, h1, h2, h3, p, strong", "a", ".tag",
+                                                           ".meta, .small, .en, .zh-title", ".trend-before")]}
+    backs = {"light": [rule(light, ".card", "background"), rule(light, ".cmp th", "background")],
+             "dark": [rule(dark, ".card", "background"), rule(dark, ".cmp th", "background")]}
+    # every colour on the card; the shaded header cells hold the plain text colour only
+    found = {(scheme, fore, back): round(contrast(fore, back), 2) for scheme in texts
+             for n, fore in enumerate(texts[scheme]) for back in backs[scheme][:1 if n else 2]}
+    site = (templates / "site" / "assets" / "site.css").read_text("utf-8")
+    for scheme, block in zip(("light", "dark"), re.findall(r":root \{([^}]*)\}", site), strict=True):
+        var = dict(re.findall(r"--(\w+): (#[0-9a-f]{6})", block))
+        for fore in ("text", "muted", "soft", "link", "tag"):
+            for back in ("bg", "card"):
+                found[(f"site {scheme}", fore, back)] = round(contrast(var[fore], var[back]), 2)
+        found[(f"site {scheme}", "text", "accent")] = round(contrast(var["text"], var["accent"]), 2)
+    assert len(found) > 30 and {k: v for k, v in found.items() if v < 4.5} == {}
+
+
 def test_html_is_an_email_layout(html):
     assert "<style>" in html and "@media only screen and (max-width: 520px)" in html
     assert "max-width: 640px" in html and "<!--[if mso]>" in html
