@@ -397,6 +397,11 @@ def test_html_english_lines_and_titles_in_a_chinese_email_are_tagged_english(htm
 
     page = LexborHTMLParser(html)
     assert page.css_first("html").attributes["lang"] == "zh-CN"
+    # webmail drops <html>: the message's wrapper says its language again, and what it is
+    wrapper = page.css_first("body > div[role=article]")
+    assert wrapper.attributes["lang"] == "zh-CN" and wrapper.attributes["aria-roledescription"] == "email"
+    assert wrapper.attributes["aria-label"] == render.digest_subject(fx.config(), digest)
+    assert wrapper.css_first("table.outer") and not page.css("body > table")
 
     def lang_of(node):
         while "lang" not in node.attributes:
