@@ -747,33 +747,35 @@ def test_a_retry_after_on_a_later_part_is_kept_too(tmp_path, cli):
     assert "as the other side asked (Retry-After)" in hourly.stderr
 
 
-@pytest.mark.parametrize("kind", ["feishu", "dingtalk"])
-def test_a_feishu_or_dingtalk_post_stays_under_its_20_kb_with_a_raised_top(tmp_path, cli, kind):
+def test_a_feishu_or_dingtalk_post_stays_under_its_20_kb_with_a_raised_top(tmp_path, cli):
     """Feishu refuses a body over 20 KB for good, DingTalk one over 20,000 bytes (errcode
     460101; DingTalk's went whatever its size): with `top: 100` and a big week, fewer papers
-    a topic go in, as many as fit."""
+    a topic go in, as many as fit. One run posts to both: each channel fits its own post."""
     long = "GRPO-style reinforcement learning for large language model reasoning with verifiable rewards, "
     papers = [rl_paper(n, DAY, title=f"{long * 2}study {n}") for n in range(1, 151)]
-    with ArxivServer(papers) as arxiv, ChatServer(kind, secret=SECRETS[kind]) as server:
-        servers = {kind: server}
+    kinds = ("feishu", "dingtalk")
+    with ExitStack() as stack:
+        arxiv = stack.enter_context(ArxivServer(papers))
+        servers = {kind: stack.enter_context(ChatServer(kind, secret=SECRETS[kind])) for kind in kinds}
         config = chat_config(tmp_path, arxiv, servers, top=100)
         cli("--config", str(config), "run", "--as-of", AS_OF, env=env_for(servers))
-    assert server.malformed == []
-    (request,) = server.requests
-    body = request.body
-    assert len(request.raw) <= 20_000
-    shown = re.findall(r"study (\d+)", post_text(kind, body))
-    assert 10 < len(shown) < 100  # trimmed to fit (100 would be 2x too big), not to nothing
-    assert f"digests/{AS_OF}.html" in post_text(kind, body)  # the whole digest a link away
+    for kind, server in servers.items():
+        assert server.malformed == [], kind
+        (request,) = server.requests
+        body = request.body
+        assert len(request.raw) <= 20_000, kind
+        shown = re.findall(r"study (\d+)", post_text(kind, body))
+        assert 10 < len(shown) < 100, kind  # trimmed to fit (100 would be 2x too big), not to nothing
+        assert f"digests/{AS_OF}.html" in post_text(kind, body)  # the whole digest a link away
 
 
-@pytest.mark.parametrize("kind", ["feishu", "dingtalk"])
-def test_ten_featured_papers_at_their_bounds_go_to_feishu_or_dingtalk_in_posts_that_fit(tmp_path, cli, kind):
+def test_ten_featured_papers_at_their_bounds_go_to_feishu_or_dingtalk_in_posts_that_fit(tmp_path, cli):
     """Ten featured papers with every reason at its bound and long highlights are past 20 KB
     with no topic's papers at all: the card goes on in a second post (and a third), each
     under the limit, the link to the whole digest in the last (one post went, refused).
     A post is UTF-8 JSON, a Chinese character 3 bytes of the 20,000: it went as requests'
-    `json=` sends, each one \\uXXXX, 6 bytes, in 11 posts of 11 KB, one paper each."""
+    `json=` sends, each one \\uXXXX, 6 bytes, in 11 posts of 11 KB, one paper each. One run
+    posts to both."""
     zh = "这是一句很长的中文解读，用来把每个字段都写到它的上限。" * 60
     en = "A long English reading written up to the bound of its field. " * 70
 
@@ -788,22 +790,27 @@ def test_ten_featured_papers_at_their_bounds_go_to_feishu_or_dingtalk_in_posts_t
         return ok(content)
 
     papers = [rl_paper(n, DAY) for n in range(1, 13)]
-    with ArxivServer(papers) as arxiv, OpenAIServer(long_answers) as llm, \
-            ChatServer(kind, secret=SECRETS[kind]) as server:
-        servers = {kind: server}
+    kinds = ("feishu", "dingtalk")
+    with ExitStack() as stack:
+        arxiv = stack.enter_context(ArxivServer(papers))
+        llm = stack.enter_context(OpenAIServer(long_answers))
+        servers = {kind: stack.enter_context(ChatServer(kind, secret=SECRETS[kind])) for kind in kinds}
         config = full_config(tmp_path, arxiv, llm, digest={"featured": 10, "max_papers": 30},
-                             channels=[channel_entry(kind)], outputs={"base_url": "https://digest.example.org/rl/"})
+                             channels=[channel_entry(kind) for kind in kinds],
+                             outputs={"base_url": "https://digest.example.org/rl/"})
         ran = cli("--config", str(config), "run", "--as-of", AS_OF,
                   env={"OPENAI_API_KEY": "k", **env_for(servers)})
-    assert server.malformed == [] and "0 failed" in ran.stdout
-    sent = [request.raw for request in server.requests]
-    assert 1 < len(sent) <= 5 and all(len(raw) <= 20_000 for raw in sent)
-    assert all(request.content_type == "application/json; charset=utf-8" for request in server.requests)
-    assert all(zh[:20].encode() in raw and b"\\u" not in raw for raw in sent[1:-1])
-    texts = [post_text(kind, body) for body in server.posts]
-    featured = set(re.findall(r"GRPO variant (\d+) for", "\n".join(texts)))
-    assert len(featured) >= 10 and "".join("".join(texts).split()).count("".join(zh[:1500].split())) >= 10
-    assert f"digests/{AS_OF}.html" in texts[-1]
+    assert "0 failed" in ran.stdout
+    for kind, server in servers.items():
+        assert server.malformed == [], kind
+        sent = [request.raw for request in server.requests]
+        assert 1 < len(sent) <= 5 and all(len(raw) <= 20_000 for raw in sent), kind
+        assert all(request.content_type == "application/json; charset=utf-8" for request in server.requests)
+        assert all(zh[:20].encode() in raw and b"\\u" not in raw for raw in sent[1:-1]), kind
+        texts = [post_text(kind, body) for body in server.posts]
+        featured = set(re.findall(r"GRPO variant (\d+) for", "\n".join(texts)))
+        assert len(featured) >= 10 and "".join("".join(texts).split()).count("".join(zh[:1500].split())) >= 10
+        assert f"digests/{AS_OF}.html" in texts[-1], kind
 
 
 @pytest.mark.slow
