@@ -408,15 +408,13 @@ def test_an_unsubscribe_url_with_recipient_names_each_readers_address_in_header_
         assert "{recipient}" not in (text + html).replace(hostile, "") and "%7Brecipient%7D" not in text + html
 
 
-@pytest.mark.parametrize("url, header", [
-    ("https://lists.example.org/退订?u={recipient}&n=a b",
-     "https://lists.example.org/%E9%80%80%E8%AE%A2?u=ada%40example.org&n=a%20b"),
-    ("https://例子.example/u?u={recipient}", "https://xn--fsqu00a.example/u?u=ada%40example.org"),
-])
-def test_an_unsubscribe_url_outside_ascii_goes_in_list_unsubscribe_as_a_uri(tmp_path, cli, url, header):
+def test_an_unsubscribe_url_outside_ascii_goes_in_list_unsubscribe_as_a_uri(tmp_path, cli):
     """An email.unsubscribe_url with Chinese in it made every run 'unexpected error:
     UnicodeEncodeError' with nothing mailed, and the reader's row 'hand-over interrupted' for
-    good; a space went into the header as it was, which ends a URI there (RFC 3986)."""
+    good; a space went into the header as it was, which ends a URI there (RFC 3986). A host
+    outside ASCII: test_email.py, test_an_unsubscribe_url_with_a_host_outside_ascii_..."""
+    url = "https://lists.example.org/退订?u={recipient}&n=a b"
+    header = "https://lists.example.org/%E9%80%80%E8%AE%A2?u=ada%40example.org&n=a%20b"
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
         config = config_with(tmp_path, arxiv, smtp.port, recipients=["ada@example.org"],
                              email={"unsubscribe_url": url})

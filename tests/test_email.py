@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.config import Email
-from pipeline.deliver.email import EmailChannel, build_message
+from pipeline.deliver.email import EmailChannel, build_message, message_bytes
 from pipeline.deliver.outbox import (
     MAX_ATTEMPTS,
     RESENT,
@@ -129,6 +129,19 @@ def test_one_message_per_recipient_with_headers_and_parts(store: Store) -> None:
         assert row["status"] == "sent"
         assert row["message_id"] == message_id
         assert row["attempts"] == 1 and row["sent_at"] and row["next_attempt"] is None
+
+
+def test_an_unsubscribe_url_with_a_host_outside_ascii_goes_in_list_unsubscribe_as_its_a_label() -> None:
+    """The host's case of test_delivery_cli.py's test_an_unsubscribe_url_outside_ascii_...,
+    whose run builds its message here: the header holds a URI, the message goes as ASCII."""
+    msg = build_message(sender="RL Digest <digest@example.org>", recipient="Ada <ada@example.org>",
+                        subject="周报", text="t", html="<p>h</p>", digest_id=DIGEST, list_id="rl.example.org",
+                        unsubscribe_mailto="digest@example.org", unsubscribe_url="https://例子.example/u?u={recipient}",
+                        date=NOW)
+    assert message_bytes(msg).isascii()
+    assert str(msg["List-Unsubscribe"]).split() == [
+        "<https://xn--fsqu00a.example/u?u=ada%40example.org>,", "<mailto:digest@example.org?subject=unsubscribe>"]
+    assert msg["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
 
 
 def test_build_message_without_unsubscribe_url() -> None:
