@@ -17,6 +17,7 @@ when the command ends, and closes the connection when the process has exited.
 
 from __future__ import annotations
 
+import atexit
 import gc
 import importlib
 import json
@@ -25,6 +26,7 @@ import select
 import signal
 import socket
 import sys
+import threading
 import time
 import traceback
 
@@ -43,6 +45,11 @@ def serve(path: str, script: str | None = None) -> None:
     for target in [*REGISTRY.values(), *channels.REGISTRY.values()]:  # loaded as configured
         importlib.import_module(target.partition(":")[0])
     learn.shipped()  # the packaged model, read once per process
+    try:  # PostgreSQL's driver, which a command loads when storage.url names a server (~0.3 s)
+        import psycopg  # noqa: F401
+        import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401
+    except ImportError:  # the [postgres] extra is not installed: those cases skip
+        pass
 
     own = _path_entries(os.environ.get("PYTHONPATH"))
     if sys.path[1:1 + len(own)] != own:
@@ -111,8 +118,25 @@ def _child(conn: socket.socket, main, own: list[str], script: str | None) -> Non
         print(status, file=sys.stderr)
         status = 1
     conn.sendall(f"exit {status}\n".encode())
-    sys.exit(status)  # a normal interpreter exit (atexit, SQLite's last close); the client
-    # waits for this connection to close, which is when the process has ended
+    _exit(status)  # the client waits for this connection to close: when the process has ended
+
+
+def _exit(status: int) -> None:
+    """End as the interpreter ends a fresh process, but for its last step: wait for the
+    threads, run the atexit functions (logging's flush, tempfile's cleanup), free what the
+    command left (gc.collect: SQLite's last close of a connection it dropped), flush the
+    streams (exit 120 if that fails, as Python's). The last step, tearing down every
+    module, writes to the refcount of each object this fork inherited and so copies every
+    page: 0.1 s of CPU for `--version`, 0.6 s after a run, for each command."""
+    threading._shutdown()  # type: ignore[attr-defined]
+    atexit._run_exitfuncs()
+    gc.collect()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            status = 120
+    os._exit(status)
 
 
 if __name__ == "__main__":
