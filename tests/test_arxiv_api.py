@@ -254,8 +254,12 @@ def test_fewer_distinct_ids_than_total_results_restarts_the_search():
         (MALFORMED, "malformed XML"),
         (HTML_PAGE, "an HTML page instead of the API's Atom feed"),
         (raw(b"<rss version='2.0'><channel/></rss>"), "not an Atom feed (root element <rss>)"),
+        (raw(b"<?xml version='1.0' encoding='UTF-4'?><feed xmlns='http://www.w3.org/2005/Atom'/>"),
+         "malformed XML from the arXiv API (unknown encoding: UTF-4)"),  # found by fuzzing
+        (raw(b"<?xml version='1.0' encoding='UTF-7'?><feed xmlns='http://www.w3.org/2005/Atom'/>"),
+         "malformed XML from the arXiv API (multi-byte encodings are not supported)"),
     ],
-    ids=["malformed", "html-200", "not-atom"],
+    ids=["malformed", "html-200", "not-atom", "unknown-encoding", "multi-byte-encoding"],
 )
 def test_bad_page_fails_at_once_naming_the_url(fault, cause):
     with ArxivServer([paper(1)]) as server:

@@ -282,7 +282,7 @@ def _read_page(page: Fetched) -> _Scan:
         raise SourceError(f"{shown(page.url)}: an HTML page instead of the API's Atom feed")
     try:
         scan = _scan(text.xml_safe(page.body))
-    except expat.ExpatError as exc:
+    except (expat.ExpatError, LookupError, ValueError) as exc:  # an encoding expat cannot read
         raise SourceError(f"{shown(page.url)}: malformed XML from the arXiv API ({exc})") from None
     if scan.root != _ATOM_FEED:
         raise SourceError(f"{shown(page.url)}: not an Atom feed (root element <{_local(scan.root)}>)")
