@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -246,6 +247,37 @@ def test_fewer_distinct_ids_than_total_results_restarts_the_search():
 
     assert [p.id for p in found] == [paper(n).id for n in range(6)]
     assert [r.query["start"] for r in server.requests] == ["0", "3", "0", "3"]
+
+
+class DateAltered(ArxivServer):
+    """Its second paper's <published> as `published` says (None: left out)."""
+
+    published: str | None = None
+
+    def _entry(self, paper):
+        entry = super()._entry(paper)
+        if paper.id != self.papers[1].id:
+            return entry
+        tag = "" if self.published is None else f"<published>{self.published}</published>"
+        return re.sub(r"<published>[^<]*</published>", tag, entry)
+
+
+@pytest.mark.parametrize("published, cause", [
+    ("2024-01-01 01:00 EST", "could not read the arXiv API's answer "
+                             "(ValueError: Invalid isoformat string: '2024-01-01 01:00 EST')"),
+    (None, "http://arxiv.org/abs/2401.00001v1 without a date the arxiv package reads "
+           "(<published>, <updated>)"),
+], ids=["not-iso", "missing"])
+def test_an_entry_with_a_date_the_package_cannot_read_fails_the_search_naming_the_page(published, cause):
+    """Found by fuzzing: 'unexpected error: ValueError', or the paper left out with a log line."""
+    with DateAltered([paper(n) for n in range(3)]) as server:
+        server.published = published
+        for read in (lambda: fetch_ids(fetcher(), server.api_url, [paper(n).id for n in range(3)]),
+                     lambda: search_window(fetcher(), server.api_url, CATS, TERMS, *WEEK, page_size=10)):
+            with pytest.raises(SourceError) as caught:
+                read()
+            assert str(caught.value).startswith(server.api_url + "?search_query=")
+            assert str(caught.value).endswith(cause)
 
 
 @pytest.mark.parametrize(

@@ -27,10 +27,11 @@ from xml.parsers import expat
 import arxiv
 
 from pipeline import text
-from pipeline.errors import SourceError
+from pipeline.errors import DigestError, SourceError
 from pipeline.models import Paper, collapse, split_arxiv_id
 from pipeline.sources import FEED_ERROR, Found, SourceSetup, Window
 from pipeline.sources.http import Fetched, Fetcher, looks_like_html, shown
+from pipeline.stopping import Stopped
 
 MAX_PAGE_SIZE = 2000  # the API's limit per request
 QUERY_CHARS = 1000  # title searches per request: well inside arXiv's URL limits
@@ -264,12 +265,26 @@ def _results(
 
     A search read to its end (no max_results) must have shown as many distinct ids as
     totalResults: fewer means the pages shifted under it (a re-served paper, another lost).
+    The package skips an entry without <published> or <updated> with a log line only (and
+    pages on, so the count still fits): an id read but never given is a SourceError.
     """
-    session = _FetcherSession(fetcher)
+    session, given = _FetcherSession(fetcher), set[str]()
     try:
-        yield from _Client(session, api_url, page_size).results(search)
+        for result in _Client(session, api_url, page_size).results(search):
+            given.add(result.entry_id.strip())
+            yield result
     except arxiv.ArxivError as err:
         raise SourceError(f"{shown(err.url)}: {err.message}") from None
+    except (DigestError, Stopped):
+        raise
+    except Exception as exc:  # the package's parser on what it cannot read (a date not ISO 8601)
+        raise SourceError(f"{shown(session.url)}: could not read the arXiv API's answer "
+                          f"({type(exc).__name__}: {collapse(str(exc))})") from None
+    skipped = session.ids - given  # unless max_results ended the search first (a page over it)
+    if skipped and len(given) < (search.max_results or len(session.ids)):
+        named = ", ".join(sorted(skipped)[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
+        raise SourceError(f"{shown(session.url)}: {named} without a date the arxiv package "
+                          "reads (<published>, <updated>)")
     if search.max_results is None and len(session.ids) < (session.total or 0):
         raise _Shifted(f"{shown(session.url)}: {len(session.ids)} distinct ids read although "
                        f"totalResults={session.total}")
