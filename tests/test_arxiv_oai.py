@@ -125,6 +125,22 @@ def test_fewer_records_than_complete_list_size_is_a_source_error():
                                  "records of the 5 its completeListSize promised")
 
 
+def test_a_resumption_token_handed_out_again_is_a_source_error_not_an_endless_harvest():
+    """Found by fuzzing: a repository answering each page with the same token was paged for ever."""
+    papers = [paper(n) for n in range(5)]
+    with ArxivServer(papers) as server:
+        server.oai_page_size = 2
+        first = oai_server.answer(papers, {"verb": "ListRecords", "metadataPrefix": "arXivRaw",
+                                           "set": "cs:cs:LG", "from": "2026-11-01"},
+                                  server.oai_url, 2, oai_server.default_datestamp)
+        server.script("/oai", *[raw(first, "text/xml")] * 5)  # the first page, every time
+        with pytest.raises(SourceError) as caught:
+            harvest(fetcher(), server.oai_url, "cs.LG", date(2026, 11, 1))
+    assert str(caught.value) == (f"{server.oai_url}?verb=ListRecords&resumptionToken=cs%3Acs%3ALG"
+                                 "%7C2026-11-01%7C2: OAI-PMH gave this resumption token a second time")
+    assert len(server.requests) == 2
+
+
 def test_any_other_failure_while_harvesting_is_a_source_error_naming_the_url():
     with ArxivServer([paper(1)]) as server:
         server.script("/oai", raw(b"<?xml version='1.0'?><OAI-PMH xmlns=\"http://www.openarchives.org/OAI/2.0/\">"

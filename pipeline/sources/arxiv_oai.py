@@ -190,9 +190,15 @@ class _Scythe(Scythe):
         super().__init__(url)
         self._fetcher = fetcher
         self.listed = 0  # the largest completeListSize a page gave: what the harvest must reach
+        self.tokens: set[str] = set()  # the resumption tokens asked with
 
     def _request(self, query: dict[str, str]) -> httpx2.Response:
         address = f"{self.endpoint}?{urlencode(query)}"
+        token = query.get("resumptionToken")
+        if token is not None:  # a token handed out again would page in a circle, for ever
+            if token in self.tokens:
+                raise SourceError(f"{address}: OAI-PMH gave this resumption token a second time")
+            self.tokens.add(token)
         page = self._fetcher.get(address, retry_when=self._check_page)
         return httpx2.Response(200, content=text.xml_safe(page.body), request=httpx2.Request("GET", address))
 
