@@ -239,3 +239,13 @@ def test_bad_feed_is_a_source_error_naming_the_url(fault, cause):
 
     assert str(caught.value).startswith(f"{url}: {cause}")
     assert len(server.requests) == 1
+
+
+def test_an_item_feedparser_reads_without_a_description_is_kept_not_a_crash():
+    """Found by fuzzing: feedparser's loose parser gives a broken item's summary as None, and
+    reading it failed the run with 'unexpected error: TypeError'."""
+    result = parse_feed(b'<rss version="2.0"><channel><item<description></description<description'
+                        b"</rights<item<description</description><guid>oai:arXiv.org:2411.00001v1</guid>"
+                        b"<arxiv:announce_type>new</arxiv:announce_type></channel></rss>", URL)
+    assert [(p.id, p.version, p.abstract) for p in result.papers] == [("2411.00001", 1, "")]
+    assert result.warnings[0].startswith(f"{URL}: feed is not well-formed (")

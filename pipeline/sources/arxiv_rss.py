@@ -302,7 +302,7 @@ def split_authors(creator: str) -> tuple[str, ...]:
 
 def _read_item(entry: Any) -> Paper | Replacement | str:
     """One <item> as a Paper, a Replacement, or a warning explaining the skip."""
-    description = entry.get("summary", "")
+    description = entry.get("summary") or ""  # None from feedparser's loose parser on a broken item
     prefix = _PREFIX.match(description)
     raw_id = entry.get("id") or (prefix["id"] if prefix else "")
     if not raw_id:
@@ -321,7 +321,7 @@ def _read_item(entry: Any) -> Paper | Replacement | str:
         title=text.title(entry.get("title")),
         abstract=text.prose(description[prefix.end() :] if prefix else description),
         version=version or 1,
-        authors=split_authors(entry.get("author", "")),
+        authors=split_authors(entry.get("author") or ""),
         categories=tuple(text.clean_name(tag["term"]) for tag in entry.get("tags", []) if tag.get("term")),
         updated=announced,  # when this version was announced; the API has the exact time
         journal_ref=text.journal_ref(entry.get("arxiv_journal_reference")),
