@@ -21,8 +21,10 @@ from tests.servers.arxiv_server import (
     FEED_ERROR,
     HTML_PAGE,
     MALFORMED,
+    RSS_TYPE,
     ArxivServer,
     Fault,
+    raw,
 )
 
 FORMATS = Path(__file__).resolve().parents[2] / "shared" / "data" / "formats"
@@ -227,8 +229,11 @@ def test_feed_error_answer_is_kept_as_the_feeds_error():
 
 @pytest.mark.parametrize(
     "fault, cause",
-    [(MALFORMED, "malformed feed XML"), (HTML_PAGE, "an HTML page instead of an RSS feed")],
-    ids=["malformed", "html-200"],
+    [(MALFORMED, "malformed feed XML"), (HTML_PAGE, "an HTML page instead of an RSS feed"),
+     (raw(b"<?xml version='1.0' encoding='UTF\xdd8'?><rss version='2.0'><channel/></rss>", RSS_TYPE),
+      "malformed feed XML (UnicodeDecodeError: "),  # found by fuzzing: feedparser's own slip
+     ],
+    ids=["malformed", "html-200", "non-ascii-encoding-name"],
 )
 def test_bad_feed_is_a_source_error_naming_the_url(fault, cause):
     with ArxivServer() as server:

@@ -21,7 +21,7 @@ import feedparser
 from pipeline import text
 from pipeline.calendar import Announcement
 from pipeline.errors import SourceError
-from pipeline.models import Paper, split_arxiv_id
+from pipeline.models import Paper, collapse, split_arxiv_id
 from pipeline.rank import Query
 from pipeline.sources import FEED_ERROR, Found, SourceSetup, Window
 from pipeline.sources.http import Fetcher, looks_like_html
@@ -250,8 +250,11 @@ def parse_feed(data: bytes, url: str) -> FeedResult:
     """
     if looks_like_html(data):
         raise SourceError(f"{url}: an HTML page instead of an RSS feed")
-    parsed = feedparser.parse(io.BytesIO(text.xml_safe(data)), sanitize_html=False,
-                              resolve_relative_uris=False)
+    try:
+        parsed = feedparser.parse(io.BytesIO(text.xml_safe(data)), sanitize_html=False,
+                                  resolve_relative_uris=False)
+    except Exception as exc:  # feedparser's own slips on broken bytes (a non-ASCII encoding name)
+        raise SourceError(f"{url}: malformed feed XML ({type(exc).__name__}: {collapse(str(exc))})") from None
     channel = parsed.feed
     if parsed.bozo and not parsed.entries and not channel.get("title"):
         raise SourceError(f"{url}: malformed feed XML ({parsed.get('bozo_exception')})")
