@@ -8,6 +8,7 @@ so daylight saving moves the hour in UTC, not in New York.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
@@ -146,6 +147,6 @@ def _overlay(data: dict, path: Path) -> None:
         data["no_announcement"][day] = "" if names.get("en") is None else str(names["en"])
         data["zh"][day] = "" if names.get("zh") is None else str(names["zh"])
     years = loaded.get("years") or []
-    if not isinstance(years, list) or not all(str(year).isdigit() for year in years):
+    if not isinstance(years, list) or not all(re.fullmatch(r"[0-9]+", str(year)) for year in years):
         raise ConfigError(f"{path}: years lists the years whose holidays the file gives, e.g. [2027]")
     data["years"].update(int(year) for year in years)  # a day alone does not make its year known

@@ -471,6 +471,16 @@ def test_a_calendar_file_of_the_wrong_shape_is_exit_2_in_one_line(tmp_path, cli,
         f"rl-digest: {config}: sources.arxiv.calendar_files: {result.stderr.removeprefix('rl-digest: ').strip()}"]
 
 
+def test_a_year_of_digits_int_does_not_read_is_a_config_error_naming_the_file(tmp_path):
+    """Found by fuzzing: years: ['²'] passed str.isdigit, then every command said 'unexpected
+    error: ValueError: invalid literal for int()'."""
+    path = tmp_path / "arxiv-2027.yaml"
+    path.write_text("years: ['²']\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_calendar([path])
+    assert str(caught.value).startswith(f"{path}: years lists the years whose holidays the file gives")
+
+
 def test_a_calendar_day_written_without_a_reason_is_a_plain_holiday(tmp_path, cli):
     """`2025-11-27:` alone in a user's file read as the holiday 'None': 'no announcement
     expected: 11-27 is an arXiv holiday (None)'."""
