@@ -679,6 +679,10 @@ def read_recipients(path: Path, local: bool = False) -> tuple[list[Reader], list
         text = path.read_text(encoding="utf-8")
     except OSError as exc:  # the key too: a bare path did not say which setting names it
         raise ConfigError(f"email.recipients_file: {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # a list saved as Latin-1 ('Müller <m@…>')
+        line = exc.object[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"email.recipients_file: {path}:{line}: not UTF-8 text "
+                          f"(byte {exc.object[exc.start]:#04x}): save the file as UTF-8") from None
     found, problems = _recipients(path, text, local)
     return list(found), list(problems)
 

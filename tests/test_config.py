@@ -261,6 +261,18 @@ def test_a_bad_recipient_line_is_named_and_skipped_and_the_others_read(tmp_path,
     assert len(config.load(path).readers()) == len(lines.splitlines()) - 1 == len(readers)
 
 
+def test_a_readers_file_not_in_utf8_is_a_config_error_naming_its_line(tmp_path):
+    """Found by fuzzing: a list saved as Latin-1 made readers, config check, doctor, run and
+    send say 'unexpected error: UnicodeDecodeError', naming no file."""
+    (tmp_path / "people.txt").write_bytes(b"a@example.org\nM\xfcller <m@example.org>\n")
+    path = tmp_path / "config.yaml"
+    path.write_text("email: {recipients_file: people.txt}\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        config.load(path).readers()
+    assert str(caught.value) == (f"email.recipients_file: {tmp_path}/people.txt:2: not UTF-8 text "
+                                 "(byte 0xfc): save the file as UTF-8")
+
+
 def test_a_reader_entry_keeps_the_name_out_of_its_address(tmp_path):
     path = tmp_path / "config.yaml"
     path.write_text("email: {to: [{address: 'A <a@example.org>'}]}\n", encoding="utf-8")
