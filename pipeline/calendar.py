@@ -114,10 +114,11 @@ def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
     try:
         zone = ZoneInfo(data["timezone"])
         hour, minute = (int(part) for part in str(data["time"]).split(":"))
+        at = time(hour, minute)  # in the try: 25:00 is 'hour must be in 0..23'
         weekdays = frozenset(_WEEKDAYS.index(day) for day in data["weekdays"])
     except (KeyError, TypeError, ValueError, ZoneInfoNotFoundError) as exc:
         raise ConfigError(f"arXiv calendar: timezone, time (HH:MM) and weekdays are needed ({exc})") from None
-    return Calendar(zone, time(hour, minute), weekdays, data["no_announcement"],
+    return Calendar(zone, at, weekdays, data["no_announcement"],
                     frozenset(data["years"]), data["zh"])
 
 

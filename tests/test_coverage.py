@@ -471,14 +471,19 @@ def test_a_calendar_file_of_the_wrong_shape_is_exit_2_in_one_line(tmp_path, cli,
         f"rl-digest: {config}: sources.arxiv.calendar_files: {result.stderr.removeprefix('rl-digest: ').strip()}"]
 
 
-def test_a_year_of_digits_int_does_not_read_is_a_config_error_naming_the_file(tmp_path):
-    """Found by fuzzing: years: ['²'] passed str.isdigit, then every command said 'unexpected
-    error: ValueError: invalid literal for int()'."""
+@pytest.mark.parametrize(("text", "says"), [
+    ("years: ['²']\n", "{path}: years lists the years whose holidays the file gives"),
+    ("time: '25:00'\n", "arXiv calendar: timezone, time (HH:MM) and weekdays are needed "
+                        "(hour must be in 0..23)"),
+], ids=["year-int-cannot-read", "hour-25"])
+def test_a_calendar_value_python_refuses_late_is_a_config_error(tmp_path, text, says):
+    """Found by fuzzing: both passed the file's checks, then every command said 'unexpected
+    error: ValueError' (invalid literal for int(); hour must be in 0..23)."""
     path = tmp_path / "arxiv-2027.yaml"
-    path.write_text("years: ['²']\n", encoding="utf-8")
+    path.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError) as caught:
         load_calendar([path])
-    assert str(caught.value).startswith(f"{path}: years lists the years whose holidays the file gives")
+    assert str(caught.value).startswith(says.format(path=path))
 
 
 def test_a_calendar_day_written_without_a_reason_is_a_plain_holiday(tmp_path, cli):
