@@ -254,3 +254,16 @@ def test_an_item_feedparser_reads_without_a_description_is_kept_not_a_crash():
                         b"<arxiv:announce_type>new</arxiv:announce_type></channel></rss>", URL)
     assert [(p.id, p.version, p.abstract) for p in result.papers] == [("2411.00001", 1, "")]
     assert result.warnings[0].startswith(f"{URL}: feed is not well-formed (")
+
+
+def test_an_item_the_loose_parser_reads_as_a_dict_is_read_not_a_crash():
+    """Found by fuzzing (an entity bomb past expat's limit): feedparser's loose parser, which
+    reads a feed its XML parser gave up on (here at an HTML entity), gave an announce type
+    declaring its own namespace as a dict: 'unexpected error: AttributeError'."""
+    result = parse_feed(b'<rss version="2.0"><channel><title>arXiv&nbsp;cs.LG</title><item>'
+                        b"<guid>oai:arXiv.org:2411.00001v1</guid><title>GRPO</title>"
+                        b'<arxiv:announce_type xmlns:arxiv="http://arxiv.org/schemas/atom">new'
+                        b"</arxiv:announce_type></item></channel></rss>", URL)
+    assert result.papers == ()
+    assert result.warnings == (f"{URL}: feed is not well-formed (<unknown>:2:40: undefined entity); "
+                               "kept the 1 items read", f"{URL}: skipped 2411.00001 with unknown announce type ''")

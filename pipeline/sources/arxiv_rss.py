@@ -305,32 +305,41 @@ def split_authors(creator: str) -> tuple[str, ...]:
 
 def _read_item(entry: Any) -> Paper | Replacement | str:
     """One <item> as a Paper, a Replacement, or a warning explaining the skip."""
-    description = entry.get("summary") or ""  # None from feedparser's loose parser on a broken item
+    description = _field(entry, "summary")
     prefix = _PREFIX.match(description)
-    raw_id = entry.get("id") or (prefix["id"] if prefix else "")
+    raw_id = _field(entry, "id") or (prefix["id"] if prefix else "")
     if not raw_id:
-        return f"skipped an item without an arXiv id ({entry.get('title', '')!r})"
+        return f"skipped an item without an arXiv id ({text.title(_field(entry, 'title'))!r})"
     ident, version = split_arxiv_id(raw_id)
     if version is None and prefix:
         version = split_arxiv_id(prefix["id"])[1]
-    kind = (entry.get("arxiv_announce_type") or (prefix["type"] if prefix else "")).strip()
-    announced = _rfc822(entry.get("published"))
+    kind = (_field(entry, "arxiv_announce_type") or (prefix["type"] if prefix else "")).strip()
+    announced = _rfc822(_field(entry, "published"))
     if kind in REPLACED_TYPES:
         return Replacement(ident, version, announced, kind)
     if kind not in KEPT_TYPES:
         return f"skipped {ident} with unknown announce type {kind!r}"
     return Paper(
         id=ident,
-        title=text.title(entry.get("title")),
+        title=text.title(_field(entry, "title")),
         abstract=text.prose(description[prefix.end() :] if prefix else description),
         version=version or 1,
-        authors=split_authors(entry.get("author") or ""),
-        categories=tuple(text.clean_name(tag["term"]) for tag in entry.get("tags", []) if tag.get("term")),
+        authors=split_authors(_field(entry, "author")),
+        categories=tuple(text.clean_name(tag["term"]) for tag in entry.get("tags", [])
+                         if isinstance(tag.get("term"), str) and tag["term"]),
         updated=announced,  # when this version was announced; the API has the exact time
-        journal_ref=text.journal_ref(entry.get("arxiv_journal_reference")),
+        journal_ref=text.journal_ref(_field(entry, "arxiv_journal_reference")),
         sources=("rss",),
         announce_type=kind,
     )
+
+
+def _field(entry: Any, key: str) -> str:
+    """An item's text, "" when absent or not text: feedparser's loose parser, which reads a
+    feed its XML parser gave up on (an entity bomb past expat's limit, a broken item), can
+    give None or a dict."""
+    value = entry.get(key)
+    return value if isinstance(value, str) else ""
 
 
 def _rfc822(text: str | None) -> datetime | None:
