@@ -45,6 +45,7 @@ class Harvest:
     papers: tuple[Paper, ...]
     records: int  # every record, before any filter
     latest: date | None  # the newest datestamp: how far the harvest reaches
+    unread: tuple[str, ...] = ()  # identifiers of records with no arXivRaw id or date of version 1
 
 
 class OaiCatchUp:
@@ -78,6 +79,11 @@ class OaiCatchUp:
                 # announced on an evening the calendar skips is stamped before the first missed one
                 got = harvest(fetcher, self.url, category, low.date())
                 part.seen += got.records
+                if got.unread:  # an answer of another metadataPrefix, a date not RFC 822: none kept
+                    part.warnings.append(
+                        f"{self.url}: OAI-PMH set {set_spec(category)}: {len(got.unread)} of "
+                        f"{got.records} records skipped: no arXivRaw <id>, or no RFC 822 date of "
+                        f"version 1 ({', '.join(got.unread[:3])}{', …' if len(got.unread) > 3 else ''})")
                 found.papers += [p for p in got.papers if p.submitted and low <= p.submitted <= last.at
                                  and self.query.matches(p.title, p.abstract, p.categories)]
                 found.updates += [p for p in got.papers  # revised in the gap: news for a held paper
@@ -146,7 +152,7 @@ def harvest(fetcher: Fetcher, url: str, category: str, since: date) -> Harvest:
     page (a proxy can pass on a cut answer as a whole one), so it fails like any other:
     anything else the harvest raises is a SourceError too, so the watermark stays.
     """
-    papers, records, latest = [], 0, None
+    papers, records, latest, unread = [], 0, None, []
     client, spec = _Scythe(url, fetcher), set_spec(category)
     try:
         for record in client.list_records(from_=since.isoformat(), metadata_prefix="arXivRaw",
@@ -159,6 +165,8 @@ def harvest(fetcher: Fetcher, url: str, category: str, since: date) -> Harvest:
             paper = _to_paper(record.xml)
             if paper is not None:
                 papers.append(paper)
+            else:
+                unread.append(collapse(record.header.identifier or "")[:100])  # type: ignore[union-attr]
     except NoRecordsMatch:
         pass  # an empty range is an answer, not a failure
     except OAIPMHException as exc:
@@ -172,7 +180,7 @@ def harvest(fetcher: Fetcher, url: str, category: str, since: date) -> Harvest:
     if records < client.listed:
         raise SourceError(f"{url}: the OAI-PMH harvest of set {spec} ended after {records} records "
                           f"of the {client.listed} its completeListSize promised")
-    return Harvest(category, tuple(papers), records, latest)
+    return Harvest(category, tuple(papers), records, latest, tuple(unread))
 
 
 def identify(fetcher: Fetcher, url: str) -> str:
