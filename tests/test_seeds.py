@@ -363,6 +363,15 @@ def test_yaml_unknown_key_and_bad_date_skip_only_their_entries(tmp_path):
     assert bad_date.startswith("user.yml:6:") and "'date'" in bad_date
 
 
+def test_a_yaml_key_given_twice_skips_its_entry_with_a_warning(tmp_path):
+    """The second title won unsaid ('- {title: x, title: y}' read as y)."""
+    text = "- title: Meant\n  summary_zh: 摘要\n  title: Pasted over\n- title: Kept\n"
+    document = parse_seed_file(write(tmp_path, "twice.yaml", text))
+    assert [e.title for e in document.entries] == ["Kept"]
+    assert [str(w) for w in document.warnings] == [
+        "twice.yaml:3: key 'title' is given twice in one entry (also on line 1); entry skipped"]
+
+
 def test_yaml_wrong_types_and_shapes_are_warnings(tmp_path):
     text = "- title: [not, text]\n- just a string\n- featured: yes\n- title: Kept\n  featured: 1\n"
     document = parse_seed_file(write(tmp_path, "types.yaml", text))

@@ -517,6 +517,13 @@ def _yaml_entry(source: str, item: object, node: yaml.Node,
         warn(line, "entry is not a mapping (expected 'title: ...')")
         return None
     fields = _fields(node)
+    given: dict[str, int] = {}  # YAML forbids a key twice; PyYAML kept the last one unsaid
+    for key_node, _ in node.value:
+        if isinstance(key_node, yaml.ScalarNode) and key_node.value in given:
+            warn(key_node.start_mark.line + 1, f"key {key_node.value!r} is given twice in one entry "
+                 f"(also on line {given[key_node.value]}); entry skipped")
+            return None
+        given[str(key_node.value)] = key_node.start_mark.line + 1
     values: dict[str, Any] = {}
     for key, value in item.items():
         where, value_node = fields.get(str(key), (line, None))
