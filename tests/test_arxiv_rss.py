@@ -267,3 +267,15 @@ def test_an_item_the_loose_parser_reads_as_a_dict_is_read_not_a_crash():
     assert result.papers == ()
     assert result.warnings == (f"{URL}: feed is not well-formed (<unknown>:2:40: undefined entity); "
                                "kept the 1 items read", f"{URL}: skipped 2411.00001 with unknown announce type ''")
+
+
+def test_an_item_whose_id_is_not_an_arxiv_id_is_skipped_with_a_warning():
+    """Found by fuzzing: a guid 'oai:arXiv.org:2411.17705 \\nv1' gave the paper '2411.17705 \\n',
+    a key no link or lookup matches, beside the real paper."""
+    result = parse_feed(b'<rss version="2.0" xmlns:arxiv="http://arxiv.org/schemas/atom"><channel><title>t'
+                        b"</title><item><guid>oai:arXiv.org:2411.17705 \nv1</guid><arxiv:announce_type>new"
+                        b"</arxiv:announce_type></item><item><guid>oai:arXiv.org:math/0501001v2</guid>"
+                        b"<arxiv:announce_type>new</arxiv:announce_type></item></channel></rss>", URL)
+    assert [(p.id, p.version) for p in result.papers] == [("math/0501001", 2)]
+    assert result.warnings == (f"{URL}: skipped an item whose id is not an arXiv id "
+                               "('oai:arXiv.org:2411.17705 v1')",)

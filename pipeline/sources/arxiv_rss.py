@@ -21,7 +21,7 @@ import feedparser
 from pipeline import text
 from pipeline.calendar import Announcement
 from pipeline.errors import SourceError
-from pipeline.models import Paper, collapse, split_arxiv_id
+from pipeline.models import ARXIV_ID, Paper, collapse, split_arxiv_id
 from pipeline.rank import Query
 from pipeline.sources import FEED_ERROR, Found, SourceSetup, Window
 from pipeline.sources.http import Fetcher, looks_like_html
@@ -311,6 +311,8 @@ def _read_item(entry: Any) -> Paper | Replacement | str:
     if not raw_id:
         return f"skipped an item without an arXiv id ({text.title(_field(entry, 'title'))!r})"
     ident, version = split_arxiv_id(raw_id)
+    if not ARXIV_ID.fullmatch(ident):  # 'oai:arXiv.org:2411.17705 \nv1' made '2411.17705 \n' a key
+        return f"skipped an item whose id is not an arXiv id ({text.clip(text.clean_name(raw_id), 80)!r})"
     if version is None and prefix:
         version = split_arxiv_id(prefix["id"])[1]
     kind = (_field(entry, "arxiv_announce_type") or (prefix["type"] if prefix else "")).strip()
