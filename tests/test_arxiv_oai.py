@@ -66,19 +66,21 @@ def test_harvest_reads_arxiv_raw_with_every_version_and_follows_resumption_token
 
 
 def test_a_record_without_a_dated_first_version_is_named_not_dropped_unsaid():
-    """Found by fuzzing: a record whose first <date> is not RFC 822, or an answer in another
-    metadataPrefix, was left out with no line at all (a day's papers could vanish)."""
+    """A record whose first <date> is not RFC 822, or an answer in another metadataPrefix, was
+    left out with no line at all (a day's papers could vanish); an <id> with a version in it
+    (2611.00002v1) became a paper key no link or look-up matches."""
     papers = [paper(n) for n in range(3)]
     with ArxivServer(papers) as server:
         page = oai_server.answer(papers, {"verb": "ListRecords", "metadataPrefix": "arXivRaw",
                                           "set": "cs:cs:LG", "from": "2026-11-01"},
                                  server.oai_url, 10, oai_server.default_datestamp)
         start = page.index(b"<date>")
-        server.script("/oai", raw(page[:start] + b"<date>2026-11-18 10:00 EST</date>"
-                                  + page[page.index(b"</date>", start) + 7:], "text/xml"))
+        page = (page[:start] + b"<date>2026-11-18 10:00 EST</date>"
+                + page[page.index(b"</date>", start) + 7:]).replace(b"<id>2611.00002</id>", b"<id>2611.00002v1</id>")
+        server.script("/oai", raw(page, "text/xml"))
         found = harvest(fetcher(), server.oai_url, "cs.LG", date(2026, 11, 1))
-    assert [p.id for p in found.papers] == ["2611.00001", "2611.00002"]
-    assert found.unread == ("oai:arXiv.org:2611.00000",)
+    assert [p.id for p in found.papers] == ["2611.00001"]
+    assert found.unread == ("oai:arXiv.org:2611.00000", "oai:arXiv.org:2611.00002")
 
 
 def test_an_empty_range_is_no_papers_not_a_failure():

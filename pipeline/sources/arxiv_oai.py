@@ -25,7 +25,7 @@ from oaipmh_scythe.exceptions import NoRecordsMatch, OAIPMHException
 from pipeline import text
 from pipeline.calendar import Calendar
 from pipeline.errors import DigestError, SourceError
-from pipeline.models import Paper, collapse
+from pipeline.models import ARXIV_ID, Paper, collapse
 from pipeline.rank import Query
 from pipeline.sources import Found, SourceSetup, Window
 from pipeline.sources.arxiv_rss import split_authors
@@ -45,7 +45,7 @@ class Harvest:
     papers: tuple[Paper, ...]
     records: int  # every record, before any filter
     latest: date | None  # the newest datestamp: how far the harvest reaches
-    unread: tuple[str, ...] = ()  # identifiers of records with no arXivRaw id or date of version 1
+    unread: tuple[str, ...] = ()  # identifiers of records with no arXiv id or no date of version 1
 
 
 class OaiCatchUp:
@@ -82,7 +82,7 @@ class OaiCatchUp:
                 if got.unread:  # an answer of another metadataPrefix, a date not RFC 822: none kept
                     part.warnings.append(
                         f"{self.url}: OAI-PMH set {set_spec(category)}: {len(got.unread)} of "
-                        f"{got.records} records skipped: no arXivRaw <id>, or no RFC 822 date of "
+                        f"{got.records} records skipped: no arXiv id in arXivRaw <id>, or no RFC 822 date of "
                         f"version 1 ({', '.join(got.unread[:3])}{', …' if len(got.unread) > 3 else ''})")
                 found.papers += [p for p in got.papers if p.submitted and low <= p.submitted <= last.at
                                  and self.query.matches(p.title, p.abstract, p.categories)]
@@ -238,7 +238,7 @@ def _to_paper(record: etree._Element) -> Paper | None:
 
     dates = [_date(v.findtext(f"{_RAW}date")) for v in raw.findall(f"{_RAW}version")]
     categories = tuple(field("categories").split())
-    if not field("id") or not dates or dates[0] is None:
+    if not ARXIV_ID.fullmatch(field("id")) or not dates or dates[0] is None:  # 2611.00001v2: not a key
         return None
     return Paper(
         id=field("id"),
