@@ -279,3 +279,12 @@ def test_an_item_whose_id_is_not_an_arxiv_id_is_skipped_with_a_warning():
     assert [(p.id, p.version) for p in result.papers] == [("math/0501001", 2)]
     assert result.warnings == (f"{URL}: skipped an item whose id is not an arXiv id "
                                "('oai:arXiv.org:2411.17705 v1')",)
+
+
+def test_a_pubdate_too_large_for_a_clock_is_no_date_not_a_crash():
+    """Found by fuzzing: seconds of 80 digits were 'unexpected error: OverflowError'."""
+    result = parse_feed(b'<rss version="2.0" xmlns:arxiv="http://arxiv.org/schemas/atom"><channel><title>t'
+                        b"</title><item><guid>oai:arXiv.org:2411.00001v1</guid><pubDate>Thu, 28 Nov 2024 00:00:0"
+                        + b"5" * 80 + b" -0500</pubDate><arxiv:announce_type>new</arxiv:announce_type></item>"
+                        b"</channel></rss>", URL)
+    assert [(p.id, p.updated) for p in result.papers] == [("2411.00001", None)]

@@ -258,5 +258,5 @@ def _to_paper(record: etree._Element) -> Paper | None:
 def _date(text: str | None) -> datetime | None:
     try:
         return parsedate_to_datetime(text) if text else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None

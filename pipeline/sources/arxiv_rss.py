@@ -348,5 +348,5 @@ def _rfc822(text: str | None) -> datetime | None:
     """An item's pubDate as an aware datetime, keeping arXiv's -0500 offset."""
     try:
         return parsedate_to_datetime(text) if text else None
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # seconds of 80 digits: too large for C
         return None
