@@ -535,3 +535,21 @@ def untagged(html: str) -> str:
     """The email with its labels' language tags taken off (本周论文 · <span lang="en">This
     week's papers</span>), to find a label's words whole."""
     return re.sub(r'<span lang="(?:en|zh-CN)">([^<]*)</span>', r"\1", html)
+
+
+def voiced(nodes) -> list[tuple[str, str]]:
+    """(words, the lang they are read in) for each text with words under `nodes` (selectolax
+    nodes): the lang of the nearest element that has one, to check each language is voiced
+    as itself."""
+    found = []
+    for node in nodes:
+        for text in node.traverse(include_text=True):
+            words = text.text_content or ""
+            if text.tag != "-text" or not re.search(r"[A-Za-z]{3,}|[\u4e00-\u9fff]", words):
+                continue
+            up = text.parent
+            while "lang" not in up.attributes:
+                up = up.parent
+            found.append((words, up.attributes["lang"]))
+    return found
+

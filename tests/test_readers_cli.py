@@ -29,7 +29,7 @@ from selectolax.lexbor import LexborHTMLParser as HTMLParser
 from pipeline.links import Links
 from pipeline.models import paper_key
 from pipeline.store import Store, runs
-from tests.helpers import rl_paper, site_pages, start_warm_cli
+from tests.helpers import rl_paper, site_pages, start_warm_cli, voiced
 from tests.processes import config_with, stderr_lines, wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
@@ -168,14 +168,8 @@ def test_one_click_unsubscribe_stops_that_reader_only_and_feedback_is_that_reade
         assert tree.css_first("main h1") and tree.css_first('meta[name="color-scheme"]').attributes[
             "content"] == "light dark"  # a landmark to jump to; dark for a reader who asked for it
         assert "@media (prefers-color-scheme:dark){body{background:#18181b;color:#f4f4f5}a{color:#93c5fd}}" in shown
-        for node in tree.body.traverse(include_text=True):
-            text = node.text_content or ""
-            if node.tag != "-text" or not re.search(r"[A-Za-z]{3,}|[\u4e00-\u9fff]", text):
-                continue
-            up = node.parent
-            while "lang" not in up.attributes:
-                up = up.parent
-            assert up.attributes["lang"] == ("zh-CN" if CJK.search(text) else "en"), text
+        for words, lang in voiced([tree.body]):
+            assert lang == ("zh-CN" if CJK.search(words) else "en"), words
     assert served[0] == 200 and web_vote in served[1]  # serve hands out the site with its votes
     topics = (tmp_path / "out" / "site" / "papers" / "topic").glob("*.html")
     assert any(web_vote in page.read_text("utf-8") for page in topics)  # the paper's own page too

@@ -26,7 +26,7 @@ from pipeline.deliver.email import WIRE_POLICY, build_message
 from pipeline.models import Paper, paper_key
 from pipeline.render import display_width, md_escape, wrap
 from tests import fixtures_digest as fx
-from tests.helpers import chromium, untagged
+from tests.helpers import chromium, untagged, voiced
 
 GOLDEN = Path(__file__).parent / "golden"
 ARTIFACTS = Path(__file__).parent / "artifacts"
@@ -424,18 +424,10 @@ def test_the_emails_headings_and_labels_voice_each_language_as_itself(digest, la
     html = render.digest_html(fx.config(languages=languages), digest, READING)
     page = LexborHTMLParser(html)
     assert page.css_first("html").attributes["lang"] == {"zh": "zh-CN", "en": "en"}[languages[0]]
-    checked = 0
-    for node in page.css("h1, h2, h3, th, .why > strong, .btn, .en > strong, .trend-row, .feature p > strong"):
-        for text in node.traverse(include_text=True):
-            words = text.text_content or ""
-            if text.tag != "-text" or not re.search(r"[A-Za-z]{3,}|[\u4e00-\u9fff]", words):
-                continue
-            up = text.parent
-            while "lang" not in up.attributes:
-                up = up.parent
-            assert up.attributes["lang"] == ("zh-CN" if re.search(r"[\u4e00-\u9fff]", words) else "en"), words
-            checked += 1
-    assert checked > 40
+    read = voiced(page.css("h1, h2, h3, th, .why > strong, .btn, .en > strong, .trend-row, .feature p > strong"))
+    assert len(read) > 40
+    for words, lang in read:
+        assert lang == ("zh-CN" if re.search(r"[\u4e00-\u9fff]", words) else "en"), words
 
 
 def test_the_comparison_is_a_data_table_a_screen_reader_can_walk(html, digest):
