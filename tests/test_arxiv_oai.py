@@ -83,6 +83,23 @@ def test_a_record_without_a_dated_first_version_is_named_not_dropped_unsaid():
     assert found.unread == ("oai:arXiv.org:2611.00000", "oai:arXiv.org:2611.00002")
 
 
+def test_a_malformed_page_whose_parser_quotes_its_lines_is_named_on_one_line():
+    """lxml's message on an unfinished CDATA section quotes the page's next lines: the error
+    a run stops with ran over several lines of the page (found by the generated pages of
+    tests/test_source_properties.py)."""
+    papers = [paper(n) for n in range(3)]
+    with ArxivServer(papers) as server:
+        page = oai_server.answer(papers, {"verb": "ListRecords", "metadataPrefix": "arXivRaw",
+                                          "set": "cs:cs:LG", "from": "2026-11-01"},
+                                 server.oai_url, 10, oai_server.default_datestamp)
+        page = page.replace(b"<responseDate>", b"<responseDate><![CDATA[", 1)
+        server.script("/oai", *[raw(page, "text/xml")] * 3)
+        with pytest.raises(SourceError) as caught:
+            harvest(fetcher(), server.oai_url, "cs.LG", date(2026, 11, 1))
+    message = str(caught.value)
+    assert "malformed XML from OAI-PMH (CData section not finished" in message and "\n" not in message
+
+
 def test_an_empty_range_is_no_papers_not_a_failure():
     with ArxivServer([paper(1)]) as server:
         found = harvest(fetcher(), server.oai_url, "cs.CL", date(2026, 11, 1))

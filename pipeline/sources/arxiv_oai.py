@@ -221,7 +221,7 @@ class _Scythe(Scythe):
         try:
             root = etree.fromstring(text.xml_safe(page.body), _STRICT)
         except etree.XMLSyntaxError as exc:
-            return f"malformed XML from OAI-PMH ({exc})"
+            return f"malformed XML from OAI-PMH ({collapse(str(exc))})"  # lxml may quote lines of it
         size = root.find(f".//{{{_OAI}}}resumptionToken")
         if size is not None and size.get("completeListSize", "").isdigit():
             self.listed = max(self.listed, int(size.get("completeListSize", "")))
