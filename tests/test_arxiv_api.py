@@ -280,6 +280,25 @@ def test_an_entry_with_a_date_the_package_cannot_read_fails_the_search_naming_th
             assert str(caught.value).endswith(cause)
 
 
+class IdAltered(ArxivServer):
+    """Its second paper's <id> is no arXiv id."""
+
+    def _entry(self, paper):
+        entry = super()._entry(paper)
+        return entry if paper.id != self.papers[1].id else re.sub(
+            r"<id>[^<]*</id>", "<id>http://arxivt/0607501v2</id>", entry)
+
+
+def test_an_entry_whose_id_is_not_an_arxiv_id_is_skipped_with_a_warning(caplog):
+    """Found by the generated pages: 'http://arxivt/0607501v2' became the paper 'arxivt/0607501',
+    a key no link or look-up matches, stored beside the others."""
+    with IdAltered([paper(n) for n in range(3)]) as server:
+        for read in (lambda: fetch_ids(fetcher(), server.api_url, [paper(n).id for n in range(3)]),
+                     lambda: search_window(fetcher(), server.api_url, CATS, TERMS, *WEEK, page_size=10)[0]):
+            assert sorted(p.id for p in read()) == [paper(0).id, paper(2).id]
+    assert "skipped an entry whose id is not an arXiv id ('http://arxivt/0607501v2')" in caplog.text
+
+
 @pytest.mark.parametrize(
     "fault, cause",
     [

@@ -28,7 +28,7 @@ import arxiv
 
 from pipeline import text
 from pipeline.errors import DigestError, SourceError
-from pipeline.models import Paper, collapse, split_arxiv_id
+from pipeline.models import ARXIV_ID, Paper, collapse, split_arxiv_id
 from pipeline.sources import FEED_ERROR, Found, SourceSetup, Window
 from pipeline.sources.http import Fetched, Fetcher, looks_like_html, shown
 from pipeline.stopping import Stopped
@@ -149,7 +149,7 @@ def _read_whole(fetcher: Fetcher, api_url: str, search: arxiv.Search, page_size:
         nonlocal seen
         for result in _results(fetcher, api_url, search, page_size):
             seen += 1
-            yield _to_paper(result)
+            yield from _papers([result])
 
     papers = _dedupe(converted())
     return papers, seen
@@ -162,7 +162,7 @@ def fetch_ids(fetcher: Fetcher, api_url: str, ids: list[str], batch: int = 100) 
     for i in range(0, len(unique), batch):
         chunk = unique[i : i + batch]
         search = arxiv.Search(id_list=chunk, max_results=len(chunk))
-        papers.extend(_to_paper(result) for result in _run(fetcher, api_url, search, len(chunk)))
+        papers.extend(_papers(_run(fetcher, api_url, search, len(chunk))))
     return papers
 
 
@@ -176,7 +176,7 @@ def search_titles(fetcher: Fetcher, api_url: str, titles: list[str], per_title: 
     for group in _title_groups([_phrase(title) for title in titles if _phrase(title)]):
         query = " OR ".join(f'ti:"{title}"' for title in group)
         search = arxiv.Search(query=query, max_results=per_title * len(group))
-        papers += [_to_paper(result) for result in _run(fetcher, api_url, search, search.max_results)]
+        papers += _papers(_run(fetcher, api_url, search, search.max_results))
     return _dedupe(papers)
 
 
@@ -353,8 +353,19 @@ def _scan(body: bytes) -> _Scan:
     return scan
 
 
-def _to_paper(result: arxiv.Result) -> Paper:
-    ident, version = split_arxiv_id(result.entry_id)
+def _papers(results: Iterable[arxiv.Result]) -> Iterator[Paper]:
+    """Each result as a Paper; one whose id is not an arXiv id is skipped with a warning (it
+    would be a key no link or look-up matches, stored beside the real paper)."""
+    for result in results:
+        ident, version = split_arxiv_id(result.entry_id)
+        if ARXIV_ID.fullmatch(ident):
+            yield _to_paper(result, ident, version)
+        else:
+            log.warning("arXiv API: skipped an entry whose id is not an arXiv id (%r)",
+                        text.clip(text.clean_name(result.entry_id), 80))
+
+
+def _to_paper(result: arxiv.Result, ident: str, version: int | None) -> Paper:
     primary = result.primary_category
     others = [cat for cat in result.categories if cat != primary]
     return Paper(
