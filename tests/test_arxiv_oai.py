@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, date, datetime, timedelta
 
@@ -174,6 +175,25 @@ def test_a_resumption_token_handed_out_again_is_a_source_error_not_an_endless_ha
     assert str(caught.value) == (f"{server.oai_url}?verb=ListRecords&resumptionToken=cs%3Acs%3ALG"
                                  "%7C2026-11-01%7C2: OAI-PMH gave this resumption token a second time")
     assert len(server.requests) == 2
+
+
+def test_pages_that_bring_no_record_but_a_new_token_end_the_harvest_as_a_source_error():
+    """A repository answering each page with a new token and no record was paged for ever,
+    one request each 3 s (the fuzzing's repeated token, told apart)."""
+    papers = [paper(n) for n in range(5)]
+    with ArxivServer(papers) as server:
+        server.oai_page_size = 2
+        first = oai_server.answer(papers, {"verb": "ListRecords", "metadataPrefix": "arXivRaw",
+                                           "set": "cs:cs:LG", "from": "2026-11-01"},
+                                  server.oai_url, 2, oai_server.default_datestamp)
+        empty = re.sub(rb"<record>.*</record>", b"", first, flags=re.S)
+        pages = [re.sub(rb"(<resumptionToken[^>]*>)[^<]*", rb"\g<1>next-%d" % n, empty) for n in range(9)]
+        server.script("/oai", raw(first, "text/xml"), *[raw(page, "text/xml") for page in pages])
+        with pytest.raises(SourceError) as caught:
+            harvest(fetcher(), server.oai_url, "cs.LG", date(2026, 11, 1))
+    assert str(caught.value) == (f"{server.oai_url}?verb=ListRecords&resumptionToken=next-2: OAI-PMH "
+                                 "gave 3 pages in a row with a resumption token and no record")
+    assert len(server.requests) == 4  # the page with records, then three with none
 
 
 def test_any_other_failure_while_harvesting_is_a_source_error_naming_the_url():

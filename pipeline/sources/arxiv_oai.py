@@ -35,6 +35,7 @@ from pipeline.stopping import Stopped
 _RAW = "{http://arxiv.org/OAI/arXivRaw/}"
 _OAI = "http://www.openarchives.org/OAI/2.0/"
 _STRICT = etree.XMLParser(resolve_entities=False, no_network=True)  # no recover: a cut page fails
+EMPTY_PAGES = 3  # pages in a row with a resumption token and no record: a harvest going nowhere
 
 
 @dataclass(frozen=True)
@@ -157,7 +158,7 @@ def harvest(fetcher: Fetcher, url: str, category: str, since: date) -> Harvest:
     try:
         for record in client.list_records(from_=since.isoformat(), metadata_prefix="arXivRaw",
                                           set_=spec):
-            records += 1  # deleted ones too: completeListSize counts them
+            records = client.read = records + 1  # deleted ones too: completeListSize counts them
             if record.deleted:  # type: ignore[union-attr]
                 continue
             stamp = date.fromisoformat(record.header.datestamp[:10])  # type: ignore[union-attr,index]
@@ -199,6 +200,8 @@ class _Scythe(Scythe):
         self._fetcher = fetcher
         self.listed = 0  # the largest completeListSize a page gave: what the harvest must reach
         self.tokens: set[str] = set()  # the resumption tokens asked with
+        self.read = 0  # the records the harvest has read (it counts them)
+        self.empty = (0, 0)  # the pages in a row that brought no record, and `read` at the last page
 
     def _request(self, query: dict[str, str]) -> httpx2.Response:
         address = f"{self.endpoint}?{urlencode(query)}"
@@ -207,6 +210,12 @@ class _Scythe(Scythe):
             if token in self.tokens:
                 raise SourceError(f"{address}: OAI-PMH gave this resumption token a second time")
             self.tokens.add(token)
+            # a new token on each page but no records would page for ever, one request each 3 s
+            empty = self.empty[0] + 1 if self.read == self.empty[1] else 0
+            if empty >= EMPTY_PAGES:
+                raise SourceError(f"{address}: OAI-PMH gave {empty} pages in a row with a resumption "
+                                  "token and no record")
+            self.empty = (empty, self.read)
         page = self._fetcher.get(address, retry_when=self._check_page)
         return httpx2.Response(200, content=text.xml_safe(page.body), request=httpx2.Request("GET", address))
 
