@@ -13,7 +13,7 @@ import sys
 import traceback
 from collections.abc import Collection
 from contextlib import ExitStack
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from itertools import islice
 from pathlib import Path
 from typing import Any, NoReturn
@@ -340,7 +340,8 @@ def send(state: State, digest_id: str | None, reader: str | None, drop: str | No
     for line in report.shared:  # another config's database: said with -q too
         echo(line)
     outbox, ways = StoreOutbox(store), routes(config)
-    for line in status_mod.waiting_lines(outbox.pending(), ways):
+    beat = status_mod.heartbeat(config, datetime.now(UTC))
+    for line in status_mod.waiting_lines(outbox.pending(), ways, bool(beat and beat["alive"])):
         echo(line)
     if pushed:
         echo(pushed)

@@ -186,7 +186,7 @@ def overview(config: Config, store: Store) -> str:
     outbox = StoreOutbox(store)
     waiting, failed = outbox.pending(), outbox.rows(("failed",))
     lines.append(f"outbox: {len(waiting)} pending, {len(failed)} failed")
-    lines += waiting_lines(waiting, routes(config))
+    lines += waiting_lines(waiting, routes(config), bool(data["scheduler"] and data["scheduler"]["alive"]))
     lines += _newest([f"  {row.digest_id} {row.who}: failed after {row.attempts} "
                      f"{'try' if row.attempts == 1 else 'tries'} — {row.last_error or ''}" for row in failed],
                     "failed", "`rl-digest status --json` lists them all")
@@ -255,11 +255,12 @@ def _ids(group: dict) -> str:
             "the papers that match the query)")
 
 
-def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None) -> list[str]:
+def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None, scheduled: bool) -> list[str]:
     """Rows still to deliver, the newest ROWS_SHOWN (a quota can hold back a group of hundreds):
-    the tries that count toward giving up (a server never reached counts none), when the
-    scheduler tries next (run and send try at once), and why; or that a row is held for a
-    channel the config does not have now (`readers_of`: outbox.routes')."""
+    the tries that count toward giving up (a server never reached counts none), when the next
+    is due (`scheduled`: a scheduler is alive here to make it; run and send try at once), and
+    why; or that a row is held for a channel the config does not have now (`readers_of`:
+    outbox.routes')."""
     lines, now = [], datetime.now(UTC)
     for row in (due_by_now(row, now) for row in rows):
         if held_for_channel(row, readers_of):
@@ -269,8 +270,9 @@ def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None) 
             continue
         state = "hand-over interrupted" if row.interrupted else "pending"
         counted = f" after {row.attempts} of {MAX_ATTEMPTS} tries" if row.attempts else ""
-        when = (f"the scheduler tries at {row.next_attempt.isoformat(timespec='seconds')}"
-                if row.next_attempt else "the scheduler tries at its next look")
+        due = row.next_attempt.isoformat(timespec="seconds") if row.next_attempt else None
+        when = (f"the scheduler tries at {due or 'its next look'}" if scheduled
+                else f"next try due {'at ' + due if due else 'now'} (no scheduler runs here)")
         lines.append(f"  {row.digest_id} {row.who}: {state}{counted}; {when}, "
                      f"run or send at once" + (f" — {row.last_error}" if row.last_error else ""))
     return _newest(lines, "pending", "`rl-digest status --json` lists them all")

@@ -4,6 +4,7 @@ PostgreSQL (`db_url`)."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -99,17 +100,23 @@ def test_email_reaches_each_reader_once_even_after_an_outage(tmp_path, cli, db_u
         assert "2 deliveries stay queued" in down.stderr
         assert (tmp_path / "out" / "digests" / "2026-11-02.md").exists()
         waiting = cli("--config", str(config), "send", check=1)
+        (tmp_path / "state" / "heartbeat.json").write_text(json.dumps(  # a scheduler alive elsewhere
+            {"pid": 1, "host": "box", "wake": datetime.now(UTC).isoformat(), "interval_seconds": 60,
+             "next": {}, "running": [], "stopped": False}), encoding="utf-8")
+        scheduled = cli("--config", str(config), "status").stdout
         with SmtpServer(port=port) as smtp:
             up = cli("--config", str(config), "run", "--as-of", "2026-11-02")
             sent = cli("--config", str(config), "send")
             received = list(smtp.messages)
-    # Still down: `send` tried again at once and lists each waiting row with its next
-    # scheduled try and its last error.
+    # Still down: `send` tried again at once and lists each waiting row with when its next try
+    # is due and its last error; `status` says the scheduler makes it, once one is alive.
     assert "sent 0, pending 2, failed 0" in waiting.stdout
     for reader in ("ada@example.org", "alan@example.org"):
         line = next(ln for ln in waiting.stdout.splitlines() if f"2026-11-02 {reader}:" in ln)
-        assert "pending; the scheduler tries at 20" in line  # a server not reached counts no try
+        assert "pending; next try due at 20" in line and "(no scheduler runs here)" in line  # no try counted
         assert "run or send at once — smtp 127.0.0.1:" in line and "connection refused" in line
+        line = next(ln for ln in scheduled.splitlines() if f"2026-11-02 {reader}:" in ln)
+        assert "pending; the scheduler tries at 20" in line
     assert "sent to 2" in up.stdout
     assert "sent 0, pending 0, failed 0" in sent.stdout
     assert sorted(r.rcpt_tos[0] for r in received) == ["ada@example.org", "alan@example.org"]
