@@ -66,15 +66,19 @@ def test_harvest_reads_arxiv_raw_with_every_version_and_follows_resumption_token
     assert found.latest == date(2026, 11, 21)
 
 
+def first_page(papers: list[Paper], server: ArxivServer, size: int) -> bytes:
+    """The stand-in's first ListRecords page of cs.LG since 2026-11-01, to alter."""
+    return oai_server.answer(papers, {"verb": "ListRecords", "metadataPrefix": "arXivRaw", "set": "cs:cs:LG",
+                                      "from": "2026-11-01"}, server.oai_url, size, oai_server.default_datestamp)
+
+
 def test_a_record_without_a_dated_first_version_is_named_not_dropped_unsaid():
     """A record whose first <date> is not RFC 822, or an answer in another metadataPrefix, was
     left out with no line at all (a day's papers could vanish); an <id> with a version in it
     (2611.00002v1) became a paper key no link or look-up matches."""
     papers = [paper(n) for n in range(3)]
     with ArxivServer(papers) as server:
-        page = oai_server.answer(papers, {"verb": "ListRecords", "metadataPrefix": "arXivRaw",
-                                          "set": "cs:cs:LG", "from": "2026-11-01"},
-                                 server.oai_url, 10, oai_server.default_datestamp)
+        page = first_page(papers, server, 10)
         start = page.index(b"<date>")
         page = (page[:start] + b"<date>2026-11-18 10:00 EST</date>"
                 + page[page.index(b"</date>", start) + 7:]).replace(b"<id>2611.00002</id>", b"<id>2611.00002v1</id>")
@@ -90,9 +94,7 @@ def test_a_malformed_page_whose_parser_quotes_its_lines_is_named_on_one_line():
     tests/test_source_properties.py)."""
     papers = [paper(n) for n in range(3)]
     with ArxivServer(papers) as server:
-        page = oai_server.answer(papers, {"verb": "ListRecords", "metadataPrefix": "arXivRaw",
-                                          "set": "cs:cs:LG", "from": "2026-11-01"},
-                                 server.oai_url, 10, oai_server.default_datestamp)
+        page = first_page(papers, server, 10)
         page = page.replace(b"<responseDate>", b"<responseDate><![CDATA[", 1)
         server.script("/oai", *[raw(page, "text/xml")] * 3)
         with pytest.raises(SourceError) as caught:
@@ -166,9 +168,7 @@ def test_a_resumption_token_handed_out_again_is_a_source_error_not_an_endless_ha
     papers = [paper(n) for n in range(5)]
     with ArxivServer(papers) as server:
         server.oai_page_size = 2
-        first = oai_server.answer(papers, {"verb": "ListRecords", "metadataPrefix": "arXivRaw",
-                                           "set": "cs:cs:LG", "from": "2026-11-01"},
-                                  server.oai_url, 2, oai_server.default_datestamp)
+        first = first_page(papers, server, 2)
         server.script("/oai", *[raw(first, "text/xml")] * 5)  # the first page, every time
         with pytest.raises(SourceError) as caught:
             harvest(fetcher(), server.oai_url, "cs.LG", date(2026, 11, 1))
@@ -183,9 +183,7 @@ def test_pages_that_bring_no_record_but_a_new_token_end_the_harvest_as_a_source_
     papers = [paper(n) for n in range(5)]
     with ArxivServer(papers) as server:
         server.oai_page_size = 2
-        first = oai_server.answer(papers, {"verb": "ListRecords", "metadataPrefix": "arXivRaw",
-                                           "set": "cs:cs:LG", "from": "2026-11-01"},
-                                  server.oai_url, 2, oai_server.default_datestamp)
+        first = first_page(papers, server, 2)
         empty = re.sub(rb"<record>.*</record>", b"", first, flags=re.S)
         pages = [re.sub(rb"(<resumptionToken[^>]*>)[^<]*", rb"\g<1>next-%d" % n, empty) for n in range(9)]
         server.script("/oai", raw(first, "text/xml"), *[raw(page, "text/xml") for page in pages])
