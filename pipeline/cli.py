@@ -339,9 +339,8 @@ def send(state: State, digest_id: str | None, reader: str | None, drop: str | No
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
     for line in report.shared:  # another config's database: said with -q too
         echo(line)
-    outbox, ways = StoreOutbox(store), routes(config)
-    beat = status_mod.heartbeat(config, datetime.now(UTC))
-    for line in status_mod.waiting_lines(outbox.pending(), ways, bool(beat and beat["alive"])):
+    outbox, ways, beat = StoreOutbox(store), routes(config), status_mod.heartbeat(config, datetime.now(UTC))
+    for line in status_mod.waiting_lines(outbox.pending(), ways, beat):
         echo(line)
     if pushed:
         echo(pushed)

@@ -186,7 +186,7 @@ def overview(config: Config, store: Store) -> str:
     outbox = StoreOutbox(store)
     waiting, failed = outbox.pending(), outbox.rows(("failed",))
     lines.append(f"outbox: {len(waiting)} pending, {len(failed)} failed")
-    lines += waiting_lines(waiting, routes(config), bool(data["scheduler"] and data["scheduler"]["alive"]))
+    lines += waiting_lines(waiting, routes(config), data["scheduler"])
     lines += _newest([f"  {row.digest_id} {row.who}: failed after {row.attempts} "
                      f"{'try' if row.attempts == 1 else 'tries'} — {row.last_error or ''}" for row in failed],
                     "failed", "`rl-digest status --json` lists them all")
@@ -255,13 +255,14 @@ def _ids(group: dict) -> str:
             "the papers that match the query)")
 
 
-def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None, scheduled: bool) -> list[str]:
+def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None,
+                  beat: dict[str, Any] | None) -> list[str]:
     """Rows still to deliver, the newest ROWS_SHOWN (a quota can hold back a group of hundreds):
     the tries that count toward giving up (a server never reached counts none), when the next
-    is due (`scheduled`: a scheduler is alive here to make it; run and send try at once), and
+    is due (by the scheduler when its heartbeat `beat` is alive; run and send try at once), and
     why; or that a row is held for a channel the config does not have now (`readers_of`:
     outbox.routes')."""
-    lines, now = [], datetime.now(UTC)
+    lines, now, scheduled = [], datetime.now(UTC), bool(beat and beat["alive"])
     for row in (due_by_now(row, now) for row in rows):
         if held_for_channel(row, readers_of):
             lines.append(f"  {row.digest_id} {row.who}: held for channel {row.channel}, which the config "
