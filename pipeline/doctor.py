@@ -67,6 +67,9 @@ class Problems(NamedTuple):
     warnings: list[str]
 
 
+EXAMPLE_DOMAINS = ("example.org", "example.com", "example.net")  # RFC 2606: never anyone's
+
+
 def config_problems(config: Config) -> Problems:
     """Settings that validate but will stop or weaken a run, one line each, naming the key."""
     errors, warnings = [], []
@@ -75,6 +78,10 @@ def config_problems(config: Config) -> Problems:
         warnings.append(f"enrich.api_key_env: the environment variable {cfg.api_key_env} is not set "
                         "(summaries would fall back; set it, empty for a local server, "
                         "or set enrich.provider: none)")
+    contact = config.sources.arxiv.contact
+    if contact.rpartition("@")[2].lower() in EXAMPLE_DOMAINS:
+        warnings.append(f"sources.arxiv.contact is still an example address ({contact}); arXiv asks "
+                        "for a way to reach you in the User-Agent: put your own")
     warnings += config.recipient_problems()
     warnings += dotless_readers(config)
     warnings += repeated_readers(config)
@@ -227,19 +234,11 @@ def run(config: Config) -> list[Check]:
     return found
 
 
-EXAMPLE_DOMAINS = ("example.org", "example.com", "example.net")  # RFC 2606: never anyone's
-
-
 def check_config(config: Config) -> Iterable[Check]:
-    problems = config_problems(config)
+    errors, warnings = config_problems(config)
     where = str(config.path or "built-in defaults")
-    contact = config.sources.arxiv.contact
-    warnings = list(problems.warnings)
-    if contact.rpartition("@")[2].lower() in EXAMPLE_DOMAINS:
-        warnings.append(f"sources.arxiv.contact is still an example address ({contact}); arXiv asks "
-                        "for a way to reach you in the User-Agent: put your own")
-    if problems.errors:
-        yield fail("config", f"{where}: " + "; ".join(problems.errors + warnings))
+    if errors:
+        yield fail("config", f"{where}: " + "; ".join(errors + warnings))
     elif warnings:
         yield warn("config", f"{where}: " + "; ".join(warnings))
     else:

@@ -53,7 +53,8 @@ def shared_file(*parts: str) -> Path:
 def write_config(folder: Path, overrides: dict | None = None, seeds: bool = True) -> Path:
     """A config in `folder` whose state and outputs stay there; offline-safe defaults."""
     data = {
-        "sources": {"arxiv": {"delay_seconds": 0, "retries": 1, "timeout_seconds": 5},
+        "sources": {"arxiv": {"delay_seconds": 0, "retries": 1, "timeout_seconds": 5,
+                              "contact": "rl-digest-tests@lab.test"},  # not an example address
                     "rss": {"poll_minutes": 0}, "oai": {"enabled": False}},
         "enrich": {"provider": "none"},
         "seeds": {"paths": ["seeds"] if seeds else [], "builtin": False},

@@ -389,7 +389,8 @@ def test_a_sender_at_localhost_is_taken_and_warned_of_only_through_a_remote_serv
     'It should have a period'); relayed through smtp.gmail.com it may be refused: a warning."""
     path = tmp_path / "config.yaml"
     mail = "email: {enabled: true, from: 'Cron <root@localhost>', to: [ops@example.org]}\n"
-    path.write_text(f"enrich: {{provider: none}}\noutputs: {{base_url: 'https://x.example.org/'}}\n{mail}",
+    path.write_text(f"enrich: {{provider: none}}\noutputs: {{base_url: 'https://x.example.org/'}}\n{mail}"
+                    "sources: {arxiv: {contact: ops@lab.test}}\n",
                     encoding="utf-8")
     local = cli("--config", str(path), "config", "check")
     path.write_text(path.read_text(encoding="utf-8").replace("enabled: true", "enabled: true, "

@@ -329,14 +329,17 @@ def test_the_calendar_line_looks_a_month_ahead(now, status, says):
     assert (found.status, says in found.detail) == (status, True), found.detail
 
 
-def test_doctor_warns_while_the_arxiv_contact_is_the_example_address(tmp_path, cli):
-    config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}}},
-                          seeds=False)  # the built-in contact, rl-digest@example.org
+def test_doctor_and_config_check_warn_while_the_arxiv_contact_is_the_example_address(tmp_path, cli):
+    config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False, "contact": "rl-digest@example.org"},
+                                                 "rss": {"enabled": False}}}, seeds=False)  # the built-in one
     result = cli("--config", str(config), "doctor")  # a warning: still exit 0
     line = next(line for line in result.stdout.splitlines() if line.startswith("config"))
     assert statuses(result.stdout)["config"] == "WARN"
     assert "sources.arxiv.contact is still an example address (rl-digest@example.org)" in line
-    keyless = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}},
+    checked = cli("--config", str(config), "config", "check")  # config check says it too
+    assert "sources.arxiv.contact is still an example address" in checked.stderr, checked.stderr
+    keyless = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False, "contact": "rl-digest@example.org"},
+                                                  "rss": {"enabled": False}},
                                       "enrich": {"provider": "openai", "api_key_env": "RL_DIGEST_NO_SUCH_KEY"}},
                           seeds=False)
     both = cli("--config", str(keyless), "doctor", check=None).stdout

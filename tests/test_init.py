@@ -32,6 +32,11 @@ def test_init_then_config_check_passes(tmp_path, cli):
     assert set(secrets) == {"OPENAI_API_KEY", "SMTP_USERNAME", "SMTP_PASSWORD", "RL_DIGEST_SECRET"}
     assert f"set -a; . {folder}/.env; set +a" in made.stdout  # the tool reads no .env itself
     checked = cli("--config", str(folder / "config.yaml"), "config", "check", env=secrets)
+    assert checked.stdout.strip() == f"{folder / 'config.yaml'}: ok (1 warning above)"
+    assert "sources.arxiv.contact is still an example address (you@example.org)" in checked.stderr
+    text = (folder / "config.yaml").read_text(encoding="utf-8")
+    (folder / "config.yaml").write_text(text.replace("you@example.org", "ada@lab.test"), encoding="utf-8")
+    checked = cli("--config", str(folder / "config.yaml"), "config", "check", env=secrets)
     assert checked.stdout.strip() == f"{folder / 'config.yaml'}: ok"
     listed = cli("--config", str(folder / "config.yaml"), "seeds", env=secrets)
     assert "no such file" not in listed.stdout + listed.stderr  # seeds.paths' folder is there
@@ -136,7 +141,7 @@ def test_the_starter_without_its_key_names_the_variable(tmp_path, cli):
     result = cli("--config", str(tmp_path / "config.yaml"), "config", "check")
     assert result.stderr.startswith("warning: ")
     assert "enrich.api_key_env: the environment variable OPENAI_API_KEY is not set" in result.stderr
-    assert result.stdout.strip().endswith(": ok (1 warning above)")
+    assert result.stdout.strip().endswith(": ok (2 warnings above)")  # and the example contact
 
 
 def test_init_refuses_to_overwrite_and_writes_nothing(tmp_path, cli):
