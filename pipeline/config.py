@@ -783,6 +783,9 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such file", "pass --config PATH or set RL_DIGEST_CONFIG") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: a folder, not a config file",
+                          f"pass --config {path / 'config.yaml'}, or another file") from None
     except OSError as exc:  # its strerror alone: str(exc) names the file a second time
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

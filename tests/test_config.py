@@ -582,3 +582,12 @@ def test_config_check_warns_of_an_http_unsubscribe_address(tmp_path, cli):
     report = cli("--config", str(path), "doctor", env=SECRET, check=None).stdout
     line = next(ln for ln in report.splitlines() if ln.startswith("config"))
     assert line.split()[1] == "WARN" and "serve.base_url: an http:// address" in line, line
+
+
+def test_a_config_path_that_is_a_folder_or_empty_says_so_and_what_to_pass(tmp_path, cli):
+    """`--config "$CONF"` with CONF unset read the working folder: '/srv: cannot read: Is a
+    directory'."""
+    for given in ("", ".", str(tmp_path)):
+        result = cli("--config", given, "status", cwd=tmp_path, check=2)
+        assert result.stderr == (f"rl-digest: {tmp_path}: a folder, not a config file (pass --config "
+                                 f"{tmp_path / 'config.yaml'}, or another file)\n"), result.stderr
