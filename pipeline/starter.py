@@ -44,7 +44,10 @@ def shell_command(argv0: str) -> str:
     path (a venv's bin/ is often not on PATH: /opt/rl-digest/.venv/bin/rl-digest init
     /etc/rl-digest printed steps whose `rl-digest` the shell did not find)."""
     script = Path(argv0)
-    if script.name != "rl-digest" or len(script.parts) == 1:  # python -m pipeline, or found by PATH
+    if script.name == "__main__.py":  # python -m pipeline: its venv's script, else the same again
+        beside = Path(sys.executable).parent / "rl-digest"
+        return shell_command(str(beside)) if beside.exists() else f"{shlex.quote(sys.executable)} -m pipeline"
+    if script.name != "rl-digest" or len(script.parts) == 1:  # found by PATH
         return "rl-digest"
     found = shutil.which("rl-digest")
     if found and Path(found).resolve() == script.resolve():

@@ -34,8 +34,7 @@ def test_init_then_config_check_passes(tmp_path, cli):
     checked = cli("--config", str(folder / "config.yaml"), "config", "check", env=secrets)
     assert checked.stdout.strip() == f"{folder / 'config.yaml'}: ok (1 warning above)"
     assert "sources.arxiv.contact is still an example address (you@example.org)" in checked.stderr
-    text = (folder / "config.yaml").read_text(encoding="utf-8")
-    (folder / "config.yaml").write_text(text.replace("you@example.org", "ada@lab.test"), encoding="utf-8")
+    filled_in(folder)
     checked = cli("--config", str(folder / "config.yaml"), "config", "check", env=secrets)
     assert checked.stdout.strip() == f"{folder / 'config.yaml'}: ok"
     listed = cli("--config", str(folder / "config.yaml"), "seeds", env=secrets)
@@ -60,8 +59,16 @@ def test_the_starter_shows_the_built_in_defaults_but_the_addresses_to_edit(tmp_p
     assert differ(starter, default) == ["sources.arxiv.contact", "email.smtp_host"]  # yours to fill in
 
 
+def filled_in(folder):
+    """Step 3 of the next steps, as far as config check asks: the contact address."""
+    path = folder / "config.yaml"
+    path.write_text(path.read_text(encoding="utf-8").replace("you@example.org", "ada@lab.test"),
+                    encoding="utf-8")
+
+
 def test_the_filled_in_env_file_loaded_as_the_next_steps_say_is_enough(tmp_path, cli):
     cli("init", str(tmp_path))
+    filled_in(tmp_path)
     filled = (tmp_path / ".env.example").read_text(encoding="utf-8")
     filled = filled.replace("OPENAI_API_KEY=\n", "OPENAI_API_KEY=sk-local\n")
     (tmp_path / ".env").write_text(filled.replace("RL_DIGEST_SECRET=\n", "RL_DIGEST_SECRET=s3cret\n"))
@@ -116,7 +123,12 @@ def test_the_next_steps_name_rl_digest_by_its_path_when_path_does_not_find_it(tm
     monkeypatch.setenv("PATH", f"{other.parent / 'none'}:{venv}")  # PATH finds this one
     assert starter.shell_command(script) == "rl-digest"
     assert starter.shell_command("rl-digest") == "rl-digest"  # started through PATH
-    assert starter.shell_command("/x/pipeline/__main__.py") == "rl-digest"  # python -m pipeline
+    monkeypatch.setattr(sys, "executable", str(venv / "python"))  # python -m pipeline: its venv's
+    assert starter.shell_command("/x/pipeline/__main__.py") == "rl-digest"  # script, found by PATH
+    monkeypatch.setenv("PATH", str(other))
+    assert starter.shell_command("/x/pipeline/__main__.py") == shlex.quote(script)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python3"))  # no script beside it
+    assert starter.shell_command("/x/pipeline/__main__.py") == f"{tmp_path / 'python3'} -m pipeline"
 
 
 def test_the_next_steps_paste_into_a_shell_for_a_folder_with_a_space(tmp_path, cli):
@@ -124,6 +136,7 @@ def test_the_next_steps_paste_into_a_shell_for_a_folder_with_a_space(tmp_path, c
     four paths and failed, and `--config /srv/周报 digest/config.yaml` named a folder."""
     folder = tmp_path / "周报 digest"
     steps = cli("init", str(folder)).stdout
+    filled_in(folder)
     copy = re.search(r"1\. (cp .*?) and fill in", steps).group(1)
     load = re.search(r"(set -a; .*; set \+a)", steps).group(1)
     check = re.search(r"4\. rl-digest (--config .*)", steps).group(1)
