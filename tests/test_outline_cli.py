@@ -14,7 +14,9 @@ from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer, ok
 from tests.test_entries_cli import outputs
 
-PREHEADER = re.compile(r'<div class="preheader"[^>]*>([^<]*)</div>')
+# The hidden first line, then invisible padding so that an inbox's preview stops there
+# rather than running on into the header's window line.
+PREHEADER = re.compile('<div class="preheader"[^>]*>([^<]*?)((?:\u034f\u200c&nbsp;)*)</div>')
 
 
 def test_highlights_name_and_link_their_papers_and_lead_the_inbox_preview(tmp_path, cli):
@@ -41,6 +43,7 @@ def test_highlights_name_and_link_their_papers_and_lead_the_inbox_preview(tmp_pa
     first = lines[0].split("- ", 1)[1].split(" / ", 1)[0]
     found = PREHEADER.search(got["html"])
     assert found and found.group(1) == first
+    assert len(found.group(2)) >= 3 * 60  # 180 invisible characters: past any inbox's preview
     assert got["html"].index('class="preheader"') < got["html"].index("<h1")
     txt = " ".join(got["txt"].split())
     assert first in txt and "Takeaway:" in txt
