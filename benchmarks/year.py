@@ -77,16 +77,6 @@ class Version:
     at: datetime  # that announcement, 20:00 New York
 
 
-def evening(cal: Calendar, moment: datetime) -> date:
-    """arXiv's rule: submitted before 14:00 New York time, announced that evening, else the
-    next; an evening without an announcement passes it on to the next that has one."""
-    local = moment.astimezone(cal.zone)
-    day = local.date() + timedelta(days=local.hour >= 14)
-    while not cal.announces(day):
-        day += timedelta(days=1)
-    return day
-
-
 def timeline(rows: list[dict], cal: Calendar, start: datetime, end: datetime,
              categories: list[str]) -> list[list[Version]]:
     """Each paper's versions: the rows submitted evenly over (start, end) in shuffled order, plus
@@ -96,13 +86,14 @@ def timeline(rows: list[dict], cal: Calendar, start: datetime, end: datetime,
     rng.shuffle(rows)
     span = (end - start) / len(rows)
     drafts = [(start + span * (k + 0.5), row) for k, row in enumerate(rows)]
-    day = evening(cal, start)
-    while (at := cal.at(day).at) < end:
-        drafts += [(at - timedelta(hours=7), {"title": f"Mesh simplification of point clouds ({cat})",
-                                              "abstract": "We simplify triangle meshes faster.",
-                                              "authors": ["Filler Author"], "categories": [cat]})
+    day = cal.announced_on(start)
+    while cal.at(day).at < end:
+        deadline = cal.cutoff(day)
+        drafts += [(deadline - timedelta(hours=1), {"title": f"Mesh simplification of point clouds ({cat})",
+                                                    "abstract": "We simplify triangle meshes faster.",
+                                                    "authors": ["Filler Author"], "categories": [cat]})
                    for cat in categories]
-        day = evening(cal, at + timedelta(days=1) - timedelta(hours=7))
+        day = cal.announced_on(deadline + timedelta(minutes=1))
     counters: Counter[str] = Counter()
     items = []
     for submitted, row in sorted(drafts, key=lambda draft: draft[0]):
@@ -112,13 +103,13 @@ def timeline(rows: list[dict], cal: Calendar, start: datetime, end: datetime,
         first = Paper(id=f"{month}.{counters[month]:05d}", title=row["title"], abstract=row["abstract"],
                       authors=tuple(row["authors"][:50]) or ("Anonymous",),
                       categories=tuple(row["categories"]), submitted=submitted, updated=submitted)
-        day = evening(cal, submitted)
+        day = cal.announced_on(submitted)
         versions = [Version(first, day, cal.at(day).at)]
         if row.get("label") == 1 and rng.random() < 0.08:  # a revision with a venue and code
             later = submitted + timedelta(days=rng.uniform(14, 35))
             second = replace(first, version=2, updated=later, journal_ref="Proceedings of ICML 2026",
                              comment=f"Code: https://github.com/example/{first.id.replace('.', '-')}")
-            day = evening(cal, later)
+            day = cal.announced_on(later)
             versions.append(Version(second, day, cal.at(day).at))
         items.append(versions)
     return items

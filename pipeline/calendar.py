@@ -21,6 +21,9 @@ from pipeline.config import bundled, parse_yaml
 from pipeline.errors import ConfigError
 
 _WEEKDAYS = ["mon", "tue", "wed", "thu", "fri", "sat", "sun"]
+CUTOFF = time(14)  # arXiv's daily submission deadline in New York, Monday to Friday
+_CUTOFF_DAYS = range(5)  # its table: Thursday 14:00 to Friday 14:00 is announced on Sunday,
+#                          Friday 14:00 to Monday 14:00 on Monday (info.arxiv.org/help/availability)
 
 
 @dataclass(frozen=True)
@@ -79,12 +82,22 @@ class Calendar:
 
     def announced_on(self, moment: datetime) -> date:
         """The evening a version sent at `moment` is announced: the first announcing day from
-        its date in New York (after the 14:00 cutoff, the next one)."""
+        the first deadline after it (14:00 in New York, Monday to Friday: one sent on Friday
+        afternoon or at the weekend is Monday's, not Sunday's)."""
         local = moment.astimezone(self.zone)
-        day = local.date() if local.hour < 14 else local.date() + timedelta(days=1)
+        day = local.date() + timedelta(days=local.time() >= CUTOFF)
+        while day.weekday() not in _CUTOFF_DAYS:
+            day += timedelta(days=1)
         while not self.announces(day):
             day += timedelta(days=1)
         return day
+
+    def cutoff(self, day: date) -> datetime:
+        """The deadline of the batch announced on `day`'s evening: 14:00 that day, or on the
+        Friday before a Sunday; a version sent after it is announced on a later evening."""
+        while day.weekday() not in _CUTOFF_DAYS:
+            day -= timedelta(days=1)
+        return datetime.combine(day, CUTOFF, self.zone)
 
     def unknown_years(self, start: datetime, end: datetime) -> list[int]:
         """Years whose holidays no calendar file lists, of the evenings due in the window: those

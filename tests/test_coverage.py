@@ -809,3 +809,28 @@ def test_a_gap_s_span_joins_only_announcements_next_to_each_other():
     text = render.digest_markdown(fx.config(), digest, 3)
     assert "; cs.LG on 11-02, 11-04: feed stale, recovered through the API search;" in text
     assert "未补回的 1 处（11-05 → 11-08、11-10 → 11-11）" in text
+
+
+def test_the_catch_up_of_a_monday_reads_the_papers_sent_after_fridays_cutoff(tmp_path, cli):
+    """arXiv announces on Monday what came in from Friday 14:00 to Monday 14:00 (New York), and
+    on Sunday only Thursday 14:00 to Friday 14:00. Sunday's feed read, Monday's stale: the
+    catch-up kept papers from a day before Sunday's announcement, Saturday 20:00, so those sent
+    on Friday afternoon and Saturday were in no digest, and the calendar counted them under
+    Sunday's announcement."""
+    eastern = ZoneInfo("America/New_York")
+    thursday, friday, saturday, monday = (
+        replace(relevant(n, ("cs.LG",), day=datetime(2026, 11, d, h, tzinfo=eastern).astimezone(UTC)))
+        for n, d, h in ((1, 19, 16), (2, 20, 16), (3, 21, 12), (4, 23, 10)))
+    with ArxivServer([thursday]) as server:
+        server.datestamps = {p.id: date(2026, 11, 23) for p in (friday, saturday, monday)}
+        config = config_for(tmp_path, server, cats=["cs.LG"], oai=True)
+        collect(cli, config, "2026-11-23T07:00:00+00:00")  # Monday 02:00 in New York: Sunday's feed
+        server.freeze("cs.LG")  # the CDN keeps serving Sunday's feed on Tuesday
+        server.add(friday, saturday, monday)
+        tuesday = collect(cli, config, "2026-11-24T07:00:00+00:00")
+    assert "cs.LG on 11-23: feed stale, recovered through OAI-PMH" in tuesday.stdout, tuesday.stdout
+    assert "cs: 1/1 read, ids 3 new · 0 cross · 0 replaced, 3 matched the query" in tuesday.stdout
+    assert {"2611.00001", "2611.00002", "2611.00003", "2611.00004"} <= stored_ids(tmp_path)
+    cal = load_calendar()
+    assert [cal.announced_on(p.submitted) for p in (thursday, friday, saturday, monday)] == [
+        date(2026, 11, 22), date(2026, 11, 23), date(2026, 11, 23), date(2026, 11, 23)]

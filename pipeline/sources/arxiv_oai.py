@@ -50,11 +50,12 @@ class Harvest:
 
 
 class OaiCatchUp:
-    """Harvest each group with a gap through OAI-PMH, from a day before the announcement
-    preceding the first missed one on (where the kept papers start).
+    """Harvest each group with a gap through OAI-PMH, from a day before the deadline of the
+    announcement preceding the first missed one on (where the kept papers start: a Monday's
+    batch begins at Friday's deadline, before Sunday's announcement).
 
-    Kept: papers whose first version falls in the missed window (from a day before the
-    announcement preceding the first missed one) and that match the query, and as updates
+    Kept: papers whose first version falls in the missed window (from a day before that
+    deadline) and that match the query, and as updates
     the older papers revised in that window (the run keeps those it holds: a new version,
     venue or code for the Updates section). A missed day counts as recovered once the
     harvest reaches it.
@@ -75,7 +76,7 @@ class OaiCatchUp:
             began, before = time.monotonic(), fetcher.requests
             first, last = cal.at(days[0]), cal.at(days[-1])
             earlier = cal.between(first.at - timedelta(days=10), first.at - timedelta(seconds=1))
-            low = (earlier[-1].at if earlier else first.at) - timedelta(days=1)
+            low = cal.cutoff((earlier[-1] if earlier else first).day) - timedelta(days=1)
             for category in group.split("+"):  # from where the kept papers start: a batch arXiv
                 # announced on an evening the calendar skips is stamped before the first missed one
                 got = harvest(fetcher, self.url, category, low.date())
@@ -134,8 +135,7 @@ def _primary_in(paper: Paper, group: str) -> bool:
 
 
 def _announced_day(cal: Calendar, paper: Paper) -> date | None:
-    """The evening this version was announced: the first announcing day from its date
-    (after the 14:00 New York cutoff, the next one)."""
+    """The evening this version was announced (Calendar.announced_on)."""
     moment = paper.updated if paper.version > 1 else paper.submitted
     return None if moment is None else cal.announced_on(moment)
 
