@@ -41,6 +41,7 @@ from pipeline import export as export_mod
 from pipeline import render as render_mod
 from pipeline import schedule as schedule_mod
 from pipeline import status as status_mod
+from pipeline.calendar import load_calendar
 from pipeline.deliver import channels, git
 from pipeline.deliver.files import atomic, write_atomic
 from pipeline.deliver.outbox import StoreOutbox, held_for_channel
@@ -538,7 +539,8 @@ def _not_stored_hint(store: Store, ident: str) -> str:
     watermark = store.watermark()
     if watermark is None:
         return "run `rl-digest collect` first"
-    if re.fullmatch(r"\d{4}\.\d{4,5}", ident) and ident[:4] >= f"{watermark:%y%m}":  # maybe announced since
+    since = f"{watermark.astimezone(load_calendar().zone):%y%m}"  # arXiv numbers by its month of announcement
+    if re.fullmatch(r"\d{4}\.\d{4,5}", ident) and ident[:4] >= since:  # maybe announced since
         return f"run `rl-digest collect` to read what arXiv announced since {watermark:%Y-%m-%d}; {kept}"
     return f"{kept} and can be marked, and this one was not"
 

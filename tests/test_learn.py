@@ -470,15 +470,18 @@ def test_a_mark_with_the_model_off_promises_no_refit(tmp_path, cli):
 
 def test_marking_a_paper_never_collected_does_not_send_the_reader_to_collect(tmp_path, cli):
     """A collect reads only what arXiv announced since the watermark: for an older paper
-    (or one outside the categories) `rl-digest collect` would never bring it."""
+    (or one outside the categories) `rl-digest collect` would never bring it. arXiv numbers a
+    paper by the month of its announcement in New York: Sunday 05-31's batch, announced after
+    a collect on Monday 06-01 at 07:00 in Beijing, is 2605.x; it was sent away as never collected."""
     with ArxivServer([rl_paper(1, DAY)]) as arxiv:
         config = full_config(tmp_path, arxiv)
-        cli("--config", str(config), "collect", "--as-of", "2026-11-02")
+        cli("--config", str(config), "collect", "--as-of", "2026-06-01T07:00:00+08:00")
     old = cli("--config", str(config), "mark", "1706.03762", "--relevant", check=2).stderr
     assert "rl-digest collect" not in old
     assert "only papers in sources.arxiv.categories that match sources.arxiv.terms are collected" in old
-    recent = cli("--config", str(config), "mark", "2611.99999", "--relevant", check=2).stderr
-    assert "run `rl-digest collect` to read what arXiv announced since 2026-11-02" in recent
+    for recent in ("2611.99999", "2605.99999"):
+        said = cli("--config", str(config), "mark", recent, "--relevant", check=2).stderr
+        assert "run `rl-digest collect` to read what arXiv announced since 2026-06-01" in said, said
 
 
 def test_undo_takes_a_verdict_back_whatever_the_store_holds_of_its_paper(tmp_path, cli):
