@@ -12,7 +12,7 @@ import signal
 import sys
 import traceback
 from collections.abc import Collection
-from contextlib import ExitStack
+from contextlib import ExitStack, nullcontext
 from datetime import UTC, date, datetime
 from itertools import islice
 from pathlib import Path
@@ -43,7 +43,7 @@ from pipeline import schedule as schedule_mod
 from pipeline import status as status_mod
 from pipeline.calendar import load_calendar
 from pipeline.deliver import channels, git
-from pipeline.deliver.files import atomic, write_atomic
+from pipeline.deliver.files import atomic, onto_stdout, write_atomic
 from pipeline.deliver.outbox import StoreOutbox, held_for_channel
 from pipeline.errors import ConfigError, DeliveryError, DigestError, LockedError
 from pipeline.models import Digest, Options, RunReport, paper_key, split_arxiv_id
@@ -112,7 +112,8 @@ OUTPUT = click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay
 
 def echo(message: object = "", err: bool = False, nl: bool = True) -> None:
     """click.echo without control characters: feed text never drives the terminal."""
-    click.echo(logs.redact(for_terminal(str(message))), err=err, nl=nl)
+    with nullcontext() if err else onto_stdout():
+        click.echo(logs.redact(for_terminal(str(message))), err=err, nl=nl)
 
 
 def _reader_gone() -> bool:
@@ -476,7 +477,8 @@ def export(state: State, fmt: str, topic: str | None, since: str | None, output:
         log.info("%s: %d entries", output, n)
         echo(str(output))
     else:
-        export_mod.write(fmt, found, sys.stdout)
+        with onto_stdout():
+            export_mod.write(fmt, found, sys.stdout)
 
 
 @main.command()

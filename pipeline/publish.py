@@ -22,7 +22,7 @@ from pathlib import Path
 from pipeline import compose, lock, months, readers, reading_list, render, site, site_papers
 from pipeline.config import Config
 from pipeline.deliver import channels, git, outbox
-from pipeline.deliver.files import clear_killed_writes, write_atomic
+from pipeline.deliver.files import clear_killed_writes, onto_stdout, write_atomic
 from pipeline.errors import DigestError
 from pipeline.links import Links
 from pipeline.models import Digest, Options, RunReport
@@ -254,7 +254,8 @@ def _dry_run(config: Config, digest: Digest | None, count: int) -> None:
     """Print the digest and say what a real run would write and whom it would mail."""
     out = config.outputs.dir
     if digest is not None:
-        print(render.digest_as(render.Settings.of(config), digest, "md", count))
+        with onto_stdout():
+            print(render.digest_as(render.Settings.of(config), digest, "md", count))
         for fmt in ("md", "html", "txt"):
             log.info("would write %s", out / "digests" / f"{digest.id}.{fmt}")
         if config.email.enabled:

@@ -108,10 +108,10 @@ def run_cli(*args: str, cwd: Path | str = "/", env: dict | None = None, timeout:
 
 
 def start_warm_cli(*args: str, env: dict | None = None, stderr: Path | None = None,
-                   log: Path | None = None) -> WarmProcess | subprocess.Popen:
+                   log: Path | None = None, stdout: Path | None = None) -> WarmProcess | subprocess.Popen:
     """The real CLI in the background, as processes.start_cli starts it (from /, its output
-    dropped, or its stderr written to the file `stderr`, or stdout and stderr both to the
-    file `log`), but in a fork of the warm CLI (about 1 s less: no imports) when run_cli
+    dropped, or its stderr written to the file `stderr` and its stdout to the file `stdout`
+    (/dev/full: a full disk), or stdout and stderr both to the file `log`), but in a fork of the warm CLI (about 1 s less: no imports) when run_cli
     would use it. For a command the test talks to (serve), waits for or stops with SIGTERM
     (schedule, a run); the kill -9 and terminal tests start a fresh process (start_cli),
     as a user's shell would."""
@@ -120,12 +120,12 @@ def start_warm_cli(*args: str, env: dict | None = None, stderr: Path | None = No
         if path is not None:
             path.write_bytes(b"")
     if _fresh(full_env):
-        with open(log or stderr or os.devnull, "w") as err:
+        with open(log or stderr or os.devnull, "w") as err, open(stdout or os.devnull, "w") as out:
             return subprocess.Popen([*cli_command(), *args], cwd="/", env=full_env,
-                                    stdin=subprocess.DEVNULL, stdout=err if log else subprocess.DEVNULL,
+                                    stdin=subprocess.DEVNULL, stdout=err if log else out,
                                     stderr=subprocess.STDOUT if log else err)
     return _warm().start(list(args), "/", full_env, str(log or stderr or os.devnull),
-                         str(log or os.devnull))
+                         str(log or stdout or os.devnull))
 
 
 FRESH = os.environ.get("RL_DIGEST_TEST_FRESH") == "1"

@@ -7,10 +7,11 @@ import re
 import socket
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, cli_command, cli_env, write_config
+from tests.helpers import ROOT, cli_command, cli_env, start_warm_cli, write_config
 from tests.processes import lock_holder
 
 
@@ -181,6 +182,19 @@ def test_output_into_a_pipe_closed_early_ends_quietly(tmp_path):
         os.close(write)
     assert result.returncode == 141  # 128 + SIGPIPE, as a shell reports it: no digest or delivery code
     assert result.stderr == ""
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_output_into_a_file_on_a_full_disk_is_one_line_naming_it(tmp_path):
+    """`rl-digest export > refs.bib`, or cron's `>> run.log`, on a full disk: every command
+    ended 'unexpected error: OSError: [Errno 28] No space left on device', naming no file.
+    /dev/full is such a disk: every write to it fails so."""
+    config = write_config(tmp_path, {"enrich": {"provider": "none"}})
+    err = tmp_path / "stderr"
+    listing = start_warm_cli("--config", str(config), "seeds", stdout=Path("/dev/full"), stderr=err)
+    assert listing.wait(timeout=60) == 1
+    assert err.read_text(encoding="utf-8") == \
+        "rl-digest: /dev/full (stdout): cannot write: No space left on device\n"
 
 
 def test_a_quiet_run_without_the_llm_key_says_so_on_its_one_line(tmp_path, cli):

@@ -13,6 +13,7 @@ import pwd
 import re
 import shutil
 import socket
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -90,6 +91,23 @@ def _draft(path: Path) -> Iterator[tuple[TextIO, list[bool]]]:
                 os.unlink(tmp_name)
             except OSError:
                 pass
+
+
+@contextmanager
+def onto_stdout() -> Iterator[None]:
+    """Writes to stdout in the block: one that fails (stdout a file on a full disk, as in
+    `export > refs.bib` or cron's `>> run.log`) is one line naming that file, as a failed
+    write_atomic is. A reader that closed a pipe (BrokenPipeError) is the CLI's to end quietly."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        try:
+            where = f"{os.readlink(f'/proc/self/fd/{sys.stdout.fileno()}')} (stdout)"
+        except (OSError, ValueError):  # no /proc, or no real stdout
+            where = "stdout"
+        raise DigestError(f"{where}: cannot write: {exc.strerror or exc}") from None
 
 
 def unwritable(folder: Path, key: str) -> str | None:
