@@ -165,6 +165,21 @@ def test_init_refuses_to_overwrite_and_writes_nothing(tmp_path, cli):
     assert (tmp_path / "readers.txt").read_text(encoding="utf-8") == "mine@example.org\n"
 
 
+def test_init_that_cannot_write_a_file_takes_back_the_others(tmp_path, cli):
+    """A full or read-only disk: init wrote config.yaml and readers.txt, stopped at the
+    next file, and every `init` after refused the config.yaml it had written itself; a
+    folder it could not make was 'unexpected error: OSError'. A file where seeds/ goes fails
+    as they do, anywhere."""
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    (folder / "seeds").write_text("", encoding="utf-8")
+    failed = cli("init", str(folder), check=1)
+    assert failed.stderr == f"rl-digest: {folder / 'seeds'}: cannot create the folder: File exists\n"
+    assert [p.name for p in folder.iterdir()] == ["seeds"]
+    (folder / "seeds").unlink()
+    cli("init", str(folder))  # not refused: nothing of the first one's is left
+
+
 def test_init_from_root_into_the_current_folder(tmp_path, cli):
     cli("init", cwd=tmp_path)
     assert (tmp_path / "config.yaml").exists()
