@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import resource
 import socket
@@ -44,6 +45,8 @@ from pipeline.extract import readable
 from pipeline.links import WEB, Claim, Links
 from pipeline.models import seed_key
 from pipeline.store import Store
+
+log = logging.getLogger(__name__)
 
 READER_PATHS = ("/u/", "/r/", "/f/")  # the token pages: they name a reader's address
 READER_METHODS = "GET, HEAD, POST"
@@ -175,6 +178,14 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
     async def not_found(request: Request, exc: Exception) -> HTMLResponse:
         return answer(request, "not_found" if site.is_dir() else "no_site", 404)
 
+    async def unavailable(request: Request, exc: Exception) -> HTMLResponse:
+        """The database failed (a full or read-only disk, a lock held past the busy timeout):
+        one log line naming it, not a traceback, and a page asking the reader to try again
+        later, not a bare 500. The token stays out of the log: it is the reader's to use."""
+        log.error("%s %s…: %s", request.method, request.url.path[:3], exc,
+                  exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)
+        return answer(request, "unavailable", 503)
+
     files = StaticFiles(directory=site, html=True, check_dir=False)
 
     async def web_edition(scope: Scope, receive: Receive, send: Send) -> None:
@@ -186,7 +197,8 @@ def app(config: Config, store: Store, links: Links) -> Starlette:
               Route("/r/{token}", subscription, methods=["GET", "POST"]),
               Route("/f/{token}", feedback, methods=["GET", "POST"])]
     routes.append(Mount("/", web_edition))
-    found = Starlette(routes=routes, exception_handlers={404: not_found}, middleware=[Middleware(Secured)])
+    found = Starlette(routes=routes, exception_handlers={404: not_found, DigestError: unavailable},
+                      middleware=[Middleware(Secured)])
     found.router.redirect_slashes = False  # `/u/TOKEN/` is not found, not sent to the Host a client names
     return found
 

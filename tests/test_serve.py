@@ -17,7 +17,7 @@ import uvicorn
 
 from pipeline import serve
 from pipeline.links import Links
-from tests.helpers import DAY, chromium, full_config, rl_paper, start_warm_cli
+from tests.helpers import DAY, chromium, full_config, rl_paper, start_warm_cli, write_config
 from tests.processes import wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.smtp_server import free_port
@@ -94,9 +94,9 @@ def test_serve_started_before_the_first_run_serves_the_site_once_a_run_writes_it
     assert index == (200, (tmp_path / "out" / "site" / "index.html").read_text("utf-8"))
 
 
-def _page(port: int, path: str, timeout: float = 10) -> tuple[int, str]:
+def _page(port: int, path: str, timeout: float = 10, method: str = "GET") -> tuple[int, str]:
     connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    connection.request("GET", path)
+    connection.request(method, path)
     answer = connection.getresponse()
     found = answer.status, answer.read().decode("utf-8")
     connection.close()
@@ -217,3 +217,33 @@ def test_votes_waiting_on_a_database_a_run_holds_leave_the_site_answering(tmp_pa
         server.wait(timeout=10)
     assert home == (200, "home") and refused.status == 403 and waited < 1
     assert voted == [200] * 41  # each recorded once the run let go
+
+
+def test_a_vote_the_database_cannot_take_asks_to_try_later_and_logs_one_line(tmp_path):
+    """A database that cannot take a write (a full or read-only disk; here a lock held past
+    storage.busy_timeout_seconds, which fails the same way): the reader got a bare 'Internal
+    Server Error' and the log a traceback of 40 lines, for each click."""
+    config = write_config(tmp_path, {"storage": {"busy_timeout_seconds": 0.1}}, seeds=False)
+    secret, port, log = "a-long-test-secret-for-signing-links", free_port(), tmp_path / "serve.log"
+    vote = "/f/" + Links(f"http://127.0.0.1:{port}/", secret).on_the_web("up", "arxiv:2611.00001").rsplit("/", 1)[1]
+    server = start_warm_cli("--config", str(config), "serve", "--host", "127.0.0.1", "--port", str(port),
+                            env={"RL_DIGEST_SECRET": secret}, stderr=log)
+    try:
+        wait_for(lambda: _up(port), timeout=60, what="serve to listen", proc=server)
+        run = sqlite3.connect(tmp_path / "state" / "digest.sqlite3", isolation_level=None)
+        run.execute("BEGIN IMMEDIATE")
+        try:
+            refused = _page(port, vote, method="POST")
+        finally:
+            run.execute("ROLLBACK")
+            run.close()
+        taken = _page(port, vote, method="POST")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert refused[0] == 503 and "please follow the link again later" in refused[1]
+    assert taken[0] == 200 and "your feedback is recorded" in taken[1]
+    lines = [line for line in log.read_text(encoding="utf-8").splitlines() if " ERROR " in line or "Traceback" in line]
+    assert len(lines) == 1 and lines[0].endswith(
+        f" ERROR pipeline.serve: POST /f/…: {tmp_path / 'state' / 'digest.sqlite3'}: the database is "
+        "locked by another process (waited 0.1 s)"), lines
