@@ -1124,8 +1124,9 @@ def _one_line_errors(place: str, busy_timeout: float, password_given: bool,
                               "restore it from a backup, or move it aside to start afresh" if keys == STORAGE
                               else f"{keys[0]} is not an empty database: name a new SQLite file or "
                               "an empty PostgreSQL database") from None
-        hint = ("is the disk full?" if "disk" in words
-                else "can this user write the state folder?" if "readonly" in words else None)
+        hint: str | None = "is the disk full?" if "disk" in words else None
+        if "readonly" in words or "unable to open" in words:  # the file, or its folder for the WAL
+            hint = files.cannot_write(Path(place)) or "can this user write the state folder?"
         raise DigestError(f"{place}: {words}", hint) from None
     return handle
 

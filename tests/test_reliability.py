@@ -277,11 +277,22 @@ def test_a_file_in_the_output_folder_that_cannot_be_replaced_is_one_line(tmp_pat
 
 
 def test_a_read_only_state_folder_is_one_line(tmp_path, cli):
+    """The commands that hold no lock (status, mark, export, readers) said only 'unable to
+    open database file' of a database that was there: SQLite could not make its WAL files
+    beside it. The line now says what stops it, in the system's words."""
     config = config_with(tmp_path)
     (tmp_path / "state").mkdir()
     with read_only(tmp_path / "state"):
         result = cli("--config", str(config), "run", "--offline", "--as-of", AS_OF, check=None)
     one_clear_line(result, str(tmp_path / "state"))
+    cli("--config", str(config), "status")  # makes the database
+    db = tmp_path / "state" / "digest.sqlite3"
+    with read_only(tmp_path / "state") as how:
+        status = cli("--config", str(config), "status", check=None)
+    words = {"mount": "(it is on a read-only file system)",
+             "chattr": f"(no file can be made in {db.parent}: Operation not permitted)",
+             "chmod": f"(no file can be made in {db.parent}: Permission denied)"}[how]
+    assert one_clear_line(status, str(db)).endswith(words)
 
 
 def run_without_root_powers(args: list[str]) -> subprocess.CompletedProcess:

@@ -130,6 +130,24 @@ def unwritable(folder: Path, key: str) -> str | None:
     return f"{key}: {folder}: {why}; set {key} to a folder this user can write"
 
 
+def cannot_write(path: Path) -> str | None:
+    """Why this user cannot write the file `path`, or make a file beside it (where SQLite
+    keeps a database's WAL files): a read-only mount, permissions, an immutable folder; None
+    when it can do both. The file is never opened: closing a second descriptor of a database
+    would drop the locks SQLite holds on it in this process."""
+    try:
+        if os.statvfs(path if path.exists() else path.parent).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+        if path.exists() and not os.access(path, os.W_OK):
+            theirs = not_yours(path)
+            return f"this user cannot write it{f'; {theirs}' if theirs else ''}"
+        tempfile.TemporaryFile(dir=path.parent).close()
+    except OSError as exc:
+        theirs = not_yours(path.parent) if isinstance(exc, PermissionError) else None
+        return f"no file can be made in {path.parent}: {exc.strerror}{f'; {theirs}' if theirs else ''}"
+    return None
+
+
 def not_yours(path: Path) -> str | None:
     """When `path`, else its folder (where this user cannot see `path`), belongs to another
     user (state/ made by a first run under sudo, then cron runs as yourself; a lock file
