@@ -168,8 +168,8 @@ def beat(config: Config, scheduler: BlockingScheduler | None, stopped: bool = Fa
     }
     try:
         write_atomic(heartbeat_path(config), json.dumps(data, indent=1) + "\n")
-    except OSError as exc:
-        log.warning("heartbeat: cannot write %s: %s", heartbeat_path(config), exc.strerror or exc)
+    except DigestError as exc:  # a full or read-only state folder: the scheduler goes on
+        log.warning("heartbeat: %s", exc)
 
 
 class _Running:

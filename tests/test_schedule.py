@@ -410,6 +410,18 @@ def test_a_heartbeat_after_the_scheduler_stopped_writes_without_a_traceback(tmp_
     assert json.loads(schedule.heartbeat_path(config).read_text(encoding="utf-8"))["next"] == {}
 
 
+def test_a_heartbeat_that_cannot_be_written_is_a_warning_not_a_traceback(tmp_path, caplog):
+    """A full or read-only state folder: write_atomic's DigestError went past the `except
+    OSError` meant for it, so APScheduler logged a traceback at each heartbeat, and SIGTERM
+    ended the scheduler with exit 1 naming the heartbeat, not its clean stop. A folder in the
+    heartbeat's place fails so anywhere."""
+    config = load(write_config(tmp_path, seeds=False))
+    schedule.heartbeat_path(config).mkdir(parents=True)
+    with caplog.at_level(logging.WARNING):
+        schedule.beat(config, None, stopped=True)
+    assert f"heartbeat: {schedule.heartbeat_path(config)}: cannot write: Is a directory" in caplog.text
+
+
 def test_a_job_does_not_start_once_stop_was_asked(tmp_path, stop_flag):
     config = load(write_config(tmp_path, seeds=False))
     calls: list[str] = []
