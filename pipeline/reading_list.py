@@ -27,6 +27,7 @@ from typing import IO, Any, Protocol
 
 from pipeline import compose, months, rank, render
 from pipeline.config import Config, TopicDef
+from pipeline.deliver import files
 from pipeline.deliver.files import spool_folder, write_if_changed
 from pipeline.models import Entry, Moved, Paper, Scored, SeedEntry, paper_key, seed_key
 from pipeline.sources.seeds import shown
@@ -353,7 +354,7 @@ class Markdown:
     def _topic(self, key: str) -> _Topic:
         topic = self.state.get(key)
         if topic is None:
-            spool = open(Path(self.tmp.name, f"{len(self.state)}.rows"), "w+b")  # noqa: SIM115 (closed on exit)
+            spool = files.spool(Path(self.tmp.name, f"{len(self.state)}.rows"))  # closed on exit
             topic = self.state[key] = _Topic(spool)
         return topic
 

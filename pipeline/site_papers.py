@@ -27,6 +27,7 @@ import orjson
 
 from pipeline import export, months, reading_list, render, site
 from pipeline.config import Config, TopicDef
+from pipeline.deliver import files
 from pipeline.deliver.files import spool_folder, streamed_if_changed, write_if_changed
 from pipeline.models import Digest, Entry, Moved
 from pipeline.store import Store
@@ -317,7 +318,7 @@ class _Spool:
     """A topic's rendered entries (UTF-8), kept on disk until its page is written."""
 
     def __init__(self, path: Path):
-        self.handle: IO[bytes] = path.open("w+b")  # closed by copy_to
+        self.handle: IO[bytes] = files.spool(path)  # closed by copy_to
         self.count = self.since = self.recent = 0
 
     def add(self, data: bytes, count: int) -> None:

@@ -1,13 +1,16 @@
 """Atomic writes of published files."""
 
+import errno
 import os
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from pipeline.deliver.files import streamed_if_changed, write_atomic, write_if_changed
+from pipeline.deliver.files import spool, streamed_if_changed, write_atomic, write_if_changed
+from pipeline.errors import DigestError
 from tests.processes import config_with
 
 
@@ -97,6 +100,30 @@ def test_a_device_or_a_pipe_is_written_to_not_replaced(tmp_path):
         reader.kill()
     assert fifo.is_fifo()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pipe"]
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_full_spool_disk_is_not_blamed_on_the_file_being_written(tmp_path):
+    """The web edition's exports are written in a block that also fills spool files in
+    TMPDIR: a full TMPDIR was 'out/site/exports/reading-list.jsonl: cannot write: No space
+    left on device', and the operator freed space on a disk that had plenty. A spool's write
+    now names TMPDIR, and what fails in the block is not the draft's to name. /dev/full is a
+    full disk anywhere."""
+    target = tmp_path / "reading-list.jsonl"
+    with pytest.raises(DigestError) as caught, streamed_if_changed(target, []) as out:
+        out.write("{}\n")
+        with spool(Path("/dev/full")) as spooled:
+            spooled.write(b"a topic's rows")
+    assert str(caught.value) == ("/: cannot write: No space left on device (the run keeps its spool "
+                                 "files there: free space, or set TMPDIR)")
+    with pytest.raises(OSError) as other, streamed_if_changed(target, []) as out:
+        out.write("{}\n")
+        raise OSError(errno.EIO, "Input/output error")
+    assert other.value.errno == errno.EIO
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(DigestError, match="^/dev/full: cannot write: No space left on device$"), \
+            streamed_if_changed(Path("/dev/full"), []) as out:
+        out.write("x" * 10_000)
 
 
 def test_a_link_to_a_file_stays_a_link(tmp_path):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import filecmp
 import glob
+import io
 import os
 import pwd
 import re
@@ -18,7 +19,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Any, BinaryIO, TextIO
 
 from pipeline.errors import DigestError
 
@@ -59,10 +60,11 @@ def _draft(path: Path) -> Iterator[tuple[TextIO, list[bool]]]:
     What is there and is no regular file (`-o /dev/null`, `/dev/stdout`, a FIFO) is written
     to, not replaced: the rename put a regular file in /dev/null's place. A link to a file
     stays a link: its file is replaced."""
-    tmp_name = None
+    tmp_name, block = None, False
     try:
         if path.exists() and not path.is_file():
-            with path.open("w", encoding="utf-8", newline="\n") as stream:
+            with _text(_Named(path, "w", str(path))) as stream:
+                block = True
                 yield stream, []
             return
         path = path.resolve() if path.is_symlink() else path
@@ -72,8 +74,10 @@ def _draft(path: Path) -> Iterator[tuple[TextIO, list[bool]]]:
                                         dir=path.parent)
         os.fchmod(fd, 0o666 & ~_umask())  # mkstemp's 0600 would hide published files
         skip: list[bool] = []
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+        with _text(_Named(fd, "w", str(path))) as handle:
+            block = True
             yield handle, skip
+            block = False
             handle.flush()
             if skip and path.is_file() and filecmp.cmp(tmp_name, path, shallow=False):
                 return
@@ -83,6 +87,8 @@ def _draft(path: Path) -> Iterator[tuple[TextIO, list[bool]]]:
         tmp_name = None
         _fsync_dir(path.parent)
     except OSError as exc:  # the draft is made in, and renamed within, the folder: its owner says why
+        if block:  # the writer's own failure (a spool in TMPDIR), not this file's: its writes name it
+            raise
         raise DigestError(f"{path}: cannot write: {exc.strerror or exc}",
                           not_yours(path.parent) if isinstance(exc, PermissionError) else None) from None
     finally:
@@ -108,6 +114,32 @@ def onto_stdout() -> Iterator[None]:
         except (OSError, ValueError):  # no /proc, or no real stdout
             where = "stdout"
         raise DigestError(f"{where}: cannot write: {exc.strerror or exc}") from None
+
+
+class _Named(io.FileIO):
+    """A file whose failed writes name `what`: a block that writes two files (an export and
+    a spool in TMPDIR) must not blame one for the other's full disk."""
+
+    def __init__(self, file: int | Path, mode: str, what: str, hint: str | None = None):
+        super().__init__(file, mode)
+        self.what, self.hint = what, hint
+
+    def write(self, data: Any, /) -> int:
+        try:
+            return super().write(data)
+        except OSError as exc:
+            raise DigestError(f"{self.what}: cannot write: {exc.strerror or exc}", self.hint) from None
+
+
+def _text(raw: _Named) -> TextIO:
+    return io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", newline="\n")
+
+
+def spool(path: Path) -> BinaryIO:
+    """A spool file of a build (read and written, in a spool_folder): a write that fails
+    names TMPDIR, where it is."""
+    return io.BufferedRandom(_Named(path, "w+", str(path.parent.parent),
+                                    "the run keeps its spool files there: free space, or set TMPDIR"))
 
 
 def unwritable(folder: Path, key: str) -> str | None:
