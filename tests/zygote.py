@@ -26,6 +26,7 @@ import select
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -89,6 +90,7 @@ def _child(conn: socket.socket, main, own: list[str], script: str | None) -> Non
     os.environ.clear()
     os.environ.update(request["env"])
     time.tzset()
+    tempfile.tempdir = None  # TMPDIR read anew: an import may have fixed this process's (scipy 1.9)
     # sys.path as a fresh process has it: the script's folder (python -m: the working
     # folder), not tests/ (this file's); the call's PYTHONPATH (plug-ins) in place of this
     # process's
