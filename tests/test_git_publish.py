@@ -213,6 +213,29 @@ def test_files_an_older_layout_had_are_removed_from_the_folders_pruned(checkout:
         "rl/reading-list/agentic-2025.md", "rl/reading-list/agentic-2026.md"]
 
 
+def test_a_file_of_an_older_layout_that_cannot_be_removed_is_one_line_naming_it(
+        checkout: Path, remote: Path, outputs, store: Store, monkeypatch) -> None:
+    """A read-only checkout where only a prune was due ended the run with 'unexpected
+    error: PermissionError'. (The failure is the operating system's: as root no mode bit
+    stops an unlink, so it is made here.)"""
+    out = outputs["READING_LIST.md"].parent
+    (out / "reading-list").mkdir()
+    (out / "reading-list" / "agentic.md").write_text("# agentic\n", encoding="utf-8")
+    assert publish(config(checkout), {**outputs, "reading-list/agentic.md": out / "reading-list" / "agentic.md"},
+                   store, prune=("reading-list",)).ok
+    unlink = Path.unlink
+
+    def refused(path: Path, missing_ok: bool = False) -> None:
+        if path.name == "agentic.md":
+            raise PermissionError(13, "Permission denied")
+        unlink(path, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refused)
+    report = publish(config(checkout), outputs, store, prune=("reading-list",))
+    target = checkout.resolve() / "rl" / "reading-list" / "agentic.md"
+    assert not report.ok and report.error == f"git {checkout}: cannot remove {target}: Permission denied"
+
+
 def test_a_copy_a_killed_run_left_half_written_in_the_checkout_is_cleared_not_staged(
         checkout: Path, remote: Path, outputs, store: Store) -> None:
     """A run killed (kill -9, a second SIGTERM) while it copied the reading list into the

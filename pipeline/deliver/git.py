@@ -175,7 +175,10 @@ def _prune(repo: Path, subdir: str, files: dict[str, Path], folders: tuple[str, 
         for target in sorted((root / subdir / folder).glob("*")):
             name = target.relative_to(root / subdir).as_posix()
             if target.is_file() and name not in files:
-                target.unlink()
+                try:
+                    target.unlink()
+                except OSError as exc:  # a read-only checkout where nothing else changed
+                    raise _GitError(f"git {repo}: cannot remove {target}: {exc.strerror or exc}") from None
                 relative = target.relative_to(root).as_posix()
                 report.changed.append(relative)
                 gone.append(relative)
