@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
-from email.utils import parsedate_to_datetime
+from datetime import date, timedelta
 from urllib.parse import urlencode
 
 import httpx2
@@ -28,7 +27,7 @@ from pipeline.errors import DigestError, SourceError
 from pipeline.models import ARXIV_ID, Paper, collapse
 from pipeline.rank import Query
 from pipeline.sources import Found, SourceSetup, Window
-from pipeline.sources.arxiv_rss import split_authors
+from pipeline.sources.arxiv_rss import rfc822, split_authors
 from pipeline.sources.http import Fetched, Fetcher, looks_like_html
 from pipeline.stopping import Stopped
 
@@ -245,7 +244,7 @@ def _to_paper(record: etree._Element) -> Paper | None:
     def field(tag: str) -> str:
         return collapse(raw.findtext(f"{_RAW}{tag}") or "")
 
-    dates = [_date(v.findtext(f"{_RAW}date")) for v in raw.findall(f"{_RAW}version")]
+    dates = [rfc822(v.findtext(f"{_RAW}date")) for v in raw.findall(f"{_RAW}version")]
     categories = tuple(field("categories").split())
     if not ARXIV_ID.fullmatch(field("id")) or not dates or dates[0] is None:  # 2611.00001v2: not a key
         return None
@@ -262,10 +261,3 @@ def _to_paper(record: etree._Element) -> Paper | None:
         journal_ref=text.journal_ref(field("journal-ref")),
         sources=("oai",),
     )
-
-
-def _date(text: str | None) -> datetime | None:
-    try:
-        return parsedate_to_datetime(text) if text else None
-    except (TypeError, ValueError, OverflowError):
-        return None

@@ -316,7 +316,7 @@ def _read_item(entry: Any) -> Paper | Replacement | str:
     if version is None and prefix:
         version = split_arxiv_id(prefix["id"])[1]
     kind = (_field(entry, "arxiv_announce_type") or (prefix["type"] if prefix else "")).strip()
-    announced = _rfc822(_field(entry, "published"))
+    announced = rfc822(_field(entry, "published"))
     if kind in REPLACED_TYPES:
         return Replacement(ident, version, announced, kind)
     if kind not in KEPT_TYPES:
@@ -344,8 +344,9 @@ def _field(entry: Any, key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _rfc822(text: str | None) -> datetime | None:
-    """An item's pubDate as an aware datetime, keeping arXiv's -0500 offset."""
+def rfc822(text: str | None) -> datetime | None:
+    """An RFC 822 date (an item's pubDate, an OAI version's date) as an aware datetime,
+    keeping arXiv's -0500 offset; None when absent or unreadable."""
     try:
         return parsedate_to_datetime(text) if text else None
     except (TypeError, ValueError, OverflowError):  # seconds of 80 digits: too large for C
