@@ -24,7 +24,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 FIRST = ("introduction", "method", "approach", "result", "experiment", "evaluation", "finding")
-NEVER = ("reference", "bibliograph", "acknowledg", "appendix", "related work", "ethic", "impact statement")
+# a heading naming one of these, from a word's start: "Direct Preference Optimization" and
+# "Reference-free Rewards" are the method, not the reference list
+NEVER = re.compile(r"\b(?:references\b|bibliograph|acknowledg|appendi|related work|ethic|impact statement)")
 DROP = ("nav", "header", "footer", "script", "style", "noscript", "form", "button", "math annotation",
         ".ltx_bibliography", ".ltx_page_navbar", ".ltx_page_footer", ".ltx_appendix", ".ltx_authors",
         ".ltx_role_footnote", "#header", ".package-alerts")
@@ -50,7 +52,7 @@ def main_text(html: str, budget_tokens: int) -> str | None:
     for order, section in enumerate(sections):
         heading = section.css_first("h1, h2, h3, h4")
         title = _plain(heading.text(separator=" ")) if heading else ""
-        if any(word in title.casefold() for word in NEVER):
+        if NEVER.search(title.casefold()):
             continue
         first = any(word in title.casefold() for word in FIRST)
         parts.append((not first, order, _plain(section.text(separator=" "))))

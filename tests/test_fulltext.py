@@ -32,6 +32,25 @@ def test_the_main_text_keeps_the_sections_that_matter_first_and_nothing_around_t
     assert fulltext.main_text("<html><body><p>No article here.</p></body></html>", 6000) is None
 
 
+def test_a_method_section_whose_heading_holds_reference_or_preference_is_read():
+    """Only a heading that names the reference list drops a section: "Preference" and
+    "Reference-free" name the method of many RLHF papers."""
+    def section(number: int, heading: str, body: str) -> str:
+        return (f'<section id="S{number}" class="ltx_section"><h2 class="ltx_title ltx_title_section">'
+                f'<span class="ltx_tag ltx_tag_section">{number} </span>{heading}</h2>'
+                f'<p class="ltx_p">{body}</p></section>')
+    page = "<html><body><article>" + "".join((
+        section(1, "Introduction", "INTRO-TEXT"),
+        section(2, "Direct Preference Optimization", "DPO-TEXT"),
+        section(3, "Reference-free Reward Models", "REFERENCE-FREE-TEXT"),
+        section(4, "Ethical Considerations", "ETHICS-TEXT"),
+        section(5, "References", "REFERENCE-LIST-TEXT"))) + "</article></body></html>"
+    text = fulltext.main_text(page, 6000)
+    assert text is not None
+    assert "DPO-TEXT" in text and "REFERENCE-FREE-TEXT" in text
+    assert "ETHICS-TEXT" not in text and "REFERENCE-LIST-TEXT" not in text
+
+
 def test_the_featured_reading_is_written_from_the_html_page_or_else_the_abstract(tmp_path, cli):
     with_html, without = rl_paper(1, DAY), rl_paper(2, DAY)
     with ArxivServer([with_html, without]) as arxiv, OpenAIServer() as llm:
