@@ -302,7 +302,9 @@ def test_directory_reads_seed_suffixes_sorted_and_skips_readme(tmp_path):
 
 def test_a_text_seed_pasted_from_markdown_reads_as_its_text_and_comments_are_skipped(tmp_path):
     text = ("# my picks\n"
+            "## Reasoning\n"
             "- **Good Paper**（2026-11-02）：一个很好的论文。\n"
+            "### Agents\n"
             "2. __Another Paper__ (2026-11-03): 另一篇论文。\n"
             "2026-13-45 garbage line\n")
     document = parse_seed_file(write(tmp_path, "mine.txt", text))
@@ -310,7 +312,7 @@ def test_a_text_seed_pasted_from_markdown_reads_as_its_text_and_comments_are_ski
         ("Good Paper", date(2026, 11, 2), "一个很好的论文。"),
         ("Another Paper", date(2026, 11, 3), "另一篇论文。")]
     assert [(w.line, w.message) for w in document.warnings] == [
-        (4, "a date before the title (write `Title（YYYY-MM-DD）：summary`)")]
+        (6, "a date before the title (write `Title（YYYY-MM-DD）：summary`)")]
 
 
 # --- YAML ---------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ _LABEL = re.compile(rf"^([{_HAN}]{{2,8}})\s*[：:]\s*(\S.*)$")  # "关键发现�
 _HEADING = re.compile(rf"^([A-Za-z0-9][^{_HAN}：:]*?)\s*[{_HAN}]")  # "PRISM 发现…"
 _SYNTHESIS = re.compile(r"^综合洞察\s*[：:]\s*(.*)$")
 _TABLE_SEPARATOR = re.compile(r"^:?-{3,}:?$")
-_COMMENT = re.compile(r"^#(\s|$)")  # "# my picks": a comment (as in readers.txt), or a Markdown heading
+_COMMENT = re.compile(r"^#{1,6}(\s|$)")  # "# my picks": a comment (as in readers.txt); "## Agents": a heading
 # a line pasted from Markdown: "- **Title**（…）：…" reads as "Title（…）：…"
 _LIST_MARK = re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+")
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
