@@ -315,6 +315,34 @@ def test_a_text_seed_pasted_from_markdown_reads_as_its_text_and_comments_are_ski
         (6, "a date before the title (write `Title（YYYY-MM-DD）：summary`)")]
 
 
+def test_an_arxiv_link_in_a_text_seed_names_the_entrys_paper_and_is_not_a_title(tmp_path):
+    """A Markdown link reads as its text; an arXiv link, in it or alone on the line under a
+    title, gives the entry its arxiv_id. A link line was a paper titled by its URL that took
+    the summary of the title above it."""
+    text = ("1. [DocReward: A Document Reward Model](https://arxiv.org/abs/2510.11391v2)（2025-10-13）：文档奖励模型。\r\n"
+            '- **[QeRL: Beyond Efficiency](https://arxiv.org/pdf/2510.11696v1 "QeRL")**\r\n'
+            "本文提出了 QeRL 框架。\r\n"
+            "FlowRL: Matching Reward Distributions for LLM Reasoning\r\n"
+            "https://arxiv.org/abs/2509.15207v2\r\n"
+            "本文提出了 FlowRL 算法。\r\n"
+            "BroRL: Scaling Reinforcement Learning via Broadened Exploration\r\n"
+            "本文提出了 BroRL 方法。\r\n"
+            "<https://arxiv.org/html/2510.01180v1>\r\n"
+            "Tree Search for LLM Agent Reinforcement Learning\r\n"
+            "本文提出了树搜索方法，见 [代码](https://github.com/example/tree)。\r\n"
+            "arXiv:2509.21240\r\n"
+            "arXiv:2509.00001\r\n")
+    document = parse_seed_file(write(tmp_path, "mine.txt", "\ufeff" + text))
+    assert [(e.title, e.arxiv_id, e.summary_zh) for e in document.entries] == [
+        ("DocReward: A Document Reward Model", "2510.11391", "文档奖励模型。"),
+        ("QeRL: Beyond Efficiency", "2510.11696", "本文提出了 QeRL 框架。"),
+        ("FlowRL: Matching Reward Distributions for LLM Reasoning", "2509.15207", "本文提出了 FlowRL 算法。"),
+        ("BroRL: Scaling Reinforcement Learning via Broadened Exploration", "2510.01180", "本文提出了 BroRL 方法。"),
+        ("Tree Search for LLM Agent Reinforcement Learning", "2509.21240", "本文提出了树搜索方法，见 代码。")]
+    assert [(w.line, w.message) for w in document.warnings] == [
+        (13, "an arXiv link with no title before it; skipped")]
+
+
 # --- YAML ---------------------------------------------------------------------------------
 
 

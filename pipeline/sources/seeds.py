@@ -47,6 +47,11 @@ _COMMENT = re.compile(r"^#{1,6}(\s|$)")  # "# my picks": a comment (as in reader
 # a line pasted from Markdown: "- **Title**（…）：…" reads as "Title（…）：…"
 _LIST_MARK = re.compile(r"^(?:[-*+•]|\d{1,3}[.)])\s+")
 _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
+# [text](url "title"), read as its text; an arXiv link in it names the entry's paper
+_MD_LINK = re.compile(r"(?<!!)\[([^\[\]]+)\]\(\s*<?([^\s<>()]+)>?"
+                      r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)")
+# an abs, pdf or html link or arXiv:ID, any version, alone on its line or as a link's address
+_ARXIV_LINK = re.compile(r"(?i)^<?((?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|html)/\S+?|arxiv:\S+?)>?$")
 _YAML_LINE = re.compile(rf"^(?:{'|'.join(YAML_KEYS)})\s*:(?:\s|$)")  # "title: …" (after its "- ")
 CJK_PROSE_RATIO = 0.3  # summaries mix in English terms; titles carry almost no CJK
 
@@ -190,12 +195,22 @@ def _ignored(path: Path) -> bool:
     return path.name.upper().startswith("README") or path.name.startswith(".") or path.name.endswith("~")
 
 
-def _unmark(line: str) -> str:
-    """A text line without the Markdown a paste brings: a list bullet, bold around a title.
-    A table row keeps its cells as written."""
+def _unmark(line: str) -> tuple[str, str | None]:
+    """A text line without the Markdown a paste brings (a list bullet, bold around a title, a
+    link read as its text), and the arXiv paper a link in it names. A table row keeps its
+    cells as written."""
     if line.startswith("|"):
-        return line
-    return _BOLD.sub(lambda m: m.group(1) or m.group(2), _LIST_MARK.sub("", line, count=1)).strip()
+        return line, None
+    linked = [ident for m in _MD_LINK.finditer(line) if (ident := _arxiv_link(m.group(2)))]
+    line = _MD_LINK.sub(lambda m: m.group(1), _LIST_MARK.sub("", line, count=1))
+    return _BOLD.sub(lambda m: m.group(1) or m.group(2), line).strip(), linked[0] if linked else None
+
+
+def _arxiv_link(text: str) -> str | None:
+    """The id of the paper an arXiv link or `arXiv:ID` names, None for any other text."""
+    match = _ARXIV_LINK.match(text)
+    ident = split_arxiv_id(match.group(1))[0] if match else ""
+    return ident if ARXIV_ID.fullmatch(ident) else None
 
 
 def _failed(path: Path, message: str) -> SeedDocument:
@@ -294,6 +309,7 @@ class _Page:
     comparison: list[tuple[str, ...]] = field(default_factory=list)
     synthesis: str | None = None
     pending: tuple[int, str] | None = None  # a title waiting for its summary line
+    linked: dict[int, str] = field(default_factory=dict)  # line of a title -> the arXiv id a link gave it
     featured: tuple[int, str, str] | None = None  # (line, name, heading) of an open block
     parts: list[tuple[str, str]] = field(default_factory=list)
 
@@ -306,7 +322,8 @@ class _Page:
             text, truncated = _summary(summary, title)
             self.entries.append(
                 SeedEntry(
-                    title=title, source=self.source, line=line, summary_zh=text, truncated=truncated
+                    title=title, source=self.source, line=line, summary_zh=text, truncated=truncated,
+                    arxiv_id=self.linked.get(line),
                 )
             )
             self.pending = None
@@ -320,6 +337,7 @@ class _Page:
                     source=self.source,
                     line=line,
                     summary_zh=heading,
+                    arxiv_id=self.linked.get(line),
                     featured=True,
                     headline_zh=heading,
                     parts_zh=tuple(self.parts),
@@ -329,6 +347,9 @@ class _Page:
 
     def feed(self, number: int, line: str, following: str) -> None:
         """Place one non-blank line; `following` is the next non-blank line (for lookahead)."""
+        if (ident := _arxiv_link(line)) is not None:
+            self.link(number, ident)
+            return
         label = _LABEL.match(line)
         if self.featured and (label or _is_paper_link(line)):
             if label:
@@ -344,6 +365,17 @@ class _Page:
         else:
             self.close_title(None)
             self.place(number, line, following)
+
+    def link(self, number: int, ident: str) -> None:
+        """An arXiv link on a line of its own names the paper of the title above it: the one
+        still open, else the entry read last (after its summary line)."""
+        opened = self.pending or self.featured
+        if opened:
+            self.linked[opened[0]] = ident
+        elif self.entries and not self.entries[-1].arxiv_id:
+            self.entries[-1] = replace(self.entries[-1], arxiv_id=ident)
+        else:
+            self.warn(number, "an arXiv link with no title before it; skipped")
 
     def place(self, number: int, line: str, following: str) -> None:
         """A line that is neither a summary for a pending title nor part of a featured block."""
@@ -391,6 +423,7 @@ class _Page:
                 summary_zh=text,
                 date=when,
                 truncated=truncated,
+                arxiv_id=self.linked.get(number),
             )
         )
 
@@ -401,12 +434,12 @@ class _Page:
 
 
 def _parse_text(source: str, text: str) -> SeedDocument:
-    lines = [(n, _unmark(raw.strip())) for n, raw in enumerate(_LINE_BREAK.split(text), 1)]
-    lines = [(n, line) for n, line in lines if line and not _NAV.match(line) and not _COMMENT.match(line)]
+    read = [(n, *_unmark(raw.strip())) for n, raw in enumerate(_LINE_BREAK.split(text), 1)]
+    lines = [(n, line) for n, line, _ in read if line and not _NAV.match(line) and not _COMMENT.match(line)]
     is_page = any(
         _DATED.match(line) or _is_paper_link(line) or line.startswith("|") for _, line in lines
     )
-    page = _Page(source=source, is_page=is_page)
+    page = _Page(source=source, is_page=is_page, linked={n: ident for n, _, ident in read if ident})
     for i, (number, line) in enumerate(lines):
         following = lines[i + 1][1] if i + 1 < len(lines) else ""
         page.feed(number, line, following)
