@@ -14,14 +14,17 @@ from typing import Any, NamedTuple, Protocol
 
 ARXIV_ID = re.compile(r"\d{4}\.\d{4,5}|[a-z-]+(?:\.[A-Z]{2})?/\d{7}")  # 2410.10110, hep-th/9901001
 _VERSION = re.compile(r"v(\d+)$")
+_QUERY = re.compile(r"[?#]")
 _ID_PREFIX = re.compile(r"^(?:(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|html)/|oai:arxiv\.org:|arxiv:)",
                         re.IGNORECASE)
 
 
 def split_arxiv_id(raw: str) -> tuple[str, int | None]:
     """'http://arxiv.org/abs/2401.01234v3' -> ('2401.01234', 3); old ids keep their archive.
-    A pasted abs, pdf or html link (with or without https://, www.) or 'arxiv:ID' reads the same."""
-    ident = _ID_PREFIX.sub("", raw.strip()).removesuffix("/").removesuffix(".pdf")
+    A pasted abs, pdf or html link (with or without https://, www.) or 'arxiv:ID' reads the same,
+    with the query or anchor a browser's address bar adds (?context=cs.LG, #S3) or not."""
+    address = _QUERY.split(_ID_PREFIX.sub("", raw.strip()), maxsplit=1)[0]
+    ident = address.removesuffix("/").removesuffix(".pdf")
     match = _VERSION.search(ident)
     if match:
         return ident[: match.start()], int(match.group(1))
