@@ -157,9 +157,12 @@ def links(*texts: str | None) -> tuple[tuple[str, str], ...]:
 
 # --- venue -------------------------------------------------------------------------------
 
+# "Accepted for publication in X", "Published as a conference paper at X" (ICLR's own words):
+# the venue is X, not "publication in X"
 _ACCEPTED = re.compile(
-    r"(?i)\b(?:accepted|to\s+appear|published|presented)"
-    r"(?:\s+as\s+(?:an?\s+)?(?P<kind>oral|spotlight|poster)(?:\s+(?:paper|presentation))?)?"
+    r"(?i)\b(?:accepted|to\s+appear|published|presented)(?:\s+for\s+(?:publication|presentation))?"
+    r"(?:\s+as\s+(?:an?\s+)?(?:(?P<kind>oral|spotlight|poster)(?:\s+(?:paper|presentation))?"
+    r"|(?:conference|workshop|journal|main|full|long|short)\s+paper))?"
     r"\s+(?:at|to|by|in|for)\s+(?:the\s+)?(?P<venue>[^.;\n]+)")
 _VENUES = (r"NeurIPS|ICML|ICLR|ACL|EMNLP|NAACL|EACL|AACL|COLING|AAAI|IJCAI|CVPR|ICCV|ECCV|KDD|WWW|"
            r"SIGIR|COLM|CoRL|AISTATS|UAI|TMLR|JMLR|TACL|ICRA|IROS|WSDM|CIKM|MICCAI|ICASSP|Interspeech")

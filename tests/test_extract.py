@@ -73,6 +73,12 @@ def test_checked_url_takes_http_and_https_with_a_real_host_only():
     ("Under review at NeurIPS 2026", None, None),
     ("14 pages, 8 figures", None, None),
     ("Accepted at NeurIPS 2026", "Proc. of the 43rd ICML, PMLR 267, 2026", "Proc. of the 43rd ICML, PMLR 267, 2026"),
+    ("Accepted for publication at AAMAS 2026", None, "AAMAS 2026"),  # 2602.14252, not "publication at …"
+    ("Accepted for publication in IEEE Wireless Communications Letters", None,
+     "IEEE Wireless Communications Letters"),  # 2603.19067
+    ("20 pages, 12 figures, 2 tables. Published as a conference paper at ICLR 2026. Code available at "
+     "https://github.com/NM512/r2dreamer", None, "ICLR 2026"),  # 2603.18202: ICLR's own footer, was none
+    ("Accepted as an oral presentation at ICML 2025", None, "ICML 2025 (oral)"),
 ])
 def test_venue(comment, journal_ref, expected):
     assert venue(comment, journal_ref) == expected
