@@ -343,6 +343,18 @@ def test_an_arxiv_link_in_a_text_seed_names_the_entrys_paper_and_is_not_a_title(
         (13, "an arXiv link with no title before it; skipped")]
 
 
+def test_a_table_of_papers_with_no_featured_paper_to_compare_is_a_warning(tmp_path):
+    """A table is a seed page's comparison of its featured papers; a list of picks pasted as
+    a Markdown table was read as one, never shown: '0 entries from 1 file', not a word."""
+    text = ("# my picks\n| 论文 | 日期 | 摘要 |\n|---|---|---|\n"
+            "| FlowRL: Matching Reward Distributions | 2025-09-18 | 本文提出了 FlowRL。 |\n")
+    document = parse_seed_file(write(tmp_path, "mine.txt", text))
+    assert document.entries == ()
+    assert [(w.line, w.message) for w in document.warnings] == [
+        (2, "a table with no featured paper to compare: its rows are not read as papers "
+            "(write one a line, `Title（YYYY-MM-DD）：summary`, or use a .yaml file)")]
+
+
 def test_an_arxiv_link_copied_with_its_query_or_anchor_names_the_paper(tmp_path):
     """The address bar gives `?context=cs.LG` (an abs page reached from a listing) or `#S3`
     (an html page's section): the YAML entry was skipped, the text link was no link."""

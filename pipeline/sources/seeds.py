@@ -307,6 +307,7 @@ class _Page:
     warnings: list[SeedWarning] = field(default_factory=list)
     intro: list[str] = field(default_factory=list)
     comparison: list[tuple[str, ...]] = field(default_factory=list)
+    table: int = 0  # the line the comparison table starts on
     synthesis: str | None = None
     pending: tuple[int, str] | None = None  # a title waiting for its summary line
     linked: dict[int, str] = field(default_factory=dict)  # line of a title -> the arXiv id a link gave it
@@ -381,7 +382,7 @@ class _Page:
         """A line that is neither a summary for a pending title nor part of a featured block."""
         dated = _DATED.match(line)
         if line.startswith("|"):
-            self.add_table_row(line)
+            self.add_table_row(number, line)
         elif _YAML_LINE.match(line):
             self.warn(number, "a YAML line in a text file (YAML entries go in a .yaml file); skipped")
         elif _DATE_ONLY.match(line):
@@ -427,7 +428,8 @@ class _Page:
             )
         )
 
-    def add_table_row(self, line: str) -> None:
+    def add_table_row(self, number: int, line: str) -> None:
+        self.table = self.table or number
         cells = [prose(cell) for cell in line.strip().strip("|").split("|")]
         if not all(_TABLE_SEPARATOR.match(cell.replace(" ", "")) for cell in cells):
             self.comparison.append(tuple(cells))
@@ -445,6 +447,9 @@ def _parse_text(source: str, text: str) -> SeedDocument:
         page.feed(number, line, following)
     page.close_featured()
     page.close_title(None)
+    if page.comparison and not any(entry.featured for entry in page.entries):  # a list of papers as a table
+        page.warn(page.table, "a table with no featured paper to compare: its rows are not read as papers "
+                  "(write one a line, `Title（YYYY-MM-DD）：summary`, or use a .yaml file)")
     return SeedDocument(
         source=source,
         intro_zh="\n".join(page.intro) or None,
