@@ -44,12 +44,13 @@ _NEW_STYLE_ID = re.compile(r"^(\d{4})\.(\d{4,5})$")
 
 @dataclass(frozen=True)
 class Replacement:
-    """A new version of an older paper: it only updates a paper we already hold."""
+    """A new version of an older paper, or an older paper newly cross-listed: it only
+    updates a paper we already hold."""
 
     id: str
     version: int | None
     announced: datetime | None
-    announce_type: str  # replace or replace-cross
+    announce_type: str  # replace, replace-cross, or cross (of a paper announced before)
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class FeedResult:
     """One feed read: papers to consider, replacements, and what looked wrong."""
 
     url: str
-    papers: tuple[Paper, ...] = ()  # announce type new or cross
+    papers: tuple[Paper, ...] = ()  # announce type new, or cross of a paper announced now
     replacements: tuple[Replacement, ...] = ()
     warnings: tuple[str, ...] = ()
     items: int = 0  # every <item>, whatever its type
@@ -70,7 +71,8 @@ class FeedResult:
     def counts(self) -> tuple[int, int, int]:
         """Ids seen: (new, cross, replace or replace-cross)."""
         new = sum(1 for p in self.papers if p.announce_type != "cross")
-        return new, len(self.papers) - new, len(self.replacements)
+        older = sum(1 for r in self.replacements if r.announce_type == "cross")
+        return new, len(self.papers) - new + older, len(self.replacements) - older
 
 
 class ArxivRss:
@@ -317,7 +319,7 @@ def _read_item(entry: Any) -> Paper | Replacement | str:
         version = split_arxiv_id(prefix["id"])[1]
     kind = (_field(entry, "arxiv_announce_type") or (prefix["type"] if prefix else "")).strip()
     announced = rfc822(_field(entry, "published"))
-    if kind in REPLACED_TYPES:
+    if kind in REPLACED_TYPES or kind == "cross" and _announced_before(ident, version, announced):
         return Replacement(ident, version, announced, kind)
     if kind not in KEPT_TYPES:
         return f"skipped {ident} with unknown announce type {kind!r}"
@@ -342,6 +344,22 @@ def _field(entry: Any, key: str) -> str:
     give None or a dict."""
     value = entry.get(key)
     return value if isinstance(value, str) else ""
+
+
+def _announced_before(ident: str, version: int | None, announced: datetime | None) -> bool:
+    """A cross-listed paper arXiv announced in an earlier month: at a later version (a first
+    announcement is always v1), or with an id older than the month before this announcement
+    (ids are numbered by the month of submission). The feed lists a 2022 paper newly
+    cross-listed as `cross` (2202.06515v3 in the 2024-11-28 sample): it is not this week's."""
+    if (version or 1) > 1:
+        return True
+    month = id_order(ident)[0]
+    if not month:  # an old-style id: before April 2007
+        return True
+    if announced is None:
+        return False
+    year, number = divmod(month, 100)
+    return (year * 12 + number) < (announced.year % 100 * 12 + announced.month) - 1
 
 
 def rfc822(text: str | None) -> datetime | None:
