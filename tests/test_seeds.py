@@ -343,6 +343,20 @@ def test_an_arxiv_link_in_a_text_seed_names_the_entrys_paper_and_is_not_a_title(
         (13, "an arXiv link with no title before it; skipped")]
 
 
+def test_a_date_written_with_slashes_dots_or_chinese_units_is_the_entrys_date(tmp_path):
+    """`2025/09/18` made the whole line a title, which took the next paper's line as its
+    summary, without a word."""
+    text = ("FlowRL: Matching Reward Distributions（2025/09/18）：本文提出了 FlowRL 算法。\n"
+            "QeRL: Beyond Efficiency (2025.10.13): 本文提出了 QeRL 框架。\n"
+            "Tree Search for LLM Agent RL（2025年9月8日）：本文提出了树搜索方法。\n")
+    document = parse_seed_file(write(tmp_path, "mine.txt", text))
+    assert document.warnings == ()
+    assert [(e.title, e.date, e.summary_zh) for e in document.entries] == [
+        ("FlowRL: Matching Reward Distributions", date(2025, 9, 18), "本文提出了 FlowRL 算法。"),
+        ("QeRL: Beyond Efficiency", date(2025, 10, 13), "本文提出了 QeRL 框架。"),
+        ("Tree Search for LLM Agent RL", date(2025, 9, 8), "本文提出了树搜索方法。")]
+
+
 def test_a_table_of_papers_with_no_featured_paper_to_compare_is_a_warning(tmp_path):
     """A table is a seed page's comparison of its featured papers; a list of picks pasted as
     a Markdown table was read as one, never shown: '0 entries from 1 file', not a word."""

@@ -35,7 +35,8 @@ _CJK = re.compile(
 )
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff"
 _NAV = re.compile(r"^\S.{0,30}?\s*第\s*\d+\s*页$")  # "强化学习 第4页": page chrome
-_DATE = r"(\d{4})-(\d{1,2})-(\d{1,2})"
+# 2026-05-12, as a Chinese page also writes it: 2026/05/12, 2026.05.12, 2026年5月12日
+_DATE = r"(\d{4})(?:-|/|\.|年\s*)(\d{1,2})(?:-|/|\.|月\s*)(\d{1,2})日?"
 _DATED = re.compile(rf"^(.+?)\s*[（(]\s*{_DATE}\s*[）)]\s*[：:]\s*(.*)$")
 _DATE_ONLY = re.compile(rf"^[（(]?\s*{_DATE}\s*[）)]?\s*[：:]?$")
 _DATE_FIRST = re.compile(rf"^[（(]?\s*{_DATE}(?!\d)")  # no title starts with its date
