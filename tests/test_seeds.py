@@ -357,6 +357,23 @@ def test_a_date_written_with_slashes_dots_or_chinese_units_is_the_entrys_date(tm
         ("Tree Search for LLM Agent RL", date(2025, 9, 8), "本文提出了树搜索方法。")]
 
 
+def test_an_undated_title_and_summary_on_one_line_are_an_entry(tmp_path):
+    """`Title：摘要` without a date read as one title holding the summary; a title's
+    `FlowRL：…` summary line stays its summary."""
+    text = ("- **FlowRL: Matching Reward Distributions for LLM Reasoning**：本文提出了 FlowRL 算法。\n"
+            "QeRL: Beyond Efficiency -- Quantization-enhanced RL for LLMs: 量化增强的强化学习框架。\n"
+            "QeRL: Beyond Efficiency：本文提出了 QeRL 框架。\n"
+            "BroRL: Scaling Reinforcement Learning via Broadened Exploration\n"
+            "BroRL：本文提出了拓宽探索的方法。\n")
+    document = parse_seed_file(write(tmp_path, "mine.txt", text))
+    assert document.warnings == ()
+    assert [(e.title, e.summary_zh) for e in document.entries] == [
+        ("FlowRL: Matching Reward Distributions for LLM Reasoning", "本文提出了 FlowRL 算法。"),
+        ("QeRL: Beyond Efficiency -- Quantization-enhanced RL for LLMs", "量化增强的强化学习框架。"),
+        ("QeRL: Beyond Efficiency", "本文提出了 QeRL 框架。"),
+        ("BroRL: Scaling Reinforcement Learning via Broadened Exploration", "BroRL：本文提出了拓宽探索的方法。")]
+
+
 def test_a_table_of_papers_with_no_featured_paper_to_compare_is_a_warning(tmp_path):
     """A table is a seed page's comparison of its featured papers; a list of picks pasted as
     a Markdown table was read as one, never shown: '0 entries from 1 file', not a word."""

@@ -291,6 +291,20 @@ def _is_summary(line: str, following: str) -> bool:
     return _is_prose(line) and not _is_structural(line) and not _is_heading(line, following)
 
 
+def _title_and_summary(line: str) -> tuple[str, str] | None:
+    """`Title：摘要` on one line, undated: split at the last colon after which the line reads
+    as a summary and before which it holds no Chinese (`关键发现：…` is a featured paper's
+    label); the title's own colons come before it (`QeRL: Beyond Efficiency：本文…`)."""
+    found = None
+    for colon in re.finditer(r"\s*[：:]\s*", line):
+        head, rest = line[: colon.start()], line[colon.end() :]
+        if _CJK.search(head):
+            break
+        if _has_letters(head) and _is_prose(rest):
+            found = head, rest
+    return found
+
+
 def _parse_date(year: str, month: str, day: str) -> date | None:
     try:
         return date(int(year), int(month), int(day))
@@ -392,6 +406,8 @@ class _Page:
             self.warn(number, "a date before the title (write `Title（YYYY-MM-DD）：summary`)")
         elif dated:
             self.add_dated(number, dated)
+        elif undated := _title_and_summary(line):
+            self.add_entry(number, *undated)
         elif _is_paper_link(line):
             pass  # a link line outside a featured block: page chrome
         elif match := _SYNTHESIS.match(line):
@@ -412,11 +428,15 @@ class _Page:
             self.warn(number, "a summary with no title before it")
 
     def add_dated(self, number: int, match: re.Match[str]) -> None:
-        title = clean_name(match.group(1))
         when = _parse_date(*match.group(2, 3, 4))
         if when is None:
             self.warn(number, f"invalid date {'-'.join(match.group(2, 3, 4))!r}; kept without it")
-        text, truncated = _summary(match.group(5), title)
+        self.add_entry(number, match.group(1), match.group(5), when)
+
+    def add_entry(self, number: int, title: str, summary: str, when: date | None = None) -> None:
+        """An entry given on one line: its title, its summary, its date if it has one."""
+        title = clean_name(title)
+        text, truncated = _summary(summary, title)
         self.entries.append(
             SeedEntry(
                 title=title,
