@@ -306,13 +306,14 @@ def test_a_text_seed_pasted_from_markdown_reads_as_its_text_and_comments_are_ski
             "- **Good Paper**（2026-11-02）：一个很好的论文。\n"
             "### Agents\n"
             "2. __Another Paper__ (2026-11-03): 另一篇论文。\n"
+            "\ufeff# a second file's comment, after its BOM (cat a.txt b.txt)\n"
             "2026-13-45 garbage line\n")
     document = parse_seed_file(write(tmp_path, "mine.txt", text))
     assert [(e.title, e.date, e.summary_zh) for e in document.entries] == [
         ("Good Paper", date(2026, 11, 2), "一个很好的论文。"),
         ("Another Paper", date(2026, 11, 3), "另一篇论文。")]
     assert [(w.line, w.message) for w in document.warnings] == [
-        (6, "a date before the title (write `Title（YYYY-MM-DD）：summary`)")]
+        (7, "a date before the title (write `Title（YYYY-MM-DD）：summary`)")]
 
 
 def test_an_arxiv_link_in_a_text_seed_names_the_entrys_paper_and_is_not_a_title(tmp_path):

@@ -457,7 +457,9 @@ class _Page:
 
 
 def _parse_text(source: str, text: str) -> SeedDocument:
-    read = [(n, *_unmark(raw.strip())) for n, raw in enumerate(_LINE_BREAK.split(text), 1)]
+    # a BOM inside the file too: two files saved with one, pasted or `cat` into one
+    read = [(n, *_unmark(raw.replace("\ufeff", "").strip()))
+            for n, raw in enumerate(_LINE_BREAK.split(text), 1)]
     lines = [(n, line) for n, line, _ in read if line and not _NAV.match(line) and not _COMMENT.match(line)]
     is_page = any(
         _DATED.match(line) or _is_paper_link(line) or line.startswith("|") for _, line in lines
