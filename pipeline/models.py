@@ -15,6 +15,7 @@ from typing import Any, NamedTuple, Protocol
 ARXIV_ID = re.compile(r"\d{4}\.\d{4,5}|[a-z-]+(?:\.[A-Z]{2})?/\d{7}")  # 2410.10110, hep-th/9901001
 _VERSION = re.compile(r"v(\d+)$")
 _QUERY = re.compile(r"[?#]")
+_SUBJECT_CLASS = re.compile(r"^([a-z-]+)\.[A-Z]{2}/(?=\d{7})")  # math.GT/0309136: arXiv's id is math/0309136
 _ID_PREFIX = re.compile(r"^(?:(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|html)/|oai:arxiv\.org:|arxiv:)",
                         re.IGNORECASE)
 
@@ -22,9 +23,10 @@ _ID_PREFIX = re.compile(r"^(?:(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs
 def split_arxiv_id(raw: str) -> tuple[str, int | None]:
     """'http://arxiv.org/abs/2401.01234v3' -> ('2401.01234', 3); old ids keep their archive.
     A pasted abs, pdf or html link (with or without https://, www.) or 'arxiv:ID' reads the same,
-    with the query or anchor a browser's address bar adds (?context=cs.LG, #S3) or not."""
+    with the query or anchor a browser's address bar adds (?context=cs.LG, #S3) or not. An old
+    id cited with its subject class (cs.AI/9605103) is the one arXiv gives it (cs/9605103)."""
     address = _QUERY.split(_ID_PREFIX.sub("", raw.strip()), maxsplit=1)[0]
-    ident = address.removesuffix("/").removesuffix(".pdf")
+    ident = _SUBJECT_CLASS.sub(r"\1/", address.removesuffix("/").removesuffix(".pdf"))
     match = _VERSION.search(ident)
     if match:
         return ident[: match.start()], int(match.group(1))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import date, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -607,10 +607,15 @@ def test_a_seed_naming_an_older_paper_by_id_gets_its_record_from_arxiv(tmp_path,
 
     old = replace(rl_paper(9, DAY - timedelta(days=90), cats=("q-bio.NC",)), id="2608.00009",
                   authors=("Grace Hopper",))  # in no feed or search of the run: only asked for by id
+    # arXiv's own id is cs/9605103; citations write the subject class in: cs.AI/9605103
+    survey = replace(rl_paper(8, datetime(1996, 5, 1, tzinfo=UTC), cats=("cs.AI",)), id="cs/9605103",
+                     authors=("Leslie Pack Kaelbling",))
     (tmp_path / "seeds").mkdir()
     write(tmp_path / "seeds", "010_mine.yaml", '- title: My pick on reward overoptimization\n'
-          f'  arxiv_id: "{old.id}"\n  summary_zh: 我的 强化学习 摘要\n')
-    with ArxivServer([rl_paper(1, DAY), old]) as arxiv:
+          f'  arxiv_id: "{old.id}"\n  summary_zh: 我的 强化学习 摘要\n'
+          '- title: "Reinforcement Learning: A Survey"\n  arxiv_id: "arXiv:cs.AI/9605103"\n'
+          "  summary_zh: 强化学习 综述\n")
+    with ArxivServer([rl_paper(1, DAY), old, survey]) as arxiv:
         config = config_with(tmp_path, arxiv, seeds={"paths": [str(tmp_path / "seeds")]})
         cli("--config", str(config), "run", "--as-of", "2026-11-02")
         asked = [r for r in arxiv.requests if old.id in r.query.get("id_list", "")]
@@ -619,6 +624,7 @@ def test_a_seed_naming_an_older_paper_by_id_gets_its_record_from_arxiv(tmp_path,
     digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     curated = digest.split("收录 · From the reading list", 1)[1]
     assert "Grace Hopper" in curated and "我的 强化学习 摘要" in curated
+    assert "Leslie Pack Kaelbling" in curated and "https://arxiv.org/abs/cs/9605103" in curated
     assert "2608.00009" not in digest.split("收录 · From the reading list", 1)[0]  # never this week's
     assert len(asked) == 1 and again == asked  # stored: not asked again
 
