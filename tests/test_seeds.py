@@ -342,6 +342,12 @@ def test_an_arxiv_link_in_a_text_seed_names_the_entrys_paper_and_is_not_a_title(
         ("Tree Search for LLM Agent Reinforcement Learning", "2509.21240", "本文提出了树搜索方法，见 代码。")]
     assert [(w.line, w.message) for w in document.warnings] == [
         (13, "an arXiv link with no title before it; skipped")]
+    page = ("PRISM 发现标准 SFT→RLVR 流程中的核心问题：问题一。\n解决方案：方案。\n"
+            "📄 [查看论文](https://arxiv.org/abs/2605.00001v2)\n"
+            "Exploration Hacking 发现新问题：问题二。\n关键发现：发现。\n📄 查看论文\n")
+    document = parse_seed_file(write(tmp_path, "page.txt", page))  # a featured paper's own link
+    assert [(e.title, e.featured, e.arxiv_id) for e in document.entries] == [
+        ("PRISM", True, "2605.00001"), ("Exploration Hacking", True, None)]
 
 
 def test_a_date_written_with_slashes_dots_or_chinese_units_is_the_entrys_date(tmp_path):

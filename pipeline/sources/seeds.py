@@ -370,7 +370,9 @@ class _Page:
         if self.featured and (label or _is_paper_link(line)):
             if label:
                 self.parts.append((label.group(1), prose(label.group(2))))
-            else:
+            else:  # "📄 [查看论文](https://arxiv.org/abs/…)": the featured paper's own link
+                if number in self.linked:
+                    self.linked.setdefault(self.featured[0], self.linked[number])
                 self.close_featured()
             return
         self.close_featured()
