@@ -16,7 +16,7 @@ ARXIV_ID = re.compile(r"\d{4}\.\d{4,5}|[a-z-]+(?:\.[A-Z]{2})?/\d{7}")  # 2410.10
 _VERSION = re.compile(r"v(\d+)$")
 _QUERY = re.compile(r"[?#]")
 _SUBJECT_CLASS = re.compile(r"^([a-z-]+)\.[A-Z]{2}/(?=\d{7})")  # math.GT/0309136: arXiv's id is math/0309136
-_ID_PREFIX = re.compile(r"^(?:(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|html)/|oai:arxiv\.org:|arxiv:)",
+_ID_PREFIX = re.compile(r"^(?:(?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|html)/|oai:arxiv\.org:|arxiv:\s*)",
                         re.IGNORECASE)
 
 

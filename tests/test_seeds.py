@@ -397,10 +397,12 @@ def test_an_arxiv_link_copied_with_its_query_or_anchor_names_the_paper(tmp_path)
     """The address bar gives `?context=cs.LG` (an abs page reached from a listing) or `#S3`
     (an html page's section): the YAML entry was skipped, the text link was no link."""
     text = ('- title: A Paper\n  arxiv_id: "https://arxiv.org/abs/2410.10110v2?context=cs.LG"\n'
-            '- title: B Paper\n  arxiv_id: "https://arxiv.org/html/2410.10111v1#S3"\n')
+            '- title: B Paper\n  arxiv_id: "https://arxiv.org/html/2410.10111v1#S3"\n'
+            '- title: D Paper\n  arxiv_id: "arXiv: 2410.10113"\n')  # as some reference styles write it
     document = parse_seed_file(write(tmp_path, "mine.yaml", text))
     assert document.warnings == ()
-    assert [(e.title, e.arxiv_id) for e in document.entries] == [("A Paper", "2410.10110"), ("B Paper", "2410.10111")]
+    assert [(e.title, e.arxiv_id) for e in document.entries] == [
+        ("A Paper", "2410.10110"), ("B Paper", "2410.10111"), ("D Paper", "2410.10113")]
     text = "[C Paper](https://arxiv.org/pdf/2410.10112v3.pdf?download=1)\n本文提出了方法。\n"
     document = parse_seed_file(write(tmp_path, "mine.txt", text))
     assert [(e.title, e.arxiv_id) for e in document.entries] == [("C Paper", "2410.10112")]

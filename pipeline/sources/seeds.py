@@ -52,7 +52,7 @@ _BOLD = re.compile(r"\*\*(.+?)\*\*|__(.+?)__")
 _MD_LINK = re.compile(r"(?<!!)\[([^\[\]]+)\]\(\s*<?([^\s<>()]+)>?"
                       r"(?:\s+(?:\"[^\"]*\"|'[^']*'|\([^()]*\)))?\s*\)")
 # an abs, pdf or html link or arXiv:ID, any version, alone on its line or as a link's address
-_ARXIV_LINK = re.compile(r"(?i)^<?((?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|html)/\S+?|arxiv:\S+?)>?$")
+_ARXIV_LINK = re.compile(r"(?i)^<?((?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|html)/\S+?|arxiv:\s*\S+?)>?$")
 _YAML_LINE = re.compile(rf"^(?:{'|'.join(YAML_KEYS)})\s*:(?:\s|$)")  # "title: …" (after its "- ")
 CJK_PROSE_RATIO = 0.3  # summaries mix in English terms; titles carry almost no CJK
 
