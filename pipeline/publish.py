@@ -107,12 +107,26 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     listed = {r.address.lower() for r in config.readers()} if config.email.enabled and not unread else None
     result = outbox.deliver(outbox.StoreOutbox(store), opened, lambda did: stored_digest(store, did),
                             datetime.now(UTC), digest_id=digest_id, due_only=due_only,
-                            skip=() if email else ("email",), unsubscribed=gone, readers=listed)
+                            skip=() if email else ("email",), unsubscribed=gone, readers=listed,
+                            unready=lambda did: unwritten_page(config, did))
     report.sent += result.sent
     report.pending += result.pending
     report.failed += result.failed
     report.delivery_errors += result.errors
     report.warnings += result.held  # a channel taken out on purpose: no failure, every run says so
+
+
+def unwritten_page(config: Config, digest_id: str) -> str | None:
+    """Why a digest's messages wait: the web page they link to (render.digest_url) is not
+    written, as when the run that saved the digest (and its outbox) failed or was killed
+    before writing its pages: a reader would follow a broken link. None: it is there, or
+    the messages link to no page of out/site."""
+    page = config.outputs.dir / "site" / site.digest_href(digest_id)
+    if config.site_url is None or page.is_file():
+        return None
+    return (f"digest {digest_id}: its web page {page}, which its messages link to, is not written "
+            f"(the run that made the digest stopped before it): `rl-digest run --as-of {digest_id}` "
+            "writes it, as does the next run")
 
 
 MADE_BY = "made_by"  # the database's newest digest: the machine and config file whose run made it

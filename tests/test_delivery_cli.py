@@ -185,6 +185,37 @@ def test_kill_before_the_body_went_out_sends_it_once_next_run(tmp_path, cli):
     assert {r["status"] for r in outbox(tmp_path).values()} == {"sent"}
 
 
+@pytest.mark.slow
+def test_a_send_after_a_run_that_failed_writing_the_web_pages_waits_for_the_page_it_links(tmp_path, cli):
+    """The digest and its outbox are saved before the web pages are written. A run that failed
+    there (a full disk; here a file where out/site/digests/ should be) left messages linking to a
+    page not written, and a `send` alone mailed them: every reader's 'View online' was a 404.
+    They wait, uncounted, naming the page, until a run writes it; then each goes once."""
+    site = "https://digest.example.org/"
+    page = tmp_path / "out" / "site" / "digests" / f"{AS_OF}.html"
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, SmtpServer() as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, outputs={"site_url": site})
+        page.parent.parent.mkdir(parents=True)
+        page.parent.write_text("in the way", encoding="utf-8")
+        cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
+        held = cli("--config", str(config), "send", check=1)
+        mailed_early, tries = copies(smtp), {r["attempts"] for r in outbox(tmp_path).values()}
+        page.parent.unlink()
+        cli("--config", str(config), "run", "--as-of", AS_OF)
+        delivered = copies(smtp)
+        links = [m.message.get_body(("plain",)).get_content() for m in smtp.messages]
+    assert mailed_early == {}
+    assert "sent 0, pending 2, failed 0" in held.stdout
+    assert stderr_lines(held)[0] == (
+        f"rl-digest: digest {AS_OF}: its web page {page}, which its messages link to, is not written (the "
+        f"run that made the digest stopped before it): `rl-digest run --as-of {AS_OF}` writes it, as "
+        "does the next run; 2 deliveries stay queued (ada@example.org, alan@example.org) (the next run "
+        "or `rl-digest send` tries again)")
+    assert tries == {0}  # no try counted
+    assert delivered == {"ada@example.org": 1, "alan@example.org": 1} and page.is_file()
+    assert all(f"{site}digests/{AS_OF}.html" in text for text in links)
+
+
 # --- a resend on purpose ----------------------------------------------------------------------
 
 @pytest.mark.slow

@@ -20,6 +20,8 @@ from types import SimpleNamespace
 import pytest
 import sqlalchemy as sa
 
+from pipeline import compose, publish
+from pipeline import config as config_mod
 from pipeline.config import Email
 from pipeline.deliver.email import EmailChannel, build_message, message_bytes
 from pipeline.deliver.outbox import (
@@ -31,7 +33,10 @@ from pipeline.deliver.outbox import (
     backoff,
     deliver,
 )
+from pipeline.models import RunReport
 from pipeline.store import Store, deliveries
+from tests import fixtures_digest as fx
+from tests.helpers import write_config
 from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refused_port
 
 # The test server requires AUTH over plain TCP on 127.0.0.1 on purpose (no certificate needed).
@@ -632,6 +637,38 @@ def test_a_row_of_a_channel_no_longer_configured_stays_queued_and_says_so(store:
                            f"(digest {DIGEST}): they go when it is back, or `rl-digest send --drop chat` "
                            "drops them for good"]
     assert rows(store)["chat:team-room"]["status"] == "pending"
+
+
+def test_a_digest_whose_web_page_is_not_written_waits_for_it(tmp_path: Path) -> None:
+    """The outbox is saved with the digest, before the web pages are written: after a run that
+    failed or was killed in between, a `send` (or the scheduler's retry) mailed a 'View online'
+    link to a page not there. Its rows wait, uncounted, naming the page, until a run writes it."""
+    with SmtpServer() as server:
+        config = config_mod.load(write_config(tmp_path, {
+            "outputs": {"site_url": "https://digest.example.org/"},
+            "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": server.port,
+                      "security": "none", "to": ["ada@example.org"]}}, seeds=False))
+        store = Store.open(config.storage.url)
+        digest = fx.digest()
+        store.save_digest(digest.id, (NOW, NOW), compose.digest_to_dict(digest), [], ["ada@example.org"])
+        page = config.outputs.dir / "site" / "digests" / f"{digest.id}.html"
+        held = RunReport(as_of=NOW.isoformat())
+        publish.deliver(config, store, held, 0)
+        early = list(server.recipients)
+        row = store.deliveries(digest.id)[0]
+        page.parent.mkdir(parents=True)
+        page.write_text("<html></html>", encoding="utf-8")
+        sent = RunReport(as_of=NOW.isoformat())
+        publish.deliver(config, store, sent, 0)
+    assert early == [] and (held.sent, held.pending, held.failed) == (0, 1, 0)
+    assert held.delivery_errors == [
+        f"digest {digest.id}: its web page {page}, which its messages link to, is not written (the run "
+        f"that made the digest stopped before it): `rl-digest run --as-of {digest.id}` writes it, as "
+        "does the next run; 1 delivery stays queued (ada@example.org)"]
+    assert (row["status"], row["attempts"]) == ("pending", 0) and str(page) in row["last_error"]
+    assert (sent.sent, sent.pending) == (1, 0) and server.recipients == ["ada@example.org"]
+    text = server.messages[0].message.get_body(("plain",)).get_content()
+    assert f"https://digest.example.org/digests/{digest.id}.html" in text
 
 
 def test_a_second_row_for_the_same_digest_and_recipient_is_impossible(store: Store) -> None:

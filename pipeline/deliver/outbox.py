@@ -49,6 +49,8 @@ the parts not yet accepted: the one in flight may show twice, no other.
 A channel's exception that is none of these outcomes (a bug, an encoding error) is its
 row's alone, on the row in one line: raised by `build`, a deferral; by `send`, a hand-over
 cut off, as it may have reached. The batch goes on with the other rows.
+A digest not ready to go (`unready`: the web page its messages link to is not written, by a
+run that stopped after saving it) keeps its rows waiting, uncounted, as for a server down.
 """
 
 from __future__ import annotations
@@ -236,7 +238,8 @@ class StoreOutbox:
 def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str], Digest],
             now: datetime, *, digest_id: str | None = None, due_only: bool = False,
             skip: Collection[str] = (), unsubscribed: Collection[str] = (),
-            readers: Collection[str] | None = None, max_attempts: int = MAX_ATTEMPTS) -> DeliveryReport:
+            readers: Collection[str] | None = None, max_attempts: int = MAX_ATTEMPTS,
+            unready: Callable[[str], str | None] = lambda digest_id: None) -> DeliveryReport:
     """Hand over every waiting row (of `digest_id`, or all), channel by channel.
 
     `digest(id)` gives the stored digest. `due_only`: skip rows whose backoff has not
@@ -245,12 +248,15 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
     addresses in `unsubscribed` (lower case), queued before the reader unsubscribed, are
     marked skipped, never sent; so are those of addresses no longer among `readers` (lower
     case; None: not known, email is off), removed from the list before it went.
+    `unready(id)`: why a digest cannot go yet (a page its messages link to is not written);
+    its rows wait, uncounted, as for a server not reached.
     """
     now = _aware(now).astimezone(UTC)
     report = DeliveryReport()
     down: dict[str, tuple[str, list[Delivery]]] = {}  # a channel that is down: why, and its rows
     alone: dict[str, list[tuple[Delivery, str]]] = {}  # rows held by a reply that may be theirs
     held: dict[str, list[Delivery]] = {}  # rows of a channel the config does not have now
+    waits: dict[str, tuple[str, list[Delivery]]] = {}  # a digest: why it cannot go yet ("": it can), its rows
     readers_of = routes(channels)
     try:
         rows = [due_by_now(row, now) for row in outbox.pending(digest_id)]
@@ -278,6 +284,13 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
                 report.errors.append(f"{row.label}: waits until {_iso(row.not_before)}, as the other "
                                      "side asked (Retry-After)")
                 continue
+            if row.digest_id not in waits:  # asked once a digest
+                waits[row.digest_id] = (unready(row.digest_id) or "", [])
+            reason, rows = waits[row.digest_id]
+            if reason:
+                rows.append(row)
+                _wait(outbox, row, reason, now, report)
+                continue
             if name in down:
                 reason, rows = down[name]
                 rows.append(row)
@@ -295,7 +308,7 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
                            f"they go when it is back, or `rl-digest send --drop {name}` drops "
                            "them for good")
     report.errors += [f"{row.label}: {reason}" for rows in alone.values() for row, reason in rows]
-    for reason, rows in down.values():
+    for reason, rows in [*waits.values(), *down.values()]:
         if not rows:  # a hand-over cut off with no row behind it: its own line says it
             continue
         names = ", ".join(r.who for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
