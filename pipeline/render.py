@@ -184,8 +184,9 @@ def _atoms(text: str) -> list[tuple[str, bool]]:
 def wrap(value: object, width: int = WIDTH, indent: str = "", first: str | None = None) -> str:
     """Wrap one paragraph at `width` display columns; `first` prefixes line one (default indent).
 
-    Newlines in the value are collapsed. A URL longer than a line is kept whole on a
-    line of its own; any other over-long word is cut.
+    Newlines in the value are collapsed. A word holding a URL ("(https://…).", as an
+    abstract's \\href reads) is never cut: longer than a line, it has a line of its own,
+    as a mail client links only up to a break; any other over-long word is cut.
     """
     lead = indent if first is None else first
     lines: list[str] = []
@@ -200,7 +201,7 @@ def wrap(value: object, width: int = WIDTH, indent: str = "", first: str | None 
         if not empty:
             lines.append(line)
             line, used, empty = indent, display_width(indent), True
-        if used + w <= width or re.match(r"(?i)https?://", atom):
+        if used + w <= width or re.search(r"(?i)https?://", atom):
             line, used, empty = line + atom, used + w, False
             continue
         for ch in atom:  # an over-long non-URL word: cut it

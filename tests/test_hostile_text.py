@@ -83,14 +83,20 @@ def test_surrogates_from_the_llm_are_stored_and_a_rerun_reads_them(tmp_path, cli
     assert json.loads(data)["title_zh"] == "标题反转"
 
 
+LONG_URL = "https://huggingface.co/datasets/example-lab/grpo-reasoning-traces-with-verifiable-rewards"
+
+
 def test_tex_links_the_llm_echoes_from_an_abstract_read_as_links_and_do_not_stop_the_run(tmp_path, cli):
     """pylatexenc raises on \\href, which real abstracts use (2603.17055): a summary that
-    repeats it, and a title with a bare \\sqrt, still publish, reading as a reader would."""
+    repeats it, and a title with a bare \\sqrt, still publish, reading as a reader would;
+    the text email keeps a link longer than a line whole, in its brackets (a mail client
+    links only the part before a break)."""
     def echoing(request):
         if request.task != "paper_summary":
             return None
         content = default_content(request)
-        content["summary_en"] = "Code is \\href{https://github.com/a/gcpo}{here}, as in~\\cite{x}."
+        content["summary_en"] = ("Code is \\href{https://github.com/a/gcpo}{here}, as in~\\cite{x}. "
+                                 f"Data: \\href{{{LONG_URL}}}{{the hub}}.")
         return ok(content)
 
     paper = replace(rl_paper(1, DAY), title="GRPO at a \\sqrt rate for reinforcement learning of LLMs")
@@ -99,6 +105,7 @@ def test_tex_links_the_llm_echoes_from_an_abstract_read_as_links_and_do_not_stop
         cli("--config", str(config), "run", "--as-of", AS_OF, env={"OPENAI_API_KEY": "k"})
     text = (tmp_path / "out" / "digests" / f"{AS_OF}.txt").read_text(encoding="utf-8")  # the text email
     assert "Code is here (https://github.com/a/gcpo), as in." in text
+    assert f"({LONG_URL})." in text.split()
     assert "* GRPO at a \\sqrt rate for reinforcement learning of LLMs" in text  # as sent
 
 

@@ -738,6 +738,8 @@ def test_wrap_breaks_english_at_spaces_and_keeps_urls():
     assert " ".join(line[2:] for line in lines) == " ".join(text.split())
     url = "https://example.org/" + "x" * 80
     assert url in wrap("see " + url, width=30).splitlines()
+    for held in (f"({url}).", f"<{url}>", f"（{url}）。"):  # in brackets, as an abstract's \\href reads
+        assert held in wrap("see " + held, width=30).splitlines()
     assert wrap("two\nlines") == "two lines"
 
 
