@@ -181,12 +181,16 @@ def _atoms(text: str) -> list[tuple[str, bool]]:
     return atoms
 
 
+_LINK = re.compile(r"(?i)https?://|mailto:")  # a word wrap keeps whole: the schemes safe_url lets out
+
+
 def wrap(value: object, width: int = WIDTH, indent: str = "", first: str | None = None) -> str:
     """Wrap one paragraph at `width` display columns; `first` prefixes line one (default indent).
 
-    Newlines in the value are collapsed. A word holding a URL ("(https://…).", as an
-    abstract's \\href reads) is never cut: longer than a line, it has a line of its own,
-    as a mail client links only up to a break; any other over-long word is cut.
+    Newlines in the value are collapsed. A word holding a link (an http(s) or mailto URL,
+    "(https://…)." too, as an abstract's \\href reads) is never cut: longer than a line, it
+    has a line of its own, as a mail client links only up to a break; any other over-long
+    word is cut.
     """
     lead = indent if first is None else first
     lines: list[str] = []
@@ -201,7 +205,7 @@ def wrap(value: object, width: int = WIDTH, indent: str = "", first: str | None 
         if not empty:
             lines.append(line)
             line, used, empty = indent, display_width(indent), True
-        if used + w <= width or re.search(r"(?i)https?://", atom):
+        if used + w <= width or _LINK.search(atom):
             line, used, empty = line + atom, used + w, False
             continue
         for ch in atom:  # an over-long non-URL word: cut it

@@ -743,6 +743,15 @@ def test_wrap_breaks_english_at_spaces_and_keeps_urls():
     assert wrap("two\nlines") == "two lines"
 
 
+def test_the_text_email_keeps_a_long_mailto_unsubscribe_link_whole_for_each_reader(digest):
+    """A mailto: unsubscribe link longer than a line was cut as a word is: the reader's
+    address, which delivery puts in for {recipient} once rendered, was put in nowhere, and
+    the reader got half a link ending in 'rl-digest-reader-ad' / 'dress-…'."""
+    url = "mailto:leave@lists.example.org?subject=unsubscribe%20{recipient}"
+    text = render.digest_text(fx.config(unsubscribe_url=url), digest, READING, personal=True)
+    assert url.replace(links.RECIPIENT, links.ADDRESS) in text.splitlines()
+
+
 def test_wrap_keeps_a_count_with_its_label():
     line = "新论文 New: 7 · 修订 Revised: 3 · 更新 Updates: 1 · 精选收录 Curated: 2 · 精选 Featured: 12"
     for width in range(20, 80):
