@@ -27,6 +27,7 @@ from zoneinfo import ZoneInfo
 
 import css_inline
 import jinja2
+from markupsafe import Markup
 
 from pipeline import links
 from pipeline.config import bundled
@@ -58,8 +59,11 @@ _CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
 
 
 def one_line(value: object) -> str:
-    """Runs of whitespace (newlines too) to one space; control characters dropped."""
-    return " ".join(_CONTROL.sub(" ", str(value)).split())
+    """Runs of whitespace (newlines too) to one space; control characters dropped. Markup
+    (a label macro's, escaped already) stays Markup, so HTML does not escape it again
+    ("Q&amp;amp;A" in the preheader made of a label and a title)."""
+    text = " ".join(_CONTROL.sub(" ", str(value)).split())
+    return Markup(text) if isinstance(value, Markup) else text
 
 
 _PAPER_TAG = re.compile(r"(?:<|&lt;)\s*/?\s*paper\b.*?(?:>|&gt;)", re.IGNORECASE)

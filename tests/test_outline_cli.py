@@ -3,6 +3,7 @@ digest and the inbox preview; the featured pair shares a question."""
 
 from __future__ import annotations
 
+import html
 import re
 from dataclasses import replace
 from datetime import timedelta
@@ -73,7 +74,11 @@ def test_two_takeaways_on_one_paper_are_sent_back_and_the_digest_names_each_pape
 
 
 def test_highlights_without_an_llm_invent_nothing(tmp_path, cli):
-    papers = [rl_paper(i, DAY) for i in range(1, 5)]
+    """...and the inbox preview reads the featured title as written: it was escaped twice,
+    "Don&#39;t Trust Q&amp;A" in the preview of every digest whose first featured title
+    had an apostrophe or an ampersand."""
+    papers = [rl_paper(i, DAY, title=f"GRPO variant {i}: Don't Trust Q&A Rewards in reinforcement learning "
+                                     "of large language models") for i in range(1, 5)]
     with ArxivServer(papers) as arxiv:
         config = full_config(tmp_path, arxiv, enrich={"provider": "none"})
         cli("--config", str(config), "run", "--as-of", "2026-11-02")
@@ -85,6 +90,7 @@ def test_highlights_without_an_llm_invent_nothing(tmp_path, cli):
                          for ln in lines), lines
     found = PREHEADER.search(got["html"])
     assert found and "GRPO variant" in found.group(1)
+    assert ": Don't Trust Q&A Rewards in" in html.unescape(found.group(1))
 
 
 def test_a_digest_of_seeds_alone_without_an_llm_still_has_three_highlights(tmp_path, cli):

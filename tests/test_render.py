@@ -803,6 +803,11 @@ def test_feed_is_atom_with_one_entry_per_digest(cfg, digest):
     with_base = render.feed_xml(fx.config(base_url="https://x.example/rl"), [digest], UPDATED)
     assert '<link rel="self" type="application/atom+xml" href="https://x.example/rl/feed.xml"/>' in with_base
     assert "<id>https://x.example/rl/digests/2026-11-30.html</id>" in with_base
+    # a topic's name is escaped once (its label macro's Markup was escaped again: "Tools &amp;amp; Agents")
+    tools = replace(digest, sections=(replace(digest.sections[0], name_en="Tools & 'agents'"), *digest.sections[1:]))
+    heads = ["".join(h.itertext()) for h in ET.fromstring(render.feed_xml(cfg, [tools], UPDATED).encode("utf-8"))
+             .iter("{http://www.w3.org/1999/xhtml}h2")]
+    assert any(h.endswith(" · Tools & 'agents' (3)") for h in heads), heads
 
 
 def test_the_feed_holds_the_newest_twenty_digests_however_long_the_history(cfg):
