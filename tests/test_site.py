@@ -474,9 +474,12 @@ def test_every_zh_and_en_text_from_outside_stays_text(hostile):
 
 def test_only_the_configured_language_appears(tmp_path, cli):
     folder = two_weeks(tmp_path, cli, languages=["en"])
-    for name, tree in site_pages(folder).items():
+    pages = site_pages(folder)
+    for name, tree in pages.items():
         assert tree.css("[data-l=zh]") == [] and tree.css(".langs") == [], name
         assert not any("\u4e00" <= ch <= "\u9fff" for ch in tree.body.text()), name
+    # the search box offers what its index holds: no Chinese titles to search
+    assert pages["papers/index.html"].css_first("#q").attributes["placeholder"] == "titles, summaries, authors"
 
 
 def _get(url: str) -> tuple[int, str]:
