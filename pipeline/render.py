@@ -162,15 +162,25 @@ def display_width(value: object) -> int:
     return sum(char_width(ch) for ch in str(value))
 
 
+_LINK = re.compile(r"(?i)https?://|mailto:")  # a word wrap keeps whole: the schemes safe_url lets out
+_LINK_END = re.compile("[，。、；：！？）》」』】〉〕｝]")  # Chinese text goes on after a link here
+
+
 def _atoms(text: str) -> list[tuple[str, bool]]:
-    """(atom, space_before): English words stay whole, CJK may break between characters."""
+    """(atom, space_before): English words stay whole, CJK may break between characters,
+    but not inside a link (a path in Chinese: 'https://lists.example.org/退订?u=…'), which
+    runs to the word's end or to Chinese punctuation ('https://…，数据见')."""
     atoms: list[tuple[str, bool]] = []
     for n, word in enumerate(text.split()):
         pieces: list[str] = []
-        for ch in word:
+        link = _LINK.search(word)
+        start = link.start() if link else len(word)
+        after = _LINK_END.search(word, start)
+        end = after.start() if after else len(word)
+        for i, ch in enumerate(word):
             wide = char_width(ch) == 2
-            if pieces and (ch in _NO_LINE_START or pieces[-1][-1] in _NO_LINE_END):
-                pieces[-1] += ch  # kinsoku: no closing mark at a line start, no opening at an end
+            if pieces and (start < i < end or ch in _NO_LINE_START or pieces[-1][-1] in _NO_LINE_END):
+                pieces[-1] += ch  # a link; kinsoku: no closing mark at a line start, no opening at an end
             elif pieces and not wide and char_width(pieces[-1][-1]) != 2:
                 pieces[-1] += ch  # a run of narrow characters is one word
             else:
@@ -183,9 +193,6 @@ def _atoms(text: str) -> list[tuple[str, bool]]:
             spaced = False
         atoms += [(piece, spaced and i == 0) for i, piece in enumerate(pieces)]
     return atoms
-
-
-_LINK = re.compile(r"(?i)https?://|mailto:")  # a word wrap keeps whole: the schemes safe_url lets out
 
 
 def wrap(value: object, width: int = WIDTH, indent: str = "", first: str | None = None) -> str:

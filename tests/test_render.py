@@ -740,6 +740,8 @@ def test_wrap_breaks_english_at_spaces_and_keeps_urls():
     assert url in wrap("see " + url, width=30).splitlines()
     for held in (f"({url}).", f"<{url}>", f"（{url}）。"):  # in brackets, as an abstract's \\href reads
         assert held in wrap("see " + held, width=30).splitlines()
+    lines = wrap(f"代码见{url}，数据见下文" + "很长" * 20, width=30).splitlines()  # Chinese goes on after it
+    assert f"{url}，" in lines and all(display_width(line) <= 30 for line in lines if url not in line)
     assert wrap("two\nlines") == "two lines"
 
 
@@ -748,6 +750,15 @@ def test_the_text_email_keeps_a_long_mailto_unsubscribe_link_whole_for_each_read
     address, which delivery puts in for {recipient} once rendered, was put in nowhere, and
     the reader got half a link ending in 'rl-digest-reader-ad' / 'dress-…'."""
     url = "mailto:leave@lists.example.org?subject=unsubscribe%20{recipient}"
+    text = render.digest_text(fx.config(unsubscribe_url=url), digest, READING, personal=True)
+    assert url.replace(links.RECIPIENT, links.ADDRESS) in text.splitlines()
+
+
+def test_the_text_email_keeps_a_link_with_chinese_in_it_whole(digest):
+    """An unsubscribe URL with Chinese in its path (which config takes, and List-Unsubscribe
+    sends encoded) was cut between two of its Chinese characters, as Chinese text is, and
+    the reader's text part linked 'https://lists.example.org/退'."""
+    url = "https://lists.example.org/退订?u={recipient}&list=rl-digest"
     text = render.digest_text(fx.config(unsubscribe_url=url), digest, READING, personal=True)
     assert url.replace(links.RECIPIENT, links.ADDRESS) in text.splitlines()
 
