@@ -125,6 +125,21 @@ def test_each_navigation_landmark_is_named_in_the_shown_languages(tmp_path):
     assert named == {".": ["网站 Site", "上一期与下一期 Previous and next digest"], "en": ["Site"]}
 
 
+def test_a_featured_paper_without_a_reading_shows_its_abstract_whatever_the_languages(tmp_path):
+    """Without the LLM's reading a featured paper shows its abstract, the paper's own text,
+    as the email and the Markdown copy do; with languages: [zh] its web page had the
+    title and links alone (an abstract showed only where English was shown)."""
+    paper = replace(fx.digest().sections[0].entries[0], parts=())
+    digest = replace(fx.digest(), featured=(paper,))
+    for languages, label, other in ((["zh"], "摘要：", "Abstract"), (["en"], "Abstract: ", "摘要"),
+                                    (["zh", "en"], "Abstract: ", "摘要：")):
+        folder = tmp_path / "-".join(languages)
+        site.build(fx.config(languages=languages), folder, [digest], "2026-11-30T08:00:00+08:00")
+        page = HTMLParser((folder / "digests" / f"{digest.id}.html").read_text("utf-8"))
+        shown = page.css_first("article.feature").text()
+        assert f"{label}We propose <b>X</b>. It works." in shown and other not in shown, (languages, shown)
+
+
 @pytest.mark.slow  # years of digests, measured: make test-slow (in .ci/run)
 def test_a_build_keeps_one_digest_page_in_memory_at_a_time(tmp_path):
     """Years of weekly digests: each page is written as it is rendered, not all of them kept
