@@ -223,6 +223,7 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
         checkpoint()
         credits = sources.credits(config, used, options.offline)
         digest = build_digest(config, options, week, collected.documents, enricher, credits,
+                              collected.window[1],
                               read=None if online is None else lambda e: full_text(config, store, online, e))
         _count_enrichment(report, enricher)
     finally:
@@ -527,9 +528,11 @@ def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
 # --- phase 5: compose -------------------------------------------------------------------------
 
 def build_digest(config: Config, options: Options, week: Week, documents: list[SeedDocument],
-                 enricher: Enricher, credits: list[str],
+                 enricher: Enricher, credits: list[str], end: datetime,
                  read: Callable[[Entry], str | None] | None = None) -> Digest | None:
-    """Everything relevant not yet in a digest; None when there is nothing new. `read`
+    """Everything relevant not yet in a digest; None when there is nothing new. Its window
+    ends where the collect's did (`end`: as_of, or the present when as_of is later), so its
+    coverage expects no announcement not made yet and the next digest starts there. `read`
     gives a featured paper's full text (None: the abstract)."""
     if week.existing is not None:
         return week.existing
@@ -552,7 +555,7 @@ def build_digest(config: Config, options: Options, week: Week, documents: list[S
     llm = any(e.llm for e in entries) or bool(readings) or comparison is not None
     start = week.last_digest_end or options.as_of - timedelta(days=config.sources.arxiv.lookback_days)
     return compose.make_digest(
-        digest_id=options.as_of.date().isoformat(), window=(start, options.as_of),
+        digest_id=options.as_of.date().isoformat(), window=(start, end),
         timezone=config.schedule.timezone, entries=entries, featured=featured, topics=config.topics,
         max_papers=config.digest.max_papers, comparison=comparison, curated=curated,
         model=config.enrich.model if llm else None,
@@ -561,7 +564,7 @@ def build_digest(config: Config, options: Options, week: Week, documents: list[S
         question=(pick.question_zh, pick.question_en),
         trends=trends.record(week.history, entries, options.as_of.date(), config.topics),
         coverage=None if options.offline or week.ledger is None else coverage_of(
-            config, week.ledger, (start, options.as_of), entries),
+            config, week.ledger, (start, end), entries),
     )
 
 

@@ -78,6 +78,22 @@ def test_a_window_cut_at_the_present_is_shown_in_schedule_timezone_and_the_next_
     assert ends[1][0] == ends[0][1], ends  # overlap_hours 0: the next window starts where this one ended
 
 
+def test_a_digest_of_tomorrows_date_ends_its_window_at_the_present(tmp_path, cli):
+    """`run --as-of` tomorrow's date (or today's) read what arXiv had announced by now, but
+    the digest's window ran to 23:59 of that day: its coverage line counted the evenings
+    not announced yet as 'not collected, NOT recovered', and the next digest began after them."""
+    shanghai = ZoneInfo("Asia/Shanghai")
+    tomorrow = (datetime.now(shanghai) + timedelta(days=1)).date().isoformat()
+    with ArxivServer([rl_paper(1, datetime.now(UTC) - timedelta(days=2))]) as server:
+        config = config_for(tmp_path, server, rss=False)
+        cli("--config", str(config), "run", "--as-of", tomorrow)
+    text = (tmp_path / "out" / "digests" / f"{tomorrow}.md").read_text(encoding="utf-8")
+    end = re.search(r"Window: \S+ \S+ → (\S+ \S+) \(Asia/Shanghai\)", text).group(1)
+    assert abs(datetime.strptime(end, "%Y-%m-%d %H:%M").replace(tzinfo=shanghai)
+               - datetime.now(UTC)) < timedelta(minutes=2), end
+    assert "GRPO variant 1 " in text and "NOT recovered" not in text
+
+
 def test_a_watermark_a_fast_clock_left_ahead_does_not_empty_the_window_once_it_went_back(tmp_path, cli):
     """A collect under a clock a day fast leaves the watermark a day ahead; once the clock is
     right again, each collect read the empty window (now, now] and found nothing until then."""
