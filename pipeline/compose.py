@@ -123,9 +123,10 @@ def snapshot(paper: Paper) -> dict:
 
 def snapshots(digest: Digest) -> dict[str, dict]:
     """The Updates ledger's baseline after this digest: each listed paper as shown, one-line
-    entries too (most of a busy week)."""
+    entries too (most of a busy week), and a seed's paper under 收录 · From the reading list."""
     found = {e.key: {"version": e.version, "venue": e.venue, "code": dict(e.links).get("code")}
-             for e in [*(e for s in digest.sections for e in (*s.entries, *s.brief)), *digest.featured]
+             for e in [*(e for s in digest.sections for e in (*s.entries, *s.brief)), *digest.featured,
+                       *digest.curated]
              if e.key.startswith("arxiv:")}
     found.update({u.key: {"version": u.version, "venue": u.venue, "code": u.code}
                   | ({"withdrawn": True} if u.withdrawn else {}) for u in digest.updates})

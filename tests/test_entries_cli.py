@@ -111,17 +111,22 @@ def test_updates_go_withdrawn_venue_code_then_new_versions_in_every_edition(tmp_
 
 
 def test_a_paper_first_listed_in_one_line_gets_its_updates_too(tmp_path, cli):
-    """Most of a busy week is one-line entries: their news is as much news."""
+    """Most of a busy week is one-line entries: their news is as much news. So is a seed's
+    paper's, shown under 收录 · From the reading list: its new version was in no Updates."""
     week1 = [rl_paper(i, DAY) for i in range(1, 7)]
     later = DAY + timedelta(days=7)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "010.txt").write_text(f"{week1[5].title}\n本文提出了一种方法。\n", encoding="utf-8")
     with ArxivServer(week1) as arxiv:
-        config = full_config(tmp_path, arxiv, digest={"max_papers": 1, "featured": 1})
+        config = full_config(tmp_path, arxiv, digest={"max_papers": 1, "featured": 1},
+                             seeds={"paths": [str(tmp_path / "mine")]})
         cli("--config", str(config), "run", "--as-of", "2026-11-02")
         first = outputs(tmp_path, "2026-11-02")["md"]
         arxiv.papers = [replace(p, version=2, updated=later, announce_type="replace") for p in week1]
         cli("--config", str(config), "run", "--as-of", "2026-11-09")
     one_line = [p for p in week1 if f"- [{p.title}](" in first]
     assert len(one_line) >= 3, first  # most of the week was listed in one line
+    assert week1[5].title in first.split("## 收录 · From the reading list", 1)[1]
     md = outputs(tmp_path, "2026-11-09")["md"]
     assert f"更新 Updates: {len(week1)}" in md.split("\n\n", 2)[1]  # the header counts them
     updates = md.split("## 更新 · Updates", 1)[1].split("\n## ", 1)[0]
