@@ -327,12 +327,15 @@ def rank_papers_with(config: Config, papers: Sequence[Paper], taste: Sequence[tu
 
 
 def rescore_candidates(store: Store) -> list[Paper]:
-    """Scored papers of the current week (since the last digest) not yet in a digest:
-    older weeks keep the scores they were published or passed over with."""
+    """Scored papers of the current week not yet in a digest: submitted since the last
+    digest ended, or collected since it was made (sent before its end, announced after it:
+    Sunday's and Monday's evenings for a Monday digest). Older weeks keep the scores they
+    were published or passed over with."""
     since = store.last_digest_end()
     day = since.date() - timedelta(days=2) if since else None  # any two offsets' days are within two
-    return [p for p in store.unlisted_papers(day)
-            if since is None or p.submitted is None or p.submitted >= since]
+    found = [p for p in store.unlisted_papers(day)
+             if since is None or p.submitted is None or p.submitted >= since]
+    return list({p.id: p for p in [*found, *store.unlisted_papers(new=True)]}.values())
 
 
 # --- phase 2: resolve -------------------------------------------------------------------------

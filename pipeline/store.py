@@ -391,13 +391,17 @@ class Store:
         with self.engine.connect() as conn:
             return [row_to_paper(row) for query in queries for row in conn.execute(query).mappings()]
 
-    def unlisted_papers(self, since: date | None = None) -> list[Paper]:
+    def unlisted_papers(self, since: date | None = None, new: bool = False) -> list[Paper]:
         """Papers in no digest; with `since`, only those submitted that day or later (by the
-        stored date's own day) or undated."""
+        stored date's own day) or undated; `new`, only those first seen after the newest
+        digest was made (both by the database's clock)."""
         query = sa.select(papers).where(~sa.exists().where(digest_items.c.item_key == _key()))
         if since is not None:
             query = query.where(sa.or_(papers.c.submitted.is_(None),
                                        sa.func.substr(papers.c.submitted, 1, 10) >= since.isoformat()))
+        if new:
+            made = sa.select(sa.func.max(digests.c.created)).scalar_subquery()
+            query = query.where(papers.c.first_seen > made)
         with self.engine.connect() as conn:
             return [row_to_paper(row) for row in conn.execute(query).mappings()]
 
