@@ -71,14 +71,14 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
                                                          updated, feedback, moved))
                   ] if config.outputs.site else []
         files.update(reading_list.publish(config, store, changed.date().isoformat(), also=papers))
-    feed = render.feed_xml(settings, StoredDigests(store), updated)  # the published digests, not a preview
-    files["feed.xml"] = write_atomic(out / "feed.xml", feed)
+    published = StoredDigests(store)  # what both feeds list: the published digests, not a preview
+    files["feed.xml"] = write_atomic(out / "feed.xml", render.feed_xml(settings, published, updated))
     report.files += [str(path) for path in files.values()]
     if config.outputs.site:
         stored = {did: fp for did, fp in store.digest_fingerprints().items()  # this run's is rendered
                   if digest is None or did != digest.id}
         report.files += [str(path) for path in site.build(settings, out / "site", shown, updated,
-                                                          feedback, moved, stored)]
+                                                          feedback, moved, stored, published)]
         report.files += [str(path) for path in papers[0].changed]
     if options.offline:  # a preview: files only, nothing sent, nothing recorded
         return

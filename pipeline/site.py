@@ -98,7 +98,8 @@ class Row(NamedTuple):
 
 def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest] | Iterable[Digest],
           updated: str, feedback: Callable[[str, str], str] | None = None,
-          moved: Mapping[str, Moved] | None = None, stored: Mapping[str, str] | None = None) -> list[Path]:
+          moved: Mapping[str, Moved] | None = None, stored: Mapping[str, str] | None = None,
+          published: Mapping[str, Digest] | None = None) -> list[Path]:
     """Write the site's pages for `digests` (any order; by id, publish.StoredDigests reads
     each as asked) into `folder`; the paths that changed.
 
@@ -107,7 +108,8 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
     (reading_list.tied) is where a seed entry's paper page is now that its paper was found,
     or a listed paper's whose topic was renamed. `stored` (Store.digest_fingerprints) says
     which digests are as they were: a page the last build wrote from the same makings is
-    neither read nor rendered again (its index line comes from the ledger).
+    neither read nor rendered again (its index line comes from the ledger). `published` are
+    the digests the feed lists (None: `digests`): a preview's page is written, never announced.
     """
     jinja = env(settings)
     digests = render.by_id(digests)
@@ -138,7 +140,8 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
     by_month = [(month, list(group)) for month, group in groupby(rows, key=lambda d: d.id[:7])]
     pages["index.html"] = jinja.get_template("site/index.html.j2").render(
         latest=digests[newest[0]] if newest else None, months=by_month, root="", counts=counts, **common)
-    pages["feed.xml"] = render.feed_xml(settings, digests, updated, site=True)
+    pages["feed.xml"] = render.feed_xml(settings, digests if published is None else published, updated,
+                                        site=True)
     for name in ASSETS:
         source, _, _ = jinja.loader.get_source(jinja, f"site/assets/{name}")  # type: ignore[union-attr]
         pages[f"assets/{name}"] = source
