@@ -719,11 +719,15 @@ class Store:
     # --- digests ---
     def listed_changed(self) -> list[tuple[Paper, dict]]:
         """The Updates ledger's papers: those a digest listed whose record changed since the
-        last digest was made (papers.changed_at), each with what it looked like when last listed."""
+        last digest was made (papers.changed_at), each with what it looked like when last listed;
+        not one the install has since marked irrelevant (out of the reading list too)."""
         since = sa.select(sa.func.max(digests.c.created)).scalar_subquery()
+        mine = _mine()
         query = (sa.select(papers, digest_items.c.snapshot)
-                 .join(digest_items, digest_items.c.item_key == _key())
+                 .select_from(papers.join(digest_items, digest_items.c.item_key == _key())
+                              .outerjoin(mine, mine.c.item_key == _key()))
                  .where(digest_items.c.snapshot.is_not(None),
+                        sa.or_(mine.c.verdict.is_not(False), papers.c.id.in_(sa.select(_seed_arxiv_id()))),
                         sa.or_(papers.c.changed_at.is_(None), since.is_(None), papers.c.changed_at >= since))
                  .order_by(papers.c.id))
         with self.engine.connect() as conn:

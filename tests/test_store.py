@@ -411,6 +411,9 @@ def test_the_updates_ledger_reads_only_the_listed_papers_that_changed_since_the_
     store.upsert_papers([paper("2401.00002", journal_ref="ICLR 2027"), paper("2401.00003"), paper("2401.00004")])
     assert [(p.id, p.journal_ref, snap["venue"]) for p, snap in store.listed_changed()] == [
         ("2401.00002", "ICLR 2027", None)]  # not the unchanged one, nor the one not listed
+    store.set_verdict("2401.00002", False)  # `mark --irrelevant` since: its news is no one's
+    assert store.listed_changed() == []
+    store.set_verdict("2401.00002", None)
     store.save_digest("2026-11-09", week, {}, [("arxiv:2401.00004", True)], [])
     assert store.listed_changed() == []  # told in that digest's Updates, or not news
 
