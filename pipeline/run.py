@@ -539,7 +539,10 @@ def build_digest(config: Config, options: Options, week: Week, documents: list[S
     gives a featured paper's full text (None: the abstract)."""
     if week.existing is not None:
         return week.existing
-    entries = by_importance(config, week, digest_entries(config, week, week.published))
+    # one sent after the window's end (collected since, for a digest made by hand for an
+    # earlier week) is not announced by then: it waits for the next digest
+    later = {paper_key(p.id) for p in week.waiting() if p.submitted and p.submitted > end}
+    entries = by_importance(config, week, digest_entries(config, week, week.published | later))
     news = compose.updates(week.listed.values(), week.snapshots, week.summaries)
     papers = [e for e in entries if not e.curated]
     if not papers and not news and not (week.first and entries):

@@ -113,17 +113,19 @@ def test_a_watermark_a_fast_clock_left_ahead_does_not_empty_the_window_once_it_w
 
 def test_a_digest_made_by_hand_for_an_earlier_week_has_that_weeks_window(tmp_path, cli):
     """A digest of 11-30 made after the one of 12-03 started its window where the newest
-    digest ended: "Window: 2026-12-03 12:00 → 2026-11-30 23:59"."""
-    with ArxivServer([rl_paper(n, datetime(2026, 12, 3, 12, tzinfo=UTC)) for n in (1, 2)]) as server:
+    digest ended: "Window: 2026-12-03 12:00 → 2026-11-30 23:59". Nor does it list a paper
+    collected since that was sent after its window (it listed 12-01's, in no later digest)."""
+    with ArxivServer([rl_paper(n, datetime(2026, 12, 3, 2, tzinfo=UTC)) for n in (1, 2)]) as server:
         config = config_for(tmp_path, server)
         cli("--config", str(config), "run", "--as-of", "2026-12-03T12:00")
         server.add(*[rl_paper(n, datetime(2026, 11, 28, 12, tzinfo=UTC)) for n in (3, 4)])  # indexed late
+        server.add(rl_paper(5, datetime(2026, 12, 3, 8, tzinfo=UTC)))  # sent after 12-03 12:00 in Shanghai
         cli("--config", str(config), "collect", "--since", "2026-11-20")
         ran = cli("--config", str(config), "run", "--as-of", "2026-11-30")
     assert ran.stdout.startswith("2026-11-30: fetched 0, new 0, relevant 2"), ran.stdout
     text = (tmp_path / "out" / "digests" / "2026-11-30.md").read_text(encoding="utf-8")
     assert "Window: 2026-11-23 23:59 → 2026-11-30 23:59 (Asia/Shanghai)" in text  # lookback_days 7
-    assert "GRPO variant 3 " in text and "GRPO variant 1 " not in text
+    assert "GRPO variant 3 " in text and "GRPO variant 1 " not in text and "GRPO variant 5 " not in text
 
 
 def test_a_date_in_basic_iso_form_means_the_end_of_that_day_as_its_extended_form_does(tmp_path, cli):
