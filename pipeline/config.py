@@ -637,7 +637,14 @@ class Config(Model):
 
 
 _DAYS = ["sun", "mon", "tue", "wed", "thu", "fri", "sat", "sun"]
-_DOW_PART = re.compile(r"^(\d)(?:-(\d))?$")
+_DOW_PART = re.compile(r"^([a-z]+|\d)(?:-([a-z]+|\d))?$", re.IGNORECASE)
+
+
+def _day(token: str) -> int | None:
+    """A day of the week as cron numbers it (Sunday 0 or 7), from a digit or a name; else None."""
+    if token.isdigit():
+        return int(token) if int(token) <= 7 else None
+    return _DAYS.index(token.lower()) if token.lower() in _DAYS else None
 
 
 def crontab(expr: str) -> str:
@@ -645,20 +652,27 @@ def crontab(expr: str) -> str:
 
     APScheduler 3 counts day-of-week numbers from Monday = 0, so a cron user's
     `1-5` would silently mean Tuesday to Saturday; names mean the same to both.
+    A range from Sunday (0-6, sun-thu) is no range where the week starts on Monday:
+    it becomes sun,mon-thu.
     """
     fields = expr.split()
     if len(fields) != 5:
         raise ValueError(f"{expr!r}: a crontab has 5 fields (minute hour day month day-of-week)")
     parts = []
     for part in fields[4].split(","):
-        if not any(ch.isdigit() for ch in part):
-            parts.append(part)
-            continue
         match = _DOW_PART.match(part)
-        if not match or int(match[1]) > 7 or (match[2] and int(match[2]) > 7):
-            raise ValueError(f"{expr!r}: write day-of-week as names (mon-fri), not {part!r}")
-        first, last = _DAYS[int(match[1])], _DAYS[int(match[2])] if match[2] else None
-        parts.append(f"{first}-{last}" if last and last != first else first)
+        named = [_day(token) for token in match.groups() if token is not None] if match else [None]
+        days = [day for day in named if day is not None]
+        if len(days) < len(named):
+            if any(ch.isdigit() for ch in part):
+                raise ValueError(f"{expr!r}: write day-of-week as names (mon-fri), not {part!r}")
+            parts.append(part)  # *, or what APScheduler says is wrong with it
+            continue
+        first, last = days[0], days[-1]
+        if first == 0 and last:  # Sunday to a later day
+            parts.append("sun")
+            first = 1
+        parts.append(_DAYS[first] if first == last else f"{_DAYS[first]}-{_DAYS[last]}")
     fields[4] = ",".join(parts)
     normal = " ".join(fields)
     from apscheduler.triggers.cron import CronTrigger

@@ -53,6 +53,9 @@ def test_publish_keeps_local_time_across_dst_in_new_york(tmp_path):
 @pytest.mark.parametrize(("cron", "expected"), [
     ("0 8 * * 1-5", "0 8 * * mon-fri"), ("0 8 * * 1", "0 8 * * mon"),
     ("0 8 * * 0", "0 8 * * sun"), ("0 8 * * 7", "0 8 * * sun"), ("0 8 * * 0,6", "0 8 * * sun,sat"),
+    # from Sunday: APScheduler's week starts on Monday, where sun-sat was refused as a range
+    ("0 8 * * 0-6", "0 8 * * sun,mon-sat"), ("0 20 * * sun-thu", "0 20 * * sun,mon-thu"),
+    ("0 8 * * MON-FRI", "0 8 * * mon-fri"),
 ])
 def test_cron_day_numbers_mean_what_a_cron_user_means(cron, expected):
     assert crontab(cron) == expected
@@ -63,6 +66,9 @@ def test_numeric_weekday_range_fires_monday_to_friday_not_tuesday_to_saturday(tm
     start = datetime(2026, 11, 28, tzinfo=ZoneInfo("Asia/Shanghai"))
     assert {f.strftime("%a") for f in fires(config, "collect", start, 10)} == {
         "Mon", "Tue", "Wed", "Thu", "Fri"}
+    arxiv_days = load(write_config(tmp_path, {"schedule": {"collect_cron": "0 9 * * 0-4"}}, seeds=False))
+    assert {f.strftime("%a") for f in fires(arxiv_days, "collect", start, 10)} == {
+        "Sun", "Mon", "Tue", "Wed", "Thu"}
 
 
 def test_unreadable_day_of_week_is_a_config_error_naming_the_key(tmp_path):
