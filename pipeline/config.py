@@ -335,7 +335,7 @@ class GitOutput(Model):
 
 class Outputs(Model):
     dir: Path
-    base_url: str | None = None  # where the reading list is published, for links
+    base_url: Annotated[str | None, AfterValidator(http_url)] = None  # where out/ is published, for links
     git: GitOutput | None = None
     site: bool = True  # out/site/: the web edition
     site_url: Annotated[str | None, AfterValidator(http_url)] = None  # where out/site/ is served

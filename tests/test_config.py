@@ -554,6 +554,9 @@ def test_config_check_refuses_a_url_whose_port_there_cannot_be(tmp_path, cli):
            "'https://x.org:99999/u?r={recipient}'"]
     assert check({"serve": {"base_url": "https://digest.example.org:0/"}})[:2] == [
         2, f"rl-digest: {config}: serve.base_url: not a port (1-65535) in 'https://digest.example.org:0/'"]
+    # outputs.base_url too, and one without https:// (the email's links to it led nowhere)
+    assert check({"outputs": {"base_url": "digest.example.org/rl/"}})[:2] == [
+        2, f"rl-digest: {config}: outputs.base_url: not an http(s):// address: 'digest.example.org/rl/'"]
     assert check({"email": {**mail, "unsubscribe_url": "https://x.org:8443/u?r={recipient}"}}) == [0]
     assert check({"email": mail, "serve": {"base_url": "https://digest.example.org/"}}) == [0]
 
