@@ -537,6 +537,14 @@ class Config(Model):
     templates: Templates = Templates()
     path: Path | None = Field(None, exclude=True)  # the user's file, if any
 
+    @model_validator(mode="before")
+    @classmethod
+    def _path_is_no_setting(cls, data: Any) -> Any:
+        """`path` is set from where the file was read (load): one written in it was taken, unused."""
+        if isinstance(data, dict) and "path" in data:
+            raise ValueError("path: unknown key")
+        return data
+
     @model_validator(mode="after")
     def _unique_languages(self) -> Config:
         if len(set(self.languages)) != len(self.languages):

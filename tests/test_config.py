@@ -135,6 +135,7 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
         ("digest: {max_paper: 3}\n", "digest.max_paper: unknown key (did you mean max_papers?)"),
         ("email: {form: 'a@example.org'}\n", "email.form: unknown key (did you mean from?)"),
         ("sources: {arxiv: {zzz: 1}}\n", "sources.arxiv.zzz: unknown key"),
+        ("path: /srv/rl-digest\n", "config.yaml: path: unknown key"),  # the file's own place, no setting
         # a list's item by its place, as YAML readers count it (it was email.to.1)
         ("email: {to: [a@example.org, nobody]}\n", "email.to[1]: not an email address: 'nobody'"),
         ("sources: {plugins: [{name: x}]}\n", "sources.plugins[0].type: Field required"),
