@@ -199,7 +199,7 @@ def globals_first(args: list[str], commands: Collection[str]) -> list[str]:
     for arg in rest:
         if arg == "--":
             kept += [arg, *rest]
-        elif arg in ("-q", "--quiet", "--verbose") or re.fullmatch(r"-v+|--config=.*", arg):
+        elif arg in ("--quiet", "--verbose") or re.fullmatch(r"-[qv]+|--config=.*", arg):  # -qv too
             moved.append(arg)
         elif arg == "--config":
             moved += [arg, *islice(rest, 1)]

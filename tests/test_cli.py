@@ -219,6 +219,8 @@ def test_global_options_work_after_the_command_too(tmp_path, cli):
     plain = cli("run", "--as-of", "not-a-date", "--config", str(config), check=2)
     loud = cli("run", "--as-of", "not-a-date", "--config", str(config), "-v", check=2)
     assert "Traceback" in loud.stderr and "Traceback" not in plain.stderr
+    both = cli("run", "--as-of", "not-a-date", "--config", str(config), "-qv", check=2)  # as click takes them
+    assert "Traceback" in both.stderr and "No such option" not in both.stderr
     wrong = cli("status", "--config", str(tmp_path / "missing.yaml"), check=None)
     assert wrong.returncode == 2 and "missing.yaml" in wrong.stderr  # it is this --config that is read
     # A value that looks like one of them is still the command's own, after `--`.
