@@ -1,4 +1,8 @@
-"""Commands. The only place where errors become exit codes and one-line messages."""
+"""Commands. The only place where errors become exit codes and one-line messages.
+
+Each command imports the stages it runs when it runs: `--help`, `--version` and a usage
+mistake answer without loading SQLAlchemy, pydantic's models and scikit-learn (about 1 s).
+"""
 
 from __future__ import annotations
 
@@ -16,49 +20,20 @@ from contextlib import ExitStack, nullcontext
 from datetime import UTC, date, datetime
 from itertools import islice
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
-import jinja2
-import yaml
 
-from pipeline import (
-    __version__,
-    collect,
-    compose,
-    lock,
-    logs,
-    readers,
-    reading_list,
-    sources,
-    starter,
-    stopping,
-    store_copy,
-)
-from pipeline import config as config_mod
-from pipeline import doctor as doctor_mod
-from pipeline import export as export_mod
-from pipeline import render as render_mod
-from pipeline import schedule as schedule_mod
-from pipeline import status as status_mod
-from pipeline.calendar import load_calendar
-from pipeline.deliver import channels, git
+from pipeline import __version__, logs
+from pipeline import export as export_mod  # its FORMATS are --format's choices
 from pipeline.deliver.files import atomic, onto_stdout, write_atomic
-from pipeline.deliver.outbox import StoreOutbox, held_for_channel
 from pipeline.errors import ConfigError, DeliveryError, DigestError, LockedError
 from pipeline.models import Digest, Options, RunReport, paper_key, split_arxiv_id
-from pipeline.publish import deliver, routes, written_files
-from pipeline.run import (
-    collect_and_rank,
-    iso_date,
-    parse_as_of,
-    run_digest,
-    seed_documents,
-    summary_line,
-)
-from pipeline.sources.seeds import in_reading_order, same_paper, unread
-from pipeline.store import YOU, Store, where
 from pipeline.text import for_terminal
+
+if TYPE_CHECKING:
+    from pipeline.config import Config
+    from pipeline.store import Store
 
 log = logging.getLogger("pipeline")
 HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2: a group given no command
@@ -69,11 +44,14 @@ class State:
         self.config_path = config_path
         self.verbose = verbose
         self.quiet = quiet
-        self._config: config_mod.Config | None = None
+        self._config: Config | None = None
 
     @property
-    def config(self) -> config_mod.Config:
+    def config(self) -> Config:
         if self._config is None:
+            from pipeline import config as config_mod
+            from pipeline.deliver import channels
+
             config = config_mod.load(self.config_path or config_mod.default_path())
             logs.hide(config.secret_values())
             if config.channels:  # an entry a publish would refuse stops every command at start
@@ -88,6 +66,8 @@ class State:
 
     def store(self) -> Store:
         """The database, closed when the command ends."""
+        from pipeline.store import Store
+
         store = Store.open(self.config.database_url(), self.config.storage.busy_timeout_seconds)
         click.get_current_context().call_on_close(store.close)
         return store
@@ -141,10 +121,8 @@ class Group(click.Group):
         try:
             try:
                 return super().invoke(ctx)
-            except jinja2.TemplateError as exc:  # one of templates.dir's: the user's to fix
-                state = ctx.find_object(State)
-                config = state._config if state is not None else None
-                problem = render_mod.template_failure(exc, config.templates.dir if config else None)
+            except Exception as exc:  # one of templates.dir's: the user's to fix
+                problem = _own_template(ctx, exc)
                 if problem is None:
                     raise
                 raise problem from exc
@@ -168,6 +146,18 @@ class Group(click.Group):
             else:
                 echo(f"rl-digest: unexpected error: {what} (run again with -v for the traceback)", err=True)
             ctx.exit(1)
+
+
+def _own_template(ctx: click.Context, exc: Exception) -> DigestError | None:
+    """A failure of a template of templates.dir, as one line naming it; else None."""
+    jinja2 = sys.modules.get("jinja2")  # not loaded: no template failed
+    if jinja2 is None or not isinstance(exc, jinja2.TemplateError):
+        return None
+    from pipeline import render as render_mod
+
+    state = ctx.find_object(State)
+    config = state._config if state is not None else None
+    return render_mod.template_failure(exc, config.templates.dir if config else None)
 
 
 def _failed(ctx: click.Context, exc: DigestError) -> None:
@@ -250,6 +240,9 @@ def main(ctx: click.Context, config_path: Path | None, verbose: int, quiet: bool
 @pass_state
 def run(state: State, as_of: str | None, dry_run: bool, offline: bool, no_email: bool) -> None:
     """One whole cycle: collect, rank, enrich, compose, render, deliver."""
+    from pipeline import lock, stopping
+    from pipeline.run import parse_as_of, run_digest, summary_line
+
     config = state.config
     options = Options(parse_as_of(as_of, config), offline=offline, dry_run=dry_run, no_email=no_email)
     with lock.held(config), stopping.on_signals():
@@ -264,6 +257,11 @@ def run(state: State, as_of: str | None, dry_run: bool, offline: bool, no_email:
 @pass_state
 def schedule(state: State) -> None:
     """Long-running: collect and publish on the configured crontabs; catch up a missed publish."""
+    from pipeline import collect, reading_list, sources
+    from pipeline import schedule as schedule_mod
+    from pipeline.publish import deliver
+    from pipeline.run import collect_and_rank, run_digest, summary_line
+
     config = state.config
     store = state.store()
 
@@ -306,6 +304,11 @@ def schedule(state: State) -> None:
 @pass_state
 def send(state: State, digest_id: str | None, reader: str | None, drop: str | None) -> None:
     """Deliver everything still waiting in the outbox, now (backoff only paces the scheduler)."""
+    from pipeline import lock, readers, reading_list, stopping
+    from pipeline import status as status_mod
+    from pipeline.deliver.outbox import StoreOutbox
+    from pipeline.publish import deliver, routes
+
     config = state.config
     if reader and not digest_id:
         raise ConfigError("--reader needs --digest ID", "`rl-digest status` names the newest digests")
@@ -355,9 +358,12 @@ def send(state: State, digest_id: str | None, reader: str | None, drop: str | No
     _fail_on_delivery_errors(report)
 
 
-def _drop_held(config: config_mod.Config, store: Store, channel: str, digest_id: str | None) -> str:
+def _drop_held(config: Config, store: Store, channel: str, digest_id: str | None) -> str:
     """`send --drop CHANNEL`: the rows held for a channel the config does not have now are
     marked skipped, on the record; a channel it has is refused (its rows go when they can)."""
+    from pipeline.deliver.outbox import StoreOutbox, held_for_channel
+    from pipeline.publish import routes
+
     ways = routes(config, strict=True) or {}
     if channel in ways:
         raise ConfigError(f"--drop: channel {channel} is in the config, and what waits for it goes "
@@ -378,10 +384,13 @@ def _drop_held(config: config_mod.Config, store: Store, channel: str, digest_id:
             "`rl-digest send --digest ID --reader WHO` queues one again")
 
 
-def _push_waiting(config: config_mod.Config, store: Store, report: RunReport) -> str | None:
+def _push_waiting(config: Config, store: Store, report: RunReport) -> str | None:
     """A git publish a run left failed or unpushed is tried again, as the outbox's rows are,
     with the files the run wrote (it may have failed before copying them); a line saying
     it went, or None."""
+    from pipeline.deliver import git
+    from pipeline.publish import written_files
+
     cfg = config.outputs.git
     if cfg is None or not git.waiting(cfg, store):  # nothing waits: the checkout is not touched
         return None
@@ -411,6 +420,10 @@ def _fail_on_delivery_errors(report: RunReport) -> None:
 @pass_state
 def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
     """Fetch new papers from arXiv and store them; publish nothing."""
+    from pipeline import collect, lock, sources, stopping
+    from pipeline import status as status_mod
+    from pipeline.run import collect_and_rank, parse_as_of
+
     config = state.config
     moment = parse_as_of(as_of, config)
     start = _since(since, config) if since else None
@@ -428,8 +441,10 @@ def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
         echo(line)
 
 
-def _since(value: str, config: config_mod.Config) -> datetime:
+def _since(value: str, config: Config) -> datetime:
     """--since DATE: the start of that day (a datetime as given) in schedule.timezone."""
+    from pipeline.run import iso_date, parse_as_of
+
     moment = parse_as_of(value, config, "--since")
     return moment.replace(hour=0, minute=0, second=0) if iso_date(value) is not None else moment
 
@@ -442,6 +457,9 @@ def _since(value: str, config: config_mod.Config) -> datetime:
 @pass_state
 def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -> None:
     """Re-render a stored digest."""
+    from pipeline import reading_list
+    from pipeline import render as render_mod
+
     config = state.config
     store = state.store()
     text = render_mod.digest_as(render_mod.Settings.of(config), _stored_digest(store, digest_id), fmt,
@@ -461,6 +479,8 @@ def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -
 @pass_state
 def export(state: State, fmt: str, topic: str | None, since: str | None, output: Path | None) -> None:
     """The reading list for reference managers: BibTeX, RIS, CSL-JSON or JSON lines."""
+    from pipeline import reading_list
+
     config = state.config
     keys = [t.key for t in config.topics]
     if topic is not None and topic not in keys:
@@ -486,6 +506,9 @@ def export(state: State, fmt: str, topic: str | None, since: str | None, output:
 @pass_state
 def preview(state: State, digest_id: str | None) -> None:
     """Write a stored digest's email HTML to a file and print its path, to open in a browser."""
+    from pipeline import reading_list
+    from pipeline import render as render_mod
+
     config = state.config
     store = state.store()
     digest = _stored_digest(store, digest_id)
@@ -496,6 +519,8 @@ def preview(state: State, digest_id: str | None) -> None:
 
 
 def _stored_digest(store: Store, digest_id: str | None) -> Digest:
+    from pipeline import compose
+
     stored = store.digest(digest_id)
     if stored is None and digest_id:  # an id that names no digest is bad usage (exit 2), as for send
         raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` names the newest")
@@ -515,6 +540,8 @@ def mark(state: State, paper_id: str, relevant: bool, irrelevant: bool, undo: bo
     """Record your verdict on a paper: the digest learns your taste."""
     if relevant + irrelevant + undo != 1:
         raise click.UsageError("give one of --relevant, --irrelevant or --undo")
+    from pipeline.store import YOU
+
     ident, _ = split_arxiv_id(paper_id)
     store = state.store()
     had = next((bool(v["verdict"]) for v in store.verdicts(paper_key(ident)) if v["reader"] == YOU), None)
@@ -537,6 +564,8 @@ def mark(state: State, paper_id: str, relevant: bool, irrelevant: bool, undo: bo
 def _not_stored_hint(store: Store, ident: str) -> str:
     """What to do about a paper the store lacks: a collect reads only what arXiv announced
     since the watermark, and keeps only papers of sources.arxiv's categories and terms."""
+    from pipeline.calendar import load_calendar
+
     kept = "only papers in sources.arxiv.categories that match sources.arxiv.terms are collected"
     watermark = store.watermark()
     if watermark is None:
@@ -555,6 +584,8 @@ def _not_stored_hint(store: Store, ident: str) -> str:
 @pass_state
 def status(state: State, paper_id: str | None, as_json: bool, check_heartbeat: bool) -> None:
     """Last runs, counts, watermark, pending deliveries, the scheduler's heartbeat."""
+    from pipeline import status as status_mod
+
     config = state.config
     if check_heartbeat:  # the container's healthcheck: reads a file, not the database
         beat = status_mod.heartbeat(config, datetime.now(config.zone))
@@ -593,6 +624,8 @@ def status(state: State, paper_id: str | None, as_json: bool, check_heartbeat: b
 def readers_cmd(state: State, stop: tuple[str, ...], start: tuple[str, ...], forget: tuple[str, ...]) -> None:
     """Each reader, email or chat channel: languages, status (active, unsubscribed, removed),
     last delivery."""
+    from pipeline import lock, readers
+
     for who, status in [*((w, readers.UNSUBSCRIBED) for w in stop), *((w, readers.ACTIVE) for w in start)]:
         echo(f"{readers.set_status(state.config, state.store(), who, status)}: {status}")
     if forget:
@@ -639,6 +672,8 @@ def serve(state: State, host: str, port: int) -> None:
 @pass_state
 def eval_cmd(state: State, labels: Path) -> None:
     """Precision, recall and F1 of the relevance filter on labelled papers."""
+    from pipeline import status as status_mod
+
     rows = status_mod.read_labels(labels)
     echo(status_mod.evaluation(state.config, state.store(), rows), nl=False)
 
@@ -647,6 +682,9 @@ def eval_cmd(state: State, labels: Path) -> None:
 @pass_state
 def seeds(state: State) -> None:
     """Parse the seed documents and list their entries, with warnings for unreadable lines."""
+    from pipeline.run import seed_documents
+    from pipeline.sources.seeds import in_reading_order, same_paper, unread
+
     documents = seed_documents(state.config)
     entries = [entry for doc in documents for entry in doc.entries]
     for doc in documents:
@@ -676,6 +714,8 @@ def seeds(state: State) -> None:
 def doctor(state: State) -> None:
     """Check config, database, the lock folder, arXiv and its calendar, the LLM, SMTP, git and
     each chat channel, one line each; publish nothing."""
+    from pipeline import doctor as doctor_mod
+
     checks = doctor_mod.run(state.config)
     for check in checks:
         echo(check.line())
@@ -688,6 +728,8 @@ def doctor(state: State) -> None:
 @click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
 def init(directory: Path) -> None:
     """Write a starter config.yaml, readers.txt, .env.example and seeds/ into DIRECTORY (default: here)."""
+    from pipeline import starter
+
     written, next_steps = starter.write(directory)
     for path in written:
         echo(f"wrote {path}")
@@ -704,6 +746,8 @@ def config_group() -> None:
 def config_check(state: State) -> None:
     """Validate the configuration; exit 2 naming the key if a run would stop on it. What
     would only weaken a run (summaries falling back, a reader line skipped) is a warning."""
+    from pipeline import doctor as doctor_mod
+
     config = state.config
     where = config.path or "built-in defaults"
     errors, warnings = doctor_mod.config_problems(config)
@@ -722,6 +766,10 @@ def config_check(state: State) -> None:
 @pass_state
 def config_show(state: State) -> None:
     """Print the effective configuration (defaults merged, secrets masked)."""
+    import yaml
+
+    from pipeline import config as config_mod
+
     echo(yaml.safe_dump(config_mod.masked(state.config), allow_unicode=True, sort_keys=False))
 
 
@@ -738,6 +786,10 @@ def store_group() -> None:
 def store_copy_cmd(state: State, target: str, password_env: str | None) -> None:
     """Copy the whole store (storage.url) into an empty database at TARGET_URL: SQLite to
     PostgreSQL, PostgreSQL to a SQLite file (a backup), SQLite to SQLite."""
+    from pipeline import lock, stopping, store_copy
+    from pipeline import render as render_mod
+    from pipeline.store import where
+
     config = state.config
     url = store_copy.target_url(target, password_env)
     logs.hide([os.environ[password_env]] if password_env else [])

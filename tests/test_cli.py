@@ -209,6 +209,15 @@ def test_a_quiet_run_without_the_llm_key_says_so_on_its_one_line(tmp_path, cli):
     assert line.endswith("; LLM off: enrich.api_key_env: the environment variable OPENAI_API_KEY is not set")
 
 
+def test_help_loads_no_stage(cli):
+    """The CLI imported every stage at start (SQLAlchemy, pydantic, scikit-learn...): --help
+    (and --version) spent a second of CPU before a word. A command loads its stages as it runs."""
+    shown = cli("--help", env={"PYTHONPROFILEIMPORTTIME": "1"})  # a fresh process naming each import
+    loaded = {line.rpartition("|")[2].strip().partition(".")[0] for line in shown.stderr.splitlines()}
+    assert loaded & {"sqlalchemy", "pydantic", "numpy", "sklearn", "apscheduler", "jinja2"} == set()
+    assert "doctor" in shown.stdout  # every command listed still
+
+
 def test_global_options_work_after_the_command_too(tmp_path, cli):
     config = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False}, "rss": {"enabled": False}}})
     before = cli("-q", "--config", str(config), "run", "--offline", "--as-of", "2026-11-02")

@@ -22,6 +22,7 @@ import gc
 import importlib
 import json
 import os
+import pkgutil
 import select
 import signal
 import socket
@@ -38,13 +39,17 @@ def serve(path: str, script: str | None = None) -> None:
     import sklearn.feature_extraction.text  # noqa: F401  (loaded by a run when it needs them:
     import sklearn.linear_model  # noqa: F401  featured papers, importance, refitting; ~1 s)
 
-    from pipeline import learn, llm  # noqa: F401  (the CLI loads openai only when it calls an LLM)
-    from pipeline.cli import main  # the imports this process exists to do once
+    import pipeline
+    from pipeline import learn
+    from pipeline.cli import main
     from pipeline.deliver import channels
     from pipeline.sources import REGISTRY
 
-    for target in [*REGISTRY.values(), *channels.REGISTRY.values()]:  # loaded as configured
-        importlib.import_module(target.partition(":")[0])
+    # the imports this process exists to do once: each command loads its stages as it runs
+    modules = [found.name for found in pkgutil.walk_packages(pipeline.__path__, "pipeline.")]
+    for name in [*modules, *REGISTRY.values(), *channels.REGISTRY.values()]:  # plug-ins as configured
+        if name != "pipeline.__main__":  # (it would run the CLI)
+            importlib.import_module(name.partition(":")[0])
     learn.shipped()  # the packaged model, read once per process
     try:  # PostgreSQL's driver, which a command loads when storage.url names a server (~0.3 s)
         import psycopg  # noqa: F401
