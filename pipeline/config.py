@@ -987,8 +987,8 @@ def _keys_at(loc: tuple[Any, ...]) -> list[str]:
 
 
 def _resolve_paths(config: Config, root: Path, path: Path | None) -> Config:
-    def at(p: Path | None) -> Path | None:
-        return None if p is None else (p if p.is_absolute() else root / p)
+    def at(p: Path | None) -> Path | None:  # ~/ is the home folder, as a shell reads it
+        return None if p is None else root / p.expanduser()  # (an absolute path stays)
 
     outputs = config.outputs
     git = outputs.git.model_copy(update={"repo": at(outputs.git.repo)}) if outputs.git else None
@@ -1010,10 +1010,11 @@ def _resolve_paths(config: Config, root: Path, path: Path | None) -> Config:
 
 
 def _sqlite_at(url: str, root: Path) -> str:
-    """sqlite:///state/x.db is relative to the config file; sqlite:////abs stays."""
+    """sqlite:///state/x.db is relative to the config file; sqlite:////abs stays;
+    sqlite:///~/x.db is in the home folder."""
     prefix = "sqlite:///"
     if url.startswith(prefix) and not url[len(prefix):].startswith("/") and ":memory:" not in url:
-        return prefix + str(root / url[len(prefix):])
+        return prefix + str(root / Path(url[len(prefix):]).expanduser())
     return url
 
 

@@ -106,6 +106,11 @@ def test_paths_resolve_relative_to_the_config_file_not_the_cwd(tmp_path, monkeyp
     assert cfg.outputs.dir == path.parent / "out"
     assert cfg.storage.url == f"sqlite:///{path.parent}/state/digest.sqlite3"
     assert cfg.seeds.paths == [path.parent / "seeds"]
+    # ~/ is the home folder: it made a folder named ~ beside the config, the digests in it
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    path.write_text("outputs: {dir: ~/digests}\nstorage: {url: 'sqlite:///~/state/x.db'}\n", encoding="utf-8")
+    cfg = config.load(path)
+    assert (cfg.outputs.dir, cfg.storage.url) == (tmp_path / "home" / "digests", f"sqlite:///{tmp_path}/home/state/x.db")
 
 
 def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_path, cli):
