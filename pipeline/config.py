@@ -1009,18 +1009,21 @@ def _resolve_paths(config: Config, root: Path, path: Path | None) -> Config:
     )
 
 
+_SQLITE = re.compile(r"sqlite(\+pysqlite)?:///")  # SQLAlchemy's tutorial names the driver
+
+
 def _sqlite_at(url: str, root: Path) -> str:
     """sqlite:///state/x.db is relative to the config file; sqlite:////abs stays;
     sqlite:///~/x.db is in the home folder."""
-    prefix = "sqlite:///"
-    if url.startswith(prefix) and not url[len(prefix):].startswith("/") and ":memory:" not in url:
-        return prefix + str(root / Path(url[len(prefix):]).expanduser())
-    return url
+    prefix, path = _SQLITE.match(url), sqlite_file(url)
+    if prefix is None or path is None or path.is_absolute():
+        return url
+    return prefix[0] + str(root / path.expanduser())
 
 
 def sqlite_file(url: str) -> Path | None:
-    prefix = "sqlite:///"
-    return Path(url[len(prefix):]) if url.startswith(prefix) and ":memory:" not in url else None
+    prefix = _SQLITE.match(url)
+    return Path(url[prefix.end():]) if prefix and ":memory:" not in url else None
 
 
 def masked(config: Config) -> dict[str, Any]:

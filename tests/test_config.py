@@ -445,6 +445,9 @@ def test_only_relative_sqlite_urls_move_to_the_config_folder():
     assert config._sqlite_at("sqlite:///state/x.db", Path("/a")) == "sqlite:////a/state/x.db"
     assert config._sqlite_at("sqlite:////abs/x.db", Path("/a")) == "sqlite:////abs/x.db"
     assert config._sqlite_at("postgresql://h/db", Path("/a")) == "postgresql://h/db"
+    # the driver named, as SQLAlchemy's tutorial does: it stayed relative to the working folder
+    assert config._sqlite_at("sqlite+pysqlite:///state/x.db", Path("/a")) == "sqlite+pysqlite:////a/state/x.db"
+    assert config.sqlite_file("sqlite+pysqlite:////a/x.db") == Path("/a/x.db")  # its lock goes beside it
 
 
 def test_the_site_is_on_by_default_and_served_where_serve_is(tmp_path):
