@@ -427,6 +427,9 @@ def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
     config = state.config
     moment = parse_as_of(as_of, config)
     start = _since(since, config) if since else None
+    if start is not None and start > moment:  # the window would be empty: 'fetched 0', unsaid why
+        raise ConfigError(f"--since: {since} is after the window's end ({moment:%Y-%m-%d %H:%M})",
+                          "it reads again from that day up to --as-of, or up to now")
     with lock.held(config), stopping.on_signals():
         store = state.store()
         report, _, _ = collect_and_rank(config, store, sources.configured(config),

@@ -133,6 +133,9 @@ def test_since_reads_days_the_ledger_closed_again_through_the_catch_up(tmp_path,
         again = cli("--config", str(config), "collect", "--since", "2026-11-12",
                     "--as-of", "2026-11-19T07:00:00+00:00")
     assert "2611.00050" in papers_in_db(tmp_path) and "new 1" in again.stdout
+    after = cli("--config", str(config), "collect", "--since", "2026-11-20", "--as-of", "2026-11-19", check=2)
+    assert after.stderr == ("rl-digest: --since: 2026-11-20 is after the window's end (2026-11-19 23:59) "
+                            "(it reads again from that day up to --as-of, or up to now)\n")
 
 
 def test_run_offline_of_network_is_exit_3_with_one_line(tmp_path, cli):
