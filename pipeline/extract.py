@@ -220,9 +220,11 @@ def venue(comment: str | None, journal_ref: str | None) -> str | None:
 
 # --- the contribution sentence -------------------------------------------------------------
 
-# A sentence ends at . ! ? before a capital, a bracket, a quote, TeX ("$", "\\cmd", "{") or
-# "1)"; or with no space at all ("deployments.To address"), after a word of two letters.
-_SENTENCES = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'\[$\\{]|\d\)\s)|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")
+# A sentence ends at . ! ? (or a quote closing after it: 'opaque "black boxes." To bridge')
+# before a capital, a bracket, a quote, TeX ("$", "\\cmd", "{") or "1)"; or with no space at
+# all ("deployments.To address"), after a word of two letters.
+_SENTENCES = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'”’]))\s+(?=[A-Z(\"'\[$\\{]|\d\)\s)"
+                        r"|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")
 _NO_END = re.compile(r"(?i)(?:\b(?:e\.g|i\.e|vs|cf|abbr|approx|fig|eq|et al)\.)$")  # "(abbr. CGC)"
 _CLAIMS = (
     re.compile(r"(?i)\b(?:we|this\s+(?:paper|work|study|article|report|survey))\s+(?:\w+\s+){0,2}?"

@@ -182,6 +182,11 @@ def test_contribution_is_the_claim_not_the_background():
     # a content warning is no claim, though it says "this paper"
     ("Warning: this paper contains harmful text. Jailbreaks spread. In this work, attacks are measured.",
      "In this work, attacks are measured."),
+    # a sentence ends at a quote closed after its period (2604.05445, 2605.20602)
+    ("Discriminative ones act as opaque \"black boxes.\" To bridge this gap, we propose VL-MDR, a framework.",
+     "To bridge this gap, we propose VL-MDR, a framework."),
+    ("Self-training is said to make the text \u201cmore like itself.\u201d We provide evidence that this is incomplete.",
+     "We provide evidence that this is incomplete."),
 ])
 def test_contribution_reads_real_abstracts_shapes(abstract, picked):
     assert contribution(abstract) == picked
