@@ -439,10 +439,31 @@ def _where(loc: tuple) -> str:
     return clip(clean_name(".".join(str(p) for p in loc)), 80) or "reply"
 
 
+# Markdown and HTML a model writes into a field though the prompt asks for plain text
+# ("**GRPO-X** improves *reasoning*", "`rollout reuse`", "<b>Table 1</b>", a point "- Method:
+# …"): the digest escapes every field, so a reader saw the asterisks, backticks and tags.
+# (not in a word: "x**2", "Q*"; each mark's text bounded, so an unclosed one is not read on)
+_MARKUP = re.compile(r"(?<![A-Za-z0-9_*])(\*{1,3})(?=[^\s*])(?P<text>[^*\n]{1,300}?)(?<=[^\s*])\1"
+                     r"(?![A-Za-z0-9_*])|`(?=\S)(?P<code>[^`\n]{1,300}?)(?<=\S)`")
+_TAG = re.compile(r"(?i)</?(?:b|i|em|strong|code|u)>")
+_BULLET = re.compile(r"^\s*[-*•]\s+")
+
+
+def _plain(text: str) -> str:
+    """The text without Markdown emphasis, code marks, inline HTML tags or a leading bullet."""
+    if not any(mark in text for mark in "*`<-•"):
+        return text
+    text = _BULLET.sub("", text)
+    for _ in range(2):  # "**`code`**": one mark inside another
+        text = _MARKUP.sub(lambda m: m.group("text") or m.group("code"), text)
+    return _TAG.sub("", text)
+
+
 def _cleaned(data: Any, key: str = "") -> Any:
-    """Every string of a reply through clean(): no lone surrogates, controls or overrides."""
+    """Every string of a reply through clean() (no lone surrogates, controls or overrides)
+    and _plain()."""
     if isinstance(data, str):
-        return clean_name(data) if key.startswith("title") else clean(data)
+        return _plain(clean_name(data) if key.startswith("title") else clean(data))
     if isinstance(data, dict):
         return {k: _cleaned(v, str(k)) for k, v in data.items()}
     if isinstance(data, list):

@@ -355,6 +355,19 @@ def test_a_think_block_is_stripped(key, server, store):
     assert e.report.calls == 1
 
 
+def test_markdown_and_html_in_a_reply_do_not_reach_the_reader(key, server, store):
+    """'**GRPO-X**', '`rollout reuse`', '<b>Table 1</b>', a '- ' bullet: the digest escapes
+    every field, so a reader saw the asterisks, backticks and tags themselves."""
+    server.queue(ok({**default_content_for_summary(),
+                     "summary_zh": "本文提出了**GRPO-X**，通过`复用`采样，从而提升*推理*能力。",
+                     "summary_en": "**GRPO-X** improves *reasoning* with `rollout reuse`; see <b>Table 1</b>.",
+                     "key_points_en": ["- **Problem:** costly rollouts", "* Method: Q* and π* kept, a * b and x**2 too"]}))
+    got = enricher(settings(server), store).summarise(papers(1))["2401.00001"]
+    assert got.summary_zh == "本文提出了GRPO-X，通过复用采样，从而提升推理能力。"
+    assert got.summary_en == "GRPO-X improves reasoning with rollout reuse; see Table 1."
+    assert got.key_points_en == ["Problem: costly rollouts", "Method: Q* and π* kept, a * b and x**2 too"]
+
+
 @pytest.mark.parametrize("content", [
     '<think>a {"b": 1}</think>{"summary_en": "Hi."}',
     '```json\n{"summary_en": "Hi."}\n```',
