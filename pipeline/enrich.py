@@ -399,8 +399,12 @@ def _unreadable(data: Any, shown: Sequence[str], path: str = "",
     A Chinese field is wrong when it has English prose (three small-letter words or more) and
     is not mostly Chinese (_CHINESE_SHARE), so a key point that is a model name and a score
     ("AIME 2024: 50 pts (Qwen2.5-32B)") and a short point with two terms stay, and "This
-    paper proposes a method，一种方法" does not. Only the `shown` languages are checked: no
-    reader sees the others. A field that is a refusal (_REFUSAL) is unreadable in any language."""
+    paper proposes a method，一种方法" does not. An English field is wrong when a third of it is
+    Han characters, or when it has four or more and its Chinese words (two characters each)
+    are as many as its English ones: a Chinese point full of names and scores ("在 Qwen2.5-7B
+    与 Llama-3.1-8B 上，AIME 2024 提升 12.5 分") is mostly not Han, while an English sentence
+    naming one Chinese term stays. Only the `shown` languages are checked: no reader sees the
+    others. A field that is a refusal (_REFUSAL) is unreadable in any language."""
     if isinstance(data, dict):
         return [problem for key, value in data.items() if key not in _EITHER
                 for problem in _unreadable(value, shown, f"{path}.{key}".strip("."),
@@ -419,7 +423,7 @@ def _unreadable(data: Any, shown: Sequence[str], path: str = "",
         words = len(_LATIN_WORD.findall(data))
         if han < (han + words) * _CHINESE_SHARE:
             return [f"{path}: not in Chinese"]
-    if lang == "en" and han > len(data) * 0.3:
+    if lang == "en" and (han > len(data) * 0.3 or han >= 4 and han >= 2 * len(_LATIN_WORD.findall(data))):
         return [f"{path}: not in English"]
     return []
 

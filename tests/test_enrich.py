@@ -507,6 +507,13 @@ def test_chinese_fields_in_english_are_asked_again_then_left_out(key, server, st
     with pytest.raises(ReplyError, match="summary_en: not in English"):
         parse_reply(json.dumps({**default_content_for_summary(), "summary_en": "本文提出了一种新的强化学习方法。"}),
                     PaperSummary)
+    # Chinese full of names and scores is mostly not Han, yet no English reader reads it
+    point = "在 Qwen2.5-7B 与 Llama-3.1-8B 上，AIME 2024 提升 12.5 分"
+    with pytest.raises(ReplyError, match="key_points_en.1: not in English"):
+        parse_reply(json.dumps({**default_content_for_summary(), "key_points_en": ["First: steadier", point]}),
+                    PaperSummary)
+    term = "It names its closing section 综合洞察 (synthesis), as the curated page does."
+    assert parse_reply(json.dumps({**default_content_for_summary(), "summary_en": term}), PaperSummary)
     assert parse_reply(json.dumps({**default_content_for_summary(), "title_zh": "GRPO-λ: Policy Optimisation"}),
                        PaperSummary)  # a title may stay in English
 
