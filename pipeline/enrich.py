@@ -58,7 +58,8 @@ def _not_blank(value: str) -> str:
 
 # Checked here, not in the schema: strict mode has no minLength (see wire_schema).
 # Every field is bounded: a reply over a bound is refused and asked for again, and the
-# second reply is cut at a sentence (parse_reply(fit=True)). Characters, not bytes.
+# second reply is cut at a sentence, a list to its first items (parse_reply(fit=True)).
+# Characters, not bytes.
 Label = Annotated[str, StringConstraints(max_length=40), AfterValidator(_not_blank)]
 Line = Annotated[str, StringConstraints(max_length=400), AfterValidator(_not_blank)]
 Text = Annotated[str, StringConstraints(max_length=1500), AfterValidator(_not_blank)]
@@ -323,7 +324,8 @@ def parse_reply(content: str | None, model: type[Reply], fit: bool = False,
                 shown: Sequence[str] = ("zh", "en")) -> Reply:
     """Strip <think> blocks and code fences, parse the JSON object, clean and validate it.
 
-    fit: a string over its bound is cut at a sentence instead of refusing the reply.
+    fit: a string over its bound is cut at a sentence, a list to its first items (each
+    list is asked for best first), instead of refusing the reply.
     shown: the languages the digest shows; a field in another one is not checked.
     """
     try:
@@ -361,10 +363,11 @@ def _parsed(content: str | None, model: type[Reply], fit: bool, shown: Sequence[
             return model.model_validate(data)
         except ValidationError as exc:
             errors = exc.errors()
-            if not fit or any(e["type"] != "string_too_long" for e in errors):
+            if not fit or any(e["type"] not in ("string_too_long", "too_long") for e in errors):
                 problems = [f"{_where(e['loc'])}: {e['msg']}" for e in errors]
                 raise ReplyError("; ".join(problems[:5])) from None
-            for error in errors:
+            # strings first, then lists from the innermost: a cut list moves no string's place
+            for error in sorted(errors, key=lambda e: (e["type"] == "too_long", -len(e["loc"]))):
                 _cut(data, error["loc"], error["ctx"]["max_length"])
             fit = False
     raise AssertionError("unreachable")
@@ -476,11 +479,13 @@ def _cleaned(data: Any, key: str = "") -> Any:
 
 
 def _cut(data: Any, loc: tuple, limit: int) -> None:
-    """Shorten the string at `loc` in place to its last whole sentence within `limit`."""
+    """Shorten the string at `loc` in place to its last whole sentence within `limit`, or
+    the list there to its first `limit` items."""
     *path, last = loc
     for step in path:
         data = data[step]
-    data[last] = at_sentence(data[last].strip(), limit)
+    value = data[last]
+    data[last] = value[:limit] if isinstance(value, list) else at_sentence(value.strip(), limit)
 
 
 class Cache(Protocol):

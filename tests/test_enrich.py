@@ -312,6 +312,20 @@ def test_an_invalid_reply_is_asked_once_more_with_a_stricter_note(key, server, s
     assert (e.report.calls, e.report.failures) == (2, 0)
 
 
+def test_a_list_over_its_bound_twice_is_cut_to_its_first_items(key, server, store):
+    """A model that writes five key points where four are asked for: each paper fell back
+    after two calls, and after failure_limit papers the run went on without the LLM, every
+    run. The second reply is cut as a long string is."""
+    server.script = lambda request: ok({**default_content_for_summary(),
+                                        "key_points_zh": [f"第{n}点：更稳定" for n in range(1, 6)],
+                                        "key_points_en": [f"Point {n}: steadier" for n in range(1, 6)]})
+    e = enricher(settings(server, concurrency=1), store)
+    got = e.summarise(papers(3))
+    assert [got[p.id].key_points_en[-1] for p in papers(3)] == ["Point 4: steadier"] * 3
+    assert "key_points_zh: List should have at most 4 items" in server.requests[1].user
+    assert (e.report.calls, e.report.failures, e.report.error) == (6, 0, None)
+
+
 def test_429_with_retry_after_is_retried(key, server, store):
     server.queue(error(429, retry_after=1))
     e = enricher(settings(server), store)
