@@ -266,6 +266,8 @@ class Relevance(Model):
                 where, mark = ("ends", text[-1]) if text[-1] in SEPARATORS else ("begins", text[0])
                 raise ValueError(f"entry {number + 1} ({entry!r}) {where} with {mark!r}: one phrase "
                                  f"or name an entry, without the {mark!r}")
+            if "*" in text and info.field_name != "follow_authors":
+                _wildcard(number + 1, entry, text)
         if info.field_name == "exclude":  # compared as the phrases match: any case, hyphen or space alike
             included = {term_key(p) for p in info.data.get("include", [])}
             both = next((p for p in value if term_key(p) in included), None)
@@ -276,6 +278,19 @@ class Relevance(Model):
 
 
 SEPARATORS = ",;，；、"  # a list's separators, ASCII or full-width: stray at a profile entry's end
+
+
+def _wildcard(number: int, entry: str, text: str) -> None:
+    """A phrase's `*` matches any ending of its last word ("qwen*", as the rule's terms):
+    inside a phrase ("A* search") it matched nothing, and after one letter ("Q*", "A*") it
+    kept every paper with a word that starts with it (question, quality, query)."""
+    stem = term_key(text[:-1])
+    if text.index("*") < len(text) - 1:
+        raise ValueError(f"entry {number} ({entry!r}) has a '*' inside: a '*' only ends a phrase, "
+                         "matching any ending of its last word ('qwen*'); inside, it matches nothing")
+    if len(stem) < 2 and text[-2].isalnum():
+        raise ValueError(f"entry {number} ({entry!r}) would keep every paper with a word that starts "
+                         f"with {stem!r} (a '*' matches any ending): give two letters or more before it")
 
 
 class TopicDef(Model):

@@ -206,6 +206,11 @@ def test_a_missing_seeds_folder_is_reported_only_when_the_config_names_it(tmp_pa
          "relevance.follow_authors: entry 1 ('Sergey Levine,') ends with ','"),
         ("relevance: {include: [',']}\n",
          "relevance.include: entry 1 (',') has no letter or digit: it would match nothing"),
+        # a '*' is a prefix match: after one letter it kept every paper with a q-word, inside
+        # a phrase it matched nothing
+        ("relevance: {include: [grpo, 'Q*']}\n", "relevance.include: entry 2 ('Q*') would keep every "
+         "paper with a word that starts with 'q' (a '*' matches any ending): give two letters or more"),
+        ("relevance: {exclude: ['A* search']}\n", "relevance.exclude: entry 1 ('A* search') has a '*' inside"),
         ("relevance: {include: [text-to-image], exclude: [Text to Image]}\n",
          "relevance.exclude: 'Text to Image' is in include too; exclude wins over include"),
     ],
