@@ -418,16 +418,16 @@ def _unreadable(data: Any, shown: Sequence[str], path: str = "",
     if not isinstance(data, str):
         return []
     if _REFUSAL.match(data):
-        return [f"{path}: the model refused ({clip(clean_name(data), 100)})"]
+        return [f"{_where((path,))}: the model refused ({clip(clean_name(data), 100)})"]
     if lang not in shown or len(data.strip()) < 12:
         return []
     han = len(_HAN.findall(data))
     if lang == "zh" and len(_ENGLISH_WORD.findall(data)) >= 3:  # a short point: "rollout 与 token 对齐"
         words = len(_LATIN_WORD.findall(data))
         if han < (han + words) * _CHINESE_SHARE:
-            return [f"{path}: not in Chinese"]
+            return [f"{_where((path,))}: not in Chinese"]
     if lang == "en" and (han > len(data) * 0.3 or han >= 4 and han >= 2 * len(_LATIN_WORD.findall(data))):
-        return [f"{path}: not in English"]
+        return [f"{_where((path,))}: not in English"]
     return []
 
 

@@ -330,14 +330,18 @@ def test_a_readers_name_reaches_the_to_header_without_a_bidi_override(tmp_path, 
 
 def test_a_key_the_llm_makes_up_is_named_on_one_short_line_in_the_log_and_status(tmp_path, cli):
     """A reply's unknown key is named in the error: a newline in it split the log line (a
-    forged-looking line of its own), and the warning status shows."""
+    forged-looking line of its own), and the warning status shows; so did one named as
+    English (`…_en`) holding Chinese, which the language check names before validation."""
     forged = "2026-11-02T00:00:00+0000 ERROR pipeline: forged"
 
     def inventive(request):
         if request.task != "paper_summary":
             return None
         content = default_content(request)
-        content["x\n" + forged + " " + "long " * 200] = 1
+        if "could not be used" in request.user:  # asked again: the language check's turn
+            content["x\n" + forged + " " + "long " * 200 + "_en"] = "本文提出了一种新的强化学习方法，很好。"
+        else:
+            content["x\n" + forged + " " + "long " * 200] = 1
         return ok(json.dumps(content))
 
     with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer(inventive) as llm:
@@ -347,7 +351,9 @@ def test_a_key_the_llm_makes_up_is_named_on_one_short_line_in_the_log_and_status
 
     for text in (ran.stderr, shown.stdout):
         named = [line for line in text.splitlines() if "forged" in line]
-        assert named and all("Extra inputs are not permitted" in line for line in named), text
+        assert named and all("Extra inputs are not permitted" in line or "not in English" in line
+                             for line in named), text
+        assert "not in English" in named[-1]
         assert not any(line.startswith(forged) for line in text.splitlines())
         assert all(len(line) < 1000 for line in named)
 
