@@ -457,12 +457,13 @@ class Profile:
 
     @classmethod
     def compile(cls, cfg: Any) -> Profile:
-        # the rule's plurals add (e)s; a phrase's "policy" also finds "policies", named as written
+        # the rule's plurals add (e)s; a phrase's "policy" also finds "policies", and "LLM
+        # agents" "an LLM agent", each named as written
         lists = {"include": cfg.include, "exclude": cfg.exclude}
-        plural = {_IES.sub("ies", p.strip()): p for p in chain(*lists.values()) if _IES.search(p.strip())}
-        phrases = rank.Lexicon.compile({name: [*found, *(k for k, p in plural.items() if p in found)]
+        other = {form: p for p in chain(*lists.values()) if (form := _other_number(p.strip()))}
+        phrases = rank.Lexicon.compile({name: [*found, *(k for k, p in other.items() if p in found)]
                                         for name, found in lists.items()})
-        names = {key: plural.get(name, name) for key, name in phrases.names.items()}
+        names = {key: other.get(name, name) for key, name in phrases.names.items()}
         return cls(replace(phrases, names=names), frozenset(author_name(a) for a in cfg.follow_authors))
 
     def order(self, title: str, abstract: str, authors: Iterable[str]) -> tuple[bool | None, str | None]:
@@ -480,11 +481,22 @@ class Profile:
         return None, None
 
 
-_IES = re.compile(r"(?<=[b-df-hj-np-tv-z])y$", re.IGNORECASE)  # "policy", not "survey"
+# a phrase's last word in the number the rule's plurals (a tail of s or es) cannot reach:
+# "policy" -> "policies" (not "survey"); "policies", "LLMs", "boxes", "losses", "agents" ->
+# the singular; not a word that only ends in s ("process", "corpus", "analysis", "dynamics"),
+# nor one whose singular is another short word ("news" is not "new")
+_NUMBER = ((re.compile(r"(?i)(?<=[b-df-hj-np-tv-z])y$"), "ies"),
+           (re.compile(r"(?i)(?<=[b-df-hj-np-tv-z])ies$"), "y"), (re.compile(r"(?<=[A-Z0-9]{2})s$"), ""),
+           (re.compile(r"(?i)(?:(?<=ch)|(?<=sh)|(?<=ss)|(?<=[xz]))es$"), ""),
+           (re.compile(r"(?i)(?<=[a-z]{4})(?<![sui])(?<!ic)s$"), ""))
 FOLLOW = "follow: "
 TAUGHT = "like papers you marked: "
 PROFILE_REASONS = (FOLLOW, "include: ", "exclude: ", TAUGHT)
 FOLLOW_BOOST = 1.0  # a followed author's paper sorts above every scored one
+
+
+def _other_number(phrase: str) -> str | None:
+    return next((rule.sub(ending, phrase) for rule, ending in _NUMBER if rule.search(phrase)), None)
 
 
 def decide(title: str, abstract: str, authors: Iterable[str], rule: rank.Score,

@@ -237,10 +237,20 @@ def test_a_followed_name_does_not_match_a_different_one():
 @pytest.mark.parametrize("phrase, title", [
     ("diffusion policy", "Diffusion Policies for Robot Manipulation"),  # README's own example
     ("Machine-Translation Study", "Two machine translation studies"), ("survey", "Three surveys"),
+    # written in the plural: the singular was missed ('LLM agents' kept no 'LLM agent' paper)
+    ("LLM agents", "An LLM agent for web tasks"), ("diffusion policies", "A diffusion policy"),
+    ("VLMs", "A VLM that reasons"), ("focal losses", "A focal loss for rewards"),
 ])
-def test_a_profile_phrase_finds_its_plural(phrase, title):
+def test_a_profile_phrase_finds_its_plural_and_singular(phrase, title):
     profile = learn.Profile.compile(SimpleNamespace(include=[], exclude=[phrase], follow_authors=[]))
     assert profile.order(title, "We train a policy.", ()) == (False, f"exclude: {phrase}")
+
+
+def test_a_word_that_only_ends_in_s_is_not_taken_for_a_plural():
+    """'news' is no plural of 'new' (in every abstract), nor 'dynamics' of 'dynamic'."""
+    profile = learn.Profile.compile(SimpleNamespace(include=[], exclude=["news", "dynamics", "process"],
+                                                    follow_authors=[]))
+    assert profile.order("A new dynamic method", "We proces data.", ()) == (None, None)
 
 
 def test_include_exclude_and_follow_through_the_cli(tmp_path, cli):
