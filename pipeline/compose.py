@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, replace
 from datetime import datetime
@@ -39,13 +40,14 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
     summary = summary or {}
     curated_zh = seed.summary_zh if seed else None
     curated_en = (seed.summary_en if seed else None) or (translation or {}).get("summary_en")
+    title = readable(paper.title) or paper.title or f"arXiv:{paper.id}"
     return Entry(
-        key=paper_key(paper.id), title=readable(paper.title) or paper.title or f"arXiv:{paper.id}",
+        key=paper_key(paper.id), title=title,
         topic=topic,
         url=paper.abs_url, date=entry_date(paper, seed),
         authors=tuple(readable(a) or a for a in paper.authors), categories=paper.categories,
         score=score,
-        title_zh=readable(summary.get("title_zh")),
+        title_zh=chinese_title(summary, title),
         summary_zh=curated_zh or readable(summary.get("summary_zh")),
         summary_en=(curated_en if curated_zh else None) or readable(summary.get("summary_en"))
         or readable(contribution(paper.abstract)) or None,
@@ -59,6 +61,18 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
         kind=summary.get("kind"), links=links(paper.abstract, paper.comment),
         venue=venue(paper.comment, paper.journal_ref), origin=seed.source if seed else None,
     )
+
+
+def chinese_title(summary: dict | None, title: str) -> str | None:
+    """The summary's Chinese title; None when it is the title itself (a name the model left
+    as it is: "AReaL", "GRPO-λ: Policy Optimisation"), which was shown twice, one line under
+    the other."""
+    found = readable((summary or {}).get("title_zh"))
+    return None if found is None or _bare(found) == _bare(title) else found
+
+
+def _bare(text: str) -> str:
+    return re.sub(r"[\W_]+", "", text.casefold())
 
 
 def entry_date(paper: Paper, seed: SeedEntry | None = None) -> str | None:
@@ -166,8 +180,9 @@ def updates(papers: Iterable[Paper], ledger: dict[str, dict | None],
         if now.get("withdrawn") and not before.get("withdrawn"):
             changes.append(("withdrawn", "", ""))
         if changes:  # the weightiest first on its line too: "withdrawn · v1 → v2"
-            found.append(Update(key=key, title=readable(paper.title) or paper.title, url=paper.abs_url,
-                                title_zh=readable((summaries.get(key) or {}).get("title_zh")),
+            title = readable(paper.title) or paper.title
+            found.append(Update(key=key, title=title, url=paper.abs_url,
+                                title_zh=chinese_title(summaries.get(key), title),
                                 changes=tuple(sorted(changes, key=lambda c: UPDATE_ORDER.index(c[0]))),
                                 **now))
     found.sort(key=update_order)

@@ -27,6 +27,9 @@ def test_a_paper_entry_takes_the_llm_summary_and_falls_back_to_the_first_sentenc
     assert with_llm.revised and with_llm.version == 2 and with_llm.score == 3.5
     bare = compose.paper_entry(PAPER, "algorithms", None)
     assert (bare.summary_zh, bare.summary_en, bare.llm) == (None, "We train an LLM with GRPO.", False)
+    # a title the model left as it is was shown twice, one line under the other
+    same = compose.paper_entry(PAPER, "algorithms", 3.5, {**SUMMARY, "title_zh": "GRPO for Maths："})
+    assert same.title_zh is None and with_llm.title_zh == "数学的 GRPO"
 
 
 def test_tex_in_a_title_and_in_authors_names_becomes_text():
@@ -111,6 +114,8 @@ def test_updates_list_a_new_version_or_venue_of_a_published_paper_once():
     old = compose.snapshot(replace(PAPER, version=1))
     news = compose.updates([PAPER], {"arxiv:2611.00007": old}, {})
     assert [u.key for u in news] == ["arxiv:2611.00007"]
+    assert compose.updates([PAPER], {"arxiv:2611.00007": old},
+                           {"arxiv:2611.00007": {"title_zh": "GRPO for maths"}})[0].title_zh is None
     assert compose.updates([PAPER], {"arxiv:2611.00007": compose.snapshot(PAPER)}, {}) == []
 
 
