@@ -346,10 +346,10 @@ def _parsed(content: str | None, model: type[Reply], fit: bool, shown: Sequence[
         raise ReplyError("the reply was blank")
     try:
         data = json.loads(text)
-    except ValueError:
-        start, end = text.find("{"), text.rfind("}")
+    except ValueError:  # the object among words: the first one, whatever follows it (a note
+        start = text.find("{")  # "the {kind} field is set", a second copy of the object)
         try:
-            data = json.loads(text[start:end + 1]) if 0 <= start < end else None
+            data = json.JSONDecoder().raw_decode(text, start)[0] if start >= 0 else None
         except ValueError:
             data = None
         if data is None:

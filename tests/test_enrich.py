@@ -389,6 +389,9 @@ def test_markdown_and_html_in_a_reply_do_not_reach_the_reader(key, server, store
     '```json\n{"summary_en": "Hi."}',  # cut off before the fence closed
     'Here you are:\n```json\n{"summary_en": "Hi."}\n```\nEnjoy.',
     'Here you are: {"summary_en": "Hi."} Enjoy.',
+    # what follows the object has braces of its own, or is the object again
+    '```json\n{"summary_en": "Hi."}\n```\nNote: the {summary_en} field is a translation.',
+    '{"summary_en": "Hi."}\n{"summary_en": "Hi."}',
 ])
 def test_parse_reply_finds_the_object(content):
     assert parse_reply(content, SeedTranslation).summary_en == "Hi."
