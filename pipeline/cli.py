@@ -304,7 +304,7 @@ def schedule(state: State) -> None:
 @pass_state
 def send(state: State, digest_id: str | None, reader: str | None, drop: str | None) -> None:
     """Deliver everything still waiting in the outbox, now (backoff only paces the scheduler)."""
-    from pipeline import lock, readers, reading_list, stopping
+    from pipeline import heartbeat, lock, readers, reading_list, stopping
     from pipeline import status as status_mod
     from pipeline.deliver.outbox import StoreOutbox
     from pipeline.publish import deliver, routes
@@ -344,7 +344,7 @@ def send(state: State, digest_id: str | None, reader: str | None, drop: str | No
     echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
     for line in report.shared:  # another config's database: said with -q too
         echo(line)
-    outbox, ways, beat = StoreOutbox(store), routes(config), status_mod.heartbeat(config, datetime.now(UTC))
+    outbox, ways, beat = StoreOutbox(store), routes(config), heartbeat.read(config, datetime.now(UTC))
     for line in status_mod.waiting_lines(outbox.pending(), ways, beat):
         echo(line)
     if pushed:
@@ -587,16 +587,18 @@ def _not_stored_hint(store: Store, ident: str) -> str:
 @pass_state
 def status(state: State, paper_id: str | None, as_json: bool, check_heartbeat: bool) -> None:
     """Last runs, counts, watermark, pending deliveries, the scheduler's heartbeat."""
-    from pipeline import status as status_mod
+    from pipeline import heartbeat
 
     config = state.config
-    if check_heartbeat:  # the container's healthcheck: reads a file, not the database
-        beat = status_mod.heartbeat(config, datetime.now(config.zone))
-        line = status_mod.heartbeat_line(beat, config)
+    if check_heartbeat:  # the container's healthcheck, every minute: reads a file, loads no stage
+        beat = heartbeat.read(config, datetime.now(config.zone))
+        line = heartbeat.line(beat, config)
         if not (beat and beat["alive"]):
             raise DigestError(line)
         echo(line)
         return
+    from pipeline import status as status_mod
+
     if as_json and not paper_id:
         failed = None
         try:
@@ -604,7 +606,7 @@ def status(state: State, paper_id: str | None, as_json: bool, check_heartbeat: b
         except DigestError as exc:  # a monitor still reads an object: what failed, the scheduler
             failed = exc
             found = {"database": config.storage.url, "error": str(exc),
-                     "scheduler": status_mod.heartbeat(config, datetime.now(config.zone))}
+                     "scheduler": heartbeat.read(config, datetime.now(config.zone))}
         echo(json.dumps(found, ensure_ascii=False, indent=1, default=str))
         if failed is not None:
             raise failed

@@ -9,14 +9,16 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import filelock
-import sqlalchemy as sa
 
-from pipeline import store
 from pipeline.config import Config, sqlite_file
 from pipeline.deliver import files
 from pipeline.errors import ConfigError, DigestError, LockedError
+
+if TYPE_CHECKING:  # the healthcheck reads lock_path and alive: no SQLAlchemy for it (heartbeat.py)
+    from pipeline import store
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +42,8 @@ def lock_path(config: Config) -> Path:
 def held(config: Config) -> Iterator[None]:
     """Hold the run lock: a PostgreSQL advisory lock when the store is PostgreSQL; else a
     lock file, with who holds it (pid, start) written beside it for the next run."""
+    from pipeline import store
+
     if store.backend(config.storage.url) == "postgresql":
         with _advisory(config):
             yield
@@ -63,6 +67,8 @@ def is_held(config: Config, db: store.Store) -> bool:
     """Whether a live process holds the run lock, found without taking it (taking it, even
     for a moment, could turn a run that starts then away with exit 75): the server's list
     of advisory locks, or the pid the holder wrote beside the lock file."""
+    import sqlalchemy as sa
+
     if db.engine.dialect.name == "postgresql":  # this database's lock, not another install's
         held_now = sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
                            "AND classid = 0 AND objid = :key AND objsubid = 1 AND database = "
@@ -159,6 +165,10 @@ def _advisory(config: Config) -> Iterator[None]:
     """pg_try_advisory_lock on a connection of its own, held for the run. The lock is the
     session's: closing the connection lets go of it, and so does the server when the
     process dies, however it dies, so a killed run never leaves it behind."""
+    import sqlalchemy as sa
+
+    from pipeline import store
+
     engine = store.connect(config.database_url(), config.storage.busy_timeout_seconds,
                            poolclass=sa.NullPool)
     held: list[sa.Connection] = []

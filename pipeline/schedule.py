@@ -29,7 +29,6 @@ import socket
 import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -39,7 +38,7 @@ from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from pipeline import lock, render
+from pipeline import heartbeat, lock, render
 from pipeline.config import Config
 from pipeline.deliver.files import write_atomic
 from pipeline.errors import DigestError, LockedError
@@ -149,11 +148,6 @@ def later(config: Config, seconds: float) -> datetime:
     return (datetime.now(UTC) + timedelta(seconds=seconds)).astimezone(config.zone)
 
 
-def heartbeat_path(config: Config) -> Path:
-    """state/heartbeat.json, beside the run lock: each scheduler process has its own."""
-    return lock.lock_path(config).with_name("heartbeat.json")
-
-
 def beat(config: Config, scheduler: BlockingScheduler | None, stopped: bool = False) -> None:
     """Write when the scheduler last woke and its next fires; `status` and healthchecks read it."""
     jobs = scheduler.get_jobs() if scheduler is not None else []
@@ -167,7 +161,7 @@ def beat(config: Config, scheduler: BlockingScheduler | None, stopped: bool = Fa
         "running": RUNNING.names(), "stopped": stopped,
     }
     try:
-        write_atomic(heartbeat_path(config), json.dumps(data, indent=1) + "\n")
+        write_atomic(heartbeat.path(config), json.dumps(data, indent=1) + "\n")
     except DigestError as exc:  # a full or read-only state folder: the scheduler goes on
         log.warning("heartbeat: %s", exc)
 

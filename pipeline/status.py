@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import socket
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline import calendar, extract, importance, learn, lock, rank, readers, schedule
+from pipeline import calendar, extract, heartbeat, importance, learn, lock, rank, readers, schedule
 from pipeline.config import Config
 from pipeline.deliver import git
 from pipeline.deliver.outbox import (
@@ -60,7 +59,7 @@ def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[
                    "waiting": [{k: row[k] for k in ("digest_id", "recipient", "status", "attempts",
                                                     "last_error")}
                                for row in store.deliveries(statuses=("pending", "sending", "failed"))]},
-        "scheduler": heartbeat(config, now),
+        "scheduler": heartbeat.read(config, now),
         "git": git.waiting(config.outputs.git, store) if config.outputs.git else None,  # a push waiting
     }
 
@@ -80,41 +79,6 @@ def _ended(row: dict) -> dict[str, Any]:
     return {**row, "status": "interrupted", "error": ENDED_MID_RUN} if row["status"] == "running" else row
 
 
-def heartbeat(config: Config, now: datetime) -> dict[str, Any] | None:
-    """The scheduler's last heartbeat, its age, and whether it is recent enough to be alive
-    (written within three intervals and not marked stopped); None if no scheduler ever ran here."""
-    path = schedule.heartbeat_path(config)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        age = (now - datetime.fromisoformat(data["wake"])).total_seconds()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:  # its words, not '[Errno 13] Permission denied: PATH' after the path
-        return {"path": str(path), "alive": False, "problem": f"unreadable: {exc.strerror or exc}"}
-    except (ValueError, KeyError, TypeError) as exc:
-        return {"path": str(path), "alive": False, "problem": f"unreadable: {exc}"}
-    limit = 3 * int(data.get("interval_seconds") or config.schedule.heartbeat_seconds)
-    gone = (not data.get("stopped") and data.get("host") == socket.gethostname()
-            and isinstance(data.get("pid"), int) and not lock.alive(data["pid"]))  # kill -9, a crash
-    return {**data, "path": str(path), "age_seconds": round(age), "gone": gone,
-            "alive": not data.get("stopped") and not gone and age <= limit, "max_age_seconds": limit}
-
-
-def heartbeat_line(beat: dict[str, Any] | None, config: Config) -> str:
-    if beat is None:
-        return f"scheduler: no heartbeat at {schedule.heartbeat_path(config)} (not running here)"
-    if "problem" in beat:
-        return f"scheduler: heartbeat {beat['path']} {beat['problem']}"
-    state = ("stopped" if beat.get("stopped") else "gone without stopping (killed?)" if beat.get("gone")
-             else "alive" if beat["alive"] else f"silent for more than {beat['max_age_seconds']} s")
-    nexts = {} if beat.get("gone") else beat.get("next", {})  # a dead process fires nothing
-    fires = ", ".join(f"{job} {when}" for job, when in nexts.items())
-    age = beat["age_seconds"]  # a wake ahead of the clock read "last wake -3597 s ago"
-    when = f"{age} s ago" if age >= 0 else f"{-age} s ahead of this machine's clock (it went back?)"
-    return (f"scheduler: {state}, last wake {when} (pid {beat['pid']} on "
-            f"{beat['host']})" + (f"; next {fires}" if fires else ""))
-
-
 def overview(config: Config, store: Store) -> str:
     data = snapshot(config, store)
     counts = data["counts"]
@@ -128,7 +92,7 @@ def overview(config: Config, store: Store) -> str:
     for which, fire in data["next"].items():
         lines.append(f"next {which}: {fire or 'never'} "
                      f"({getattr(config.schedule, which + '_cron')}, {config.schedule.timezone})")
-    lines.append(heartbeat_line(data["scheduler"], config))
+    lines.append(heartbeat.line(data["scheduler"], config))
     for kind, last in data["last"].items():
         if last:
             lines.append(f"last {kind}: {last['status']} at {last['finished'] or last['started']}"

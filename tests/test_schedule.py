@@ -13,7 +13,7 @@ import pytest
 from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
 from apscheduler.executors.base import run_job
 
-from pipeline import lock, render, schedule
+from pipeline import heartbeat, lock, render, schedule
 from pipeline.config import crontab, load
 from pipeline.errors import ConfigError, DigestError
 from pipeline.stopping import STOP, Stopped
@@ -413,7 +413,7 @@ def test_a_heartbeat_after_the_scheduler_stopped_writes_without_a_traceback(tmp_
     store = Store.open(config.storage.url)
     scheduler = schedule.build(config, lambda: None, lambda as_of: None, store)  # not running
     schedule.beat(config, scheduler)
-    assert json.loads(schedule.heartbeat_path(config).read_text(encoding="utf-8"))["next"] == {}
+    assert json.loads(heartbeat.path(config).read_text(encoding="utf-8"))["next"] == {}
 
 
 def test_a_heartbeat_that_cannot_be_written_is_a_warning_not_a_traceback(tmp_path, caplog):
@@ -422,10 +422,10 @@ def test_a_heartbeat_that_cannot_be_written_is_a_warning_not_a_traceback(tmp_pat
     ended the scheduler with exit 1 naming the heartbeat, not its clean stop. A folder in the
     heartbeat's place fails so anywhere."""
     config = load(write_config(tmp_path, seeds=False))
-    schedule.heartbeat_path(config).mkdir(parents=True)
+    heartbeat.path(config).mkdir(parents=True)
     with caplog.at_level(logging.WARNING):
         schedule.beat(config, None, stopped=True)
-    assert f"heartbeat: {schedule.heartbeat_path(config)}: cannot write: Is a directory" in caplog.text
+    assert f"heartbeat: {heartbeat.path(config)}: cannot write: Is a directory" in caplog.text
 
 
 def test_a_job_does_not_start_once_stop_was_asked(tmp_path, stop_flag):

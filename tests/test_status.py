@@ -90,6 +90,24 @@ def test_an_old_heartbeat_fails_the_healthcheck(tmp_path, cli):
     assert "scheduler: silent for more than 180 s" in cli("--config", str(config), "status").stdout
 
 
+def test_the_healthcheck_loads_no_stage(tmp_path, cli):
+    """The container runs `status --check-heartbeat` every minute for the scheduler's life: it
+    imported every stage (SQLAlchemy, scikit-learn, APScheduler's scheduler, Jinja) to read a
+    file, a second of CPU each time. It loads the config and reads the heartbeat."""
+    config = write_config(tmp_path, seeds=False)
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "heartbeat.json").write_text(json.dumps(
+        {"pid": 1, "host": "box", "wake": datetime.now(UTC).isoformat(), "interval_seconds": 60,
+         "next": {"publish": "2026-11-23T08:00:00+00:00"}, "running": [], "stopped": False}), encoding="utf-8")
+    checked = cli("--config", str(config), "status", "--check-heartbeat",
+                  env={"PYTHONPROFILEIMPORTTIME": "1"})  # a fresh process naming each import
+    assert re.fullmatch(r"scheduler: alive, last wake \d+ s ago \(pid 1 on box\); "
+                        r"next publish 2026-11-23T08:00:00\+00:00\n", checked.stdout), checked.stdout
+    loaded = {line.rpartition("|")[2].strip() for line in checked.stderr.splitlines()}
+    assert {name.partition(".")[0] for name in loaded} & {"sqlalchemy", "numpy", "sklearn", "jinja2"} == set()
+    assert loaded & {"apscheduler.schedulers", "pipeline.store", "pipeline.schedule", "pipeline.status"} == set()
+
+
 def test_an_unreadable_heartbeat_is_said_in_words(tmp_path):
     """A heartbeat another user's scheduler wrote 0600: the healthcheck printed Python's
     '[Errno 13] Permission denied: PATH' after the path."""
