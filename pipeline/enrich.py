@@ -730,7 +730,8 @@ class Enricher:
                 if exc.halt:
                     self._halt(why)
                 self._fail(job, why)
-                self._call_failed(why)
+                if not exc.filtered:  # a content filter refusing this paper says nothing of the provider
+                    self._call_failed(why)
                 return None, (spent[0], spent[1])
             spent[0] += used[0]
             spent[1] += used[1]

@@ -54,9 +54,11 @@ class StoppedBySignal(DigestError):
 
 class LLMCallFailed(Exception):
     """One LLM call failed after the client's retries: the reason in words (never the key),
-    and whether the run should stop calling (halt: a refused key, an unknown model)."""
+    whether the run should stop calling (halt: a refused key, an unknown model), and whether
+    the provider's content filter refused it (filtered: the paper's words, not a provider down)."""
 
-    def __init__(self, why: str, halt: bool = False):
+    def __init__(self, why: str, halt: bool = False, filtered: bool = False):
         super().__init__(why)
         self.why = why
         self.halt = halt
+        self.filtered = filtered

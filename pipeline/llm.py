@@ -39,6 +39,7 @@ class Answer(NamedTuple):
     content: str | None
     refusal: str | None  # why the model would not answer (OpenAI's structured outputs)
     cut: bool  # finish_reason "length": the model hit its output limit
+    filtered: bool  # finish_reason "content_filter": the provider's filter withheld the reply
     usage: tuple[int, int] | None  # prompt and completion tokens; None when not reported
 
 
@@ -52,6 +53,7 @@ def _answer(response: Any) -> Answer:
     counted = [n if isinstance(n, int) and not isinstance(n, bool) and n >= 0 else None for n in tokens]
     return Answer(_text(getattr(message, "content", None)), str(refusal) if refusal else None,
                   getattr(first, "finish_reason", None) == "length",
+                  getattr(first, "finish_reason", None) == "content_filter",
                   None if counted == [None, None] else (counted[0] or 0, counted[1] or 0))
 
 
@@ -217,8 +219,10 @@ class Client:
         token = _DEADLINE.set(deadline)
         try:
             response = self._openai.chat.completions.create(**kwargs)
-        except openai.OpenAIError as exc:
-            raise LLMCallFailed(*self._describe(exc)) from None
+        except openai.OpenAIError as exc:  # Azure OpenAI: a prompt its content filter flags is
+            # HTTP 400 with code content_filter
+            raise LLMCallFailed(*self._describe(exc),
+                                filtered=getattr(exc, "code", None) == "content_filter") from None
         except (ValueError, RecursionError):  # a 200 whose body is no JSON: a proxy's page, a
             # wrong base_url; or JSON nested too deeply to read
             raise LLMCallFailed(f"the reply from {self.cfg.base_url} was not JSON (a proxy's "
@@ -230,7 +234,11 @@ class Client:
             said = error.get("message") if isinstance(error, dict) else error
             raise LLMCallFailed(f"the provider at {self.cfg.base_url} answered with an error: "
                                 f"{clip(clean_name(self._masked(str(said))), 200)}")
-        return _answer(response)
+        answer = _answer(response)
+        if answer.filtered:  # partial at most: not worth asking again with the same words
+            raise LLMCallFailed(f"the content filter at {self.cfg.base_url} withheld the reply "
+                                "(finish_reason: content_filter)", filtered=True)
+        return answer
 
     def close(self) -> None:
         """Its connections, which the provider keeps alive: the client is a cycle the garbage

@@ -37,6 +37,8 @@ from tests.servers.openai_server import (
     blank,
     default_content,
     error,
+    filtered_prompt,
+    filtered_reply,
     invalid,
     ok,
     refusal,
@@ -474,6 +476,22 @@ def test_a_success_between_failures_keeps_the_llm_on(key, server, store):
     found = e.summarise(papers(6))
     assert len(found) == 2 and e.report.error is None
     assert (e.report.failures, e.report.pending) == (4, 0)
+
+
+def test_a_paper_the_content_filter_refuses_falls_back_alone_and_the_llm_stays_on(key, server, store):
+    """Azure OpenAI's content filter refuses a jailbreak paper's abstract (HTTP 400, code
+    content_filter), or withholds the reply (200, finish_reason content_filter): the
+    provider is up, the paper is the cause. Counted toward failure_limit, three red-teaming
+    papers in a row turned the LLM off for the whole run, every paper after them unsummarised."""
+    flagged = {"Paper 1": filtered_prompt(), "Paper 2": filtered_prompt(), "Paper 3": filtered_reply()}
+    server.script = lambda request: flagged.get(request.titles[0].partition(":")[0])
+    e = enricher(settings(server, concurrency=1, failure_limit=3), store, retries=0)
+    found = e.summarise(papers(5))
+    assert sorted(found) == ["2401.00004", "2401.00005"] and e.report.error is None
+    assert (e.report.failures, e.report.pending, len(server.requests)) == (3, 0, 5)  # none asked twice
+    assert e.report.last_failure.endswith("withheld the reply (finish_reason: content_filter)")
+    server.script = None  # the next run asks for the three again
+    assert len(enricher(settings(server), store).summarise(papers(5))) == 5 and len(server.requests) == 8
 
 
 def test_a_200_that_is_no_json_fails_that_paper_alone_and_the_others_are_kept(key, server, store):

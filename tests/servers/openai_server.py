@@ -44,7 +44,7 @@ class Reply:
     usage: tuple[int, int] | None = None  # (prompt, completion); None: the server's default
     trickle: float = 0.0  # send the body one byte every this many seconds
     header_trickle: float = 0.0  # send a header one byte every this many seconds, forever
-    finish_reason: str = "stop"  # "length": the model hit its output limit
+    finish_reason: str = "stop"  # "length": the model hit its output limit; "content_filter"
     refusal: str | None = None  # the message's refusal (OpenAI's structured outputs); content null
 
 
@@ -89,6 +89,25 @@ def blank() -> Reply:
 def refusal(text: str = "I'm sorry, but I can't help with that.") -> Reply:
     """A refusal as OpenAI's structured outputs send it: no content, the reason in `refusal`."""
     return Reply(content=None, refusal=text)
+
+
+def filtered_prompt() -> Reply:
+    """Azure OpenAI's content filter refusing the prompt, as its documentation shows it:
+    HTTP 400, error code content_filter, the categories that flagged it (here a jailbreak)."""
+    said = ("The response was filtered due to the prompt triggering Azure OpenAI's content management "
+            "policy. Please modify your prompt and retry. To learn more about our content filtering "
+            "policies please read our documentation: https://go.microsoft.com/fwlink/?linkid=2198766")
+    flags = {name: {"filtered": False, "severity": "safe"} for name in ("hate", "self_harm", "sexual", "violence")}
+    body = {"error": {"message": said, "type": None, "param": "prompt", "code": "content_filter", "status": 400,
+                      "innererror": {"code": "ResponsibleAIPolicyViolation", "content_filter_result": {
+                          **flags, "jailbreak": {"filtered": True, "detected": True}}}}}
+    return Reply(status=400, body=json.dumps(body).encode())
+
+
+def filtered_reply() -> Reply:
+    """A reply the provider's content filter withheld: 200, no content, finish_reason
+    content_filter (OpenAI's and Azure's chat completions)."""
+    return Reply(content=None, finish_reason="content_filter")
 
 
 def think(reasoning: str = 'Let me think first. {"not": "the answer"}') -> Reply:
