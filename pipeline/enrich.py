@@ -23,6 +23,7 @@ import os
 import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -516,10 +517,12 @@ class Enricher:
         self._hashes: dict[str, str] = {}
         self.glossary = load_glossary(env, cfg_enrich.glossary)
         self._failed_in_a_row = 0  # the circuit breaker (enrich.failure_limit)
+        self._asked: Counter[str] = Counter()  # calls let through `limit`, by label: one count a run
 
     # --- the tasks ---
     def summarise(self, papers: Iterable[Paper]) -> dict[str, PaperSummary]:
-        """Paper id -> summary; calls for at most max_papers, in the order given (best first)."""
+        """Paper id -> summary; calls for at most max_papers a run (all batches together),
+        in the order given (best first)."""
         jobs = [Job(SUMMARY, paper_key(p.id), p.id, str(p.version), {"paper": p}) for p in papers]
         return self._run(jobs, "summaries", limit=self.cfg.max_papers)  # type: ignore[return-value]
 
@@ -654,7 +657,8 @@ class Enricher:
 
     # --- running jobs ---
     def _run(self, jobs: list[Job], label: str, limit: int | None = None) -> dict[str, Reply]:
-        """Cached results for all; calls for the rest (at most `limit`), `concurrency` at once."""
+        """Cached results for all; calls for the rest (at most `limit` over the run's batches
+        of this label), `concurrency` at once."""
         jobs = list({job.out_key: job for job in jobs}.values())  # each item once
         results: dict[str, Reply] = {}
         todo: list[tuple[Job, str]] = []
@@ -668,11 +672,13 @@ class Enricher:
                 self._count(pending=1)
             else:
                 todo.append((job, key))
-        if limit is not None and len(todo) > limit:
+        left = None if limit is None else limit - self._asked[label]
+        if left is not None and len(todo) > left:
             log.info("%s: %d wait for the next run (max_papers %d)",
-                     label, len(todo) - limit, limit)
-            self._count(pending=len(todo) - limit)
-            todo = todo[:limit]
+                     label, len(todo) - left, limit)
+            self._count(pending=len(todo) - left)
+            todo = todo[:left]
+        self._asked[label] += len(todo)
         if todo and self._stopped():  # halted by an earlier batch: no "N to enrich", no bar
             self._count(pending=len(todo))
             todo = []

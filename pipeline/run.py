@@ -51,6 +51,7 @@ from pipeline.models import (
     Scored,
     SeedDocument,
     SeedEntry,
+    Update,
     merge_papers,
     paper_key,
     requests_note,
@@ -219,12 +220,16 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
         judged = judge_grey_band(config, week, enricher)
         if judged:
             store.set_scores(judged)
-        summarise(config, week, enricher, report)
+        # under enrich.max_tokens_per_run the budget goes to what a reader reads first: the
+        # entries shown in full, the digest's own calls, then the one-line entries and the rest
+        summarise(config, week, enricher, report, full=True)
+        checkpoint()
+        asked = ask_for_digest(config, week, collected.documents, enricher, collected.window[1],
+                               read=None if online is None else lambda e: full_text(config, store, online, e))
+        summarise(config, week, enricher, report, full=False)
         checkpoint()
         credits = sources.credits(config, used, options.offline)
-        digest = build_digest(config, options, week, collected.documents, enricher, credits,
-                              collected.window[1],
-                              read=None if online is None else lambda e: full_text(config, store, online, e))
+        digest = build_digest(config, options, week, collected.documents, asked, credits, collected.window[1])
         _count_enrichment(report, enricher)
     finally:
         if enricher.client is not None:  # the scheduler's process outlives the run
@@ -490,25 +495,37 @@ def judge_grey_band(config: Config, week: Week, enricher: Enricher) -> list[Scor
     return judged
 
 
-def summarise(config: Config, week: Week, enricher: Enricher, report: RunReport) -> None:
-    """Summaries for the papers waiting for a digest, in the digest's order (featured and
-    full entries first: enrich.max_papers must not go to one-line entries), then for listed
-    papers whose summary failed before; English for curated seeds. The week takes them in."""
+def summarise(config: Config, week: Week, enricher: Enricher, report: RunReport, full: bool) -> None:
+    """Summaries for the papers waiting for a digest, in the digest's order, then for listed
+    papers whose summary failed before; English for curated seeds. In two parts sharing
+    enrich.max_papers: `full`, the best digest.max_papers + digest.featured (the entries
+    shown in full), asked before the digest's own calls; the rest after them, so neither
+    max_papers nor max_tokens_per_run goes to one-line entries first. The week takes them in."""
     waiting = week.waiting()
     order = importance_of(config, week, {p.id: week.scores[p.id].score or 0.0 for p in waiting})
     waiting.sort(key=lambda p: -order.get(p.id, 0.0))
-    waiting_ids = {p.id for p in waiting}
-    listed = [p for p in week.kept()
-              if paper_key(p.id) not in week.summaries and p.id not in waiting_ids]
-    found = enricher.summarise(waiting + listed)
+    shown_in_full = config.digest.max_papers + config.digest.featured
+    cached = enricher.report.cached
+    if full:
+        found = enricher.summarise(waiting[:shown_in_full])
+    else:
+        waiting_ids = {p.id for p in waiting}
+        listed = [p for p in week.kept()
+                  if paper_key(p.id) not in week.summaries and p.id not in waiting_ids]
+        found = enricher.summarise(waiting[shown_in_full:] + listed)
     week.summaries.update((paper_key(pid), reply.model_dump(mode="json")) for pid, reply in found.items())
+    found_seeds = {} if full else enricher.translate_seeds(seeds_to_translate(week, enricher))
+    week.translations.update((key, reply.model_dump(mode="json")) for key, reply in found_seeds.items())
+    report.summarised += len(found) + len(found_seeds)
+    report.cached += enricher.report.cached - cached
+
+
+def seeds_to_translate(week: Week, enricher: Enricher) -> list[SeedEntry]:
+    """Seed entries not shown yet, and shown ones whose Chinese has no English yet (shown
+    while the LLM was off, or edited)."""
     candidates = shown(week.seeds)  # not one another entry of its paper outranks: never shown
     seeds = [s for s in candidates if seed_key(s.title) not in week.published]
-    # shown ones too whose Chinese has no English yet: shown while the LLM was off, or edited
-    seeds += enricher.untranslated(s for s in candidates if seed_key(s.title) in week.published)
-    found_seeds = enricher.translate_seeds(seeds)
-    week.translations.update((key, reply.model_dump(mode="json")) for key, reply in found_seeds.items())
-    report.summarised, report.cached = len(found) + len(found_seeds), enricher.report.cached
+    return seeds + enricher.untranslated(s for s in candidates if seed_key(s.title) in week.published)
 
 
 def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
@@ -530,20 +547,36 @@ def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
 
 # --- phase 5: compose -------------------------------------------------------------------------
 
-def build_digest(config: Config, options: Options, week: Week, documents: list[SeedDocument],
-                 enricher: Enricher, credits: list[str], end: datetime,
-                 read: Callable[[Entry], str | None] | None = None) -> Digest | None:
-    """Everything relevant not yet in a digest; None when there is nothing new. Its window
-    ends where the collect's did (`end`: as_of, or the present when as_of is later), so its
-    coverage expects no announcement not made yet and the next digest starts there. `read`
-    gives a featured paper's full text (None: the abstract)."""
-    if week.existing is not None:
-        return week.existing
-    # one sent after the window's end (collected since, for a digest made by hand for an
-    # earlier week) is not announced by then: it waits for the next digest
+@dataclass(frozen=True)
+class Asked:
+    """The digest's own LLM replies, asked for before the one-line entries' summaries (what
+    a reader reads first gets enrich.max_tokens_per_run first), composed after them."""
+
+    featured: tuple[str, ...]  # entry keys
+    question: tuple[str | None, str | None]  # (zh, en)
+    english: dict[str, str]  # curated Chinese -> English
+    readings: dict[str, dict]  # entry key -> its featured reading
+    comparison: dict | None
+    highlights: dict | None
+
+
+def week_entries(config: Config, week: Week, end: datetime) -> tuple[list[Entry], list[Update]]:
+    """The digest's entries, by importance, and its Updates: everything relevant not yet in
+    a digest; one sent after the window's `end` (collected since, for a digest made by hand
+    for an earlier week) is not announced by then and waits for the next digest."""
     later = {paper_key(p.id) for p in week.waiting() if p.submitted and p.submitted > end}
     entries = by_importance(config, week, digest_entries(config, week, week.published | later))
-    news = compose.updates(week.listed.values(), week.snapshots, week.summaries)
+    return entries, compose.updates(week.listed.values(), week.snapshots, week.summaries)
+
+
+def ask_for_digest(config: Config, week: Week, documents: list[SeedDocument], enricher: Enricher,
+                   end: datetime, read: Callable[[Entry], str | None] | None = None) -> Asked | None:
+    """The featured pick, the English of curated texts, the featured readings, the
+    comparison and the highlights; None when no digest is made. `read` gives a featured
+    paper's full text (None: the abstract)."""
+    if week.existing is not None:
+        return None
+    entries, news = week_entries(config, week, end)
     papers = [e for e in entries if not e.curated]
     if not papers and not news and not (week.first and entries):
         return None
@@ -554,20 +587,41 @@ def build_digest(config: Config, options: Options, week: Week, documents: list[S
     featured, curated = compose.with_english(featured, curated, english)
     items = [_item(e) for e in featured]
     readings = enricher.read_featured(_item(e, read(e) if read else None) for e in featured if not e.parts)
-    featured = [compose.with_reading(e, _dump(readings.get(e.key))) for e in featured]
     comparison = None if curated[0] else _dump(enricher.compare(items, pick.question_en))
     told = compose.highlight_candidates(featured, entries)
-    takeaways = compose.highlights(_dump(enricher.highlights([_item(e) for e in told])), told)
-    llm = any(e.llm for e in entries) or bool(readings) or comparison is not None
+    return Asked(featured=tuple(e.key for e in featured), question=(pick.question_zh, pick.question_en),
+                 english=english, readings={k: r.model_dump(mode="json") for k, r in readings.items()},
+                 comparison=comparison, highlights=_dump(enricher.highlights([_item(e) for e in told])))
+
+
+def build_digest(config: Config, options: Options, week: Week, documents: list[SeedDocument],
+                 asked: Asked | None, credits: list[str], end: datetime) -> Digest | None:
+    """The digest of the week's entries, with every summary the run got, and the replies
+    `asked` for it; None when there is nothing new. Its window ends where the collect's
+    did (`end`: as_of, or the present when as_of is later), so its coverage expects no
+    announcement not made yet and the next digest starts there."""
+    if week.existing is not None:
+        return week.existing
+    if asked is None:
+        return None
+    entries, news = week_entries(config, week, end)
+    by_key = {e.key: e for e in entries}
+    featured = [by_key[key] for key in asked.featured]
+    curated = compose.curated_comparison(featured, documents)
+    featured, curated = compose.with_english(featured, curated, asked.english)
+    featured = [compose.with_reading(e, asked.readings.get(e.key)) for e in featured]
+    told = compose.highlight_candidates(featured, entries)
+    takeaways = compose.highlights(asked.highlights, told)
+    llm = any(e.llm for e in entries) or bool(asked.readings) or asked.comparison is not None
     start = week.last_digest_end or options.as_of - timedelta(days=config.sources.arxiv.lookback_days)
     return compose.make_digest(
         digest_id=options.as_of.date().isoformat(), window=(start, end),
         timezone=config.schedule.timezone, entries=entries, featured=featured, topics=config.topics,
-        max_papers=config.digest.max_papers, comparison=comparison, curated=curated,
+        max_papers=config.digest.max_papers, comparison=asked.comparison, curated=curated,
         model=config.enrich.model if llm else None,
         sources=credits, categories=[] if options.offline else config.sources.arxiv.categories,
         updates=news, max_curated=config.digest.max_curated, first=week.first, highlights=takeaways,
-        question=(pick.question_zh, pick.question_en),
+        question=asked.question,
         trends=trends.record(week.history, entries, options.as_of.date(), config.topics),
         coverage=None if options.offline or week.ledger is None else coverage_of(
             config, week.ledger, (start, end), entries),

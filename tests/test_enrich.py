@@ -429,6 +429,8 @@ def test_max_papers_per_run_the_rest_wait(key, server, store):
     assert list(e.summarise(batch)) == [batch[0].id, batch[1].id]
     assert [r.titles[0] for r in server.requests] == [batch[0].title, batch[1].title]
     assert e.report.pending == 3
+    assert e.summarise(papers(7)[5:]) == {}  # a later batch of the run: max_papers is a run's
+    assert len(server.requests) == 2 and e.report.pending == 5
     nxt = enricher(cfg, store)
     assert len(nxt.summarise(batch)) == 4  # two cached, two new
     assert (nxt.report.cached, nxt.report.calls, nxt.report.pending) == (2, 2, 1)

@@ -310,6 +310,32 @@ def test_the_llm_summarises_the_full_entries_first_not_the_one_line_ones(tmp_pat
             assert f"English summary of {paper.title}." in md
 
 
+@pytest.mark.slow  # make test's margin under 5 minutes: it runs in make test-slow (CI)
+def test_a_token_budget_goes_to_the_featured_papers_and_highlights_before_one_line_entries(tmp_path, cli):
+    """enrich.max_tokens_per_run is spent in reading order: the summaries of the entries shown
+    in full, then the digest's own calls, then the one-line entries' summaries. Spent on the
+    week's summaries first, it left the digest without a featured reading, comparison or
+    highlights while summarising papers the digest shows in one line."""
+    week = [rl_paper(i, DAY) for i in range(1, 9)]
+    with ArxivServer(week) as arxiv, OpenAIServer() as llm:  # each call 150 tokens: 9 fit
+        config = full_config(tmp_path, arxiv, llm, digest={"max_papers": 2, "featured": 2},
+                             enrich={"provider": "openai", "base_url": llm.url, "max_tokens_per_run": 1350,
+                                     "timeout_seconds": 5, "deadline_seconds": 10, "concurrency": 1})
+        ran = cli("--config", str(config), "run", "--as-of", "2026-11-02", env={"OPENAI_API_KEY": KEY})
+        summarised = {t for r in llm.requests if r.task == "paper_summary" for t in r.titles}
+        tasks = llm.tasks()
+    assert tasks == ["paper_summary"] * 4 + ["featured_pick", "featured_reading", "featured_reading",
+                                             "comparison", "highlights"]
+    assert "the token budget of 1350 (enrich.max_tokens_per_run) is spent" in ran.stderr
+    md = outputs(tmp_path, "2026-11-02")["md"]
+    assert md.count("finds a core problem.") == 2 and "综合洞察" in md  # the readings, the synthesis
+    assert md.count("Takeaway: GRPO variant") >= 3  # the highlights
+    for paper in week:  # the summaries went to the featured and full entries; one-line ones wait
+        shown_in_full = f"### {paper.title}" in md or f"**[{paper.title}]" in md or f"**{paper.title}**" in md
+        assert (paper.title in summarised) == shown_in_full, paper.id
+        assert (f"English summary of {paper.title}." in md) == (shown_in_full and f"### {paper.title}" not in md)
+
+
 @pytest.mark.slow_on_postgresql  # its SQLite case in make test; both in make test-slow (CI)
 @pytest.mark.slow  # make test-slow: a long scenario beside faster ones on the same path
 def test_a_venue_without_a_new_version_reaches_updates_weeks_after_the_paper_was_listed(tmp_path, cli, db_url):
