@@ -558,6 +558,7 @@ class Asked:
     readings: dict[str, dict]  # entry key -> its featured reading
     comparison: dict | None
     highlights: dict | None
+    told: tuple[str, ...]  # entry keys: the papers the highlights' numbers point at
 
 
 def week_entries(config: Config, week: Week, end: datetime) -> tuple[list[Entry], list[Update]]:
@@ -591,7 +592,8 @@ def ask_for_digest(config: Config, week: Week, documents: list[SeedDocument], en
     told = compose.highlight_candidates(featured, entries)
     return Asked(featured=tuple(e.key for e in featured), question=(pick.question_zh, pick.question_en),
                  english=english, readings={k: r.model_dump(mode="json") for k, r in readings.items()},
-                 comparison=comparison, highlights=_dump(enricher.highlights([_item(e) for e in told])))
+                 comparison=comparison, highlights=_dump(enricher.highlights([_item(e) for e in told])),
+                 told=tuple(e.key for e in told))
 
 
 def build_digest(config: Config, options: Options, week: Week, documents: list[SeedDocument],
@@ -610,8 +612,7 @@ def build_digest(config: Config, options: Options, week: Week, documents: list[S
     curated = compose.curated_comparison(featured, documents)
     featured, curated = compose.with_english(featured, curated, asked.english)
     featured = [compose.with_reading(e, asked.readings.get(e.key)) for e in featured]
-    told = compose.highlight_candidates(featured, entries)
-    takeaways = compose.highlights(asked.highlights, told)
+    takeaways = compose.highlights(asked.highlights, [by_key[key] for key in asked.told])
     llm = any(e.llm for e in entries) or bool(asked.readings) or asked.comparison is not None
     start = week.last_digest_end or options.as_of - timedelta(days=config.sources.arxiv.lookback_days)
     return compose.make_digest(
