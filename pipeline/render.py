@@ -801,9 +801,10 @@ def feed_xml(settings: Settings, digests: Mapping[str, Digest] | Iterable[Digest
 
     def entry(digest: Digest) -> dict:
         link = f"{base}digests/{digest.id}.html" if base else f"digests/{digest.id}.html"
-        return {"d": digest, "id": link if base else feed_id(settings, digest.id),
-                "link": link, "updated": rfc3339(digest.window_end, digest.timezone),
-                "paper_count": paper_count(digest)}
+        sections, featured = listed(settings, digest)  # as the digest lists them, featured papers too
+        return {"d": digest, "sections": sections, "featured_in": featured,
+                "id": link if base else feed_id(settings, digest.id), "link": link,
+                "updated": rfc3339(digest.window_end, digest.timezone), "paper_count": paper_count(digest)}
 
     entries = (entry(digests[did]) for did in sorted(digests, reverse=True)[:FEED_DIGESTS])
     home = ("" if base else "index.html") if site else "READING_LIST.md"  # relative, as the entries' links

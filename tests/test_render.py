@@ -819,6 +819,13 @@ def test_feed_is_atom_with_one_entry_per_digest(cfg, digest):
     heads = ["".join(h.itertext()) for h in ET.fromstring(render.feed_xml(cfg, [tools], UPDATED).encode("utf-8"))
              .iter("{http://www.w3.org/1999/xhtml}h2")]
     assert any(h.endswith(" · Tools & 'agents' (3)") for h in heads), heads
+    # a topic counts and names its featured papers, as the digest does; one whose papers are
+    # all featured has its heading (Surveys and analyses was left out, Exploration Hacking with it)
+    assert heads[-4:-3] == ["综述与分析 · Surveys and analyses (1)"], heads
+    survey = ET.fromstring(xml.encode("utf-8")).findall(".//{http://www.w3.org/1999/xhtml}ul")
+    assert any("".join(u.itertext()).strip().startswith("Exploration Hacking: Can LLMs Learn to Resist RL Training? "
+                                                        "(2026-11-21) · ↑ 见上文精选解读 read in Featured above")
+               for u in survey)
 
 
 def test_the_feed_holds_the_newest_twenty_digests_however_long_the_history(cfg):

@@ -86,10 +86,10 @@ def test_a_second_build_of_the_same_digests_rewrites_nothing(tmp_path):
 def test_a_weekly_build_renders_only_the_digest_pages_whose_makings_changed(tmp_path, monkeypatch):
     """Every page rendered every week took a run 0.1 s more per digest kept: an old week
     whose stored digest, neighbours, templates and settings are as the last build's is not
-    rendered again (render.listed, called once a page, is watched), and the site comes out
-    as a whole build's."""
-    rendered, listed = [], render.listed
-    monkeypatch.setattr(render, "listed", lambda settings, d: rendered.append(d.id) or listed(settings, d))
+    rendered again (render.shown, called once a page, is watched; the feed lists each of its
+    digests' sections too), and the site comes out as a whole build's."""
+    rendered, shown = [], render.shown
+    monkeypatch.setattr(render, "shown", lambda d, languages: rendered.append(d.id) or shown(d, languages))
 
     def build(digests, stored, folder="a", languages=("zh", "en")):
         rendered.clear()
