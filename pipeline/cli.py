@@ -48,12 +48,18 @@ class State:
 
     @property
     def config(self) -> Config:
+        return self.load()
+
+    def load(self, note: bool = True) -> Config:
+        """The config, read once; `note`: log what it warns of (config check echoes it instead)."""
         if self._config is None:
             from pipeline import config as config_mod
             from pipeline.deliver import channels
 
             config = config_mod.load(self.config_path or config_mod.default_path())
             logs.hide(config.secret_values())
+            for line in config.schedule.notes() if note else ():  # every command says it
+                log.warning("%s: %s", config.path or "built-in defaults", line)
             if config.channels:  # an entry a publish would refuse stops every command at start
                 try:
                     with channels.opened(config, email=False):
@@ -753,9 +759,10 @@ def config_check(state: State) -> None:
     would only weaken a run (summaries falling back, a reader line skipped) is a warning."""
     from pipeline import doctor as doctor_mod
 
-    config = state.config
+    config = state.load(note=False)
     where = config.path or "built-in defaults"
     errors, warnings = doctor_mod.config_problems(config)
+    warnings += config.schedule.notes()
     errors += doctor_mod.own_line_problems(config)
     for problem in warnings:
         echo(f"warning: {where}: {problem}", err=True)

@@ -505,6 +505,15 @@ class Schedule(Model):
     def _crontab(cls, value: str) -> str:
         return crontab(value)
 
+    def notes(self) -> list[str]:
+        """A line for each cron naming both a day of the month and a day of the week: cron
+        fires on either, APScheduler on both, which no rewriting gives in general, and on
+        which '0 8 1-7 * mon' (the first Monday) relies: a warning, not a refusal."""
+        crons = {key: getattr(self, key) for key in ("collect_cron", "publish_cron")}
+        return [f"schedule.{key}: {expr!r} names a day of the month and a day of the week: "
+                "APScheduler fires it only when both match (cron fires when either does)"
+                for key, expr in crons.items() if not any(f.startswith("*") for f in expr.split()[2::2])]
+
     @field_validator("timezone")
     @classmethod
     def _zone(cls, value: str) -> str:
@@ -670,6 +679,17 @@ def _day(token: str) -> int | None:
     return _DAYS.index(token.lower()) if token.lower() in _DAYS else None
 
 
+def _stepped(part: str) -> str | None:
+    """The days a stepped day-of-week ('*/2', '1-5/2', 'mon-fri/2') names in cron, by name
+    ('sun,tue,thu,sat'); None when it is no such step."""
+    span, _, step = part.partition("/")
+    ends = [0, 6] if span == "*" else [_day(token) for token in span.split("-")]
+    days = [day for day in ends if day is not None]
+    if not step.isdigit() or int(step) < 1 or len(days) < len(ends) or len(days) > 2:
+        return None
+    return ",".join(_DAYS[day] for day in range(days[0], days[-1] + 1, int(step))) or None
+
+
 def crontab(expr: str) -> str:
     """A five-field crontab, with cron's day-of-week numbers turned into names.
 
@@ -687,6 +707,10 @@ def crontab(expr: str) -> str:
         named = [_day(token) for token in match.groups() if token is not None] if match else [None]
         days = [day for day in named if day is not None]
         if len(days) < len(named):
+            if "/" in part:  # cron's */2 is sun,tue,thu,sat; APScheduler's mon,wed,fri,sun
+                raise ValueError(f"{expr!r}: a step in day-of-week ({part!r}) counts from Sunday in "
+                                 f"cron, from Monday in APScheduler: list the days by name "
+                                 f"({_stepped(part) or 'as mon,wed,fri'})")
             if any(ch.isdigit() for ch in part):
                 raise ValueError(f"{expr!r}: write day-of-week as names (mon-fri), not {part!r}")
             parts.append(part)  # *, or what APScheduler says is wrong with it

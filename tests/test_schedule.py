@@ -72,8 +72,19 @@ def test_numeric_weekday_range_fires_monday_to_friday_not_tuesday_to_saturday(tm
 
 
 def test_unreadable_day_of_week_is_a_config_error_naming_the_key(tmp_path):
-    path = write_config(tmp_path, {"schedule": {"publish_cron": "0 8 * * */2"}}, seeds=False)
+    path = write_config(tmp_path, {"schedule": {"publish_cron": "0 8 * * 1-5x"}}, seeds=False)
     with pytest.raises(ConfigError, match=r"schedule.publish_cron: .*day-of-week as names"):
+        load(path)
+
+
+@pytest.mark.parametrize("cron, days", [("*/2", "sun,tue,thu,sat"), ("1-5/2", "mon,wed,fri"),
+                                        ("mon-fri/2", "mon,wed,fri"), ("5-1/2", "as mon,wed,fri")])
+def test_a_step_in_day_of_week_is_refused_saying_why_and_which_days_cron_means(tmp_path, cron, days):
+    """It was refused with 'write day-of-week as names', though '*/2' has no number of a day."""
+    path = write_config(tmp_path, {"schedule": {"publish_cron": f"0 8 * * {cron}"}}, seeds=False)
+    with pytest.raises(ConfigError, match=rf"schedule.publish_cron: .*a step in day-of-week .*counts from "
+                                          rf"Sunday in cron, from Monday in APScheduler: list the days by "
+                                          rf"name \({days}\)"):
         load(path)
 
 

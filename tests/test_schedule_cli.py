@@ -458,3 +458,17 @@ def test_the_schedulers_publishes_leave_no_connection_open_and_no_thread_behind(
                 assert ours() == threads, f"week {week + 1}"
         finally:
             gc.enable()
+
+
+def test_a_cron_naming_a_day_of_month_and_of_week_is_warned_of_by_every_command(tmp_path, cli):
+    """'0 8 1 * mon' fires in cron on the 1st and on Mondays, in APScheduler on a 1st that is a
+    Monday; config check said ok. Warned, not refused: '0 8 1-7 * mon' is the first Monday."""
+    path = tmp_path / "config.yaml"
+    path.write_text("enrich: {provider: none}\nsources: {arxiv: {contact: ops@lab.test}}\n"
+                    "schedule: {publish_cron: '0 8 1-7 * mon', collect_cron: '0 14 */2 * mon'}\n", encoding="utf-8")
+    warning = ("schedule.publish_cron: '0 8 1-7 * mon' names a day of the month and a day of the week: "
+               "APScheduler fires it only when both match (cron fires when either does)")
+    checked = cli("-q", "--config", str(path), "config", "check")  # with -q too, as its other warnings
+    assert (checked.stdout.strip(), checked.stderr.strip()) == (f"{path}: ok (1 warning above)",
+                                                                f"warning: {path}: {warning}")
+    assert warning in cli("--config", str(path), "config", "show").stderr
