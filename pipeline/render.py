@@ -239,9 +239,23 @@ def underline(value: object, char: str = "=", width: int = WIDTH) -> str:
 # --- shared helpers -----------------------------------------------------------------
 
 def texts(languages: Sequence[str], zh: str | None, en: str | None) -> list[tuple[str, str]]:
-    """(lang, text) in the configured order, for the languages shown; never another one."""
+    """(lang, text) in the configured order, for the languages shown; never another one.
+    Texts alike but for case and spacing (a method's name, 'GRPO' / 'GRPO', as a comparison
+    cell or label) are shown once, as the first language's: they were shown twice."""
     have = {"zh": zh, "en": en}
-    return [(lang, text) for lang in languages if (text := have.get(lang))]
+    found: list[tuple[str, str]] = []
+    for lang in languages:
+        text = have.get(lang)
+        if text and not any(_alike(text, other) for _, other in found):
+            found.append((lang, text))
+    return found
+
+
+def _alike(one: object, other: object) -> bool:
+    """Texts the same but for case and spacing ('−3%' and '3%' are not); a list (key points) is
+    never alike."""
+    return (isinstance(one, str) and isinstance(other, str)
+            and "".join(one.split()).casefold() == "".join(other.split()).casefold())
 
 
 def summary_lines(entry: Entry, languages: Sequence[str]) -> list[tuple[str, str]]:

@@ -447,6 +447,22 @@ def test_the_comparison_is_a_data_table_a_screen_reader_can_walk(html, digest):
         assert [c.tag for c in cells[1:]] == ["td"] * len(digest.featured)
 
 
+def test_a_comparison_cell_or_label_alike_in_both_languages_is_shown_once(cfg, digest):
+    """A method's name is the same in Chinese and English ('GRPO' / 'GRPO'): each cell and
+    label printed it twice, 'GRPO · GRPO'; texts alike but for case and spacing are one."""
+    from pipeline.models import Row
+
+    names = replace(digest, comparison=(Row("方法", "Method", (("GRPO", "GRPO"), ("DAPO ", "dapo"))),
+                                        Row("PPO", "ppo", (("更稳", "steadier"), ("x", "x")))))
+    table = [line for line in render.digest_markdown(cfg, names, READING).splitlines() if line.startswith("| ")]
+    assert table[1:] == ["| 方法 Method | GRPO | DAPO |", "| PPO | 更稳 · steadier | x |"], table
+    text = render.digest_text(cfg, names, READING)
+    assert "  PRISM：GRPO\n" in text and "GRPO · GRPO" not in text and "DAPO · dapo" not in text
+    page = render.digest_html(cfg, names, READING, whole=True)
+    assert ">GRPO</td>" in page and "<span lang=\"en\">ppo</span>" not in page
+    assert render.texts(["zh", "en"], "−3%", "3%") == [("zh", "−3%"), ("en", "3%")]  # a sign is no spacing
+
+
 def test_a_link_in_the_email_is_underlined_not_told_by_its_colour_alone(html):
     """Blue #1d4ed8 against the text's #18181b is 2.6:1, under WCAG 1.4.1's 3:1: a link in a
     line of text keeps its underline; only the bordered "read the paper" button drops it."""
