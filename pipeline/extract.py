@@ -101,6 +101,10 @@ _HOST = re.compile(r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z
 _PROJECT_HINT = re.compile(r"(?i)(project|home)\s*page|website|demo|\bsite\b")
 _PAGE_HOSTS = (".github.io", ".gitlab.io", ".pages.dev", ".netlify.app", ".vercel.app")
 
+# Hugging Face's own pages, no model: a paper's page (the paper itself), a blog post, the
+# docs; each is a project page when the text says so ('Project page: …'), else no link.
+_HF_PAGES = ("papers", "blog", "posts", "docs", "learn")
+
 # What each kind of link is, in the order an entry shows them.
 KINDS = ("code", "project", "model", "dataset", "space")
 
@@ -126,9 +130,7 @@ def _kind(url: str, before: str) -> str | None:
     path = [p for p in parts.path.split("/") if p]
     if host in ("github.com", "gitlab.com"):
         return "code" if len(path) >= 2 else None
-    if host == "huggingface.co":
-        if not path:
-            return None
+    if host == "huggingface.co" and path and path[0] not in _HF_PAGES:
         return {"datasets": "dataset", "spaces": "space", "collections": "model"}.get(path[0], "model")
     if host.endswith(_PAGE_HOSTS) or _PROJECT_HINT.search(before[-40:]):
         return "project"

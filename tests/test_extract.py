@@ -34,6 +34,12 @@ from tests.helpers import shared_file
       "Model & Dataset: https://huggingface.co/collections/MING-ZCH/metaphorstar"],
      (("code", "https://github.com/MING-ZCH/MetaphorStar"),
       ("model", "https://huggingface.co/collections/MING-ZCH/metaphorstar"))),
+    # Hugging Face's paper pages and blog posts are no model (both were 'HF model'); a blog
+    # post named as the project's page is one
+    (["Paper: https://huggingface.co/papers/2501.12948, and a write-up at https://huggingface.co/blog/open-r1. "
+      "Weights: https://huggingface.co/open-r1/OpenR1-Qwen-7B"],
+     (("model", "https://huggingface.co/open-r1/OpenR1-Qwen-7B"),)),
+    (["Project page: https://huggingface.co/blog/open-r1"], (("project", "https://huggingface.co/blog/open-r1"),)),
     # a bare host, no scheme
     (["code at github.com/zzfoutofspace/ATPO."], (("code", "https://github.com/zzfoutofspace/ATPO"),)),
     # nothing a reader could use: a user page, a DOI, and script links
