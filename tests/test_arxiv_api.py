@@ -124,6 +124,31 @@ def test_page_size_is_capped_at_the_api_limit():
     assert server.requests[0].query["max_results"] == "2000"
 
 
+def test_a_window_with_more_results_than_the_api_serves_is_searched_in_halves(monkeypatch):
+    """arXiv serves 30,000 results of a search, then answers HTTP 400: a backfill of months
+    (collect --since, OAI-PMH off) stopped at that page, exit 3, every run. A window
+    over the cap is searched in halves of its submission range, each under it."""
+    from pipeline.sources import arxiv_api
+
+    monkeypatch.setattr(arxiv_api, "MAX_RESULTS", 30)  # the server's cap, made small
+    papers = [paper(n, submitted=MONDAY + timedelta(minutes=90 * n)) for n in range(100)]
+    with ArxivServer(papers) as server:
+        server.max_results = 30
+        found, stats = search_window(fetcher(), server.api_url, CATS, TERMS, *WEEK, page_size=10)
+        asked = [(re.search(r"submittedDate:(\[[^]]*\])", r.query["search_query"])[1], int(r.query["start"]))
+                 for r in server.requests]
+    assert [p.id for p in found] == [p.id for p in papers]  # each once, oldest first
+    assert all(start + 10 <= 30 for _, start in asked)
+    assert stats.requests == len(asked) and stats.seen == 100
+    ranges = [query for query, start in asked if start == 0]
+    assert ranges[0] == "[202401010000 TO 202401080000]" and len(ranges) == len(set(ranges)) > 4
+    with ArxivServer([paper(n, submitted=MONDAY) for n in range(40)]) as server:  # in one minute
+        server.max_results = 30
+        with pytest.raises(SourceError, match=r"40 results, over the 30 the arXiv API serves; "
+                                              r"backfill through OAI-PMH \(sources.oai.enabled: true\)$"):
+            search_window(fetcher(), server.api_url, CATS, TERMS, MONDAY, MONDAY + timedelta(seconds=59), 10)
+
+
 def test_fetch_ids_makes_one_request_per_batch():
     papers = [paper(n) for n in range(5)]
     wanted = [p.id for p in reversed(papers)] + [papers[0].id]  # a duplicate too

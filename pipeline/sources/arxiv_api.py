@@ -19,7 +19,7 @@ import re
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 from xml.parsers import expat
@@ -34,6 +34,7 @@ from pipeline.sources.http import Fetched, Fetcher, looks_like_html, shown
 from pipeline.stopping import Stopped
 
 MAX_PAGE_SIZE = 2000  # the API's limit per request
+MAX_RESULTS = 30_000  # the API's limit per search (start + max_results); past it, HTTP 400
 QUERY_CHARS = 1000  # title searches per request: well inside arXiv's URL limits
 SEARCH_TRIES = 3  # a search whose results shift while it is paged is read again, this often
 _TOTAL = "http://a9.com/-/spec/opensearch/1.1/ totalResults"
@@ -121,23 +122,34 @@ def search_window(
     end: datetime,
     page_size: int,
 ) -> tuple[list[Paper], SearchStats]:
-    """Every paper matching the terms submitted in [start, end], oldest first."""
-    search = arxiv.Search(
-        query=build_query(categories, terms, start, end),
-        max_results=None,
-        sort_by=arxiv.SortCriterion.SubmittedDate,
-        sort_order=arxiv.SortOrder.Ascending,
-    )
-    size = max(1, min(page_size, MAX_PAGE_SIZE))
+    """Every paper matching the terms submitted in [start, end], oldest first. A window
+    with more results than the API serves (a backfill of months) is searched in halves of
+    its submission range (whole minutes, as the query has them), each read whole."""
     before = fetcher.requests
+    try:
+        papers, seen = _search(fetcher, api_url, build_query(categories, terms, start, end), page_size)
+    except _TooMany as many:
+        mid = (start + (end - start) / 2).replace(second=0, microsecond=0)
+        if mid <= start.replace(second=0, microsecond=0):  # one minute: no half to search
+            raise SourceError(f"{many}; backfill through OAI-PMH (sources.oai.enabled: true)") from None
+        log.info("%s; searching %s to %s and the rest apart", many, start.isoformat(), mid.isoformat())
+        halves = [search_window(fetcher, api_url, categories, terms, *span, page_size)
+                  for span in ((start, mid), (mid + timedelta(minutes=1), end))]
+        papers, seen = _dedupe(p for found, _ in halves for p in found), sum(s.seen for _, s in halves)
+    return papers, SearchStats(requests=fetcher.requests - before, seen=seen)
+
+
+def _search(fetcher: Fetcher, api_url: str, query: str, page_size: int) -> tuple[list[Paper], int]:
+    """A search read whole, again from its first page when its results shift while paged."""
+    search = arxiv.Search(query=query, max_results=None, sort_by=arxiv.SortCriterion.SubmittedDate,
+                          sort_order=arxiv.SortOrder.Ascending)
+    size = max(1, min(page_size, MAX_PAGE_SIZE))
     for _ in range(SEARCH_TRIES - 1):
         try:
-            papers, seen = _read_whole(fetcher, api_url, search, size)
-            return papers, SearchStats(requests=fetcher.requests - before, seen=seen)
+            return _read_whole(fetcher, api_url, search, size)
         except _Shifted as shifted:
             log.info("%s; reading the search again from its first page", shifted)
-    papers, seen = _read_whole(fetcher, api_url, search, size)  # shifting again: a SourceError
-    return papers, SearchStats(requests=fetcher.requests - before, seen=seen)
+    return _read_whole(fetcher, api_url, search, size)  # shifting again: a SourceError
 
 
 def _read_whole(fetcher: Fetcher, api_url: str, search: arxiv.Search, page_size: int
@@ -196,12 +208,16 @@ class _Shifted(SourceError):
     pages read no longer fit together, so the search is read again from the start."""
 
 
+class _TooMany(SourceError):
+    """A search read whole would page past MAX_RESULTS, which the API answers with HTTP 400."""
+
+
 class _FetcherSession:
     """Stands in for `arxiv.Client._session`: answers `get` through the Fetcher, and checks
-    that the pages of one search belong together."""
+    that the pages of one search belong together. `whole`: the search is read to its end."""
 
-    def __init__(self, fetcher: Fetcher):
-        self._fetcher = fetcher
+    def __init__(self, fetcher: Fetcher, whole: bool = False):
+        self._fetcher, self.whole = fetcher, whole
         self.total: int | None = None  # the first page's totalResults
         self.ids: set[str] = set()  # the distinct entry ids of every page read
         self.url = ""  # the last page asked for
@@ -223,7 +239,11 @@ class _FetcherSession:
         if not scan.total.isdigit():  # a throttled or broken answer, not an empty window
             return "an Atom page without opensearch:totalResults"
         total = int(scan.total)
-        start = int(parse_qs(urlsplit(page.url).query).get("start", ["0"])[0])
+        asked = parse_qs(urlsplit(page.url).query)
+        start = int(asked.get("start", ["0"])[0])
+        size = int(asked.get("max_results", ["1"])[0]) or 1
+        if self.whole and self.total is None and -(-total // size) * size > MAX_RESULTS:
+            raise _TooMany(f"{shown(page.url)}: {total} results, over the {MAX_RESULTS} the arXiv API serves")
         if not scan.ids and start < total:
             return f"empty page at start={start} although totalResults={total}"
         if self.total is not None and total != self.total:
@@ -268,7 +288,7 @@ def _results(
     The package skips an entry without <published> or <updated> with a log line only (and
     pages on, so the count still fits): an id read but never given is a SourceError.
     """
-    session, given = _FetcherSession(fetcher), set[str]()
+    session, given = _FetcherSession(fetcher, whole=search.max_results is None), set[str]()
     try:
         for result in _Client(session, api_url, page_size).results(search):
             given.add(result.entry_id.strip())

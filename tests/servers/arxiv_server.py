@@ -179,6 +179,7 @@ class ArxivServer:
         self.html_url = f"{self.url}/html"
         self.html: dict[str, str] = {}  # "2611.00001v1" -> an arXiv-like HTML page
         self.oai_page_size = 100
+        self.max_results = 30_000  # arXiv's cap on start + max_results: past it, HTTP 400 (ARXIV.md)
         self.datestamps: dict[str, date] = {}  # OAI datestamp by id (default: oai_server's)
         self._frozen: dict[str, bytes] = {}  # feeds the CDN keeps serving unchanged
         self._thread = threading.Thread(  # a short poll keeps shutdown (teardown) quick
@@ -239,6 +240,8 @@ class ArxivServer:
     def _atom(self, query: dict[str, str], empty: bool) -> bytes:
         found = self._select(query)
         start, size = int(query.get("start", 0)), int(query.get("max_results", 10))
+        if start + size > self.max_results:  # answered 400 by the handler
+            raise ValueError(f"start + max_results is over {self.max_results}")
         page = [] if empty else found[start : start + size]
         entries = "".join(self._entry(p) for p in page)
         return atom_feed(query.get("search_query", ""), start, size, len(found), entries)
