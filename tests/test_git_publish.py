@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import GitOutput
-from pipeline.deliver.git import _gist, publish, state_key
+from pipeline.deliver.git import _gist, publish, reachable, state_key
+from pipeline.errors import DeliveryError
 from pipeline.store import Store
 
 
@@ -339,6 +340,28 @@ def test_a_fatal_message_over_several_lines_is_kept_whole_on_one() -> None:
     assert _gist(said) == ("fatal: It seems that there is already a rebase-merge directory, and "
                            "I wonder if you are in the middle of another rebase.  If that is the "
                            "case, please try git rebase (--continue | --abort | --skip)")
+
+
+def test_every_url_a_push_uses_is_checked_whole(tmp_path: Path, outputs, store: Store) -> None:
+    """A remote in a folder whose name has a space: doctor asked '/srv/my' and 'remote.git',
+    failing a remote every push reached. A second push URL (a mirror) holding a token was
+    not looked at: pushed to, and never refused."""
+    remote = tmp_path / "my remote.git"
+    git("init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    checkout = tmp_path / "spaced"
+    git("clone", "--quiet", str(remote), str(checkout))
+    assert reachable(config(checkout)) == f"{checkout} pushes to origin, which answers"
+    assert publish(config(checkout), outputs, store).pushed
+    git("remote", "set-url", "--add", "--push", "origin", str(remote), cwd=checkout)
+    git("remote", "set-url", "--add", "--push", "origin", "http://x:ghp_TOKEN@127.0.0.1:9/r.git", cwd=checkout)
+    refused = (f"git {checkout}: the push URL of remote origin (http://***@127.0.0.1:9/r.git) holds a "
+               "password; take it out (git remote set-url --push origin URL OLD-URL) and use git's credential "
+               "helper")
+    with pytest.raises(DeliveryError) as doctor:
+        reachable(config(checkout))
+    assert doctor.value.message == refused
+    outputs["READING_LIST.md"].write_text("# 强化学习阅读清单\n\n- GRPO\n- DAPO\n", encoding="utf-8")
+    assert publish(config(checkout), outputs, store).error == refused
 
 
 def test_credentials_in_a_url_git_prints_are_masked() -> None:

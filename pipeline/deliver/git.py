@@ -211,19 +211,23 @@ def _clean_remote(repo: Path, branch: str) -> str:
     URL in some errors, and they reach stderr, the database and `status`."""
     remote = _remote(repo, branch)
     for push in ((), ("--push",)):  # a push URL of its own (pushurl, pushInsteadOf) too
-        for url in _urls(repo, remote, *push):
+        urls = _urls(repo, remote, *push)
+        for url in urls:
             if what := url_credentials(url):
                 name = _masked(remote)
+                new = "URL" if len(urls) == 1 else "URL OLD-URL"  # one of several: git asks which
                 raise _GitError(f"git {repo}: the {'push ' * bool(push)}URL of remote {name} "
                                 f"({_masked(url)}) holds {what}; take it out (git remote set-url "
-                                f"{' '.join([*push, name])} URL) and use git's credential helper")
+                                f"{' '.join([*push, name])} {new}) and use git's credential helper")
     return remote
 
 
 def _urls(repo: Path, remote: str, *push: str) -> list[str]:
-    """The remote's URLs (its push URLs, rewritten as a push rewrites them, with "--push");
-    a remote with no URL configured is a URL itself."""
-    return _git(repo, "remote", "get-url", *push, remote, check=False).stdout.split() or [remote]
+    """The remote's URLs, every one (its push URLs, rewritten as a push rewrites them, with
+    "--push"), one a line: a path may hold a space. A remote with no URL configured is a URL
+    itself."""
+    said = _git(repo, "remote", "get-url", "--all", *push, remote, check=False).stdout
+    return said.splitlines() or [remote]
 
 
 def _ahead(repo: Path, branch: str) -> bool:
