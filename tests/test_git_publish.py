@@ -279,25 +279,27 @@ def colleague_commits(tmp_path: Path, remote: Path, name: str, text: str) -> Non
 def test_a_remote_that_moved_on_gets_our_commit_on_top_and_a_conflict_is_named(
         tmp_path: Path, checkout: Path, remote: Path, outputs, store: Store) -> None:
     """A push refused because someone else pushed first used to fail every later week
-    until a person pulled by hand."""
-    assert publish(config(checkout), outputs, store).ok
+    until a person pulled by hand. A folder named in Chinese came back from git quoted in
+    octal, so its conflict was no published file's: 'could not apply 1a2b3c4...'."""
+    path = "阅读清单"
+    assert publish(config(checkout, path=path), outputs, store).ok
     colleague_commits(tmp_path, remote, "README.md", "Our reading group\n")
     outputs["READING_LIST.md"].write_text("# 强化学习阅读清单\n\n- GRPO\n- DAPO\n", encoding="utf-8")
-    week = publish(config(checkout), outputs, store)
+    week = publish(config(checkout, path=path), outputs, store)
     assert week.ok and week.pushed, week.error
     assert week.commit == git("--git-dir", str(remote), "rev-parse", "main")  # the commit pushed, rebased
     assert [line.split("|")[2] for line in remote_log(remote)] == [
         "Update RL reading list", "edit README.md", "Update RL reading list"]
-    assert git("--git-dir", str(remote), "show", "main:rl/READING_LIST.md").endswith("- DAPO")
+    assert git("--git-dir", str(remote), "show", f"main:{path}/READING_LIST.md").endswith("- DAPO")
 
-    colleague_commits(tmp_path, remote, "rl/READING_LIST.md", "edited on the web\n")
+    colleague_commits(tmp_path, remote, f"{path}/READING_LIST.md", "edited on the web\n")
     outputs["READING_LIST.md"].write_text("# 强化学习阅读清单\n\n- GRPO\n- DAPO\n- GSPO\n", encoding="utf-8")
-    clash = publish(config(checkout), outputs, store)
+    clash = publish(config(checkout, path=path), outputs, store)
     assert not clash.ok and ("the remote has commits that change the published files too "
-                             "(rl/READING_LIST.md)") in clash.error
+                             f"({path}/READING_LIST.md)") in clash.error
     assert "git pull --rebase" in clash.error
     assert git("status", "--porcelain", cwd=checkout) == ""  # the rebase was taken back: nothing half-done
-    assert (checkout / "rl" / "READING_LIST.md").read_text(encoding="utf-8").endswith("- GSPO\n")
+    assert (checkout / path / "READING_LIST.md").read_text(encoding="utf-8").endswith("- GSPO\n")
     assert store.get_state(state_key(checkout))["error"] == clash.error  # waits, remembered
 
 

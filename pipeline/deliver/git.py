@@ -37,6 +37,9 @@ from pipeline.errors import DeliveryError, DigestError
 from pipeline.models import State
 
 IDENTITY = ("rl-digest", "rl-digest@localhost")
+# File names as they are ("阅读清单/READING_LIST.md"), not quoted in octal: in the conflicts
+# matched against outputs.git.path and in git's words a failure shows
+GIT = ("git", "-c", "core.quotePath=false")
 TIMEOUT_SECONDS = 120
 
 
@@ -300,7 +303,7 @@ def _git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool 
          what: str | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
     try:
-        result = subprocess.run(["git", "-C", str(repo), *args], check=False, capture_output=True,
+        result = subprocess.run([*GIT, "-C", str(repo), *args], check=False, capture_output=True,
                                 text=True, env=full_env, stdin=subprocess.DEVNULL,
                                 timeout=TIMEOUT_SECONDS)
     except FileNotFoundError:
@@ -320,7 +323,7 @@ def _why(result: subprocess.CompletedProcess) -> str:
             name = signal.Signals(-result.returncode).name
         except ValueError:
             name = f"signal {-result.returncode}"
-        return f"git {result.args[3]} was ended by {name}"
+        return f"git {result.args[len(GIT) + 2]} was ended by {name}"
     return _gist(result.stderr or result.stdout)
 
 
