@@ -984,6 +984,8 @@ def connect(url: str, busy_timeout: float = 30, keys: tuple[str, str] = STORAGE,
             f"pip install 'rl-digest[postgres]'{other}") from None
     if kind == "sqlite":
         sa.event.listen(engine, "connect", _sqlite_pragmas(busy_timeout))
+    else:  # before SQLAlchemy's own first queries, which fail on SQL_ASCII's bytes
+        sa.event.listen(engine, "first_connect", _utf8_only(where(engine)), insert=True)
     sa.event.listen(engine, "handle_error", _one_line_errors(where(engine), busy_timeout,
                                                              engine.url.password is not None, keys))
     return engine
@@ -1174,6 +1176,21 @@ def _sliced(query: sa.Select, column: Any, values: Iterable[str] | None) -> list
     """`query` for every row (values None), or for the rows whose `column` is one of
     `values`, a slice at a time (_chunks)."""
     return [query] if values is None else [query.where(column.in_(chunk)) for chunk in _chunks(list(values))]
+
+
+def _utf8_only(place: str) -> Any:
+    """A PostgreSQL database in another encoding cannot keep the digests' Chinese: `createdb`
+    on a cluster made under LANG=C gives SQL_ASCII (where psycopg reads text as bytes and
+    the first query failed with a TypeError), under a Latin-1 locale LATIN1 (where a run
+    failed at its first Chinese word). Refused in one line when the engine first connects."""
+    def first_connect(dbapi_conn: Any, _record: Any) -> None:
+        info = getattr(dbapi_conn, "info", None)  # psycopg's and psycopg2's; another driver's: unchecked
+        found = info.parameter_status("server_encoding") if info is not None else "UTF8"
+        if found != "UTF8":
+            raise ConfigError(f"{place}: the database's encoding is {found}, not UTF8, and rl-digest "
+                              "keeps Chinese text",
+                              "create it with createdb --encoding UTF8 --template template0")
+    return first_connect
 
 
 def _sqlite_pragmas(busy_timeout: float) -> Any:

@@ -202,6 +202,33 @@ def test_the_target_password_comes_from_password_env_and_a_refusal_names_it(tmp_
     assert password not in done.stdout + done.stderr
 
 
+def test_a_postgresql_database_not_in_utf8_is_refused_as_target_and_as_storage(tmp_path, cli, postgres):
+    """`createdb` on a cluster made under LANG=C gives SQL_ASCII (LATIN1 under a Latin-1
+    locale): the copy of a store holding Chinese text ended in 'unexpected error: TypeError:
+    cannot use a string pattern on a bytes-like object', and a run on it failed so at its
+    first Chinese word."""
+    if isinstance(postgres, str):
+        pytest.skip(f"PostgreSQL: {postgres}")
+    url = postgres.create_database()
+    name = sa.engine.make_url(url).database
+    try:
+        with postgres.admin.connect() as conn:
+            conn.exec_driver_sql(f'DROP DATABASE "{name}"')
+            conn.exec_driver_sql(f"CREATE DATABASE \"{name}\" ENCODING 'SQL_ASCII' LC_COLLATE 'C' "
+                                 "LC_CTYPE 'C' TEMPLATE template0")
+        config = config_with(tmp_path)
+        copied = cli("--config", str(config), "store", "copy", url, check=2)
+        stored = cli("--config", str(config_with(tmp_path, storage={"url": url})), "status", check=2)
+        tables = backends.rows(f"{url}?client_encoding=utf8",  # SQLAlchemy's first query reads text
+                               "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    finally:
+        postgres.drop_database(url)
+    refused = (f"rl-digest: {url}: the database's encoding is SQL_ASCII, not UTF8, and rl-digest keeps "
+               "Chinese text (create it with createdb --encoding UTF8 --template template0)")
+    assert stderr_lines(copied) == [refused] and stderr_lines(stored) == [refused]
+    assert tables == []
+
+
 def test_unknown_scheme_and_missing_driver_are_one_line_as_for_storage_url(tmp_path, cli):
     config = config_with(tmp_path)
     scheme = cli("--config", str(config), "store", "copy", "mysql://rl@db/rl", check=2)
