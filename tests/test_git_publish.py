@@ -197,12 +197,15 @@ def test_fresh_server_really_has_no_identity(checkout: Path) -> None:
 
 def test_files_an_older_layout_had_are_removed_from_the_folders_pruned(checkout: Path, remote: Path,
                                                                       outputs, store: Store) -> None:
+    """A file someone put there and never committed is no file of ours: it was deleted, for
+    good, and the run failed on it ('add failed: fatal: pathspec ... did not match')."""
     out = outputs["READING_LIST.md"].parent
     for name in ("agentic.md", "agentic-2025.md", "agentic-2026.md"):
         (out / "reading-list").mkdir(exist_ok=True)
         (out / "reading-list" / name).write_text(f"# {name}\n", encoding="utf-8")
     whole = {**outputs, "reading-list/agentic.md": out / "reading-list" / "agentic.md"}
     publish(config(checkout), whole, store, prune=("reading-list",))
+    (checkout / "rl" / "reading-list" / "notes.md").write_text("my notes\n", encoding="utf-8")
     split = {**outputs, **{f"reading-list/agentic-{y}.md": out / "reading-list" / f"agentic-{y}.md"
                            for y in (2025, 2026)}}
     report = publish(config(checkout), split, store, prune=("reading-list",))
@@ -212,6 +215,7 @@ def test_files_an_older_layout_had_are_removed_from_the_folders_pruned(checkout:
     tree = git("--git-dir", str(remote), "ls-tree", "-r", "--name-only", "main").splitlines()
     assert sorted(t for t in tree if "reading-list" in t) == [
         "rl/reading-list/agentic-2025.md", "rl/reading-list/agentic-2026.md"]
+    assert (checkout / "rl" / "reading-list" / "notes.md").read_text(encoding="utf-8") == "my notes\n"
 
 
 def test_a_file_of_an_older_layout_that_cannot_be_removed_is_one_line_naming_it(

@@ -170,19 +170,21 @@ def _copy_in(repo: Path, subdir: str, files: dict[str, Path], report: GitReport)
 
 def _prune(repo: Path, subdir: str, files: dict[str, Path], folders: tuple[str, ...],
            report: GitReport) -> list[str]:
-    """Remove files of the `folders` that are not published any more; their paths, to stage."""
+    """Remove files of the `folders` that are not published any more; their paths, to stage.
+    Only files git tracks: one someone put there and never committed is no file of ours."""
     root = repo.resolve()
     gone = []
     for folder in folders:
         clear_killed_writes(root / subdir / folder)  # not a published file: not one to stage
+        where = (root / subdir / folder).relative_to(root).as_posix()
+        tracked = set(_git(repo, "ls-files", "-z", "--", where).stdout.split("\0"))
         for target in sorted((root / subdir / folder).glob("*")):
-            name = target.relative_to(root / subdir).as_posix()
-            if target.is_file() and name not in files:
+            name, relative = target.relative_to(root / subdir).as_posix(), target.relative_to(root).as_posix()
+            if target.is_file() and name not in files and relative in tracked:
                 try:
                     target.unlink()
                 except OSError as exc:  # a read-only checkout where nothing else changed
                     raise _GitError(f"git {repo}: cannot remove {target}: {exc.strerror or exc}") from None
-                relative = target.relative_to(root).as_posix()
                 report.changed.append(relative)
                 gone.append(relative)
     return gone
