@@ -169,6 +169,15 @@ def test_not_a_checkout_is_one_line_naming_it(tmp_path: Path, outputs, store: St
     assert "no such folder" in missing.error
 
 
+def test_no_git_on_path_names_the_path(checkout: Path, outputs, store: Store, monkeypatch) -> None:
+    """cron's PATH (/usr/bin:/bin) lacks /usr/local/bin or /opt/homebrew/bin, where git may be:
+    'the git command is not installed' sent the operator looking for an install they had."""
+    monkeypatch.setenv("PATH", "/usr/local/nothing:/nowhere")
+    report = publish(config(checkout), outputs, store)
+    assert report.error == (f"git {checkout}: no git command on PATH (/usr/local/nothing:/nowhere); "
+                            "install git, or add its folder to PATH (in a crontab, a PATH= line)")
+
+
 def test_wrong_branch_is_refused(checkout: Path, outputs, store: Store) -> None:
     assert publish(config(checkout), outputs, store).ok
     git("checkout", "--quiet", "-b", "other", cwd=checkout)

@@ -309,7 +309,8 @@ def _git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool 
                                 text=True, env=full_env, stdin=subprocess.DEVNULL,
                                 timeout=TIMEOUT_SECONDS)
     except FileNotFoundError:
-        raise _GitError(f"git {repo}: the git command is not installed") from None
+        raise _GitError(f"git {repo}: no git command on PATH ({os.environ.get('PATH', '')}); install git, "
+                        "or add its folder to PATH (in a crontab, a PATH= line)") from None
     except subprocess.TimeoutExpired:
         raise _GitError(f"git {repo}: git {args[0]} timed out after {TIMEOUT_SECONDS} s") from None
     if check and result.returncode != 0:
