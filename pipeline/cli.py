@@ -817,5 +817,5 @@ def store_copy_cmd(state: State, target: str, password_env: str | None) -> None:
             engine.dispose()  # SQLite folds its WAL in: the file alone is the whole copy
     text = render_mod.text_env(config.templates.dir).get_template("store/copied.txt.j2").render(
         target=place, tables=copied, source=where(source.engine), config=config.path or "the config",
-        url=str(engine.url) if engine.dialect.name == "sqlite" else target, password_env=password_env)
+        url=store_copy.pasted(engine, target), password_env=password_env)
     echo(text, nl=False)

@@ -8,10 +8,12 @@ A target that holds rl-digest data is refused; nothing is ever merged or overwri
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import sqlalchemy as sa
+import yaml
 from sqlalchemy.engine import Connection, Engine
 
 from pipeline import stopping, store
@@ -51,6 +53,19 @@ def open_target(url: str, busy_timeout: float) -> Engine:
     by its absolute path, which is what storage.url then names."""
     path = sqlite_file(url)
     return store.connect(f"sqlite:///{Path(path).absolute()}" if path else url, busy_timeout, KEYS)
+
+
+def pasted(target: Engine, url: str) -> str:
+    """The storage.url value that names the copy, as a YAML scalar for the config: a SQLite
+    file by its path as written (storage.url reads no %-escapes: SQLAlchemy's 'week %231'
+    named another file), quoted where a '#' or ': ' would cut it short."""
+    value = f"sqlite:///{store.where(target)}" if target.dialect.name == "sqlite" else url
+    try:
+        if yaml.safe_load(f"url: {value}") == {"url": value}:
+            return value
+    except yaml.YAMLError:
+        pass
+    return json.dumps(value, ensure_ascii=False)  # a double-quoted YAML string
 
 
 def copy(source: store.Store, target: Engine) -> list[tuple[str, int]]:

@@ -48,7 +48,9 @@ def seen(cli, config: Path) -> dict[str, str]:
 
 def test_a_sqlite_store_copied_to_another_file_reads_the_same_there(tmp_path, cli):
     """The quick round: digests, a mark and an unsubscribe come across; the copy's status,
-    export, readers and rendered digests read as the original's."""
+    export, readers and rendered digests read as the original's, on the storage.url the copy
+    printed. It printed a file named '#1: copy' as 'week %231%3A copy', a store of its own:
+    pasted, the next run started from nothing."""
     with ArxivServer([rl_paper(n, WEEK1) for n in (1, 2)]) as arxiv, SmtpServer() as smtp:
         config = config_with(tmp_path, arxiv, smtp.port)
         cli("--config", str(config), "run", "--as-of", "2026-11-02")
@@ -57,11 +59,13 @@ def test_a_sqlite_store_copied_to_another_file_reads_the_same_there(tmp_path, cl
     cli("--config", str(config), "mark", rl_paper(1, WEEK1).id, "--irrelevant")
     cli("--config", str(config), "readers", "--unsubscribe", ALAN)
     before = seen(cli, config)
-    backup = tmp_path / "state" / "copy.sqlite3"
+    backup = tmp_path / "state" / "week #1: copy.sqlite3"
     copied = cli("--config", str(config), "store", "copy", f"sqlite:///{backup}")
     assert copied.stdout.startswith(f"{backup}: copied "), copied.stdout
     assert "readers 2" in copied.stdout and "verdicts 1" in copied.stdout and "digests 2" in copied.stdout
-    assert seen(cli, pointed_at(config, "file.yaml", f"sqlite:///{backup}")) == before
+    printed = yaml.safe_load(copied.stdout[copied.stdout.index("  storage:"):])["storage"]["url"]
+    assert printed == f"sqlite:///{backup}"
+    assert seen(cli, pointed_at(config, "file.yaml", printed)) == before
 
 
 @pytest.mark.slow
