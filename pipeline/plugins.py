@@ -36,3 +36,5 @@ def load(kind: str, where: str, registry: Mapping[str, str], group: str, what: s
         return getattr(importlib.import_module(module), name)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"{where}: cannot load {what} {target!r}: {exc}") from None
+    except Exception as exc:  # the module's own code failed as it ran (a syntax error): the plug-in's
+        raise ConfigError(f"{where}: cannot load {what} {target!r}: {type(exc).__name__}: {exc}") from None

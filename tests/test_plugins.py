@@ -61,16 +61,23 @@ def test_an_unknown_source_type_is_a_config_error_naming_the_key(tmp_path, cli):
 
 def test_a_plugin_whose_module_is_missing_is_a_config_error_naming_the_key(tmp_path, cli):
     """An installed plug-in package whose module is gone (uninstalled in part, or a typo in its
-    entry point): one line naming the key, exit 2, and config check says it before a run."""
+    entry point): one line naming the key, exit 2, and config check says it before a run. A
+    module that fails as it is imported (a syntax error in one's own plug-in) was exit 1,
+    'unexpected error: SyntaxError: ...', naming no key."""
     with ArxivServer([]) as arxiv:
         config = config_with(tmp_path, arxiv, sources={"plugins": [{"type": "toy_jsonl", "name": "toy",
                                                                     "path": str(tmp_path / "a.jsonl")}]})
         env = plugin_env(tmp_path, "[rl_digest.sources]\ntoy_jsonl = gone_module:JsonlSource\n")
         checked = cli("--config", str(config), "config", "check", env=env, check=2)
         result = cli("--config", str(config), "collect", "--as-of", AS_OF, env=env, check=2)
+        (tmp_path / "plugins" / "broken_source.py").write_text("def source(:\n", encoding="utf-8")
+        config = config_with(tmp_path, arxiv, sources={"plugins": [{"type": "broken_source:source"}]})
+        broken = cli("--config", str(config), "config", "check", env=env, check=2)
     for said in (checked.stderr + checked.stdout, result.stderr):
         assert "sources.plugins[0].type: cannot load source 'gone_module:JsonlSource'" in said
     assert "Traceback" not in result.stderr and "unexpected error" not in result.stderr
+    assert "sources.plugins[0].type: cannot load source 'broken_source:source': SyntaxError: " \
+        "invalid syntax (broken_source.py, line 1)" in broken.stderr + broken.stdout
 
 
 def test_a_plugin_sources_text_is_cleaned_and_bounded_as_a_feeds_is(tmp_path, cli):
