@@ -178,6 +178,24 @@ def test_no_git_on_path_names_the_path(checkout: Path, outputs, store: Store, mo
                             "install git, or add its folder to PATH (in a crontab, a PATH= line)")
 
 
+def test_a_git_hooks_repository_is_not_the_one_published_to(tmp_path: Path, checkout: Path, remote: Path,
+                                                            outputs, store: Store, monkeypatch) -> None:
+    """Run from a git hook (a post-receive that republishes), GIT_DIR and GIT_INDEX_FILE name
+    the hook's repository: the reading list was committed there, and the push failed."""
+    other = tmp_path / "hooked"
+    git("init", "--quiet", "--initial-branch=main", str(other))
+    git("-c", "user.name=a", "-c", "user.email=a@example.org", "commit", "--quiet", "--allow-empty",
+        "-m", "theirs", cwd=other)
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(other / ".git" / "index"))
+    report = publish(config(checkout), outputs, store)
+    monkeypatch.delenv("GIT_DIR")
+    monkeypatch.delenv("GIT_INDEX_FILE")
+    assert report.ok and report.pushed, report.error
+    assert git("log", "--format=%s", cwd=other) == "theirs"
+    assert len(remote_log(remote)) == 1
+
+
 def test_wrong_branch_is_refused(checkout: Path, outputs, store: Store) -> None:
     assert publish(config(checkout), outputs, store).ok
     git("checkout", "--quiet", "-b", "other", cwd=checkout)

@@ -40,6 +40,12 @@ IDENTITY = ("rl-digest", "rl-digest@localhost")
 # File names as they are ("阅读清单/READING_LIST.md"), not quoted in octal: in the conflicts
 # matched against outputs.git.path and in git's words a failure shows
 GIT = ("git", "-c", "core.quotePath=false")
+# What names a repository other than outputs.git.repo (`git rev-parse --local-env-vars`, less
+# the config ones): a git hook that runs rl-digest sets GIT_DIR and GIT_INDEX_FILE to its own
+ELSEWHERE = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
+             "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE",
+             "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX", "GIT_INTERNAL_SUPER_PREFIX",
+             "GIT_SHALLOW_FILE")
 TIMEOUT_SECONDS = 120
 
 
@@ -303,7 +309,8 @@ def _identity(repo: Path) -> dict[str, str]:
 
 def _git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool = True,
          what: str | None = None) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C", **(env or {})}
+    full_env = {**{k: v for k, v in os.environ.items() if k not in ELSEWHERE}, "GIT_TERMINAL_PROMPT": "0",
+                "LC_ALL": "C", **(env or {})}
     try:
         result = subprocess.run([*GIT, "-C", str(repo), *args], check=False, capture_output=True,
                                 text=True, env=full_env, stdin=subprocess.DEVNULL,
