@@ -13,7 +13,8 @@ platform's documentation asks:
   `&timestamp=` (ms) `&sign=` base64(HMAC-SHA256 keyed with the secret, over
   "timestamp\\nsecret") on the URL; answers `{"errcode": 0}`.
   A Feishu or DingTalk body stays under 20 KB (FEISHU_BYTES, DINGTALK_BYTES): fewer papers a
-  topic, then the Markdown split between lines over several posts.
+  topic, then the Markdown split between lines over several posts (those the digest takes
+  without its topics' papers, which then fill their room).
 * telegram: Bot API `sendMessage`, `parse_mode: HTML`, the text split at 4096
   characters between lines, so never inside a tag or an entity; answers `{"ok": true}`.
 * webhook: the digest's structured content as JSON; any 2xx.
@@ -101,7 +102,7 @@ class Platform:
     bodies: Callable[[str, str, dict], list[dict]]  # (title, text, content) -> request bodies
     answer: Callable[[requests.Response], str | None]  # None: accepted; else the refusal
     busy: Callable[[requests.Response], bool] = lambda response: False  # a rate limit in a 200
-    one_post: bool = False  # a raised `top` gives way (fewer papers a topic) before a second post
+    one_post: bool = False  # a raised `top` gives way (fewer papers a topic) before another post
     takes: tuple[str, ...] = ()  # its optional keys of PLATFORM_KEYS
 
 
@@ -245,15 +246,22 @@ class ChatChannel:
     def build(self, digest: Digest, reader: str, message_id: str | None = None) -> Message:
         """The digest's messages; from message `k` on when `message_id` ends in `#k` (the
         first k were posted before a hand-over was cut off: they are not posted twice)."""
-        for top in range(self.options.top, -1, -1):  # fewer papers a topic until one post holds them
-            title, text, content = compact(self.settings, digest, self.platform.template,
-                                           self.platform.html, top)
-            bodies = self.platform.bodies(title, text, content)
-            if not self.platform.one_post or len(bodies) == 1:
-                break
+        top = self.options.top
+        bodies = self._bodies(digest, top)
+        if self.platform.one_post and len(bodies) > 1:
+            # fewer papers a topic until the posts are as few as they can be: one, or as many as
+            # the digest takes without its topics' papers (which then fill those posts' room)
+            fewest = len(self._bodies(digest, 0))
+            while len(bodies) > fewest:
+                top -= 1
+                bodies = self._bodies(digest, top)
         # a new id for each new hand-over (a resend by hand is a new post), kept while it is retried
         base, _, start = (message_id or f"{digest.id}.{self.name}.{secrets.token_hex(4)}").partition(PART)
         return Message(reader, base + (PART + start if start else ""), bodies[int(start or 0):])
+
+    def _bodies(self, digest: Digest, top: int) -> list[dict]:
+        return self.platform.bodies(*compact(self.settings, digest, self.platform.template,
+                                             self.platform.html, top))
 
     def send(self, message: Message) -> str:
         base, _, start = message.id.partition(PART)
