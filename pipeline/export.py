@@ -24,6 +24,7 @@ FORMATS = {"bibtex": "bib", "ris": "ris", "csljson": "json", "jsonl": "jsonl"}  
 ARXIV_DOI = "10.48550/arXiv.{}"  # the DOI arXiv registers for every paper
 SUFFIXES = {"jr", "jr.", "sr", "sr.", "ii", "iii", "iv"}  # the last word of a name, not its family
 PARTICLES = {"de", "da", "del", "della", "di", "du", "van", "von", "le", "la", "dos", "das"}
+GROUPS = {"team", "collaboration", "consortium"}  # the last word of a group's name: 'Qwen Team'
 
 
 def select(found: Iterable[Entry], topic: str | None = None, since: date | None = None) -> Iterator[Entry]:
@@ -139,8 +140,9 @@ def name_parts(name: str) -> tuple[str, str]:
     ('Smith and Sons') is one name. A name in brackets after it stays with the family name:
     'Wei Zhang (张伟)' -> ('Zhang (张伟)', 'Wei'), filed under Zhang; so do signs after it
     (an emoji: 'Jane Doe 🚀' -> ('Doe 🚀', 'Jane'), filed under Doe, not under 🚀), and so do
-    numbers ('Anonymous Author 2' -> ('Author 2', 'Anonymous'))."""
-    if " and " in name:
+    numbers ('Anonymous Author 2' -> ('Author 2', 'Anonymous')). A group ('Kimi Team',
+    'ATLAS Collaboration') is one name, as 'Smith and Sons' is, not 'Team, Kimi'."""
+    if " and " in name or (name.split() or [""])[-1].lower() in GROUPS:
         return name, ""
     *before, sign = name.split() or [""]
     if before and not any(char.isalpha() for char in sign):  # a number too: 'Author 112'
@@ -265,12 +267,18 @@ def _unknown(char: str) -> str:
     return "" if unicodedata.category(char) in ("So", "Sk", "Cf", "Mn", "Co") else char
 
 
+def _bibtex_name(name: str) -> str:
+    """'Doe, Jane Q.'; a name with no given name and a space or comma in it ('Qwen Team',
+    'Smith and Sons', 'Author 112') in braces, or BibTeX splits it into given and family."""
+    family, given = name_parts(name)
+    return cited(name, _tex) if given or not re.search(r"[\s,]", family) else "{" + _tex(family) + "}"
+
+
 def bibtex(entry: Entry) -> str:
     ident = arxiv_id(entry)
     authors, more = named(entry)
     fields = [("title", "{" + bibtex_text(entry.title) + "}"),  # double braces keep its case
-              ("author", " and ".join([*("{" + bibtex_text(a) + "}" if " and " in a or a.count(",") > 2
-                                         else cited(a, _tex) for a in authors), *[OTHERS] * more]))]
+              ("author", " and ".join([*map(_bibtex_name, authors), *[OTHERS] * more]))]
     if entry.date:
         fields += [("year", entry.date[:4]), ("date", entry.date)]
     if ident:

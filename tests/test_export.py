@@ -139,6 +139,23 @@ def test_a_name_ending_in_a_number_is_filed_under_the_word_before_it():
     assert ris == ["AU  - Author 2, Anonymous", "AU  - Author 112"]
 
 
+def test_a_group_is_cited_as_one_name_in_every_format():
+    """'Kimi Team' was cited as 'Team, Kimi' (filed under T, 'Team, K.' in APA), and BibTeX
+    read 'Author 112' as given name Author, family name 112: a name with no given name is
+    one name, in braces in BibTeX."""
+    bibtexparser = pytest.importorskip("bibtexparser")
+    from bibtexparser.customization import splitname
+    entry = replace(ENTRY, authors=("Kimi Team", "The ATLAS Collaboration", "Author 112", "Jane Doe"))
+    names = re.split(r" and (?![^{}]*\})", bibtexparser.loads(written("bibtex", [entry])).entries[0]["author"])
+    assert names == ["{Kimi Team}", "{The ATLAS Collaboration}", "{Author 112}", "Doe, Jane"]
+    assert [splitname(name)["last"] for name in names] == [
+        ["{Kimi Team}"], ["{The ATLAS Collaboration}"], ["{Author 112}"], ["Doe"]]  # BibTeX's family names
+    assert json.loads(written("csljson", [entry]))[0]["author"][:2] == [
+        {"family": "Kimi Team"}, {"family": "The ATLAS Collaboration"}]
+    ris = [line for line in written("ris", [entry]).splitlines() if line.startswith("AU")]
+    assert ris[:2] == ["AU  - Kimi Team", "AU  - The ATLAS Collaboration"]
+
+
 def test_ris_reads_back_with_rispy():
     rispy = pytest.importorskip("rispy")
     first, seed = rispy.loads(written("ris", [ENTRY, SEED]))
