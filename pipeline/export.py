@@ -237,7 +237,7 @@ def _tex(text: str) -> str:
 
 
 # Letters and signs beyond ASCII as BibTeX's special characters ({\L}ukasz, M{\"u}ller,
-# {\ensuremath{\alpha}}), pylatexenc's table: pdfLaTeX stops at a character its inputenc
+# {$\alpha$}), pylatexenc's table: pdfLaTeX stops at a character its inputenc
 # lacks (α, ≥, ₀, Nguyễn), and bibtex cuts UTF-8 bytes apart in alpha's labels (Ørsted ->
 # an invalid byte). A letter with no LaTeX form (Han, Nguyễn's ễ) stays as written, for a
 # document set up for its script; a pictograph (an emoji) or a mark with none is left out.
@@ -250,9 +250,14 @@ _PLAIN = {code: unicodedata.normalize("NFKC", chr(code))
           and len(unicodedata.normalize("NFKC", chr(code))) == 1} | {0x2011: "-"}
 
 
+# pylatexenc's math signs, \ensuremath{\alpha}, as $\alpha$: LaTeX prints both alike, but
+# Zotero's BibTeX import reads only the second (the first became '\ensuremath\alpha-GRPO').
+_MATH = re.compile(r"\\ensuremath\{((?:[^{}]|\{[^{}]*\})*)\}")
+
+
 @lru_cache(maxsize=4096)  # the same names and signs recur from paper to paper
 def _latex(run: str) -> str:
-    return _latex_encoder().unicode_to_latex(run.translate(_PLAIN))
+    return _MATH.sub(lambda sign: f"${sign[1]}$", _latex_encoder().unicode_to_latex(run.translate(_PLAIN)))
 
 
 @lru_cache(maxsize=1)

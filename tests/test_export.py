@@ -38,7 +38,7 @@ def latex_text():
     db.add_context_category("textcomp", prepend=True, macros=[
         MacroTextSpec("textbraceleft", simplify_repl="{"), MacroTextSpec("textbraceright", simplify_repl="}"),
         MacroTextSpec("textasciicircum", simplify_repl="^")])
-    return LatexNodes2Text(latex_context=db, math_mode="verbatim", strict_latex_spaces=True)
+    return LatexNodes2Text(latex_context=db, math_mode="text", strict_latex_spaces=True)
 
 
 def written(fmt: str, found: list[Entry]) -> str:
@@ -68,7 +68,9 @@ def test_bibtex_parses_back_to_the_same_text():
 def test_bibtex_is_ascii_pdflatex_reads_and_the_other_formats_keep_unicode():
     """pdfLaTeX stopped at α, ≥, ₀ or an emoji ('Unicode character not set up for use with
     LaTeX'), and bibtex's alpha style cut Ørsted's first UTF-8 bytes into its label (an
-    invalid byte sequence): letters and signs are BibTeX's special characters now."""
+    invalid byte sequence): letters and signs are BibTeX's special characters now. Zotero's
+    BibTeX import read pylatexenc's {\\ensuremath{\\alpha}} as '\\ensuremath\\alpha' and V₀ as
+    'V\\ensuremath_0': math is written {$\\alpha$}, V{$_0$}, which it reads."""
     title = "α-GRPO: Reward ≥ 0 → “Better” RLHF – V₀ in 𝒳 for Łukasz’s naïve café 🚀"
     entry = replace(ENTRY, title=title, authors=("Łukasz Kaiser", "Søren Ørsted", "José Álvarez", "Ilya 🤖 Bot"),
                     abstract="We show α ≥ β, ε-greedy.")
@@ -77,7 +79,7 @@ def test_bibtex_is_ascii_pdflatex_reads_and_the_other_formats_keep_unicode():
     assert {c for c in text if not c.isascii()} == set("强化学习综述")  # Han has no pdfLaTeX form: kept
     assert export._paired(text)
     assert "author = {Kaiser, {\\L}ukasz and {\\O}rsted, S{\\o}ren and {\\'A}lvarez, Jos{\\'e} and Bot, Ilya}" in text
-    assert "{\\ensuremath{\\alpha}}-GRPO" in text and "{\\textquotedblleft}Better{\\textquotedblright}" in text
+    assert "{$\\alpha$}-GRPO" in text and "V{$_0$}" in text and "{\\textquotedblleft}Better{\\textquotedblright}" in text
     assert "\\mathscr" not in text and "\\mathbb" not in text  # packages a plain document lacks
     bibtexparser = pytest.importorskip("bibtexparser")
     first, second = bibtexparser.loads(text).entries
@@ -218,7 +220,7 @@ def test_export_through_the_cli(tmp_path, cli):
     assert done.stdout.strip() == str(target)
     text = target.read_text(encoding="utf-8")
     assert "2611.00001" in text and "2611.00003" not in text
-    assert "GRPO with \\{braces\\} \\& 100\\% {\\ensuremath{\\alpha}} reward\\_shaping" in text
+    assert "GRPO with \\{braces\\} \\& 100\\% {$\\alpha$} reward\\_shaping" in text
     bad = cli("--config", str(config), "export", "--format", "ris", "--since", "last week", check=2)
     assert stderr_lines(bad) == ["rl-digest: --since: not a date: 'last week' (write it as YYYY-MM-DD)"]
     empty = cli("--config", str(config), "export", "--format", "jsonl", "--topic", "systems")

@@ -224,7 +224,7 @@ def test_fingerprints_change_with_a_month_s_papers_and_nothing_else(db_url, tmp_
 
 
 def test_an_upgraded_pylatexenc_renders_every_month_again(db_url, tmp_path, monkeypatch):
-    """pylatexenc writes the BibTeX export's letters and signs ({\\ensuremath{\\alpha}}) and
+    """pylatexenc writes the BibTeX export's letters and signs ({$\\alpha$}) and
     reads TeX in titles: after an upgrade that writes them otherwise, a weekly build replayed
     the older months' records of reading-list.bib as the old version wrote them, beside the
     new version's (its version was no part of what the months' cache compares)."""
@@ -236,10 +236,10 @@ def test_an_upgraded_pylatexenc_renders_every_month_again(db_url, tmp_path, monk
     store.close()
     build(weekly)
     bib = tmp_path / "a" / "out" / "site" / "exports" / "reading-list.bib"
-    assert "{\\ensuremath{\\alpha}}" in bib.read_text(encoding="utf-8")
+    assert "{$\\alpha$}" in bib.read_text(encoding="utf-8")
     monkeypatch.setattr(pylatexenc, "__version__", "2.99")  # a table that writes α as \textalpha
     monkeypatch.setattr(export, "_latex", lambda run: run.replace("α", "{\\textalpha}"))
     build(weekly)
     build(fresh)
-    assert "{\\ensuremath{\\alpha}}" not in bib.read_text(encoding="utf-8")
+    assert "{$\\alpha$}" not in bib.read_text(encoding="utf-8")
     assert published(tmp_path / "a" / "out") == published(tmp_path / "b" / "out")
