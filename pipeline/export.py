@@ -262,10 +262,17 @@ def _latex(run: str) -> str:
 
 @lru_cache(maxsize=1)
 def _latex_encoder() -> Any:  # imported on first use, as extract's reader is
-    from pylatexenc.latexencode import UnicodeToLatexEncoder
+    from pylatexenc.latexencode import RULE_DICT, UnicodeToLatexConversionRule, UnicodeToLatexEncoder
 
+    dashes = UnicodeToLatexConversionRule(RULE_DICT, _DASHES)
     return UnicodeToLatexEncoder(non_ascii_only=True, replacement_latex_protection="braces-all",
+                                 conversion_rules=[dashes, "defaults"],
                                  unknown_char_policy=_unknown, unknown_char_warning=False)
+
+
+# Dashes as TeX's own ligatures, -- and ---: pandoc's BibTeX reader drops pylatexenc's
+# {\textendash} ('ROLL Flash – Accelerating' was cited as 'ROLL Flash Accelerating').
+_DASHES = {ord("–"): "--", ord("—"): "---"}
 
 
 def _unknown(char: str) -> str:

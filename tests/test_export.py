@@ -70,7 +70,8 @@ def test_bibtex_is_ascii_pdflatex_reads_and_the_other_formats_keep_unicode():
     LaTeX'), and bibtex's alpha style cut Ørsted's first UTF-8 bytes into its label (an
     invalid byte sequence): letters and signs are BibTeX's special characters now. Zotero's
     BibTeX import read pylatexenc's {\\ensuremath{\\alpha}} as '\\ensuremath\\alpha' and V₀ as
-    'V\\ensuremath_0': math is written {$\\alpha$}, V{$_0$}, which it reads."""
+    'V\\ensuremath_0': math is written {$\\alpha$}, V{$_0$}, which it reads. pandoc's BibTeX
+    reader dropped pylatexenc's {\\textendash}: dashes are TeX's -- and ---, which all of them read."""
     title = "α-GRPO: Reward ≥ 0 → “Better” RLHF – V₀ in 𝒳 for Łukasz’s naïve café 🚀"
     entry = replace(ENTRY, title=title, authors=("Łukasz Kaiser", "Søren Ørsted", "José Álvarez", "Ilya 🤖 Bot"),
                     abstract="We show α ≥ β, ε-greedy.")
@@ -79,7 +80,7 @@ def test_bibtex_is_ascii_pdflatex_reads_and_the_other_formats_keep_unicode():
     assert {c for c in text if not c.isascii()} == set("强化学习综述")  # Han has no pdfLaTeX form: kept
     assert export._paired(text)
     assert "author = {Kaiser, {\\L}ukasz and {\\O}rsted, S{\\o}ren and {\\'A}lvarez, Jos{\\'e} and Bot, Ilya}" in text
-    assert "{$\\alpha$}-GRPO" in text and "V{$_0$}" in text and "{\\textquotedblleft}Better{\\textquotedblright}" in text
+    assert "{$\\alpha$}-GRPO" in text and "RLHF {--} V{$_0$}" in text and "{\\textquotedblleft}Better{\\textquotedblright}" in text
     assert "\\mathscr" not in text and "\\mathbb" not in text  # packages a plain document lacks
     bibtexparser = pytest.importorskip("bibtexparser")
     first, second = bibtexparser.loads(text).entries
