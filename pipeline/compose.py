@@ -50,7 +50,7 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
         title_zh=chinese_title(summary, title),
         summary_zh=curated_zh or readable(summary.get("summary_zh")),
         summary_en=(curated_en if curated_zh else None) or readable(summary.get("summary_en"))
-        or readable(contribution(paper.abstract)) or None,
+        or readable(contribution(paper.abstract, paper.title)) or None,
         key_points_zh=tuple(map(readable, summary.get("key_points_zh") or ())),  # type: ignore[arg-type]
         key_points_en=tuple(map(readable, summary.get("key_points_en") or ())),  # type: ignore[arg-type]
         abstract=readable(paper.abstract) or paper.abstract, curated=seed is not None, version=paper.version,

@@ -259,15 +259,33 @@ def sentences(text: str) -> list[str]:
     return found
 
 
-def contribution(abstract: str) -> str:
+# The name a title gives its method ("SuCo: Sufficiency-guided ...", "MirrorPPR: ..."): one word
+# before the colon, with a capital past its first letter, as names are and "Position:" is not.
+_TITLE_NAME = re.compile(r"^\s*([A-Za-z][\w.+-]*[A-Z][\w.+-]*)\s*:")
+
+
+def contribution(abstract: str, title: str = "") -> str:
     """The sentence that says what the paper does ("we propose", "we introduce", "we show",
     "this paper"), with the next one when it only announces it; the first sentence when none
-    does. Never rewritten."""
+    does. A proposal naming the title's method comes first: "we introduce MSC" before "Building
+    on MSC, we propose SuCo" read as the paper's claim in "SuCo: ...". Never rewritten."""
     found = sentences(abstract)
+    name = _TITLE_NAME.match(title or "")
+    if name:
+        named = re.compile(rf"(?<![\w-]){re.escape(name.group(1))}(?![\w-])")
+        for claim in _CLAIMS[:2]:
+            for i, sentence in enumerate(found):
+                if named.search(sentence) and claim.search(sentence):
+                    return _with_next(found, i)
     for claim in _CLAIMS:
         for i, sentence in enumerate(found):
             if claim.search(sentence) and not _NOT_A_CLAIM.match(sentence):
-                short = len(sentence) < SHORT_CLAIM or (len(sentence) < 3 * SHORT_CLAIM
-                                                        and _ANNOUNCES.search(sentence))
-                return f"{sentence} {found[i + 1]}" if short and i + 1 < len(found) else sentence
+                return _with_next(found, i)
     return found[0] if found else ""
+
+
+def _with_next(found: list[str], i: int) -> str:
+    """Sentence i, and the next when i only announces it or says too little."""
+    sentence = found[i]
+    short = len(sentence) < SHORT_CLAIM or (len(sentence) < 3 * SHORT_CLAIM and _ANNOUNCES.search(sentence))
+    return f"{sentence} {found[i + 1]}" if short and i + 1 < len(found) else sentence

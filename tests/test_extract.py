@@ -198,6 +198,17 @@ def test_contribution_reads_real_abstracts_shapes(abstract, picked):
     assert contribution(abstract) == picked
 
 
+def test_contribution_is_the_proposal_naming_the_titles_method():
+    # 2602.xxxxx (SuCo), shortened: "we introduce MSC" came first and was shown as the paper's claim
+    abstract = ("LRMs think too long. In this work, we introduce Minimal Sufficient CoT (MSC), the shortest "
+                "adequate prefix. Building on MSC, we propose Sufficiency-guided Continuous Adaptive Reasoning "
+                "(SuCo), a two-stage training framework. SuCo wins.")
+    title = "SuCo: Sufficiency-guided Continuous Adaptive Reasoning"
+    assert contribution(abstract, title).startswith("Building on MSC, we propose")
+    assert contribution(abstract).startswith("In this work, we introduce")  # no title given
+    assert contribution(abstract, "Position: LRMs should stop").startswith("In this work")  # no name
+
+
 def test_on_the_dev_corpus_a_quarter_have_links_and_none_is_unsafe():
     dev = shared_file("data", "arxiv_dev.jsonl")
     rows = [json.loads(line) for line in dev.read_text(encoding="utf-8").splitlines() if line.strip()]
