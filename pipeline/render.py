@@ -263,8 +263,14 @@ def summary_lines(entry: Entry, languages: Sequence[str]) -> list[tuple[str, str
 
     A missing Chinese summary gets no mark per entry (the header counts them once), and
     English-only readers never see Chinese: a seed without English shows its title alone.
+    Chinese-only readers of a paper whose Chinese is pending get its English line, the
+    abstract's own sentence without an LLM, as they get its title and its abstract: they got
+    the title alone, in every full entry of a digest made without an LLM.
     """
-    return texts(languages, entry.summary_zh, entry.summary_en)
+    found = texts(languages, entry.summary_zh, entry.summary_en)
+    if found or entry.summary_zh or not entry.summary_en or "en" in languages:
+        return found
+    return [("en", entry.summary_en)]
 
 
 def shown(digest: Digest, languages: Sequence[str]) -> Digest:

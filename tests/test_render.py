@@ -1154,3 +1154,26 @@ def test_a_count_reads_in_each_order_of_the_two_languages(digest):
         assert f"{READING} papers / {READING} 篇" in english_first and "papers 篇" not in english_first
         chinese_first = " ".join(make(fx.config(), digest, READING).split())
         assert f"{READING} 篇 papers" in chinese_first
+
+
+def test_a_chinese_only_reader_gets_the_english_line_of_a_paper_whose_chinese_is_pending(tmp_path):
+    """Without an LLM a [zh] digest showed each new paper's title and links alone, in every
+    edition and the reading list, under a header saying its Chinese is pending; it now shows
+    the abstract's contribution sentence, the paper's own words as its title is."""
+    from pipeline.reading_list import Rows
+
+    claim = "We show that verifier drift explains most reward hacking in RLVR runs."
+    zh = fx.config(languages=("zh",))
+    digest = fx.digest()
+    for text in (render.digest_markdown(zh, digest, READING), render.digest_text(zh, digest, READING),
+                 render.digest_html(zh, digest, READING)):
+        assert "".join(claim.split()) in "".join(text.split()), text[:300]
+    site.build(zh, tmp_path, [digest], "2026-11-30T08:00:00+08:00")
+    assert claim in (tmp_path / "digests" / f"{digest.id}.html").read_text("utf-8")
+    assert claim[:60] in "".join(Rows(zh).rows([fx.OFFLINE]))
+    papers = site.env(zh).get_template("site/papers_entries.html.j2")  # the site's papers pages
+    assert claim in papers.render(entries=[fx.OFFLINE], listed={}, news={}, root="../../", feedback=None,
+                                  **render.common(zh))
+    chinese = render.digest_markdown(zh, replace(digest, sections=(
+        replace(digest.sections[0], entries=(fx.LAMBDA,)),)), READING)
+    assert fx.LAMBDA.summary_zh in chinese and fx.LAMBDA.summary_en not in chinese  # Chinese: as before
