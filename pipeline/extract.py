@@ -40,7 +40,8 @@ def _latex() -> Any:  # imported on first use: collecting never pays for it
     # pylatexenc drops these with their text ("We release \\texttt{ToolRL}" read "We release ")
     context = get_default_latex_context_db()
     kept = ("texttt", "textsf", "textup", "textmd", "mbox")
-    symbols = {name: "%(1)s" for name in kept} | {"textless": "<", "textgreater": ">"}  # dropped too
+    symbols = ({name: "%(1)s" for name in kept} | {"textless": "<", "textgreater": ">"}  # dropped too
+               | {"eg": "e.g.", "ie": "i.e."})  # the style files' "(\eg, a)" read "(, a)"
     macros = [MacroTextSpec(name, simplify_repl=text) for name, text in symbols.items()]
     context.add_context_category("rl-digest", prepend=True, macros=macros)
     return LatexNodes2Text(latex_context=context, math_mode="text", keep_comments=False,
@@ -86,7 +87,27 @@ def readable(text: str | None) -> str | None:
     if "\\" in text:
         text = _BREAK.sub(" ", _CITE.sub("", _LINK.sub(_link, text)))
     text = _MATH.sub(lambda m: _tex_piece(m.group(1)), text)
-    return _COMMAND.sub(lambda m: _tex_piece(m.group(0)), text).strip()
+    math = [span.span() for span in _TEX_MATH.finditer(text)]
+    return _COMMAND.sub(lambda m: _command(m, math), text).strip()
+
+
+# An author's own macro, bare or with empty braces: "we propose \method{}, a framework" (its
+# definition is in the paper, not the abstract). Dropped, the name went with it ("we propose ,
+# a framework"); it stays as written, as arXiv's page shows it. A font switch ({\em X}) goes,
+# and so does what pylatexenc does not know in \(…\) or \[…\] math (\bigl, \displaystyle).
+_BARE = re.compile(r"\\([A-Za-z]+)\*?(?:\{\})?")
+_TEX_MATH = re.compile(r"\\\(.*?\\\)|\\\[.*?\\\]", re.S)
+_SWITCHES = {"em", "bf", "it", "sc", "rm", "tt", "sf", "sl", "up", "normalfont", "bfseries", "itshape",
+             "scshape", "ttfamily", "sffamily", "rmfamily", "upshape", "mdseries", "small", "footnotesize",
+             "large", "Large", "huge", "tiny", "centering", "noindent", "relax", "xspace"}
+
+
+def _command(match: re.Match[str], math: list[tuple[int, int]]) -> str:
+    bare = _BARE.fullmatch(match.group(0))
+    if (bare and bare.group(1) not in _SWITCHES and not any(a < match.start() < b for a, b in math)
+            and _latex().latex_context.get_macro_spec(bare.group(1)) is None):
+        return "\\" + bare.group(1)
+    return _tex_piece(match.group(0))
 
 
 # --- links -------------------------------------------------------------------------------

@@ -138,9 +138,14 @@ def test_venue(comment, journal_ref, expected):
     ("Reward Models \\\\ A Survey", "Reward Models A Survey"), ("A:\\\\*[2pt]B", "A: B"),
     ("x \\newline y", "x y"), ("$a \\\\ b$ rows", "a b rows"),
     ("an \\mbox{RL-free} \\textup{step}", "an RL-free step"),
+    # an author's own macro keeps its name, as arXiv shows it (2602.xxxxx, Note2Chat; "we propose , a")
+    ("we propose \\method{}, a framework. We release \\tracebank.", "we propose \\method, a framework. "
+     "We release \\tracebank."),
+    ("models (\\eg, GRPO), \\ie a policy", "models (e.g., GRPO), i.e. a policy"),  # they read "(, GRPO),  a"
 ])
 def test_readable_tex(raw, shown):
     assert readable(raw) == shown
+    assert "\\em" not in readable("dubbed {\\em WS-FM}")  # a font switch goes, no author's macro
 
 
 def test_readable_reads_every_title_and_abstract_of_the_dev_corpus(caplog):
