@@ -400,3 +400,6 @@ def test_every_url_a_push_uses_is_checked_whole(tmp_path: Path, outputs, store: 
 def test_credentials_in_a_url_git_prints_are_masked() -> None:
     said = "fatal: unable to access 'http://x:ghp_TOKEN@127.0.0.1:9/r.git/': Failed to connect\n"
     assert _gist(said) == "fatal: unable to access 'http://***@127.0.0.1:9/r.git/': Failed to connect"
+    # a password with a raw @ (git takes the last one as the host's): none of it is shown
+    said = "fatal: unable to access 'https://ann:p@ss@w0rd@git.example.org/r.git/': Failed\n"
+    assert _gist(said) == "fatal: unable to access 'https://***@git.example.org/r.git/': Failed"

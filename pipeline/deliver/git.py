@@ -353,8 +353,9 @@ def _gist(text: str) -> str:
 
 
 def _masked(text: str) -> str:
-    """Credentials in a URL (scheme://user:token@host) as ***."""
-    return re.sub(r"://[^/\s@]+@", "://***@", text)
+    """Credentials in a URL (scheme://user:token@host) as ***, up to the last @ before the
+    host: a password written with a raw @ is not shown in part."""
+    return re.sub(r"://[^/\s]+@", "://***@", text)
 
 
 def _message(lines: list[str], starts: tuple[str, ...]) -> str | None:
