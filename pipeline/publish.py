@@ -50,9 +50,8 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
     _previews(out, store, digest, options.offline)
     files: dict[str, Path] = {}
     if digest is not None:
-        for fmt in ("md", "html", "txt"):
-            text = render.digest_as(settings, digest, fmt, count)
-            files[f"digests/{digest.id}.{fmt}"] = write_atomic(out / "digests" / f"{digest.id}.{fmt}", text)
+        for fmt, path in digest_files(out, digest.id).items():
+            files[f"digests/{path.name}"] = write_atomic(path, render.digest_as(settings, digest, fmt, count))
         if store.digest(digest.id) is None and not options.offline:  # offline is a preview
             if not options.no_email:
                 readers.keep(config, store)
@@ -123,12 +122,22 @@ def unwritten_page(config: Config, digest_id: str) -> str | None:
     written, as when the run that saved the digest (and its outbox) failed or was killed
     before writing its pages: a reader would follow a broken link. None: it is there, or
     the messages link to no page of out/site."""
-    page = config.outputs.dir / "site" / site.digest_href(digest_id)
+    page = site_page(config.outputs.dir, digest_id)
     if config.site_url is None or page.is_file():
         return None
     return (f"digest {digest_id}: its web page {page}, which its messages link to, is not written "
             f"(the run that made the digest stopped before it): `rl-digest run --as-of {digest_id}` "
             "writes it, as does the next run")
+
+
+def digest_files(out: Path, digest_id: str) -> dict[str, Path]:
+    """A digest's files in out/digests/, by format."""
+    return {fmt: out / "digests" / f"{digest_id}.{fmt}" for fmt in ("md", "html", "txt")}
+
+
+def site_page(out: Path, digest_id: str) -> Path:
+    """A digest's page of the web edition."""
+    return out / "site" / site.digest_href(digest_id)
 
 
 MADE_BY = "made_by"  # the database's newest digest: the machine and config file whose run made it
@@ -148,8 +157,7 @@ def _previews(out: Path, store: Store, digest: Digest | None, offline: bool) -> 
         earlier = set()
     stored = set(store.digest_ids())
     for old in map(safe_id, earlier - stored - {this}):
-        for path in (*(out / "digests" / f"{old}.{fmt}" for fmt in ("md", "html", "txt")),
-                     out / "site" / site.digest_href(old)):
+        for path in (*digest_files(out, old).values(), site_page(out, old)):
             path.unlink(missing_ok=True)
     # Recorded before its files are written (a run killed then left a preview); an online run
     # of a preview's day keeps it until its digest is stored, which that run may not reach.
@@ -224,7 +232,7 @@ def stored_files(store: Store, out: Path) -> dict[str, Path]:
     """The files in out/digests/ of every digest the database holds: a preview of a week not
     yet published is not among them (a rerun of a published week writes its files anew)."""
     return {f"digests/{path.name}": path for digest_id in store.digest_ids()
-            for path in (out / "digests" / f"{digest_id}.{fmt}" for fmt in ("md", "html", "txt"))
+            for path in digest_files(out, digest_id).values()
             if path.is_file()}
 
 
@@ -296,8 +304,8 @@ def _dry_run(config: Config, digest: Digest | None, count: int) -> None:
     if digest is not None:
         with onto_stdout():
             print(render.digest_as(render.Settings.of(config), digest, "md", count))
-        for fmt in ("md", "html", "txt"):
-            log.info("would write %s", out / "digests" / f"{digest.id}.{fmt}")
+        for path in digest_files(out, digest.id).values():
+            log.info("would write %s", path)
         if config.email.enabled:
             for reader in config.readers():
                 log.info("would mail %s", reader.address)
