@@ -400,8 +400,7 @@ class Store:
             query = query.where(sa.or_(papers.c.submitted.is_(None),
                                        sa.func.substr(papers.c.submitted, 1, 10) >= since.isoformat()))
         if new:
-            made = sa.select(sa.func.max(digests.c.created)).scalar_subquery()
-            query = query.where(papers.c.first_seen > made)
+            query = query.where(papers.c.first_seen > _last_made())
         with self.engine.connect() as conn:
             return [row_to_paper(row) for row in conn.execute(query).mappings()]
 
@@ -721,7 +720,7 @@ class Store:
         """The Updates ledger's papers: those a digest listed whose record changed since the
         last digest was made (papers.changed_at), each with what it looked like when last listed;
         not one the install has since marked irrelevant (out of the reading list too)."""
-        since = sa.select(sa.func.max(digests.c.created)).scalar_subquery()
+        since = _last_made()
         mine = _mine()
         query = (sa.select(papers, digest_items.c.snapshot)
                  .select_from(papers.join(digest_items, digest_items.c.item_key == _key())
@@ -1009,6 +1008,11 @@ def _json_dumps(value: Any) -> str:
 def _key() -> Any:
     """A paper row's item key (models.paper_key) in SQL."""
     return sa.literal(paper_key("")) + papers.c.id
+
+
+def _last_made() -> Any:
+    """When the newest digest was made (NULL before the first), in SQL."""
+    return sa.select(sa.func.max(digests.c.created)).scalar_subquery()
 
 
 def _mine() -> Any:
