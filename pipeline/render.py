@@ -273,6 +273,15 @@ def summary_lines(entry: Entry, languages: Sequence[str]) -> list[tuple[str, str
     return [("en", entry.summary_en)]
 
 
+def lines_beside(entry: Entry, languages: Sequence[str], abstract: str | None) -> list[tuple[str, str]]:
+    """summary_lines less a line the abstract shown with it already says: without an LLM a
+    featured paper's English line is its abstract's own sentence, and was read twice, in
+    italics and again in the abstract below it. A clipped abstract may not say it: kept."""
+    said = " ".join((abstract or "").split()).casefold()
+    return [(lang, text) for lang, text in summary_lines(entry, languages)
+            if not said or " ".join(text.split()).casefold() not in said]
+
+
 def shown(digest: Digest, languages: Sequence[str]) -> Digest:
     """The digest as these languages show it: a comparison row with no word in them goes
     (none left: the table lists what is known), and so does a synthesis written in another
@@ -483,7 +492,8 @@ def _shared(env: jinja2.Environment) -> jinja2.Environment:
     env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time, byline=byline,
                        slug=slug, safe_url=safe_url, seed_origin=seeds.origin, data_line=data_line,
                        first_sentence=lambda value, limit: first_sentence(one_line(value), limit))
-    env.globals.update(texts=texts, summary_lines=summary_lines, entry_links=entry_links)
+    env.globals.update(texts=texts, summary_lines=summary_lines, lines_beside=lines_beside,
+                       entry_links=entry_links)
     # The same helpers as filters, for the templates of the reading list's 100,000 entries:
     # Jinja sends a call through Context.call, a filter straight to the function (a fifth
     # of a topic page's rendering time).

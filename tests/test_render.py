@@ -1177,3 +1177,21 @@ def test_a_chinese_only_reader_gets_the_english_line_of_a_paper_whose_chinese_is
     chinese = render.digest_markdown(zh, replace(digest, sections=(
         replace(digest.sections[0], entries=(fx.LAMBDA,)),)), READING)
     assert fx.LAMBDA.summary_zh in chinese and fx.LAMBDA.summary_en not in chinese  # Chinese: as before
+
+
+def test_a_featured_paper_without_the_llms_reading_says_its_contribution_once(tmp_path):
+    """Without an LLM a featured paper's line is its abstract's contribution sentence: it was
+    shown in italics, then again inside the full abstract below. The abstract says it once,
+    in every edition."""
+    claim = "".join("We show that verifier drift explains most reward hacking in RLVR runs.".split())
+    digest = replace(fx.digest(), featured=(fx.OFFLINE, fx.HACKING), sections=fx.digest().sections[:1],
+                     highlights=())
+    for languages in (("en",), ("zh", "en")):
+        cfg = fx.config(languages=languages)
+        editions = [render.digest_markdown(cfg, digest, READING), render.digest_text(cfg, digest, READING),
+                    render.digest_html(cfg, digest, READING)]
+        if languages == ("en",):
+            site.build(cfg, tmp_path, [digest], "2026-11-30T08:00:00+08:00")
+            editions.append((tmp_path / "digests" / f"{digest.id}.html").read_text("utf-8"))
+        for text in editions:
+            assert "".join(text.split()).count(claim) == 1, (languages, text[:300])
