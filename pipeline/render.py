@@ -254,8 +254,12 @@ def texts(languages: Sequence[str], zh: str | None, en: str | None) -> list[tupl
 def _alike(one: object, other: object) -> bool:
     """Texts the same but for case and spacing ('−3%' and '3%' are not); a list (key points) is
     never alike."""
-    return (isinstance(one, str) and isinstance(other, str)
-            and "".join(one.split()).casefold() == "".join(other.split()).casefold())
+    return isinstance(one, str) and isinstance(other, str) and _folded(one) == _folded(other)
+
+
+def _folded(text: str) -> str:
+    """Text without its spacing, in one case: what two texts alike share."""
+    return "".join(text.split()).casefold()
 
 
 def summary_lines(entry: Entry, languages: Sequence[str]) -> list[tuple[str, str]]:
@@ -277,9 +281,9 @@ def lines_beside(entry: Entry, languages: Sequence[str], abstract: str | None) -
     """summary_lines less a line the abstract shown with it already says: without an LLM a
     featured paper's English line is its abstract's own sentence, and was read twice, in
     italics and again in the abstract below it. A clipped abstract may not say it: kept."""
-    said = " ".join((abstract or "").split()).casefold()
+    said = _folded(abstract or "")
     return [(lang, text) for lang, text in summary_lines(entry, languages)
-            if not said or " ".join(text.split()).casefold() not in said]
+            if not said or _folded(text) not in said]
 
 
 def shown(digest: Digest, languages: Sequence[str]) -> Digest:
