@@ -51,7 +51,7 @@ class StandIn:
 
 def one_level(rows, n: int, delay: float, concurrency: int) -> list:
     from pipeline import config as cfg
-    from pipeline import render
+    from pipeline import templating
     from pipeline.enrich import Enricher, make_client
     from pipeline.store import Store
 
@@ -66,7 +66,7 @@ def one_level(rows, n: int, delay: float, concurrency: int) -> list:
 
         def enricher() -> Enricher:
             return Enricher(config.enrich, config.languages, store, make_client(config.enrich),
-                            render.text_env(config.templates.dir), progress=False)
+                            templating.text_env(config.templates.dir), progress=False)
 
         first = enricher()
         began = time.perf_counter()

@@ -111,7 +111,7 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="ask about the first N band papers only")
     args = parser.parse_args()
 
-    from pipeline import config, enrich, learn, render
+    from pipeline import config, enrich, learn, templating
     from pipeline.models import Paper
 
     cfg = config.load(ROOT / "config.yaml")
@@ -142,7 +142,7 @@ def main() -> None:
         "timeout_seconds": 900, "deadline_seconds": 1800, "failure_limit": 10**6})
     cache = FileCache(args.cache)
     enricher = enrich.Enricher(settings, cfg.languages, cache, enrich.make_client(settings),
-                               render.text_env(cfg.templates.dir), progress=True)
+                               templating.text_env(cfg.templates.dir), progress=True)
     papers = [Paper(id=r["id"], title=r["title"], abstract=r.get("abstract") or "",
                     categories=tuple(r.get("categories") or ())) for r in wanted]
     start = time.perf_counter()

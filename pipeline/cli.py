@@ -159,11 +159,11 @@ def _own_template(ctx: click.Context, exc: Exception) -> DigestError | None:
     jinja2 = sys.modules.get("jinja2")  # not loaded: no template failed
     if jinja2 is None or not isinstance(exc, jinja2.TemplateError):
         return None
-    from pipeline import render as render_mod
+    from pipeline import templating
 
     state = ctx.find_object(State)
     config = state._config if state is not None else None
-    return render_mod.template_failure(exc, config.templates.dir if config else None)
+    return templating.template_failure(exc, config.templates.dir if config else None)
 
 
 def _failed(ctx: click.Context, exc: DigestError) -> None:
@@ -798,8 +798,7 @@ def store_group() -> None:
 def store_copy_cmd(state: State, target: str, password_env: str | None) -> None:
     """Copy the whole store (storage.url) into an empty database at TARGET_URL: SQLite to
     PostgreSQL, PostgreSQL to a SQLite file (a backup), SQLite to SQLite."""
-    from pipeline import lock, stopping, store_copy
-    from pipeline import render as render_mod
+    from pipeline import lock, stopping, store_copy, templating
     from pipeline.store import where
 
     config = state.config
@@ -815,7 +814,7 @@ def store_copy_cmd(state: State, target: str, password_env: str | None) -> None:
                 copied = store_copy.copy(source, engine)
         finally:
             engine.dispose()  # SQLite folds its WAL in: the file alone is the whole copy
-    text = render_mod.text_env(config.templates.dir).get_template("store/copied.txt.j2").render(
+    text = templating.text_env(config.templates.dir).get_template("store/copied.txt.j2").render(
         target=place, tables=copied, source=where(source.engine), config=config.path or "the config",
         url=store_copy.pasted(engine, target), password_env=password_env)
     echo(text, nl=False)

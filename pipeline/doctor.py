@@ -21,7 +21,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from pydantic import Field
 
-from pipeline import calendar, collect, enrich, lock, plugins, render, sources, store
+from pipeline import calendar, collect, enrich, lock, plugins, sources, store, templating
 from pipeline.config import Config, Reader, channel_entry, read_recipients, sqlite_file
 from pipeline.deliver import channels, chat, email, files, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
@@ -91,7 +91,7 @@ def config_problems(config: Config) -> Problems:
         warnings.append(f"templates.dir: {config.templates.dir}: no such folder (the built-in "
                         "templates are used)")
     elif config.templates.dir:
-        errors += render.user_template_problems(config.templates.dir)
+        errors += templating.user_template_problems(config.templates.dir)
     if config.email.enabled:
         if not config.readers():
             warnings.append("email.to: email is enabled but has no recipients "
@@ -381,7 +381,7 @@ def check_llm(config: Config) -> Iterable[Check]:
         yield skip("llm", "enrich.provider is none")
         return
     client = enrich.make_client(cfg, max_retries=0)
-    prompt = render.text_env(config.templates.dir).get_template("prompts/doctor.j2").render()
+    prompt = templating.text_env(config.templates.dir).get_template("prompts/doctor.j2").render()
     fmt = ({"type": "json_object"} if cfg.structured == "json_object" else
            {"type": "json_schema", "json_schema": {"name": "doctor", "strict": True,
                                                    "schema": enrich.wire_schema(DoctorReply)}})

@@ -13,7 +13,7 @@ import re
 from email.utils import parseaddr
 from typing import Any
 
-from pipeline import render
+from pipeline import templating
 from pipeline.config import Config, Reader
 from pipeline.deliver import channels
 from pipeline.deliver.outbox import EMAIL, SKIPPED, Delivery, StoreOutbox, held_for_channel, reader_key
@@ -153,7 +153,7 @@ def forget(config: Config, store: Store, who: tuple[str, ...]) -> list[str]:
                               "take them out of email.to or email.recipients_file first: "
                               "the next run would mail them again")
         addresses.append(address)
-    said = render.text_env(config.templates.dir).get_template("readers/forgotten.txt.j2")
+    said = templating.text_env(config.templates.dir).get_template("readers/forgotten.txt.j2")
     return [said.render(address=address, done=store.forget_reader(address)).strip() for address in addresses]
 
 

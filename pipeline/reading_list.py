@@ -25,7 +25,7 @@ from itertools import groupby, islice
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from pipeline import compose, months, rank, render
+from pipeline import compose, months, rank, render, templating
 from pipeline.config import Config, TopicDef
 from pipeline.deliver import files
 from pipeline.deliver.files import spool_folder, write_if_changed
@@ -263,7 +263,7 @@ class Rows:
     """Table rows rendered by the templates, a batch of entries per call."""
 
     def __init__(self, settings: render.Settings):
-        self.settings, self.env = settings, render.text_env(settings.templates)
+        self.settings, self.env = settings, templating.text_env(settings.templates)
         self.context = render.common(settings)
         self.template = self.env.get_template("reading_list/rows.md.j2")
 
@@ -437,7 +437,7 @@ def _topic_files(rows: Rows, out: Path, written: dict[str, Path], key: str, topi
     name = next((t.name for t in topics if t.key == key), None)
     zh, en = (name.zh, name.en) if name else (key, key)
     files = []
-    for file, period, part in topic.files(render.slug(key)):
+    for file, period, part in topic.files(templating.slug(key)):
         files.append({"href": f"{FOLDER}/{file}", "period": period, "count": part.count})
         _write(out, f"{FOLDER}/{file}", written, rows.page(
             "reading_list/file.md.j2", name={"zh": zh, "en": en}, heading=period,

@@ -1,42 +1,31 @@
-"""One Jinja environment per output kind; Digest -> md / html / txt / subject / feed.
+"""Digest -> md / html / txt / subject / feed, through the templates.
 
 HTML (and the Atom feed) autoescape everything; Markdown and text go through
-filters that keep outside text (arXiv titles with TeX, `|`, `*`, `<`, newlines;
-LLM output) from becoming markup, breaking a table row or making a live link.
+filters (pipeline/escape.py) that keep outside text from becoming markup.
 All wording lives in the templates (partials/labels.j2); this module only
 chooses templates, shapes values and enforces the email size cap.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-import string
-import traceback
-import unicodedata
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
 from email import policy as email_policy
 from email.message import EmailMessage
-from functools import cache, partial
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 import css_inline
-import jinja2
-from markupsafe import Markup
 
-from pipeline import links
-from pipeline.config import bundled
-from pipeline.errors import ConfigError
-from pipeline.export import named
-from pipeline.extract import checked_url
+from pipeline import bilingual, links
+from pipeline.bilingual import texts
+from pipeline.escape import one_line
 from pipeline.models import Digest, Entry, Section
-from pipeline.sources import seeds
-from pipeline.text import clean_name, first_sentence
+from pipeline.templating import html_env, text_env
 
 if TYPE_CHECKING:
     from pipeline.config import Config
@@ -50,317 +39,7 @@ EMAIL_LIMIT = 100_000  # bytes of the inlined HTML as mail carries it (encoded, 
 MAIL_POLICY = email_policy.default.clone(cte_type="7bit", max_line_length=76)
 CLIP_EN = 160  # characters kept of an English line when the email must shrink
 CLIP_ALL = (600, 200, 60)  # then of each featured, comparison and synthesis text, in steps
-WIDTH = 72  # columns of the plain-text email
 FEED_DIGESTS = 20  # entries in feed.xml: a reader polls the whole file, each entry a whole digest
-
-# --- Markdown --------------------------------------------------------------------
-
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ufffe\uffff]")
-
-
-def one_line(value: object) -> str:
-    """Runs of whitespace (newlines too) to one space; control characters dropped. Markup
-    (a label macro's, escaped already) stays Markup, so HTML does not escape it again
-    ("Q&amp;amp;A" in the preheader made of a label and a title)."""
-    text = " ".join(_CONTROL.sub(" ", str(value)).split())
-    return Markup(text) if isinstance(value, Markup) else text
-
-
-_PAPER_TAG = re.compile(r"(?:<|&lt;)\s*/?\s*paper\b.*?(?:>|&gt;)", re.IGNORECASE)
-
-
-def data_line(value: object) -> str:
-    """Outside text (an arXiv title or abstract) for a prompt's <paper> block: one_line, with
-    no <paper> or </paper> in it, so the text cannot end its block and write instructions
-    after it; nor one written `&lt;/paper&gt;` or with a zero-width character inside, which a
-    model reads as the tag (the invisible characters go first, as from a title)."""
-    return one_line(_PAPER_TAG.sub(" ", clean_name(str(value))))
-
-
-_PUNCT = frozenset(string.punctuation)
-_ALWAYS = frozenset("`*[]<>|~")  # inline markup, HTML, autolinks, table cells, strikethrough
-_ENTITY = re.compile(r"&(#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
-_NUMBERED = re.compile(r"^(\d{1,9})[.)]")
-_SCHEME = re.compile(r"(https?|ftp|mailto|xmpp):(//)?", re.IGNORECASE)
-_WWW = re.compile(r"(www)\.", re.IGNORECASE)
-_CLOSING = re.compile(r"(\s)(?=#+\s*$)")  # before a run of # that ends the text
-_MARKUP = re.compile(r"[\\`*\[\]<>|~_&@]")  # what the loop in md_escape may change
-
-
-def md_escape(value: object) -> str:
-    """Inline Markdown-safe text: one line, no markup, no live link, table-safe.
-
-    Only what could form markup is escaped, so TeX stays readable: `$` is left
-    alone, a backslash is doubled only where it would escape the next
-    character, and `_` inside a word (`$\\alpha_t$`) cannot open emphasis, so
-    it stays as is. Links are defused the way GitHub's parser needs: `http\\:\\/\\/`,
-    `www\\.`, and a word joiner (U+2060, invisible) after every `@`.
-    """
-    line = one_line(value)
-    text = _MARKUP.sub(lambda m: _md_char(line, m.start()), line)  # most titles: no match
-    if text[:1] in ("#", "+", "-", "="):  # a heading, list item or setext underline
-        text = "\\" + text
-    number = _NUMBERED.match(text)  # "1. " would start an ordered list
-    if number:
-        text = number.group(1) + "\\" + text[len(number.group(1)):]
-    text = _SCHEME.sub(lambda m: m.group(1) + "\\:" + ("\\/\\/" if m.group(2) else ""), text)
-    text = _CLOSING.sub(r"\1\\", text)  # in a heading, "C #" would lose its "#" as a closing sequence
-    return _WWW.sub(r"\1\\.", text)
-
-
-def _md_char(text: str, i: int) -> str:
-    """The character at `i` (one `_MARKUP` finds) as md_escape writes it, by its neighbours."""
-    ch = text[i]
-    prev = text[i - 1] if i else ""
-    nxt = text[i + 1] if i + 1 < len(text) else ""
-    if ch == "\\":
-        return "\\\\" if not nxt or nxt in _PUNCT else "\\"
-    if ch in _ALWAYS:
-        return "\\" + ch
-    if ch == "_":
-        return "_" if prev.isalnum() and nxt.isalnum() else "\\_"
-    if ch == "&":
-        return "\\&" if _ENTITY.match(text, i) else ch  # `&lt;` stays the four characters it is
-    return "@\u2060"  # a word joiner: GFM makes no mailto link of a@b.org
-
-
-def safe_url(value: object) -> str:
-    """A link target we are willing to emit: http(s), mailto or a relative path; else '#'.
-    Control characters go, as a browser drops them: "\\x01javascript:" is javascript: there."""
-    url = "".join(re.sub(r"[\x00-\x1f\x7f]", "", str(value or "")).split())
-    if not url:
-        return "#"
-    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*):", url)
-    if scheme and scheme.group(1).lower() not in ("http", "https", "mailto"):
-        return "#"
-    return url
-
-
-def md_url(value: object) -> str:
-    """A URL safe inside (...) of a Markdown link."""
-    url = safe_url(value)
-    for raw, enc in ((" ", "%20"), ("(", "%28"), (")", "%29"), ("<", "%3C"), (">", "%3E"),
-                     ("\\", "%5C"), ("`", "%60"), ('"', "%22")):
-        url = url.replace(raw, enc)
-    return url
-
-
-# --- plain text: CJK-aware width and wrapping ---------------------------------------
-
-_NO_LINE_START = frozenset("，。、；：！？）》」』】〉〕｝”’…·,.;:!?)]}%")
-_NO_LINE_END = frozenset("（《「『【〈〔｛“‘([{")
-
-
-def char_width(ch: str) -> int:
-    if unicodedata.category(ch) in ("Mn", "Me", "Cf"):
-        return 0
-    return 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-
-
-def display_width(value: object) -> int:
-    """Columns a string takes in a terminal: CJK and emoji count 2."""
-    return sum(char_width(ch) for ch in str(value))
-
-
-_LINK = re.compile(r"(?i)https?://|mailto:")  # a word wrap keeps whole: the schemes safe_url lets out
-_LINK_END = re.compile("[，。、；：！？）》」』】〉〕｝]")  # Chinese text goes on after a link here
-
-
-def _atoms(text: str) -> list[tuple[str, bool]]:
-    """(atom, space_before): English words stay whole, CJK may break between characters,
-    but not inside a link (a path in Chinese: 'https://lists.example.org/退订?u=…'), which
-    runs to the word's end or to Chinese punctuation ('https://…，数据见')."""
-    atoms: list[tuple[str, bool]] = []
-    for n, word in enumerate(text.split()):
-        pieces: list[str] = []
-        link = _LINK.search(word)
-        start = link.start() if link else len(word)
-        after = _LINK_END.search(word, start)
-        end = after.start() if after else len(word)
-        for i, ch in enumerate(word):
-            wide = char_width(ch) == 2
-            if pieces and (start < i < end or ch in _NO_LINE_START or pieces[-1][-1] in _NO_LINE_END):
-                pieces[-1] += ch  # a link; kinsoku: no closing mark at a line start, no opening at an end
-            elif pieces and not wide and char_width(pieces[-1][-1]) != 2:
-                pieces[-1] += ch  # a run of narrow characters is one word
-            else:
-                pieces.append(ch)
-        # "word ·": the dot stays with the word; "Featured: 2": a count stays with its label;
-        # the rest of the word then follows it with no space ("A ：强化" stays "A ：强化")
-        spaced = n > 0
-        if atoms and (pieces[0][0] in _NO_LINE_START or (word.isdigit() and atoms[-1][0].endswith(":"))):
-            atoms[-1] = (atoms[-1][0] + " " + pieces.pop(0), atoms[-1][1])
-            spaced = False
-        atoms += [(piece, spaced and i == 0) for i, piece in enumerate(pieces)]
-    return atoms
-
-
-def wrap(value: object, width: int = WIDTH, indent: str = "", first: str | None = None) -> str:
-    """Wrap one paragraph at `width` display columns; `first` prefixes line one (default indent).
-
-    Newlines in the value are collapsed. A word holding a link (an http(s) or mailto URL,
-    "(https://…)." too, as an abstract's \\href reads) is never cut: longer than a line, it
-    has a line of its own, as a mail client links only up to a break; any other over-long
-    word is cut.
-    """
-    lead = indent if first is None else first
-    lines: list[str] = []
-    line, used = lead, display_width(lead)
-    empty = True
-    for atom, space in _atoms(one_line(value)):
-        w = display_width(atom)
-        gap = 1 if space and not empty else 0
-        if used + gap + w <= width:
-            line, used, empty = line + " " * gap + atom, used + gap + w, False
-            continue
-        if not empty:
-            lines.append(line)
-            line, used, empty = indent, display_width(indent), True
-        if used + w <= width or _LINK.search(atom):
-            line, used, empty = line + atom, used + w, False
-            continue
-        for ch in atom:  # an over-long non-URL word: cut it
-            cw = char_width(ch)
-            if used + cw > width and not empty:
-                lines.append(line)
-                line, used = indent, display_width(indent)
-            line, used, empty = line + ch, used + cw, False
-    if not empty or not lines:
-        lines.append(line.rstrip() if empty else line)
-    return "\n".join(lines)
-
-
-def underline(value: object, char: str = "=", width: int = WIDTH) -> str:
-    """A rule as wide as the (wrapped) text, at most `width`, for plain-text headings."""
-    widest = max((display_width(line) for line in str(value).splitlines()), default=0)
-    return char * min(width, max(3, widest))
-
-
-# --- shared helpers -----------------------------------------------------------------
-
-def texts(languages: Sequence[str], zh: str | None, en: str | None) -> list[tuple[str, str]]:
-    """(lang, text) in the configured order, for the languages shown; never another one.
-    Texts alike but for case and spacing (a method's name, 'GRPO' / 'GRPO', as a comparison
-    cell or label) are shown once, as the first language's: they were shown twice."""
-    have = {"zh": zh, "en": en}
-    found: list[tuple[str, str]] = []
-    for lang in languages:
-        text = have.get(lang)
-        if text and not any(_alike(text, other) for _, other in found):
-            found.append((lang, text))
-    return found
-
-
-def _alike(one: object, other: object) -> bool:
-    """Texts the same but for case and spacing ('−3%' and '3%' are not); a list (key points) is
-    never alike."""
-    return isinstance(one, str) and isinstance(other, str) and _folded(one) == _folded(other)
-
-
-def _folded(text: str) -> str:
-    """Text without its spacing, in one case: what two texts alike share."""
-    return "".join(text.split()).casefold()
-
-
-def summary_lines(entry: Entry, languages: Sequence[str]) -> list[tuple[str, str]]:
-    """What an entry says, as (lang, text) in the shown languages' order; nothing else.
-
-    A missing Chinese summary gets no mark per entry (the header counts them once), and
-    English-only readers never see Chinese: a seed without English shows its title alone.
-    Chinese-only readers of a paper whose Chinese is pending get its English line, the
-    abstract's own sentence without an LLM, as they get its title and its abstract: they got
-    the title alone, in every full entry of a digest made without an LLM.
-    """
-    found = texts(languages, entry.summary_zh, entry.summary_en)
-    if found or entry.summary_zh or not entry.summary_en or "en" in languages:
-        return found
-    return [("en", entry.summary_en)]
-
-
-def lines_beside(entry: Entry, languages: Sequence[str], abstract: str | None) -> list[tuple[str, str]]:
-    """summary_lines less a line the abstract shown with it already says: without an LLM a
-    featured paper's English line is its abstract's own sentence, and was read twice, in
-    italics and again in the abstract below it. A clipped abstract may not say it: kept."""
-    said = _folded(abstract or "")
-    return [(lang, text) for lang, text in summary_lines(entry, languages)
-            if not said or _folded(text) not in said]
-
-
-def shown(digest: Digest, languages: Sequence[str]) -> Digest:
-    """The digest as these languages show it: a comparison row with no word in them goes
-    (none left: the table lists what is known), and so does a synthesis written in another
-    language, heading and all (an English reader got an empty table and an empty Synthesis
-    when the seed page's Chinese-only pair was featured)."""
-    rows = tuple(r for r in digest.comparison if texts(languages, r.label_zh, r.label_en)
-                 or any(texts(languages, *cell) for cell in r.cells))
-    synthesis = dict(texts(languages, digest.synthesis_zh, digest.synthesis_en))
-    return replace(digest, comparison=rows, synthesis_zh=synthesis.get("zh"),
-                   synthesis_en=synthesis.get("en"))
-
-
-def entry_links(entry: Entry) -> list[tuple[str, str]]:
-    """(kind, url): the PDF of an arXiv entry (its title links the abstract page), then
-    those read from its text, each through the same scheme and host check as every link."""
-    found: list[tuple[str, str]] = []
-    if entry.url and "arxiv.org/abs/" in entry.url:
-        found.append(("pdf", entry.url.replace("/abs/", "/pdf/", 1)))
-    for kind, url in entry.links:
-        checked = checked_url(url)
-        if checked and checked.lower().startswith(("http://", "https://")):
-            found.append((kind, checked))
-    return found
-
-
-def clip(value: object, limit: int | None) -> str:
-    """At most `limit` characters, cut at a word when there is one, with an ellipsis."""
-    text = one_line(value)
-    if limit is None or len(text) <= limit:
-        return text
-    cut = text[:limit]
-    space = cut.rfind(" ")
-    if space > limit // 2:
-        cut = cut[:space]
-    return cut.rstrip(" ,;:.") + "…"
-
-
-def byline(entry: Entry, count: int) -> tuple[tuple[str, ...], bool]:
-    """The first `count` of an entry's authors, and whether to write "et al." after them:
-    it has more, or its list was cut where it was collected (export.named: the name
-    `others` that marks that is no one's to show)."""
-    names, cut = named(entry)
-    return names[:count], cut or len(names) > count
-
-
-def short_title(value: object, limit: int = 40) -> str:
-    """'PRISM: Distribution ...' -> 'PRISM' for table headers; otherwise clipped."""
-    text = one_line(value)
-    head = re.split(r"[:：]", text, maxsplit=1)[0].strip()
-    if head and head != text and len(head) <= limit:
-        return head
-    return clip(text, limit)
-
-
-def local_time(value: object, tz: str | None = None) -> str:
-    """'2026-05-11T08:00+08:00' -> '2026-05-11 08:00' in `tz` (the zone is shown beside it)."""
-    try:
-        moment = datetime.fromisoformat(str(value))
-    except ValueError:
-        return one_line(value)
-    if tz and moment.tzinfo is not None:
-        try:
-            moment = moment.astimezone(ZoneInfo(tz))
-        except (KeyError, ValueError):
-            pass
-    return moment.strftime("%Y-%m-%d %H:%M")
-
-
-def slug(value: object) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", str(value).lower()).strip("-") or "topic"
-
-
-def xml_text(value: object) -> str:
-    """Text XML 1.0 can hold, on one line; escaping is autoescape's job."""
-    return one_line(value)
 
 
 def rfc3339(value: object, tz: str | None = None) -> str:
@@ -382,154 +61,6 @@ def paper_count(digest: Digest) -> int:
     page's own pair, in a week of seeds alone) is no paper of the week."""
     return (sum(len(s.entries) + len(s.brief) for s in digest.sections)
             + sum(1 for e in digest.featured if not e.curated))
-
-
-# --- environments -------------------------------------------------------------------
-
-def loader(user_dir: Path | None) -> jinja2.BaseLoader:
-    """A user's template folder first, then the built-in templates (pelican's ChoiceLoader)."""
-    loaders: list[jinja2.BaseLoader] = []
-    if user_dir is not None:
-        loaders.append(jinja2.FileSystemLoader(str(user_dir)))
-    loaders.append(jinja2.FileSystemLoader(str(bundled("templates"))))
-    return jinja2.ChoiceLoader(loaders)
-
-
-def template_failure(exc: jinja2.TemplateError, user_dir: Path | None) -> ConfigError | None:
-    """A template error that templates.dir is the cause of, as a config error naming the
-    file: one of its templates that does not compile or render, or a built-in template
-    that fails on a copy the folder holds from an older release. None: a bug of ours."""
-    return _in_user_file(exc, user_dir) or _older_copy(exc, user_dir)
-
-
-def _in_user_file(exc: jinja2.TemplateError, user_dir: Path | None) -> ConfigError | None:
-    """A template of the user's folder that does not compile or render, as a config error
-    naming its file and line (for a render error, its innermost frame there); None when no
-    template of that folder is in it (a built-in template's error is a bug)."""
-    if user_dir is None:
-        return None
-    if isinstance(exc, jinja2.TemplateSyntaxError):
-        found = [(exc.filename, exc.lineno)]
-    else:  # Jinja puts each template's own file and line in the traceback's frames
-        found = [(frame.f_code.co_filename, line) for frame, line in traceback.walk_tb(exc.__traceback__)]
-    mine = [(name, line) for name, line in found if name and Path(name).is_relative_to(user_dir)]
-    if not mine:
-        return None
-    name, line = mine[-1]
-    return ConfigError(f"templates.dir: {name}:{line}: {exc.message}",
-                       "fix it, or take it out of the folder to use the built-in one")
-
-
-def user_template_problems(user_dir: Path) -> list[str]:
-    """Each template of the user's folder that is not valid Jinja, one line each, for config
-    check: a run would stop on it, after collecting. (Its filters are not checked: which
-    there are depends on what renders it; a run names an unknown one as it meets it.)"""
-    env = text_env(user_dir)
-    problems = []
-    for path in sorted(user_dir.rglob("*.j2")):
-        name = path.relative_to(user_dir).as_posix()
-        try:
-            env.parse(path.read_text(encoding="utf-8"), name, str(path))
-        except jinja2.TemplateSyntaxError as exc:
-            problems.append(str(_in_user_file(exc, user_dir)))
-        except (OSError, UnicodeDecodeError) as exc:
-            problems.append(f"templates.dir: {path}: cannot read: {getattr(exc, 'strerror', None) or exc}")
-    return problems
-
-
-def _older_copy(exc: jinja2.TemplateError, user_dir: Path | None) -> ConfigError | None:
-    """A template that failed while a templates.dir replaces built-in ones, as one line naming
-    them: a copy made from an older release lacks what this release's templates take from it
-    (a macro of partials/labels.j2, a variable). None when it replaces none (a bug of ours)."""
-    if user_dir is None or not user_dir.is_dir():
-        return None
-    shipped = bundled("templates")
-    mine = sorted(str(path.relative_to(user_dir)) for path in user_dir.rglob("*")
-                  if path.is_file() and (shipped / path.relative_to(user_dir)).is_file())
-    if not mine:
-        return None
-    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename.endswith(".j2")]
-    where = ""
-    if frames:
-        path = Path(frames[-1].filename)
-        name = next((str(path.relative_to(root)) for root in (user_dir, shipped)
-                     if path.is_relative_to(root)), path.name)
-        where = f"{name}:{frames[-1].lineno}: "
-    what = " ".join(str(exc.message or exc).split())
-    one = len(mine) == 1
-    named = ", ".join(mine[:3]) + (f" and {len(mine) - 3} more" if len(mine) > 3 else "")
-    them = "it" if one else "them"
-    return ConfigError(f"templates.dir {user_dir}: {where}{what}",
-                       f"your {named} replace{'s' if one else ''} the built-in file{'' if one else 's'} "
-                       f"of that name, and a copy from an older release lacks what this one needs: "
-                       f"update {them} from {shipped}, or move {them} aside")
-
-
-class _CompiledTemplates(jinja2.FileSystemBytecodeCache):
-    """Templates compiled once and kept between runs (Jinja's per-user 0700 folder in the temp
-    dir; a changed template is compiled again): a run renders from some forty templates, and
-    compiling them took longer than rendering. A cache that cannot be written is skipped."""
-
-    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        try:
-            super().dump_bytecode(bucket)
-        except OSError:
-            pass
-
-
-@cache
-def _bytecode_cache(options: str) -> jinja2.BytecodeCache | None:
-    """One cache per set of compile options: Jinja keys compiled code by template only, and
-    the same template compiles differently with autoescape on (HTML) and off (Markdown)."""
-    tag = hashlib.sha256(options.encode()).hexdigest()[:16]
-    try:
-        return _CompiledTemplates(pattern=f"rl-digest-{tag}-%s.cache")
-    except (OSError, RuntimeError):  # no safe folder of our own: compile each time
-        return None
-
-
-def _shared(env: jinja2.Environment) -> jinja2.Environment:
-    env.bytecode_cache = _bytecode_cache(repr((
-        jinja2.__version__, env.autoescape, env.trim_blocks, env.lstrip_blocks,
-        env.keep_trailing_newline, env.newline_sequence, env.undefined.__name__, env.optimized,
-        sorted(env.extensions))))
-    env.filters.update(one_line=one_line, clip=clip, short_title=short_title, local=local_time, byline=byline,
-                       slug=slug, safe_url=safe_url, seed_origin=seeds.origin, data_line=data_line,
-                       first_sentence=lambda value, limit: first_sentence(one_line(value), limit))
-    env.globals.update(texts=texts, summary_lines=summary_lines, lines_beside=lines_beside,
-                       entry_links=entry_links)
-    # The same helpers as filters, for the templates of the reading list's 100,000 entries:
-    # Jinja sends a call through Context.call, a filter straight to the function (a fifth
-    # of a topic page's rendering time).
-    env.filters.update(in_languages=lambda pair, languages: texts(languages, *pair), entry_links=entry_links,
-                       topic_name=_topic_name)
-    return env
-
-
-@jinja2.pass_context
-def _topic_name(context: Any, key: str) -> str:
-    """A topic's name in the shown languages (its key if the taxonomy no longer names it)."""
-    return context["topic_names"].get(key, key)
-
-
-def text_env(user_dir: Path | None = None) -> jinja2.Environment:
-    """Markdown, plain text and prompts: no autoescape, explicit filters."""
-    env = jinja2.Environment(
-        loader=loader(user_dir), undefined=jinja2.StrictUndefined, autoescape=False,
-        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-    )
-    env.filters.update(md=md_escape, md_url=md_url, wrap=wrap, underline=underline)
-    return _shared(env)
-
-
-def html_env(user_dir: Path | None = None) -> jinja2.Environment:
-    """HTML and Atom with autoescape on for every template (select_autoescape misses *.j2)."""
-    env = jinja2.Environment(
-        loader=loader(user_dir), undefined=jinja2.StrictUndefined, autoescape=True,
-        trim_blocks=True, lstrip_blocks=True,
-    )
-    env.filters.update(url=safe_url, xml=xml_text)
-    return _shared(env)
 
 
 @dataclass(frozen=True)
@@ -582,7 +113,7 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
         # a public copy has no reader to unsubscribe: reply, it says
         ctx["unsubscribe_url"] = url.replace(links.RECIPIENT, links.ADDRESS) if personal else None
     base = ctx["base_url"]
-    digest = shown(digest, settings.languages)
+    digest = bilingual.shown(digest, settings.languages)
     sections, featured = listed(settings, digest)
     counts = sorted(((s.name_zh, s.name_en, len(s.entries) + len(s.brief) + len(featured.get(s.topic, ())))
                      for s in sections), key=lambda t: -t[2])

@@ -34,8 +34,8 @@ from pipeline import (
     learn,
     rank,
     reading_list,
-    render,
     sources,
+    templating,
     trends,
 )
 from pipeline.config import Config
@@ -477,7 +477,7 @@ def make_enricher(config: Config, store: Store, options: Options, report: RunRep
             report.warnings.append(f"{exc}; summaries fall back for now")
             report.llm_off = exc.message
     return Enricher(config.enrich, config.languages, store, client,
-                    render.text_env(config.templates.dir))
+                    templating.text_env(config.templates.dir))
 
 
 def judge_grey_band(config: Config, week: Week, enricher: Enricher) -> list[Scored]:

@@ -38,7 +38,7 @@ from apscheduler.schedulers.base import STATE_STOPPED
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.cron import CronTrigger
 
-from pipeline import heartbeat, lock, render
+from pipeline import heartbeat, lock, templating
 from pipeline.config import Config
 from pipeline.deliver.files import write_atomic
 from pipeline.errors import DigestError, LockedError
@@ -223,7 +223,7 @@ def guarded(config: Config, name: str, work: Callable[[], object],
             if on_failed is not None and not STOP.is_set():
                 on_failed()
         except Exception as exc:  # keep the scheduler alive; the traceback with -v
-            own = (render.template_failure(exc, config.templates.dir)
+            own = (templating.template_failure(exc, config.templates.dir)
                    if isinstance(exc, jinja2.TemplateError) else None)
             if own is not None:  # a user's template, maybe copied from an older release
                 log.error("%s failed: %s", name, own)

@@ -38,7 +38,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from pipeline import readers, render
+from pipeline import readers, render, templating
 from pipeline.config import Config
 from pipeline.errors import ConfigError, DigestError
 from pipeline.extract import readable
@@ -95,7 +95,7 @@ class Secured:
 
 def app(config: Config, store: Store, links: Links) -> Starlette:
     settings = render.Settings.of(config)
-    page = render.html_env(settings.templates).get_template("serve/page.html.j2")
+    page = templating.html_env(settings.templates).get_template("serve/page.html.j2")
     known = render.common(settings)
 
     site = Path(config.outputs.dir) / "site"  # looked for at each request: a run may write it later

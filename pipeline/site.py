@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 
 import jinja2
 
-from pipeline import months, render
+from pipeline import bilingual, months, render, templating
 from pipeline.deliver.files import write_atomic, write_if_changed
 from pipeline.models import Digest, Highlight, Moved, safe_id
 
@@ -70,14 +70,14 @@ def year(day: str | None) -> str:
 
 def env(settings: render.Settings) -> jinja2.Environment:
     """The web edition's templates, with its links as globals (and as filters, for the
-    templates of the reading list's entries: see render._shared)."""
-    found = render.html_env(settings.templates)
+    templates of the reading list's entries: see templating._shared)."""
+    found = templating.html_env(settings.templates)
     found.globals.update(paper_href=paper_href, anchor=anchor, digest_href=digest_href,
                          rfc3339=render.rfc3339)
     found.filters.update(anchor=anchor, paper_href=paper_href, topic_href=topic_href)
     # A topic's name with each language tagged, so the zh / en switch hides the other one:
     # rendered once per topic (the month pages name a topic on every line). It takes the
-    # context as render's plain one does: compiled templates are shared between the two.
+    # context as templating's plain one does: compiled templates are shared between the two.
     macros: Any = found.get_template("site/macros.html.j2").make_module(
         {"languages": list(settings.languages), "root": ""})
     names = {key: macros.pair(*pair) for key, pair in settings.topic_names.items()}
@@ -129,7 +129,7 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
         digest = digests[digest_id]
         sections, featured = render.listed(settings, digest)
         page = jinja.get_template("site/digest.html.j2").render(
-            d=render.shown(digest, settings.languages), root="../", paper_count=render.paper_count(digest),
+            d=bilingual.shown(digest, settings.languages), root="../", paper_count=render.paper_count(digest),
             featured_in=featured, sections=sections, newer=newer, older=older, **common)
         if write_if_changed(folder / digest_href(digest.id), page):  # one page at a time in memory
             changed.append(folder / digest_href(digest.id))

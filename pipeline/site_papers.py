@@ -25,7 +25,7 @@ from typing import IO, Any, TextIO
 
 import orjson
 
-from pipeline import export, months, reading_list, render, site
+from pipeline import bilingual, escape, export, months, reading_list, render, site, templating
 from pipeline.config import Config, TopicDef
 from pipeline.deliver import files
 from pipeline.deliver.files import spool_folder, streamed_if_changed, write_if_changed
@@ -394,12 +394,12 @@ def _searchable(entry: Entry, languages: Sequence[str]) -> str:
     senior author is named last; "et al." after a list cut short), topic, month (YYYY-MM)];
     its page is the index's topics[topic][month] (an undated paper's: [..."undated"]). Both
     summaries, so a query in either language finds the paper."""
-    shown = dict(render.texts(languages, entry.summary_zh, entry.summary_en))
+    shown = dict(bilingual.texts(languages, entry.summary_zh, entry.summary_en))
     names, more = export.named(entry)
-    title_zh = render.one_line(entry.title_zh or "") if "zh" in languages else ""
-    return orjson.dumps([site.anchor(entry.key), render.one_line(entry.title), title_zh,
-                         render.clip(shown.get("zh", ""), SUMMARY_CHARS),
-                         render.clip(shown.get("en", ""), SUMMARY_CHARS),
+    title_zh = escape.one_line(entry.title_zh or "") if "zh" in languages else ""
+    return orjson.dumps([site.anchor(entry.key), escape.one_line(entry.title), title_zh,
+                         templating.clip(shown.get("zh", ""), SUMMARY_CHARS),
+                         templating.clip(shown.get("en", ""), SUMMARY_CHARS),
                          ", ".join(names) + (" et al." if more else ""), entry.topic,
                          (entry.date or "")[:7]]).decode()
 

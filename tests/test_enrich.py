@@ -27,9 +27,9 @@ from pipeline.enrich import (
 )
 from pipeline.errors import DigestError
 from pipeline.models import Paper, SeedEntry, paper_key, seed_key
-from pipeline.render import text_env
 from pipeline.sources.seeds import load_seeds
 from pipeline.store import Store
+from pipeline.templating import text_env
 from tests.helpers import ROOT, shared_file
 from tests.servers.openai_server import (
     OpenAIServer,

@@ -7,10 +7,10 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from pipeline import compose, render
+from pipeline import compose, escape, render
 from pipeline.enrich import PaperSummary, Term, glossary_misses, load_glossary
 from pipeline.models import Entry, Paper, Part, Row
-from pipeline.render import text_env
+from pipeline.templating import text_env
 from tests import fixtures_digest as fx
 
 DAY = datetime(2026, 11, 26, tzinfo=UTC)
@@ -88,8 +88,8 @@ def test_a_link_a_browser_reads_as_javascript_is_never_emitted():
     "\x01javascript:..." passed the scheme check and ran as javascript: there."""
     for hidden in ("\x01javascript:alert(1)", "java\x00script:alert(1)", "\x7fjavascript:alert(1)",
                    " \tJaVaScRiPt:alert(1)", "data:text/html,<script>alert(1)</script>"):
-        assert render.safe_url(hidden) == "#", hidden
-    assert render.safe_url(" https://arxiv.org/abs/2611.00002\n") == "https://arxiv.org/abs/2611.00002"
+        assert escape.safe_url(hidden) == "#", hidden
+    assert escape.safe_url(" https://arxiv.org/abs/2611.00002\n") == "https://arxiv.org/abs/2611.00002"
 
 
 def test_a_javascript_link_in_an_abstract_stays_dead_text_in_every_format():

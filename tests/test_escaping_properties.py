@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from selectolax.lexbor import LexborHTMLParser
 
-from pipeline import compose, reading_list, render, site, site_papers, text
+from pipeline import compose, escape, reading_list, render, site, site_papers, text, text_wrap
 from pipeline import config as cfg
 from pipeline.deliver import chat
 from pipeline.models import Digest, Enrichment, Entry, Highlight, Paper, Part, Row, Scored, paper_key
@@ -212,7 +212,7 @@ def test_the_text_email_and_subject_keep_every_title_and_stay_one_line(digest):
 @example("GRPO ：强化学习")
 def test_wrapping_text_that_fits_changes_nothing(value):
     """The text email's wrap adds line breaks only: a line wide enough is the text as it is."""
-    assert render.wrap(value, width=10**6) == render.one_line(value)
+    assert text_wrap.wrap(value, width=10**6) == escape.one_line(value)
 
 
 @PROPERTY
@@ -426,7 +426,7 @@ def test_stored_papers_reach_the_reading_list_paper_pages_and_search_index_as_te
         assert own <= SITE_TAGS, own - SITE_TAGS
         shard = (out / "site" / "search-index-2026.js").read_text("utf-8")
         records = json.loads(shard.split(".concat(", 1)[1].rsplit(");", 1)[0])
-        assert sorted(r[1] for r in records) == sorted(render.one_line(e.title) for e in entries)
+        assert sorted(r[1] for r in records) == sorted(escape.one_line(e.title) for e in entries)
         exported = json.loads((out / "site" / "exports" / "reading-list.json").read_text("utf-8"))
         assert exported
 

@@ -38,11 +38,11 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from pipeline import months, reading_list, render
+from pipeline import escape, months, reading_list, render, templating
 from pipeline.collect import closest, normal_title
 from pipeline.config import load
+from pipeline.escape import md_escape, one_line
 from pipeline.models import Paper, Scored
-from pipeline.render import md_escape, one_line
 from pipeline.sources.seeds import load_seeds
 from pipeline.store import Store
 from tests import backends, helpers
@@ -791,10 +791,10 @@ def tags(markup: str) -> _Tags:
 @settings(max_examples=300, deadline=None)
 @given(text=hostile)
 def test_the_html_env_never_makes_a_tag_of_outside_text(text):
-    env = render.html_env()
+    env = templating.html_env()
     page = tags(env.from_string('<p title="{{ v }}">{{ v }}</p><td>{{ v | xml }}</td>').render(v=text))
     assert page.tags == ["p", "/p", "td", "/td"]
-    assert "".join(page.text) == text + render.xml_text(text)
+    assert "".join(page.text) == text + escape.xml_text(text)
 
 
 @settings(max_examples=20, deadline=None)

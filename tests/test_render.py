@@ -21,10 +21,11 @@ from urllib.parse import unquote
 import jinja2
 import pytest
 
-from pipeline import compose, links, render, site
+from pipeline import bilingual, compose, links, render, site
 from pipeline.deliver.email import WIRE_POLICY, build_message
+from pipeline.escape import md_escape
 from pipeline.models import Paper, paper_key
-from pipeline.render import display_width, md_escape, wrap
+from pipeline.text_wrap import display_width, wrap
 from tests import fixtures_digest as fx
 from tests.helpers import chromium, untagged, voiced
 
@@ -460,7 +461,7 @@ def test_a_comparison_cell_or_label_alike_in_both_languages_is_shown_once(cfg, d
     assert "  PRISM：GRPO\n" in text and "GRPO · GRPO" not in text and "DAPO · dapo" not in text
     page = render.digest_html(cfg, names, READING, whole=True)
     assert ">GRPO</td>" in page and "<span lang=\"en\">ppo</span>" not in page
-    assert render.texts(["zh", "en"], "−3%", "3%") == [("zh", "−3%"), ("en", "3%")]  # a sign is no spacing
+    assert bilingual.texts(["zh", "en"], "−3%", "3%") == [("zh", "−3%"), ("en", "3%")]  # a sign is no spacing
 
 
 def test_a_link_in_the_email_is_underlined_not_told_by_its_colour_alone(html):

@@ -13,7 +13,7 @@ import pytest
 from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
 from apscheduler.executors.base import run_job
 
-from pipeline import heartbeat, lock, render, schedule
+from pipeline import heartbeat, lock, schedule, templating
 from pipeline.config import crontab, load
 from pipeline.errors import ConfigError, DigestError
 from pipeline.stopping import STOP, Stopped
@@ -482,7 +482,7 @@ def test_a_template_copied_from_an_older_release_is_named_in_the_schedulers_log(
     config = load(write_config(tmp_path, {"templates": {"dir": "mine"}}, seeds=False))
 
     def work():
-        render.text_env(config.templates.dir).from_string(
+        templating.text_env(config.templates.dir).from_string(
             '{% import "partials/labels.j2" as lab %}{{ lab.tag("zh") }}').render()
 
     schedule.guarded(config, "publish", work)()

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
-from pipeline import render, site
+from pipeline import bilingual, site
 from pipeline.models import seed_key
 from tests import fixtures_digest as fx
 from tests.helpers import (
@@ -86,10 +86,10 @@ def test_a_second_build_of_the_same_digests_rewrites_nothing(tmp_path):
 def test_a_weekly_build_renders_only_the_digest_pages_whose_makings_changed(tmp_path, monkeypatch):
     """Every page rendered every week took a run 0.1 s more per digest kept: an old week
     whose stored digest, neighbours, templates and settings are as the last build's is not
-    rendered again (render.shown, called once a page, is watched; the feed lists each of its
+    rendered again (bilingual.shown, called once a page, is watched; the feed lists each of its
     digests' sections too), and the site comes out as a whole build's."""
-    rendered, shown = [], render.shown
-    monkeypatch.setattr(render, "shown", lambda d, languages: rendered.append(d.id) or shown(d, languages))
+    rendered, shown = [], bilingual.shown
+    monkeypatch.setattr(bilingual, "shown", lambda d, languages: rendered.append(d.id) or shown(d, languages))
 
     def build(digests, stored, folder="a", languages=("zh", "en")):
         rendered.clear()

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 import yaml
 
-from pipeline import compose, render, trends
+from pipeline import compose, render, templating, trends
 from pipeline.config import Bilingual, TopicDef, load
 from pipeline.models import Entry, Paper, Scored, SeedEntry, TopicWeeks, Trends, paper_key
 from pipeline.store import Store
@@ -167,7 +167,7 @@ def test_a_digest_without_trends_renders_as_before():
 
 def svg(trends, languages=("zh", "en")) -> str:
     settings = fx.config(languages=languages)
-    return render.html_env().get_template("site/trends.svg.j2").render(trends=trends, **render.common(settings))
+    return templating.html_env().get_template("site/trends.svg.j2").render(trends=trends, **render.common(settings))
 
 
 def test_the_svg_chart_parses_as_xml_and_keeps_hostile_names_as_text():

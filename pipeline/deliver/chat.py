@@ -51,7 +51,7 @@ import urllib3
 from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from pipeline import render, retry
+from pipeline import escape, render, retry, templating
 from pipeline.config import EnvName, unknown_key
 from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import ConfigError, DigestError
@@ -441,7 +441,7 @@ def compact(settings: render.Settings, digest: Digest, template: str | None, as_
                    e for s in digest.sections for e in (*s.entries, *s.brief)), *digest.curated)}.values())}
     if template is None:
         return title, "", content
-    env = render.html_env(settings.templates) if as_html else render.text_env(settings.templates)
+    env = templating.html_env(settings.templates) if as_html else templating.text_env(settings.templates)
     env.filters.update(slack=slack_escape, slack_url=slack_url, telegram=telegram_text, chat_md=chat_md)
     text = env.get_template(f"channels/{template}").render(
         **ctx, d=digest, title=title, sections=sections, digest_url=digest_url)
@@ -477,7 +477,7 @@ _SLACK_QUOTE = re.compile(r"(?<!\S)(?=[>\uff1e])")
 def slack_escape(value: object) -> str:
     """Slack mrkdwn text: `&`, `<`, `>` as entities (its only escapes), no markup, emoji
     code or block quote, on one line."""
-    text = _SLACK_EMOJI_OPEN.sub("\u2236", render.one_line(value).translate(_SLACK_MARKUP))
+    text = _SLACK_EMOJI_OPEN.sub("\u2236", escape.one_line(value).translate(_SLACK_MARKUP))
     text = _SLACK_QUOTE.sub("\u00ad", text)
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
@@ -497,7 +497,7 @@ def telegram_text(value: object) -> str:
     markup = isinstance(value, Markup)
     found = _TELEGRAM_ENTITY_IN_MARKUP if markup else _TELEGRAM_ENTITY
     text = found.sub(lambda m: m.group() + ("" if m.group().endswith(";") else "\u2060"),
-                     render.one_line(value))
+                     escape.one_line(value))
     return Markup(text) if markup else text
 
 
@@ -511,13 +511,13 @@ _CHAT_MD_START = re.compile(r"^(?:[-+=>]|\d+(?=[.)]))")  # a list item, a quote,
 
 def chat_md(value: object) -> str:
     """Outside text in a Feishu card's or a DingTalk robot's Markdown: one line, no markup."""
-    text = render.one_line(value).translate(_CHAT_MD)
+    text = escape.one_line(value).translate(_CHAT_MD)
     return _CHAT_MD_START.sub(lambda m: "".join(f"&#{ord(ch)};" for ch in m.group()), text)
 
 
 def slack_url(value: object) -> str:
     """A URL inside `<url|text>`: checked, with `|` and `>` percent-encoded."""
-    return render.safe_url(value).replace("|", "%7C").replace(">", "%3E").replace("<", "%3C")
+    return escape.safe_url(value).replace("|", "%7C").replace(">", "%3E").replace("<", "%3C")
 
 
 # --- splitting -----------------------------------------------------------------
@@ -614,7 +614,7 @@ def _words(response: requests.Response) -> str:
     data = _json(response)
     said = (data.get("msg") or data.get("errmsg") or data.get("description") or data.get("error")
             if data else _page_words(response))
-    said = render.one_line(json.dumps(said) if isinstance(said, dict) else said or "")[:200]
+    said = escape.one_line(json.dumps(said) if isinstance(said, dict) else said or "")[:200]
     moved = (data.get("parameters") or {}).get("migrate_to_chat_id") if data else None
     if moved:  # Telegram: the group became a supergroup with a new id, which it tells once asked
         said += f" (its new chat_id is {moved}: set chat_id to it)"
@@ -634,7 +634,7 @@ def _page_words(response: requests.Response) -> str:
 
     tree = LexborHTMLParser(body[:100_000])  # the words come first; a huge page is not read whole
     tree.strip_tags(["script", "style", "noscript", "template"])
-    title, text = (_INLINE_GAP.sub("", render.one_line(node.text(separator=" "))) if node else ""
+    title, text = (_INLINE_GAP.sub("", escape.one_line(node.text(separator=" "))) if node else ""
                    for node in (tree.css_first("title"), tree.body))
     words = text if text.startswith(title) else f"{title}: {text}" if text else title
     return words.removeprefix(f"{response.status_code} ")  # "502 Bad Gateway": HTTP 502 says it
