@@ -280,18 +280,6 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     def fits(page: str) -> bool:  # as each reader gets it: longer links (their tokens), encoded
         return as_sent(links.sized(page)) <= limit
 
-    def most(fitting: Callable[[int], str], low: int, high: int) -> tuple[int, str] | None:
-        """The most in low..high that fits, and its page (binary search), else None."""
-        best = None
-        while low <= high:
-            mid = (low + high) // 2
-            page = fitting(mid)
-            if fits(page):
-                low, best = mid + 1, (mid, page)
-            else:
-                high = mid - 1
-        return best
-
     page = render()
     if base["whole_url"] is None or whole or fits(page):
         return page
@@ -302,6 +290,14 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
         ("updates", 0, len(news)), ("lines", 0, total), *(("clip_all", n, None) for n in CLIP_ALL),
         ("shallow", True, None)]
     trim = [t for t in trim if t[2] != 0]  # nothing of it to give
+    return _trimmed_to_fit(page, render, fits, trim)
+
+
+def _trimmed_to_fit(page: str, render: Callable[..., str], fits: Callable[[str], bool],
+                    trim: Sequence[tuple[str, Any, int | None]]) -> str:
+    """The email (`page`, whole) with what `trim` lists given way in turn until it fits; then
+    the step that made it fit, and the ones before it, the last first, each given back the
+    most that still fits (digest_html says what gives way and why)."""
     state: dict[str, Any] = {}
 
     def given(knob: str, n: int) -> str:  # the page with `n` of what `knob` gives back
@@ -314,11 +310,25 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
             continue
         for back, _, there in [trim[step], *reversed(trim[:step])]:
             if there is not None and state[back] < there:
-                found = most(partial(given, back), state[back] + 1, there)
+                found = _most(partial(given, back), fits, state[back] + 1, there)
                 if found:
                     state[back], page = found
         return page
     return page  # the smallest page there is; the web and Markdown copies are whole
+
+
+def _most(fitting: Callable[[int], str], fits: Callable[[str], bool], low: int,
+          high: int) -> tuple[int, str] | None:
+    """The most in low..high that fits, and its page (binary search), else None."""
+    best = None
+    while low <= high:
+        mid = (low + high) // 2
+        page = fitting(mid)
+        if fits(page):
+            low, best = mid + 1, (mid, page)
+        else:
+            high = mid - 1
+    return best
 
 
 def as_sent(html: str) -> int:
