@@ -280,7 +280,7 @@ def closest(title: str, normal_titles: list[str], threshold: float) -> int | Non
     return found[2] if found else None
 
 
-def as_dict(report: CollectReport) -> dict:
+def as_dict(report: CollectReport) -> dict[str, Any]:
     return {
         "window": [report.window[0].isoformat(), report.window[1].isoformat()],
         "sources": {name: vars(part) for name, part in report.sources.items()},

@@ -6,6 +6,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, replace
 from datetime import datetime
+from typing import Any
 
 from pipeline.config import TopicDef
 from pipeline.extract import contribution, links, readable, venue, withdrawn
@@ -28,8 +29,8 @@ from pipeline.models import (
 )
 
 
-def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | None = None,
-                seed: SeedEntry | None = None, translation: dict | None = None) -> Entry:
+def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict[str, Any] | None = None,
+                seed: SeedEntry | None = None, translation: dict[str, Any] | None = None) -> Entry:
     """A paper as a digest line; a seed's curated Chinese beats the LLM's.
 
     Without a summary the English line is the abstract's contribution sentence; without a
@@ -63,7 +64,7 @@ def paper_entry(paper: Paper, topic: str, score: float | None, summary: dict | N
     )
 
 
-def chinese_title(summary: dict | None, title: str) -> str | None:
+def chinese_title(summary: dict[str, Any] | None, title: str) -> str | None:
     """The summary's Chinese title; None when it is the title itself (a name the model left
     as it is: "AReaL", "GRPO-λ: Policy Optimisation"), which was shown twice, one line under
     the other."""
@@ -81,7 +82,7 @@ def entry_date(paper: Paper, seed: SeedEntry | None = None) -> str | None:
     return day.date().isoformat() if day else (seed.date.isoformat() if seed and seed.date else None)
 
 
-def seed_entry(seed: SeedEntry, topic: str, translation: dict | None = None) -> Entry:
+def seed_entry(seed: SeedEntry, topic: str, translation: dict[str, Any] | None = None) -> Entry:
     """A seed entry not (yet) tied to an arXiv paper: its curated text; offline, in
     English only the title speaks for it."""
     url = f"https://arxiv.org/abs/{seed.arxiv_id}" if seed.arxiv_id else None
@@ -96,7 +97,7 @@ def seed_entry(seed: SeedEntry, topic: str, translation: dict | None = None) -> 
     )
 
 
-def with_reading(entry: Entry, reading: dict | None) -> Entry:
+def with_reading(entry: Entry, reading: dict[str, Any] | None) -> Entry:
     """Attach the LLM's featured reading; a curated reading from the seed page stays."""
     if not reading or entry.parts:
         return entry
@@ -115,7 +116,7 @@ def highlight_candidates(featured: Sequence[Entry], entries: Iterable[Entry],
     return [*featured, *rest][:limit]
 
 
-def highlights(reply: dict | None, papers: Sequence[Entry]) -> tuple[Highlight, ...]:
+def highlights(reply: dict[str, Any] | None, papers: Sequence[Entry]) -> tuple[Highlight, ...]:
     """The LLM's takeaways, each tied to the paper it names (by its number in the prompt)."""
     if not reply:
         return ()
@@ -127,7 +128,7 @@ def highlights(reply: dict | None, papers: Sequence[Entry]) -> tuple[Highlight, 
     return tuple(found)
 
 
-def snapshot(paper: Paper) -> dict:
+def snapshot(paper: Paper) -> dict[str, Any]:
     """What a reader was told about a paper: its version, venue and code link, and whether
     it was withdrawn (only said when it was: an older ledger row has no such key)."""
     code = dict(links(paper.abstract, paper.comment)).get("code")
@@ -135,7 +136,7 @@ def snapshot(paper: Paper) -> dict:
     return found | ({"withdrawn": True} if withdrawn(paper.comment, paper.abstract) else {})
 
 
-def snapshots(digest: Digest) -> dict[str, dict]:
+def snapshots(digest: Digest) -> dict[str, dict[str, Any]]:
     """The Updates ledger's baseline after this digest: each listed paper as shown, one-line
     entries too (most of a busy week), and a seed's paper under 收录 · From the reading list."""
     found = {e.key: {"version": e.version, "venue": e.venue, "code": dict(e.links).get("code")}
@@ -159,8 +160,8 @@ def update_order(update: Update) -> tuple[int, str, str]:
     return weight, update.title.casefold(), update.key
 
 
-def updates(papers: Iterable[Paper], ledger: dict[str, dict | None],
-            summaries: dict[str, dict]) -> list[Update]:
+def updates(papers: Iterable[Paper], ledger: dict[str, dict[str, Any] | None],
+            summaries: dict[str, dict[str, Any]]) -> list[Update]:
     """Published papers with news since they were last listed: a newer version, a venue,
     code, a withdrawal (in `update_order`). A paper listed before the ledger kept snapshots
     has nothing to compare with."""
@@ -272,9 +273,9 @@ def with_english(featured: Sequence[Entry], curated: Curated,
 
 def make_digest(*, digest_id: str, window: tuple[datetime, datetime], timezone: str,
                 entries: Sequence[Entry], featured: Sequence[Entry], topics: Sequence[TopicDef],
-                max_papers: int, comparison: dict | None, curated: Curated,
+                max_papers: int, comparison: dict[str, Any] | None, curated: Curated,
                 model: str | None, sources: Sequence[str], categories: Sequence[str],
-                updates: Sequence[Update] = (), coverage: dict | None = None,
+                updates: Sequence[Update] = (), coverage: dict[str, Any] | None = None,
                 max_curated: int = 5, first: bool = False,
                 highlights: Sequence[Highlight] = (),
                 question: tuple[str | None, str | None] = (None, None),
@@ -315,21 +316,21 @@ def listed_keys(digest: Digest) -> list[str]:
                             *(e for s in digest.sections for e in (*s.entries, *s.brief)))]
 
 
-def digest_to_dict(digest: Digest) -> dict:
+def digest_to_dict(digest: Digest) -> dict[str, Any]:
     return asdict(digest)
 
 
-def digest_from_dict(data: dict) -> Digest:
+def digest_from_dict(data: dict[str, Any]) -> Digest:
     """Rebuild a stored digest exactly, for `rl-digest render`."""
 
-    def entry(d: dict) -> Entry:
+    def entry(d: dict[str, Any]) -> Entry:
         return Entry(**{**d, "authors": tuple(d["authors"]), "categories": tuple(d["categories"]),
                         "key_points_zh": tuple(d["key_points_zh"]),
                         "key_points_en": tuple(d["key_points_en"]),
                         "parts": tuple(Part(**p) for p in d["parts"]),
                         "links": tuple(tuple(link) for link in d.get("links") or ())})
 
-    def trends(t: dict | None) -> Trends | None:  # None in digests made before trends
+    def trends(t: dict[str, Any] | None) -> Trends | None:  # None in digests made before trends
         if not t:
             return None
         return Trends(tuple(t["weeks"]), tuple(TopicWeeks(w["topic"], w["name_zh"], w["name_en"],

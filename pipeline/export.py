@@ -323,11 +323,11 @@ def ris(entry: Entry) -> str:
 
 # --- CSL-JSON and JSONL ----------------------------------------------------------------------
 
-def csl(entry: Entry) -> dict:
+def csl(entry: Entry) -> dict[str, Any]:
     """The CSL-JSON item Zotero reads: a preprint ("article") with its arXiv number and DOI."""
     ident = arxiv_id(entry)
     authors, more = named(entry)
-    item: dict = {"id": cite_key(entry), "type": "article", "title": entry.title,
+    item: dict[str, Any] = {"id": cite_key(entry), "type": "article", "title": entry.title,
                   "author": [*({"family": f, "given": g} if g else {"family": f}
                                for f, g in map(name_parts, authors)), *[{"literal": OTHERS}] * more]}
     if entry.date:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pipeline.models import Entry
 
@@ -30,7 +31,7 @@ def candidates(papers: Sequence[Entry], limit: int = CANDIDATES) -> list[Entry]:
 
 
 def choose(papers: Sequence[Entry], n: int, min_similarity: float,
-           reply: dict | None = None) -> Pick:
+           reply: dict[str, Any] | None = None) -> Pick:
     """Up to n papers that share a question: the LLM's pick (`reply`, its numbers
     counting from 1 in candidates' order) or, without one, the closest pair by terms."""
     top = candidates(papers)

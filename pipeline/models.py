@@ -359,7 +359,7 @@ class Digest:
     categories: tuple[str, ...] = ()
     updates: tuple[Update, ...] = ()
     pending_zh: int = 0  # entries whose Chinese summary is not written yet
-    coverage: dict | None = None  # coverage.Summary as a dict, plus relevant papers per archive
+    coverage: dict[str, Any] | None = None  # coverage.Summary as a dict, plus relevant papers per archive
     curated: tuple[Entry, ...] = ()  # 收录 · From the reading list: seed entries not shown before
     first: bool = False  # the first digest of this database: the topic intro is shown in full
     highlights: tuple[Highlight, ...] = ()

@@ -80,7 +80,7 @@ class Ledger:
 
     def __init__(self, out: Path, key: str):
         self.out, self.folder, self.key = out, out / FOLDER, key
-        self.months: dict[str, dict] = {}  # this build's, saved by `save`
+        self.months: dict[str, dict[str, Any]] = {}  # this build's, saved by `save`
         self.last = self._load()
         self._open: dict[str, int] = {}
         self.source: Path | None = None  # the helper's outputs.dir, once adopted
@@ -103,7 +103,7 @@ class Ledger:
         replayed wrote it: a helper's copy is moved into place. True when its bytes changed."""
         return move_if_changed(self._from(path), path) if self.source else False
 
-    def _load(self) -> dict:
+    def _load(self) -> dict[str, Any]:
         """The last build's ledger if its inputs are this build's and its files are as it
         left them; it is removed either way (a build that fails halfway leaves none)."""
         path = self.folder / LEDGER
@@ -180,8 +180,8 @@ def order(months: Iterable[str]) -> list[str]:
     return sorted(months, reverse=True)
 
 
-def merged(fresh: Iterable[tuple[str, Iterator]], replayed: Iterable[str]
-           ) -> Iterator[tuple[str, Iterator | None]]:
+def merged(fresh: Iterable[tuple[str, Iterator[Any]]], replayed: Iterable[str]
+           ) -> Iterator[tuple[str, Iterator[Any] | None]]:
     """The months in the list's order: (month, its entries) for those rendered, (month,
     None) for those replayed."""
     pending = order(replayed)

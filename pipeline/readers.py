@@ -76,7 +76,7 @@ def listing(config: Config, store: Store) -> list[dict[str, Any]]:
     return rows
 
 
-def _channel_readers(config: Config) -> list[tuple[str, list]]:
+def _channel_readers(config: Config) -> list[tuple[str, list[Any]]]:
     """Each reader of the `channels` entries (CHANNEL:READER) and the languages of its posts;
     none when they cannot be opened (a run or send says why)."""
     entries = {entry.key: entry.model_dump() for entry in config.channels}

@@ -106,7 +106,7 @@ class Papers:
             if len(self.newest) < FEED_SIZE:
                 self.newest.append(entry)
 
-    def cut(self) -> tuple[object, dict]:
+    def cut(self) -> tuple[object, dict[str, Any]]:
         """The month just added, its page written: byte ranges in the topic spools and
         exports; its entry count, its line of the index and its search records by year."""
         month = self.pages.close_month()
@@ -116,7 +116,7 @@ class Papers:
         return ({"topics": self.pages.cut(), "exports": [writer.cut() for writer in self.writers]},
                 {"count": count, "month": month, "search": records})
 
-    def replay(self, ranges: Any, pieces: dict, last: months.Ledger, note: Any) -> None:
+    def replay(self, ranges: Any, pieces: dict[str, Any], last: months.Ledger, note: Any) -> None:
         self.pages.keep_month(pieces["month"], pieces["count"])
         if pieces["month"] and last.place(kept := self.pages.month_page(pieces["month"]["key"])):
             self.changed.append(kept)
@@ -199,13 +199,13 @@ class _Pages:
     """The topic and month pages as entries arrive in the reading list's order: months are
     written as they complete, each topic's months spooled to `tmp` and written at the end."""
 
-    def __init__(self, env: Any, context: dict, folder: Path, tmp: Path):
+    def __init__(self, env: Any, context: dict[str, Any], folder: Path, tmp: Path):
         self.page, self.context = env.get_template("site/papers_page.html.j2"), context
         self.folder, self.tmp = folder, tmp
         self.changed: list[Path] = []
         self.written: set[Path] = set()
         self.topics: dict[tuple[str, str], _Spool] = {}  # (topic, month): newest month first
-        self.months: list[dict] = []
+        self.months: list[dict[str, Any]] = []
         self.month: list[str] = []
         self.current, self.count = "", 0
         self.heads: dict[str, int] = {}  # a topic's month page -> its bytes before the entries
@@ -225,7 +225,7 @@ class _Pages:
             self.topics[topic, month] = _Spool(self.tmp / f"t{len(self.topics)}")
         self.topics[topic, month].add(data, count)
 
-    def cut(self) -> list[list]:
+    def cut(self) -> list[list[Any]]:
         """[topic, month, start, end, count] in each spool of the entries since the last cut."""
         return [[*part, *found] for part, spool in self.topics.items() if (found := spool.cut())]
 
@@ -233,7 +233,7 @@ class _Pages:
         head, tail = self.page.render(body=MARK, **values, **self.context).split(MARK)
         return head, tail
 
-    def close_month(self) -> dict | None:
+    def close_month(self) -> dict[str, Any] | None:
         """Write the month's page; its line of the index."""
         if not self.month:
             return None
@@ -247,7 +247,7 @@ class _Pages:
         self.month.clear()
         return self.months[-1]
 
-    def keep_month(self, month: dict | None, count: int) -> None:
+    def keep_month(self, month: dict[str, Any] | None, count: int) -> None:
         """A month (of `count` entries) whose page the last build wrote as it is now."""
         self.count += count
         if month:
@@ -257,7 +257,7 @@ class _Pages:
     def month_page(self, key: str) -> Path:
         return self.folder / "papers" / "month" / f"{key}.html"
 
-    def write_topics(self, known: Sequence[TopicDef]) -> list[dict]:
+    def write_topics(self, known: Sequence[TopicDef]) -> list[dict[str, Any]]:
         """Each topic's page of each month, newest first, and its own page naming them
         (taxonomy order, then topics it no longer names); the index's list."""
         names = {t.key: t.name for t in known}
@@ -404,14 +404,14 @@ def _searchable(entry: Entry, languages: Sequence[str]) -> str:
                          (entry.date or "")[:7]]).decode()
 
 
-def _updates(digests: Mapping[str, Digest] | Sequence[Digest]) -> dict[str, list[dict]]:
+def _updates(digests: Mapping[str, Digest] | Sequence[Digest]) -> dict[str, list[dict[str, Any]]]:
     """Paper key -> the Updates that later digests listed for it, oldest first: from the
     stored digests' Updates alone (publish.StoredDigests.updates), or each digest read."""
     digests = render.by_id(digests)
     stored = getattr(digests, "updates", None)  # the database's digests: their Updates only
     listed = stored() if stored else {did: [(u.key, u.changes) for u in digests[did].updates]
                                       for did in digests}
-    found: dict[str, list[dict]] = {}
+    found: dict[str, list[dict[str, Any]]] = {}
     for digest_id in sorted(listed):
         for key, changes in listed[digest_id]:
             found.setdefault(key, []).append({"digest": digest_id, "changes": changes})

@@ -30,6 +30,7 @@ import subprocess
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from pipeline.config import GitOutput, url_credentials
 from pipeline.deliver.files import clear_killed_writes, write_atomic
@@ -74,7 +75,7 @@ def state_key(repo: Path) -> str:
     return f"git.push_pending:{repo.resolve()}"
 
 
-def waiting(cfg: GitOutput, store: State) -> dict | None:
+def waiting(cfg: GitOutput, store: State) -> dict[str, Any] | None:
     """What still waits ({"error", "since"}: a failed publish, or a commit not pushed yet),
     for `status` and `send`; None when nothing does."""
     return store.get_state(state_key(Path(cfg.repo)))
@@ -308,7 +309,7 @@ def _identity(repo: Path) -> dict[str, str]:
 
 
 def _git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool = True,
-         what: str | None = None) -> subprocess.CompletedProcess:
+         what: str | None = None) -> subprocess.CompletedProcess[str]:
     full_env = {**{k: v for k, v in os.environ.items() if k not in ELSEWHERE}, "GIT_TERMINAL_PROMPT": "0",
                 "LC_ALL": "C", **(env or {})}
     try:
@@ -325,7 +326,7 @@ def _git(repo: Path, *args: str, env: dict[str, str] | None = None, check: bool 
     return result
 
 
-def _why(result: subprocess.CompletedProcess) -> str:
+def _why(result: subprocess.CompletedProcess[str]) -> str:
     """Why a git command failed: its words, or the signal that ended it (Ctrl-C, or a service
     stopped, reaches git too: it shares our process group) rather than "no message"."""
     if result.returncode < 0:

@@ -346,7 +346,7 @@ def _scan(body: bytes) -> _Scan:
     parser = expat.ParserCreate(namespace_separator=" ")
     parser.buffer_text = True
 
-    def start(name: str, _attrs: dict) -> None:
+    def start(name: str, _attrs: dict[str, Any]) -> None:
         scan.root = scan.root or name
         path.append(name)
         chars.clear()

@@ -91,7 +91,7 @@ class ArxivRss:
         self.poll_minutes, self.poll_interval_minutes = poll_minutes, poll_interval_minutes
 
     def fetch(self, window: Window, fetcher: Fetcher) -> Found:
-        seen: dict[str, dict] = dict(window.memory or {})  # feed URL -> {"day", "newest"}
+        seen: dict[str, dict[str, Any]] = dict(window.memory or {})  # feed URL -> {"day", "newest"}
         found = Found(memory=seen)
         part = found.report
         assert part is not None
@@ -188,12 +188,12 @@ def maybe_holiday(window: Window, due: Announcement | None, feeds: dict[str, Fee
             and all(url in pending for url, feed in feeds.items() if feed.error is None))
 
 
-def _moved_past(last: dict, evening: date) -> bool:
+def _moved_past(last: dict[str, Any], evening: date) -> bool:
     """This feed was last read for an announcement after `evening`'s."""
     return bool(last.get("day")) and last["day"] > evening.isoformat()
 
 
-def _stale(last: dict, feed: FeedResult, day: date) -> bool:
+def _stale(last: dict[str, Any], feed: FeedResult, day: date) -> bool:
     """No id newer than the newest of the last announcement read from this feed.
 
     A feed error is not stale: it is a configuration error that polling cannot mend."""
