@@ -21,7 +21,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from pydantic import Field
 
-from pipeline import calendar, collect, enrich, lock, plugins, sources, store, templating
+from pipeline import calendar, collect, enrich, lock, plugins, replies, sources, store, templating
 from pipeline.config import Config, Reader, channel_entry, read_recipients, sqlite_file
 from pipeline.deliver import channels, chat, email, files, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
@@ -370,7 +370,7 @@ def calendar_check(cal: calendar.Calendar, now: datetime) -> Check:
     return ok("calendar", f"holidays known for {known}{after}")
 
 
-class DoctorReply(enrich.Reply):
+class DoctorReply(replies.Reply):
     ok: bool = Field(description="true")
 
 
@@ -384,12 +384,12 @@ def check_llm(config: Config) -> Iterable[Check]:
     prompt = templating.text_env(config.templates.dir).get_template("prompts/doctor.j2").render()
     fmt = ({"type": "json_object"} if cfg.structured == "json_object" else
            {"type": "json_schema", "json_schema": {"name": "doctor", "strict": True,
-                                                   "schema": enrich.wire_schema(DoctorReply)}})
+                                                   "schema": replies.wire_schema(DoctorReply)}})
     try:
         reply = client.complete(  # type: ignore[union-attr]
             model=cfg.model, messages=[{"role": "user", "content": prompt}], response_format=fmt,
             timeout=cfg.timeout_seconds, extra_body=dict(cfg.extra_body) or None)
-        enrich.parse_reply(reply.content, DoctorReply)
+        replies.parse_reply(reply.content, DoctorReply)
     except LLMCallFailed as exc:
         yield fail("llm", f"{exc.why} (model {cfg.model})")
         return

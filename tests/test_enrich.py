@@ -12,21 +12,18 @@ import pytest
 
 from pipeline import llm
 from pipeline.config import Enrich
-from pipeline.enrich import (
-    SUMMARY,
+from pipeline.enrich import SUMMARY, Enricher, Item, make_client
+from pipeline.errors import DigestError
+from pipeline.models import Paper, SeedEntry, paper_key, seed_key
+from pipeline.replies import (
     Comparison,
-    Enricher,
     FeaturedReading,
-    Item,
     PaperSummary,
     ReplyError,
     SeedTranslation,
-    make_client,
     parse_reply,
     wire_schema,
 )
-from pipeline.errors import DigestError
-from pipeline.models import Paper, SeedEntry, paper_key, seed_key
 from pipeline.sources.seeds import load_seeds
 from pipeline.store import Store
 from pipeline.templating import text_env

@@ -8,8 +8,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from pipeline import compose, escape, render
-from pipeline.enrich import PaperSummary, Term, glossary_misses, load_glossary
+from pipeline.glossary import Term, glossary_misses, load_glossary
 from pipeline.models import Entry, Paper, Part, Row
+from pipeline.replies import PaperSummary
 from pipeline.templating import text_env
 from tests import fixtures_digest as fx
 

@@ -481,7 +481,7 @@ def test_every_zh_and_en_text_from_outside_stays_text(hostile):
         assert tree.css("b") == [], name
     for lang in ("zh", "en"):
         texts = [n.text() for n in week1.css(f"[data-l={lang}]") if "alert(1)" in n.text()]
-        # the LLM stand-in echoes the title: its *emphasis* and <b> go (enrich._plain), the rest is text
+        # the LLM stand-in echoes the title: its *emphasis* and <b> go (replies._plain), the rest is text
         assert texts and all("<script>alert(1)</script> R|L bold α_t x line two" in t for t in texts), lang
     titles = [a.text() for a in week1.css("a") if "alert(1)" in a.text()]
     assert titles and all(t == SHOWN for t in titles)
