@@ -183,6 +183,16 @@ def parse_reply(content: str | None, model: type[Reply], fit: bool = False,
 
 
 def _parsed(content: str | None, model: type[Reply], fit: bool, shown: Sequence[str]) -> Reply:
+    data = _cleaned(_json_in(content))
+    wrong = _unreadable(data, shown)
+    if wrong:
+        raise ReplyError("; ".join(wrong[:5]))
+    return _validated(data, model, fit)
+
+
+def _json_in(content: str | None) -> Any:
+    """The JSON a reply holds, without its <think> blocks and code fence; among words, the
+    first object."""
     text = _THINK.sub("", content or "")
     if re.match(r"\s*<think>", text, re.IGNORECASE):  # reasoning that never closed
         text = ""
@@ -193,7 +203,7 @@ def _parsed(content: str | None, model: type[Reply], fit: bool, shown: Sequence[
     if not text:
         raise ReplyError("the reply was blank")
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except ValueError:  # the object among words: the first one, whatever follows it (a note
         start = text.find("{")  # "the {kind} field is set", a second copy of the object)
         try:
@@ -202,10 +212,11 @@ def _parsed(content: str | None, model: type[Reply], fit: bool, shown: Sequence[
             data = None
         if data is None:
             raise ReplyError("the reply was not a JSON object") from None
-    data = _cleaned(data)
-    wrong = _unreadable(data, shown)
-    if wrong:
-        raise ReplyError("; ".join(wrong[:5]))
+        return data
+
+
+def _validated(data: Any, model: type[Reply], fit: bool) -> Reply:
+    """The reply as `model`; with fit, what is only over its bounds is cut once, then checked again."""
     for _ in range(2):
         try:
             return model.model_validate(data)
