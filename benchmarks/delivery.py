@@ -28,7 +28,7 @@ def _serve(pipe) -> None:
 
 
 def main() -> None:
-    from pipeline.config import Email, Reader
+    from pipeline.config_email import Email, Reader
     from pipeline.deliver.email import EmailChannel
     from pipeline.deliver.outbox import StoreOutbox, deliver
     from pipeline.store import Store

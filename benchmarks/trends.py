@@ -29,7 +29,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from pipeline import trends
-    from pipeline.config import Bilingual, TopicDef
+    from pipeline.config_sections import Bilingual, TopicDef
     from pipeline.models import Paper, Scored, paper_key
     from pipeline.store import Store
 

@@ -8,7 +8,7 @@ from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
-from pipeline.config import TopicDef
+from pipeline.config_sections import TopicDef
 from pipeline.extract import contribution, links, readable, venue, withdrawn
 from pipeline.models import (
     Digest,

@@ -22,7 +22,9 @@ import sqlalchemy as sa
 from pydantic import Field
 
 from pipeline import calendar, collect, enrich, lock, plugins, replies, sources, store, templating
-from pipeline.config import Config, Reader, channel_entry, read_recipients, sqlite_file
+from pipeline.config import Config, sqlite_file
+from pipeline.config_email import Reader, read_recipients
+from pipeline.config_sections import channel_entry
 from pipeline.deliver import channels, chat, email, files, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
 from pipeline.sources import arxiv_api, arxiv_oai, arxiv_rss

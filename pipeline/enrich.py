@@ -34,7 +34,7 @@ import jinja2
 from pydantic import ValidationError
 
 from pipeline import progress
-from pipeline.config import Enrich
+from pipeline.config_sections import Enrich
 from pipeline.errors import DigestError, LLMCallFailed
 from pipeline.glossary import glossary_misses, load_glossary
 from pipeline.models import Enrichment, Paper, SeedEntry, paper_key, seed_key

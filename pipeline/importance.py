@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
-from pipeline.config import Importance as Weights
+from pipeline.config_sections import Importance as Weights
 from pipeline.extract import links, venue
 from pipeline.learn import author_name
 from pipeline.models import Paper, SeedEntry

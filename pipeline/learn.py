@@ -43,7 +43,7 @@ from pipeline.extract import readable, withdrawn
 from pipeline.models import Paper
 
 if TYPE_CHECKING:
-    from pipeline.config import Relevance
+    from pipeline.config_sections import Relevance
 
 MODEL_FILE = "relevance_model.npz"
 TRAIN_FILE = "relevance_train.jsonl.gz"

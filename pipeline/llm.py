@@ -20,7 +20,7 @@ import httpcore2
 import httpx2
 import openai
 
-from pipeline.config import Enrich
+from pipeline.config_sections import Enrich
 from pipeline.errors import LLMCallFailed
 from pipeline.retry import retry_after
 from pipeline.stopping import STOP

@@ -14,7 +14,8 @@ from email.utils import parseaddr
 from typing import Any
 
 from pipeline import templating
-from pipeline.config import Config, Reader
+from pipeline.config import Config
+from pipeline.config_email import Reader
 from pipeline.deliver import channels
 from pipeline.deliver.outbox import EMAIL, SKIPPED, Delivery, StoreOutbox, held_for_channel, reader_key
 from pipeline.errors import ConfigError, DigestError

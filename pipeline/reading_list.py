@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import IO, Any, Protocol
 
 from pipeline import compose, months, rank, render, templating
-from pipeline.config import Config, TopicDef
+from pipeline.config import Config
+from pipeline.config_sections import TopicDef
 from pipeline.deliver import files
 from pipeline.deliver.files import spool_folder, write_if_changed
 from pipeline.models import Entry, Moved, Paper, Scored, SeedEntry, paper_key, seed_key

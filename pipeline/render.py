@@ -67,7 +67,7 @@ def paper_count(digest: Digest) -> int:
 class Settings:
     """What rendering needs of the configuration, and nothing else."""
 
-    topic: Any  # config.Topic: the digest's name and intro in both languages
+    topic: Any  # config_sections.Topic: the digest's name and intro in both languages
     languages: tuple[str, ...]
     topic_names: Mapping[str, tuple[str, str]]  # topic key -> its (zh, en) names
     base_url: str | None = None  # outputs.base_url: where out/ (the reading list) is published, "/"-ended

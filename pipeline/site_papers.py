@@ -26,7 +26,8 @@ from typing import IO, Any, TextIO
 import orjson
 
 from pipeline import bilingual, escape, export, months, reading_list, render, site, templating
-from pipeline.config import Config, TopicDef
+from pipeline.config import Config
+from pipeline.config_sections import TopicDef
 from pipeline.deliver import files
 from pipeline.deliver.files import spool_folder, streamed_if_changed, write_if_changed
 from pipeline.models import Digest, Entry, Moved

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import date, timedelta
 
-from pipeline.config import TopicDef
+from pipeline.config_sections import TopicDef
 from pipeline.models import Entry, Mover, TopicWeeks, Trends
 
 WEEKS = 26

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pipeline import compose, render, trends
-from pipeline.config import Bilingual, Topic, TopicDef
+from pipeline.config_sections import Bilingual, Topic, TopicDef
 from pipeline.models import Digest, Entry, Highlight, Paper, Part, Row, Section, TopicWeeks, Trends, Update
 
 TOPICS = [

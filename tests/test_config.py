@@ -12,7 +12,7 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from pipeline import config
+from pipeline import config, config_email
 from pipeline.errors import ConfigError
 from tests.helpers import ROOT, cli_command, cli_env, write_config
 
@@ -266,7 +266,7 @@ def test_a_bad_recipient_line_is_named_and_skipped_and_the_others_read(tmp_path,
     (tmp_path / "people.txt").write_text(lines, encoding="utf-8")
     path = tmp_path / "config.yaml"
     path.write_text("email: {recipients_file: people.txt}\n", encoding="utf-8")
-    readers, problems = config.read_recipients(tmp_path / "people.txt")
+    readers, problems = config_email.read_recipients(tmp_path / "people.txt")
     (problem,) = problems
     assert problem.startswith(f"{tmp_path}/{error}") and problem.endswith("; line skipped")
     assert len(config.load(path).readers()) == len(lines.splitlines()) - 1 == len(readers)

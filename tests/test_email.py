@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from pipeline import compose, publish
 from pipeline import config as config_mod
-from pipeline.config import Email
+from pipeline.config_email import Email
 from pipeline.deliver.email import EmailChannel, build_message, message_bytes
 from pipeline.deliver.outbox import (
     MAX_ATTEMPTS,

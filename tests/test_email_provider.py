@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import read_recipients
+from pipeline.config_email import read_recipients
 from pipeline.deliver.channels import Deferred, Refused, Unreachable
 from pipeline.deliver.email import _refusal
 from pipeline.deliver.outbox import StoreOutbox, next_retry

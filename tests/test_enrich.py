@@ -11,7 +11,7 @@ import openai
 import pytest
 
 from pipeline import llm
-from pipeline.config import Enrich
+from pipeline.config_sections import Enrich
 from pipeline.enrich import SUMMARY, Enricher, Item, make_client
 from pipeline.errors import DigestError
 from pipeline.models import Paper, SeedEntry, paper_key, seed_key

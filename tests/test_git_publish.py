@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.config import GitOutput
+from pipeline.config_sections import GitOutput
 from pipeline.deliver.git import _gist, publish, reachable, state_key
 from pipeline.errors import DeliveryError
 from pipeline.store import Store

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from pipeline import importance
-from pipeline.config import Importance as Weights
+from pipeline.config_sections import Importance as Weights
 from tests.helpers import DAY, full_config, rl_paper
 from tests.servers.arxiv_server import ArxivServer
 from tests.test_entries_cli import outputs

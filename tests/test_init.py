@@ -12,7 +12,7 @@ import sys
 import yaml
 
 from pipeline import starter
-from pipeline.config import read_recipients
+from pipeline.config_email import read_recipients
 from tests.helpers import ROOT, cli_command, write_config
 
 

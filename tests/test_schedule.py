@@ -14,7 +14,8 @@ from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
 from apscheduler.executors.base import run_job
 
 from pipeline import heartbeat, lock, schedule, templating
-from pipeline.config import crontab, load
+from pipeline.config import load
+from pipeline.crontab import crontab
 from pipeline.errors import ConfigError, DigestError
 from pipeline.stopping import STOP, Stopped
 from pipeline.store import Store

@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from pipeline import compose, render, templating, trends
-from pipeline.config import Bilingual, TopicDef, load
+from pipeline.config import load
+from pipeline.config_sections import Bilingual, TopicDef
 from pipeline.models import Entry, Paper, Scored, SeedEntry, TopicWeeks, Trends, paper_key
 from pipeline.store import Store
 from tests import fixtures_digest as fx

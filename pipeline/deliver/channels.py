@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pipeline import plugins
-from pipeline.config import Config, channel_entry
+from pipeline.config import Config
+from pipeline.config_sections import channel_entry
 from pipeline.models import Digest
 
 GROUP = "rl_digest.channels"

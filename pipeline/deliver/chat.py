@@ -52,7 +52,8 @@ from markupsafe import Markup
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pipeline import escape, render, retry, templating
-from pipeline.config import EnvName, unknown_key
+from pipeline.config import unknown_key
+from pipeline.config_sections import EnvName
 from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import ConfigError, DigestError
 from pipeline.models import Digest, Entry

@@ -35,7 +35,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from email_validator import EmailNotValidError, validate_email
 
 from pipeline import render
-from pipeline.config import Email, Reader
+from pipeline.config_email import Email, Reader
 from pipeline.deliver.channels import ChannelSetup, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import DeliveryError
 from pipeline.links import ADDRESS, RECIPIENT, Links

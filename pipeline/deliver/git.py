@@ -32,7 +32,8 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from pipeline.config import GitOutput, url_credentials
+from pipeline.config import url_credentials
+from pipeline.config_sections import GitOutput
 from pipeline.deliver.files import clear_killed_writes, write_atomic
 from pipeline.errors import DeliveryError, DigestError
 from pipeline.models import State
