@@ -94,52 +94,72 @@ def config_problems(config: Config) -> Problems:
                         "templates are used)")
     elif config.templates.dir:
         errors += templating.user_template_problems(config.templates.dir)
-    if config.email.enabled:
-        if not config.readers():
-            warnings.append("email.to: email is enabled but has no recipients "
-                            "(add email.to or email.recipients_file)")
-        sender = parseaddr(config.email.from_)[1].rpartition("@")[2]
-        if "." not in sender and not config.email.local:
-            warnings.append(f"email.from: @{sender} has no period, which suits a mail server on this "
-                            f"host (smtp_host: localhost) that delivers or rewrites it; "
-                            f"{config.email.smtp_host} may refuse it")
-        unsubscribe = ("serve.base_url", config.serve.base_url) if config.serve.base_url else (
-            "email.unsubscribe_url", config.email.unsubscribe_url)
-        if (unsubscribe[1] or "").lower().startswith("http://"):
-            warnings.append(f"{unsubscribe[0]}: an http:// address, so the emails carry no one-click "
-                            "unsubscribe (RFC 8058 is for https alone; Gmail and Yahoo ask bulk senders "
-                            "for it): serve it over HTTPS and write its https:// address")
-        if not config.outputs.base_url and not config.site_url:
-            warnings.append("outputs.base_url: not set, nor outputs.site_url, so the email links no "
-                            "reading list or whole digest and cannot be trimmed to 100 KB (set one "
-                            "to where out/ or out/site/ is published)")
+    warnings += email_problems(config)
     warnings += channel_problems(config)
     if config.outputs.git and not config.outputs.git.repo.is_dir():
         warnings.append(f"outputs.git.repo: {config.outputs.git.repo}: no such folder (each run would "
                         "make its digest, then fail to publish it and exit 1: clone the repository "
                         "there first)")
-    if config.serve.base_url and not config.secret(config.serve.secret_env):
-        errors.append(f"serve.secret_env: {config.serve.secret_env} is not set (the secret that "
-                      "signs the reader links; every run would stop: export it, e.g. "
-                      "$(openssl rand -hex 32))")
-    elif config.serve.base_url and len(config.secret(config.serve.secret_env) or "") < SECRET_MIN:
-        errors.append(f"serve.secret_env: the secret in {config.serve.secret_env} is shorter than "
-                      f"{SECRET_MIN} characters, easy to guess (links could be forged): use "
-                      "$(openssl rand -hex 32)")
+    errors += secret_problems(config)
     warnings += [f"serve.previous_secret_envs[{n}]: the environment variable {name} is not set (the reader "
                  "links signed with it, in emails mailed before the secret changed, are refused)"
                  for n, name in enumerate(config.serve.previous_secret_envs) if not config.secret(name)]
     errors += plugin_problems(config)
-    out = files.unwritable(config.outputs.dir, "outputs.dir")
-    if out:
-        errors.append(out)
-    database = database_problem(config.storage.url)
-    if database:
-        errors.append(database)
-    password = config.password_env_problem()
-    if password:
-        errors.append(f"{password[0]} ({password[1]})")
+    errors += state_problems(config)
     return Problems(errors, warnings)
+
+
+def email_problems(config: Config) -> list[str]:
+    """What weakens the email, when it is on: no reader, a sender's domain the server may
+    refuse, no one-click unsubscribe, no link to the whole digest."""
+    if not config.email.enabled:
+        return []
+    warnings = []
+    if not config.readers():
+        warnings.append("email.to: email is enabled but has no recipients "
+                        "(add email.to or email.recipients_file)")
+    sender = parseaddr(config.email.from_)[1].rpartition("@")[2]
+    if "." not in sender and not config.email.local:
+        warnings.append(f"email.from: @{sender} has no period, which suits a mail server on this "
+                        f"host (smtp_host: localhost) that delivers or rewrites it; "
+                        f"{config.email.smtp_host} may refuse it")
+    unsubscribe = ("serve.base_url", config.serve.base_url) if config.serve.base_url else (
+        "email.unsubscribe_url", config.email.unsubscribe_url)
+    if (unsubscribe[1] or "").lower().startswith("http://"):
+        warnings.append(f"{unsubscribe[0]}: an http:// address, so the emails carry no one-click "
+                        "unsubscribe (RFC 8058 is for https alone; Gmail and Yahoo ask bulk senders "
+                        "for it): serve it over HTTPS and write its https:// address")
+    if not config.outputs.base_url and not config.site_url:
+        warnings.append("outputs.base_url: not set, nor outputs.site_url, so the email links no "
+                        "reading list or whole digest and cannot be trimmed to 100 KB (set one "
+                        "to where out/ or out/site/ is published)")
+    return warnings
+
+
+def secret_problems(config: Config) -> list[str]:
+    """serve's signing secret, when serve has a base_url: unset, every run would stop; short,
+    its reader links could be forged."""
+    if not config.serve.base_url:
+        return []
+    secret = config.secret(config.serve.secret_env)
+    if not secret:
+        return [f"serve.secret_env: {config.serve.secret_env} is not set (the secret that "
+                "signs the reader links; every run would stop: export it, e.g. "
+                "$(openssl rand -hex 32))"]
+    if len(secret) < SECRET_MIN:
+        return [f"serve.secret_env: the secret in {config.serve.secret_env} is shorter than "
+                f"{SECRET_MIN} characters, easy to guess (links could be forged): use "
+                "$(openssl rand -hex 32)"]
+    return []
+
+
+def state_problems(config: Config) -> list[str]:
+    """Where a run keeps what it makes: an outputs.dir it cannot write, a storage.url it
+    cannot use, a database password it cannot read."""
+    password = config.password_env_problem()
+    found = [files.unwritable(config.outputs.dir, "outputs.dir"), database_problem(config.storage.url),
+             f"{password[0]} ({password[1]})" if password else None]
+    return [problem for problem in found if problem]
 
 
 def plugin_problems(config: Config) -> list[str]:
