@@ -136,14 +136,7 @@ def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
 
 
 def _overlay(data: dict, path: Path) -> None:
-    try:
-        loaded = parse_yaml(path.read_text(encoding="utf-8")) or {}
-    except OSError as exc:  # its strerror alone: str(exc) names the file a second time
-        raise ConfigError(f"{path}: cannot read the arXiv calendar ({exc.strerror or exc})") from None
-    except (yaml.YAMLError, ValueError, TypeError) as exc:  # ValueError: a day of no month (2026-13-01)
-        raise ConfigError(f"{path}: cannot read the arXiv calendar ({' '.join(str(exc).split())})") from None
-    if not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: an arXiv calendar is a mapping (timezone, time, weekdays, ...)")
+    loaded = _read(path)
     for key in ("timezone", "time", "weekdays"):
         if key in loaded:
             data[key] = loaded[key]
@@ -164,3 +157,16 @@ def _overlay(data: dict, path: Path) -> None:
     if not isinstance(years, list) or not all(re.fullmatch(r"[0-9]+", str(year)) for year in years):
         raise ConfigError(f"{path}: years lists the years whose holidays the file gives, e.g. [2027]")
     data["years"].update(int(year) for year in years)  # a day alone does not make its year known
+
+
+def _read(path: Path) -> dict:
+    """One calendar file as a mapping; ConfigError says why it is none."""
+    try:
+        loaded = parse_yaml(path.read_text(encoding="utf-8")) or {}
+    except OSError as exc:  # its strerror alone: str(exc) names the file a second time
+        raise ConfigError(f"{path}: cannot read the arXiv calendar ({exc.strerror or exc})") from None
+    except (yaml.YAMLError, ValueError, TypeError) as exc:  # ValueError: a day of no month (2026-13-01)
+        raise ConfigError(f"{path}: cannot read the arXiv calendar ({' '.join(str(exc).split())})") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: an arXiv calendar is a mapping (timezone, time, weekdays, ...)")
+    return loaded
