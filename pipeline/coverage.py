@@ -146,18 +146,7 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
     complete = sum(1 for day in days if all(
         (r := ledger.days.get(day, {}).get(g)) is not None and not r.open for g in groups))
     for archive, members in by_archive.items():
-        totals = {"read": 0, "new": 0, "cross": 0, "replace": 0, "kept": 0, "counted": 0}
-        for day in days:
-            readings = [ledger.days.get(day, {}).get(g) for g in members]
-            if all(r is not None and not r.open for r in readings):
-                totals["read"] += 1
-                # a feed of the archive counted that evening's ids, if not every feed of it
-                totals["counted"] += any(r is not None and r.counted for r in readings)
-            for r in readings:
-                if r is not None:
-                    for key in ("new", "cross", "replace", "kept"):
-                        totals[key] += getattr(r, key)
-        summaries.append(GroupSummary(archive, len(days), **totals))
+        summaries.append(_archive(ledger, archive, members, days))
     unknown: set[int] = set()  # a day not recovered in such a year may be a holiday: the digest says so
     for day in days:
         for group in groups:
@@ -182,6 +171,22 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
                    tuple(Holiday(f"{d:%m-%d}", calendar.zh.get(d, ""), calendar.no_announcement[d])
                          for d in holidays),
                    tuple(day[5:] for day in unsure), tuple(sorted({int(day[:4]) for day in unsure})))
+
+
+def _archive(ledger: Ledger, archive: str, members: list[str], days: list[str]) -> GroupSummary:
+    """One archive's announcements read by every feed group of it, and its feeds' counts."""
+    totals = {"read": 0, "new": 0, "cross": 0, "replace": 0, "kept": 0, "counted": 0}
+    for day in days:
+        readings = [ledger.days.get(day, {}).get(g) for g in members]
+        if all(r is not None and not r.open for r in readings):
+            totals["read"] += 1
+            # a feed of the archive counted that evening's ids, if not every feed of it
+            totals["counted"] += any(r is not None and r.counted for r in readings)
+        for r in readings:
+            if r is not None:
+                for key in ("new", "cross", "replace", "kept"):
+                    totals[key] += getattr(r, key)
+    return GroupSummary(archive, len(days), **totals)
 
 
 def _merge(gaps: list[Gap], expected: list[str], unsure: Collection[str] = ()) -> list[Gap]:
