@@ -533,11 +533,7 @@ def _build(config: Config, store: Store, out: Path, sinks: Sequence[Sink], split
     ledger = months.Ledger(out, months.inputs([sink.key() for sink in sinks], config.templates.dir))
     leading = max(s.leading for s in sinks)
     with ExitStack() as stack:
-        helped: set[str] = set()
-        if only is None and not ledger.last and split > 0 and months.Helper.usable():
-            counts = store.reading_months()
-            if sum(counts.values()) >= split:
-                helped = _older(counts, _leading(counts, leading))
+        helped = set() if only is not None else _helped(store, ledger, leading, split)
         if helped:
             log.info("a second process renders %s to %s", min(helped), max(helped))
             helper = stack.enter_context(months.Helper(out, partial(_help, config, store, sinks, helped)))
@@ -575,13 +571,18 @@ def _help(config: Config, store: Store, sinks: Sequence[Sink], helped: set[str],
         _build(config, store, folder, moved, only=helped)
 
 
-def _older(counts: Mapping[str, int], leading: set[str]) -> set[str]:
-    """The oldest dated months that hold about SHARE of the entries, none of the `leading` ones."""
-    found, seen, total = set(), 0, sum(counts.values())
+def _helped(store: Store, ledger: months.Ledger, leading: int, split: int) -> set[str]:
+    """A helper's months: on a first build of `split` or more entries, the oldest dated, not the newest."""
+    if ledger.last or split <= 0 or not months.Helper.usable():
+        return set()
+    counts = store.reading_months()
+    if sum(counts.values()) < split:
+        return set()
+    found, seen, total, newest = set(), 0, sum(counts.values()), _leading(counts, leading)
     for month in reversed(months.order(counts)):
         if not month:
             continue
-        if month in leading or seen + counts[month] > total * SHARE:
+        if month in newest or seen + counts[month] > total * SHARE:
             break
         found.add(month)
         seen += counts[month]
