@@ -94,113 +94,122 @@ class Secured:
 
 
 def app(config: Config, store: Store, links: Links) -> Starlette:
-    settings = render.Settings.of(config)
-    page = templating.html_env(settings.templates).get_template("serve/page.html.j2")
-    known = render.common(settings)
+    pages = Pages(config, store, links)
+    routes: list[BaseRoute] = [Route("/u/{token}", pages.subscription, methods=["GET", "POST"]),
+              Route("/r/{token}", pages.subscription, methods=["GET", "POST"]),
+              Route("/f/{token}", pages.feedback, methods=["GET", "POST"])]
+    routes.append(Mount("/", pages.web_edition))
+    found = Starlette(routes=routes, middleware=[Middleware(Secured)],
+                      exception_handlers={404: pages.not_found, DigestError: pages.unavailable})
+    found.router.redirect_slashes = False  # `/u/TOKEN/` is not found, not sent to the Host a client names
+    return found
 
-    site = Path(config.outputs.dir) / "site"  # looked for at each request: a run may write it later
-    # where a reply "unsubscribe" goes (with email off, nothing is mailed to unsubscribe from)
-    sender = parseaddr(config.email.from_)[1] or None if config.email.enabled else None
-    # One write at a time, so two clicks never lose one, waited for without a thread: 40 POSTs
-    # queued behind a database a run held took every thread of the pool, and the site and
-    # every page stopped answering until the run let go.
-    writing = asyncio.Lock()
 
-    def answer(request: Request, name: str, status: int = 200, *, address: str | None = None,
+class Pages:
+    """What `app` answers: the reader links' pages, the web edition, and the error pages."""
+
+    def __init__(self, config: Config, store: Store, links: Links):
+        self.config, self.store, self.links = config, store, links
+        settings = render.Settings.of(config)
+        self.page = templating.html_env(settings.templates).get_template("serve/page.html.j2")
+        self.known = render.common(settings)
+        self.site = Path(config.outputs.dir) / "site"  # looked for at each request: a run may write it later
+        # where a reply "unsubscribe" goes (with email off, nothing is mailed to unsubscribe from)
+        self.sender = parseaddr(config.email.from_)[1] or None if config.email.enabled else None
+        # One write at a time, so two clicks never lose one, waited for without a thread: 40 POSTs
+        # queued behind a database a run held took every thread of the pool, and the site and
+        # every page stopped answering until the run let go.
+        self.writing = asyncio.Lock()
+        self.files = StaticFiles(directory=self.site, html=True, check_dir=False)
+
+    def answer(self, request: Request, name: str, status: int = 200, *, address: str | None = None,
                **more: object) -> HTMLResponse:
         """A small page in the reader's own languages, naming who and what it is about. Its
         links are relative, so they work behind a proxy that serves it under a path: counted
         in the path as sent, which the browser resolves them against (%2F is no folder to it)."""
         sent = request.scope.get("raw_path") or request.url.path.encode()
         home = "../" * (sent.count(b"/") - 1) or "./"
-        context = {**known, "page": name, "action": None, "other": None, "verdict": None, "reply": None,
-                   "paper": None, "address": address, "home": home if site.is_dir() else None, **more}
+        context = {**self.known, "page": name, "action": None, "other": None, "verdict": None, "reply": None,
+                   "paper": None, "address": address, "home": home if self.site.is_dir() else None, **more}
         if address:
-            context["languages"] = next((list(r.languages) for r in config.readers()
+            context["languages"] = next((list(r.languages) for r in self.config.readers()
                                          if r.address.lower() == address.lower() and r.languages),
-                                        known["languages"])
-        return HTMLResponse(page.render(**context), status_code=status)
+                                        self.known["languages"])
+        return HTMLResponse(self.page.render(**context), status_code=status)
 
-    def title_of(key: str) -> str | None:
+    def title_of(self, key: str) -> str | None:
         """The paper a verdict is about, by name: a stored paper, or a seed entry."""
         if key.startswith("arxiv:"):
-            found = store.papers([key.removeprefix("arxiv:")])
+            found = self.store.papers([key.removeprefix("arxiv:")])
             return readable(found[0].title) if found else None
-        return next((readable(s.title) for s in store.seeds() if seed_key(s.title) == key), None)
+        return next((readable(s.title) for s in self.store.seeds() if seed_key(s.title) == key), None)
 
-    def reader_of(token: str, actions: tuple[str, ...]) -> tuple[str, Claim] | None:
+    def reader_of(self, token: str, actions: tuple[str, ...]) -> tuple[str, Claim] | None:
         """The reader's address and what the token says, when it checks out."""
-        claim = links.check(token)
+        claim = self.links.check(token)
         if claim is None or claim.action not in actions:
             return None
-        addresses = [r.address for r in config.readers()] + list(store.readers())
-        address = links.reader(claim, addresses)
+        addresses = [r.address for r in self.config.readers()] + list(self.store.readers())
+        address = self.links.reader(claim, addresses)
         return (address, claim) if address else None
 
-    async def subscription(request: Request) -> HTMLResponse:
+    async def subscription(self, request: Request) -> HTMLResponse:
         token = request.path_params["token"]
         action = "unsubscribe" if request.url.path.startswith("/u/") else "resubscribe"
-        found = await run_in_threadpool(reader_of, token, (action,))
+        found = await run_in_threadpool(self.reader_of, token, (action,))
         if found is None:  # a link refused is no dead end: the footer's other way out
-            return answer(request, "refused", 403, reply=sender if action == "unsubscribe" else None)
+            return self.answer(request, "refused", 403,
+                               reply=self.sender if action == "unsubscribe" else None)
         address, _ = found
         if request.method != "POST":  # GET, and the HEAD link checkers send: ask, change nothing
-            return answer(request, f"confirm_{action}", address=address, action=token)
-        async with writing:
-            await run_in_threadpool(store.set_reader_status, address, readers.UNSUBSCRIBED
+            return self.answer(request, f"confirm_{action}", address=address, action=token)
+        async with self.writing:
+            await run_in_threadpool(self.store.set_reader_status, address, readers.UNSUBSCRIBED
                                     if action == "unsubscribe" else readers.ACTIVE)
         if action == "unsubscribe":
-            return answer(request, "unsubscribed", address=address, other=links.url("resubscribe", address))
-        return answer(request, "resubscribed", address=address)
+            return self.answer(request, "unsubscribed", address=address,
+                               other=self.links.url("resubscribe", address))
+        return self.answer(request, "resubscribed", address=address)
 
-    async def feedback(request: Request) -> HTMLResponse:
-        found = await run_in_threadpool(reader_of, request.path_params["token"], tuple(readers.VERDICTS))
+    async def feedback(self, request: Request) -> HTMLResponse:
+        config = self.config
+        found = await run_in_threadpool(self.reader_of, request.path_params["token"], tuple(readers.VERDICTS))
         # taken off the list, their old emails' links teach no more (a line with a typo is no
         # removal: while one names no reader, as delivery has it, nobody is taken off)
         removed = found is not None and found[0] != WEB and not config.recipient_problems() and \
             found[0].lower() not in {r.address.lower() for r in config.readers()}
         if found is None or not found[1].paper or removed:
-            return answer(request, "refused", 403)
+            return self.answer(request, "refused", 403)
         address, claim = found
-        paper, reader = await run_in_threadpool(title_of, claim.paper), None if address == WEB else address
+        paper = await run_in_threadpool(self.title_of, claim.paper)
+        reader = None if address == WEB else address
         if request.method != "POST":
-            return answer(request, "confirm_feedback", address=reader, action=request.path_params["token"],
-                          verdict=claim.action, paper=paper)
+            return self.answer(request, "confirm_feedback", address=reader,
+                               action=request.path_params["token"], verdict=claim.action, paper=paper)
         undo = request.query_params.get("undo") == "1"
-        async with writing:
-            await run_in_threadpool(readers.record_verdict, store, address, claim.paper,
+        async with self.writing:
+            await run_in_threadpool(readers.record_verdict, self.store, address, claim.paper,
                                     None if undo else claim.action)
         if undo:
-            return answer(request, "undone", address=reader, paper=paper)
-        return answer(request, "thanks", address=reader, verdict=claim.action, paper=paper,
-                      action=request.path_params["token"])
+            return self.answer(request, "undone", address=reader, paper=paper)
+        return self.answer(request, "thanks", address=reader, verdict=claim.action, paper=paper,
+                           action=request.path_params["token"])
 
-    async def not_found(request: Request, exc: Exception) -> HTMLResponse:
-        return answer(request, "not_found" if site.is_dir() else "no_site", 404)
+    async def not_found(self, request: Request, exc: Exception) -> HTMLResponse:
+        return self.answer(request, "not_found" if self.site.is_dir() else "no_site", 404)
 
-    async def unavailable(request: Request, exc: Exception) -> HTMLResponse:
+    async def unavailable(self, request: Request, exc: Exception) -> HTMLResponse:
         """The database failed (a full or read-only disk, a lock held past the busy timeout):
         one log line naming it, not a traceback, and a page asking the reader to try again
         later, not a bare 500. The token stays out of the log: it is the reader's to use."""
         log.error("%s %s…: %s", request.method, request.url.path[:3], exc,
                   exc_info=exc if log.isEnabledFor(logging.DEBUG) else None)
-        return answer(request, "unavailable", 503)
+        return self.answer(request, "unavailable", 503)
 
-    files = StaticFiles(directory=site, html=True, check_dir=False)
-
-    async def web_edition(scope: Scope, receive: Receive, send: Send) -> None:
-        if not site.is_dir():  # no run has written it yet
+    async def web_edition(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.site.is_dir():  # no run has written it yet
             raise HTTPException(404)
-        await files(scope, receive, send)
-
-    routes: list[BaseRoute] = [Route("/u/{token}", subscription, methods=["GET", "POST"]),
-              Route("/r/{token}", subscription, methods=["GET", "POST"]),
-              Route("/f/{token}", feedback, methods=["GET", "POST"])]
-    routes.append(Mount("/", web_edition))
-    found = Starlette(routes=routes, exception_handlers={404: not_found, DigestError: unavailable},
-                      middleware=[Middleware(Secured)])
-    found.router.redirect_slashes = False  # `/u/TOKEN/` is not found, not sent to the Host a client names
-    return found
+        await self.files(scope, receive, send)
 
 
 class Timed(H11Protocol):
