@@ -108,20 +108,7 @@ def overview(config: Config, store: Store) -> str:
     followed, advised = followed_advice(config), set()  # the calendar's advice: once, until followed
     for run in data["runs"]:
         report = run["report"]
-        parts = ", ".join(f"{name}: {src.get('requests', 0)} requests, {src.get('seen', 0)} seen, "
-                          f"{src.get('new', 0)} new, {src.get('revised', 0)} revised, "
-                          f"{src.get('duplicates', 0)} duplicates, {src.get('seconds', 0):.1f} s"
-                          for name, src in report.get("sources", {}).items() if name != CALENDAR)
-        if run["kind"] in ("publish", "preview") and report:
-            parts = (f"digest {report.get('digest') or 'none'}, relevant {report.get('relevant', 0)}, "
-                     f"summarised {report.get('summarised', 0)} ({report.get('cached', 0)} cached), "
-                     + (f"LLM calls {report['llm_calls']}"  # none before a release counted them
-                        f"{requests_note(report['llm_calls'], report.get('llm_requests'))}, "
-                        if "llm_calls" in report else "")
-                     + f"tokens {report.get('tokens_in', 0)} in / "
-                     f"{report.get('tokens_out', 0)} out, {report.get('llm_failures', 0)} failed, "
-                     f"glossary flags {report.get('glossary_flags', 0)}, "
-                     f"sent {report.get('sent', 0)}, pending {report.get('pending', 0)}")
+        parts = _parts(run["kind"], report)
         lines.append(f"  #{run['id']} {run['kind']} as of {run['as_of']}: {run['status']}"
                      + (f" ({parts})" if parts else "") + (f" — {run['error']}" if run["error"] else ""))
         if run["status"] == "partial":  # published, but some delivery (git, a reader) failed
@@ -147,10 +134,35 @@ def overview(config: Config, store: Store) -> str:
         lines.append(f"git {repo}: " + (f"failing since {waits['since']} — {why}" if why
                                         else f"push waiting since {waits['since']}")
                      + " (the next run or `rl-digest send` tries again)")
+    lines += _outbox_lines(config, store, data["scheduler"])
+    return "\n".join(lines) + "\n"
+
+
+def _parts(kind: str, report: dict) -> str:
+    """What a run did: a publish's digest and its LLM's work, a collect's sources."""
+    if kind in ("publish", "preview") and report:
+        return (f"digest {report.get('digest') or 'none'}, relevant {report.get('relevant', 0)}, "
+                f"summarised {report.get('summarised', 0)} ({report.get('cached', 0)} cached), "
+                + (f"LLM calls {report['llm_calls']}"  # none before a release counted them
+                   f"{requests_note(report['llm_calls'], report.get('llm_requests'))}, "
+                   if "llm_calls" in report else "")
+                + f"tokens {report.get('tokens_in', 0)} in / "
+                f"{report.get('tokens_out', 0)} out, {report.get('llm_failures', 0)} failed, "
+                f"glossary flags {report.get('glossary_flags', 0)}, "
+                f"sent {report.get('sent', 0)}, pending {report.get('pending', 0)}")
+    return ", ".join(f"{name}: {src.get('requests', 0)} requests, {src.get('seen', 0)} seen, "
+                     f"{src.get('new', 0)} new, {src.get('revised', 0)} revised, "
+                     f"{src.get('duplicates', 0)} duplicates, {src.get('seconds', 0):.1f} s"
+                     for name, src in report.get("sources", {}).items() if name != CALENDAR)
+
+
+def _outbox_lines(config: Config, store: Store, scheduler: dict[str, Any] | None) -> list[str]:
+    """The outbox: its counts, what waits and when it goes, the newest failed and skipped
+    deliveries, and those sent again."""
     outbox = StoreOutbox(store)
     waiting, failed = outbox.pending(), outbox.rows(("failed",))
-    lines.append(f"outbox: {len(waiting)} pending, {len(failed)} failed")
-    lines += waiting_lines(waiting, routes(config), data["scheduler"])
+    lines = [f"outbox: {len(waiting)} pending, {len(failed)} failed"]
+    lines += waiting_lines(waiting, routes(config), scheduler)
     lines += _newest([f"  {row.digest_id} {row.who}: failed after {row.attempts} "
                      f"{'try' if row.attempts == 1 else 'tries'} — {row.last_error or ''}" for row in failed],
                     "failed", "`rl-digest status --json` lists them all")
@@ -161,7 +173,7 @@ def overview(config: Config, store: Store) -> str:
         lines.append(f"  {row.digest_id} {row.who}: sent at {row.sent_at}, {row.last_error}; "
                      + ("the reader may have two copies with the same Message-ID" if row.channel == EMAIL
                         else "the chat may show it twice (the same Idempotency-Key)"))
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _newest(lines: list[str], what: str, where: str, indent: str = "  ") -> list[str]:
@@ -323,19 +335,7 @@ def read_labels(path: Path) -> list[dict]:
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-            if not isinstance(row, dict):
-                raise ValueError("not a JSON object")
-            label = row["label"]
-            if not isinstance(label, bool | int | str) or str(label).casefold() not in _LABELS:
-                raise ValueError(f"label {json.dumps(label)} is not 0, 1, true or false")
-            for key in ("title", "abstract"):
-                if not isinstance(row.get(key) or "", str):
-                    raise ValueError(f"{key} is not text")
-            rows.append({"id": row["id"], "title": row["title"] or "", "abstract": row.get("abstract") or "",
-                         "label": _LABELS[str(label).casefold()], "categories": row.get("categories", []),
-                         "authors": row.get("authors", []),
-                         "borderline": bool(row.get("borderline"))})
+            rows.append(_labelled(line))
         except KeyError as exc:
             raise ConfigError(f"{path}:{number}: not a labelled paper (no {exc})") from None
         except (ValueError, TypeError) as exc:
@@ -343,6 +343,23 @@ def read_labels(path: Path) -> list[dict]:
     if not rows:
         raise ConfigError(f"{path}: no labelled papers")
     return rows
+
+
+def _labelled(line: str) -> dict:
+    """One JSONL line as a labelled paper; KeyError, ValueError or TypeError say why it is none."""
+    row = json.loads(line)
+    if not isinstance(row, dict):
+        raise ValueError("not a JSON object")
+    label = row["label"]
+    if not isinstance(label, bool | int | str) or str(label).casefold() not in _LABELS:
+        raise ValueError(f"label {json.dumps(label)} is not 0, 1, true or false")
+    for key in ("title", "abstract"):
+        if not isinstance(row.get(key) or "", str):
+            raise ValueError(f"{key} is not text")
+    return {"id": row["id"], "title": row["title"] or "", "abstract": row.get("abstract") or "",
+            "label": _LABELS[str(label).casefold()], "categories": row.get("categories", []),
+            "authors": row.get("authors", []),
+            "borderline": bool(row.get("borderline"))}
 
 
 def evaluation(config: Config, store: Store, rows: list[dict]) -> str:
