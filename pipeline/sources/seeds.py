@@ -54,6 +54,11 @@ _MD_LINK = re.compile(r"(?<!!)\[([^\[\]]+)\]\(\s*<?([^\s<>()]+)>?"
 # an abs, pdf or html link or arXiv:ID, any version, alone on its line or as a link's address
 _ARXIV_LINK = re.compile(r"(?i)^<?((?:https?://)?(?:www\.|export\.)?arxiv\.org/(?:abs|pdf|html)/\S+?|arxiv:\s*\S+?)>?$")
 _YAML_LINE = re.compile(rf"^(?:{'|'.join(YAML_KEYS)})\s*:(?:\s|$)")  # "title: …" (after its "- ")
+_MISPLACED = (  # a text line that is no seed entry, and why
+    (_YAML_LINE, "a YAML line in a text file (YAML entries go in a .yaml file); skipped"),
+    (_DATE_ONLY, "a date with no title"),
+    (_DATE_FIRST, "a date before the title (write `Title（YYYY-MM-DD）：summary`)"),
+)
 CJK_PROSE_RATIO = 0.3  # summaries mix in English terms; titles carry almost no CJK
 
 
@@ -398,19 +403,22 @@ class _Page:
     def place(self, number: int, line: str, following: str) -> None:
         """A line that is neither a summary for a pending title nor part of a featured block."""
         dated = _DATED.match(line)
+        misplaced = next((why for pattern, why in _MISPLACED if pattern.match(line)), None)
         if line.startswith("|"):
             self.add_table_row(number, line)
-        elif _YAML_LINE.match(line):
-            self.warn(number, "a YAML line in a text file (YAML entries go in a .yaml file); skipped")
-        elif _DATE_ONLY.match(line):
-            self.warn(number, "a date with no title")
-        elif _DATE_FIRST.match(line):
-            self.warn(number, "a date before the title (write `Title（YYYY-MM-DD）：summary`)")
+        elif misplaced:
+            self.warn(number, misplaced)
         elif dated:
             self.add_dated(number, dated)
         elif undated := _title_and_summary(line):
             self.add_entry(number, *undated)
-        elif _is_paper_link(line):
+        else:
+            self.place_prose(number, line, following)
+
+    def place_prose(self, number: int, line: str, following: str) -> None:
+        """A line that is no entry of its own: a title waiting for its summary, a featured
+        paper's heading, the page's synthesis or introduction, or page chrome."""
+        if _is_paper_link(line):
             pass  # a link line outside a featured block: page chrome
         elif match := _SYNTHESIS.match(line):
             self.synthesis = prose(match.group(1)) or None
@@ -572,21 +580,9 @@ def _fields(node: yaml.Node) -> dict[str, tuple[int, yaml.Node]]:
     }
 
 
-def _yaml_entry(source: str, item: object, node: yaml.Node,
-                warn: Callable[[int, str], None]) -> SeedEntry | None:
-    """One mapping -> SeedEntry; any unknown key or wrong type skips just this entry."""
-    line = node.start_mark.line + 1
-    if not isinstance(item, dict):
-        warn(line, "entry is not a mapping (expected 'title: ...')")
-        return None
-    fields = _fields(node)
-    given: dict[str, int] = {}  # YAML forbids a key twice; PyYAML kept the last one unsaid
-    for key_node, _ in node.value:
-        if isinstance(key_node, yaml.ScalarNode) and key_node.value in given:
-            warn(key_node.start_mark.line + 1, f"key {key_node.value!r} is given twice in one entry "
-                 f"(also on line {given[key_node.value]}); entry skipped")
-            return None
-        given[str(key_node.value)] = key_node.start_mark.line + 1
+def _values(item: dict, fields: dict[str, tuple[int, yaml.Node]], line: int,
+            warn: Callable[[int, str], None]) -> dict[str, Any] | None:
+    """An entry's values by key, a number as its text; None (warned) for an unknown key or a wrong type."""
     values: dict[str, Any] = {}
     for key, value in item.items():
         where, value_node = fields.get(str(key), (line, None))
@@ -603,6 +599,27 @@ def _yaml_entry(source: str, item: object, node: yaml.Node,
             warn(where, f"key {key!r} must be text, not {_SHORT.repr(value)}; entry skipped")
             return None
         values[key] = value
+    return values
+
+
+def _yaml_entry(source: str, item: object, node: yaml.Node,
+                warn: Callable[[int, str], None]) -> SeedEntry | None:
+    """One mapping -> SeedEntry; any unknown key or wrong type skips just this entry."""
+    line = node.start_mark.line + 1
+    if not isinstance(item, dict):
+        warn(line, "entry is not a mapping (expected 'title: ...')")
+        return None
+    fields = _fields(node)
+    given: dict[str, int] = {}  # YAML forbids a key twice; PyYAML kept the last one unsaid
+    for key_node, _ in node.value:
+        if isinstance(key_node, yaml.ScalarNode) and key_node.value in given:
+            warn(key_node.start_mark.line + 1, f"key {key_node.value!r} is given twice in one entry "
+                 f"(also on line {given[key_node.value]}); entry skipped")
+            return None
+        given[str(key_node.value)] = key_node.start_mark.line + 1
+    values = _values(item, fields, line, warn)
+    if values is None:
+        return None
     title = clean_name(values.get("title"))
     if not title:
         warn(line, "key 'title' is missing or empty; entry skipped")
