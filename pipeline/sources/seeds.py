@@ -1,6 +1,6 @@
 """Seed documents: the user's own curated picks, read tolerantly.
 
-Two page-copy text formats and a YAML format (see seeds/README.md). Nothing here
+Two page-copy text formats, and a YAML format (seed_yaml.py; see seeds/README.md). Nothing
 raises on bad content: a line that cannot be placed becomes a SeedWarning and is
 skipped, so one odd line never costs the rest of the file.
 """
@@ -8,15 +8,11 @@ skipped, so one odd line never costs the rest of the file.
 from __future__ import annotations
 
 import re
-import reprlib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import date
 from functools import cache
 from pathlib import Path
-from typing import Any
-
-import yaml
 
 from pipeline.config import bundled
 from pipeline.models import ARXIV_ID, SeedDocument, SeedEntry, SeedWarning, seed_key, split_arxiv_id
@@ -28,7 +24,7 @@ SEED_SUFFIXES = (".txt", ".yaml", ".yml")
 NOT_SEED_FILE = f"not a seed file ({', '.join(SEED_SUFFIXES)}); skipped"
 YAML_KEYS = ("title", "summary_zh", "summary_en", "arxiv_id", "date", "topic", "featured")
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # Han, kana, hangul, CJK and full-width punctuation: what a Chinese summary is made of.
 _CJK = re.compile(
     r"[\u3000-\u303f\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]"
@@ -36,10 +32,10 @@ _CJK = re.compile(
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff"
 _NAV = re.compile(r"^\S.{0,30}?\s*第\s*\d+\s*页$")  # "强化学习 第4页": page chrome
 # 2026-05-12, as a Chinese page also writes it: 2026/05/12, 2026.05.12, 2026年5月12日
-_DATE = r"(\d{4})(?:-|/|\.|年\s*)(\d{1,2})(?:-|/|\.|月\s*)(\d{1,2})日?"
-_DATED = re.compile(rf"^(.+?)\s*[（(]\s*{_DATE}\s*[）)]\s*[：:]\s*(.*)$")
-_DATE_ONLY = re.compile(rf"^[（(]?\s*{_DATE}\s*[）)]?\s*[：:]?$")
-_DATE_FIRST = re.compile(rf"^[（(]?\s*{_DATE}(?!\d)")  # no title starts with its date
+DATE = r"(\d{4})(?:-|/|\.|年\s*)(\d{1,2})(?:-|/|\.|月\s*)(\d{1,2})日?"
+_DATED = re.compile(rf"^(.+?)\s*[（(]\s*{DATE}\s*[）)]\s*[：:]\s*(.*)$")
+_DATE_ONLY = re.compile(rf"^[（(]?\s*{DATE}\s*[）)]?\s*[：:]?$")
+_DATE_FIRST = re.compile(rf"^[（(]?\s*{DATE}(?!\d)")  # no title starts with its date
 _LABEL = re.compile(rf"^([{_HAN}]{{2,8}})\s*[：:]\s*(\S.*)$")  # "关键发现：…"
 _HEADING = re.compile(rf"^([A-Za-z0-9][^{_HAN}：:]*?)\s*[{_HAN}]")  # "PRISM 发现…"
 _SYNTHESIS = re.compile(r"^综合洞察\s*[：:]\s*(.*)$")
@@ -191,7 +187,9 @@ def parse_seed_file(path: Path) -> SeedDocument:
     if problem:
         return SeedDocument(source=path.name, warnings=(SeedWarning(path.name, *problem),))
     if path.suffix.lower() in (".yaml", ".yml"):
-        return _parse_yaml(path.name, text)
+        from pipeline.sources.seed_yaml import parse_yaml  # it reads this module's dates and summaries
+
+        return parse_yaml(path.name, text)
     return _parse_text(path.name, text)
 
 
@@ -264,7 +262,7 @@ def _same_text(a: str, b: str) -> bool:
     return clean_name(a).strip(strip).casefold() == clean_name(b).strip(strip).casefold()
 
 
-def _summary(text: str | None, title: str) -> tuple[str | None, bool]:
+def summary_of(text: str | None, title: str) -> tuple[str | None, bool]:
     """(summary, truncated): the page cut long summaries with '...'; keep the dots, flag it."""
     text = prose(text)  # prose keeps the zero-width joiner inside an emoji (👨‍💻)
     if not text or _same_text(text, title):
@@ -310,7 +308,7 @@ def _title_and_summary(line: str) -> tuple[str, str] | None:
     return found
 
 
-def _parse_date(year: str, month: str, day: str) -> date | None:
+def parse_date(year: str, month: str, day: str) -> date | None:
     try:
         return date(int(year), int(month), int(day))
     except ValueError:
@@ -340,7 +338,7 @@ class _Page:
     def close_title(self, summary: str | None = None) -> None:
         if self.pending:
             line, title = self.pending
-            text, truncated = _summary(summary, title)
+            text, truncated = summary_of(summary, title)
             self.entries.append(
                 SeedEntry(
                     title=title, source=self.source, line=line, summary_zh=text, truncated=truncated,
@@ -438,7 +436,7 @@ class _Page:
             self.warn(number, "a summary with no title before it")
 
     def add_dated(self, number: int, match: re.Match[str]) -> None:
-        when = _parse_date(*match.group(2, 3, 4))
+        when = parse_date(*match.group(2, 3, 4))
         if when is None:
             self.warn(number, f"invalid date {'-'.join(match.group(2, 3, 4))!r}; kept without it")
         self.add_entry(number, match.group(1), match.group(5), when)
@@ -446,7 +444,7 @@ class _Page:
     def add_entry(self, number: int, title: str, summary: str, when: date | None = None) -> None:
         """An entry given on one line: its title, its summary, its date if it has one."""
         title = clean_name(title)
-        text, truncated = _summary(summary, title)
+        text, truncated = summary_of(summary, title)
         self.entries.append(
             SeedEntry(
                 title=title,
@@ -469,7 +467,7 @@ class _Page:
 def _parse_text(source: str, text: str) -> SeedDocument:
     # a BOM inside the file too: two files saved with one, pasted or `cat` into one
     read = [(n, *_unmark(raw.replace("\ufeff", "").strip()))
-            for n, raw in enumerate(_LINE_BREAK.split(text), 1)]
+            for n, raw in enumerate(LINE_BREAK.split(text), 1)]
     lines = [(n, line) for n, line, _ in read if line and not _NAV.match(line) and not _COMMENT.match(line)]
     is_page = any(
         _DATED.match(line) or _is_paper_link(line) or line.startswith("|") for _, line in lines
@@ -490,168 +488,4 @@ def _parse_text(source: str, text: str) -> SeedDocument:
         synthesis_zh=page.synthesis,
         entries=tuple(page.entries),
         warnings=tuple(page.warnings),
-    )
-
-
-# --- YAML: the format for the user's own seed files -------------------------------------
-
-
-# A wrong value as a warning shows it: its start, a few items two levels deep (YAML aliases
-# make a list of 9^n items out of n short lines, whose whole repr never ends).
-_SHORT = reprlib.Repr()
-_SHORT.maxlevel, _SHORT.maxlist, _SHORT.maxdict = 2, 4, 4
-
-
-class _Loader(yaml.SafeLoader):
-    """Safe loader that leaves dates as text, so one bad date costs an entry, not the file."""
-
-
-def _as_text(loader: _Loader, node: yaml.Node) -> str:
-    assert isinstance(node, yaml.ScalarNode)  # a timestamp is always a scalar
-    return str(loader.construct_scalar(node))
-
-
-_Loader.add_constructor("tag:yaml.org,2002:timestamp", _as_text)
-
-
-def _parse_yaml(source: str, text: str) -> SeedDocument:
-    n_lines = max(1, len(_LINE_BREAK.split(text.rstrip("\r\n"))))
-    warnings: list[SeedWarning] = []
-
-    def warn(line: int, message: str) -> None:
-        warnings.append(SeedWarning(source, min(max(line, 1), n_lines), message))
-
-    try:
-        root, data = _load_yaml(text)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark or err.context_mark
-        warn(mark.line + 1 if mark else 1, f"not valid YAML: {err.problem or err.context}")
-        return SeedDocument(source=source, warnings=tuple(warnings))
-    except yaml.reader.ReaderError as err:
-        warn(text.count("\n", 0, err.position) + 1, f"not valid YAML: {err.reason}")
-        return SeedDocument(source=source, warnings=tuple(warnings))
-    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as err:
-        warn(1, f"not valid YAML: {err}")  # yaml raises assorted errors on hostile input
-        return SeedDocument(source=source, warnings=tuple(warnings))
-
-    items, node = data, root
-    if isinstance(data, dict) and "entries" in data and root is not None:
-        fields = _fields(root)
-        for key in data:
-            if key != "entries":
-                warn(
-                    fields[str(key)][0] if str(key) in fields else 1,
-                    f"unknown top-level key {key!r} ignored",
-                )
-        items, node = data["entries"], fields.get("entries", (1, root))[1]
-    if items is None:
-        items = []
-    if not isinstance(items, list):
-        warn(node.start_mark.line + 1 if node is not None else 1,
-             "expected a list of entries (or 'entries:' with a list)")
-        items = []
-
-    entries = [
-        _yaml_entry(source, item, item_node, warn)
-        for item, item_node in zip(items, node.value if items and node is not None else [],
-                                   strict=False)
-    ]
-    return SeedDocument(
-        source=source, entries=tuple(e for e in entries if e), warnings=tuple(warnings)
-    )
-
-
-def _load_yaml(text: str) -> tuple[yaml.Node | None, object]:
-    """The node tree (for line numbers) and the plain data, from one parse."""
-    loader = _Loader(text)
-    try:
-        root = loader.get_single_node()
-        return root, loader.construct_document(root) if root is not None else None
-    finally:
-        loader.dispose()
-
-
-def _fields(node: yaml.Node) -> dict[str, tuple[int, yaml.Node]]:
-    """Key -> (1-based line of the key, value node), for messages and raw scalar text."""
-    return {
-        str(key.value): (key.start_mark.line + 1, value)
-        for key, value in node.value
-        if isinstance(key, yaml.ScalarNode)
-    }
-
-
-def _values(item: dict, fields: dict[str, tuple[int, yaml.Node]], line: int,
-            warn: Callable[[int, str], None]) -> dict[str, Any] | None:
-    """An entry's values by key, a number as its text; None (warned) for an unknown key or a wrong type."""
-    values: dict[str, Any] = {}
-    for key, value in item.items():
-        where, value_node = fields.get(str(key), (line, None))
-        if key not in YAML_KEYS:
-            warn(where, f"unknown key {key!r}; entry skipped")
-            return None
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and key != "featured":
-            # arxiv_id: 2410.10110 would lose its last digit as a float: keep the text as written
-            value = value_node.value if isinstance(value_node, yaml.ScalarNode) else str(value)
-        if key == "featured" and not isinstance(value, bool):
-            warn(where, f"key 'featured' must be true or false, not {_SHORT.repr(value)}; entry skipped")
-            return None
-        if key != "featured" and value is not None and not isinstance(value, str):
-            warn(where, f"key {key!r} must be text, not {_SHORT.repr(value)}; entry skipped")
-            return None
-        values[key] = value
-    return values
-
-
-def _yaml_entry(source: str, item: object, node: yaml.Node,
-                warn: Callable[[int, str], None]) -> SeedEntry | None:
-    """One mapping -> SeedEntry; any unknown key or wrong type skips just this entry."""
-    line = node.start_mark.line + 1
-    if not isinstance(item, dict):
-        warn(line, "entry is not a mapping (expected 'title: ...')")
-        return None
-    fields = _fields(node)
-    given: dict[str, int] = {}  # YAML forbids a key twice; PyYAML kept the last one unsaid
-    for key_node, _ in node.value:
-        if isinstance(key_node, yaml.ScalarNode) and key_node.value in given:
-            warn(key_node.start_mark.line + 1, f"key {key_node.value!r} is given twice in one entry "
-                 f"(also on line {given[key_node.value]}); entry skipped")
-            return None
-        given[str(key_node.value)] = key_node.start_mark.line + 1
-    values = _values(item, fields, line, warn)
-    if values is None:
-        return None
-    title = clean_name(values.get("title"))
-    if not title:
-        warn(line, "key 'title' is missing or empty; entry skipped")
-        return None
-    when = None
-    if values.get("date"):
-        match = re.fullmatch(_DATE, values["date"].strip())
-        when = _parse_date(*match.groups()) if match else None
-        if when is None:
-            warn(
-                fields.get("date", (line, None))[0],
-                f"key 'date' must be YYYY-MM-DD, not {values['date']!r}; entry skipped",
-            )
-            return None
-    # 'arXiv:2410.10110' or its abs URL, as pasted, is the id; anything else was never found
-    # (the entry waited for a paper no search could return, and never showed)
-    arxiv_id = split_arxiv_id(clean_name(values.get("arxiv_id")))[0] or None
-    if arxiv_id and not ARXIV_ID.fullmatch(arxiv_id):
-        warn(fields.get("arxiv_id", (line, None))[0],
-             f"key 'arxiv_id' must be an arXiv id such as 2410.10110, not {values['arxiv_id']!r}; "
-             "entry skipped")
-        return None
-    summary, truncated = _summary(values.get("summary_zh"), title)
-    return SeedEntry(
-        title=title,
-        source=source,
-        line=line,
-        summary_zh=summary,
-        summary_en=prose(values.get("summary_en")) or None,
-        date=when,
-        arxiv_id=arxiv_id,
-        topic=clean_name(values.get("topic")) or None,
-        featured=bool(values.get("featured", False)),
-        truncated=truncated,
     )
