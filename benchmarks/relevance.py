@@ -24,20 +24,20 @@ from _common import ROOT, dev_rows, table
 
 
 def figures(rows, rules) -> list:
-    from pipeline import rank
+    from pipeline import rank_eval
 
-    e = rank.evaluate(rows, rules)
+    e = rank_eval.evaluate(rows, rules)
     return [len(rows), f"{e.precision:.3f}", f"{e.recall:.3f}", f"{e.f1:.3f}", e.tp, e.fp, e.tn, e.fn]
 
 
 def best_threshold(rows, relevance, floor: float = 0.90) -> float:
     """The threshold with the best precision at recall >= floor (else the best recall)."""
-    from pipeline import rank
+    from pipeline import rank, rank_eval
 
     best = None
     for step in range(5, 21):
         cut = step / 10
-        e = rank.evaluate(rows, rank.compile_rules(relevance.model_copy(update={"threshold": cut})))
+        e = rank_eval.evaluate(rows, rank.compile_rules(relevance.model_copy(update={"threshold": cut})))
         key = (e.recall >= floor, e.precision if e.recall >= floor else e.recall)
         if best is None or key > best[0]:
             best = (key, cut)
@@ -50,7 +50,7 @@ def main() -> None:
     parser.add_argument("--speed", action="store_true", help="only the speed lines")
     args = parser.parse_args()
 
-    from pipeline import config, rank
+    from pipeline import config, rank, rank_eval
     from pipeline.config import bundled
     from pipeline.sources.seeds import load_seeds
 
@@ -107,7 +107,7 @@ def main() -> None:
     similar = []
     for weight in (0.0, 0.5, 1.0, 2.0):
         changed = rank.compile_rules(relevance.model_copy(update={"seed_weight": weight}))
-        e = rank.evaluate(rows, changed, exemplars)
+        e = rank_eval.evaluate(rows, changed, exemplars)
         similar.append([weight, f"{e.precision:.3f}", f"{e.recall:.3f}", f"{e.f1:.3f}", e.tp, e.fp])
     print(f"similarity to the {len(seeds)} built-in seed titles:")
     print(table(["seed_weight", "P", "R", "F1", "tp", "fp"], similar))
@@ -125,7 +125,7 @@ def speed(rows, relevance, repeat: int = 5) -> str:
     import sys
     import time
 
-    from pipeline import learn, rank
+    from pipeline import learn, rank, rank_eval
 
     load = subprocess.run([sys.executable, "-c", (
         "import sys, time; sys.path.insert(0, sys.argv[1]); t, c = time.perf_counter(), time.process_time(); "
@@ -143,7 +143,7 @@ def speed(rows, relevance, repeat: int = 5) -> str:
         wall = cpu = float("inf")
         for _ in range(repeat):
             t, c = time.perf_counter(), time.process_time()
-            rank.evaluate(rows, rules, then=final)
+            rank_eval.evaluate(rows, rules, then=final)
             wall, cpu = min(wall, time.perf_counter() - t), min(cpu, time.process_time() - c)
         lines.append(f"speed, {name}: {len(rows) / wall:,.0f} papers/s wall clock, {len(rows) / cpu:,.0f} "
                      f"papers/s of CPU time ({len(rows)} papers, best of {repeat})")

@@ -32,9 +32,9 @@ RECALL_FLOOR = 0.91
 
 
 def objective(relevance, rows) -> float:
-    from pipeline import rank
+    from pipeline import rank, rank_eval
 
-    e = rank.evaluate(rows, rank.compile_rules(relevance))
+    e = rank_eval.evaluate(rows, rank.compile_rules(relevance))
     return e.precision if e.recall >= RECALL_FLOOR else e.precision - 5 * (RECALL_FLOOR - e.recall)
 
 
@@ -78,13 +78,13 @@ def main() -> None:
     parser.add_argument("--cv", action="store_true", help="5-fold cross-validation of the search")
     args = parser.parse_args()
 
-    from pipeline import config, rank
+    from pipeline import config, rank, rank_eval
 
     shipped = config.load(args.config).relevance
     rows = dev_rows()
     if not args.cv:
         fitted = search(shipped, rows)
-        e = rank.evaluate(rows, rank.compile_rules(fitted))
+        e = rank_eval.evaluate(rows, rank.compile_rules(fitted))
         print("changes:", changes(shipped, fitted) or "none")
         print(f"after: P {e.precision:.3f} R {e.recall:.3f} F1 {e.f1:.3f} tp {e.tp} fp {e.fp} fn {e.fn}")
         return
@@ -98,7 +98,7 @@ def main() -> None:
         fitted = search(shipped, train)
         print(f"fold {fold}: changes {changes(shipped, fitted) or 'none'}", flush=True)
         for name, relevance in (("re-fit", fitted), ("shipped", shipped)):
-            e = rank.evaluate(test, rank.compile_rules(relevance))
+            e = rank_eval.evaluate(test, rank.compile_rules(relevance))
             print(f"  {name}: held-out P {e.precision:.3f} R {e.recall:.3f}")
             for i, n in enumerate((e.tp, e.fp, e.fn)):
                 totals[name][i] += n

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline import calendar, extract, heartbeat, importance, learn, lock, rank, readers, schedule
+from pipeline import calendar, extract, heartbeat, importance, learn, lock, rank, rank_eval, readers, schedule
 from pipeline.config import Config
 from pipeline.deliver import git
 from pipeline.deliver.outbox import (
@@ -375,10 +375,10 @@ def evaluation(config: Config, store: Store, rows: list[dict]) -> str:
         return learn.decide_all([(r["title"], r["abstract"], r.get("authors") or ()) for r in rows],
                                 rules, model, profile)
 
-    result = rank.evaluate(rows, rules, then=final)
+    result = rank_eval.evaluate(rows, rules, then=final)
     lines = [f"model: {model.version if model else 'off (the rule alone)'}"]
     if model is not None:
-        rule = rank.evaluate(rows, rules)
+        rule = rank_eval.evaluate(rows, rules)
         text = [p >= 0.5 for p in model.text.probabilities([r["title"] for r in rows],
                                                            [r["abstract"] for r in rows])]
         tp = sum(t and r["label"] for t, r in zip(text, rows, strict=True))
@@ -391,7 +391,7 @@ def evaluation(config: Config, store: Store, rows: list[dict]) -> str:
         if seen:
             lines.append(f"note: {len(seen)} of these papers are in the model's training data; "
                          f"figures on them flatter it")
-    coverage = rank.query_coverage(rows, config.sources.arxiv.categories, config.sources.arxiv.terms)
+    coverage = rank_eval.query_coverage(rows, config.sources.arxiv.categories, config.sources.arxiv.terms)
     lines += [
         f"papers {result.n}: precision {result.precision:.3f}, recall {result.recall:.3f}, "
         f"F1 {result.f1:.3f}",

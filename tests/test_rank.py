@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import config, rank
+from pipeline import config, rank, rank_eval
 
 REPO = Path(__file__).resolve().parents[1]
 DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "arxiv_dev.jsonl"
@@ -516,7 +516,7 @@ FIXTURE = [
 
 
 def test_evaluate_counts(rules):
-    result = rank.evaluate(FIXTURE, rules)
+    result = rank_eval.evaluate(FIXTURE, rules)
     assert (result.tp, result.fp, result.tn, result.fn) == (3, 1, 2, 1)
     assert result.n == 7
     assert result.precision == pytest.approx(0.75) and result.recall == pytest.approx(0.75)
@@ -529,20 +529,20 @@ def test_evaluate_counts(rules):
 
 def test_query_coverage():
     rows = FIXTURE + [_row("8", 1, "on-policy-distillation", ("cs.CE",))]
-    coverage = rank.query_coverage(rows, ["cs.LG", "cs.CL"], ["GRPO", "reinforcement learning"])
+    coverage = rank_eval.query_coverage(rows, ["cs.LG", "cs.CL"], ["GRPO", "reinforcement learning"])
     assert coverage.positives == 5
     assert coverage.missed_by_category == ("8",)  # cs.RO + cs.LG counts: any category
     assert coverage.missed_by_terms == ("3",)     # no "GRPO" or "reinforcement learning"
     assert coverage.missed == 2
     assert coverage.candidates == 4
-    plural = rank.query_coverage([{**FIXTURE[0], "title": "LLMs", "abstract": "reward models"}],
+    plural = rank_eval.query_coverage([{**FIXTURE[0], "title": "LLMs", "abstract": "reward models"}],
                                  ["cs.CL"], ["reward model", "LLM"])
     assert plural.missed == 1  # phrase search, plurals not assumed
 
 
 def test_shipped_query_terms_cover_the_hard_positives(cfg):
     rows = [_row(name, 1, name) for name, (label, _, _) in CASES.items() if label]
-    coverage = rank.query_coverage(rows, cfg.sources.arxiv.categories, cfg.sources.arxiv.terms)
+    coverage = rank_eval.query_coverage(rows, cfg.sources.arxiv.categories, cfg.sources.arxiv.terms)
     assert coverage.missed == 0
     assert len(cfg.sources.arxiv.terms) <= 30
 
@@ -552,9 +552,9 @@ def test_shipped_query_terms_cover_the_hard_positives(cfg):
 @pytest.mark.skipif(not DEV.exists(), reason="needs ../shared/data/arxiv_dev.jsonl")
 def test_dev_corpus_figures(cfg, rules):
     rows = [json.loads(line) for line in DEV.read_text(encoding="utf-8").splitlines() if line]
-    result = rank.evaluate(rows, rules)
+    result = rank_eval.evaluate(rows, rules)
     # The targets of the relevance issue (achieved: P 0.922, R 0.916; benchmarks/relevance.md).
     assert result.precision >= 0.92
     assert result.recall >= 0.90
-    coverage = rank.query_coverage(rows, cfg.sources.arxiv.categories, cfg.sources.arxiv.terms)
+    coverage = rank_eval.query_coverage(rows, cfg.sources.arxiv.categories, cfg.sources.arxiv.terms)
     assert coverage.missed <= 5
