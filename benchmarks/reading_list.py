@@ -55,7 +55,7 @@ def stock(store, rows: list[dict], papers: list, first: int) -> list[list]:
 
     from pipeline import extract
     from pipeline.models import Scored, paper_key
-    from pipeline.store import enrichments, now_iso
+    from pipeline.store_schema import enrichments, now_iso
 
     n, steps = len(papers), []
     began = time.perf_counter()

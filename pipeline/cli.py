@@ -549,7 +549,7 @@ def mark(state: State, paper_id: str, relevant: bool, irrelevant: bool, undo: bo
     """Record your verdict on a paper: the digest learns your taste."""
     if relevant + irrelevant + undo != 1:
         raise click.UsageError("give one of --relevant, --irrelevant or --undo")
-    from pipeline.store import YOU
+    from pipeline.store_schema import YOU
 
     ident, _ = split_arxiv_id(paper_id)
     store = state.store()
@@ -799,7 +799,7 @@ def store_copy_cmd(state: State, target: str, password_env: str | None) -> None:
     """Copy the whole store (storage.url) into an empty database at TARGET_URL: SQLite to
     PostgreSQL, PostgreSQL to a SQLite file (a backup), SQLite to SQLite."""
     from pipeline import lock, stopping, store_copy, templating
-    from pipeline.store import where
+    from pipeline.store_connect import where
 
     config = state.config
     url = store_copy.target_url(target, password_env)

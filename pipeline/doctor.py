@@ -21,7 +21,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from pydantic import Field
 
-from pipeline import calendar, collect, enrich, lock, plugins, replies, sources, store, templating
+from pipeline import calendar, collect, enrich, lock, plugins, replies, sources, store_connect, templating
 from pipeline.config import Config, sqlite_file
 from pipeline.config_email import Reader, read_recipients
 from pipeline.config_sections import channel_entry
@@ -29,6 +29,7 @@ from pipeline.deliver import channels, chat, email, files, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
 from pipeline.sources import arxiv_api, arxiv_oai, arxiv_rss
 from pipeline.store import Store
+from pipeline.store_schema import LATEST
 
 
 @dataclass(frozen=True)
@@ -235,8 +236,8 @@ def database_problem(url: str) -> str | None:
     """Why storage.url cannot be used (a scheme not supported, a driver not installed), or None.
     No connection is made, and no SQLite file is created."""
     try:
-        if store.backend(url) != "sqlite":
-            store.connect(url).dispose()
+        if store_connect.backend(url) != "sqlite":
+            store_connect.connect(url).dispose()
     except ConfigError as exc:
         return str(exc)
     return None
@@ -284,8 +285,8 @@ def check_database(config: Config) -> Iterable[Check]:
     except sa.exc.SQLAlchemyError as exc:
         yield fail("database", f"{url}: {getattr(exc, 'orig', None) or exc}".splitlines()[0])
         return
-    if version != store.LATEST:
-        yield fail("database", f"{url}: schema version {version}, this rl-digest expects {store.LATEST}")
+    if version != LATEST:
+        yield fail("database", f"{url}: schema version {version}, this rl-digest expects {LATEST}")
     elif damage:
         yield fail("database", f"{url}: damaged ({damage}): restore it from a backup, or move it "
                    "aside to start afresh")

@@ -42,9 +42,9 @@ def lock_path(config: Config) -> Path:
 def held(config: Config) -> Iterator[None]:
     """Hold the run lock: a PostgreSQL advisory lock when the store is PostgreSQL; else a
     lock file, with who holds it (pid, start) written beside it for the next run."""
-    from pipeline import store
+    from pipeline import store_connect
 
-    if store.backend(config.storage.url) == "postgresql":
+    if store_connect.backend(config.storage.url) == "postgresql":
         with _advisory(config):
             yield
         return
@@ -167,10 +167,10 @@ def _advisory(config: Config) -> Iterator[None]:
     process dies, however it dies, so a killed run never leaves it behind."""
     import sqlalchemy as sa
 
-    from pipeline import store
+    from pipeline import store_connect
 
-    engine = store.connect(config.database_url(), config.storage.busy_timeout_seconds,
-                           poolclass=sa.NullPool)
+    engine = store_connect.connect(config.database_url(), config.storage.busy_timeout_seconds,
+                                   poolclass=sa.NullPool)
     held: list[sa.Connection] = []
 
     def take() -> None:
@@ -179,7 +179,7 @@ def _advisory(config: Config) -> Iterator[None]:
         got = conn.execute(sa.select(sa.func.pg_try_advisory_lock(RUN_LOCK))).scalar()
         conn.commit()  # no transaction stays open for the length of the run
         if not got:
-            raise LockedError(f"another rl-digest run holds the lock on {store.where(engine)}")
+            raise LockedError(f"another rl-digest run holds the lock on {store_connect.where(engine)}")
 
     def check() -> None:
         try:
@@ -188,11 +188,11 @@ def _advisory(config: Config) -> Iterator[None]:
             return
         except (sa.exc.DBAPIError, DigestError):  # the session is gone, and the lock with it
             log.warning("the run lock on %s was lost (the database server restarted?); taking it again",
-                        store.where(engine))
+                        store_connect.where(engine))
         try:
             take()
         except LockedError:
-            raise LockedError(f"the run lock on {store.where(engine)} was lost (the database server "
+            raise LockedError(f"the run lock on {store_connect.where(engine)} was lost (the database server "
                               "restarted?) and another run holds it now: this run stops before "
                               "publishing") from None
 

@@ -19,7 +19,8 @@ from pipeline.config_email import Reader
 from pipeline.deliver import channels
 from pipeline.deliver.outbox import EMAIL, SKIPPED, Delivery, StoreOutbox, held_for_channel, reader_key
 from pipeline.errors import ConfigError, DigestError
-from pipeline.store import FORGOTTEN, YOU, Store
+from pipeline.store import FORGOTTEN, Store
+from pipeline.store_schema import YOU
 
 ACTIVE, UNSUBSCRIBED = "active", "unsubscribed"
 VERDICTS = {"up": True, "down": False}

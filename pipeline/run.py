@@ -62,7 +62,8 @@ from pipeline.sources import CALENDAR, Source, SourceReport, SourceSetup, arxiv_
 from pipeline.sources.http import Fetcher
 from pipeline.sources.seeds import all_read, in_reading_order, same_paper, seed_source, shown
 from pipeline.stopping import Stopped, checkpoint
-from pipeline.store import Store, now_iso
+from pipeline.store import Store
+from pipeline.store_schema import now_iso
 
 log = logging.getLogger(__name__)
 

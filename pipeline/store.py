@@ -1,252 +1,52 @@
 """State on SQLAlchemy 2 Core: the paper ledger, seeds, runs, digests, cache, outbox.
 
-SQLite by default (WAL, busy timeout), or PostgreSQL. The Table objects below are the
-schema on both: a new database is created from them, and an older one is brought
-forward at start by numbered steps written against them, never rebuilt.
+SQLite by default (WAL, busy timeout), or PostgreSQL: the engine is store_connect's, the
+Tables and the steps that bring an older database forward are store_schema's.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
-import sqlite3
-import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from email.utils import parseaddr
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection, Engine
 
 from pipeline.compose import snapshot
-from pipeline.config import sqlite_file
-from pipeline.deliver import files
-from pipeline.errors import ConfigError, DigestError, LockedError
+from pipeline.errors import DigestError
 from pipeline.models import Enrichment, Paper, Scored, SeedEntry, collapse, merge_papers, paper_key, seed_key
-from pipeline.text import OTHERS
+from pipeline.store_connect import connect, one_line, where
+from pipeline.store_schema import (
+    LATEST,
+    YOU,
+    db_now,
+    deliveries,
+    digest_items,
+    digests,
+    enrichments,
+    make_current,
+    now_iso,
+    papers,
+    readers,
+    runs,
+    schema_version,
+    seeds,
+    state,
+    upsert,
+    verdicts,
+)
 
-meta = sa.MetaData()
 ARXIV = paper_key("")  # the prefix of an arXiv paper's item key
-Stamp = sa.String(32)  # ISO 8601 text, as every release has stored times
-Json = sa.JSON(none_as_null=True)  # JSON on PostgreSQL, text on SQLite; Python None is SQL NULL
-
-papers = sa.Table(
-    "papers", meta,
-    sa.Column("id", sa.String(64), primary_key=True),
-    sa.Column("version", sa.Integer, nullable=False),
-    sa.Column("title", sa.Text, nullable=False), sa.Column("abstract", sa.Text, nullable=False),
-    sa.Column("authors", Json, nullable=False), sa.Column("categories", Json, nullable=False),
-    sa.Column("submitted", Stamp, index=True), sa.Column("updated", Stamp),
-    sa.Column("comment", sa.Text), sa.Column("journal_ref", sa.Text),
-    sa.Column("sources", Json, nullable=False),
-    sa.Column("first_seen", Stamp, nullable=False), sa.Column("revised_at", Stamp),
-    sa.Column("score", sa.Float), sa.Column("relevant", sa.Boolean), sa.Column("reasons", Json),
-    sa.Column("topic", sa.String(64)), sa.Column("topics", Json),
-    sa.Column("changed_at", Stamp),  # when its news (compose.snapshot) last changed: Updates
-)
-seeds = sa.Table(
-    "seeds", meta,
-    sa.Column("key", sa.String(255), primary_key=True), sa.Column("title", sa.Text, nullable=False),
-    sa.Column("source", sa.String(255), nullable=False), sa.Column("line", sa.Integer, nullable=False),
-    sa.Column("data", Json, nullable=False), sa.Column("arxiv_id", sa.String(64)),
-    sa.Column("resolve_tried_at", Stamp), sa.Column("first_seen", Stamp, nullable=False),
-)
-runs = sa.Table(
-    "runs", meta,
-    sa.Column("id", sa.Integer, sa.Identity(), primary_key=True),
-    sa.Column("kind", sa.String(16), nullable=False), sa.Column("as_of", Stamp, nullable=False),
-    sa.Column("started", Stamp, nullable=False), sa.Column("finished", Stamp),
-    sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("window_start", Stamp), sa.Column("window_end", Stamp),
-    sa.Column("report", Json), sa.Column("error", sa.Text),
-)
-digests = sa.Table(
-    "digests", meta,
-    sa.Column("id", sa.String(10), primary_key=True), sa.Column("created", Stamp, nullable=False),
-    sa.Column("window_start", Stamp), sa.Column("window_end", Stamp),
-    sa.Column("data", Json, nullable=False),
-)
-digest_items = sa.Table(
-    "digest_items", meta,
-    sa.Column("digest_id", sa.String(10), sa.ForeignKey("digests.id"), primary_key=True),
-    sa.Column("item_key", sa.String(255), primary_key=True, unique=True),  # one digest per paper
-    sa.Column("shown", sa.Boolean, nullable=False),
-    sa.Column("snapshot", Json),  # what the paper looked like when listed (Updates)
-)
-enrichments = sa.Table(
-    "enrichments", meta,
-    sa.Column("key", sa.String(255), primary_key=True),
-    sa.Column("item_key", sa.String(255), nullable=False, index=True),
-    sa.Column("kind", sa.String(32), nullable=False), sa.Column("data", Json, nullable=False),
-    sa.Column("tokens_in", sa.Integer), sa.Column("tokens_out", sa.Integer),
-    sa.Column("created", Stamp, nullable=False),
-)
-deliveries = sa.Table(
-    "deliveries", meta,
-    sa.Column("id", sa.Integer, sa.Identity(), primary_key=True),
-    sa.Column("digest_id", sa.String(10), sa.ForeignKey("digests.id"), nullable=False),
-    sa.Column("recipient", sa.String(320), nullable=False),
-    sa.Column("status", sa.String(16), nullable=False), sa.Column("attempts", sa.Integer, nullable=False),
-    sa.Column("last_error", sa.Text), sa.Column("message_id", sa.String(255)),
-    sa.Column("sent_at", Stamp), sa.Column("next_attempt", Stamp),
-    sa.Column("not_before", Stamp),  # the other side's Retry-After: no try before it, by anyone
-    sa.UniqueConstraint("digest_id", "recipient"),  # a reader gets a digest once
-)
-state = sa.Table(
-    "state", meta,
-    sa.Column("key", sa.String(255), primary_key=True), sa.Column("value", Json, nullable=False),
-)
-readers = sa.Table(  # what a reader said through serve's links; the config says who they are
-    "readers", meta,
-    sa.Column("address", sa.String(320), primary_key=True),  # lower case
-    sa.Column("name", sa.Text), sa.Column("status", sa.String(16), nullable=False),
-    sa.Column("changed_at", Stamp),
-)
-verdicts = sa.Table(  # relevant or not, by whom: `mark` (reader '') or a reader's 👍/👎
-    "verdicts", meta,
-    sa.Column("item_key", sa.String(255), primary_key=True),
-    sa.Column("reader", sa.String(320), primary_key=True),
-    sa.Column("verdict", sa.Boolean, nullable=False), sa.Column("at", Stamp, nullable=False),
-)
-YOU = ""  # the reader of `rl-digest mark`: the install's own
 FORGOTTEN = "a reader forgotten"  # stands for a reader erased by `readers --forget`, with " #N"
 SEEDS_READ = "seeds.read"  # the seed entries' keys in the order the files were read
-schema_migrations = sa.Table(
-    "schema_migrations", meta,
-    sa.Column("version", sa.Integer, primary_key=True, autoincrement=False),
-    sa.Column("applied", sa.String),
-)
-
-
-def _from_hand_written_sql(conn: Connection) -> None:
-    """Version 1 was SQL text. On PostgreSQL its ids had no default (the first run failed)
-    and its JSON sat in TEXT columns: give them the Table's identity and JSON type. On
-    SQLite it already matches (INTEGER PRIMARY KEY is the rowid; JSON is read from text)."""
-    if conn.dialect.name != "postgresql":
-        return
-    live = sa.inspect(conn)
-    for table in meta.sorted_tables:
-        if not live.has_table(table.name):
-            continue
-        for name in (c["name"] for c in live.get_columns(table.name)):
-            column = table.c.get(name)
-            if column is None:
-                continue
-            target = f"ALTER TABLE {table.name} ALTER COLUMN {name}"
-            if column.identity is not None:
-                conn.execute(sa.DDL(f"{target} ADD GENERATED BY DEFAULT AS IDENTITY"))
-                restart_identity(conn, table)
-            elif isinstance(column.type, sa.JSON):
-                kind = column.type.compile(dialect=conn.dialect)
-                conn.execute(sa.DDL(f"{target} TYPE {kind} USING {name}::{kind}"))
-
-
-# Steps from an older database's version to the next, written against the Tables above:
-# step N takes version N to N + 1. A new database is made whole by meta.create_all and
-# starts at the latest version. A change to a Table above adds a step here (a new table:
-# `table.create(conn)`; a new column: ALTER TABLE ... ADD COLUMN from
-# `sa.schema.CreateColumn(column).compile(dialect=conn.dialect)`).
-def _digest_item_snapshots(conn: Connection) -> None:
-    """The Updates ledger: what each listed paper looked like (version, venue, code)."""
-    column = sa.schema.CreateColumn(digest_items.c.snapshot).compile(dialect=conn.dialect)
-    conn.execute(sa.DDL(f"ALTER TABLE digest_items ADD COLUMN {column}"))
-
-
-def _source_memory(conn: Connection) -> None:
-    """What a source keeps between windows lives under one key per source: the RSS feeds'
-    `rss.seen:<url>` keys become the `source:rss` mapping of url to what was seen."""
-    rows = conn.execute(sa.select(state.c.key, state.c.value).where(state.c.key.like("rss.seen:%"))).all()
-    if rows:
-        _upsert(conn, state, [{"key": "source:rss",
-                               "value": {key.removeprefix("rss.seen:"): value for key, value in rows}}])
-        conn.execute(state.delete().where(state.c.key.like("rss.seen:%")))
-
-
-def _reader_tables(conn: Connection) -> None:
-    """Readers and verdicts get tables: the `readers` and `feedback` state keys and the
-    papers' `verdict` column (rl-digest mark) move into them."""
-    readers.create(conn, checkfirst=True)
-    verdicts.create(conn, checkfirst=True)
-    stamp = now_iso()
-    said = conn.execute(sa.select(state.c.value).where(state.c.key == "readers")).scalar() or {}
-    _upsert(conn, readers, [{"address": address.lower(), "name": None, "status": row.get("status", "active"),
-                             "changed_at": row.get("changed")} for address, row in said.items()])
-    feedback = conn.execute(sa.select(state.c.value).where(state.c.key == "feedback")).scalar() or {}
-    rows = [{"item_key": key, "reader": address.lower(), "verdict": row["verdict"] == "up",
-             "at": row.get("at") or stamp}
-            for key, by in feedback.items() for address, row in by.items()]
-    marked = "verdict" in {c["name"] for c in sa.inspect(conn).get_columns("papers")}
-    if marked:
-        marks = conn.execute(sa.text("SELECT id, verdict FROM papers WHERE verdict IS NOT NULL"))
-        rows += [{"item_key": paper_key(pid), "reader": YOU, "verdict": bool(verdict), "at": stamp}
-                 for pid, verdict in marks]
-    _upsert(conn, verdicts, rows)
-    conn.execute(state.delete().where(state.c.key.in_(("readers", "feedback"))))
-    if marked:
-        conn.execute(sa.DDL("ALTER TABLE papers DROP COLUMN verdict"))
-
-
-def _delivery_not_before(conn: Connection) -> None:
-    """A row keeps the time the other side asked us to wait until (Retry-After)."""
-    if "not_before" in {c["name"] for c in sa.inspect(conn).get_columns("deliveries")}:
-        return
-    column = sa.schema.CreateColumn(deliveries.c.not_before).compile(dialect=conn.dialect)
-    conn.execute(sa.DDL(f"ALTER TABLE deliveries ADD COLUMN {column}"))
-
-
-def _paper_changed_at(conn: Connection) -> None:
-    """A paper keeps when its record last changed (a version, a venue or code link can come
-    without one), so a run compares only those with what their digest said. Every paper
-    stored before counts as changed now: the next run compares them all, once."""
-    if "changed_at" not in {c["name"] for c in sa.inspect(conn).get_columns("papers")}:
-        column = sa.schema.CreateColumn(papers.c.changed_at).compile(dialect=conn.dialect)
-        conn.execute(sa.DDL(f"ALTER TABLE papers ADD COLUMN {column}"))
-    conn.execute(papers.update().values(changed_at=db_now(conn)))
-
-
-def _authors_cut_at_100(conn: Connection) -> None:
-    """Releases before this one cut an author list at 100 names and said nothing: a list of
-    exactly 100 ends in OTHERS now, so the exports say the paper may name more (the paper's
-    next fetch brings its whole list, up to text.AUTHORS_MAX)."""
-    cut = conn.execute(sa.select(papers.c.id, papers.c.authors)
-                       .where(sa.func.json_array_length(papers.c.authors) == 100)).all()
-    for pid, authors in cut:
-        conn.execute(papers.update().where(papers.c.id == pid).values(authors=[*authors, OTHERS]))
-
-
-UPGRADES: list[Callable[[Connection], None]] = [
-    _from_hand_written_sql,  # 1 -> 2
-    _digest_item_snapshots,  # 2 -> 3
-    _source_memory,  # 3 -> 4
-    _reader_tables,  # 4 -> 5
-    _delivery_not_before,  # 5 -> 6
-    _paper_changed_at,  # 6 -> 7
-    _authors_cut_at_100,  # 7 -> 8
-]
-LATEST = len(UPGRADES) + 1
-
-
-def now_iso() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def db_now(conn: Connection) -> str:
-    """now_iso by the database's clock, for a time that rows another process wrote are
-    ordered by: a paper's change against the last digest (papers.changed_at, digests.created)
-    and the newest summary. Machines sharing a PostgreSQL server may keep their clocks
-    apart, and a change stamped by one an hour slow sorted before the digest it came after:
-    never in Updates. The server is one clock; a SQLite file's is its machine's."""
-    if conn.dialect.name != "postgresql":
-        return now_iso()
-    return conn.execute(sa.select(sa.func.now())).scalar_one().astimezone(UTC).isoformat(timespec="seconds")
 
 
 def iso(value: datetime | date | None) -> str | None:
@@ -307,7 +107,7 @@ class Store:
     # --- migrations ---
     def version(self) -> int:
         with self.engine.connect() as conn:
-            return _version(conn)
+            return schema_version(conn)
 
     def migrate(self) -> int:
         """Make a new database whole, or bring an older one forward step by step, in one
@@ -332,7 +132,7 @@ class Store:
             if value is None:
                 c.execute(state.delete().where(state.c.key == key))
             else:
-                _upsert(c, state, [{"key": key, "value": value}])
+                upsert(c, state, [{"key": key, "value": value}])
 
     # --- papers ---
     def upsert_papers(self, found: Iterable[Paper]) -> tuple[list[Paper], list[Paper], int]:
@@ -569,11 +369,11 @@ class Store:
         rows = {address.lower(): {"address": address.lower(), "name": name, "status": status,
                                   "changed_at": None} for address, name in found}
         with self.tx() as conn:
-            _upsert(conn, readers, list(rows.values()), refresh=("name",))
+            upsert(conn, readers, list(rows.values()), refresh=("name",))
 
     def set_reader_status(self, address: str, status: str, at: str | None = None) -> None:
         with self.tx() as conn:
-            _upsert(conn, readers, [{"address": address.lower(), "name": None, "status": status,
+            upsert(conn, readers, [{"address": address.lower(), "name": None, "status": status,
                                      "changed_at": at or now_iso()}], refresh=("status", "changed_at"))
 
     def forget_reader(self, address: str, name: str | None = None) -> dict[str, int]:
@@ -629,7 +429,7 @@ class Store:
         with self.tx() as conn:
             known = {key for chunk in _chunks(list(rows))
                      for key in conn.execute(sa.select(seeds.c.key).where(seeds.c.key.in_(chunk))).scalars()}
-            _upsert(conn, seeds, list(rows.values()), refresh=("title", "source", "line", "data"))
+            upsert(conn, seeds, list(rows.values()), refresh=("title", "source", "line", "data"))
         return len(rows.keys() - known)
 
     def forget_seeds(self, kept: Sequence[str]) -> None:
@@ -840,7 +640,7 @@ class Store:
         if rows:
             with self.tx() as conn:
                 stamp = db_now(conn)
-                _upsert(conn, enrichments, [{**row, "created": stamp} for row in rows])
+                upsert(conn, enrichments, [{**row, "created": stamp} for row in rows])
 
     def latest_enrichments(self, kind: str, keys: Iterable[str] | None = None) -> dict[str, dict]:
         """item_key -> its newest enrichment of this kind (by time, then key, as the reading
@@ -920,91 +720,6 @@ def _maybe_tx(store: Store, conn: Connection | None) -> Iterator[Connection]:
             yield new
 
 
-STORAGE = ("storage.url", "storage.password_env")  # what errors call a store's URL and password
-
-
-def backend(url: str, keys: tuple[str, str] = STORAGE) -> str:
-    """sqlite or postgresql: the two databases the store is tested on. `keys`: what the
-    URL and its password's variable are called where the user gave them."""
-    try:
-        parsed = sa.engine.make_url(url)
-    except sa.exc.ArgumentError:
-        raise ConfigError(f"{keys[0]}: not a database URL: {url!r}") from None
-    name = parsed.get_backend_name()
-    if name not in ("sqlite", "postgresql"):
-        raise ConfigError(f"{keys[0]}: {name}: not supported (use sqlite:/// or postgresql+psycopg://)")
-    if name == "sqlite" and (parsed.host or parsed.port or parsed.username):  # sqlite://state/x.db
-        beside = ", beside the config" if keys == STORAGE else ""
-        raise ConfigError(f"{keys[0]}: {url!r}: a SQLite URL has three slashes before a path "
-                          f"(sqlite:///state/digest.sqlite3{beside}) and four before an "
-                          "absolute one (sqlite:////var/lib/rl-digest/digest.sqlite3)")
-    return name
-
-
-# Probes of an idle session, and the same bound on data the peer never acknowledges: a machine
-# that drops off while the server's reply to it is in flight is not idle, and TCP would
-# retransmit to it for some 15 minutes (tcp_retries2) before the session, and its lock, went.
-KEEPALIVE = ("-c tcp_keepalives_idle=30 -c tcp_keepalives_interval=10 -c tcp_keepalives_count=6 "
-             "-c tcp_user_timeout=90000")
-
-
-def connect(url: str, busy_timeout: float = 30, keys: tuple[str, str] = STORAGE,
-            **engine_options: Any) -> Engine:
-    """An engine for storage.url: SQLite (WAL, busy timeout) or PostgreSQL through psycopg.
-
-    A missing driver or an unknown scheme is a config error naming the scheme; failures of
-    the database itself become one line naming the file or the URL (password hidden).
-    `keys`: as for `backend` (`store copy`'s target is not storage.url)."""
-    kind = backend(url, keys)
-    parsed = sa.engine.make_url(url)
-    if parsed.drivername == "postgresql":  # the driver that [postgres] installs, not psycopg2
-        parsed = parsed.set(drivername="postgresql+psycopg")
-    path = sqlite_file(url)
-    if path is not None:
-        _private(path, tighten=keys == STORAGE)  # a copy's target: only once the copy is in (store_copy)
-        # the file as named, as the lock beside it is: a URL would end the path at a '?' in
-        # a folder's name and read '%20' as a space, opening a database somewhere else
-        parsed = sa.engine.URL.create("sqlite", database=str(path))
-    options: dict[str, Any] = (
-        {"connect_args": {"timeout": busy_timeout}} if kind == "sqlite" else
-        # PostgreSQL: a lock held by another session is waited for as long as SQLite's busy
-        # timeout, then fails (exit 75) rather than hanging a cron run. The server probes an
-        # idle session (KEEPALIVE), so the run lock of a machine that died or dropped off the
-        # network is let go of within a minute or two, not after the system's 2 h 11 min.
-        {"connect_args": {"connect_timeout": max(1, int(busy_timeout)),
-                          "options": f"-c lock_timeout={max(1, int(busy_timeout * 1000))} {KEEPALIVE}"},
-         "pool_pre_ping": True})
-    try:
-        engine = sa.create_engine(parsed, json_serializer=_json_dumps, **options, **engine_options)
-    except ImportError as exc:
-        other = "" if parsed.drivername == "postgresql+psycopg" else " and use postgresql+psycopg://"
-        raise ConfigError(
-            f"{keys[0]}: {parsed.drivername}:// needs a driver that is not installed ({exc})",
-            f"pip install 'rl-digest[postgres]'{other}") from None
-    if kind == "sqlite":
-        sa.event.listen(engine, "connect", _sqlite_pragmas(busy_timeout))
-    else:  # before SQLAlchemy's own first queries, which fail on SQL_ASCII's bytes
-        sa.event.listen(engine, "first_connect", _utf8_only(where(engine)), insert=True)
-    sa.event.listen(engine, "handle_error", _one_line_errors(where(engine), busy_timeout,
-                                                             engine.url.password is not None, keys))
-    return engine
-
-
-def where(engine: Engine) -> str:
-    """The SQLite file, or the server URL without its password: as storage.url reads."""
-    if engine.dialect.name == "sqlite" and engine.url.database not in (None, "", ":memory:"):
-        return str(engine.url.database)
-    return engine.url._replace(password=None).render_as_string(hide_password=False)
-
-
-def one_line(error: BaseException) -> str:
-    return collapse(str(error))
-
-
-def _json_dumps(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, default=str)
-
-
 def _key() -> Any:
     """A paper row's item key (models.paper_key) in SQL."""
     return sa.literal(paper_key("")) + papers.c.id
@@ -1025,49 +740,10 @@ def _set_verdicts(conn: Connection, said: Iterable[tuple[str, str, bool | None]]
     said = list(said)
     for key, reader, _ in (row for row in said if row[2] is None):
         conn.execute(verdicts.delete().where(verdicts.c.item_key == key, verdicts.c.reader == reader))
-    _upsert(conn, verdicts, [{"item_key": key, "reader": reader, "verdict": verdict, "at": at}
+    upsert(conn, verdicts, [{"item_key": key, "reader": reader, "verdict": verdict, "at": at}
                              for key, reader, verdict in said if verdict is not None])
 
 
-def make_current(conn: Connection) -> None:
-    """In `conn`'s transaction, under the migration lock (SQLite's write lock, or an advisory
-    lock that a second process starting at the same moment waits for): make a new database
-    whole, or bring an older one forward step by step; the caller commits. One a newer
-    release wrote is refused: this one would not know its new tables (machines sharing a server)."""
-    if conn.dialect.name == "sqlite":
-        conn.exec_driver_sql("BEGIN IMMEDIATE")  # the write lock, before reading the version
-    else:
-        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(MIGRATION_LOCK)))
-    found = _version(conn)
-    if found > LATEST:
-        raise ConfigError(f"{where(conn.engine)}: schema version {found} is newer than this "
-                          f"rl-digest's ({LATEST}): a newer release has used this database",
-                          "upgrade rl-digest here too")
-    if found == 0:
-        meta.create_all(conn)
-        conn.execute(schema_migrations.insert().values(version=LATEST, applied=now_iso()))
-        found = LATEST
-    for number in range(found, LATEST):
-        UPGRADES[number - 1](conn)
-        conn.execute(schema_migrations.insert().values(version=number + 1, applied=now_iso()))
-
-
-def restart_identity(conn: Connection, table: sa.Table) -> None:
-    """On PostgreSQL, the next id of `table`'s identity column past the largest it holds:
-    rows were written with their ids, and a later insert must not collide with one."""
-    for column in (c for c in table.c if c.identity is not None):
-        conn.execute(sa.text(
-            f"SELECT setval(pg_get_serial_sequence('{table.name}', '{column.name}'), "
-            f"coalesce(max({column.name}), 0) + 1, false) FROM {table.name}"))
-
-
-def _version(conn: Connection) -> int:
-    if not sa.inspect(conn).has_table("schema_migrations"):
-        return 0
-    return conn.execute(sa.select(sa.func.max(schema_migrations.c.version))).scalar() or 0
-
-
-MIGRATION_LOCK = 0x726C6D69  # "rlmi": PostgreSQL advisory lock key while migrating
 ENDED_MID_RUN = "the process ended mid-run"  # the error of a run whose process died
 
 
@@ -1094,82 +770,6 @@ def _scrubbed(value: Any, scrub: Callable[[str], str | None]) -> Any:
     return value
 
 
-def _upsert(conn: Connection, table: sa.Table, rows: list[dict[str, Any]],
-            refresh: Iterable[str] | None = None) -> None:
-    """INSERT ... ON CONFLICT (primary key) DO UPDATE, through the dialect's own insert.
-    `refresh` names the columns a known row takes (default: all but the key)."""
-    if not rows:
-        return
-    insert = (postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert)(table)
-    keys = [c.name for c in table.primary_key]
-    names = refresh if refresh is not None else [n for n in rows[0] if n not in keys]
-    conn.execute(insert.on_conflict_do_update(
-        index_elements=keys, set_={name: insert.excluded[name] for name in names}), rows)
-
-
-def _one_line_errors(place: str, busy_timeout: float, password_given: bool,
-                     keys: tuple[str, str] = STORAGE) -> Any:
-    """The database's environmental failures (a lock held elsewhere, a damaged file, a full or
-    read-only disk, a server that is down) as one line naming the file or URL, not a
-    traceback. A constraint or programming error is a bug and stays as it is."""
-    def handle(context: Any) -> None:
-        if context.is_pre_ping:  # a connection the server ended (a restart): the pool opens a new one
-            return
-        if not isinstance(context.sqlalchemy_exception, sa.exc.OperationalError | sa.exc.DatabaseError) \
-                or isinstance(context.sqlalchemy_exception, sa.exc.IntegrityError | sa.exc.ProgrammingError
-                              | sa.exc.InterfaceError | sa.exc.NotSupportedError):
-            return
-        words = one_line(context.original_exception)
-        if context.dialect is not None and context.dialect.name == "postgresql":
-            if "lock timeout" in words:
-                raise LockedError(f"{place}: a table is locked by another session "
-                                  f"(waited {busy_timeout:g} s)") from None
-            refused = _refused(words, password_given, keys)
-            if refused:  # restarting cannot fix these: exit 2, so systemd does not loop
-                raise ConfigError(f"{place}: {words}", refused) from None
-            code = getattr(context.original_exception, "sqlstate", None) or ""
-            why = _PG_HINTS.get(code, "is the server up, and {url} right?")
-            raise DigestError(f"{place}: {words}", why.format(url=keys[0])) from None
-        if "locked" in words or "busy" in words:
-            raise LockedError(f"{place}: the database is locked by another process "
-                              f"(waited {busy_timeout:g} s)") from None
-        if "malformed" in words or "not a database" in words:
-            raise DigestError(f"{place}: not a usable database: {words}",
-                              "restore it from a backup, or move it aside to start afresh" if keys == STORAGE
-                              else f"{keys[0]} is not an empty database: name a new SQLite file or "
-                              "an empty PostgreSQL database") from None
-        hint: str | None = "is the disk full?" if "disk" in words else None
-        if "readonly" in words or "unable to open" in words:  # the file, or its folder for the WAL
-            hint = files.cannot_write(Path(place)) or "can this user write the state folder?"
-        raise DigestError(f"{place}: {words}", hint) from None
-    return handle
-
-
-_PG_HINTS = {  # by SQLSTATE: what an operator checks when the server is up but says no
-    "25006": "the database is read-only (default_transaction_read_only, or a standby): "
-             "point {url} at the writable primary",
-    "53100": "is the server's disk full?",
-    "53200": "the server is out of memory",
-    "53300": "the server has no connection left (max_connections)",
-}
-
-
-def _refused(words: str, password_given: bool, keys: tuple[str, str] = STORAGE) -> str | None:
-    """What to change when PostgreSQL turns the URL's role or password away, else None.
-    `password_given`: storage.password_env (keys[1]) supplied one (else libpq found its own, if any)."""
-    url, password = keys
-    if "no password supplied" in words:
-        return (f"the server asks for a password: put it in an environment variable and set "
-                f"{password} to its name")
-    if "password authentication failed" in words:
-        return (f"check the password in the environment variable that {password} names"
-                if password_given else
-                f"check the password libpq found (PGPASSWORD, ~/.pgpass), or set {password}")
-    if re.search(r'(role|database) ".*" does not exist', words):
-        return f"{url} names a role or database the server does not have"
-    return None
-
-
 def _chunks(items: list, size: int = 500) -> Iterator[list]:
     """SQLite limits the variables in one statement; ask in slices."""
     for start in range(0, len(items), size):
@@ -1180,47 +780,6 @@ def _sliced(query: sa.Select, column: Any, values: Iterable[str] | None) -> list
     """`query` for every row (values None), or for the rows whose `column` is one of
     `values`, a slice at a time (_chunks)."""
     return [query] if values is None else [query.where(column.in_(chunk)) for chunk in _chunks(list(values))]
-
-
-def _utf8_only(place: str) -> Any:
-    """A PostgreSQL database in another encoding cannot keep the digests' Chinese: `createdb`
-    on a cluster made under LANG=C gives SQL_ASCII (where psycopg reads text as bytes and
-    the first query failed with a TypeError), under a Latin-1 locale LATIN1 (where a run
-    failed at its first Chinese word). Refused in one line when the engine first connects."""
-    def first_connect(dbapi_conn: Any, _record: Any) -> None:
-        info = getattr(dbapi_conn, "info", None)  # psycopg's and psycopg2's; another driver's: unchecked
-        found = info.parameter_status("server_encoding") if info is not None else "UTF8"
-        if found != "UTF8":
-            raise ConfigError(f"{place}: the database's encoding is {found}, not UTF8, and rl-digest "
-                              "keeps Chinese text",
-                              "create it with createdb --encoding UTF8 --template template0")
-    return first_connect
-
-
-def _sqlite_pragmas(busy_timeout: float) -> Any:
-    def connect(dbapi_conn: Any, _record: Any) -> None:
-        cursor = dbapi_conn.cursor()
-        _switch_to_wal(cursor, busy_timeout)
-        cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout * 1000)}")
-        cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-    return connect
-
-
-def _switch_to_wal(cursor: Any, busy_timeout: float) -> None:
-    """PRAGMA journal_mode=WAL fails at once, without the busy handler, while another
-    connection holds a lock on a file still in rollback mode (a second process opening a
-    database the first is creating); try again until the busy timeout, as a lock would."""
-    deadline = time.monotonic() + busy_timeout
-    while True:
-        try:
-            cursor.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) or time.monotonic() >= deadline:
-                raise
-            time.sleep(0.02)
 
 
 def _paper_row(p: Paper) -> dict[str, Any]:
@@ -1304,35 +863,3 @@ def row_to_seed(row: dict) -> SeedEntry:
     return SeedEntry(**data)
 
 
-def _private(path: Path, tighten: bool = True) -> None:
-    """The database holds reader addresses: the file 0600 (SQLite gives its WAL the same),
-    its folder 0700 when we make it. A folder that was there is left as it is: it may be
-    the operator's, shared with out/ that a web server reads. `tighten`: a file that was
-    there is made 0600 too (private)."""
-    try:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    except OSError as exc:
-        raise DigestError(f"{path.parent}: cannot create state folder: {exc.strerror}") from None
-    try:
-        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
-        return
-    except FileExistsError:
-        if not os.access(path, os.R_OK):  # SQLite would say 'unable to open database file'
-            raise ConfigError(f"{path}: cannot open the database: Permission denied",
-                              files.not_yours(path)) from None
-    except PermissionError as exc:  # a folder this user cannot enter or write: it may be there
-        raise ConfigError(f"{path}: cannot open or create the database: {exc.strerror}",
-                          files.not_yours(path)) from None
-    except OSError as exc:
-        raise DigestError(f"{path}: cannot create the database: {exc.strerror}") from None
-    if tighten:
-        private(path)
-
-
-def private(path: Path) -> None:
-    """An existing database file 0600, if it is looser (made by an older version, or by hand)."""
-    try:
-        if path.stat().st_mode & 0o077:
-            path.chmod(0o600)
-    except OSError:
-        pass  # not ours to change; SQLite says what it cannot do

@@ -1,7 +1,7 @@
 """`rl-digest store copy`: the whole store into another database, SQLite or PostgreSQL, in
 either direction: moving to a server, moving machines, or a SQLite file as a backup.
 
-The target gets the schema from store.make_current and every table's rows, in foreign-key
+The target gets the schema from store_schema.make_current and every table's rows, in foreign-key
 order, a batch at a time, all in one transaction there: a copy that fails leaves nothing.
 A target that holds rl-digest data is refused; nothing is ever merged or overwritten.
 """
@@ -16,14 +16,14 @@ import sqlalchemy as sa
 import yaml
 from sqlalchemy.engine import Connection, Engine
 
-from pipeline import stopping, store
+from pipeline import stopping, store, store_connect, store_schema
 from pipeline.config import sqlite_file, url_credentials
 from pipeline.errors import ConfigError, DigestError
 
 KEYS = ("TARGET_URL", "--password-env")  # what errors about the target call its URL and password
 BATCH = 200  # rows read and written at a time: memory stays flat on a store of years
 # Every table but the schema's own record: the target's says it was made at this version.
-TABLES = [table for table in store.meta.sorted_tables if table is not store.schema_migrations]
+TABLES = [table for table in store_schema.meta.sorted_tables if table is not store_schema.schema_migrations]
 
 
 def target_url(url: str, password_env: str | None) -> str:
@@ -33,7 +33,7 @@ def target_url(url: str, password_env: str | None) -> str:
         raise ConfigError("TARGET_URL: holds a password; secrets are not taken on the command line",
                           "take it out of the URL, put it in an environment variable and give its "
                           "name with --password-env")
-    kind = store.backend(url, KEYS)
+    kind = store_connect.backend(url, KEYS)
     if kind == "sqlite" and sqlite_file(url) is None:
         raise ConfigError(f"TARGET_URL: {url!r} is a database in memory, gone when the copy ends",
                           "name a file: sqlite:///path/digest.sqlite3")
@@ -52,14 +52,14 @@ def open_target(url: str, busy_timeout: float) -> Engine:
     """An engine for the target (target_url's), its errors naming TARGET_URL; a SQLite file
     by its absolute path, which is what storage.url then names."""
     path = sqlite_file(url)
-    return store.connect(f"sqlite:///{Path(path).absolute()}" if path else url, busy_timeout, KEYS)
+    return store_connect.connect(f"sqlite:///{Path(path).absolute()}" if path else url, busy_timeout, KEYS)
 
 
 def pasted(target: Engine, url: str) -> str:
     """The storage.url value that names the copy, as a YAML scalar for the config: a SQLite
     file by its path as written (storage.url reads no %-escapes: SQLAlchemy's 'week %231'
     named another file), quoted where a '#' or ': ' would cut it short."""
-    value = f"sqlite:///{store.where(target)}" if target.dialect.name == "sqlite" else url
+    value = f"sqlite:///{store_connect.where(target)}" if target.dialect.name == "sqlite" else url
     try:
         if yaml.safe_load(f"url: {value}") == {"url": value}:
             return value
@@ -72,10 +72,10 @@ def copy(source: store.Store, target: Engine) -> list[tuple[str, int]]:
     """Every table of `source` (at the current schema; the caller holds its run lock) into
     `target`, from one snapshot of the source: (table, rows) in the order copied, each
     count the same on both sides."""
-    place = store.where(target)
+    place = store_connect.where(target)
     with source.engine.connect() as read, target.connect() as write:
         _snapshot(read)
-        store.make_current(write)  # the schema, under the migration lock, in the copy's transaction
+        store_schema.make_current(write)  # the schema, under the migration lock, in the copy's transaction
         used = next((table.name for table in TABLES if write.execute(
             sa.select(sa.literal(1)).select_from(table).limit(1)).first()), None)
         if used is not None:
@@ -92,7 +92,7 @@ def copy(source: store.Store, target: Engine) -> list[tuple[str, int]]:
                             "data", exc.hint) from None
     path = sqlite_file(str(target.url))
     if path is not None:  # it holds reader addresses now; left as it was until then
-        store.private(path)
+        store_connect.private(path)
     return copied
 
 
@@ -113,7 +113,7 @@ def _copy_table(read: Connection, write: Connection, table: sa.Table) -> None:
         write.execute(table.insert(), [dict(row) for row in batch])
         stopping.checkpoint()  # Ctrl-C or SIGTERM: the transaction is rolled back
     if write.dialect.name == "postgresql":
-        store.restart_identity(write, table)
+        store_schema.restart_identity(write, table)
 
 
 def _same_count(read: Connection, write: Connection, table: sa.Table, place: str) -> int:

@@ -283,7 +283,8 @@ def test_a_database_a_newer_release_wrote_is_refused_not_used(tmp_path, cli, db_
     does not know."""
     import sqlalchemy as sa
 
-    from pipeline.store import LATEST, Store
+    from pipeline.store import Store
+    from pipeline.store_schema import LATEST
 
     Store.open(db_url).close()
     with sa.create_engine(db_url).begin() as conn:

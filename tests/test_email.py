@@ -34,7 +34,8 @@ from pipeline.deliver.outbox import (
     deliver,
 )
 from pipeline.models import RunReport
-from pipeline.store import Store, deliveries
+from pipeline.store import Store
+from pipeline.store_schema import deliveries
 from tests import fixtures_digest as fx
 from tests.helpers import write_config
 from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refused_port

@@ -28,7 +28,8 @@ from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
 from pipeline.links import Links
 from pipeline.models import paper_key
-from pipeline.store import Store, runs
+from pipeline.store import Store
+from pipeline.store_schema import runs
 from tests.helpers import rl_paper, site_pages, start_warm_cli, voiced
 from tests.processes import config_with, stderr_lines, wait_for
 from tests.servers.arxiv_server import ArxivServer

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from pipeline import config as cfg
 from pipeline import reading_list
 from pipeline.models import Paper, Scored, paper_key
-from pipeline.store import Store, enrichments, now_iso
+from pipeline.store import Store
+from pipeline.store_schema import enrichments, now_iso
 from tests.helpers import write_config
 
 N = 100_000

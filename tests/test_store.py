@@ -13,7 +13,8 @@ import pytest
 import sqlalchemy as sa
 
 from pipeline.models import Enrichment, Paper, Scored, SeedEntry
-from pipeline.store import LATEST, Store, meta
+from pipeline.store import Store
+from pipeline.store_schema import LATEST, meta
 
 V1 = Path(__file__).parent / "data" / "store_v1.sql"
 
@@ -305,7 +306,7 @@ def test_a_table_locked_elsewhere_is_waited_for_then_one_clear_error(db_url):
     if not db_url.startswith("postgresql"):
         pytest.skip("SQLite's busy timeout is tested in test_reliability.py")
     from pipeline.errors import LockedError
-    from pipeline.store import connect
+    from pipeline.store_connect import connect
     store = Store(connect(db_url, busy_timeout=1))
     store.migrate()
     holder = sa.create_engine(db_url, poolclass=sa.NullPool)
