@@ -18,7 +18,7 @@ from pathlib import Path
 
 import _common  # noqa: F401  (puts this checkout first on the import path)
 
-from pipeline import collect, sources
+from pipeline import collect, sources, store_seeds
 from pipeline.config import load
 from pipeline.models import Paper
 from pipeline.run import collect_and_rank, complete_thin, resolve_seeds, seed_documents
@@ -51,9 +51,9 @@ def measure(config_path: Path, as_of: datetime, seeds: bool) -> dict[str, int]:
     fetcher = collect.make_fetcher(config)
     counts: dict[str, int] = {}
     if seeds:
-        store.save_seeds([e for doc in seed_documents(config) for e in doc.entries])
+        store_seeds.save_seeds(store, [e for doc in seed_documents(config) for e in doc.entries])
         before = fetcher.requests
-        resolve_seeds(config, store, fetcher, store.seeds())
+        resolve_seeds(config, store, fetcher, store_seeds.all_seeds(store))
         counts["api (seed titles)"] = fetcher.requests - before
     report, _, _ = collect_and_rank(config, store, sources.configured(config), fetcher, as_of)
     for name, part in report.sources.items():

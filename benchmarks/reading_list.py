@@ -165,6 +165,7 @@ def main() -> None:
         publish(args.publish)
         return
     from pipeline import config as cfg
+    from pipeline import store_seeds
     from pipeline.store import Store
 
     dev_rows()  # exits with a message when ../shared is missing
@@ -181,7 +182,7 @@ def main() -> None:
         end = datetime(2026, 11, 30, tzinfo=UTC)
         papers = make_papers(rows, args.papers + week, end - timedelta(days=YEARS * 365), end)
         began = time.perf_counter()
-        store.save_seeds([e for doc in run.seed_documents(config) for e in doc.entries])
+        store_seeds.save_seeds(store, [e for doc in run.seed_documents(config) for e in doc.entries])
         built = [["save_seeds (built-in seed pages)", time.perf_counter() - began]]
         built += stock(store, rows, papers[:args.papers], 0)
         db = Path(tmp, "state", "digest.sqlite3")

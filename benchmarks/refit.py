@@ -42,6 +42,7 @@ def relevance():
 
 def fill(db: Path, n: int) -> None:
     """n papers, each judged with its dev label: a mark, or a reader's vote."""
+    from pipeline import store_readers
     from pipeline.models import paper_key
     from pipeline.store import Store
 
@@ -52,9 +53,9 @@ def fill(db: Path, n: int) -> None:
     for k, paper in enumerate(papers):
         label = bool(rows[k % len(rows)]["label"])
         if k % 2:
-            store.record_verdict(paper_key(paper.id), f"reader{k % 5}@example.org", label)
+            store_readers.record_verdict(store, paper_key(paper.id), f"reader{k % 5}@example.org", label)
         else:
-            store.set_verdict(paper.id, label)
+            store_readers.set_verdict(store, paper.id, label)
     store.close()
 
 

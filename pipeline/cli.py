@@ -549,17 +549,19 @@ def mark(state: State, paper_id: str, relevant: bool, irrelevant: bool, undo: bo
     """Record your verdict on a paper: the digest learns your taste."""
     if relevant + irrelevant + undo != 1:
         raise click.UsageError("give one of --relevant, --irrelevant or --undo")
+    from pipeline import store_readers
     from pipeline.store_schema import YOU
 
     ident, _ = split_arxiv_id(paper_id)
     store = state.store()
-    had = next((bool(v["verdict"]) for v in store.verdicts(paper_key(ident)) if v["reader"] == YOU), None)
+    had = next((bool(v["verdict"]) for v in store_readers.verdicts_given(store, paper_key(ident))
+                if v["reader"] == YOU), None)
     if undo and had is None:
         if not store.papers([ident]):
             raise ConfigError(f"{ident}: no such paper in the database", _not_stored_hint(store, ident))
         echo(f"{ident}: no verdict of yours to take back; nothing changed")
         return
-    if not store.set_verdict(ident, None if undo else relevant):
+    if not store_readers.set_verdict(store, ident, None if undo else relevant):
         raise ConfigError(f"{ident}: no such paper in the database", _not_stored_hint(store, ident))
     said = "verdict taken back" if undo else f"marked {'relevant' if relevant else 'irrelevant'}"
     if not undo and had == relevant:  # the same verdict again: the model has nothing new to learn

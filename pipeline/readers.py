@@ -13,13 +13,14 @@ import re
 from email.utils import parseaddr
 from typing import Any
 
-from pipeline import templating
+from pipeline import store_outbox, store_readers, templating
 from pipeline.config import Config
 from pipeline.config_email import Reader
 from pipeline.deliver import channels
 from pipeline.deliver.outbox import EMAIL, SKIPPED, Delivery, StoreOutbox, held_for_channel, reader_key
 from pipeline.errors import ConfigError, DigestError
-from pipeline.store import FORGOTTEN, Store
+from pipeline.store import Store
+from pipeline.store_readers import FORGOTTEN
 from pipeline.store_schema import YOU
 
 ACTIVE, UNSUBSCRIBED = "active", "unsubscribed"
@@ -28,13 +29,13 @@ VERDICTS = {"up": True, "down": False}
 
 def unsubscribed(store: Store) -> frozenset[str]:
     """The addresses (lower case) of readers who unsubscribed."""
-    return frozenset(a for a, row in store.readers().items() if row["status"] == UNSUBSCRIBED)
+    return frozenset(a for a, row in store_readers.known(store).items() if row["status"] == UNSUBSCRIBED)
 
 
 def keep(config: Config, store: Store) -> None:
     """Note the config's readers in the store (new ones active; known ones keep their status)."""
     if config.email.enabled:
-        store.keep_readers((r.address, r.name) for r in config.readers())
+        store_readers.keep_readers(store, ((r.address, r.name) for r in config.readers()))
 
 
 def listing(config: Config, store: Store) -> list[dict[str, Any]]:
@@ -53,14 +54,15 @@ def listing(config: Config, store: Store) -> list[dict[str, Any]]:
         held = skipped if done.status == SKIPPED else failed
         key = reader_key(done.who)
         held[key] = max(held.get(key, ("", "")), (done.digest_id, done.last_error or ""))
-    for recipient, digest_id, sent_at in store.last_sent():  # a row each reader, not each digest sent
+    # a row each reader, not each digest sent
+    for recipient, digest_id, sent_at in store_outbox.last_sent(store):
         if recipient.startswith(FORGOTTEN):
             continue
         key = reader_key(recipient)
         got[key] = max(got.get(key, ""), digest_id)
         if sent_at and sent_at > last.get(key, ""):
             last[key] = sent_at
-    stored = store.readers()
+    stored = store_readers.known(store)
     rows = [{"key": r.address.lower(), "address": r.address, "name": r.name,
              "languages": r.languages or config.languages,
              "status": stored.get(r.address.lower(), {}).get("status", ACTIVE)}
@@ -136,12 +138,12 @@ def reader_address(config: Config, who: str, option: str, expected: str = "an em
 def set_status(config: Config, store: Store, who: str, status: str) -> str:
     """Unsubscribe (or subscribe again) one of the readers, as their link would; the address."""
     address = reader_address(config, who, "--unsubscribe" if status == UNSUBSCRIBED else "--subscribe")
-    store.set_reader_status(address, status)
+    store_readers.set_reader_status(store, address, status)
     return address
 
 
 def forget(config: Config, store: Store, who: tuple[str, ...]) -> list[str]:
-    """Erase readers the config no longer lists (Store.forget_reader): a line each of what was
+    """Erase readers the config no longer lists (store_readers.forget_reader): a line each of what was
     done. One still listed is refused, before anyone is erased: the next run would mail them,
     and keep them, again."""
     addresses = []
@@ -156,16 +158,17 @@ def forget(config: Config, store: Store, who: tuple[str, ...]) -> list[str]:
                               "the next run would mail them again")
         addresses.append(address)
     said = templating.text_env(config.templates.dir).get_template("readers/forgotten.txt.j2")
-    return [said.render(address=address, done=store.forget_reader(address)).strip() for address in addresses]
+    return [said.render(address=address, done=store_readers.forget_reader(store, address)).strip()
+            for address in addresses]
 
 
 def record_verdict(store: Store, address: str, paper: str, action: str | None) -> None:
     """A reader's 👍 (`up`) or 👎 (`down`) on a paper; a later click replaces it, and None
     takes it back (the refit then learns nothing from them on it, as after `mark --undo`)."""
-    store.record_verdict(paper, address, VERDICTS[action] if action else None)
+    store_readers.record_verdict(store, paper, address, VERDICTS[action] if action else None)
 
 
 def verdicts(store: Store, paper: str) -> dict[str, bool]:
     """Who said what on one paper: `you` (rl-digest mark) and each reader by address."""
     return {("you" if row["reader"] == YOU else row["reader"]): row["verdict"]
-            for row in store.verdicts(paper)}
+            for row in store_readers.verdicts_given(store, paper)}

@@ -25,7 +25,7 @@ from itertools import groupby, islice
 from pathlib import Path
 from typing import IO, Any, Protocol
 
-from pipeline import compose, months, rank, render, templating
+from pipeline import compose, months, rank, render, store_reading_list, store_seeds, templating
 from pipeline.config import Config
 from pipeline.config_sections import TopicDef
 from pipeline.deliver import files
@@ -71,7 +71,7 @@ def seed_entry(topics: Sequence[TopicDef], seed: SeedEntry, translations: Mappin
 def untied(store: Store, seeds: Sequence[SeedEntry]) -> list[SeedEntry]:
     """The seed entries shown by their own text: tied to no paper, or to one arXiv never
     returned (its arxiv_id names no stored paper), which they do not wait for; the digest
-    (run.digest_entries) and Store.reading_count go by the same rule."""
+    (run.digest_entries) and store_reading_list.reading_count go by the same rule."""
     stored = {p.id for p in store.papers(s.arxiv_id for s in seeds if s.arxiv_id)}
     return [s for s in shown(seeds) if s.arxiv_id not in stored]
 
@@ -91,12 +91,12 @@ def entries(config: Config, store: Store, batch: int = 500, skip: Collection[str
             only: Collection[str] | None = None) -> Iterator[Entry]:
     """Every relevant paper and seed entry so far, in `order`, read `batch` papers at a
     time; those of the months in `skip` (YYYY-MM) left out, or all but those of `only`."""
-    seeds = store.seeds()
+    seeds = store_seeds.all_seeds(store)
     by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}
     translations = store.latest_enrichments("seed_translation")
 
     def papers() -> Iterator[Entry]:
-        for rows in store.reading_rows(batch, skip, only):
+        for rows in store_reading_list.reading_rows(store, batch, skip, only):
             for paper, scored, summary in rows:
                 yield paper_entry(config.topics, paper, scored, summary, by_paper.get(paper.id),
                                   translations)
@@ -115,7 +115,7 @@ def tied(config: Config, store: Store) -> dict[str, Moved]:
     where its papers went)."""
     scores, keys, published = store.scores(), {t.key for t in config.topics}, store.published_keys()
     gone = [pid for pid, s in scores.items() if s.topic not in keys and paper_key(pid) in published]
-    seeds = store.seeds()
+    seeds = store_seeds.all_seeds(store)
     old = {paper_key(pid): pid for pid in gone}
     old.update({seed_key(s.title): s.arxiv_id for s in seeds if s.arxiv_id})
     by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}  # the seed its entry shows, as `entries` reads it
@@ -136,11 +136,11 @@ def tied(config: Config, store: Store) -> dict[str, Moved]:
 def fingerprints(config: Config, store: Store, sinks: Sequence[Sink]) -> months.Fingerprints:
     """Each month's fingerprint: its papers' stored rows, their seed entries and what else
     the sinks show of them (the digest that listed a paper), read without building entries."""
-    seeds = store.seeds()
+    seeds = store_seeds.all_seeds(store)
     by_paper = {s.arxiv_id: s for s in seeds if s.arxiv_id}
     translations = store.latest_enrichments("seed_translation")
     found = months.Fingerprints()
-    for pid, day, row in store.reading_makings():
+    for pid, day, row in store_reading_list.reading_makings(store):
         seed, key = by_paper.get(pid), paper_key(pid)
         month = (day or (seed.date.isoformat() if seed and seed.date else ""))[:7]
         found.add(month, b"\x00".join(b"\x01" if value is None else value for value in row),
@@ -154,7 +154,7 @@ def fingerprints(config: Config, store: Store, sinks: Sequence[Sink]) -> months.
 
 def count(store: Store) -> int:
     """How many entries the reading list holds, counted by the database."""
-    return store.reading_count()
+    return store_reading_list.reading_count(store)
 
 
 # --- the Markdown files ----------------------------------------------------------------------
@@ -575,7 +575,7 @@ def _helped(store: Store, ledger: months.Ledger, leading: int, split: int) -> se
     """A helper's months: on a first build of `split` or more entries, the oldest dated, not the newest."""
     if ledger.last or split <= 0 or not months.Helper.usable():
         return set()
-    counts = store.reading_months()
+    counts = store_reading_list.reading_months(store)
     if sum(counts.values()) < split:
         return set()
     found, seen, total, newest = set(), 0, sum(counts.values()), _leading(counts, leading)

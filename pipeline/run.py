@@ -35,6 +35,7 @@ from pipeline import (
     rank,
     reading_list,
     sources,
+    store_seeds,
     templating,
     trends,
 )
@@ -265,9 +266,9 @@ def collect_and_rank(config: Config, store: Store, used: Sequence[Source], fetch
         collect.collect(config, used, report, fetcher, ledger, memory, first_run=mark is None,
                         reread=since is not None)
         entries = [e for doc in report.documents for e in doc.entries]
-        store.save_seeds(entries)
+        store_seeds.save_seeds(store, entries)
         if all_read(report.documents):  # an entry removed from its file, or its file deleted, goes
-            store.forget_seeds([seed_key(e.title) for e in in_reading_order(entries)])
+            store_seeds.forget_seeds(store, [seed_key(e.title) for e in in_reading_order(entries)])
         known = {p.id: p for p in store.papers(u.id for u in report.updates)} if report.updates else {}
         updates = collect.with_versions(report.updates, known)
         report.fetched = len({p.id for p in report.papers} | {u.id for u in updates})
@@ -285,7 +286,7 @@ def collect_and_rank(config: Config, store: Store, used: Sequence[Source], fetch
         raise
     if run_id is not None:
         store.finish_run(run_id, "ok", collect.as_dict(report), window=report.window)
-    seeds = store.seeds()
+    seeds = store_seeds.all_seeds(store)
     return report, seeds, rank_papers(config, store, seeds)
 
 
@@ -358,12 +359,12 @@ def resolve_seeds(config: Config, store: Store, fetcher: Fetcher | None,
         def search(titles: list[str]) -> list[Paper]:
             return arxiv_api.search_titles(fetcher, config.sources.arxiv.api_url, titles)
     found = collect.resolve_seeds(
-        seeds, store.paper_titles(), store.seed_tries(), config.seeds.match_threshold, search,
+        seeds, store.paper_titles(), store_seeds.seed_tries(store), config.seeds.match_threshold, search,
         timedelta(days=config.seeds.resolve_retry_days), datetime.now(UTC))
     if found.papers:
         store.upsert_papers(found.papers)
     if found.tied:
-        store.set_seed_resolutions(found.tied, now_iso())
+        store_seeds.set_seed_resolutions(store, found.tied, now_iso())
     return found.apply(seeds)
 
 
@@ -377,13 +378,13 @@ def fetch_seed_papers(config: Config, store: Store, fetcher: Fetcher | None,
         return
     named = {seed_key(s.title): s.arxiv_id for s in seeds if s.arxiv_id}
     stored = {p.id for p in store.papers(named.values())}
-    tries, now = store.seed_tries(), datetime.now(UTC)
+    tries, now = store_seeds.seed_tries(store), datetime.now(UTC)
     wait = timedelta(days=config.seeds.resolve_retry_days)
     wanted = {key: pid for key, pid in named.items() if pid not in stored
               and ((tried := tries.get(key)) is None or now - tried >= wait)}
     if wanted:
         store.upsert_papers(arxiv_api.fetch_ids(fetcher, config.sources.arxiv.api_url, list(wanted.values())))
-        store.set_seed_resolutions(wanted, now_iso())  # the try, kept with the id the seed gives
+        store_seeds.set_seed_resolutions(store, wanted, now_iso())  # the try, kept with the id the seed gives
 
 
 def complete_thin(config: Config, store: Store, fetcher: Fetcher, ids: list[str]) -> list[Paper]:

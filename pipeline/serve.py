@@ -38,7 +38,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from pipeline import readers, render, templating
+from pipeline import readers, render, store_readers, store_seeds, templating
 from pipeline.config import Config
 from pipeline.errors import ConfigError, DigestError
 from pipeline.extract import readable
@@ -142,14 +142,15 @@ class Pages:
         if key.startswith("arxiv:"):
             found = self.store.papers([key.removeprefix("arxiv:")])
             return readable(found[0].title) if found else None
-        return next((readable(s.title) for s in self.store.seeds() if seed_key(s.title) == key), None)
+        return next((readable(s.title) for s in store_seeds.all_seeds(self.store)
+                     if seed_key(s.title) == key), None)
 
     def reader_of(self, token: str, actions: tuple[str, ...]) -> tuple[str, Claim] | None:
         """The reader's address and what the token says, when it checks out."""
         claim = self.links.check(token)
         if claim is None or claim.action not in actions:
             return None
-        addresses = [r.address for r in self.config.readers()] + list(self.store.readers())
+        addresses = [r.address for r in self.config.readers()] + list(store_readers.known(self.store))
         address = self.links.reader(claim, addresses)
         return (address, claim) if address else None
 
@@ -164,7 +165,7 @@ class Pages:
         if request.method != "POST":  # GET, and the HEAD link checkers send: ask, change nothing
             return self.answer(request, f"confirm_{action}", address=address, action=token)
         async with self.writing:
-            await run_in_threadpool(self.store.set_reader_status, address, readers.UNSUBSCRIBED
+            await run_in_threadpool(store_readers.set_reader_status, self.store, address, readers.UNSUBSCRIBED
                                     if action == "unsubscribe" else readers.ACTIVE)
         if action == "unsubscribe":
             return self.answer(request, "unsubscribed", address=address,

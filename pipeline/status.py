@@ -8,7 +8,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pipeline import calendar, extract, heartbeat, importance, learn, lock, rank, rank_eval, readers, schedule
+from pipeline import (
+    calendar,
+    extract,
+    heartbeat,
+    importance,
+    learn,
+    lock,
+    rank,
+    rank_eval,
+    readers,
+    schedule,
+    store_outbox,
+    store_seeds,
+)
 from pipeline.config import Config
 from pipeline.deliver import git
 from pipeline.deliver.outbox import (
@@ -58,7 +71,8 @@ def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[
         "outbox": {"pending": counts["pending"], "failed": counts["failed"], "skipped": counts["skipped"],
                    "waiting": [{k: row[k] for k in ("digest_id", "recipient", "status", "attempts",
                                                     "last_error")}
-                               for row in store.deliveries(statuses=("pending", "sending", "failed"))]},
+                               for row in store_outbox.rows(
+                                   store, statuses=("pending", "sending", "failed"))]},
         "scheduler": heartbeat.read(config, now),
         "git": git.waiting(config.outputs.git, store) if config.outputs.git else None,  # a push waiting
     }
@@ -284,7 +298,7 @@ def paper(config: Config, store: Store, paper_id: str) -> str:
                 f"the model learns {'relevant' if label else 'irrelevant'}"
             tally += f": {'your verdict wins, ' if row.verdict is not None else ''}{taught}"
         lines.append(f"  readers: {' '.join(f'{a} {THUMBS[v]}' for a, v in sorted(said.items()))} ({tally})")
-    seeds = store.seeds()
+    seeds = store_seeds.all_seeds(store)
     taste = importance.taste(seeds, store.papers(s.arxiv_id for s in seeds if s.arxiv_id),
                              *learn.judged(store), config.relevance.follow_authors)
     weighed = importance.weigh([p], {p.id: row.score or 0.0}, taste, config.digest.importance)[p.id]

@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict
 from datetime import date, datetime
-from email.utils import parseaddr
-from functools import partial
 from typing import Any
 
 import sqlalchemy as sa
@@ -22,7 +18,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from pipeline.compose import snapshot
 from pipeline.errors import DigestError
-from pipeline.models import Enrichment, Paper, Scored, SeedEntry, collapse, merge_papers, paper_key, seed_key
+from pipeline.models import Enrichment, Paper, Scored, collapse, merge_papers, paper_key
 from pipeline.store_connect import connect, one_line, where
 from pipeline.store_schema import (
     LATEST,
@@ -35,7 +31,6 @@ from pipeline.store_schema import (
     make_current,
     now_iso,
     papers,
-    readers,
     runs,
     schema_version,
     seeds,
@@ -45,8 +40,6 @@ from pipeline.store_schema import (
 )
 
 ARXIV = paper_key("")  # the prefix of an arXiv paper's item key
-FORGOTTEN = "a reader forgotten"  # stands for a reader erased by `readers --forget`, with " #N"
-SEEDS_READ = "seeds.read"  # the seed entries' keys in the order the files were read
 
 
 def iso(value: datetime | date | None) -> str | None:
@@ -146,7 +139,7 @@ class Store:
         with self.tx() as conn:
             stamp = db_now(conn)
             known, revised_at, changed_at = {}, {}, {}
-            for chunk in _chunks([p.id for p in found]):
+            for chunk in chunks([p.id for p in found]):
                 for row in conn.execute(sa.select(papers).where(papers.c.id.in_(chunk))).mappings():
                     known[row["id"]] = row_to_paper(row)
                     revised_at[row["id"]], changed_at[row["id"]] = row["revised_at"], row["changed_at"]
@@ -195,7 +188,7 @@ class Store:
         """Papers in no digest; with `since`, only those submitted that day or later (by the
         stored date's own day) or undated; `new`, only those first seen after the newest
         digest was made (both by the database's clock)."""
-        query = sa.select(papers).where(~sa.exists().where(digest_items.c.item_key == _key()))
+        query = sa.select(papers).where(~sa.exists().where(digest_items.c.item_key == paper_item_key()))
         if since is not None:
             query = query.where(sa.or_(papers.c.submitted.is_(None),
                                        sa.func.substr(papers.c.submitted, 1, 10) >= since.isoformat()))
@@ -218,13 +211,13 @@ class Store:
         newest first. waiting: only those a run still has work for, not in a digest yet or in
         one with no cached summary, of these the newest `backlog` (all when None): a run's
         week, however long the history and however many summaries never came."""
-        mine = _mine()
-        query = (sa.select(papers).select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
-                 .where(_kept(mine)).order_by(papers.c.submitted.desc().nulls_last(), papers.c.id))
+        mine = own_verdicts()
+        query = (sa.select(papers).select_from(papers.outerjoin(mine, mine.c.item_key == paper_item_key()))
+                 .where(is_kept(mine)).order_by(papers.c.submitted.desc().nulls_last(), papers.c.id))
         queries = [query]
         if waiting:
-            listed = sa.exists().where(digest_items.c.item_key == _key())
-            summarised = sa.exists().where(enrichments.c.item_key == _key(),
+            listed = sa.exists().where(digest_items.c.item_key == paper_item_key())
+            summarised = sa.exists().where(enrichments.c.item_key == paper_item_key(),
                                            enrichments.c.kind == "paper_summary")
             queries = [query.where(~listed), query.where(listed, ~summarised).limit(backlog)]
         with self.engine.connect() as conn:
@@ -234,86 +227,39 @@ class Store:
             found.sort(key=lambda p: p.submitted.isoformat() if p.submitted else "", reverse=True)
         return found
 
-    def reading_rows(self, batch: int = 500, skip: Collection[str] = (), only: Collection[str] | None = None
-                     ) -> Iterator[list[tuple[Paper, Scored, dict | None]]]:
-        """The reading list's papers (kept, or tied to a seed entry), newest day first, ties
-        by id, each with its score and newest cached summary: `batch` rows at a time, so
-        memory stays flat however many there are. Papers of the months in `skip`
-        (YYYY-MM) are left out; with `only`, all but those of its months."""
-        mine = _mine()
-        query = (sa.select(papers, mine.c.verdict, _summary(enrichments.c.data).label("summary"))
-                 .select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
-                 .where(_in_reading_list(mine)).order_by(_day().desc().nulls_last(), papers.c.id))
-        if skip:
-            query = query.where(sa.or_(sa.func.substr(_day(), 1, 7).not_in(list(skip)), _day().is_(None)))
-        if only is not None:
-            query = query.where(sa.func.substr(_day(), 1, 7).in_(list(only)))
-        with self.engine.connect() as conn:
-            result = conn.execution_options(yield_per=batch).execute(query).mappings()
-            for rows in result.partitions():
-                yield [(row_to_paper(row), _row_scored(row), row["summary"]) for row in rows]
-
-    def reading_makings(self, batch: int = 2000
-                        ) -> Iterator[tuple[str, str | None, tuple[bytes | None, ...]]]:
-        """(id, day, everything its reading_rows row holds, as the stored text's UTF-8 bytes)
-        of each of the reading list's papers: what tells a month that changed from one that
-        did not, read without decoding (the database hands the bytes over as they are)."""
-        mine = _mine()
-        raw = partial(_utf8, self.engine.dialect.name)
-        columns = [c for c in papers.c if c is not papers.c.changed_at]  # changes with the others
-        query = (sa.select(papers.c.id, _day(), *map(raw, columns), raw(mine.c.verdict),
-                           raw(_summary(enrichments.c.data)))
-                 .select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
-                 .where(_in_reading_list(mine)))
-        with self.engine.connect() as conn:
-            for rows in conn.execution_options(yield_per=batch).execute(query).partitions():
-                yield from ((row[0], row[1], tuple(row[2:])) for row in rows)
-
-    def reading_months(self) -> dict[str, int]:
-        """How many of the reading list's papers each month (YYYY-MM, "" undated) holds."""
-        mine = _mine()
-        month = sa.func.coalesce(sa.func.substr(_day(), 1, 7), "")
-        query = (sa.select(month, sa.func.count())
-                 .select_from(papers.outerjoin(mine, mine.c.item_key == _key()))
-                 .where(_in_reading_list(mine)).group_by(month))
-        with self.engine.connect() as conn:
-            return {found: count for found, count in conn.execute(query)}
-
-    def reading_count(self) -> int:
-        """How many entries the reading list holds: its papers and the seed entries tied to
-        no stored paper (reading_list.untied)."""
-        one_each = sa.distinct(sa.func.coalesce(_seed_arxiv_id(), seeds.c.key))  # two naming a paper: one
-        untied = (sa.select(sa.func.count(one_each))
-                  .where(~sa.exists().where(papers.c.id == _seed_arxiv_id())))
-        kept = sum(self.reading_months().values())
-        with self.engine.connect() as conn:
-            return kept + (conn.execute(untied).scalar() or 0)
-
     def marked(self, relevant: bool) -> list[Paper]:
         """The papers the install's own verdict (rl-digest mark) calls relevant, or not, by id:
         the refit learns from them in this order, the same on every backend."""
-        mine = _mine()
-        query = (sa.select(papers).join(mine, mine.c.item_key == _key())
+        mine = own_verdicts()
+        query = (sa.select(papers).join(mine, mine.c.item_key == paper_item_key())
                  .where(mine.c.verdict.is_(relevant)).order_by(papers.c.id))
         with self.engine.connect() as conn:
             return [row_to_paper(row) for row in conn.execute(query).mappings()]
 
+    def readers_verdicts(self) -> list[tuple[Paper, bool]]:
+        """The readers' verdicts (not the install's own) on stored papers, one per reader."""
+        query = (sa.select(papers, verdicts.c.verdict.label("said"))
+                 .join(verdicts, verdicts.c.item_key == paper_item_key())
+                 .where(verdicts.c.reader != YOU).order_by(papers.c.id, verdicts.c.reader))
+        with self.engine.connect() as conn:
+            return [(row_to_paper(row), bool(row["said"])) for row in conn.execute(query).mappings()]
+
     def scores(self, ids: Iterable[str] | None = None) -> dict[str, Scored]:
         """Every paper's score, reasons, topics and the install's verdict, by id, or those
         of these ids (asked in slices)."""
-        query = _scores_query(_mine())
+        query = _scores_query(own_verdicts())
         queries = _sliced(query, papers.c.id, ids)
         with self.engine.connect() as conn:
-            return {row.id: _row_scored(row._mapping) for each in queries for row in conn.execute(each)}
+            return {row.id: row_to_scored(row._mapping) for each in queries for row in conn.execute(each)}
 
     def unlisted_scores(self, low: float, high: float) -> dict[str, Scored]:
         """The scores from `low` to `high` of the papers in no digest that the install's
         verdict did not decide (where the LLM judge's grey band lies)."""
-        mine = _mine()
+        mine = own_verdicts()
         query = _scores_query(mine).where(papers.c.score.between(low, high), mine.c.verdict.is_(None),
-                                          ~sa.exists().where(digest_items.c.item_key == _key()))
+                                          ~sa.exists().where(digest_items.c.item_key == paper_item_key()))
         with self.engine.connect() as conn:
-            return {row.id: _row_scored(row._mapping) for row in conn.execute(query)}
+            return {row.id: row_to_scored(row._mapping) for row in conn.execute(query)}
 
     def set_scores(self, scored: Iterable[Scored]) -> None:
         """Keep what rank (or the LLM judge) decided; the reader's verdict is left alone."""
@@ -322,155 +268,6 @@ class Store:
         if rows:
             with self.tx() as conn:
                 conn.execute(papers.update().where(papers.c.id == sa.bindparam("pid")), rows)
-
-    def set_verdict(self, pid: str, verdict: bool | None) -> bool:
-        """The install's own verdict on a stored paper; None takes it back, whatever the
-        store holds (a verdict kept for a paper gone would come back with it). False: no
-        such paper to judge."""
-        with self.tx() as conn:
-            if verdict is not None and conn.execute(
-                    sa.select(papers.c.id).where(papers.c.id == pid)).first() is None:
-                return False
-            _set_verdicts(conn, [(paper_key(pid), YOU, verdict)], now_iso())
-            return True
-
-    # --- readers and their verdicts ---
-    def record_verdict(self, item_key: str, reader: str, verdict: bool | None,
-                       at: str | None = None) -> None:
-        """A reader's verdict on an item (a later one replaces it; None takes it back)."""
-        with self.tx() as conn:
-            _set_verdicts(conn, [(item_key, reader.lower(), verdict)], at or now_iso())
-
-    def verdicts(self, item_key: str | None = None) -> list[dict[str, Any]]:
-        """Every verdict (item_key, reader, verdict, at), or those on one item."""
-        query = sa.select(verdicts).order_by(verdicts.c.item_key, verdicts.c.reader)
-        if item_key is not None:
-            query = query.where(verdicts.c.item_key == item_key)
-        with self.engine.connect() as conn:
-            return [dict(row) for row in conn.execute(query).mappings()]
-
-    def readers_verdicts(self) -> list[tuple[Paper, bool]]:
-        """The readers' verdicts (not the install's own) on stored papers, one per reader."""
-        query = (sa.select(papers, verdicts.c.verdict.label("said"))
-                 .join(verdicts, verdicts.c.item_key == _key())
-                 .where(verdicts.c.reader != YOU).order_by(papers.c.id, verdicts.c.reader))
-        with self.engine.connect() as conn:
-            return [(row_to_paper(row), bool(row["said"])) for row in conn.execute(query).mappings()]
-
-    def readers(self) -> dict[str, dict[str, Any]]:
-        """Address (lower case) -> {name, status, changed_at}, for every reader kept."""
-        with self.engine.connect() as conn:
-            return {row["address"]: {k: row[k] for k in ("name", "status", "changed_at")}
-                    for row in conn.execute(sa.select(readers)).mappings()}
-
-    def keep_readers(self, found: Iterable[tuple[str, str | None]], status: str = "active") -> None:
-        """Note readers (address, name) not kept yet, with `status`; known ones keep theirs
-        and take the name given."""
-        rows = {address.lower(): {"address": address.lower(), "name": name, "status": status,
-                                  "changed_at": None} for address, name in found}
-        with self.tx() as conn:
-            upsert(conn, readers, list(rows.values()), refresh=("name",))
-
-    def set_reader_status(self, address: str, status: str, at: str | None = None) -> None:
-        with self.tx() as conn:
-            upsert(conn, readers, [{"address": address.lower(), "name": None, "status": status,
-                                     "changed_at": at or now_iso()}], refresh=("status", "changed_at"))
-
-    def forget_reader(self, address: str, name: str | None = None) -> dict[str, int]:
-        """Erase what is kept about a reader (`readers --forget`), in one transaction: their
-        `readers` row goes, and so do their outbox rows still waiting; the rows of what was
-        sent, skipped or refused stay for the digests' history as FORGOTTEN #row id; their
-        👍/👎 stay, each as FORGOTTEN #N of that paper (one voice, as before, tied to no one
-        and to none of their others); the run reports' words name FORGOTTEN instead of them.
-        How many of each, by kind."""
-        address = address.lower()
-        with self.tx() as conn:
-            kept = readers.c.address == address
-            name = name or conn.execute(sa.select(readers.c.name).where(kept)).scalar()
-            scrub = partial(_scrub, address, name)
-            done = {"status": conn.execute(readers.delete().where(kept)).rowcount,
-                    "deliveries": 0, "dropped": 0, "verdicts": 0, "runs": 0}
-            named = sa.func.lower(deliveries.c.recipient).contains(address, autoescape=True)
-            for row in conn.execute(sa.select(deliveries).where(named)).all():
-                if parseaddr(row.recipient)[1].lower() != address:
-                    continue
-                this = deliveries.c.id == row.id
-                if row.status in ("pending", "sending"):
-                    conn.execute(deliveries.delete().where(this))
-                    done["dropped"] += 1
-                else:
-                    conn.execute(deliveries.update().where(this).values(
-                        recipient=f"{FORGOTTEN} #{row.id}", last_error=scrub(row.last_error)))
-                    done["deliveries"] += 1
-            said = sa.select(verdicts.c.item_key).where(verdicts.c.reader == address)
-            for key in conn.execute(said).scalars().all():
-                labels = set(conn.execute(sa.select(verdicts.c.reader).where(
-                    verdicts.c.item_key == key, verdicts.c.reader.startswith(FORGOTTEN))).scalars())
-                label = next(f"{FORGOTTEN} #{n}" for n in range(1, len(labels) + 2)
-                             if f"{FORGOTTEN} #{n}" not in labels)
-                conn.execute(verdicts.update().where(verdicts.c.item_key == key, verdicts.c.reader == address)
-                             .values(reader=label))
-                done["verdicts"] += 1
-            for run in conn.execute(sa.select(runs.c.id, runs.c.report, runs.c.error)).all():
-                report, error = _scrubbed(run.report, scrub), scrub(run.error)
-                if (report, error) != (run.report, run.error):
-                    conn.execute(runs.update().where(runs.c.id == run.id).values(report=report, error=error))
-                    done["runs"] += 1
-            return done
-
-    # --- seeds ---
-    def save_seeds(self, entries: Iterable[SeedEntry]) -> int:
-        """Insert new seed entries and refresh known ones; return how many are new."""
-        stamp = now_iso()
-        rows = {seed_key(e.title): dict(key=seed_key(e.title), title=e.title, source=e.source,
-                                        line=e.line, data=_seed_data(e), arxiv_id=e.arxiv_id,
-                                        first_seen=stamp)
-                for e in entries}  # the same title twice is one seed: the last one read wins
-        with self.tx() as conn:
-            known = {key for chunk in _chunks(list(rows))
-                     for key in conn.execute(sa.select(seeds.c.key).where(seeds.c.key.in_(chunk))).scalars()}
-            upsert(conn, seeds, list(rows.values()), refresh=("title", "source", "line", "data"))
-        return len(rows.keys() - known)
-
-    def forget_seeds(self, kept: Sequence[str]) -> None:
-        """Drop the seed entries whose keys are not `kept` (no longer in any seed file) and
-        that no digest showed; one a digest showed stays in the reading list it links to.
-        `kept` is in the order the files were read, the order `seeds` gives."""
-        shown = sa.select(digest_items.c.item_key)
-        query = sa.select(seeds.c.key).where(seeds.c.key.not_in(shown), sa.or_(
-            seeds.c.arxiv_id.is_(None), (sa.literal("arxiv:") + seeds.c.arxiv_id).not_in(shown)))
-        with self.tx() as conn:
-            gone = list(set(conn.execute(query).scalars()) - set(kept))
-            for chunk in _chunks(gone):
-                conn.execute(seeds.delete().where(seeds.c.key.in_(chunk)))
-            self.set_state(SEEDS_READ, list(kept), conn)
-
-    def seeds(self) -> list[SeedEntry]:
-        """Every seed entry kept, tied to the paper it was resolved to: those in no seed
-        file now (a digest showed them) oldest first, then the others in the order the
-        files were read (by the last collect that read them all), so the last of the
-        entries naming one paper is the one read last (seeds.same_paper)."""
-        with self.engine.connect() as conn:
-            query = sa.select(seeds).order_by(seeds.c.first_seen, seeds.c.source, seeds.c.line)
-            rows = [dict(r) for r in conn.execute(query).mappings()]
-        read = {key: n for n, key in enumerate(self.get_state(SEEDS_READ) or ())}
-        rows.sort(key=lambda row: read.get(row["key"], -1))
-        return [row_to_seed(row) for row in rows]
-
-    def seed_tries(self) -> dict[str, datetime | None]:
-        """Seed key -> when a title search for it last ran (None: never)."""
-        with self.engine.connect() as conn:
-            return {key: parse_dt(tried) for key, tried in
-                    conn.execute(sa.select(seeds.c.key, seeds.c.resolve_tried_at))}
-
-    def set_seed_resolutions(self, tied: Mapping[str, str | None], tried_at: str) -> None:
-        """Seed key -> the arXiv id it was tied to, or None: searched for, not found."""
-        with self.tx() as conn:
-            for key, arxiv_id in tied.items():
-                values: dict[str, Any] = {"resolve_tried_at": tried_at}
-                if arxiv_id:
-                    values["arxiv_id"] = arxiv_id
-                conn.execute(seeds.update().where(seeds.c.key == key).values(**values))
 
     # --- runs ---
     def start_run(self, kind: str, as_of: datetime) -> int:
@@ -521,12 +318,12 @@ class Store:
         last digest was made (papers.changed_at), each with what it looked like when last listed;
         not one the install has since marked irrelevant (out of the reading list too)."""
         since = _last_made()
-        mine = _mine()
+        mine = own_verdicts()
         query = (sa.select(papers, digest_items.c.snapshot)
-                 .select_from(papers.join(digest_items, digest_items.c.item_key == _key())
-                              .outerjoin(mine, mine.c.item_key == _key()))
+                 .select_from(papers.join(digest_items, digest_items.c.item_key == paper_item_key())
+                              .outerjoin(mine, mine.c.item_key == paper_item_key()))
                  .where(digest_items.c.snapshot.is_not(None),
-                        sa.or_(mine.c.verdict.is_not(False), papers.c.id.in_(sa.select(_seed_arxiv_id()))),
+                        sa.or_(mine.c.verdict.is_not(False), papers.c.id.in_(sa.select(seed_arxiv_id()))),
                         sa.or_(papers.c.changed_at.is_(None), since.is_(None), papers.c.changed_at >= since))
                  .order_by(papers.c.id))
         with self.engine.connect() as conn:
@@ -596,14 +393,14 @@ class Store:
         own, (digest id, topic, 1, paper id), for the caller to count under its topic now.
         A digest that listed none gives one row (id, None, 0, None), so an empty week reads
         as zero, not as unknown. One grouped query over the digests' own items."""
-        mine = _mine()
+        mine = own_verdicts()
         curated = sa.exists().where(seeds.c.arxiv_id == papers.c.id)
         gone = sa.case((papers.c.topic.in_(list(known)), None), else_=papers.c.id).label("gone")
         listed = (sa.select(digest_items.c.digest_id, papers.c.topic, gone)
                   .join(papers, papers.c.id == sa.func.substr(digest_items.c.item_key, len(ARXIV) + 1))
                   .outerjoin(mine, mine.c.item_key == digest_items.c.item_key)
                   .where(digest_items.c.digest_id > after, digest_items.c.digest_id <= until,
-                         digest_items.c.item_key.like(ARXIV + "%"), _kept(mine), ~curated)
+                         digest_items.c.item_key.like(ARXIV + "%"), is_kept(mine), ~curated)
                   .subquery())
         query = (sa.select(digests.c.id, listed.c.topic, sa.func.count(listed.c.digest_id), listed.c.gone)
                  .select_from(digests.outerjoin(listed, listed.c.digest_id == digests.c.id))
@@ -630,7 +427,7 @@ class Store:
         """The enrichment cache: key -> cached data, for those of `keys` in it (asked in slices)."""
         query = sa.select(enrichments.c.key, enrichments.c.data)
         with self.engine.connect() as conn:
-            return {key: data for chunk in _chunks(keys)
+            return {key: data for chunk in chunks(keys)
                     for key, data in conn.execute(query.where(enrichments.c.key.in_(chunk)))}
 
     def put_many(self, results: Iterable[Enrichment]) -> None:
@@ -644,55 +441,12 @@ class Store:
 
     def latest_enrichments(self, kind: str, keys: Iterable[str] | None = None) -> dict[str, dict]:
         """item_key -> its newest enrichment of this kind (by time, then key, as the reading
-        list's `_summary`), of every item or of those `keys` (asked in slices)."""
+        list's `store_reading_list._summary`), of every item or of those `keys` (asked in slices)."""
         query = sa.select(enrichments.c.item_key, enrichments.c.data).where(
             enrichments.c.kind == kind).order_by(enrichments.c.created, enrichments.c.key)
         queries = _sliced(query, enrichments.c.item_key, keys)
         with self.engine.connect() as conn:
             return {key: data for each in queries for key, data in conn.execute(each)}
-
-    # --- outbox ---
-    def deliveries(self, digest_id: str | None = None, statuses: tuple[str, ...] = (),
-                   noted: str | None = None) -> list[dict]:
-        """Outbox rows, oldest first, each with `queued`, when its digest was saved; `noted`:
-        only those whose last_error begins so (a big group's sent rows number a thousand a
-        week: status wants the few resent)."""
-        query = (sa.select(deliveries, digests.c.created.label("queued"))
-                 .join(digests, digests.c.id == deliveries.c.digest_id, isouter=True)
-                 .order_by(deliveries.c.digest_id, deliveries.c.id))
-        if digest_id:
-            query = query.where(deliveries.c.digest_id == digest_id)
-        if statuses:
-            query = query.where(deliveries.c.status.in_(statuses))
-        if noted:
-            query = query.where(deliveries.c.last_error.startswith(noted, autoescape=True))
-        with self.engine.connect() as conn:
-            return [dict(r) for r in conn.execute(query).mappings()]
-
-    def last_sent(self) -> list[tuple[str, str, str | None]]:
-        """(recipient, newest digest sent, last sent_at) of each recipient an outbox row reached:
-        a big group's sent rows number a thousand a week, and `readers` wants only these."""
-        query = sa.select(deliveries.c.recipient, sa.func.max(deliveries.c.digest_id),
-                          sa.func.max(deliveries.c.sent_at)).where(
-            deliveries.c.status == "sent").group_by(deliveries.c.recipient)
-        with self.engine.connect() as conn:
-            return [(who, digest_id, at) for who, digest_id, at in conn.execute(query)]
-
-    def add_delivery(self, digest_id: str, recipient: str) -> None:
-        with self.tx() as conn:
-            conn.execute(deliveries.insert().values(
-                digest_id=digest_id, recipient=recipient, status="pending", attempts=0))
-
-    def update_delivery(self, delivery_id: int, seen: tuple[str, str | None] | None = None,
-                        **values: Any) -> bool:
-        """Change a row; with `seen` (status, message_id), only if it still has them.
-        Whether it changed."""
-        query = deliveries.update().where(deliveries.c.id == delivery_id)
-        if seen is not None:
-            query = query.where(deliveries.c.status == seen[0],
-                                deliveries.c.message_id.is_not_distinct_from(seen[1]))
-        with self.tx() as conn:
-            return conn.execute(query.values(**values)).rowcount == 1
 
     def counts(self) -> dict[str, int]:
         with self.engine.connect() as conn:
@@ -720,7 +474,7 @@ def _maybe_tx(store: Store, conn: Connection | None) -> Iterator[Connection]:
             yield new
 
 
-def _key() -> Any:
+def paper_item_key() -> Any:
     """A paper row's item key (models.paper_key) in SQL."""
     return sa.literal(paper_key("")) + papers.c.id
 
@@ -730,47 +484,15 @@ def _last_made() -> Any:
     return sa.select(sa.func.max(digests.c.created)).scalar_subquery()
 
 
-def _mine() -> Any:
+def own_verdicts() -> Any:
     """The install's own verdicts (rl-digest mark), to join on the item key."""
     return sa.select(verdicts.c.item_key, verdicts.c.verdict).where(verdicts.c.reader == YOU).subquery()
-
-
-def _set_verdicts(conn: Connection, said: Iterable[tuple[str, str, bool | None]], at: str) -> None:
-    """(item key, reader, verdict) rows kept, or taken back where the verdict is None."""
-    said = list(said)
-    for key, reader, _ in (row for row in said if row[2] is None):
-        conn.execute(verdicts.delete().where(verdicts.c.item_key == key, verdicts.c.reader == reader))
-    upsert(conn, verdicts, [{"item_key": key, "reader": reader, "verdict": verdict, "at": at}
-                             for key, reader, verdict in said if verdict is not None])
 
 
 ENDED_MID_RUN = "the process ended mid-run"  # the error of a run whose process died
 
 
-def _scrub(address: str, name: str | None, text: str | None) -> str | None:
-    """`text` with a reader's address, and `Name <address>`, as FORGOTTEN."""
-    if not text:
-        return text
-    # the address alone: forgetting bob@example.org leaves jimbob@example.org and bob@example.org.uk
-    text = re.sub(rf"(?<![\w.!#$%&'*+/=?^`{{|}}~-]){re.escape(address)}(?![\w-]|\.\w)", FORGOTTEN, text,
-                  flags=re.IGNORECASE)
-    if name:
-        text = re.sub(rf'"?{re.escape(name)}"?\s*<{FORGOTTEN}>', FORGOTTEN, text)
-    return text
-
-
-def _scrubbed(value: Any, scrub: Callable[[str], str | None]) -> Any:
-    """A JSON value with `scrub` applied to every string in it, keys too."""
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, list):
-        return [_scrubbed(v, scrub) for v in value]
-    if isinstance(value, dict):
-        return {scrub(k): _scrubbed(v, scrub) for k, v in value.items()}
-    return value
-
-
-def _chunks(items: list, size: int = 500) -> Iterator[list]:
+def chunks(items: list, size: int = 500) -> Iterator[list]:
     """SQLite limits the variables in one statement; ask in slices."""
     for start in range(0, len(items), size):
         yield items[start:start + size]
@@ -778,8 +500,8 @@ def _chunks(items: list, size: int = 500) -> Iterator[list]:
 
 def _sliced(query: sa.Select, column: Any, values: Iterable[str] | None) -> list[sa.Select]:
     """`query` for every row (values None), or for the rows whose `column` is one of
-    `values`, a slice at a time (_chunks)."""
-    return [query] if values is None else [query.where(column.in_(chunk)) for chunk in _chunks(list(values))]
+    `values`, a slice at a time (chunks)."""
+    return [query] if values is None else [query.where(column.in_(chunk)) for chunk in chunks(list(values))]
 
 
 def _paper_row(p: Paper) -> dict[str, Any]:
@@ -805,61 +527,22 @@ def _scores_query(mine: Any) -> sa.Select:
     """Each paper's score, reasons and topics, with the install's verdict (`mine`, joined)."""
     return (sa.select(papers.c.id, papers.c.score, papers.c.relevant, papers.c.reasons,
                       papers.c.topic, papers.c.topics, mine.c.verdict)
-            .select_from(papers.outerjoin(mine, mine.c.item_key == _key())))
+            .select_from(papers.outerjoin(mine, mine.c.item_key == paper_item_key())))
 
 
-def _row_scored(row: Any) -> Scored:
+def row_to_scored(row: Any) -> Scored:
     return Scored(row["id"], row["score"], row["relevant"], tuple(row["reasons"] or ()),
                   row["topic"], tuple(row["topics"] or ()), row["verdict"])
 
 
-def _seed_arxiv_id() -> sa.ColumnElement:
+def seed_arxiv_id() -> sa.ColumnElement:
     """The paper a seed entry is tied to: its resolution, else what its document names
-    (row_to_seed's rule)."""
+    (store_seeds.row_to_seed's rule)."""
     return sa.func.coalesce(seeds.c.arxiv_id, seeds.c.data["arxiv_id"].as_string())
 
 
-def _kept(mine: Any) -> sa.ColumnElement:
+def is_kept(mine: Any) -> sa.ColumnElement:
     """Kept by the score, unless the install's own verdict (`mine`, joined) says otherwise."""
     return sa.func.coalesce(mine.c.verdict, papers.c.relevant).is_(True)
-
-
-def _in_reading_list(mine: Any) -> sa.ColumnElement:
-    """Kept (`_kept`), or tied to a seed entry."""
-    return sa.or_(_kept(mine), papers.c.id.in_(sa.select(_seed_arxiv_id())))
-
-
-def _summary(column: Any) -> Any:
-    """`column` of a paper row's newest cached summary, as a scalar subquery."""
-    return (sa.select(column)
-            .where(enrichments.c.item_key == _key(), enrichments.c.kind == "paper_summary")
-            .order_by(enrichments.c.created.desc(), enrichments.c.key.desc())
-            .limit(1).correlate(papers).scalar_subquery())
-
-
-def _utf8(dialect: str, column: Any) -> Any:
-    """`column` as text, read as its UTF-8 bytes."""
-    text = sa.cast(column, sa.Text)
-    return sa.type_coerce(sa.func.convert_to(text, "UTF8") if dialect == "postgresql"
-                          else sa.cast(text, sa.LargeBinary), sa.LargeBinary)
-
-
-def _day() -> sa.ColumnElement:
-    """The day a paper's entry shows (submitted, else this version's date): the list's order."""
-    return sa.func.substr(sa.func.coalesce(papers.c.submitted, papers.c.updated), 1, 10)
-
-
-def _seed_data(entry: SeedEntry) -> dict[str, Any]:
-    data = asdict(entry)
-    data["date"] = iso(entry.date)
-    return data
-
-
-def row_to_seed(row: dict) -> SeedEntry:
-    data = dict(row["data"])
-    data["date"] = date.fromisoformat(data["date"]) if data.get("date") else None
-    data["parts_zh"] = tuple(tuple(part) for part in data.get("parts_zh") or ())
-    data["arxiv_id"] = row.get("arxiv_id") or data.get("arxiv_id")
-    return SeedEntry(**data)
 
 

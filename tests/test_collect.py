@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pipeline import collect
+from pipeline import collect, store_seeds
 from pipeline.config import load
 from pipeline.models import Paper
 from pipeline.run import resolve_seeds
@@ -165,11 +165,11 @@ def test_seed_with_a_typo_resolves_to_the_stored_paper(tmp_path):
     store.upsert_papers([real, decoy])
     from pipeline.models import SeedEntry
 
-    store.save_seeds([SeedEntry(title="Online Process Reward Leanring for Agentic Reinforcement Learning",
+    store_seeds.save_seeds(store, [SeedEntry(title="Online Process Reward Leanring for Agentic Reinforcement Learning",
                                 source="s.txt", line=1),
                       SeedEntry(title="PRISM", source="s.txt", line=3)])
-    assert _tied(resolve_seeds(config, store, None, store.seeds())) == 1
-    ids = {seed.title: seed.arxiv_id for seed in store.seeds()}
+    assert _tied(resolve_seeds(config, store, None, store_seeds.all_seeds(store))) == 1
+    ids = {seed.title: seed.arxiv_id for seed in store_seeds.all_seeds(store)}
     assert ids["Online Process Reward Leanring for Agentic Reinforcement Learning"] == "2510.00001"
     assert ids["PRISM"] is None  # a weak match is not forced
 
@@ -182,14 +182,14 @@ def test_unresolved_seed_is_searched_once_within_the_retry_period(tmp_path):
         store = Store.open(config.storage.url)
         from pipeline.models import SeedEntry
 
-        store.save_seeds([SeedEntry(title=title, source="s.txt", line=1),
+        store_seeds.save_seeds(store, [SeedEntry(title=title, source="s.txt", line=1),
                           SeedEntry(title="A paper arXiv does not have", source="s.txt", line=3)])
         fetcher = collect.make_fetcher(config)
-        assert _tied(resolve_seeds(config, store, fetcher, store.seeds())) == 1
-        resolve_seeds(config, store, fetcher, store.seeds())  # nothing new to tie
+        assert _tied(resolve_seeds(config, store, fetcher, store_seeds.all_seeds(store))) == 1
+        resolve_seeds(config, store, fetcher, store_seeds.all_seeds(store))  # nothing new to tie
         searches = [r for r in server.requests if "ti:" in r.query.get("search_query", "")]
     assert len(searches) == 1  # both titles in one query, never repeated
-    assert {seed.arxiv_id for seed in store.seeds()} == {"2510.01180", None}
+    assert {seed.arxiv_id for seed in store_seeds.all_seeds(store)} == {"2510.01180", None}
 
 
 def _tied(seeds):
@@ -264,12 +264,12 @@ def test_the_38_built_in_seeds_resolve_in_at_most_5_api_requests(tmp_path):
                            categories=("cs.LG",), submitted=datetime(2025, 10, 1, tzinfo=UTC))
                      for n, seed in enumerate(seeds)))
         store = Store.open(config.storage.url)
-        store.save_seeds(seeds)
-        tied = _tied(resolve_seeds(config, store, collect.make_fetcher(config), store.seeds()))
+        store_seeds.save_seeds(store, seeds)
+        tied = _tied(resolve_seeds(config, store, collect.make_fetcher(config), store_seeds.all_seeds(store)))
         searches = [r for r in server.requests if r.path == "/api/query"]
     assert tied == 38
     assert 1 <= len(searches) <= 5
-    assert all(seed.arxiv_id for seed in store.seeds())
+    assert all(seed.arxiv_id for seed in store_seeds.all_seeds(store))
 
 
 def test_an_as_of_later_today_expects_of_the_feeds_only_what_arxiv_has_announced_by_now(tmp_path):

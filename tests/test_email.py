@@ -20,7 +20,7 @@ from types import SimpleNamespace
 import pytest
 import sqlalchemy as sa
 
-from pipeline import compose, publish
+from pipeline import compose, publish, store_outbox
 from pipeline import config as config_mod
 from pipeline.config_email import Email
 from pipeline.deliver.email import EmailChannel, build_message, message_bytes
@@ -87,7 +87,7 @@ def cfg(port: int, **over) -> Email:
 
 
 def rows(store: Store) -> dict[str, dict]:
-    return {row["recipient"]: row for row in store.deliveries(DIGEST)}
+    return {row["recipient"]: row for row in store_outbox.rows(store, DIGEST)}
 
 
 # --- the message ---------------------------------------------------------------------
@@ -616,7 +616,7 @@ def test_a_sending_row_left_by_a_dead_process_is_resent_with_its_message_id(stor
     so no other process owns it) sends it again with the same id, the others once."""
     save(store)
     crashed = rows(store)[PEOPLE[0]]
-    store.update_delivery(crashed["id"], status="sending", message_id="<crash@example.org>")
+    store_outbox.update_delivery(store, crashed["id"], status="sending", message_id="<crash@example.org>")
     with SmtpServer() as server:
         report = send_pending(store, cfg(server.port), content, NOW, due_only=True)
     assert (report.sent, report.pending, report.failed) == (3, 0, 0)
@@ -656,7 +656,7 @@ def test_a_digest_whose_web_page_is_not_written_waits_for_it(tmp_path: Path) -> 
         held = RunReport(as_of=NOW.isoformat())
         publish.deliver(config, store, held, 0)
         early = list(server.recipients)
-        row = store.deliveries(digest.id)[0]
+        row = store_outbox.rows(store, digest.id)[0]
         page.parent.mkdir(parents=True)
         page.write_text("<html></html>", encoding="utf-8")
         sent = RunReport(as_of=NOW.isoformat())
@@ -677,7 +677,7 @@ def test_a_second_row_for_the_same_digest_and_recipient_is_impossible(store: Sto
     with pytest.raises(sa.exc.IntegrityError), store.tx() as conn:
         conn.execute(deliveries.insert().values(
             digest_id=DIGEST, recipient=PEOPLE[0], status="pending", attempts=0))
-    assert len(store.deliveries(DIGEST)) == 1
+    assert len(store_outbox.rows(store, DIGEST)) == 1
 
 
 # --- authentication --------------------------------------------------------------------

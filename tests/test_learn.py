@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pipeline import config, grams, learn, rank
+from pipeline import config, grams, learn, rank, store_readers
 from pipeline.status import read_labels
 from tests import backends
 from tests.helpers import full_config, rl_paper
@@ -428,7 +428,7 @@ def test_a_refit_an_older_release_kept_as_json_scores_the_same_and_is_rewritten_
     store = Store.open(db_url)
     papers = [rl_paper(1, DAY), image_paper(2), image_paper(3)]
     store.upsert_papers(papers)
-    store.set_verdict(papers[1].id, True)
+    store_readers.set_verdict(store, papers[1].id, True)
     base = learn.shipped()
     terms = {f"{word}{i}": (1.0 + i / 7, i / 3 - 5) for word in ("image", "rl") for i in range(3000)}
     older = learn.build(learn.TextModel.of({**terms, "text to": (2.5, 3.25)}, -1.5), base.rule_slope,
@@ -573,10 +573,10 @@ def test_the_installs_mark_wins_readers_count_by_majority_and_a_tie_teaches_noth
 
     store = Store.open(f"sqlite:///{tmp_path}/state/digest.sqlite3")
     store.upsert_papers([rl_paper(n, DAY) for n in (1, 2, 3, 4)])
-    store.set_verdict("2611.00001", False)
+    store_readers.set_verdict(store, "2611.00001", False)
     for paper, said in ((1, True), (1, True), (2, False), (2, False), (2, True), (3, True), (3, False)):
-        store.record_verdict(f"arxiv:2611.{paper:05d}", f"r{len(store.verdicts())}@example.org", said)
-    store.record_verdict("arxiv:2611.00004", "r9@example.org", True)
+        store_readers.record_verdict(store, f"arxiv:2611.{paper:05d}", f"r{len(store_readers.verdicts_given(store))}@example.org", said)
+    store_readers.record_verdict(store, "arxiv:2611.00004", "r9@example.org", True)
     found = {p.id: (label, weight) for p, label, weight in learn.verdicts(store)}
     assert found == {"2611.00001": (False, learn.VERDICT_WEIGHT), "2611.00002": (False, learn.READER_WEIGHT),
                      "2611.00004": (True, learn.READER_WEIGHT)}
@@ -591,8 +591,8 @@ def test_a_paper_withdrawn_since_it_was_judged_teaches_by_its_title_not_the_with
 
     store = Store.open(f"sqlite:///{tmp_path}/state/digest.sqlite3")
     store.upsert_papers([rl_paper(1, DAY), rl_paper(2, DAY)])
-    store.set_verdict("2611.00001", True)
-    store.record_verdict("arxiv:2611.00002", "ada@example.org", False)
+    store_readers.set_verdict(store, "2611.00001", True)
+    store_readers.record_verdict(store, "arxiv:2611.00002", "ada@example.org", False)
     notice = "This paper has been withdrawn by the authors due to an error in the experiments."
     store.upsert_papers([replace(rl_paper(n, DAY, version=2), abstract=notice,
                                  comment="This paper has been withdrawn") for n in (1, 2)])
@@ -661,8 +661,8 @@ def test_status_of_a_paper_says_what_its_readers_votes_teach_and_that_your_mark_
     store = Store.open(f"sqlite:///{tmp_path}/state/digest.sqlite3")
     for n, ups, downs in ((1, 4, 5), (2, 2, 2), (3, 3, 1)):
         for who in range(ups + downs):
-            store.record_verdict(f"arxiv:2611.{n:05d}", f"r{who}@example.org", who < ups)
-    store.record_verdict("arxiv:2611.00001", "r0@example.org", False)  # changed their mind: 3 👍 6 👎
+            store_readers.record_verdict(store, f"arxiv:2611.{n:05d}", f"r{who}@example.org", who < ups)
+    store_readers.record_verdict(store, "arxiv:2611.00001", "r0@example.org", False)  # changed their mind: 3 👍 6 👎
     cli("--config", str(config), "mark", "2611.00003", "--irrelevant")
 
     def readers(n: int) -> str:

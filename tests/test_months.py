@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import config as cfg
-from pipeline import months, reading_list, render, site_papers
+from pipeline import months, reading_list, render, site_papers, store_readers
 from pipeline.errors import DigestError
 from pipeline.models import Enrichment, Paper, Scored, paper_key
 from pipeline.store import Store
@@ -213,7 +213,7 @@ def test_fingerprints_change_with_a_month_s_papers_and_nothing_else(db_url, tmp_
     stock(store, [paper(k, START - timedelta(days=20 * k)) for k in range(4)])  # Nov, Nov, Oct, Sep
     markdown = reading_list.Markdown(render.Settings.of(config), config.topics, tmp_path, UPDATED)
     before = reading_list.fingerprints(config, store, [markdown]).of()
-    store.set_verdict("2611.00002", False)  # the reader takes October's paper out
+    store_readers.set_verdict(store, "2611.00002", False)  # the reader takes October's paper out
     after = reading_list.fingerprints(config, store, [markdown]).of()
     assert before.keys() == {"2026-11", "2026-10", "2026-09"} and after.keys() == {"2026-11", "2026-09"}
     assert after["2026-11"] == before["2026-11"] and after["2026-09"] == before["2026-09"]

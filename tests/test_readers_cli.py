@@ -26,6 +26,7 @@ import pytest
 import sqlalchemy as sa
 from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
+from pipeline import store_readers
 from pipeline.links import Links
 from pipeline.models import paper_key
 from pipeline.store import Store
@@ -506,8 +507,8 @@ def test_forget_erases_a_reader_taken_off_the_list_and_keeps_the_digests_history
         config = config_with(tmp_path, arxiv, smtp.port, recipients=readers, storage={"url": db_url})
         cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
     store = Store.open(db_url)
-    store.record_verdict(paper_key(rl_paper(1, DAY).id), bob, True)
-    store.record_verdict(paper_key(rl_paper(1, DAY).id), "ada@example.org", False)
+    store_readers.record_verdict(store, paper_key(rl_paper(1, DAY).id), bob, True)
+    store_readers.record_verdict(store, paper_key(rl_paper(1, DAY).id), "ada@example.org", False)
     with store.tx() as conn:  # a report as releases before 'a reader' wrote it
         conn.execute(runs.update().where(runs.c.kind == "publish").values(
             report={"delivery_errors": [f"Bob Builder <{bob}> (digest {AS_OF}): 550 5.1.1 <BOB@example.org>"]}))

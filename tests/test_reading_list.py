@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import config as cfg
-from pipeline import reading_list, run
+from pipeline import reading_list, run, store_readers, store_reading_list, store_seeds
 from pipeline.models import Enrichment, Entry, Paper, Scored, SeedEntry, paper_key, seed_key
 from pipeline.store import Store
 from tests import fixtures_digest as fx
@@ -201,8 +201,8 @@ def stored(db_url: str, tmp_path: Path) -> tuple[cfg.Config, Store]:
     store.upsert_papers(papers)
     store.set_scores([Scored(p.id, 2.0, k != 5, (), "algorithms" if k % 2 else "agentic")
                       for k, p in enumerate(papers)])
-    store.set_verdict(papers[7].id, False)
-    store.save_seeds([SeedEntry("GRPO study 5", "mine.md", 3, summary_zh="人工挑选", arxiv_id=papers[5].id),
+    store_readers.set_verdict(store, papers[7].id, False)
+    store_seeds.save_seeds(store, [SeedEntry("GRPO study 5", "mine.md", 3, summary_zh="人工挑选", arxiv_id=papers[5].id),
                       SeedEntry("A seed with no paper", "mine.md", 9, summary_zh="未关联")])
     store.put_many([Enrichment(f"s:{p.id}", paper_key(p.id), "paper_summary",
                                {"summary_zh": f"摘要 {p.id}", "summary_en": f"Summary {p.id}"})
@@ -215,7 +215,7 @@ def stored(db_url: str, tmp_path: Path) -> tuple[cfg.Config, Store]:
 def test_streamed_entries_are_the_digests_entries_in_a_stable_order(db_url, tmp_path):
     config, store = stored(db_url, tmp_path)
     streamed = list(reading_list.entries(config, store, batch=2))
-    week = run.load_week(config, store, store.seeds(), None)
+    week = run.load_week(config, store, store_seeds.all_seeds(store), None)
     assert streamed == sorted(run.digest_entries(config, week), key=reading_list.order)
     keys = [e.key for e in streamed]
     assert "arxiv:2610.00007" not in keys  # the reader said no
@@ -230,7 +230,7 @@ def test_streamed_entries_are_the_digests_entries_in_a_stable_order(db_url, tmp_
 
 def test_the_store_hands_the_reading_list_over_in_batches(db_url, tmp_path):
     config, store = stored(db_url, tmp_path)
-    sizes = [len(rows) for rows in store.reading_rows(batch=4)]
+    sizes = [len(rows) for rows in store_reading_list.reading_rows(store, batch=4)]
     assert sizes == [4, 4, 3]
     store.close()
 
@@ -264,9 +264,9 @@ def test_a_seed_shown_before_its_paper_was_found_is_not_shown_again(db_url, tmp_
                   authors=("Ada",), categories=("cs.CL",), submitted=day(0), updated=day(0))
     store.upsert_papers([paper])
     store.set_scores([Scored(paper.id, 2.0, True, (), "agentic")])
-    store.save_seeds([SeedEntry("OpenSeeker-v2", "mine.md", 3, summary_zh="人工挑选", arxiv_id=paper.id)])
+    store_seeds.save_seeds(store, [SeedEntry("OpenSeeker-v2", "mine.md", 3, summary_zh="人工挑选", arxiv_id=paper.id)])
     store.save_digest("2025-12-22", (day(30), day(23)), {"title": "t"}, [(seed_key("OpenSeeker-v2"), False)], [])
-    week = run.load_week(config, store, store.seeds(), None)
+    week = run.load_week(config, store, store_seeds.all_seeds(store), None)
     assert run.digest_entries(config, week, week.published) == [] and week.waiting() == []
     assert [e.key for e in run.digest_entries(config, week)] == [paper_key(paper.id)]  # the reading list
     assert reading_list.tied(config, store) == {

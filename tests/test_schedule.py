@@ -13,7 +13,7 @@ import pytest
 from apscheduler.events import EVENT_JOB_EXECUTED, EVENT_JOB_MISSED
 from apscheduler.executors.base import run_job
 
-from pipeline import heartbeat, lock, schedule, templating
+from pipeline import heartbeat, lock, schedule, store_outbox, templating
 from pipeline.config import load
 from pipeline.crontab import crontab
 from pipeline.errors import ConfigError, DigestError
@@ -530,8 +530,8 @@ def test_a_digest_remade_by_hand_for_last_week_does_not_hide_this_weeks_missed_p
 def waiting_row(store, next_attempt):
     store.save_digest("2026-11-30", (datetime(2026, 11, 23, tzinfo=UTC), datetime(2026, 11, 30, tzinfo=UTC)),
                       {}, [], ["ada@example.org"])
-    row = store.deliveries()[0]
-    store.update_delivery(row["id"], next_attempt=next_attempt and next_attempt.isoformat())
+    row = store_outbox.rows(store)[0]
+    store_outbox.update_delivery(store, row["id"], next_attempt=next_attempt and next_attempt.isoformat())
 
 
 MAILING = {"email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": 2525, "security": "none",

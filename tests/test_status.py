@@ -172,6 +172,7 @@ def test_a_publish_of_a_release_that_counted_no_llm_calls_shows_none(tmp_path, c
 def test_status_shows_the_newest_failed_deliveries_not_every_one_of_years(tmp_path, cli):
     """A reader whose server refused every week until someone noticed: status listed each of
     their failed rows, a line a week for as long as the tool ran."""
+    from pipeline import store_outbox
     from pipeline.config import load
     from pipeline.store import Store
 
@@ -180,8 +181,9 @@ def test_status_shows_the_newest_failed_deliveries_not_every_one_of_years(tmp_pa
     for week in range(8):
         end = datetime(2026, 9, 7, tzinfo=UTC) + timedelta(days=7 * week)
         store.save_digest(end.date().isoformat(), (end - timedelta(days=7), end), {}, [], ["bob@example.org"])
-    for row in store.deliveries():
-        store.update_delivery(row["id"], status="failed", attempts=1, last_error="550 5.1.1 no such user")
+    for row in store_outbox.rows(store):
+        store_outbox.update_delivery(store, row["id"], status="failed", attempts=1,
+                                     last_error="550 5.1.1 no such user")
     shown = cli("--config", str(config), "status").stdout
     listed = json.loads(cli("--config", str(config), "status", "--json").stdout)["outbox"]
     assert "outbox: 0 pending, 8 failed\n" in shown

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
+from pipeline import store_outbox, store_readers, store_reading_list, store_seeds
 from pipeline.models import Enrichment, Paper, Scored, SeedEntry
 from pipeline.store import Store
 from pipeline.store_schema import LATEST, meta
@@ -63,14 +64,14 @@ def test_a_database_of_the_previous_release_is_brought_forward_with_its_rows(db_
     assert store.get_many(["paper_summary:arxiv:2611.00001:v2"]) == {
         "paper_summary:arxiv:2611.00001:v2": {"summary_zh": "中文摘要", "summary_en": "An English summary."}}
     assert store.get_state("git:out") == {"error": None, "since": "2026-11-30T06:00:00+00:00"}
-    seed = store.seeds()[0]
+    seed = store_seeds.all_seeds(store)[0]
     assert (seed.title, seed.date, seed.parts_zh) == ("DeepSeek-R1: 强化学习", date(2025, 1, 22), (("方法", "GRPO"),))
-    assert [r["status"] for r in store.deliveries("2026-11-30")] == ["sent", "pending"]
+    assert [r["status"] for r in store_outbox.rows(store, "2026-11-30")] == ["sent", "pending"]
     # new rows after the old ones: ids continue, the outbox still refuses a second copy
     run = store.start_run("publish", datetime(2026, 12, 7, tzinfo=UTC))
     assert run == 3 and [r["id"] for r in store.last_runs()] == [3, 2, 1]
     store.save_digest("2026-12-07", (datetime(2026, 12, 1, tzinfo=UTC),) * 2, {}, [], ["ada@example.org"])
-    assert [r["id"] for r in store.deliveries("2026-12-07")] == [3]
+    assert [r["id"] for r in store_outbox.rows(store, "2026-12-07")] == [3]
     with pytest.raises(sa.exc.IntegrityError):
         store.save_digest("2026-12-14", (datetime(2026, 12, 8, tzinfo=UTC),) * 2, {},
                           [("arxiv:2611.00001", True)], [])
@@ -93,7 +94,7 @@ def test_ids_come_from_the_database_on_every_backend(db_url):
     first, second = store.start_run("collect", moment), store.start_run("publish", moment)
     assert second > first
     store.save_digest("2026-11-30", (moment, moment), {}, [], ["a@example.org", "b@example.org"])
-    ids = [r["id"] for r in store.deliveries("2026-11-30")]
+    ids = [r["id"] for r in store_outbox.rows(store, "2026-11-30")]
     assert len(set(ids)) == 2 and all(isinstance(i, int) for i in ids)
 
 
@@ -120,11 +121,11 @@ def test_upserts_refresh_known_rows(db_url):
     store.put_many([Enrichment("k", "arxiv:1", "paper_summary", {"v": 2}, (3, 4))])
     assert store.get_many(["k"]) == {"k": {"v": 2}}
     first = SeedEntry(title="A seed", source="a.md", line=1, arxiv_id="2401.00001")
-    assert store.save_seeds([first, SeedEntry(title="Another", source="a.md", line=2)]) == 2
-    store.set_seed_resolutions({"seed:anotherseed": None}, "2026-11-30T00:00:00+00:00")
+    assert store_seeds.save_seeds(store, [first, SeedEntry(title="Another", source="a.md", line=2)]) == 2
+    store_seeds.set_seed_resolutions(store, {"seed:anotherseed": None}, "2026-11-30T00:00:00+00:00")
     moved = SeedEntry(title="A seed", source="b.md", line=7)
-    assert store.save_seeds([moved, moved, SeedEntry(title="Third", source="b.md", line=9)]) == 1
-    rows = {seed.title: seed for seed in store.seeds()}
+    assert store_seeds.save_seeds(store, [moved, moved, SeedEntry(title="Third", source="b.md", line=9)]) == 1
+    rows = {seed.title: seed for seed in store_seeds.all_seeds(store)}
     assert (rows["A seed"].source, rows["A seed"].line) == ("b.md", 7)
     assert rows["A seed"].arxiv_id == "2401.00001"  # a resolution is never undone
 
@@ -139,7 +140,7 @@ def test_the_reading_lists_makings_are_the_stored_bytes_and_follow_every_change(
     store.set_scores([Scored("2401.00001", 0.9, True, ("rl",), "alignment", ())])
 
     def makings() -> tuple:
-        (pid, day, row), = store.reading_makings()
+        (pid, day, row), = store_reading_list.reading_makings(store)
         assert (pid, day) == ("2401.00001", "2024-01-02")
         assert all(value is None or isinstance(value, bytes) for value in row)
         return row
@@ -153,7 +154,7 @@ def test_the_reading_lists_makings_are_the_stored_bytes_and_follow_every_change(
     store.set_scores([Scored("2401.00001", 0.8, True, ("rl",), "alignment", ())])
     rescored = makings()
     assert rescored != summarised
-    store.set_verdict("2401.00001", True)
+    store_readers.set_verdict(store, "2401.00001", True)
     assert makings() != rescored
 
 
@@ -354,9 +355,9 @@ def test_readers_feedback_and_marks_move_into_their_tables(db_url):
             {"k": "feedback", "v": '{"arxiv:2611.00001": {"alan@example.org": {"verdict": "down", '
                                    '"at": "2026-11-21T10:00:00+00:00"}}}'}])
     store = Store.open(db_url)
-    assert store.readers() == {"ada@example.org": {
+    assert store_readers.known(store) == {"ada@example.org": {
         "name": None, "status": "unsubscribed", "changed_at": "2026-11-20T10:00:00+00:00"}}
-    said = {(v["item_key"], v["reader"]): (v["verdict"], v["at"][:10]) for v in store.verdicts()}
+    said = {(v["item_key"], v["reader"]): (v["verdict"], v["at"][:10]) for v in store_readers.verdicts_given(store)}
     assert said[("arxiv:2611.00001", "alan@example.org")] == (False, "2026-11-21")
     assert said[("arxiv:2611.00002", "")][0] is True and len(said) == 2
     assert [p.id for p in store.marked(relevant=True)] == ["2611.00002"]
@@ -369,14 +370,14 @@ def test_readers_feedback_and_marks_move_into_their_tables(db_url):
 def test_a_mark_and_a_readers_verdict_live_side_by_side(db_url):
     store = Store.open(db_url)
     store.upsert_papers([paper()])
-    assert store.set_verdict("2401.00001", False) and not store.set_verdict("2499.99999", True)
-    store.record_verdict("arxiv:2401.00001", "Ada@Example.org", True)
-    store.record_verdict("arxiv:2401.00001", "ada@example.org", False)  # a later click replaces it
-    assert [(v["reader"], v["verdict"]) for v in store.verdicts("arxiv:2401.00001")] == [
+    assert store_readers.set_verdict(store, "2401.00001", False) and not store_readers.set_verdict(store, "2499.99999", True)
+    store_readers.record_verdict(store, "arxiv:2401.00001", "Ada@Example.org", True)
+    store_readers.record_verdict(store, "arxiv:2401.00001", "ada@example.org", False)  # a later click replaces it
+    assert [(v["reader"], v["verdict"]) for v in store_readers.verdicts_given(store, "arxiv:2401.00001")] == [
         ("", False), ("ada@example.org", False)]
     assert store.relevant_papers() == [] and [p.id for p in store.marked(relevant=False)] == ["2401.00001"]
-    store.set_verdict("2401.00001", None)
-    assert [v["reader"] for v in store.verdicts()] == ["ada@example.org"] and store.marked(False) == []
+    store_readers.set_verdict(store, "2401.00001", None)
+    assert [v["reader"] for v in store_readers.verdicts_given(store)] == ["ada@example.org"] and store.marked(False) == []
 
 
 def test_a_run_s_own_collect_leaves_it_running_and_a_dead_process_s_runs_are_interrupted(db_url):
@@ -412,9 +413,9 @@ def test_the_updates_ledger_reads_only_the_listed_papers_that_changed_since_the_
     store.upsert_papers([paper("2401.00002", journal_ref="ICLR 2027"), paper("2401.00003"), paper("2401.00004")])
     assert [(p.id, p.journal_ref, snap["venue"]) for p, snap in store.listed_changed()] == [
         ("2401.00002", "ICLR 2027", None)]  # not the unchanged one, nor the one not listed
-    store.set_verdict("2401.00002", False)  # `mark --irrelevant` since: its news is no one's
+    store_readers.set_verdict(store, "2401.00002", False)  # `mark --irrelevant` since: its news is no one's
     assert store.listed_changed() == []
-    store.set_verdict("2401.00002", None)
+    store_readers.set_verdict(store, "2401.00002", None)
     store.save_digest("2026-11-09", week, {}, [("arxiv:2401.00004", True)], [])
     assert store.listed_changed() == []  # told in that digest's Updates, or not news
 
@@ -495,10 +496,10 @@ def test_the_installs_verdicts_come_in_paper_order_on_every_backend(db_url):
     store = Store.open(db_url)
     store.upsert_papers([paper(f"2401.0000{n}") for n in range(1, 6)])
     for pid in ("2401.00004", "2401.00002", "2401.00005", "2401.00001"):
-        store.set_verdict(pid, False)
-    store.set_verdict("2401.00003", True)
-    store.set_verdict("2401.00002", None)
-    store.set_verdict("2401.00002", False)
+        store_readers.set_verdict(store, pid, False)
+    store_readers.set_verdict(store, "2401.00003", True)
+    store_readers.set_verdict(store, "2401.00002", None)
+    store_readers.set_verdict(store, "2401.00002", False)
     store.upsert_papers([paper("2401.00001", version=2), paper("2401.00004", version=2)])  # rows rewritten
     assert [p.id for p in store.marked(relevant=False)] == ["2401.00001", "2401.00002", "2401.00004", "2401.00005"]
 
@@ -540,14 +541,14 @@ def test_forgetting_a_reader_leaves_an_address_that_only_contains_theirs(tmp_pat
     store = Store.open(f"sqlite:///{tmp_path}/s.sqlite3")
     store.save_digest("2026-11-30", (datetime(2026, 11, 30, tzinfo=UTC),) * 2, {}, [],
                       ["bob@example.org", "jimbob@example.org"])
-    store.record_verdict("arxiv:1", "bob@example.org", True)
-    store.record_verdict("arxiv:1", "jimbob@example.org", False)
+    store_readers.record_verdict(store, "arxiv:1", "bob@example.org", True)
+    store_readers.record_verdict(store, "arxiv:1", "jimbob@example.org", False)
     run = store.start_run("publish", datetime(2026, 11, 30, tzinfo=UTC))
     store.finish_run(run, "partial", {"delivery_errors": [
         "Bob B <BOB@example.org> (digest 2026-11-30): 451", "jimbob@example.org (digest 2026-11-30): 451"]})
-    done = store.forget_reader("bob@example.org", "Bob B")
+    done = store_readers.forget_reader(store, "bob@example.org", "Bob B")
     assert (done["dropped"], done["verdicts"], done["runs"]) == (1, 1, 1)
-    assert [r["recipient"] for r in store.deliveries()] == ["jimbob@example.org"]
-    assert {v["reader"] for v in store.verdicts()} == {"a reader forgotten #1", "jimbob@example.org"}
+    assert [r["recipient"] for r in store_outbox.rows(store)] == ["jimbob@example.org"]
+    assert {v["reader"] for v in store_readers.verdicts_given(store)} == {"a reader forgotten #1", "jimbob@example.org"}
     assert store.last_runs()[0]["report"]["delivery_errors"] == [
         "a reader forgotten (digest 2026-11-30): 451", "jimbob@example.org (digest 2026-11-30): 451"]

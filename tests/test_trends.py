@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 import yaml
 
-from pipeline import compose, render, templating, trends
+from pipeline import compose, render, store_readers, store_seeds, templating, trends
 from pipeline.config import load
 from pipeline.config_sections import Bilingual, TopicDef
 from pipeline.models import Entry, Paper, Scored, SeedEntry, TopicWeeks, Trends, paper_key
@@ -60,8 +60,8 @@ def test_papers_count_in_the_week_their_digest_listed_them(db_url):
     listed(store, "2026-11-10", [("2611.00006", "agentic"), ("2611.00007", "algorithms")])
     listed(store, "2026-11-16", [("2611.00008", "agentic")])
     # Left out: a paper the reader marked not relevant, and a paper a seed entry is tied to.
-    store.set_verdict("2611.00007", False)
-    store.save_seeds([SeedEntry(title="Paper 2611.00006", source="seeds.md", line=1, arxiv_id="2611.00006")])
+    store_readers.set_verdict(store, "2611.00007", False)
+    store_seeds.save_seeds(store, [SeedEntry(title="Paper 2611.00006", source="seeds.md", line=1, arxiv_id="2611.00006")])
     history = history_of(store)
     found = trends.record(history, [entry(1, "agentic"), entry(2, "agentic"), entry(3, "rewards"),
                                     entry(4, "algorithms", curated=True)], END, TOPICS)

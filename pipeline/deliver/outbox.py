@@ -62,7 +62,7 @@ from datetime import UTC, datetime, timedelta
 from email.utils import parseaddr
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pipeline import progress, retry
+from pipeline import progress, retry, store_outbox
 from pipeline.deliver.channels import Channel, Deferred, Interrupted, Refused, Unreachable
 from pipeline.errors import DigestError
 from pipeline.models import Digest, collapse
@@ -178,14 +178,14 @@ class StoreOutbox:
     def _move(self, row: Delivery, **values: Any) -> bool:
         mine = self.claimed.pop(row.id, None)
         seen = ("sending", mine) if mine else (row.status, row.message_id)
-        moved = self.store.update_delivery(row.id, seen=seen, **values)
+        moved = store_outbox.update_delivery(self.store, row.id, seen=seen, **values)
         if not moved:
             log.warning("%s: changed by another process meanwhile; left as it is", row.label)
         return moved
 
     def rows(self, statuses: tuple[str, ...] = (), digest_id: str | None = None,
              noted: str | None = None) -> list[Delivery]:
-        return [_record(row) for row in self.store.deliveries(digest_id, statuses, noted)]
+        return [_record(row) for row in store_outbox.rows(self.store, digest_id, statuses, noted)]
 
     def pending(self, digest_id: str | None = None) -> list[Delivery]:
         return self.rows(("pending", "sending"), digest_id)
@@ -226,13 +226,13 @@ class StoreOutbox:
         purpose: a new attempt with a new Message-ID, because a mail client would collapse
         the same id into the copy the reader may still have, and the resend would not show."""
         key = reader_key(who)
-        found = [r for r in self.store.deliveries(digest_id) if reader_key(r["recipient"]) == key]
+        found = [r for r in store_outbox.rows(self.store, digest_id) if reader_key(r["recipient"]) == key]
         if not found:
-            self.store.add_delivery(digest_id, who)
+            store_outbox.add_delivery(self.store, digest_id, who)
             return
-        self.store.update_delivery(found[0]["id"], status="pending", attempts=0, message_id=None,
-                                   next_attempt=None, not_before=None,
-                                   last_error="queued again by hand", sent_at=None)
+        store_outbox.update_delivery(self.store, found[0]["id"], status="pending", attempts=0,
+                                     message_id=None, next_attempt=None, not_before=None,
+                                     last_error="queued again by hand", sent_at=None)
 
 
 def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str], Digest],

@@ -98,7 +98,7 @@ def origin(source: str | None) -> str | None:
 
 def repeats_warned(documents: list[SeedDocument]) -> list[SeedDocument]:
     """A title read again (folded as seed_key folds it: other case or punctuation too) is
-    the same seed, and the one read last is kept (Store.save_seeds): each later one gets a
+    the same seed, and the one read last is kept (store_seeds.save_seeds): each later one gets a
     warning naming the first, so a replaced summary is not replaced without a word."""
     first: dict[str, SeedEntry] = {}
     warned = []
@@ -114,8 +114,8 @@ def repeats_warned(documents: list[SeedDocument]) -> list[SeedDocument]:
 
 
 def in_reading_order(entries: Iterable[SeedEntry]) -> list[SeedEntry]:
-    """One entry per title, the one read last (the one Store.save_seeds keeps), in the
-    order read: the order Store.seeds gives them in."""
+    """One entry per title, the one read last (the one store_seeds.save_seeds keeps), in the
+    order read: the order store_seeds.all_seeds gives them in."""
     used = {seed_key(entry.title): (n, entry) for n, entry in enumerate(entries)}
     return [entry for _, entry in sorted(used.values(), key=lambda found: found[0])]
 
