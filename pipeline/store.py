@@ -138,11 +138,7 @@ class Store:
         new, revised, same = [], [], 0
         with self.tx() as conn:
             stamp = db_now(conn)
-            known, revised_at, changed_at = {}, {}, {}
-            for chunk in chunks([p.id for p in found]):
-                for row in conn.execute(sa.select(papers).where(papers.c.id.in_(chunk))).mappings():
-                    known[row["id"]] = row_to_paper(row)
-                    revised_at[row["id"]], changed_at[row["id"]] = row["revised_at"], row["changed_at"]
+            known, revised_at, changed_at = _stored_papers(conn, [p.id for p in found])
             inserts, updates = [], {}
             for paper in found:
                 old = known.get(paper.id)
@@ -502,6 +498,17 @@ def _sliced(query: sa.Select, column: Any, values: Iterable[str] | None) -> list
     """`query` for every row (values None), or for the rows whose `column` is one of
     `values`, a slice at a time (chunks)."""
     return [query] if values is None else [query.where(column.in_(chunk)) for chunk in chunks(list(values))]
+
+
+def _stored_papers(conn: Connection, ids: list[str]
+                   ) -> tuple[dict[str, Paper], dict[str, str | None], dict[str, str | None]]:
+    """The stored papers of these ids, with when each was last revised and last changed."""
+    known, revised_at, changed_at = {}, {}, {}
+    for chunk in chunks(ids):
+        for row in conn.execute(sa.select(papers).where(papers.c.id.in_(chunk))).mappings():
+            known[row["id"]] = row_to_paper(row)
+            revised_at[row["id"]], changed_at[row["id"]] = row["revised_at"], row["changed_at"]
+    return known, revised_at, changed_at
 
 
 def _paper_row(p: Paper) -> dict[str, Any]:
