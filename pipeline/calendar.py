@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import yaml
@@ -121,7 +122,7 @@ def how_to_add(year: int) -> str:
 def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
     """The bundled calendars overlaid by the user's files; ConfigError names a bad file."""
     files = sorted(bundled("calendars").glob("*.yaml"))
-    data: dict = {"no_announcement": {}, "years": set(), "zh": {}}
+    data: dict[str, Any] = {"no_announcement": {}, "years": set(), "zh": {}}
     for path in [*files, *extra]:
         _overlay(data, path)
     try:
@@ -135,7 +136,7 @@ def load_calendar(extra: Iterable[Path] = ()) -> Calendar:
                     frozenset(data["years"]), data["zh"])
 
 
-def _overlay(data: dict, path: Path) -> None:
+def _overlay(data: dict[str, Any], path: Path) -> None:
     loaded = _read(path)
     for key in ("timezone", "time", "weekdays"):
         if key in loaded:
@@ -159,7 +160,7 @@ def _overlay(data: dict, path: Path) -> None:
     data["years"].update(int(year) for year in years)  # a day alone does not make its year known
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> dict[str, Any]:
     """One calendar file as a mapping; ConfigError says why it is none."""
     try:
         loaded = parse_yaml(path.read_text(encoding="utf-8")) or {}

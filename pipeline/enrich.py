@@ -143,7 +143,7 @@ class EnrichReport:
 class Cache(Protocol):
     """Where LLM results are kept between runs (the store is one)."""
 
-    def get_many(self, keys: list[str]) -> dict[str, dict]: ...
+    def get_many(self, keys: list[str]) -> dict[str, dict[str, Any]]: ...
 
     def put_many(self, results: Iterable[Enrichment]) -> None: ...
 
@@ -227,13 +227,14 @@ class Enricher:
         reply = self._run([job], "translations").get(key)
         return dict(zip(texts, reply.texts_en, strict=True)) if reply else {}  # type: ignore[attr-defined]
 
-    def read_featured(self, items: Iterable[Item | tuple]) -> dict[str, FeaturedReading]:
+    def read_featured(self, items: Iterable[Item | tuple[Any, ...]]) -> dict[str, FeaturedReading]:
         """Item key -> an in-depth reading (headline plus labelled parts)."""
         jobs = [Job(FEATURED, it.key, it.key, str(it.version), {"item": it})
                 for it in map(_item, items)]
         return self._run(jobs, "featured readings")  # type: ignore[return-value]
 
-    def compare(self, items: Iterable[Item | tuple], question: str | None = None) -> Comparison | None:
+    def compare(self, items: Iterable[Item | tuple[Any, ...]], question: str | None = None
+                ) -> Comparison | None:
         """A comparison table (one cell per item per row) and the synthesis, along the
         `question` the papers share when it is known; None if < 2 items."""
         found = [_item(it) for it in items]
@@ -354,7 +355,7 @@ class Enricher:
                 advance()
         return {job.out_key: results[job.out_key] for job in jobs if job.out_key in results}
 
-    def _cached(self, job: Job, data: dict | None) -> Reply | None:
+    def _cached(self, job: Job, data: dict[str, Any] | None) -> Reply | None:
         if data is None:
             return None
         try:
@@ -513,5 +514,5 @@ class Enricher:
                         "of this run", self.cfg.base_url, self.cfg.failure_limit)
 
 
-def _item(value: Item | tuple) -> Item:
+def _item(value: Item | tuple[Any, ...]) -> Item:
     return value if isinstance(value, Item) else Item(*value)

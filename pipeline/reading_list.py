@@ -54,15 +54,17 @@ def topic_of(topics: Sequence[TopicDef], scored: Scored | None, title: str, text
     return kept or rank.assign_topics(title, text, topics)[0]
 
 
-def paper_entry(topics: Sequence[TopicDef], paper: Paper, scored: Scored | None, summary: dict | None,
-                seed: SeedEntry | None, translations: Mapping[str, dict]) -> Entry:
+def paper_entry(topics: Sequence[TopicDef], paper: Paper, scored: Scored | None,
+                summary: dict[str, Any] | None, seed: SeedEntry | None,
+                translations: Mapping[str, dict[str, Any]]) -> Entry:
     """A paper as an entry, with the curated words of the seed entry tied to it."""
     return compose.paper_entry(paper, topic_of(topics, scored, paper.title, paper.abstract),
                                scored.score if scored else None, summary, seed,
                                translations.get(seed_key(seed.title)) if seed else None)
 
 
-def seed_entry(topics: Sequence[TopicDef], seed: SeedEntry, translations: Mapping[str, dict]) -> Entry:
+def seed_entry(topics: Sequence[TopicDef], seed: SeedEntry,
+               translations: Mapping[str, dict[str, Any]]) -> Entry:
     """A seed entry not tied to a paper."""
     return compose.seed_entry(seed, topic_of(topics, None, seed.title, seed.summary_zh or ""),
                               translations.get(seed_key(seed.title)))
@@ -76,7 +78,7 @@ def untied(store: Store, seeds: Sequence[SeedEntry]) -> list[SeedEntry]:
     return [s for s in shown(seeds) if s.arxiv_id not in stored]
 
 
-def order(entry: Entry) -> tuple:
+def order(entry: Entry) -> tuple[Any, ...]:
     """Newest day first, undated last, ties by key: the one order of every list."""
     day = date.fromisoformat(entry.date).toordinal() if entry.date else 0
     return (not entry.date, -day, entry.key)
@@ -192,7 +194,7 @@ class _Topic:
     years: dict[str, _Part] = field(default_factory=dict)
     days: dict[str, _Part] = field(default_factory=dict)
     since: int = 0  # where the rows since the last cut begin in the spool
-    recent: list[list] = field(default_factory=list)  # [day, rows, bytes] of those rows
+    recent: list[list[Any]] = field(default_factory=list[Any])  # [day, rows, bytes] of those rows
 
     def add(self, day: str | None, row: str) -> None:
         data = (row + "\n").encode("utf-8")
@@ -211,7 +213,7 @@ class _Topic:
             part = parts.setdefault(key, _Part(at))
             part.end, part.count = at + size, part.count + count
 
-    def cut(self) -> list | None:
+    def cut(self) -> list[Any] | None:
         """[rows, [[day, rows, bytes], ...]]: the rows added since the last cut, to `replay`."""
         if not self.recent:
             return None
@@ -220,7 +222,7 @@ class _Topic:
         self.since, self.recent = self.spool.tell(), []
         return found
 
-    def replay(self, text: str, days: list[list]) -> None:
+    def replay(self, text: str, days: list[list[Any]]) -> None:
         """Rows a cut gave the last build, a day at a time."""
         at = self.spool.seek(0, 2)
         for day, count, size in days:
@@ -297,7 +299,7 @@ class Markdown:
         self.tmp = spool_folder("rl-digest-reading-")
         self.written: dict[str, Path] = {}
         self.state: dict[str, _Topic] = {}
-        self.months: list[dict] = []
+        self.months: list[dict[str, Any]] = []
         self.month: list[tuple[str, str]] = []  # (day, row) of the month being read
         self.current, self.total = "", 0
         self.recent = 0  # entries since the last cut
@@ -323,7 +325,7 @@ class Markdown:
         for entry, line in zip(batch, self.rows.rows(batch), strict=True):
             self._place(entry.date, entry.topic, line)
 
-    def cut(self) -> tuple[object, dict]:
+    def cut(self) -> tuple[object, dict[str, Any]]:
         """The month just added, its files written: no byte ranges; its entry count, its
         files as the index lists them, and each topic's rows with each day's count and size."""
         month = self._close_month()
@@ -331,7 +333,7 @@ class Markdown:
         count, self.recent = self.recent, 0
         return None, {"count": count, "month": month, "topics": topics}
 
-    def replay(self, ranges: object, pieces: dict, last: months.Ledger, note: object) -> None:
+    def replay(self, ranges: object, pieces: dict[str, Any], last: months.Ledger, note: object) -> None:
         self.total += pieces["count"]
         if pieces["month"]:
             self.months.append(pieces["month"])
@@ -366,7 +368,7 @@ class Markdown:
     def note(self) -> object:
         return None
 
-    def _close_month(self) -> dict | None:
+    def _close_month(self) -> dict[str, Any] | None:
         """Write the month's files; its line of the index."""
         if not self.month:
             return None
@@ -432,7 +434,7 @@ def in_order(found: Iterable[str], topics: Sequence[TopicDef]) -> list[str]:
 
 
 def _topic_files(rows: Rows, out: Path, written: dict[str, Path], key: str, topic: _Topic,
-                 topics: Sequence[TopicDef], every: bool) -> dict:
+                 topics: Sequence[TopicDef], every: bool) -> dict[str, Any]:
     """Write a topic's file (or its files by year); return its section of the index, with
     every row of the topic when `every` (the whole list fits in one file), else the newest."""
     name = next((t.name for t in topics if t.key == key), None)

@@ -89,7 +89,7 @@ class Settings:
             site_url=config.site_url)
 
 
-def common(settings: Settings) -> dict:
+def common(settings: Settings) -> dict[str, Any]:
     """What every template knows about the configuration."""
     return {"topic": settings.topic, "languages": list(settings.languages),
             "topic_names": {key: " · ".join(text for _, text in texts(settings.languages, *names))
@@ -99,7 +99,7 @@ def common(settings: Settings) -> dict:
 
 
 def _digest_context(settings: Settings, digest: Digest, reading_count: int, relative: str,
-                    personal: bool = False) -> dict:
+                    personal: bool = False) -> dict[str, Any]:
     """`personal`: an email, whose unsubscribe and 👍/👎 links get each reader's token
     (pipeline/links.py) when `serve.base_url` is set, and whose unsubscribe_url gets their
     address for {recipient}; a public copy, whose reader is unknown, shows no such URL."""
@@ -374,7 +374,7 @@ def feed_xml(settings: Settings, digests: Mapping[str, Digest] | Iterable[Digest
     tz = settings.timezone
     digests = by_id(digests)
 
-    def entry(digest: Digest) -> dict:
+    def entry(digest: Digest) -> dict[str, Any]:
         link = f"{base}digests/{digest.id}.html" if base else f"digests/{digest.id}.html"
         sections, featured = listed(settings, digest)  # as the digest lists them, featured papers too
         return {"d": digest, "sections": sections, "featured_in": featured,

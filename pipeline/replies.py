@@ -299,7 +299,7 @@ def _language(key: str, outer: str | None) -> str | None:
     return outer
 
 
-def _where(loc: tuple) -> str:
+def _where(loc: tuple[Any, ...]) -> str:
     """A field's path in a reply, as an error names it: a key the model made up is outside
     text, so one short line (a newline in it split the log line, and status's)."""
     return clip(clean_name(".".join(str(p) for p in loc)), 80) or "reply"
@@ -337,7 +337,7 @@ def _cleaned(data: Any, key: str = "") -> Any:
     return data
 
 
-def _cut(data: Any, loc: tuple, limit: int) -> None:
+def _cut(data: Any, loc: tuple[Any, ...], limit: int) -> None:
     """Shorten the string at `loc` in place to its last whole sentence within `limit`, or
     the list there to its first `limit` items."""
     *path, last = loc

@@ -78,17 +78,17 @@ def snapshot(config: Config, store: Store, now: datetime | None = None) -> dict[
     }
 
 
-def _warnings(report: dict) -> list[str]:
+def _warnings(report: dict[str, Any]) -> list[str]:
     """A run's warnings: a publish keeps its own list, a collect its sources'."""
     return report.get("warnings") or [
         w for src in report.get("sources", {}).values() for w in src.get("warnings", [])]
 
 
-def _run(row: dict) -> dict[str, Any]:
+def _run(row: dict[str, Any]) -> dict[str, Any]:
     return {**row, "report": row["report"] or {}}
 
 
-def _ended(row: dict) -> dict[str, Any]:
+def _ended(row: dict[str, Any]) -> dict[str, Any]:
     """A `running` row no live process holds the lock for, as the next run will record it."""
     return {**row, "status": "interrupted", "error": ENDED_MID_RUN} if row["status"] == "running" else row
 
@@ -152,7 +152,7 @@ def overview(config: Config, store: Store) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _parts(kind: str, report: dict) -> str:
+def _parts(kind: str, report: dict[str, Any]) -> str:
     """What a run did: a publish's digest and its LLM's work, a collect's sources."""
     if kind in ("publish", "preview") and report:
         return (f"digest {report.get('digest') or 'none'}, relevant {report.get('relevant', 0)}, "
@@ -209,7 +209,7 @@ def followed_advice(config: Config) -> tuple[str, ...]:
     return tuple(calendar.how_to_add(year) for year in sorted(years))
 
 
-def coverage_lines(summary: dict | None) -> list[str]:
+def coverage_lines(summary: dict[str, Any] | None) -> list[str]:
     """A collect's coverage (coverage.Summary as stored) in plain words, one line each."""
     if not summary:
         return []
@@ -232,7 +232,7 @@ def coverage_lines(summary: dict | None) -> list[str]:
     return lines
 
 
-def _ids(group: dict) -> str:
+def _ids(group: dict[str, Any]) -> str:
     """An archive's ids, as the digest's coverage line gives them: the API search reads only the
     papers that match the query, so an evening it read has none counted."""
     counted = group.get("counted", group["read"])  # a summary stored before `counted`: all were
@@ -336,7 +336,7 @@ def judging(config: Config, store: Store) -> list[str]:
 _LABELS = {"0": 0, "1": 1, "false": 0, "true": 1}  # a label as JSON's 0/1 or true/false, or quoted
 
 
-def read_labels(path: Path) -> list[dict]:
+def read_labels(path: Path) -> list[dict[str, Any]]:
     """JSONL rows with id, title, abstract, label; a bad line names file:line."""
     rows = []
     try:
@@ -359,7 +359,7 @@ def read_labels(path: Path) -> list[dict]:
     return rows
 
 
-def _labelled(line: str) -> dict:
+def _labelled(line: str) -> dict[str, Any]:
     """One JSONL line as a labelled paper; KeyError, ValueError or TypeError say why it is none."""
     row = json.loads(line)
     if not isinstance(row, dict):
@@ -376,7 +376,7 @@ def _labelled(line: str) -> dict:
             "borderline": bool(row.get("borderline"))}
 
 
-def evaluation(config: Config, store: Store, rows: list[dict]) -> str:
+def evaluation(config: Config, store: Store, rows: list[dict[str, Any]]) -> str:
     """The relevance filter (the current model, else the rule) against labels: the figures,
     the rule and the text model alone beside it, then its worst mistakes with reasons. The
     model is the refit the next run would make, not kept: eval takes no run lock, so it

@@ -278,7 +278,7 @@ class Store:
         self.running.add(run_id)
         return run_id
 
-    def finish_run(self, run_id: int, status: str, report: dict, error: str | None = None,
+    def finish_run(self, run_id: int, status: str, report: dict[str, Any], error: str | None = None,
                    window: tuple[datetime, datetime] | None = None) -> None:
         values: dict[str, Any] = dict(finished=now_iso(), status=status, error=error, report=report)
         if window:
@@ -295,12 +295,12 @@ class Store:
             ends = conn.execute(sa.select(runs.c.window_end).where(runs.c.status == "ok")).scalars()
             return max(filter(None, map(parse_dt, ends)), default=None)
 
-    def last_runs(self, limit: int = 10) -> list[dict]:
+    def last_runs(self, limit: int = 10) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
             rows = conn.execute(sa.select(runs).order_by(runs.c.id.desc()).limit(limit)).mappings()
             return [dict(r) for r in rows]
 
-    def last_run(self, kind: str, status: str | None = None) -> dict | None:
+    def last_run(self, kind: str, status: str | None = None) -> dict[str, Any] | None:
         query = sa.select(runs).where(runs.c.kind == kind)
         if status:
             query = query.where(runs.c.status == status)
@@ -309,7 +309,7 @@ class Store:
         return dict(row) if row else None
 
     # --- digests ---
-    def listed_changed(self) -> list[tuple[Paper, dict]]:
+    def listed_changed(self) -> list[tuple[Paper, dict[str, Any]]]:
         """The Updates ledger's papers: those a digest listed whose record changed since the
         last digest was made (papers.changed_at), each with what it looked like when last listed;
         not one the install has since marked irrelevant (out of the reading list too)."""
@@ -335,9 +335,9 @@ class Store:
         with self.engine.connect() as conn:
             return set(conn.execute(sa.select(digest_items.c.item_key)).scalars())
 
-    def save_digest(self, digest_id: str, window: tuple[datetime, datetime], data: dict,
+    def save_digest(self, digest_id: str, window: tuple[datetime, datetime], data: dict[str, Any],
                     items: list[tuple[str, bool]], recipients: list[str],
-                    snapshots: dict[str, dict] | None = None) -> None:
+                    snapshots: dict[str, dict[str, Any]] | None = None) -> None:
         """Record a digest, its items and its outbox rows in one transaction; `snapshots`
         (item key -> what the paper looked like) are the Updates ledger's new baseline."""
         snapshots = snapshots or {}
@@ -359,7 +359,7 @@ class Store:
                 conn.execute(deliveries.insert().values(
                     digest_id=digest_id, recipient=address, status="pending", attempts=0))
 
-    def digest(self, digest_id: str | None = None) -> dict | None:
+    def digest(self, digest_id: str | None = None) -> dict[str, Any] | None:
         query = sa.select(digests)
         query = query.where(digests.c.id == digest_id) if digest_id else query.order_by(digests.c.id.desc())
         with self.engine.connect() as conn:
@@ -374,7 +374,7 @@ class Store:
             return {did: hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
                     for did, text in conn.execute(query)}
 
-    def digest_updates(self) -> dict[str, list[dict]]:
+    def digest_updates(self) -> dict[str, list[dict[str, Any]]]:
         """Each stored digest's Updates alone (as compose.digest_to_dict wrote them), by id:
         what the papers' pages show, without decoding every digest whole every week."""
         query = sa.select(digests.c.id, digests.c.data["updates"])
@@ -419,7 +419,7 @@ class Store:
             return list(conn.execute(sa.select(digests.c.id).order_by(digests.c.id)).scalars())
 
     # --- enrichment cache ---
-    def get_many(self, keys: list[str]) -> dict[str, dict]:
+    def get_many(self, keys: list[str]) -> dict[str, dict[str, Any]]:
         """The enrichment cache: key -> cached data, for those of `keys` in it (asked in slices)."""
         query = sa.select(enrichments.c.key, enrichments.c.data)
         with self.engine.connect() as conn:
@@ -435,7 +435,7 @@ class Store:
                 stamp = db_now(conn)
                 upsert(conn, enrichments, [{**row, "created": stamp} for row in rows])
 
-    def latest_enrichments(self, kind: str, keys: Iterable[str] | None = None) -> dict[str, dict]:
+    def latest_enrichments(self, kind: str, keys: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
         """item_key -> its newest enrichment of this kind (by time, then key, as the reading
         list's `store_reading_list._summary`), of every item or of those `keys` (asked in slices)."""
         query = sa.select(enrichments.c.item_key, enrichments.c.data).where(
@@ -488,13 +488,13 @@ def own_verdicts() -> Any:
 ENDED_MID_RUN = "the process ended mid-run"  # the error of a run whose process died
 
 
-def chunks(items: list, size: int = 500) -> Iterator[list]:
+def chunks(items: list[Any], size: int = 500) -> Iterator[list[Any]]:
     """SQLite limits the variables in one statement; ask in slices."""
     for start in range(0, len(items), size):
         yield items[start:start + size]
 
 
-def _sliced(query: sa.Select, column: Any, values: Iterable[str] | None) -> list[sa.Select]:
+def _sliced(query: sa.Select[Any], column: Any, values: Iterable[str] | None) -> list[sa.Select[Any]]:
     """`query` for every row (values None), or for the rows whose `column` is one of
     `values`, a slice at a time (chunks)."""
     return [query] if values is None else [query.where(column.in_(chunk)) for chunk in chunks(list(values))]
@@ -530,7 +530,7 @@ def row_to_paper(row: Any) -> Paper:
     )
 
 
-def _scores_query(mine: Any) -> sa.Select:
+def _scores_query(mine: Any) -> sa.Select[Any]:
     """Each paper's score, reasons and topics, with the install's verdict (`mine`, joined)."""
     return (sa.select(papers.c.id, papers.c.score, papers.c.relevant, papers.c.reasons,
                       papers.c.topic, papers.c.topics, mine.c.verdict)
@@ -542,13 +542,13 @@ def row_to_scored(row: Any) -> Scored:
                   row["topic"], tuple(row["topics"] or ()), row["verdict"])
 
 
-def seed_arxiv_id() -> sa.ColumnElement:
+def seed_arxiv_id() -> sa.ColumnElement[Any]:
     """The paper a seed entry is tied to: its resolution, else what its document names
     (store_seeds.row_to_seed's rule)."""
     return sa.func.coalesce(seeds.c.arxiv_id, seeds.c.data["arxiv_id"].as_string())
 
 
-def is_kept(mine: Any) -> sa.ColumnElement:
+def is_kept(mine: Any) -> sa.ColumnElement[Any]:
     """Kept by the score, unless the install's own verdict (`mine`, joined) says otherwise."""
     return sa.func.coalesce(mine.c.verdict, papers.c.relevant).is_(True)
 

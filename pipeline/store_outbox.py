@@ -13,7 +13,7 @@ from pipeline.store_schema import deliveries, digests
 
 
 def rows(db: Store, digest_id: str | None = None, statuses: tuple[str, ...] = (),
-         noted: str | None = None) -> list[dict]:
+         noted: str | None = None) -> list[dict[str, Any]]:
     """Outbox rows, oldest first, each with `queued`, when its digest was saved; `noted`:
     only those whose last_error begins so (a big group's sent rows number a thousand a
     week: status wants the few resent)."""

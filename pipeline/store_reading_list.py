@@ -27,7 +27,7 @@ from pipeline.store_schema import enrichments, papers, seeds
 
 
 def reading_rows(db: Store, batch: int = 500, skip: Collection[str] = (), only: Collection[str] | None = None
-                 ) -> Iterator[list[tuple[Paper, Scored, dict | None]]]:
+                 ) -> Iterator[list[tuple[Paper, Scored, dict[str, Any] | None]]]:
     """The reading list's papers (kept, or tied to a seed entry), newest day first, ties
     by id, each with its score and newest cached summary: `batch` rows at a time, so
     memory stays flat however many there are. Papers of the months in `skip`
@@ -85,7 +85,7 @@ def reading_count(db: Store) -> int:
         return kept + (conn.execute(untied).scalar() or 0)
 
 
-def _in_reading_list(mine: Any) -> sa.ColumnElement:
+def _in_reading_list(mine: Any) -> sa.ColumnElement[Any]:
     """Kept (`store.is_kept`), or tied to a seed entry."""
     return sa.or_(is_kept(mine), papers.c.id.in_(sa.select(seed_arxiv_id())))
 
@@ -105,6 +105,6 @@ def _utf8(dialect: str, column: Any) -> Any:
                           else sa.cast(text, sa.LargeBinary), sa.LargeBinary)
 
 
-def _day() -> sa.ColumnElement:
+def _day() -> sa.ColumnElement[Any]:
     """The day a paper's entry shows (submitted, else this version's date): the list's order."""
     return sa.func.substr(sa.func.coalesce(papers.c.submitted, papers.c.updated), 1, 10)

@@ -85,7 +85,7 @@ def _seed_data(entry: SeedEntry) -> dict[str, Any]:
     return data
 
 
-def row_to_seed(row: dict) -> SeedEntry:
+def row_to_seed(row: dict[str, Any]) -> SeedEntry:
     data = dict(row["data"])
     data["date"] = date.fromisoformat(data["date"]) if data.get("date") else None
     data["parts_zh"] = tuple(tuple(part) for part in data.get("parts_zh") or ())

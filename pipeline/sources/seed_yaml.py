@@ -102,7 +102,7 @@ def _fields(node: yaml.Node) -> dict[str, tuple[int, yaml.Node]]:
     }
 
 
-def _values(item: dict, fields: dict[str, tuple[int, yaml.Node]], line: int,
+def _values(item: dict[str, Any], fields: dict[str, tuple[int, yaml.Node]], line: int,
             warn: Callable[[int, str], None]) -> dict[str, Any] | None:
     """An entry's values by key, a number as its text; None (warned) for an unknown key or a wrong type."""
     values: dict[str, Any] = {}
