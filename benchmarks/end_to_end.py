@@ -120,7 +120,7 @@ class StandIn:
 def wrap_stages(stages: Stages) -> None:
     import arxiv._feed
 
-    from pipeline import collect, compose, publish, reading_list, render, run
+    from pipeline import ask, collect, compose, publish, reading_list, render, run, week
     from pipeline.sources import arxiv_api, http
     from pipeline.store import Store
 
@@ -138,10 +138,10 @@ def wrap_stages(stages: Stages) -> None:
         (Store, "set_scores", "store: set scores"),
         (run, "resolve_seeds", "resolve seeds"),
         (run, "complete_thin", "resolve seeds"),
-        (run, "make_enricher", "enrich (cache only)"),
-        (run, "summarise", "enrich (cache only)"),
+        (ask, "make_enricher", "enrich (cache only)"),
+        (ask, "summarise", "enrich (cache only)"),
         (run, "build_digest", "compose: digest"),
-        (run, "digest_entries", "compose: digest_entries"),
+        (week, "digest_entries", "compose: digest_entries"),
         (compose, "sections", "compose: sections"),
         (publish, "publish", "publish: other"),
         (render, "digest_as", "render: digest md/html/txt"),

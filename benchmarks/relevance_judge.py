@@ -25,7 +25,7 @@ OpenAI-compatible endpoint will do (--base-url, --model; the key is read from
 RL_DIGEST_JUDGE_KEY, empty by default).
 
 The folds are relevance_model.py's (five time folds, pooled: 2460 papers). The band is the
-product's (pipeline/run.py grey_band: within relevance.model_grey_band of the threshold),
+product's (pipeline/week.py grey_band: within relevance.model_grey_band of the threshold),
 around the shipped weight and threshold and around each fold's own choice made on earlier
 months (the nested figure); the judge is asked about the union, once per paper, through
 the product's Enricher.judge: its prompt (templates/prompts/relevance_judgement.j2 and
@@ -67,15 +67,15 @@ class FileCache:
 
 def band_ids(relevance, scored, weight, threshold) -> set[str]:
     """The ids the product's grey_band picks from these (row, a, b) at this weight and threshold."""
-    from pipeline import run
     from pipeline.models import Scored
+    from pipeline.week import grey_band
 
     band = relevance.model_grey_band
     cfg = type("C", (), {"relevance": relevance.model_copy(update={
         "llm_judge": True, "model": False, "threshold": threshold, "grey_band": band})})()
     scores = {r["id"]: Scored(r["id"], m, m >= threshold)
               for (r, _, _), m in zip(scored, mix(weight, scored), strict=True)}
-    return set(run.grey_band(cfg, scores, set()))
+    return set(grey_band(cfg, scores, set()))
 
 
 def wilson(k: int, n: int) -> str:

@@ -73,7 +73,7 @@ def seed_entry(topics: Sequence[TopicDef], seed: SeedEntry,
 def untied(store: Store, seeds: Sequence[SeedEntry]) -> list[SeedEntry]:
     """The seed entries shown by their own text: tied to no paper, or to one arXiv never
     returned (its arxiv_id names no stored paper), which they do not wait for; the digest
-    (run.digest_entries) and store_reading_list.reading_count go by the same rule."""
+    (week.digest_entries) and store_reading_list.reading_count go by the same rule."""
     stored = {p.id for p in store.papers(s.arxiv_id for s in seeds if s.arxiv_id)}
     return [s for s in shown(seeds) if s.arxiv_id not in stored]
 

@@ -6,8 +6,9 @@ was in and the next run completes it:
 
 1. collect and rank: the seeds and the sources for the window -> kept; new papers scored -> kept
 2. resolve: seed entries tied to papers, thin RSS records completed -> kept
-3. the week: read once into a `Week`
-4. enrich: grey-band judgements -> kept; summaries and translations -> cached as each arrives
+3. the week: read once into a `Week` (week.py)
+4. enrich: grey-band judgements -> kept; summaries and translations -> cached as each arrives,
+   and the digest's own calls, in the order a reader reads (ask.py)
 5. compose the digest; publish it (files, digest and outbox rows, channels, git)
 
 A failed source stops the run before anything is published, so the watermark stays.
@@ -17,32 +18,26 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import asdict
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
-from typing import Any
 
 from pipeline import (
+    ask,
     calendar,
     collect,
     compose,
     coverage,
-    feature,
-    fulltext,
-    importance,
     learn,
     rank,
-    reading_list,
     sources,
     store_seeds,
-    templating,
     trends,
 )
 from pipeline.config import Config
 from pipeline.deliver import files
-from pipeline.enrich import Enricher, Item, make_client
-from pipeline.errors import ConfigError, DigestError
+from pipeline.errors import ConfigError
 from pipeline.models import (
     Digest,
     Entry,
@@ -52,23 +47,20 @@ from pipeline.models import (
     Scored,
     SeedDocument,
     SeedEntry,
-    Update,
-    merge_papers,
-    paper_key,
     requests_note,
     seed_key,
 )
 from pipeline.publish import publish
 from pipeline.sources import CALENDAR, Source, SourceReport, SourceSetup, arxiv_api
 from pipeline.sources.http import Fetcher
-from pipeline.sources.seeds import all_read, in_reading_order, same_paper, seed_source, shown
+from pipeline.sources.seeds import all_read, in_reading_order, same_paper, seed_source
 from pipeline.stopping import Stopped, checkpoint
 from pipeline.store import Store
 from pipeline.store_schema import now_iso
+from pipeline.week import Week, load_week, week_entries
 
 log = logging.getLogger(__name__)
 
-JUDGED = "LLM judge: "
 MEMORY = "source:"  # state key prefix: what each source keeps from one window to the next
 SCORED_WITH = "relevance_scored_with"  # state key: the model and settings the waiting papers were scored with
 ARXIV_BEGAN = datetime(1991, 8, 14, tzinfo=UTC)
@@ -118,46 +110,6 @@ def iso_date(value: str) -> date | None:
 def seed_documents(config: Config) -> list[SeedDocument]:
     """The seed documents as the seeds source reads them (for `rl-digest seeds`)."""
     return seed_source(SourceSetup("seeds", config)).documents()
-
-
-@dataclass
-class Week:
-    """What the stages after collecting need, read from the store once."""
-
-    papers: dict[str, Paper]  # relevant ones waiting for a digest (or a summary: the newest
-    #                           enrich.max_papers), grey-band, seed-tied
-    scores: dict[str, Scored]  # the papers', by id
-    seeds: list[SeedEntry]
-    published: set[str]  # keys of entries already in a digest
-    summaries: dict[str, dict[str, Any]]  # paper key -> its newest summary
-    translations: dict[str, dict[str, Any]]  # seed key -> its newest translation
-    last_digest_end: datetime | None = None
-    existing: Digest | None = None  # the digest of this as-of, if a run already made it
-    snapshots: dict[str, dict | None] = field(default_factory=dict)  # the Updates ledger of `listed`
-    listed: dict[str, Paper] = field(default_factory=dict)  # listed ones changed since the last digest
-    ledger: coverage.Ledger | None = None  # what collecting covered, for the digest's header
-    first: bool = False  # no digest yet: a digest of seeds alone may be made
-    taste: importance.Taste = field(default_factory=importance.Taste)  # what the reader likes
-    history: list[tuple[str, str | None, int]] = field(default_factory=list)  # trends.Listed
-    weighed: dict[str, tuple[float, float]] = field(default_factory=dict)  # id -> (relevance, importance)
-
-    def kept(self) -> list[Paper]:
-        """Relevant papers (the reader's verdict beats the score), newest first."""
-        found = sorted((p for p in self.papers.values()
-                        if p.id in self.scores and self.scores[p.id].kept), key=lambda p: p.id)
-        found.sort(key=lambda p: p.submitted.isoformat() if p.submitted else "", reverse=True)
-        return found
-
-    def waiting(self) -> list[Paper]:
-        """Relevant papers not yet in a digest."""
-        return [p for p in self.kept() if paper_key(p.id) not in self.published]
-
-    def take(self, papers: Sequence[Paper]) -> None:
-        """Newer records of papers the week holds (completed or revised ones)."""
-        for paper in papers:
-            for held in (self.papers, self.listed):
-                if paper.id in held:
-                    held[paper.id] = merge_papers(held[paper.id], paper)
 
 
 def run_digest(config: Config, store: Store, options: Options,
@@ -217,22 +169,23 @@ def _run(config: Config, store: Store, options: Options, fetcher: Fetcher | None
         thin = [p.id for p in shown if p.submitted is None] + [p.id for p in collected.revised]
         week.take(complete_thin(config, store, online, list(dict.fromkeys(thin))))
     checkpoint()
-    enricher = make_enricher(config, store, options, report)
+    enricher = ask.make_enricher(config, store, options, report)
     try:
-        judged = judge_grey_band(config, week, enricher)
+        judged = ask.judge_grey_band(config, week, enricher)
         if judged:
             store.set_scores(judged)
         # under enrich.max_tokens_per_run the budget goes to what a reader reads first: the
         # entries shown in full, the digest's own calls, then the one-line entries and the rest
-        summarise(config, week, enricher, report, full=True)
+        ask.summarise(config, week, enricher, report, full=True)
         checkpoint()
-        asked = ask_for_digest(config, week, collected.documents, enricher, collected.window[1],
-                               read=None if online is None else lambda e: full_text(config, store, online, e))
-        summarise(config, week, enricher, report, full=False)
+        asked = ask.ask_for_digest(
+            config, week, collected.documents, enricher, collected.window[1],
+            read=None if online is None else lambda e: ask.full_text(config, store, online, e))
+        ask.summarise(config, week, enricher, report, full=False)
         checkpoint()
         credits = sources.credits(config, used, options.offline)
         digest = build_digest(config, options, week, collected.documents, asked, credits, collected.window[1])
-        _count_enrichment(report, enricher)
+        ask.count_enrichment(report, enricher)
     finally:
         if enricher.client is not None:  # the scheduler's process outlives the run
             enricher.client.close()
@@ -396,210 +349,10 @@ def complete_thin(config: Config, store: Store, fetcher: Fetcher, ids: list[str]
     return papers
 
 
-# --- phase 3: the week ------------------------------------------------------------------------
-
-def load_week(config: Config, store: Store, seeds: list[SeedEntry], as_of: datetime | None) -> Week:
-    """Everything the later stages read, in one pass over the store: the papers waiting for
-    a digest or a summary, the grey band, the seeds' papers and the listed papers that changed
-    since the last digest, with their summaries; not the whole history. as_of None: every
-    relevant paper, as the reading list holds them."""
-    # a summary that never came is asked for again after the week's papers, at most
-    # enrich.max_papers a run: older ones than the newest that many are not read
-    papers = {p.id: p for p in store.relevant_papers(waiting=as_of is not None,
-                                                     backlog=config.enrich.max_papers)}
-    published = store.published_keys()
-    # a seed shown under its title before its paper was found: that paper is shown too
-    published |= {paper_key(s.arxiv_id) for s in seeds if s.arxiv_id and seed_key(s.title) in published}
-    tied = [s.arxiv_id for s in seeds if s.arxiv_id and s.arxiv_id not in papers]
-    grey = [pid for pid in grey_band(config, grey_band_scores(config, store), published) if pid not in papers]
-    papers.update((p.id, p) for p in store.papers(list(dict.fromkeys(tied + grey))))
-    scores = store.scores(papers)
-    week = Week(papers=papers, scores=scores, seeds=seeds, published=published, summaries={},
-                translations=store.latest_enrichments("seed_translation"))
-    if as_of is not None:
-        existing = store.digest(as_of.date().isoformat())
-        week.existing = compose.digest_from_dict(existing["data"]) if existing else None
-        week.last_digest_end = store.last_digest_end(by=as_of)
-        if week.existing is None:
-            changed = store.listed_changed()
-            week.snapshots = {paper_key(p.id): snap for p, snap in changed}
-            week.listed = {p.id: p for p, _ in changed}
-            week.ledger = coverage.Ledger.load(store)
-            week.first = not store.digest_ids()
-            week.history = history(config, store, week, as_of.date())
-            week.taste = importance.taste(seeds, store.papers(s.arxiv_id for s in seeds if s.arxiv_id),
-                                          *learn.judged(store), config.relevance.follow_authors)
-    week.summaries = store.latest_enrichments("paper_summary", map(paper_key, papers.keys() | week.listed))
-    return week
-
-
-def history(config: Config, store: Store, week: Week, end: date) -> list[tuple[str, str | None, int]]:
-    """The trends' earlier weeks (trends.Listed): a paper listed under a topic the config
-    no longer has counts under the topic its entry has now (reading_list.topic_of), not
-    under the old key as a topic of its own for 26 weeks."""
-    rows = store.listed_per_topic(*trends.span(end), known=[t.key for t in config.topics])
-    papers, scores = dict(week.papers), dict(week.scores)
-    papers.update((p.id, p) for p in store.papers([pid for *_, pid in rows if pid and pid not in papers]))
-    scores.update(store.scores([pid for *_, pid in rows if pid and pid not in scores]))
-    return [(day, reading_list.topic_of(config.topics, scores.get(pid), p.title, p.abstract)
-             if pid and (p := papers.get(pid)) else topic, n) for day, topic, n, pid in rows]
-
-
-def grey_band_scores(config: Config, store: Store) -> dict[str, Scored]:
-    """The scores grey_band may pick from: those near the threshold of papers in no digest
-    (a little wider than the band: grey_band draws the line)."""
-    if not config.relevance.llm_judge:
-        return {}
-    threshold, band = learn.band(config.relevance)
-    return store.unlisted_scores(threshold - band - 1e-6, threshold + band + 1e-6)
-
-
-def grey_band(config: Config, scores: dict[str, Scored], published: set[str]) -> list[str]:
-    """Waiting papers whose score is within the grey band of the threshold (the model's, with
-    its band, when relevance.model is on), that neither the reader nor the judge decided."""
-    rel = config.relevance
-    if not rel.llm_judge:
-        return []
-    threshold, band = learn.band(rel)
-    return [pid for pid, s in scores.items()
-            if s.score is not None and s.verdict is None and abs(s.score - threshold) <= band
-            and paper_key(pid) not in published and not learn.reader_decided(s.reasons)
-            and not any(reason.startswith(JUDGED) for reason in s.reasons)]
-
-
-# --- phase 4: enrich --------------------------------------------------------------------------
-
-def make_enricher(config: Config, store: Store, options: Options, report: RunReport) -> Enricher:
-    """With no LLM (provider none, --offline, no key) the enricher serves the cache only."""
-    client = None
-    if not options.offline:
-        try:
-            client = make_client(config.enrich)
-        except DigestError as exc:
-            report.warnings.append(f"{exc}; summaries fall back for now")
-            report.llm_off = exc.message
-    return Enricher(config.enrich, config.languages, store, client,
-                    templating.text_env(config.templates.dir))
-
-
-def judge_grey_band(config: Config, week: Week, enricher: Enricher) -> list[Scored]:
-    """Ask the LLM about the grey band's papers; return their new scores (also applied to
-    the week)."""
-    unsure = [week.papers[pid] for pid in grey_band(config, week.scores, week.published)
-              if pid in week.papers]
-    judged = []
-    for pid, verdict in enricher.judge(unsure).items():
-        said = "relevant" if verdict.relevant else "not relevant"
-        old = week.scores[pid]
-        judged.append(replace(old, relevant=verdict.relevant,
-                              reasons=(*old.reasons, f"{JUDGED}{said} ({verdict.reason_en})")))
-    week.scores.update((s.paper_id, s) for s in judged)
-    return judged
-
-
-def summarise(config: Config, week: Week, enricher: Enricher, report: RunReport, full: bool) -> None:
-    """Summaries for the papers waiting for a digest, in the digest's order, then for listed
-    papers whose summary failed before; English for curated seeds. In two parts sharing
-    enrich.max_papers: `full`, the best digest.max_papers + digest.featured (the entries
-    shown in full), asked before the digest's own calls; the rest after them, so neither
-    max_papers nor max_tokens_per_run goes to one-line entries first. The week takes them in."""
-    waiting = week.waiting()
-    order = importance_of(config, week, {p.id: week.scores[p.id].score or 0.0 for p in waiting})
-    waiting.sort(key=lambda p: -order.get(p.id, 0.0))
-    shown_in_full = config.digest.max_papers + config.digest.featured
-    cached = enricher.report.cached
-    if full:
-        found = enricher.summarise(waiting[:shown_in_full])
-    else:
-        waiting_ids = {p.id for p in waiting}
-        listed = [p for p in week.kept()
-                  if paper_key(p.id) not in week.summaries and p.id not in waiting_ids]
-        found = enricher.summarise(waiting[shown_in_full:] + listed)
-    week.summaries.update((paper_key(pid), reply.model_dump(mode="json")) for pid, reply in found.items())
-    found_seeds = {} if full else enricher.translate_seeds(seeds_to_translate(week, enricher))
-    week.translations.update((key, reply.model_dump(mode="json")) for key, reply in found_seeds.items())
-    report.summarised += len(found) + len(found_seeds)
-    report.cached += enricher.report.cached - cached
-
-
-def seeds_to_translate(week: Week, enricher: Enricher) -> list[SeedEntry]:
-    """Seed entries not shown yet, and shown ones whose Chinese has no English yet (shown
-    while the LLM was off, or edited)."""
-    candidates = shown(week.seeds)  # not one another entry of its paper outranks: never shown
-    seeds = [s for s in candidates if seed_key(s.title) not in week.published]
-    return seeds + enricher.untranslated(s for s in candidates if seed_key(s.title) in week.published)
-
-
-def _count_enrichment(report: RunReport, enricher: Enricher) -> None:
-    done = enricher.report
-    report.llm_calls, report.llm_failures, report.tokens_in, report.tokens_out = (
-        done.calls, done.failures, done.tokens_in, done.tokens_out)
-    report.llm_requests = enricher.client.requests if enricher.client else 0
-    if done.error:
-        report.warnings.append(f"enrich: {done.error}")
-        report.llm_off = done.error
-    elif done.failures:  # status says why, not only how many
-        report.warnings.append(f"enrich: {done.failures} fell back and are tried again next run "
-                               f"(the last: {done.last_failure})")
-    report.glossary_flags = done.glossary_flags
-    if done.glossary_flags:
-        report.warnings.append(f"glossary: {done.glossary_flags} term(s) in the LLM's Chinese differ "
-                               f"from templates/glossary.yaml, e.g. {'; '.join(done.glossary_examples)}")
-
-
 # --- phase 5: compose -------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class Asked:
-    """The digest's own LLM replies, asked for before the one-line entries' summaries (what
-    a reader reads first gets enrich.max_tokens_per_run first), composed after them."""
-
-    featured: tuple[str, ...]  # entry keys
-    question: tuple[str | None, str | None]  # (zh, en)
-    english: dict[str, str]  # curated Chinese -> English
-    readings: dict[str, dict]  # entry key -> its featured reading
-    comparison: dict | None
-    highlights: dict | None
-    told: tuple[str, ...]  # entry keys: the papers the highlights' numbers point at
-
-
-def week_entries(config: Config, week: Week, end: datetime) -> tuple[list[Entry], list[Update]]:
-    """The digest's entries, by importance, and its Updates: everything relevant not yet in
-    a digest; one sent after the window's `end` (collected since, for a digest made by hand
-    for an earlier week) is not announced by then and waits for the next digest."""
-    later = {paper_key(p.id) for p in week.waiting() if p.submitted and p.submitted > end}
-    entries = by_importance(config, week, digest_entries(config, week, week.published | later))
-    return entries, compose.updates(week.listed.values(), week.snapshots, week.summaries)
-
-
-def ask_for_digest(config: Config, week: Week, documents: list[SeedDocument], enricher: Enricher,
-                   end: datetime, read: Callable[[Entry], str | None] | None = None) -> Asked | None:
-    """The featured pick, the English of curated texts, the featured readings, the
-    comparison and the highlights; None when no digest is made. `read` gives a featured
-    paper's full text (None: the abstract)."""
-    if week.existing is not None:
-        return None
-    entries, news = week_entries(config, week, end)
-    papers = [e for e in entries if not e.curated]
-    if not papers and not news and not (week.first and entries):
-        return None
-    pick = choose_featured(config, week, enricher, papers, entries)
-    featured = list(pick.entries)
-    curated = compose.curated_comparison(featured, documents)
-    english = enricher.translate(compose.to_translate(featured, curated))
-    featured, curated = compose.with_english(featured, curated, english)
-    items = [_item(e) for e in featured]
-    readings = enricher.read_featured(_item(e, read(e) if read else None) for e in featured if not e.parts)
-    comparison = None if curated[0] else _dump(enricher.compare(items, pick.question_en))
-    told = compose.highlight_candidates(featured, entries)
-    return Asked(featured=tuple(e.key for e in featured), question=(pick.question_zh, pick.question_en),
-                 english=english, readings={k: r.model_dump(mode="json") for k, r in readings.items()},
-                 comparison=comparison, highlights=_dump(enricher.highlights([_item(e) for e in told])),
-                 told=tuple(e.key for e in told))
-
-
 def build_digest(config: Config, options: Options, week: Week, documents: list[SeedDocument],
-                 asked: Asked | None, credits: list[str], end: datetime) -> Digest | None:
+                 asked: ask.Asked | None, credits: list[str], end: datetime) -> Digest | None:
     """The digest of the week's entries, with every summary the run got, and the replies
     `asked` for it; None when there is nothing new. Its window ends where the collect's
     did (`end`: as_of, or the present when as_of is later), so its coverage expects no
@@ -631,57 +384,6 @@ def build_digest(config: Config, options: Options, week: Week, documents: list[S
     )
 
 
-def by_importance(config: Config, week: Week, entries: list[Entry]) -> list[Entry]:
-    """The week's papers with their importance as the score they are ordered by
-    (relevance plus the parts importance.py documents); seed entries as they are."""
-    found = importance_of(config, week, {e.key.removeprefix("arxiv:"): e.score or 0.0
-                                         for e in entries if e.key.startswith("arxiv:")})
-    return [replace(e, score=found[pid]) if (pid := e.key.removeprefix("arxiv:")) in found else e
-            for e in entries]
-
-
-def importance_of(config: Config, week: Week, relevance: dict[str, float]) -> dict[str, float]:
-    """Paper id -> importance total, the digest's order, from each paper's relevance; weighed
-    once a run (the summaries' order and the digest's ask for the same papers)."""
-    todo = {pid: value for pid, value in relevance.items()
-            if pid in week.papers and week.weighed.get(pid, (None,))[0] != value}
-    found = importance.weigh([week.papers[pid] for pid in todo], todo, week.taste, config.digest.importance)
-    week.weighed.update({pid: (todo[pid], part.total) for pid, part in found.items()})
-    return {pid: week.weighed[pid][1] for pid in relevance if pid in week.weighed}
-
-
-def choose_featured(config: Config, week: Week, enricher: Enricher, papers: list[Entry],
-                    entries: list[Entry]) -> feature.Pick:
-    """This week's papers that share a question; the seed page's own pair only in a
-    digest of seeds alone."""
-    n = config.digest.featured
-    if not papers:
-        wanted = {paper_key(s.arxiv_id) if s.arxiv_id in week.papers else seed_key(s.title)
-                  for s in week.seeds if s.featured}
-        return feature.Pick(tuple(rank.choose_featured(
-            entries, n, key_topic=lambda e: e.topic, key_score=lambda e: e.score or 0.0,
-            forced=[e for e in entries if e.key in wanted])))
-    top = feature.candidates(papers)
-    reply = enricher.pick_featured([_item(e) for e in top], n) if n > 1 and len(top) > 1 else None
-    return feature.choose(papers, n, config.digest.pair_similarity, _dump(reply))
-
-
-def _item(entry: Entry, text: str | None = None) -> Item:
-    """A paper as the LLM reads it: `text` (its full text), else the abstract, else what
-    the seed page says."""
-    return Item(entry.key, entry.title, text or entry.abstract or entry.summary_zh or entry.summary_en or "",
-                entry.version or 1)
-
-
-def full_text(config: Config, store: Store, fetcher: Fetcher, entry: Entry) -> str | None:
-    """A featured arXiv paper's main text from its HTML page; None without one."""
-    reading = config.sources.fulltext.enabled and config.enrich.fulltext_tokens
-    if not entry.key.startswith("arxiv:") or not reading:
-        return None
-    return fulltext.read(fetcher, store, config.sources.fulltext.url, entry.key.removeprefix("arxiv:"),
-                         entry.version or 1, config.enrich.fulltext_tokens)
-
-
 def coverage_of(config: Config, ledger: coverage.Ledger, window: tuple[datetime, datetime],
                 entries: list[Entry]) -> dict:
     """The header's coverage line: the ledger against the calendar, and what was kept."""
@@ -691,29 +393,6 @@ def coverage_of(config: Config, ledger: coverage.Ledger, window: tuple[datetime,
                             and any(c.split(".")[0] == g.name for c in e.categories))
                 for g in found.groups}
     return {**asdict(found), "relevant": relevant}
-
-
-def _dump(reply: Any) -> dict | None:
-    return reply.model_dump(mode="json") if reply is not None else None
-
-
-def digest_entries(config: Config, week: Week, published: set[str] | None = None) -> list[Entry]:
-    """Relevant papers and seed entries; those already in a digest are left out when asked."""
-    by_paper = {s.arxiv_id: s for s in week.seeds if s.arxiv_id}
-    tied = [week.papers[pid] for pid in sorted(by_paper) if pid in week.papers]
-    entries, seen = [], set(published or ())
-    for paper in week.kept() + tied:
-        key, seed = paper_key(paper.id), by_paper.get(paper.id)
-        if key in seen:
-            continue
-        seen.add(key)
-        entries.append(reading_list.paper_entry(config.topics, paper, week.scores.get(paper.id),
-                                                week.summaries.get(key), seed, week.translations))
-    for seed in shown(week.seeds):  # the others by their own text, a paper arXiv never returned too
-        if seed.arxiv_id in week.papers or published is not None and seed_key(seed.title) in published:
-            continue
-        entries.append(reading_list.seed_entry(config.topics, seed, week.translations))
-    return entries
 
 
 def summary_line(report: RunReport) -> str:

@@ -37,9 +37,9 @@ from pipeline.deliver.outbox import (
 from pipeline.errors import ConfigError
 from pipeline.models import paper_key, requests_note, split_arxiv_id
 from pipeline.publish import routes
-from pipeline.run import JUDGED
 from pipeline.sources import CALENDAR
 from pipeline.store import ENDED_MID_RUN, Store
+from pipeline.week import JUDGED
 
 THUMBS = {True: "👍", False: "👎"}
 DIGESTS_SHOWN = 3  # the newest digests' ids

@@ -20,7 +20,7 @@ MOVERS = 3  # at most this many topics in the movers line
 MIN_CHANGE = 3  # papers: a smaller change is a week's noise, not a mover
 MIN_SHARE = 0.2  # ... and so is a change under this share of the larger count
 
-Listed = Iterable[tuple[str, str | None, int]]  # (digest id, topic, papers): run.history
+Listed = Iterable[tuple[str, str | None, int]]  # (digest id, topic, papers): week.history
 
 
 def span(end: date, weeks: int = WEEKS) -> tuple[str, str]:

@@ -120,11 +120,12 @@ def test_a_week_holds_the_papers_it_works_on_not_the_history(db_url, tmp_path, m
     """Years of listed papers stay in the database: a run's week holds those waiting for a
     digest or a summary, the grey band, and the listed ones that changed since the last
     digest, with their scores and summaries."""
-    from pipeline import run
+    from pipeline import learn
     from pipeline import store as store_module
     from pipeline.config import load
     from pipeline.models import Enrichment, Scored, paper_key
     from pipeline.store import Store
+    from pipeline.week import grey_band, load_week
     from tests.helpers import write_config
 
     config = load(write_config(tmp_path, {"storage": {"url": db_url}, "relevance": {"llm_judge": True}},
@@ -132,7 +133,7 @@ def test_a_week_holds_the_papers_it_works_on_not_the_history(db_url, tmp_path, m
     store = Store.open(db_url)
     clock = iter(f"2026-11-{day:02d}T08:00:00+00:00" for day in range(1, 30))
     monkeypatch.setattr(store_module, "db_now", lambda conn: next(clock))
-    threshold, band = run.learn.band(config.relevance)
+    threshold, band = learn.band(config.relevance)
     listed, unsummarised, waiting, grey, far = (paper(n) for n in range(1, 6))
     store.upsert_papers([listed, unsummarised, waiting, grey, far])
     store.set_scores([Scored(p.id, threshold + 1, True) for p in (listed, unsummarised, waiting)]
@@ -142,13 +143,13 @@ def test_a_week_holds_the_papers_it_works_on_not_the_history(db_url, tmp_path, m
     store.save_digest("2026-11-02", (DAY, DAY), {}, [(paper_key(listed.id), True),
                                                       (paper_key(unsummarised.id), True)], [],
                       snapshots={paper_key(listed.id): {"version": 1, "venue": None, "code": None}})
-    week = run.load_week(config, store, [], DAY)
+    week = load_week(config, store, [], DAY)
     assert set(week.papers) == set(week.scores) == {unsummarised.id, waiting.id, grey.id}
     assert set(week.summaries) == {paper_key(waiting.id)} and week.listed == {}
-    assert [p.id for p in week.waiting()] == [waiting.id] and run.grey_band(
+    assert [p.id for p in week.waiting()] == [waiting.id] and grey_band(
         config, week.scores, week.published) == [grey.id]
     store.upsert_papers([replace(listed, journal_ref="ICLR 2027")])  # news of a listed paper
-    week = run.load_week(config, store, [], DAY)
+    week = load_week(config, store, [], DAY)
     assert list(week.listed) == [listed.id] and set(week.summaries) == {paper_key(listed.id), paper_key(waiting.id)}
     news = compose.updates(week.listed.values(), week.snapshots, week.summaries)
     assert [(u.key, u.changes) for u in news] == [(paper_key(listed.id), (("venue", "", "ICLR 2027"),))]

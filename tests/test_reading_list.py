@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from pipeline import config as cfg
-from pipeline import reading_list, run, store_readers, store_reading_list, store_seeds
+from pipeline import reading_list, store_readers, store_reading_list, store_seeds
 from pipeline.models import Enrichment, Entry, Paper, Scored, SeedEntry, paper_key, seed_key
 from pipeline.store import Store
+from pipeline.week import digest_entries, load_week
 from tests import fixtures_digest as fx
 from tests.helpers import write_config
 from tests.test_render import golden
@@ -215,8 +216,8 @@ def stored(db_url: str, tmp_path: Path) -> tuple[cfg.Config, Store]:
 def test_streamed_entries_are_the_digests_entries_in_a_stable_order(db_url, tmp_path):
     config, store = stored(db_url, tmp_path)
     streamed = list(reading_list.entries(config, store, batch=2))
-    week = run.load_week(config, store, store_seeds.all_seeds(store), None)
-    assert streamed == sorted(run.digest_entries(config, week), key=reading_list.order)
+    week = load_week(config, store, store_seeds.all_seeds(store), None)
+    assert streamed == sorted(digest_entries(config, week), key=reading_list.order)
     keys = [e.key for e in streamed]
     assert "arxiv:2610.00007" not in keys  # the reader said no
     assert "arxiv:2610.00005" in keys  # not relevant, but a seed entry is tied to it
@@ -266,8 +267,8 @@ def test_a_seed_shown_before_its_paper_was_found_is_not_shown_again(db_url, tmp_
     store.set_scores([Scored(paper.id, 2.0, True, (), "agentic")])
     store_seeds.save_seeds(store, [SeedEntry("OpenSeeker-v2", "mine.md", 3, summary_zh="人工挑选", arxiv_id=paper.id)])
     store.save_digest("2025-12-22", (day(30), day(23)), {"title": "t"}, [(seed_key("OpenSeeker-v2"), False)], [])
-    week = run.load_week(config, store, store_seeds.all_seeds(store), None)
-    assert run.digest_entries(config, week, week.published) == [] and week.waiting() == []
-    assert [e.key for e in run.digest_entries(config, week)] == [paper_key(paper.id)]  # the reading list
+    week = load_week(config, store, store_seeds.all_seeds(store), None)
+    assert digest_entries(config, week, week.published) == [] and week.waiting() == []
+    assert [e.key for e in digest_entries(config, week)] == [paper_key(paper.id)]  # the reading list
     assert reading_list.tied(config, store) == {
         seed_key("OpenSeeker-v2"): (paper_key(paper.id), "agentic", day(0).date().isoformat(), None)}

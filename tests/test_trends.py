@@ -38,7 +38,7 @@ def listed(store: Store, day: str, papers: list[tuple[str, str]], relevant: bool
 
 
 def history_of(store: Store) -> list[tuple]:
-    """The earlier weeks' counts as run.history gives them while no topic was renamed."""
+    """The earlier weeks' counts as week.history gives them while no topic was renamed."""
     rows = store.listed_per_topic(*trends.span(END), known=[t.key for t in TOPICS])
     assert all(gone is None for *_, gone in rows)
     return [row[:3] for row in rows]
