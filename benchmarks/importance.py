@@ -54,18 +54,18 @@ def main() -> None:
 
 def relevant_by_week(rows, config, model) -> dict:
     """ISO week -> [(paper, relevance, row)] of the papers `run` would keep."""
-    from pipeline import learn, rank
+    from pipeline import decide, rank
     from pipeline.models import Paper
 
     rules = rank.compile_rules(config.relevance)
-    profile = learn.Profile.compile(config.relevance)
+    profile = decide.Profile.compile(config.relevance)
     weeks: dict = defaultdict(list)
     for row in rows:
         paper = Paper(id=row["id"], title=row["title"], abstract=row.get("abstract") or "",
                       authors=tuple(row.get("authors") or ()), categories=tuple(row.get("categories") or ()),
                       comment=row.get("comment"))
         rule = rank.score(paper.title, paper.abstract, rules)
-        decided = learn.decide(paper.title, paper.abstract, paper.authors, rule, model, profile)
+        decided = decide.decide(paper.title, paper.abstract, paper.authors, rule, model, profile)
         if decided.relevant:
             week = date.fromisoformat(row["listed_date"][:10]).isocalendar()[:2]
             weeks[week].append((paper, decided.value, row))

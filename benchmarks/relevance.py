@@ -125,18 +125,18 @@ def speed(rows, relevance, repeat: int = 5) -> str:
     import sys
     import time
 
-    from pipeline import learn, rank, rank_eval
+    from pipeline import decide, learn, rank, rank_eval
 
     load = subprocess.run([sys.executable, "-c", (
         "import sys, time; sys.path.insert(0, sys.argv[1]); t, c = time.perf_counter(), time.process_time(); "
         "from pipeline import learn; learn.shipped(); "
         "print(time.perf_counter() - t, time.process_time() - c)"), str(ROOT)],
         capture_output=True, text=True, check=True).stdout.split()
-    model, profile, rules = learn.shipped(), learn.Profile.compile(relevance), rank.compile_rules(relevance)
+    model, profile, rules = learn.shipped(), decide.Profile.compile(relevance), rank.compile_rules(relevance)
 
     def then(rows, scores):
-        return learn.decide_all([(r["title"], r.get("abstract") or "", r.get("authors") or ()) for r in rows],
-                                scores, model, profile)
+        papers = [(r["title"], r.get("abstract") or "", r.get("authors") or ()) for r in rows]
+        return decide.decide_all(papers, scores, model, profile)
 
     lines = [f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"]
     for name, final in (("rule alone", None), ("rule + model + profile", then)):

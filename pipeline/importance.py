@@ -18,8 +18,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 
 from pipeline.config_sections import Importance as Weights
+from pipeline.decide import author_name
 from pipeline.extract import links, venue
-from pipeline.learn import author_name
 from pipeline.models import Paper, SeedEntry
 
 

@@ -49,7 +49,7 @@ def evaluate(rows: Sequence[Mapping[str, Any]], rules: Rules, exemplars: Exempla
              then: Callable[[Sequence[Mapping[str, Any]], list[Score]], list[Score]] | None = None,
              ) -> Evaluation:
     """Score labelled rows (dicts with id, title, abstract, label) and count agreement;
-    `then` turns the rules' scores of all rows into the final ones (the model, pipeline/learn.py)."""
+    `then` turns the rules' scores of all rows into the final ones (the model, pipeline/decide.py)."""
     start = time.perf_counter()
     scores = [score(row["title"], row.get("abstract") or "", rules, exemplars) for row in rows]
     if then is not None:

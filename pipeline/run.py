@@ -29,6 +29,7 @@ from pipeline import (
     collect,
     compose,
     coverage,
+    decide,
     learn,
     rank,
     sources,
@@ -274,9 +275,9 @@ def rank_papers_with(config: Config, papers: Sequence[Paper], taste: Sequence[tu
     """The rule, the model and the profile over records: a score, its reasons and topics each."""
     rules = rank.compile_rules(config.relevance)
     exemplars = rank.build_exemplars(taste)
-    profile = learn.Profile.compile(config.relevance)
+    profile = decide.Profile.compile(config.relevance)
     scored = []
-    results = learn.decide_all([(p.title, p.abstract, p.authors) for p in papers],
+    results = decide.decide_all([(p.title, p.abstract, p.authors) for p in papers],
                                [rank.score(p.title, p.abstract, rules, exemplars) for p in papers],
                                model, profile)
     for paper, result in zip(papers, results, strict=True):

@@ -10,6 +10,7 @@ from typing import Any
 
 from pipeline import (
     calendar,
+    decide,
     extract,
     heartbeat,
     importance,
@@ -383,10 +384,10 @@ def evaluation(config: Config, store: Store, rows: list[dict[str, Any]]) -> str:
     never waits for a run nor writes under one."""
     rules = rank.compile_rules(config.relevance)
     model = learn.current(config.relevance, store, keep=False)
-    profile = learn.Profile.compile(config.relevance)
+    profile = decide.Profile.compile(config.relevance)
 
     def final(rows: Sequence[Mapping[str, Any]], rules: list[rank.Score]) -> list[rank.Score]:
-        return learn.decide_all([(r["title"], r["abstract"], r.get("authors") or ()) for r in rows],
+        return decide.decide_all([(r["title"], r["abstract"], r.get("authors") or ()) for r in rows],
                                 rules, model, profile)
 
     result = rank_eval.evaluate(rows, rules, then=final)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from typing import Any
 
-from pipeline import compose, coverage, importance, learn, reading_list, trends
+from pipeline import compose, coverage, decide, importance, learn, reading_list, trends
 from pipeline.config import Config
 from pipeline.models import (
     Digest,
@@ -137,7 +137,7 @@ def grey_band(config: Config, scores: dict[str, Scored], published: set[str]) ->
     threshold, band = learn.band(rel)
     return [pid for pid, s in scores.items()
             if s.score is not None and s.verdict is None and abs(s.score - threshold) <= band
-            and paper_key(pid) not in published and not learn.reader_decided(s.reasons)
+            and paper_key(pid) not in published and not decide.reader_decided(s.reasons)
             and not any(reason.startswith(JUDGED) for reason in s.reasons)]
 
 

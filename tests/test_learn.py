@@ -1,5 +1,5 @@
-"""The hybrid relevance scorer (pipeline/learn.py): the shipped model, the reader's profile,
-and learning from `mark`, through the real CLI where a reader would use it."""
+"""The hybrid relevance scorer (pipeline/learn.py, pipeline/decide.py): the shipped model,
+the reader's profile, and learning from `mark`, through the real CLI where a reader would use it."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from pipeline import config, grams, learn, rank, store_readers
+from pipeline import config, decide, grams, learn, rank, store_readers
 from pipeline.status import read_labels
 from tests import backends
 from tests.helpers import full_config, rl_paper
@@ -32,10 +32,10 @@ def relevance():
     return config.load(REPO / "config.yaml").relevance
 
 
-def decide(relevance, title: str, abstract: str, authors=(), model=None) -> rank.Score:
+def decided(relevance, title: str, abstract: str, authors=(), model=None) -> rank.Score:
     rule = rank.score(title, abstract, rank.compile_rules(relevance))
-    return learn.decide(title, abstract, authors, rule, model or learn.shipped(),
-                        learn.Profile.compile(relevance))
+    return decide.decide(title, abstract, authors, rule, model or learn.shipped(),
+                         decide.Profile.compile(relevance))
 
 
 # --- hand-written cases -----------------------------------------------------------------
@@ -50,7 +50,7 @@ def test_a_paper_the_rule_negates_stays_out(relevance):
     rule = rank.score(title, abstract, rank.compile_rules(relevance))
     assert {"negated: reinforcement learning", "negated: grpo"} <= set(rule.reasons)
     assert rule.value == 0
-    result = decide(relevance, title, abstract)
+    result = decided(relevance, title, abstract)
     assert not result.relevant
     assert 0 <= result.value < learn.shipped().threshold
     assert learn.shipped().text.probability(title, abstract) > 0.5  # alone, the text model keeps it
@@ -61,7 +61,7 @@ def test_an_llm_trained_policy_without_rl_in_the_title_comes_in(relevance):
     abstract = ("We fine-tune a large language model agent with PPO, using the outcome of unit tests "
                 "as the reward. The policy learns to write, run and repair programs over multiple "
                 "turns, and the trained LLM improves pass@1 on SWE-bench by 12 points.")
-    result = decide(relevance, title, abstract)
+    result = decided(relevance, title, abstract)
     assert result.relevant
     assert any("ppo" in reason.lower() for reason in result.reasons)  # the rule's reasons stay
 
@@ -171,13 +171,13 @@ def mistakes(relevance, sample: list[dict], model=None) -> tuple[set[str], set[s
     """The ids the rule alone gets wrong, and those the hybrid gets wrong: `decide` of each
     paper, with the rules and the profile compiled once (compiling them for each of the 492
     papers was 5 s of the test)."""
-    rules, profile, model = rank.compile_rules(relevance), learn.Profile.compile(relevance), model or learn.shipped()
+    rules, profile, model = rank.compile_rules(relevance), decide.Profile.compile(relevance), model or learn.shipped()
     rule, hybrid = set(), set()
     for r in sample:
         score = rank.score(r["title"], r["abstract"], rules)
         if score.relevant != bool(r["label"]):
             rule.add(r["id"])
-        if learn.decide(r["title"], r["abstract"], (), score, model, profile).relevant != bool(r["label"]):
+        if decide.decide(r["title"], r["abstract"], (), score, model, profile).relevant != bool(r["label"]):
             hybrid.add(r["id"])
     return rule, hybrid
 
@@ -227,11 +227,11 @@ def image_paper(n: int) -> object:
     ("John Smith, Jr.", "John Smith Jr."),
 ])
 def test_a_followed_author_is_found_however_arxiv_spells_the_name(followed, written):
-    assert learn.author_name(followed) == learn.author_name(written)
+    assert decide.author_name(followed) == decide.author_name(written)
 
 
 def test_a_followed_name_does_not_match_a_different_one():
-    assert learn.author_name("Jan Muller") != learn.author_name("Jana Müller")
+    assert decide.author_name("Jan Muller") != decide.author_name("Jana Müller")
 
 
 @pytest.mark.parametrize("phrase, title", [
@@ -242,13 +242,13 @@ def test_a_followed_name_does_not_match_a_different_one():
     ("VLMs", "A VLM that reasons"), ("focal losses", "A focal loss for rewards"),
 ])
 def test_a_profile_phrase_finds_its_plural_and_singular(phrase, title):
-    profile = learn.Profile.compile(SimpleNamespace(include=[], exclude=[phrase], follow_authors=[]))
+    profile = decide.Profile.compile(SimpleNamespace(include=[], exclude=[phrase], follow_authors=[]))
     assert profile.order(title, "We train a policy.", ()) == (False, f"exclude: {phrase}")
 
 
 def test_a_word_that_only_ends_in_s_is_not_taken_for_a_plural():
     """'news' is no plural of 'new' (in every abstract), nor 'dynamics' of 'dynamic'."""
-    profile = learn.Profile.compile(SimpleNamespace(include=[], exclude=["news", "dynamics", "process"],
+    profile = decide.Profile.compile(SimpleNamespace(include=[], exclude=["news", "dynamics", "process"],
                                                     follow_authors=[]))
     assert profile.order("A new dynamic method", "We proces data.", ()) == (None, None)
 
