@@ -1,4 +1,5 @@
-"""Commands. The only place where errors become exit codes and one-line messages.
+"""Commands. The only place where errors become exit codes and one-line messages: this
+group's, with the commands of cli_output.py and cli_setup.py registered on it.
 
 Each command imports the stages it runs when it runs: `--help`, `--version` and a usage
 mistake answer without loading SQLAlchemy, pydantic's models and scikit-learn (about 1 s).
@@ -16,8 +17,8 @@ import signal
 import sys
 import traceback
 from collections.abc import Collection
-from contextlib import ExitStack, nullcontext
-from datetime import UTC, date, datetime
+from contextlib import ExitStack
+from datetime import UTC, datetime
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -25,11 +26,11 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from pipeline import __version__, logs
-from pipeline import export as export_mod  # its FORMATS are --format's choices
-from pipeline.deliver.files import atomic, onto_stdout, write_atomic
+from pipeline.cli_output import export, preview, render
+from pipeline.cli_setup import config_group, doctor, init, seeds, store_group
+from pipeline.cli_state import State, echo, pass_state
 from pipeline.errors import ConfigError, DeliveryError, DigestError, LockedError
-from pipeline.models import Digest, Options, RunReport, paper_key, split_arxiv_id
-from pipeline.text import for_terminal
+from pipeline.models import Options, RunReport, paper_key, split_arxiv_id
 
 if TYPE_CHECKING:
     from pipeline.config import Config
@@ -37,69 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pipeline")
 HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2: a group given no command
-
-
-class State:
-    def __init__(self, config_path: Path | None, verbose: int, quiet: bool):
-        self.config_path = config_path
-        self.verbose = verbose
-        self.quiet = quiet
-        self._config: Config | None = None
-
-    @property
-    def config(self) -> Config:
-        return self.load()
-
-    def load(self, note: bool = True) -> Config:
-        """The config, read once; `note`: log what it warns of (config check echoes it instead)."""
-        if self._config is None:
-            from pipeline import config as config_mod
-            from pipeline.deliver import channels
-
-            config = config_mod.load(self.config_path or config_mod.default_path())
-            logs.hide(config.secret_values())
-            for line in config.schedule.notes() if note else ():  # every command says it
-                log.warning("%s: %s", config.path or "built-in defaults", line)
-            if config.channels:  # an entry a publish would refuse stops every command at start
-                try:
-                    with channels.opened(config, email=False):
-                        pass
-                except ConfigError as exc:
-                    where = config.path or "built-in defaults"
-                    raise ConfigError(f"{where}: {exc.message}", exc.hint) from None
-            self._config = config
-        return self._config
-
-    def store(self) -> Store:
-        """The database, closed when the command ends."""
-        from pipeline.store import Store
-
-        store = Store.open(self.config.database_url(), self.config.storage.busy_timeout_seconds)
-        click.get_current_context().call_on_close(store.close)
-        return store
-
-
-pass_state = click.make_pass_decorator(State)
-
-
-def _in_a_folder(_ctx: click.Context, _param: click.Parameter, path: Path | None) -> Path | None:
-    """-o into a folder that exists and this user can write: a typo in a path must not leave
-    new folders behind, and a folder not yours is a usage mistake (exit 2), not a failure."""
-    if path is not None and not path.absolute().parent.is_dir():
-        raise click.BadParameter(f"{path.parent}: no such folder")
-    if path is not None and not os.access(path.absolute().parent, os.W_OK | os.X_OK):
-        raise click.BadParameter(f"{path.parent}: this user cannot write there")
-    return path
-
-
-OUTPUT = click.option("-o", "--output", type=click.Path(path_type=Path, dir_okay=False),
-                      callback=_in_a_folder, help="Write here instead of stdout (into a folder that exists).")
-
-
-def echo(message: object = "", err: bool = False, nl: bool = True) -> None:
-    """click.echo without control characters: feed text never drives the terminal."""
-    with nullcontext() if err else onto_stdout():
-        click.echo(logs.redact(for_terminal(str(message))), err=err, nl=nl)
 
 
 def _reader_gone() -> bool:
@@ -459,86 +397,6 @@ def _since(value: str, config: Config) -> datetime:
 
 
 @main.command()
-@click.option("--digest", "digest_id", help="Digest id (YYYY-MM-DD); default: the latest.")
-@click.option("--format", "fmt", type=click.Choice(["md", "html", "txt"]), default="md",
-              show_default=True, help="Markdown, HTML or plain text.")
-@OUTPUT
-@pass_state
-def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -> None:
-    """Re-render a stored digest."""
-    from pipeline import reading_list
-    from pipeline import render as render_mod
-
-    config = state.config
-    store = state.store()
-    text = render_mod.digest_as(render_mod.Settings.of(config), _stored_digest(store, digest_id), fmt,
-                                reading_count=reading_list.count(store))
-    if output:
-        write_atomic(output, text)
-        echo(str(output))
-    else:
-        echo(text, nl=False)
-
-
-@main.command()
-@click.option("--format", "fmt", type=click.Choice(list(export_mod.FORMATS)), required=True)
-@click.option("--topic", help="Only this topic (its key in the config's topics).")
-@click.option("--since", help="Only papers dated this day (YYYY-MM-DD) or later.")
-@OUTPUT
-@pass_state
-def export(state: State, fmt: str, topic: str | None, since: str | None, output: Path | None) -> None:
-    """The reading list for reference managers: BibTeX, RIS, CSL-JSON or JSON lines."""
-    from pipeline import reading_list
-
-    config = state.config
-    keys = [t.key for t in config.topics]
-    if topic is not None and topic not in keys:
-        raise ConfigError(f"--topic: no topic {topic!r}", f"one of {', '.join(keys)}")
-    try:
-        day = date.fromisoformat(since) if since else None
-    except ValueError:
-        raise ConfigError(f"--since: not a date: {since!r}", "write it as YYYY-MM-DD") from None
-    found = (export_mod.in_languages(e, config.languages)
-             for e in export_mod.select(reading_list.entries(config, state.store()), topic, day))
-    if output:
-        with atomic(output) as handle:
-            n = export_mod.write(fmt, found, handle)
-        log.info("%s: %d entries", output, n)
-        echo(str(output))
-    else:
-        with onto_stdout():
-            export_mod.write(fmt, found, sys.stdout)
-
-
-@main.command()
-@click.option("--digest", "digest_id", help="Digest id (YYYY-MM-DD); default: the latest.")
-@pass_state
-def preview(state: State, digest_id: str | None) -> None:
-    """Write a stored digest's email HTML to a file and print its path, to open in a browser."""
-    from pipeline import reading_list
-    from pipeline import render as render_mod
-
-    config = state.config
-    store = state.store()
-    digest = _stored_digest(store, digest_id)
-    path = config.outputs.dir / "preview" / f"{digest.id}.html"
-    html = render_mod.digest_as(render_mod.Settings.of(config), digest, "html",
-                                reading_count=reading_list.count(store))
-    echo(str(write_atomic(path, html)))
-
-
-def _stored_digest(store: Store, digest_id: str | None) -> Digest:
-    from pipeline import compose
-
-    stored = store.digest(digest_id)
-    if stored is None and digest_id:  # an id that names no digest is bad usage (exit 2), as for send
-        raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` names the newest")
-    if stored is None:
-        raise DigestError("no digest yet", "run `rl-digest run` first")
-    return compose.digest_from_dict(stored["data"])
-
-
-@main.command()
 @click.argument("paper_id")
 @click.option("--relevant", is_flag=True,
               help="Your verdict; it overrides the score and teaches the model from the next run.")
@@ -691,132 +549,5 @@ def eval_cmd(state: State, labels: Path) -> None:
     echo(status_mod.evaluation(state.config, state.store(), rows), nl=False)
 
 
-@main.command()
-@pass_state
-def seeds(state: State) -> None:
-    """Parse the seed documents and list their entries, with warnings for unreadable lines."""
-    from pipeline.run import seed_documents
-    from pipeline.sources.seeds import in_reading_order, same_paper, unread
-
-    documents = seed_documents(state.config)
-    entries = [entry for doc in documents for entry in doc.entries]
-    for doc in documents:
-        for entry in doc.entries:
-            flags = f" [{', '.join(entry.flags)}]" if entry.flags else ""
-            day = entry.date.isoformat() if entry.date else "----------"
-            echo(f"{day}  {entry.title}  ({entry.source}:{entry.line}){flags}")
-        for warning in doc.warnings:
-            echo(f"warning: {warning}", err=True)
-    used = in_reading_order(entries)
-    same = same_paper(used)  # by the arxiv_id they give (a run also warns of those tied by title)
-    for warning in same:
-        echo(f"warning: {warning}", err=True)
-    counted = [f"{len(entries) - len(used)} repeated titles"] if len(entries) > len(used) else []
-    counted += [f"{len(same)} naming a paper another entry names"] if same else []
-    repeated = f" ({', '.join(counted)}, each counted once)" if counted else ""
-    files = [doc for doc in documents if doc.entries or not doc.warnings]  # not unread, nor skipped
-    nothing = [doc.source for doc in documents if unread(doc)]
-    missed = f"; nothing read from {', '.join(nothing)} (warnings above)" if nothing else ""
-    count = len(used) - len(same)
-    echo(f"{count} {'entry' if count == 1 else 'entries'} from {len(files)} "
-         f"{'file' if len(files) == 1 else 'files'}{repeated}{missed}")
-
-
-@main.command()
-@pass_state
-def doctor(state: State) -> None:
-    """Check config, database, the lock folder, arXiv and its calendar, the LLM, SMTP, git and
-    each chat channel, one line each; publish nothing."""
-    from pipeline import doctor as doctor_mod
-
-    checks = doctor_mod.run(state.config)
-    for check in checks:
-        echo(check.line())
-    failed = [check.name for check in checks if check.status == "fail"]
-    if failed:
-        raise DigestError(f"doctor: {', '.join(failed)} failed")
-
-
-@main.command()
-@click.argument("directory", type=click.Path(file_okay=False, path_type=Path), default=".")
-def init(directory: Path) -> None:
-    """Write a starter config.yaml, readers.txt, .env.example and seeds/ into DIRECTORY (default: here)."""
-    from pipeline import starter
-
-    written, next_steps = starter.write(directory)
-    for path in written:
-        echo(f"wrote {path}")
-    echo(next_steps)
-
-
-@main.group("config")
-def config_group() -> None:
-    """Check or show the effective configuration."""
-
-
-@config_group.command("check")
-@pass_state
-def config_check(state: State) -> None:
-    """Validate the configuration; exit 2 naming the key if a run would stop on it. What
-    would only weaken a run (summaries falling back, a reader line skipped) is a warning."""
-    from pipeline import doctor as doctor_mod
-
-    config = state.load(note=False)
-    where = config.path or "built-in defaults"
-    errors, warnings = doctor_mod.config_problems(config)
-    warnings += config.schedule.notes()
-    errors += doctor_mod.own_line_problems(config)
-    for problem in warnings:
-        echo(f"warning: {where}: {problem}", err=True)
-    for problem in errors[1:]:
-        echo(f"rl-digest: {where}: {problem}", err=True)
-    if errors:
-        raise ConfigError(f"{where}: {errors[0]}")
-    echo(f"{where}: ok" + (f" ({len(warnings)} warning{'s' * (len(warnings) > 1)} above)"
-                           if warnings else ""))
-
-
-@config_group.command("show")
-@pass_state
-def config_show(state: State) -> None:
-    """Print the effective configuration (defaults merged, secrets masked)."""
-    import yaml
-
-    from pipeline import config as config_mod
-
-    echo(yaml.safe_dump(config_mod.masked(state.config), allow_unicode=True, sort_keys=False))
-
-
-@main.group("store")
-def store_group() -> None:
-    """Copy the store into another database."""
-
-
-@store_group.command("copy")
-@click.argument("target", metavar="TARGET_URL")
-@click.option("--password-env", metavar="NAME",
-              help="The environment variable holding the target's password.")
-@pass_state
-def store_copy_cmd(state: State, target: str, password_env: str | None) -> None:
-    """Copy the whole store (storage.url) into an empty database at TARGET_URL: SQLite to
-    PostgreSQL, PostgreSQL to a SQLite file (a backup), SQLite to SQLite."""
-    from pipeline import lock, stopping, store_copy, templating
-    from pipeline.store_connect import where
-
-    config = state.config
-    url = store_copy.target_url(target, password_env)
-    logs.hide([os.environ[password_env]] if password_env else [])
-    with lock.held(config):
-        source = state.store()
-        engine = store_copy.open_target(url, config.storage.busy_timeout_seconds)
-        place = where(engine)
-        try:
-            with stopping.on_signals((f"mid-copy; the copy was rolled back: {place} holds no rl-digest data",
-                                      None)):
-                copied = store_copy.copy(source, engine)
-        finally:
-            engine.dispose()  # SQLite folds its WAL in: the file alone is the whole copy
-    text = templating.text_env(config.templates.dir).get_template("store/copied.txt.j2").render(
-        target=place, tables=copied, source=where(source.engine), config=config.path or "the config",
-        url=store_copy.pasted(engine, target), password_env=password_env)
-    echo(text, nl=False)
+for command in (render, export, preview, init, doctor, seeds, config_group, store_group):
+    main.add_command(command)
