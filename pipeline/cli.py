@@ -16,7 +16,7 @@ import select
 import signal
 import sys
 import traceback
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from itertools import islice
@@ -248,10 +248,8 @@ def schedule(state: State) -> None:
 @pass_state
 def send(state: State, digest_id: str | None, reader: str | None, drop: str | None) -> None:
     """Deliver everything still waiting in the outbox, now (backoff only paces the scheduler)."""
-    from pipeline import heartbeat, lock, readers, reading_list, stopping
-    from pipeline import status as status_mod
-    from pipeline.deliver.outbox import StoreOutbox
-    from pipeline.publish import deliver, routes
+    from pipeline import lock, reading_list, stopping
+    from pipeline.publish import deliver
 
     config = state.config
     if reader and not digest_id:
@@ -269,12 +267,7 @@ def send(state: State, digest_id: str | None, reader: str | None, drop: str | No
         if digest_id and store.digest(digest_id) is None:  # a typo is not "nothing to send"
             raise ConfigError(f"--digest: no digest {digest_id}", "`rl-digest status` names the newest")
         if reader and digest_id:
-            target = readers.resend_target(config, reader)
-            if target.lower() in readers.unsubscribed(store):  # it would be skipped, unsaid
-                raise ConfigError(f"--reader: {target} unsubscribed",
-                                  f"`rl-digest readers --subscribe {target}` first, if they asked "
-                                  "to be mailed again")
-            StoreOutbox(store).requeue(digest_id, target)
+            _requeue(config, store, digest_id, reader)
         if drop is not None:  # the command's own result: said with -q too
             echo(_drop_held(config, store, drop.strip(), digest_id))
         deliver(config, store, report, reading_list.count(store), digest_id)
@@ -285,21 +278,45 @@ def send(state: State, digest_id: str | None, reader: str | None, drop: str | No
     idle = not (report.sent or report.failed or pushed or report.delivery_errors or report.shared)
     if state.quiet and idle:
         return  # nothing waited (or only for a channel's return): an hourly cron line stays silent
-    echo(f"sent {report.sent}, pending {report.pending}, failed {report.failed}")
-    for line in report.shared:  # another config's database: said with -q too
+    for line in _sent_lines(config, store, report, digest_id, pushed):
         echo(line)
+    _fail_on_delivery_errors(report)
+
+
+def _requeue(config: Config, store: Store, digest_id: str, reader: str) -> None:
+    """`send --digest ID --reader WHO`: the digest queued for that reader again."""
+    from pipeline import readers
+    from pipeline.deliver.outbox import StoreOutbox
+
+    target = readers.resend_target(config, reader)
+    if target.lower() in readers.unsubscribed(store):  # it would be skipped, unsaid
+        raise ConfigError(f"--reader: {target} unsubscribed",
+                          f"`rl-digest readers --subscribe {target}` first, if they asked "
+                          "to be mailed again")
+    StoreOutbox(store).requeue(digest_id, target)
+
+
+def _sent_lines(config: Config, store: Store, report: RunReport, digest_id: str | None,
+                pushed: str | None) -> Iterator[str]:
+    """What `send` says after delivering: the counts, what still waits and why, a git push,
+    and the rows refused for good before, which it did not try again."""
+    from pipeline import heartbeat, readers
+    from pipeline import status as status_mod
+    from pipeline.deliver.outbox import StoreOutbox
+    from pipeline.publish import routes
+
+    yield f"sent {report.sent}, pending {report.pending}, failed {report.failed}"
+    yield from report.shared  # another config's database: said with -q too
     outbox, ways, beat = StoreOutbox(store), routes(config), heartbeat.read(config, datetime.now(UTC))
-    for line in status_mod.waiting_lines(outbox.pending(), ways, beat):
-        echo(line)
+    yield from status_mod.waiting_lines(outbox.pending(), ways, beat)
     if pushed:
-        echo(pushed)
+        yield pushed
     # this call's own are among them (a reader whose line has a typo is not: at least none)
     again = readers.queued_again(config, outbox.rows(("failed",), digest_id), ways)
     earlier = max(0, len(again) - report.failed)
     if earlier:  # refused for good before: not retried, but not to be forgotten either
-        echo(f"{earlier} failed earlier, refused for good: `rl-digest status` lists them; "
-             "`rl-digest send --digest ID --reader WHO` queues one again")
-    _fail_on_delivery_errors(report)
+        yield (f"{earlier} failed earlier, refused for good: `rl-digest status` lists them; "
+               "`rl-digest send --digest ID --reader WHO` queues one again")
 
 
 def _drop_held(config: Config, store: Store, channel: str, digest_id: str | None) -> str:
