@@ -109,9 +109,9 @@ class Asked:
     featured: tuple[str, ...]  # entry keys
     question: tuple[str | None, str | None]  # (zh, en)
     english: dict[str, str]  # curated Chinese -> English
-    readings: dict[str, dict]  # entry key -> its featured reading
-    comparison: dict | None
-    highlights: dict | None
+    readings: dict[str, dict[str, Any]]  # entry key -> its featured reading
+    comparison: dict[str, Any] | None
+    highlights: dict[str, Any] | None
     told: tuple[str, ...]  # entry keys: the papers the highlights' numbers point at
 
 
@@ -173,5 +173,5 @@ def full_text(config: Config, store: Store, fetcher: Fetcher, entry: Entry) -> s
                          entry.version or 1, config.enrich.fulltext_tokens)
 
 
-def _dump(reply: Any) -> dict | None:
+def _dump(reply: Any) -> dict[str, Any] | None:
     return reply.model_dump(mode="json") if reply is not None else None

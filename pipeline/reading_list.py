@@ -194,7 +194,7 @@ class _Topic:
     years: dict[str, _Part] = field(default_factory=dict)
     days: dict[str, _Part] = field(default_factory=dict)
     since: int = 0  # where the rows since the last cut begin in the spool
-    recent: list[list[Any]] = field(default_factory=list[Any])  # [day, rows, bytes] of those rows
+    recent: list[list[Any]] = field(default_factory=list)  # [day, rows, bytes] of those rows
 
     def add(self, day: str | None, row: str) -> None:
         data = (row + "\n").encode("utf-8")

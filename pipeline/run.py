@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as dtime
+from typing import Any
 
 from pipeline import (
     ask,
@@ -386,7 +387,7 @@ def build_digest(config: Config, options: Options, week: Week, documents: list[S
 
 
 def coverage_of(config: Config, ledger: coverage.Ledger, window: tuple[datetime, datetime],
-                entries: list[Entry]) -> dict:
+                entries: list[Entry]) -> dict[str, Any]:
     """The header's coverage line: the ledger against the calendar, and what was kept."""
     cal = calendar.load_calendar(config.sources.arxiv.calendar_files)
     found = coverage.summarise(ledger, cal, collect.feed_groups(config), *window)

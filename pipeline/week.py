@@ -45,7 +45,8 @@ class Week:
     translations: dict[str, dict[str, Any]]  # seed key -> its newest translation
     last_digest_end: datetime | None = None
     existing: Digest | None = None  # the digest of this as-of, if a run already made it
-    snapshots: dict[str, dict | None] = field(default_factory=dict)  # the Updates ledger of `listed`
+    # the Updates ledger of `listed`
+    snapshots: dict[str, dict[str, Any] | None] = field(default_factory=dict)
     listed: dict[str, Paper] = field(default_factory=dict)  # listed ones changed since the last digest
     ledger: coverage.Ledger | None = None  # what collecting covered, for the digest's header
     first: bool = False  # no digest yet: a digest of seeds alone may be made
