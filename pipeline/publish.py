@@ -1,7 +1,8 @@
 """Phase two of a run: write the files, record the digest and its outbox, deliver.
 
 An offline run is a preview: it writes the files and stops there, so a later online
-run of the same day publishes normally.
+run of the same day publishes normally. The next run removes a preview's files when
+no digest of its day was published (PREVIEWS says which ids were previews).
 
 Files are written atomically first; then the digest, its items and one outbox
 row per reader of each channel are recorded in one transaction, before anything
@@ -25,7 +26,7 @@ from pipeline.deliver import channels, git, outbox
 from pipeline.deliver.files import clear_killed_writes, onto_stdout, write_atomic
 from pipeline.errors import DigestError
 from pipeline.links import Links
-from pipeline.models import Digest, Options, RunReport
+from pipeline.models import Digest, Options, RunReport, safe_id
 from pipeline.store import Store
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
         lock.still_held()
     report.shared += _other_config_wrote(config, out)
     _clear_killed_writes(out)
+    _previews(out, store, digest, options.offline)
     files: dict[str, Path] = {}
     if digest is not None:
         for fmt, path in digest_files(out, digest.id).items():
@@ -140,6 +142,29 @@ def site_page(out: Path, digest_id: str) -> Path:
 
 MADE_BY = "made_by"  # the database's newest digest: the machine and config file whose run made it
 WROTE = "written-by"  # in outputs.dir's cache folder: the machine and config file that wrote it last
+PREVIEWS = "previews"  # in outputs.dir's cache folder: the id whose files an offline run wrote
+
+
+def _previews(out: Path, store: Store, digest: Digest | None, offline: bool) -> None:
+    """Remove the files of the previews earlier offline runs wrote (their ids in PREVIEWS) of a
+    day no digest was published for, and record this run's when it is one: a preview stays
+    until the next run, and is never kept beside the digests sent. Only recorded ids: the files
+    of a digest the database no longer holds (a database reset) are a user's archive."""
+    record, this = out / months.FOLDER / PREVIEWS, digest.id if digest is not None else None
+    try:
+        earlier = set(record.read_text(encoding="utf-8").split())
+    except (OSError, UnicodeDecodeError):
+        earlier = set()
+    stored = set(store.digest_ids())
+    for old in map(safe_id, earlier - stored - {this}):
+        for path in (*digest_files(out, old).values(), site_page(out, old)):
+            path.unlink(missing_ok=True)
+    # Recorded before its files are written (a run killed then left a preview); an online run
+    # of a preview's day keeps it until its digest is stored, which that run may not reach.
+    if this is not None and this not in stored and (offline or this in earlier):
+        write_atomic(record, f"{this}\n")
+    else:
+        record.unlink(missing_ok=True)
 
 
 def _made_here(config: Config, store: Store, digest_id: str) -> None:

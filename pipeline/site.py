@@ -110,7 +110,8 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
     or a listed paper's whose topic was renamed. `stored` (Store.digest_fingerprints) says
     which digests are as they were: a page the last build wrote from the same makings is
     neither read nor rendered again (its index line comes from the ledger). `published` are
-    the digests the feed lists (None: `digests`): a preview's page is written, never announced.
+    the digests the feed lists (None: `digests`): a preview's page is written, never announced,
+    and it and the index say it is one.
     """
     jinja = env(settings)
     digests = render.by_id(digests)
@@ -120,6 +121,7 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
               "paper_href": lambda key, topic, day: paper_href(*moved.get(key, (key, topic, day))[:3])}
     ledger = Pages(folder, settings, feedback, moved, stored is not None)
     changed, rows, counts = [], [], {}
+    previews = set() if published is None else {did for did in newest if did not in published}
     for n, digest_id in enumerate(newest):  # each page links the weeks before and after it
         newer, older = newest[n - 1] if n else None, newest[n + 1] if n + 1 < len(newest) else None
         fingerprint = ledger.fingerprint((stored or {}).get(digest_id), newer, older)
@@ -131,7 +133,7 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
         sections, featured = render.listed(settings, digest)
         page = rendered(jinja.get_template("site/digest.html.j2"), d=bilingual.shown(digest, settings.languages),
                         root="../", paper_count=render.paper_count(digest), featured_in=featured,
-                        sections=sections, newer=newer, older=older, **common)
+                        sections=sections, newer=newer, older=older, preview=digest.id in previews, **common)
         if write_if_changed(folder / digest_href(digest.id), page):  # one page at a time in memory
             changed.append(folder / digest_href(digest.id))
         rows.append(Row(digest.id, digest.highlights[:1]))  # what the index says of it
@@ -140,7 +142,8 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
     pages: dict[str, str] = {}
     by_month = [(month, list(group)) for month, group in groupby(rows, key=lambda d: d.id[:7])]
     pages["index.html"] = rendered(jinja.get_template("site/index.html.j2"), root="", counts=counts,
-                                   latest=digests[newest[0]] if newest else None, months=by_month, **common)
+                                   latest=digests[newest[0]] if newest else None, months=by_month,
+                                   previews=previews, **common)
     pages["feed.xml"] = render.feed_xml(settings, digests if published is None else published, updated,
                                         site=True)
     for name in ASSETS:

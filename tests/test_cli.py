@@ -89,12 +89,28 @@ def test_the_variable_wins_over_a_config_in_the_folder_as_the_help_says(tmp_path
 
 
 def test_offline_is_a_preview_that_records_nothing(tmp_path, cli):
+    """A preview of a day never published (a Thursday's `make demo`) stayed in out/digests/
+    and on the site for good, its index listing it among the digests sent: the next run
+    removes it, and the index and its page say it is a preview while it is there. Only a
+    preview's files: a digest's the database does not hold (a database reset) stay."""
     config = write_config(tmp_path)
-    cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
+    out = tmp_path / "out"
+    kept = out / "digests" / "2026-10-01.md"  # the archive of a database since reset
+    kept.parent.mkdir(parents=True)
+    kept.write_text("# kept\n", encoding="utf-8")
+    cli("--config", str(config), "run", "--offline", "--as-of", "2026-10-29")
+    preview = [out / "digests" / f"2026-10-29.{fmt}" for fmt in ("md", "html", "txt")] + [
+        out / "site" / "digests" / "2026-10-29.html"]
+    assert all(path.is_file() for path in preview)
+    index = (out / "site" / "index.html").read_text(encoding="utf-8")
+    assert '2026-10-29</a> · <em><span lang="zh-CN" data-l="zh">预览，未发送</span>' in index
+    assert 'preview, not sent</span></h1>' in preview[-1].read_text(encoding="utf-8")
     again = cli("--config", str(config), "run", "--offline", "--as-of", "2026-11-02")
-    assert "relevant 7 (7 seeds)" in again.stdout  # the same preview: nothing was marked published
+    assert "relevant 7 (7 seeds)" in again.stdout  # the same seeds: nothing was marked published
     assert "digests 0" in cli("--config", str(config), "status").stdout
-    assert "BroRL" in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8")
+    assert "BroRL" in (out / "READING_LIST.md").read_text(encoding="utf-8")
+    assert not any(path.exists() for path in preview) and kept.is_file()
+    assert "2026-10-29" not in (out / "site" / "index.html").read_text(encoding="utf-8")
 
 
 def test_a_second_concurrent_run_exits_75(tmp_path, cli):

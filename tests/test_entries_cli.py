@@ -211,8 +211,11 @@ def test_every_relevant_paper_is_listed_seeds_in_their_place_and_offline_is_a_pr
         site = tmp_path / "out" / "site"  # the preview's page, not announced to the feed's subscribers
         assert (site / "digests" / "2026-11-02.html").exists()
         assert "digests/2026-11-02.html" not in (site / "feed.xml").read_text(encoding="utf-8")
+        assert "预览，未发送" in (site / "index.html").read_text(encoding="utf-8")  # said a preview
         cli("--config", str(config), "run", "--as-of", "2026-11-02")
         assert "digests/2026-11-02.html" in (site / "feed.xml").read_text(encoding="utf-8")
+        assert "预览，未发送" not in (site / "index.html").read_text(encoding="utf-8")  # published now
+        assert "预览，未发送" not in (site / "digests" / "2026-11-02.html").read_text(encoding="utf-8")
         first = outputs(tmp_path, "2026-11-02")
         sent = len(smtp.messages)
         arxiv.papers = papers + [rl_paper(9, DAY + timedelta(days=7))]
