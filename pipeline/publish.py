@@ -52,15 +52,7 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
     if digest is not None:
         for fmt, path in digest_files(out, digest.id).items():
             files[f"digests/{path.name}"] = write_atomic(path, render.digest_as(settings, digest, fmt, count))
-        if store.digest(digest.id) is None and not options.offline:  # offline is a preview
-            if not options.no_email:
-                readers.keep(config, store)
-            with channels.opened(config, count, email=not options.no_email,
-                                 unsubscribed=readers.unsubscribed(store)) as opened:
-                recipients = outbox.recipients(opened)
-            store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),
-                              _items(digest), recipients, snapshots=compose.snapshots(digest))
-            _made_here(config, store, digest.id)
+        _record(config, store, options, digest, count)
     changed = last_change(store, options.as_of)
     updated = changed.isoformat()
     shown = StoredDigests(store, digest)  # this run's digest as written above, even when only a preview
@@ -85,12 +77,35 @@ def publish(config: Config, store: Store, options: Options, digest: Digest | Non
         return
     # Committed before the sending starts, which can take long and be cut off: `send` and
     # the scheduler finish an outbox, not a commit.
-    if config.outputs.git is not None:  # every digest's files: a week whose push never began is not lost
-        result = git.publish(config.outputs.git, {**stored_files(store, out), **files}, store,
-                             prune=(reading_list.FOLDER,))
-        if not result.ok:
-            report.delivery_errors.append(result.error or "git publishing failed")
+    _commit(config, store, files, report)
     deliver(config, store, report, count, email=not options.no_email)
+
+
+def _record(config: Config, store: Store, options: Options, digest: Digest, count: int) -> None:
+    """Store a new digest, its items and one outbox row per reader of each channel, in one
+    transaction, before anything is sent. A preview (offline) records nothing, nor does a
+    rerun of a day already published."""
+    if store.digest(digest.id) is not None or options.offline:
+        return
+    if not options.no_email:
+        readers.keep(config, store)
+    with channels.opened(config, count, email=not options.no_email,
+                         unsubscribed=readers.unsubscribed(store)) as opened:
+        recipients = outbox.recipients(opened)
+    store.save_digest(digest.id, _window(digest), compose.digest_to_dict(digest),
+                      _items(digest), recipients, snapshots=compose.snapshots(digest))
+    _made_here(config, store, digest.id)
+
+
+def _commit(config: Config, store: Store, files: dict[str, Path], report: RunReport) -> None:
+    """Hand outputs.git, when set, this run's files and every stored digest's (a week whose
+    push never began is not lost); a failure is the run's, as a delivery's is."""
+    if config.outputs.git is None:
+        return
+    result = git.publish(config.outputs.git, {**stored_files(store, config.outputs.dir), **files}, store,
+                         prune=(reading_list.FOLDER,))
+    if not result.ok:
+        report.delivery_errors.append(result.error or "git publishing failed")
 
 
 def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
