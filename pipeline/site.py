@@ -131,9 +131,10 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
             continue
         digest = digests[digest_id]
         sections, featured = render.listed(settings, digest)
-        page = rendered(jinja.get_template("site/digest.html.j2"), d=bilingual.shown(digest, settings.languages),
-                        root="../", paper_count=render.paper_count(digest), featured_in=featured,
-                        sections=sections, newer=newer, older=older, preview=digest.id in previews, **common)
+        page = rendered(jinja.get_template("site/digest.html.j2"),
+                        d=bilingual.shown(digest, settings.languages), root="../",
+                        paper_count=render.paper_count(digest), featured_in=featured, sections=sections,
+                        newer=newer, older=older, preview=digest.id in previews, **common)
         if write_if_changed(folder / digest_href(digest.id), page):  # one page at a time in memory
             changed.append(folder / digest_href(digest.id))
         rows.append(Row(digest.id, digest.highlights[:1]))  # what the index says of it
