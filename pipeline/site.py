@@ -184,7 +184,7 @@ class Pages:
         self.folder, self.path, self.used = folder, folder.parent / months.FOLDER / PAGES, used
         self.key = months.inputs(["site", settings, feedback("up", "") if feedback else None,
                                   sorted(moved.items())], settings.templates) if used else ""
-        self.pages: dict[str, list] = {}
+        self.pages: dict[str, list[Any]] = {}
         last = {}
         try:
             if used:
