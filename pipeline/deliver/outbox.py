@@ -63,7 +63,7 @@ from email.utils import parseaddr
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline import progress, retry, store_outbox
-from pipeline.deliver.channels import Channel, Deferred, Interrupted, Refused, Unreachable
+from pipeline.deliver.channels import Channel, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import DigestError
 from pipeline.models import Digest, collapse
 from pipeline.stopping import Stopped, checkpoint
@@ -276,30 +276,43 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
                 report.pending += 1
                 held.setdefault(row.channel, []).append(row)
                 continue
-            if due_only and row.next_attempt is not None and row.next_attempt > now:
-                report.pending += 1
-                continue
-            if row.not_before is not None and row.not_before > now:  # asked: a try now would not be heard
-                report.pending += 1
-                report.errors.append(f"{row.label}: waits until {_iso(row.not_before)}, as the other "
-                                     "side asked (Retry-After)")
+            if _not_due(row, now, due_only, report):
                 continue
             if row.digest_id not in waits:  # asked once a digest
                 waits[row.digest_id] = (unready(row.digest_id) or "", [])
-            reason, rows = waits[row.digest_id]
-            if reason:
-                rows.append(row)
-                _wait(outbox, row, reason, now, report)
-                continue
-            if name in down:
-                reason, rows = down[name]
-                rows.append(row)
+            behind = waits[row.digest_id] if waits[row.digest_id][0] else down.get(name)
+            if behind is not None:  # its digest cannot go yet, or its channel is down
+                reason, kept = behind
+                kept.append(row)
                 _wait(outbox, row, reason, now, report)
                 continue
             _hand_over(outbox, channel, name, row, digest, now, max_attempts, report, down, alone)
     finally:
         for channel in channels.values():
             channel.close()
+    _sum_up(report, held, alone, [*waits.values(), *down.values()])
+    return report
+
+
+def _not_due(row: Delivery, now: datetime, due_only: bool, report: DeliveryReport) -> bool:
+    """The row's time has not come (it stays pending): its backoff has not run out and only
+    due rows go (the scheduler), or the other side asked for no try before a later time."""
+    if due_only and row.next_attempt is not None and row.next_attempt > now:
+        report.pending += 1
+        return True
+    if row.not_before is not None and row.not_before > now:  # asked: a try now would not be heard
+        report.pending += 1
+        report.errors.append(f"{row.label}: waits until {_iso(row.not_before)}, as the other "
+                             "side asked (Retry-After)")
+        return True
+    return False
+
+
+def _sum_up(report: DeliveryReport, held: dict[str, list[Delivery]],
+            alone: dict[str, list[tuple[Delivery, str]]],
+            behind: list[tuple[str, list[Delivery]]]) -> None:
+    """The report's lines for the rows left waiting: by a channel the config does not have
+    now, by a reply that may be theirs alone, behind a digest not ready or a channel down."""
     for name, rows in held.items():
         ids = sorted({r.digest_id for r in rows})
         report.held.append(f"{len(rows)} {'delivery waits' if len(rows) == 1 else 'deliveries wait'} "
@@ -308,13 +321,12 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
                            f"they go when it is back, or `rl-digest send --drop {name}` drops "
                            "them for good")
     report.errors += [f"{row.label}: {reason}" for rows in alone.values() for row, reason in rows]
-    for reason, rows in [*waits.values(), *down.values()]:
+    for reason, rows in behind:
         if not rows:  # a hand-over cut off with no row behind it: its own line says it
             continue
         names = ", ".join(r.who for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
         stay = "delivery stays" if len(rows) == 1 else "deliveries stay"
         report.errors.append(f"{reason}; {len(rows)} {stay} queued ({names})")
-    return report
 
 
 def routes(channels: dict[str, Channel]) -> dict[str, set[str]]:
@@ -351,35 +363,20 @@ def _hand_over(outbox: Outbox, channel: Channel, name: str, row: Delivery,
                digest: Callable[[str], Digest], now: datetime, max_attempts: int,
                report: DeliveryReport, down: dict[str, tuple[str, list[Delivery]]],
                alone: dict[str, list[tuple[Delivery, str]]]) -> None:
-    try:
-        message = channel.build(digest(row.digest_id), row.reader, row.message_id)
-    except (DigestError, Stopped):  # the operator's to mend, or a stop: the whole batch's
-        raise
-    except Exception as exc:  # a bug for this reader, before any hand-over: the others still go
-        _defer(outbox, row, _unforeseen(row, exc), now, max_attempts, report)
-        return
-    if not outbox.claim(row, message.id):
-        return  # another process is at it: never two hand-overs of one row
+    message = _build(outbox, channel, row, digest, now, max_attempts, report)
+    if message is None or not outbox.claim(row, message.id):
+        return  # deferred, or another process is at it: never two hand-overs of one row
     # each part accepted is stored before the next goes: a kill -9 between two reposts neither
     message = replace(message, progress=lambda resume: outbox.claim(row, resume))
     try:
         words = channel.send(message)
     except Unreachable as exc:
         _wait(outbox, row, exc.reason, now, report)
-        if exc.alone:  # the next row is tried: its outcome tells whose the reply was
-            alone.setdefault(name, []).append((row, exc.reason))
-        else:  # the rows held alone before wait with the rest, on one line
-            down[name] = (exc.reason, [*(held for held, _ in alone.pop(name, [])), row])
-            log.warning("%s; its deliveries stay queued", exc.reason)
+        _hold(name, row, exc, down, alone)
     except Deferred as exc:
         _defer(outbox, row, exc.reason, now, max_attempts, report, after=exc.after)
     except Interrupted as exc:
-        if exc.resume is not None:  # several messages, some posted: the rest go next time
-            outbox.claim(row, exc.resume)
-            again = "the messages not yet posted are sent next time"
-        else:
-            again = _again(row)
-        words = f"{exc.reason} while handing over {message.id}; {again}"
+        words = f"{exc.reason} while handing over {message.id}; {_resume_later(outbox, row, exc)}"
         _defer(outbox, row, words, now, max_attempts, report, interrupted=True, after=exc.after)
         down[name] = (f"{name}: {exc.reason}", [])  # a sick server: the rest wait
     except Refused as exc:
@@ -390,12 +387,49 @@ def _hand_over(outbox: Outbox, channel: Channel, name: str, row: Delivery,
         words = f"{_unforeseen(row, exc)} while handing over {message.id}; {_again(row)}"
         _defer(outbox, row, words, now, max_attempts, report, interrupted=True)
     else:
-        note = f"{RESENT} ({message.id})" if row.interrupted else None
-        outbox.mark_sent(row, now, note)
-        report.sent += 1
-        log.info("sent digest %s to %s%s %s: %s%s", row.digest_id, row.who,
-                 f" (now channel {name})" if name != row.channel else "", message.id, words,
-                 f" ({RESENT})" if note else "")
+        _mark_sent(outbox, name, row, message.id, words, now, report)
+
+
+def _build(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable[[str], Digest],
+           now: datetime, max_attempts: int, report: DeliveryReport) -> Message | None:
+    """The row's message; None when building it raised (a bug for this reader, before any
+    hand-over): the row is deferred and the others still go."""
+    try:
+        return channel.build(digest(row.digest_id), row.reader, row.message_id)
+    except (DigestError, Stopped):  # the operator's to mend, or a stop: the whole batch's
+        raise
+    except Exception as exc:
+        _defer(outbox, row, _unforeseen(row, exc), now, max_attempts, report)
+        return None
+
+
+def _hold(name: str, row: Delivery, exc: Unreachable, down: dict[str, tuple[str, list[Delivery]]],
+          alone: dict[str, list[tuple[Delivery, str]]]) -> None:
+    """A row the channel could not reach with: held alone, or with the rest of its channel."""
+    if exc.alone:  # the next row is tried: its outcome tells whose the reply was
+        alone.setdefault(name, []).append((row, exc.reason))
+    else:  # the rows held alone before wait with the rest, on one line
+        down[name] = (exc.reason, [*(held for held, _ in alone.pop(name, [])), row])
+        log.warning("%s; its deliveries stay queued", exc.reason)
+
+
+def _resume_later(outbox: Outbox, row: Delivery, exc: Interrupted) -> str:
+    """What goes next time after a hand-over cut off: the messages not yet posted (several,
+    some posted: where to resume is stored now), else the whole of it again."""
+    if exc.resume is None:
+        return _again(row)
+    outbox.claim(row, exc.resume)
+    return "the messages not yet posted are sent next time"
+
+
+def _mark_sent(outbox: Outbox, name: str, row: Delivery, message_id: str, words: str, now: datetime,
+               report: DeliveryReport) -> None:
+    note = f"{RESENT} ({message_id})" if row.interrupted else None
+    outbox.mark_sent(row, now, note)
+    report.sent += 1
+    log.info("sent digest %s to %s%s %s: %s%s", row.digest_id, row.who,
+             f" (now channel {name})" if name != row.channel else "", message_id, words,
+             f" ({RESENT})" if note else "")
 
 
 def _again(row: Delivery) -> str:
