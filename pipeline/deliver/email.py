@@ -387,12 +387,9 @@ class _Session:
                 raise
             except Unreachable as exc:  # a reply that reads as the sender's
                 raise self._held(exc.reason) from None
-            except Deferred as exc:
-                if smtp.sock is None:  # a 421 to the message closed the connection
+            except (Deferred, Refused) as exc:  # the reader's own "later" or refusal
+                if isinstance(exc, Deferred) and smtp.sock is None:  # a 421 to the message closed it
                     raise self._shut(exc.reason) from None
-                self.shut = self.held = False
-                raise
-            except Refused:
                 self.shut = self.held = False
                 raise
             except BaseException:  # no SMTP reply (a bug mid-DATA): where the dialogue is, nobody knows
@@ -431,12 +428,25 @@ class _Dropped(Exception):
 def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipient: str,
                  cfg: Email) -> str:
     international = not (sender_addr + recipient).isascii()
-    options: list[str] = []
-    if international:
-        if not smtp.has_extn("smtputf8"):
-            raise Refused("non-ASCII address, and the server does not offer SMTPUTF8")
-        options = ["SMTPUTF8", "BODY=8BITMIME"]
+    if international and not smtp.has_extn("smtputf8"):
+        raise Refused("non-ASCII address, and the server does not offer SMTPUTF8")
     data = message_bytes(msg, international)
+    _envelope(smtp, sender_addr, recipient, international, cfg)
+    code, resp = _content(smtp, data, cfg)
+    words = reply_words(code, resp)
+    if code == 250:
+        return words
+    if code == 421:  # the server closes the connection: the next reader gets a new one
+        _close(smtp)
+        raise Deferred(words + " (after DATA)")
+    raise _refusal(words + " (after DATA)")
+
+
+def _envelope(smtp: smtplib.SMTP, sender_addr: str, recipient: str, international: bool,
+              cfg: Email) -> None:
+    """MAIL FROM, RCPT TO and DATA, up to the server's go-ahead (354): nothing of the
+    message has left, so a connection lost here is `_Dropped`."""
+    options = ["SMTPUTF8", "BODY=8BITMIME"] if international else []
     try:
         code, resp = smtp.mail(sender_addr, options)
         # The sender refused, or held back (a 4xx: a rate limit), whoever reads: all wait.
@@ -452,6 +462,11 @@ def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipi
             _refused(smtp, code, resp, "DATA")
     except (smtplib.SMTPServerDisconnected, OSError) as exc:
         raise _Dropped(failure(exc)) from None
+
+
+def _content(smtp: smtplib.SMTP, data: bytes, cfg: Email) -> tuple[int, bytes]:
+    """The message sent, then the server's reply to it; a connection lost now is
+    `Interrupted`: the server may have kept it."""
     try:
         smtp.send(_dot_stuff(data))
         # The message is out: wait for the verdict as long as RFC 5321 (4.5.3.2.6) asks; a
@@ -464,13 +479,7 @@ def _transaction(smtp: smtplib.SMTP, msg: EmailMessage, sender_addr: str, recipi
     except (smtplib.SMTPServerDisconnected, OSError) as exc:
         _close(smtp)
         raise Interrupted(failure(exc) + " after the message was sent") from None
-    words = reply_words(code, resp)
-    if code == 250:
-        return words
-    if code == 421:  # the server closes the connection: the next reader gets a new one
-        _close(smtp)
-        raise Deferred(words + " (after DATA)")
-    raise _refusal(words + " (after DATA)")
+    return code, resp
 
 
 def sender_refused(code: int, resp: bytes, cfg: Email) -> str:
