@@ -27,7 +27,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from pipeline import compose, escape, reading_list, render, site, site_papers, text, text_wrap
 from pipeline import config as cfg
-from pipeline.deliver import chat
+from pipeline.deliver import chat, compact
 from pipeline.models import Digest, Enrichment, Entry, Highlight, Paper, Part, Row, Scored, paper_key
 from pipeline.store import Store
 from tests import fixtures_digest as fx
@@ -271,7 +271,7 @@ def test_the_reading_list_tables_keep_their_columns_and_links(rows):
 
 def bodies(kind: str, digest: Digest, top: int = 3) -> list[dict]:
     platform = chat.PLATFORMS[kind]
-    title, body, content = chat.compact(config(digest), digest, platform.template, platform.html, top)
+    title, body, content = compact.compact(config(digest), digest, platform.template, platform.html, top)
     return platform.bodies(title, body, content)
 
 
