@@ -368,6 +368,11 @@ class ChatChannel:
             except Stopped:  # SIGTERM: a "later" like any other, so the parts posted are kept as posted
                 raise Deferred(f"{where}: {_words(response)}; a stop was asked for before its retry",
                                after=asked) from None
+        self._accepted(response)
+
+    def _accepted(self, response: requests.Response) -> None:
+        """The last answer to a post, when it is no "later": Refused unless it accepts."""
+        where, status = self.where, response.status_code
         if 300 <= status < 400:  # followed, the post would arrive as a GET without its body
             raise Refused(f"{where}: {_words(response)}: the URL in {self.options.url_env or 'api_url'} "
                           "redirects elsewhere; set it to the address the webhook moved to")
