@@ -208,34 +208,45 @@ def guarded(config: Config, name: str, work: Callable[[], object],
                     return
                 work()
         except LockedError as exc:
-            ours = RUNNING.names()
-            ours.remove(name)  # this fire's own; another of its name is a catch-up publish of ours
-            if ours:  # not another process: this scheduler's own job (a publish collects too)
-                log.info("%s: skipped this fire: this scheduler's %s holds the run lock", name, ours[0])
-            else:
-                log.warning("%s: skipped this fire: %s", name, exc)
+            ours = _skipped(name, exc)
             if on_locked is not None and not STOP.is_set():
-                on_locked(bool(ours))
+                on_locked(ours)
         except Stopped:
             log.info("%s: stopped between steps; the next fire picks up from here", name)
-        except DigestError as exc:
-            log.error("%s failed: %s", name, exc)
-            if on_failed is not None and not STOP.is_set():
-                on_failed()
         except Exception as exc:  # keep the scheduler alive; the traceback with -v
-            own = (templating.template_failure(exc, config.templates.dir)
-                   if isinstance(exc, jinja2.TemplateError) else None)
-            if own is not None:  # a user's template, maybe copied from an older release
-                log.error("%s failed: %s", name, own)
-            else:
-                log.error("%s failed: %s: %s", name, type(exc).__name__, exc,
-                          exc_info=log.isEnabledFor(logging.DEBUG))
+            _failed(config, name, exc)
             if on_failed is not None and not STOP.is_set():
                 on_failed()
         finally:
             RUNNING.remove(name)
 
     return job
+
+
+def _skipped(name: str, exc: LockedError) -> bool:
+    """Say why a fire found the run lock held; True when this scheduler's own job holds it."""
+    ours = RUNNING.names()
+    ours.remove(name)  # this fire's own; another of its name is a catch-up publish of ours
+    if ours:  # not another process: this scheduler's own job (a publish collects too)
+        log.info("%s: skipped this fire: this scheduler's %s holds the run lock", name, ours[0])
+    else:
+        log.warning("%s: skipped this fire: %s", name, exc)
+    return bool(ours)
+
+
+def _failed(config: Config, name: str, exc: Exception) -> None:
+    """Say on one line why a job failed: the error's words, a user's template's fault, or a
+    bug's type and words."""
+    if isinstance(exc, DigestError):
+        log.error("%s failed: %s", name, exc)
+        return
+    own = (templating.template_failure(exc, config.templates.dir)
+           if isinstance(exc, jinja2.TemplateError) else None)
+    if own is not None:  # a user's template, maybe copied from an older release
+        log.error("%s failed: %s", name, own)
+    else:
+        log.error("%s failed: %s: %s", name, type(exc).__name__, exc,
+                  exc_info=log.isEnabledFor(logging.DEBUG))
 
 
 def build(config: Config, collect_job: Callable[[], object], publish_job: PublishJob,
