@@ -267,91 +267,103 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Publis
         timezone=config.schedule.timezone, job_defaults=defaults,
         executors={"default": executor or ThreadPoolExecutor(max_workers=2)},
     )
+    jobs = _Jobs(config, store, scheduler, defaults, publish_job, outbox_job)
+    scheduler.add_job(guarded(config, "collect", collect_job), trigger(config, "collect"),
+                      id="collect", name="collect", **defaults)
+    scheduler.add_job(jobs.publish_body, trigger(config, "publish"), id="publish", name="publish",
+                      **defaults)
+    scheduler.add_listener(jobs.missed, EVENT_JOB_MISSED)
+    scheduler.add_job(jobs.watch, "interval", seconds=WATCH_SECONDS, id=WATCH, name=WATCH, **defaults)
+    if unfinished(store) is not None:
+        log.info("the last publish was cut off after its digest was saved: finishing it now")
+        jobs.catch_up()
+    elif publish_due(config, store, now or datetime.now(config.zone)):
+        log.info("a publish was missed while down: running it now")
+        jobs.catch_up()
+    else:
+        log.info("no publish is due: none was missed since the last successful one")
+    jobs.plan_outbox()
+    return scheduler
 
-    def is_due() -> bool:
-        return publish_due(config, store, datetime.now(config.zone)) or unfinished(store) is not None
 
-    def catch_up(delay: float = 0) -> None:
+class _Jobs:
+    """The publish and outbox jobs' bodies, and how each plans what comes after it: a
+    catch-up publish (a fire missed or stepped over, a publish cut off, held back by the lock
+    or failed) and the outbox's next look."""
+
+    def __init__(self, config: Config, store: Store, scheduler: BlockingScheduler,
+                 defaults: dict[str, Any], publish_job: PublishJob,
+                 outbox_job: Callable[[], object] | None):
+        self.config, self.store, self.scheduler, self.defaults = config, store, scheduler, defaults
+        self.publish_job, self.outbox_job = publish_job, outbox_job
+        self.failures = 0  # publishes failed in a row: each waits twice as long, up to an hour
+        self.outbox_body = guarded(config, "outbox",
+                                   self.then_plan(outbox_job or (lambda: None), RETRY_SECONDS),
+                                   on_locked=lambda ours: self.plan_outbox(RETRY_SECONDS))
+        self.publish_body = guarded(
+            config, "publish", self.then_plan(self.publish_work, 0), due=self.is_due,
+            on_locked=lambda ours: self.catch_up(OWN_RETRY_SECONDS if ours else RETRY_SECONDS),
+            on_failed=self.retry_after_failure)
+
+    def is_due(self) -> bool:
+        return (publish_due(self.config, self.store, datetime.now(self.config.zone))
+                or unfinished(self.store) is not None)
+
+    def catch_up(self, delay: float = 0) -> None:
         """One publish soon, if still due then; replaces a catch-up already waiting."""
-        when = later(config, delay)
-        scheduler.add_job(publish_body, "date", run_date=when, id=CATCH_UP, name="catch-up publish",
-                          replace_existing=True, **{**defaults, "misfire_grace_time": None})
+        when = later(self.config, delay)
+        self.scheduler.add_job(self.publish_body, "date", run_date=when, id=CATCH_UP, name="catch-up publish",
+                               replace_existing=True, **{**self.defaults, "misfire_grace_time": None})
         if delay:
             log.info("publish: trying again at %s", when.isoformat(timespec="seconds"))
 
-    def plan_outbox(floor: float = 0) -> None:
+    def plan_outbox(self, floor: float = 0) -> None:
         """The outbox job at the earliest waiting row's next attempt (not before `floor` s)."""
-        if outbox_job is None:
+        if self.outbox_job is None:
             return
-        when = next_look(config, store)
+        when = next_look(self.config, self.store)
         if when is None:
             return
-        soonest = later(config, floor)
-        scheduler.add_job(outbox_body, "date", run_date=max(when, soonest), id=OUTBOX,
-                          name="outbox retry", replace_existing=True,
-                          **{**defaults, "misfire_grace_time": None})
+        soonest = later(self.config, floor)
+        self.scheduler.add_job(self.outbox_body, "date", run_date=max(when, soonest), id=OUTBOX,
+                               name="outbox retry", replace_existing=True,
+                               **{**self.defaults, "misfire_grace_time": None})
 
-    def then_plan(work: Callable[[], object], floor: float) -> Callable[[], None]:
+    def then_plan(self, work: Callable[[], object], floor: float) -> Callable[[], None]:
         def body() -> None:
             try:
                 work()
             finally:
-                plan_outbox(floor)
+                self.plan_outbox(floor)
         return body
 
-    outbox_body = guarded(config, "outbox", then_plan(outbox_job or (lambda: None), RETRY_SECONDS),
-                          on_locked=lambda ours: plan_outbox(RETRY_SECONDS))
-    failures = [0]  # publishes failed in a row: each waits twice as long, up to an hour
-
-    def publish_work() -> None:
-        left = unfinished(store)
+    def publish_work(self) -> None:
+        left = unfinished(self.store)
         if left is not None:
             log.info("publish: the one as of %s was cut off after its digest was saved; finishing it",
                      left.isoformat())
-        publish_job(left)
-        failures[0] = 0
-        if left is not None and publish_due(config, store, datetime.now(config.zone)):
-            catch_up()  # then this week's
+        self.publish_job(left)
+        self.failures = 0
+        if left is not None and publish_due(self.config, self.store, datetime.now(self.config.zone)):
+            self.catch_up()  # then this week's
 
-    def retry_after_failure() -> None:
-        failures[0] += 1
-        catch_up(min(RETRY_SECONDS * 2 ** (failures[0] - 1), FAILED_RETRY_MAX))
+    def retry_after_failure(self) -> None:
+        self.failures += 1
+        self.catch_up(min(RETRY_SECONDS * 2 ** (self.failures - 1), FAILED_RETRY_MAX))
 
-    publish_body = guarded(config, "publish", then_plan(publish_work, 0), due=is_due,
-                           on_locked=lambda ours: catch_up(OWN_RETRY_SECONDS if ours else RETRY_SECONDS),
-                           on_failed=retry_after_failure)
-    scheduler.add_job(guarded(config, "collect", collect_job), trigger(config, "collect"),
-                      id="collect", name="collect", **defaults)
-    scheduler.add_job(publish_body, trigger(config, "publish"), id="publish", name="publish",
-                      **defaults)
-
-    def missed(event: Any) -> None:
+    def missed(self, event: Any) -> None:
         if event.job_id == "publish" and not STOP.is_set():
             log.warning("publish: the fire at %s was missed by more than "
                         "schedule.misfire_grace_seconds; catching it up now",
                         event.scheduled_run_time.isoformat())
-            catch_up()
+            self.catch_up()
 
-    scheduler.add_listener(missed, EVENT_JOB_MISSED)
-
-    def watch() -> None:
+    def watch(self) -> None:
         """A fire the trigger stepped over (a clock that sprang forward as the scheduler
         started) is caught up here, unless a publish runs or is planned already."""
-        if scheduler.get_job(CATCH_UP) is None and not RUNNING.names() and is_due():
+        if self.scheduler.get_job(CATCH_UP) is None and not RUNNING.names() and self.is_due():
             log.warning("publish: a fire went by without a publish (a clock change?); catching it up now")
-            catch_up()
-
-    scheduler.add_job(watch, "interval", seconds=WATCH_SECONDS, id=WATCH, name=WATCH, **defaults)
-    if unfinished(store) is not None:
-        log.info("the last publish was cut off after its digest was saved: finishing it now")
-        catch_up()
-    elif publish_due(config, store, now or datetime.now(config.zone)):
-        log.info("a publish was missed while down: running it now")
-        catch_up()
-    else:
-        log.info("no publish is due: none was missed since the last successful one")
-    plan_outbox()
-    return scheduler
+            self.catch_up()
 
 
 def _keep_heartbeat(config: Config, scheduler: BlockingScheduler) -> None:
