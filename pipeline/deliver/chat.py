@@ -43,7 +43,7 @@ import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote_plus, urlsplit
 
 import requests
@@ -100,7 +100,8 @@ class Platform:
     template: str | None  # under templates/channels/; None: the JSON content itself
     html: bool  # rendered with HTML autoescape (telegram)
     needs: tuple[str, ...]  # required options
-    bodies: Callable[[str, str, dict], list[dict]]  # (title, text, content) -> request bodies
+    # (title, text, content) -> request bodies
+    bodies: Callable[[str, str, dict[str, Any]], list[dict[str, Any]]]
     answer: Callable[[requests.Response], str | None]  # None: accepted; else the refusal
     busy: Callable[[requests.Response], bool] = lambda response: False  # a rate limit in a 200
     one_post: bool = False  # a raised `top` gives way (fewer papers a topic) before another post
@@ -111,11 +112,11 @@ PLATFORM_KEYS = ("url_env", "secret_env", "token_env", "chat_id", "api_url")  # 
 SECRETS = {"url_env": "the webhook URL", "secret_env": "the signing secret", "token_env": "the bot token"}
 
 
-def _slack(title: str, text: str, content: dict) -> list[dict]:
+def _slack(title: str, text: str, content: dict[str, Any]) -> list[dict[str, Any]]:
     """Section blocks of mrkdwn, `verbatim` so that a URL or a name in a paper's text is not
     turned into a link or a mention; past 50 blocks or 12,000 characters, the next message
     goes on. `text`, what a notification shows, is the subject as the heading shows it."""
-    messages: list[list[dict]] = []
+    messages: list[list[dict[str, Any]]] = []
     size = 0  # characters of block text in the message being filled
     for chunk in (chunk for block in text.strip().split("\n\n") if block.strip()
                   for chunk in split_lines(block.strip(), SLACK_BLOCK, len)):
@@ -127,19 +128,19 @@ def _slack(title: str, text: str, content: dict) -> list[dict]:
     return [{"text": slack_escape(title), "blocks": blocks} for blocks in messages]
 
 
-def _feishu(title: str, text: str, content: dict) -> list[dict]:
+def _feishu(title: str, text: str, content: dict[str, Any]) -> list[dict[str, Any]]:
     return _in_bytes(lambda part: {"msg_type": "interactive", "card": {
         "config": {"wide_screen_mode": True},
         "header": {"title": {"tag": "plain_text", "content": title}, "template": "blue"},
         "elements": [{"tag": "markdown", "content": part}]}}, text, FEISHU_BYTES)
 
 
-def _dingtalk(title: str, text: str, content: dict) -> list[dict]:
+def _dingtalk(title: str, text: str, content: dict[str, Any]) -> list[dict[str, Any]]:
     return _in_bytes(lambda part: {"msgtype": "markdown", "markdown": {"title": title, "text": part}},
                      text, DINGTALK_BYTES)
 
 
-def _in_bytes(body: Callable[[str], dict], text: str, limit: int) -> list[dict]:
+def _in_bytes(body: Callable[[str], dict[str, Any]], text: str, limit: int) -> list[dict[str, Any]]:
     """A body for each piece of the Markdown `text`, whole lines, each at most `limit`
     bytes as sent (`encoded`)."""
     room = limit - len(encoded(body("")))
@@ -153,16 +154,16 @@ def encoded(body: object) -> bytes:
     return json.dumps(body, ensure_ascii=False, allow_nan=False).encode()
 
 
-def _telegram(title: str, text: str, content: dict) -> list[dict]:
+def _telegram(title: str, text: str, content: dict[str, Any]) -> list[dict[str, Any]]:
     return [{"text": part, "parse_mode": "HTML", "link_preview_options": {"is_disabled": True}}
             for part in split_html(text.strip(), TELEGRAM_LIMIT)]
 
 
-def _webhook(title: str, text: str, content: dict) -> list[dict]:
+def _webhook(title: str, text: str, content: dict[str, Any]) -> list[dict[str, Any]]:
     return [content]
 
 
-def _json(response: requests.Response) -> dict:
+def _json(response: requests.Response) -> dict[str, Any]:
     try:
         found = response.json()
     except ValueError:
@@ -260,7 +261,7 @@ class ChatChannel:
         base, _, start = (message_id or f"{digest.id}.{self.name}.{secrets.token_hex(4)}").partition(PART)
         return Message(reader, base + (PART + start if start else ""), bodies[int(start or 0):])
 
-    def _bodies(self, digest: Digest, top: int) -> list[dict]:
+    def _bodies(self, digest: Digest, top: int) -> list[dict[str, Any]]:
         return self.platform.bodies(*compact(self.settings, digest, self.platform.template,
                                              self.platform.html, top))
 
@@ -319,7 +320,7 @@ class ChatChannel:
             raise DigestError(f"{where}: {host}:{port}: {exc.strerror or exc}") from None
         return f"{where}: {host}:{port} reachable (a webhook has no call that posts nothing)"
 
-    def _bot_read(self, where: str, method: str, **params: str | None) -> dict:
+    def _bot_read(self, where: str, method: str, **params: str | None) -> dict[str, Any]:
         """One Bot API call that changes nothing, for doctor: its result, else DigestError."""
         token = _secret(self.options.token_env, self.where)
         try:
@@ -333,7 +334,7 @@ class ChatChannel:
             raise DigestError(f"{where}: {said}: {_words(response)}")
         return found
 
-    def _post(self, body: dict, key: str) -> None:
+    def _post(self, body: dict[str, Any], key: str) -> None:
         """One post, retried as the platform asks. `key`, the same on every try of this post
         (and on a post again after a hand-over was cut off), goes as the Idempotency-Key
         header, so a receiver of our webhook can tell a repeat from a new post."""
@@ -382,7 +383,7 @@ class ChatChannel:
         if refusal:
             raise Refused(f"{where}: {refusal}")
 
-    def _address(self, body: dict) -> tuple[str, dict]:
+    def _address(self, body: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         """The URL to post to and the body, signed now (a signature is good for an hour)."""
         if self.kind == "telegram":
             token = _secret(self.options.token_env, self.where)

@@ -20,7 +20,7 @@ from pipeline.models import Digest, Entry
 
 
 def compact(settings: render.Settings, digest: Digest, template: str | None, as_html: bool,
-            top: int) -> tuple[str, str, dict]:
+            top: int) -> tuple[str, str, dict[str, Any]]:
     """(title, text, content): the subject line, the compact form rendered from
     templates/channels/`template`, and the structured content (the webhook's body)."""
     sections = tuple(replace(s, entries=tuple(sorted((*s.entries, *s.brief),  # one-line ones too

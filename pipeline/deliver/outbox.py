@@ -535,7 +535,7 @@ def reader_key(recipient: str) -> str:
     return recipient if channel != EMAIL else parseaddr(reader)[1].lower() or reader.lower()
 
 
-def _record(row: dict) -> Delivery:
+def _record(row: dict[str, Any]) -> Delivery:
     recipient = row["recipient"]
     channel, reader = _split(recipient)
     when, asked, queued = row["next_attempt"], row["not_before"], row.get("queued")
