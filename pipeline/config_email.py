@@ -67,7 +67,6 @@ def mailbox(value: str, local: bool = False) -> str:
     return value.strip()
 
 
-Mailbox = Annotated[str, AfterValidator(mailbox)]
 Sender = Annotated[str, AfterValidator(lambda value: mailbox(value, local=True))]
 
 
