@@ -190,6 +190,11 @@ def _parsed(content: str | None, model: type[Reply], fit: bool, shown: Sequence[
     return _validated(data, model, fit)
 
 
+# braces tried for the object's start: each try reads on from it, so a long reply that is no
+# JSON costs a few passes over it, not one a brace
+_BRACES = 8
+
+
 def _json_in(content: str | None) -> Any:
     """The JSON a reply holds, without its <think> blocks and code fence; among words, the
     first object."""
@@ -204,15 +209,17 @@ def _json_in(content: str | None) -> Any:
         raise ReplyError("the reply was blank")
     try:
         return json.loads(text)
-    except ValueError:  # the object among words: the first one, whatever follows it (a note
-        start = text.find("{")  # "the {kind} field is set", a second copy of the object)
+    except ValueError:  # the object among words: the first that reads whole, whatever follows it
+        pass            # (a note "the {kind} field is set", a second copy of the object)
+    decoder, start = json.JSONDecoder(), text.find("{")
+    for _ in range(_BRACES):  # braces before it hold no object ("I filled the {summary_en} field:")
+        if start < 0:
+            break
         try:
-            data = json.JSONDecoder().raw_decode(text, start)[0] if start >= 0 else None
+            return decoder.raw_decode(text, start)[0]
         except ValueError:
-            data = None
-        if data is None:
-            raise ReplyError("the reply was not a JSON object") from None
-        return data
+            start = text.find("{", start + 1)
+    raise ReplyError("the reply was not a JSON object")
 
 
 def _validated(data: Any, model: type[Reply], fit: bool) -> Reply:

@@ -391,6 +391,9 @@ def test_markdown_and_html_in_a_reply_do_not_reach_the_reader(key, server, store
     # what follows the object has braces of its own, or is the object again
     '```json\n{"summary_en": "Hi."}\n```\nNote: the {summary_en} field is a translation.',
     '{"summary_en": "Hi."}\n{"summary_en": "Hi."}',
+    # or what comes before it has braces that hold no object
+    'I filled the {summary_en} field: {"summary_en": "Hi."}',
+    'Keys {a}, {b} and {c} are not asked for; {"summary_en": "Hi."}',
 ])
 def test_parse_reply_finds_the_object(content):
     assert parse_reply(content, SeedTranslation).summary_en == "Hi."
