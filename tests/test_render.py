@@ -22,7 +22,8 @@ import jinja2
 import pytest
 
 from pipeline import bilingual, compose, links, render, site
-from pipeline.deliver.email import WIRE_POLICY, build_message
+from pipeline.config_email import Email, Reader
+from pipeline.deliver.email import WIRE_POLICY, EmailChannel, build_message, message_bytes
 from pipeline.escape import md_escape
 from pipeline.models import Paper, paper_key
 from pipeline.text_wrap import display_width, wrap
@@ -120,6 +121,30 @@ def test_golden_subject(cfg, digest):
 
 def test_golden_feed(cfg, digest):
     golden("feed.xml", render.feed_xml(cfg, [digest, fx.plain_digest()], "2026-12-07T08:00+08:00"))
+
+
+def test_golden_message(cfg, digest):
+    """The whole message a reader is sent, as it goes on the wire (rss2email keeps one): its
+    headers, their encoding and folding, the MIME parts and their transfer encodings. The
+    Date and the MIME boundary are normalised, and each part's body is a line saying what it
+    is: the bodies are the golden digest.txt and digest.html, with this reader's links."""
+    email = Email(enabled=True, smtp_host="127.0.0.1", smtp_port=25, security="none", timeout_seconds=5,
+                  from_="强化学习周报 <digest@example.org>", to=[],
+                  unsubscribe_url="https://example.org/unsubscribe?u={recipient}")
+    channel = EmailChannel(email, [Reader.parse("Ada Lovelace <ada@example.org>")], lambda d, languages: (
+        render.digest_subject(cfg, d), render.digest_text(cfg, d, READING, personal=True),
+        render.digest_html(cfg, d, READING, personal=True)), ["zh", "en"])
+    message = channel.build(digest, "ada@example.org", message_id="<2026-11-30.golden@example.org>").body
+    wire = message_bytes(message).decode("ascii").replace("\r\n", "\n")
+    for n, boundary in enumerate(dict.fromkeys(re.findall(r'boundary="([^"]+)"', wire))):
+        wire = wire.replace(boundary, f"BOUNDARY-{n}")
+    wire = re.sub(r"^Date: .*$", "Date: (when it is built)", wire, flags=re.M)
+    bodies = iter(part for part in message.walk() if not part.is_multipart())
+    wire = re.sub(r"(Content-Transfer-Encoding: [\w-]+\n\n)(.*?)(?=\n--BOUNDARY-)", lambda found: (
+        f"{found[1]}({(part := next(bodies)).get_content_type()}: {len(part.get_content())} "
+        f"characters)"), wire, flags=re.S)
+    assert next(bodies, None) is None
+    golden("message.eml", wire)
 
 
 def test_golden_english_only_and_plain_digest():
