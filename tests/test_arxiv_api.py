@@ -26,7 +26,7 @@ from tests.servers.arxiv_server import (
     raw,
 )
 
-FORMATS = Path(__file__).resolve().parents[2] / "shared" / "data" / "formats"
+RECORDED = Path(__file__).with_name("data") / "arxiv"  # real answers, see its README.md
 MONDAY = datetime(2024, 1, 1, tzinfo=UTC)
 WEEK = (MONDAY, MONDAY + timedelta(days=7))
 CATS = ["cs.LG", "cs.CL"]
@@ -35,10 +35,7 @@ NO_CHARSET = Fault(content_type="text/xml")  # requests' .text would guess ISO-8
 
 
 def sample(name: str) -> bytes:
-    path = FORMATS / name
-    if not path.exists():
-        pytest.skip(f"real samples not available ({FORMATS})")
-    return path.read_bytes()
+    return (RECORDED / name).read_bytes()
 
 
 def fetcher(retries: int = 2) -> Fetcher:

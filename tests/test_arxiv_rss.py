@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import runpy
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from pipeline.sources.arxiv_rss import (
     split_authors,
 )
 from pipeline.sources.http import Fetcher
+from tests.helpers import shared_file
 from tests.servers.arxiv_server import (
     EMPTY,
     FEED_ERROR,
@@ -27,22 +29,32 @@ from tests.servers.arxiv_server import (
     raw,
 )
 
-FORMATS = Path(__file__).resolve().parents[2] / "shared" / "data" / "formats"
+RECORDED = Path(__file__).with_name("data") / "arxiv"  # real answers, see its README.md
 EASTERN = timezone(timedelta(hours=-5))
 MAILING = datetime(2024, 11, 28, tzinfo=EASTERN)  # pubDate of every item in the samples
 URL = "https://rss.arxiv.org/rss/cs.LG"
 
 
 def sample(name: str) -> bytes:
-    path = FORMATS / name
-    if not path.exists():
-        pytest.skip(f"real samples not available ({FORMATS})")
-    return path.read_bytes()
+    return (RECORDED / name).read_bytes()
+
+
+def capture() -> bytes:
+    """The whole capture of 1,504 items the slice is cut from; skips without ../shared."""
+    return shared_file("data", "formats", "arxiv_rss_2024-11-28_all_archives.xml").read_bytes()
 
 
 @pytest.fixture(scope="module")
 def all_archives():
-    return parse_feed(sample("arxiv_rss_2024-11-28_all_archives.xml"), URL)
+    """For what needs all of the capture: its counts, every list of authors in it."""
+    return parse_feed(capture(), URL)
+
+
+@pytest.fixture(scope="module")
+def sliced():
+    """38 of its items, verbatim, kept in the repository: every cross-listing, the first and
+    last replacements, TeX, escapes, DOIs and journal references (see slice_rss.py)."""
+    return parse_feed(sample("arxiv_rss_2024-11-28_all_archives_slice.xml"), URL)
 
 
 def fetcher() -> Fetcher:
@@ -61,8 +73,23 @@ def test_real_feed_keeps_new_and_cross_and_lists_replacements(all_archives):
     assert all_archives.url == URL
 
 
-def test_real_feed_first_item_every_field(all_archives):
-    first = all_archives.papers[0]
+def test_real_slice_keeps_new_and_cross_and_lists_replacements(sliced):
+    kinds = [p.announce_type for p in sliced.papers]
+
+    assert (kinds.count("new"), kinds.count("cross"), len(kinds)) == (20, 7, 27)
+    assert len(sliced.replacements) == 11  # 9 replace, 2 cross of older papers
+    assert sliced.counts() == (20, 9, 9) and sliced.items == 38
+    assert sliced.warnings == () and sliced.error is None
+
+
+def test_the_slice_is_cut_from_the_capture_by_its_script():
+    """So the slice stays a real answer: its script, run on the capture, gives it byte for byte."""
+    cut = runpy.run_path(str(RECORDED / "slice_rss.py"))["slice_feed"]
+    assert cut(capture()) == sample("arxiv_rss_2024-11-28_all_archives_slice.xml")
+
+
+def test_real_feed_first_item_every_field(sliced):
+    first = sliced.papers[0]
 
     assert first == Paper(
         id="2411.17700",
@@ -84,8 +111,8 @@ def test_real_feed_first_item_every_field(all_archives):
     assert first.updated.utcoffset() == timedelta(hours=-5)
 
 
-def test_real_cross_item_keeps_its_own_primary_first_and_journal_ref(all_archives):
-    by_id = {p.id: p for p in all_archives.papers}
+def test_real_cross_item_keeps_its_own_primary_first_and_journal_ref(sliced):
+    by_id = {p.id: p for p in sliced.papers}
     learning = by_id["2411.16552"]
 
     assert (learning.announce_type, learning.version) == ("cross", 1)
@@ -96,8 +123,8 @@ def test_real_cross_item_keeps_its_own_primary_first_and_journal_ref(all_archive
     assert learning.title == "When Is Heterogeneity Actionable for Personalization?"
 
 
-def test_real_feed_text_is_not_rewritten_as_html(all_archives):
-    by_id = {p.id: p for p in all_archives.papers}
+def test_real_feed_text_is_not_rewritten_as_html(sliced):
+    by_id = {p.id: p for p in sliced.papers}
 
     assert r"where $\frac{1}{3}<s<1$ and" in by_id["2411.17730"].abstract
     assert by_id["2411.17730"].title == (
@@ -106,8 +133,8 @@ def test_real_feed_text_is_not_rewritten_as_html(all_archives):
     assert r"Attributes \& Preferences" in by_id["2411.18380"].title
 
 
-def test_real_feed_authors_drop_affiliations_with_commas(all_archives):
-    by_id = {p.id: p for p in all_archives.papers}
+def test_real_feed_authors_drop_affiliations_with_commas(sliced):
+    by_id = {p.id: p for p in sliced.papers}
 
     assert by_id["2411.17817"].authors == (
         "Tianliang Yan", "Yubao Liu", "Leonid Prokhorov", "Jiri Smetana",
@@ -115,19 +142,19 @@ def test_real_feed_authors_drop_affiliations_with_commas(all_archives):
     )  # fmt: skip
 
 
-def test_real_cross_list_of_a_paper_announced_before_is_an_update_not_a_new_paper(all_archives):
+def test_real_cross_list_of_a_paper_announced_before_is_an_update_not_a_new_paper(sliced):
     """The feed lists a 2022 paper newly cross-listed (2202.06515v3) as `cross`: it was kept
     as a new paper, and a digest featured it as this week's, dated 2022. A cross-listed paper
     at a later version or with an id of an earlier month only updates a paper held."""
-    assert {"2202.06515", "2405.12090"}.isdisjoint(p.id for p in all_archives.papers)
-    assert all_archives.replacements[:2] == (Replacement("2202.06515", 3, MAILING, "cross"),
-                                             Replacement("2405.12090", 3, MAILING, "cross"))
-    assert "2411.16552" in {p.id for p in all_archives.papers}  # cross-listed as it is announced
+    assert {"2202.06515", "2405.12090"}.isdisjoint(p.id for p in sliced.papers)
+    assert sliced.replacements[:2] == (Replacement("2202.06515", 3, MAILING, "cross"),
+                                       Replacement("2405.12090", 3, MAILING, "cross"))
+    assert "2411.16552" in {p.id for p in sliced.papers}  # cross-listed as it is announced
 
 
-def test_real_feed_replacements_carry_id_version_and_date(all_archives):
-    assert all_archives.replacements[2] == Replacement("1401.3665", 4, MAILING, "replace")
-    assert all_archives.replacements[-1] == Replacement("2411.17697", 2, MAILING, "replace")
+def test_real_feed_replacements_carry_id_version_and_date(sliced):
+    assert sliced.replacements[2] == Replacement("1401.3665", 4, MAILING, "replace")
+    assert sliced.replacements[-1] == Replacement("2411.17697", 2, MAILING, "replace")
 
 
 def test_real_empty_channel_is_no_papers_and_no_warning():
@@ -162,11 +189,13 @@ def test_split_authors(creator, names):
     assert split_authors(creator) == names
 
 
-def test_real_feed_lists_end_in_names_not_in_et_al(all_archives):
+@pytest.mark.parametrize("feed", ["sliced", "all_archives"])
+def test_real_feed_lists_end_in_names_not_in_et_al(feed, request):
     """arXiv writes a collaboration as a name ('the MeerTRAP collaboration', 'Knut Zoch (for
-    the ATLAS Collaboration)'): none of the sample's 935 lists reads as cut."""
-    assert [p.id for p in all_archives.papers if p.authors[-1:] == ("others",)] == []
-    assert any("MeerTRAP" in p.authors[-1] for p in all_archives.papers)
+    the ATLAS Collaboration)'): none of the capture's 935 lists reads as cut."""
+    papers = request.getfixturevalue(feed).papers
+    assert [p.id for p in papers if p.authors[-1:] == ("others",)] == []
+    assert any("MeerTRAP" in p.authors[-1] for p in papers)
 
 
 def local_paper(n: int, kind: str, version: int = 1, **fields) -> Paper:

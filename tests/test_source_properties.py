@@ -1,6 +1,6 @@
 """Generated broken answers from arXiv through the three readers of its services.
 
-Real answers (the recorded samples, and the stand-in's own) cut short, spliced with
+Real answers (the recorded ones of tests/data/arxiv, and the stand-in's own) cut short, spliced with
 entities, byte order marks, bytes that are not UTF-8, DOCTYPEs, stray tags, odd ids and
 dates, entries repeated or dropped: each reader gives its records or one SourceError
 naming the address, never another exception. What these properties found stays in
@@ -26,7 +26,7 @@ from tests.servers import oai_server
 from tests.servers.arxiv_server import ATOM_TYPE, OK, ArxivServer, raw
 from tests.test_arxiv_oai import paper
 
-FORMATS = Path(__file__).resolve().parents[2] / "shared" / "data" / "formats"
+RECORDED = Path(__file__).with_name("data") / "arxiv"
 FRAGMENTS = [b"&nbsp;", b"&amp;", b"&#xD800;", b"&#0;", b"\xef\xbb\xbf", b"\xff\xfe", b"\xc3", b"\x0c",
              b"<!DOCTYPE x [<!ENTITY a 'aaaaaaaaaa'>]>", b"&a;", b"<![CDATA[", b"]]>", b"</entry>",
              b"<entry>", b"</item>", b"<item>", b"</record>", b"<record>", b"<id></id>",
@@ -46,12 +46,8 @@ def _bases() -> dict[str, list[bytes]]:
     oai = oai_server.answer(papers, {"verb": "ListRecords", "metadataPrefix": "arXivRaw", "set": "cs:cs:LG",
                                      "from": "2026-11-01"}, "http://oai.invalid/oai", 2,
                             oai_server.default_datestamp)
-    found = {"api": [atom], "rss": [rss], "oai": [oai]}
-    if FORMATS.exists():
-        found["api"] += [p.read_bytes() for p in sorted(FORMATS.glob("arxiv_api_atom_*.xml"))]
-        found["rss"] += [p.read_bytes() for p in sorted(FORMATS.glob("arxiv_rss_*.xml"))
-                         if p.stat().st_size < 100_000]
-    return found
+    return {"api": [atom, *[p.read_bytes() for p in sorted(RECORDED.glob("arxiv_api_atom_*.xml"))]],
+            "rss": [rss, *[p.read_bytes() for p in sorted(RECORDED.glob("arxiv_rss_*.xml"))]], "oai": [oai]}
 
 
 BASES = _bases()
@@ -129,6 +125,7 @@ def test_a_broken_oai_page_gives_a_harvest_or_a_source_error(server, body):
 
 def test_the_bases_are_read_whole():
     """The unbroken answers read as they are: a property over them is one over real pages."""
+    assert (len(BASES["api"]), len(BASES["rss"])) == (4, 4)  # the stand-in's and the recorded ones
     with ArxivServer() as running:
         running.script("/api/query", raw(BASES["api"][0], ATOM_TYPE))
         assert len(fetch_ids(fetcher(), running.api_url, IDS)) == 4
