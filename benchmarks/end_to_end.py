@@ -120,14 +120,14 @@ class StandIn:
 def wrap_stages(stages: Stages) -> None:
     import arxiv._feed
 
-    from pipeline import ask, collect, compose, publish, reading_list, render, run, week
+    from pipeline import ask, collect, compose, publish, reading_list, render, run, store_seeds, week
     from pipeline.sources import arxiv_api, http
     from pipeline.store import Store
 
     for owner, name, label, *nested in [
         (run, "run_digest", "other (runs table, seeds query, glue)"),
         (run, "seed_documents", "seeds: read files"),
-        (Store, "save_seeds", "seeds: store"),
+        (store_seeds, "save_seeds", "seeds: store"),
         (collect, "collect", "collect: other"),
         (arxiv_api, "search_window", "fetch+parse: Result -> Paper"),
         (http.Fetcher, "get", "HTTP (incl. stand-in)", True),
