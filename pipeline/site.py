@@ -16,6 +16,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
+from functools import cache
 from itertools import groupby
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -72,18 +73,38 @@ def year(day: str | None) -> str:
 def env(settings: render.Settings) -> jinja2.Environment:
     """The web edition's templates, with its links as globals (and as filters, for the
     templates of the reading list's entries: see templating._shared)."""
-    found = templating.html_env(settings.templates)
+    return _env(settings.templates)
+
+
+@cache
+def _env(user_dir: Path | None) -> jinja2.Environment:
+    """Built once per template folder, as templating's own; the names a page's context gives
+    (`topic_labels`) are the settings'."""
+    found = templating.new_env(user_dir, html=True)
     found.globals.update(paper_href=paper_href, anchor=anchor, digest_href=digest_href,
                          rfc3339=render.rfc3339)
-    found.filters.update(anchor=anchor, paper_href=paper_href, topic_href=topic_href)
-    # A topic's name with each language tagged, so the zh / en switch hides the other one:
-    # rendered once per topic (the month pages name a topic on every line). It takes the
-    # context as templating's plain one does: compiled templates are shared between the two.
-    macros: Any = found.get_template("site/macros.html.j2").make_module(
-        {"languages": list(settings.languages), "root": ""})
-    names = {key: macros.pair(*pair) for key, pair in settings.topic_names.items()}
-    found.filters["topic_name"] = jinja2.pass_context(lambda _, key: names.get(key, key))
+    found.filters.update(anchor=anchor, paper_href=paper_href, topic_href=topic_href, topic_name=_topic_label)
     return found
+
+
+def context(settings: render.Settings) -> dict[str, Any]:
+    """What every page of the site knows (render.common), and each topic's name with each
+    language tagged, so the zh / en switch hides the other one (`topic_labels`, which the
+    `topic_name` filter shows): rendered once per topic, the month pages name one on every line."""
+    return {**render.common(settings), "topic_labels": _topic_labels(settings)}
+
+
+def _topic_labels(settings: render.Settings) -> dict[str, Any]:
+    macros: Any = env(settings).get_template("site/macros.html.j2").make_module(
+        {"languages": list(settings.languages), "root": ""})
+    return {key: macros.pair(*pair) for key, pair in settings.topic_names.items()}
+
+
+@jinja2.pass_context
+def _topic_label(context: Any, key: str) -> Any:
+    """It takes the context as templating's plain one does: compiled templates are shared
+    between the two."""
+    return context["topic_labels"].get(key, key)
 
 
 def digest_href(digest_id: str) -> str:
@@ -117,7 +138,7 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
     digests = render.by_id(digests)
     newest = sorted(digests, reverse=True)
     moved = moved or {}
-    common = {**render.common(settings), "feedback": feedback,
+    common = {**context(settings), "feedback": feedback,
               "paper_href": lambda key, topic, day: paper_href(*moved.get(key, (key, topic, day))[:3])}
     ledger = Pages(folder, settings, feedback, moved, stored is not None)
     changed, rows, counts = [], [], {}

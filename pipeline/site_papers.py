@@ -60,7 +60,7 @@ class Papers:
         self.votes = feedback("up", "arxiv:0000.00000") if feedback else None  # a sample, for `key`
         self.records: list[tuple[str, str]] = []  # (year, search record) since the last cut
         self.env = site.env(settings)
-        self.context = {**render.common(settings), "root": "../../", "feedback": feedback}
+        self.context = {**site.context(settings), "root": "../../", "feedback": feedback}
         self.entries_html = self.env.get_template("site/papers_entries.html.j2")
         self.lines_html = self.env.get_template("site/papers_lines.html.j2")
         self.listed, self.news = store.listed_in(), _updates(digests)
@@ -186,7 +186,7 @@ class Papers:
                 total=pages.count, **{**context, "root": "../"}),
             "papers.xml": env.get_template("site/papers.xml.j2").render(
                 entries=self.newest, updated=render.rfc3339(self.updated, settings.timezone),
-                feed_id=feed_id, base=base, **render.common(settings)),
+                feed_id=feed_id, base=base, **render.common(settings), topic_labels=context["topic_labels"]),
             **{f"assets/{name}": env.loader.get_source(env, f"site/assets/{name}")[0]  # type: ignore[union-attr]
                for name in ("search.js", "topic.js")},
         }

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import re
 import traceback
+from collections.abc import Callable, MutableMapping
 from datetime import datetime
 from functools import cache
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import jinja2
+from jinja2.loaders import split_template_path
 
 from pipeline.bilingual import lines_beside, summary_lines, texts
 from pipeline.config import bundled
@@ -95,13 +97,33 @@ def slug(value: object) -> str:
 
 # --- environments -------------------------------------------------------------------
 
-def loader(user_dir: Path | None) -> jinja2.BaseLoader:
-    """A user's template folder first, then the built-in templates (pelican's ChoiceLoader)."""
-    loaders: list[jinja2.BaseLoader] = []
-    if user_dir is not None:
-        loaders.append(jinja2.FileSystemLoader(str(user_dir)))
-    loaders.append(jinja2.FileSystemLoader(str(bundled("templates"))))
-    return jinja2.ChoiceLoader(loaders)
+class _UserFirst(jinja2.ChoiceLoader):
+    """A user's template folder first, then the built-in templates (pelican's ChoiceLoader).
+    An environment is kept for the process (the scheduler's runs share it), and Jinja
+    reloads a template whose file changed; a built-in one is also stale once the user's
+    folder holds a file of its name, so a copy added between two runs is the next one's."""
+
+    def __init__(self, user_dir: Path | None):
+        self.user_dir = user_dir
+        mine = [jinja2.FileSystemLoader(str(user_dir))] if user_dir is not None else []
+        super().__init__([*mine, jinja2.FileSystemLoader(str(bundled("templates")))])
+
+    def get_source(self, environment: jinja2.Environment,
+                   template: str) -> tuple[str, str | None, Callable[[], bool] | None]:
+        if self.user_dir is None:
+            return super().get_source(environment, template)
+        try:
+            return self.loaders[0].get_source(environment, template)
+        except jinja2.TemplateNotFound:
+            pass
+        source, filename, uptodate = self.loaders[-1].get_source(environment, template)
+        copy = Path(self.user_dir, *split_template_path(template))
+        return source, filename, lambda: not copy.is_file() and (uptodate is None or uptodate())
+
+    def load(self, environment: jinja2.Environment, name: str,
+             globals: MutableMapping[str, Any] | None = None) -> jinja2.Template:
+        """Through get_source (ChoiceLoader's goes to each loader's own)."""
+        return jinja2.BaseLoader.load(self, environment, name, globals)
 
 
 def template_failure(exc: jinja2.TemplateError, user_dir: Path | None) -> ConfigError | None:
@@ -221,21 +243,30 @@ def _topic_name(context: Any, key: str) -> str:
     return context["topic_names"].get(key, key)
 
 
+def new_env(user_dir: Path | None = None, html: bool = False) -> jinja2.Environment:
+    """A new environment, for a purpose that adds its own filters and globals to it once,
+    before it renders (site.env, the chat channels'); the others share text_env and html_env.
+    `html`: HTML and Atom, with autoescape on for every template (select_autoescape misses
+    *.j2); else Markdown, plain text and prompts, no autoescape and explicit filters."""
+    env = jinja2.Environment(
+        loader=_UserFirst(user_dir), undefined=jinja2.StrictUndefined, autoescape=html,
+        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=not html,
+    )
+    if html:
+        env.filters.update(url=safe_url, xml=xml_text)
+    else:
+        env.filters.update(md=md_escape, md_url=md_url, wrap=wrap, underline=underline)
+    return _shared(env)
+
+
+@cache
 def text_env(user_dir: Path | None = None) -> jinja2.Environment:
-    """Markdown, plain text and prompts: no autoescape, explicit filters."""
-    env = jinja2.Environment(
-        loader=loader(user_dir), undefined=jinja2.StrictUndefined, autoescape=False,
-        trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
-    )
-    env.filters.update(md=md_escape, md_url=md_url, wrap=wrap, underline=underline)
-    return _shared(env)
+    """Markdown, plain text and prompts, built once per template folder (a run renders from
+    some sixteen places, and each loaded its templates again): never changed once made."""
+    return new_env(user_dir)
 
 
+@cache
 def html_env(user_dir: Path | None = None) -> jinja2.Environment:
-    """HTML and Atom with autoescape on for every template (select_autoescape misses *.j2)."""
-    env = jinja2.Environment(
-        loader=loader(user_dir), undefined=jinja2.StrictUndefined, autoescape=True,
-        trim_blocks=True, lstrip_blocks=True,
-    )
-    env.filters.update(url=safe_url, xml=xml_text)
-    return _shared(env)
+    """HTML and Atom, built once per template folder as text_env is."""
+    return new_env(user_dir, html=True)

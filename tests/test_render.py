@@ -832,6 +832,22 @@ def test_a_user_override_replaces_one_template_only(tmp_path, digest, md):
     assert render.digest_markdown(cfg, digest, READING) == md
 
 
+def test_a_template_changed_between_two_runs_of_one_process_is_the_next_runs(tmp_path, digest):
+    """`rl-digest schedule` makes many runs in one process, and keeps their template
+    environments: a template of templates.dir added, edited or taken out between two of them
+    (a built-in one replaced, the built-in one back) is what the next run renders."""
+    cfg = fx.config(templates_dir=tmp_path)
+    built_in = render.digest_subject(cfg, digest)
+    subject = tmp_path / "subject.txt.j2"
+    subject.write_text("Mine {{ d.id }}\n", encoding="utf-8")
+    assert render.digest_subject(cfg, digest) == "Mine 2026-11-30"
+    subject.write_text("Edited {{ d.id }}\n", encoding="utf-8")
+    os.utime(subject, (1, 1))  # another time than the copy read: within a clock tick
+    assert render.digest_subject(cfg, digest) == "Edited 2026-11-30"
+    subject.unlink()
+    assert render.digest_subject(cfg, digest) == built_in
+
+
 def test_html_env_autoescapes_user_templates(tmp_path, digest):
     (tmp_path / "email.html.j2").write_text("<p>{{ d.sections[0].entries[0].title }}</p>", encoding="utf-8")
     out = render.digest_html(fx.config(templates_dir=tmp_path), digest, READING)
@@ -1199,7 +1215,7 @@ def test_a_chinese_only_reader_gets_the_english_line_of_a_paper_whose_chinese_is
     assert claim[:60] in "".join(Rows(zh).rows([fx.OFFLINE]))
     papers = site.env(zh).get_template("site/papers_entries.html.j2")  # the site's papers pages
     assert claim in papers.render(entries=[fx.OFFLINE], listed={}, news={}, root="../../", feedback=None,
-                                  **render.common(zh))
+                                  **site.context(zh))
     chinese = render.digest_markdown(zh, replace(digest, sections=(
         replace(digest.sections[0], entries=(fx.LAMBDA,)),)), READING)
     assert fx.LAMBDA.summary_zh in chinese and fx.LAMBDA.summary_en not in chinese  # Chinese: as before

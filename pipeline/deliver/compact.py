@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from functools import cache
+from pathlib import Path
 from typing import Any
 
+import jinja2
 from markupsafe import Markup
 
 from pipeline import escape, render, templating
@@ -39,11 +42,18 @@ def compact(settings: render.Settings, digest: Digest, template: str | None, as_
                    e for s in digest.sections for e in (*s.entries, *s.brief)), *digest.curated)}.values())}
     if template is None:
         return title, "", content
-    env = templating.html_env(settings.templates) if as_html else templating.text_env(settings.templates)
-    env.filters.update(slack=slack_escape, slack_url=slack_url, telegram=telegram_text, chat_md=chat_md)
-    text = env.get_template(f"channels/{template}").render(
+    text = _env(settings.templates, as_html).get_template(f"channels/{template}").render(
         **ctx, d=digest, title=title, sections=sections, digest_url=digest_url)
     return title, text, content
+
+
+@cache
+def _env(user_dir: Path | None, as_html: bool) -> jinja2.Environment:
+    """The chat messages' templates with their escapes as filters, built once per template
+    folder (templating.new_env)."""
+    env = templating.new_env(user_dir, html=as_html)
+    env.filters.update(slack=slack_escape, slack_url=slack_url, telegram=telegram_text, chat_md=chat_md)
+    return env
 
 
 def _paper(entry: Entry) -> dict[str, Any]:
