@@ -368,11 +368,12 @@ class Store:
 
     def digest_fingerprints(self) -> dict[str, str]:
         """Each stored digest's id -> a hash of its stored text, which changes when the digest
-        does (`readers --forget` scrubs one): the site renders only the pages whose changed."""
+        does (`readers --forget` scrubs one): the site renders only the pages whose changed.
+        Read a few at a time: PostgreSQL's driver otherwise fetches every digest's text at once."""
         query = sa.select(digests.c.id, sa.cast(digests.c.data, sa.Text))
         with self.engine.connect() as conn:
             return {did: hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
-                    for did, text in conn.execute(query)}
+                    for did, text in conn.execution_options(yield_per=20).execute(query)}
 
     def digest_updates(self) -> dict[str, list[dict[str, Any]]]:
         """Each stored digest's Updates alone (as compose.digest_to_dict wrote them), by id:
