@@ -29,6 +29,9 @@ log = logging.getLogger("pipeline")
 
 
 class State:
+    """What the global options said (--config, -v, -q), and the config and store a command
+    asks for, each read only when first asked: `--help` and `--version` read neither."""
+
     def __init__(self, config_path: Path | None, verbose: int, quiet: bool):
         self.config_path = config_path
         self.verbose = verbose
