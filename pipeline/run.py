@@ -59,7 +59,7 @@ from pipeline.sources.seeds import all_read, in_reading_order, same_paper, seed_
 from pipeline.stopping import Stopped, checkpoint
 from pipeline.store import Store
 from pipeline.store_schema import now_iso
-from pipeline.week import Week, load_week, week_entries
+from pipeline.week import Week, load_week, unlisted_this_week, week_entries
 
 log = logging.getLogger(__name__)
 
@@ -259,7 +259,7 @@ def rank_papers(config: Config, store: Store, seeds: Sequence[SeedEntry]) -> str
                                  "topics": [t.model_dump(mode="json") for t in config.topics]})
     papers = store.papers_to_score()
     if store.get_state(SCORED_WITH) != f"{version} {settings}":
-        papers = list({p.id: p for p in papers + rescore_candidates(store)}.values())
+        papers = list({p.id: p for p in papers + unlisted_this_week(store)}.values())
     store.set_scores(rank_papers_with(config, papers, taste, model))
     store.set_state(SCORED_WITH, f"{version} {settings}")
     return version
@@ -286,18 +286,6 @@ def rank_papers_with(config: Config, papers: Sequence[Paper], taste: Sequence[tu
         scored.append(Scored(paper.id, result.value, result.relevant, tuple(result.reasons),
                              primary, tuple(others)))
     return scored
-
-
-def rescore_candidates(store: Store) -> list[Paper]:
-    """Scored papers of the current week not yet in a digest: submitted since the last
-    digest ended, or collected since it was made (sent before its end, announced after it:
-    Sunday's and Monday's evenings for a Monday digest). Older weeks keep the scores they
-    were published or passed over with."""
-    since = store.last_digest_end()
-    day = since.date() - timedelta(days=2) if since else None  # any two offsets' days are within two
-    found = [p for p in store.unlisted_papers(day)
-             if since is None or p.submitted is None or p.submitted >= since]
-    return list({p.id: p for p in [*found, *store.unlisted_papers(new=True)]}.values())
 
 
 # --- phase 2: resolve -------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from pipeline import compose, coverage, decide, importance, learn, reading_list, trends
@@ -121,12 +121,28 @@ def history(config: Config, store: Store, week: Week, end: date) -> list[tuple[s
 
 
 def grey_band_scores(config: Config, store: Store) -> dict[str, Scored]:
-    """The scores grey_band may pick from: those near the threshold of papers in no digest
-    (a little wider than the band: grey_band draws the line)."""
+    """The scores grey_band may pick from: those near the threshold of this week's papers in
+    no digest (a little wider than the band: grey_band draws the line). Older weeks' grey
+    band stays as it was passed over: a judge turned on later would list it now, as new."""
     if not config.relevance.llm_judge:
         return {}
     threshold, band = learn.band(config.relevance)
-    return store.unlisted_scores(threshold - band - 1e-6, threshold + band + 1e-6)
+    near = store.unlisted_scores(threshold - band - 1e-6, threshold + band + 1e-6)
+    this_week = {p.id for p in unlisted_this_week(store)} if near else set()
+    return {pid: s for pid, s in near.items() if pid in this_week}
+
+
+def unlisted_this_week(store: Store) -> list[Paper]:
+    """Papers of the current week not yet in a digest: submitted since the last digest
+    ended, or collected since it was made (sent before its end, announced after it:
+    Sunday's and Monday's evenings for a Monday digest); every one before the first digest.
+    A refit scores these again and the LLM judge asks about these; older weeks keep the
+    scores they were published or passed over with."""
+    since = store.last_digest_end()
+    day = since.date() - timedelta(days=2) if since else None  # any two offsets' days are within two
+    found = [p for p in store.unlisted_papers(day)
+             if since is None or p.submitted is None or p.submitted >= since]
+    return list({p.id: p for p in [*found, *store.unlisted_papers(new=True)]}.values())
 
 
 def grey_band(config: Config, scores: dict[str, Scored], published: set[str]) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from pipeline import compose, escape, render
 from pipeline.glossary import Term, glossary_misses, load_glossary
@@ -118,8 +118,9 @@ def test_english_only_facts_table_names_topics_in_english():
 
 def test_a_week_holds_the_papers_it_works_on_not_the_history(db_url, tmp_path, monkeypatch):
     """Years of listed papers stay in the database: a run's week holds those waiting for a
-    digest or a summary, the grey band, and the listed ones that changed since the last
-    digest, with their scores and summaries."""
+    digest or a summary, the grey band of its own week (an older week's, passed over before
+    the judge was turned on, stays out: it would be listed now, as new), and the listed ones
+    that changed since the last digest, with their scores and summaries."""
     from pipeline import learn
     from pipeline import store as store_module
     from pipeline.config import load
@@ -135,9 +136,11 @@ def test_a_week_holds_the_papers_it_works_on_not_the_history(db_url, tmp_path, m
     monkeypatch.setattr(store_module, "db_now", lambda conn: next(clock))
     threshold, band = learn.band(config.relevance)
     listed, unsummarised, waiting, grey, far = (paper(n) for n in range(1, 6))
-    store.upsert_papers([listed, unsummarised, waiting, grey, far])
+    old_grey = paper(6, submitted=DAY - timedelta(days=7))
+    store.upsert_papers([listed, unsummarised, waiting, grey, far, old_grey])
     store.set_scores([Scored(p.id, threshold + 1, True) for p in (listed, unsummarised, waiting)]
-                     + [Scored(grey.id, threshold - band / 2, False), Scored(far.id, threshold - 1, False)])
+                     + [Scored(p.id, threshold - band / 2, False) for p in (grey, old_grey)]
+                     + [Scored(far.id, threshold - 1, False)])
     store.put_many([Enrichment(f"s{p.id}", paper_key(p.id), "paper_summary", {"summary_en": p.id})
                     for p in (listed, waiting)])
     store.save_digest("2026-11-02", (DAY, DAY), {}, [(paper_key(listed.id), True),

@@ -304,7 +304,7 @@ def test_a_refit_scores_again_the_papers_of_the_week_since_the_last_digest_only(
 
     import sqlalchemy as sa
 
-    from pipeline import run
+    from pipeline import week
     from pipeline.models import paper_key
     from pipeline.store import Store
 
@@ -320,12 +320,12 @@ def test_a_refit_scores_again_the_papers_of_the_week_since_the_last_digest_only(
     with store.tx() as conn:  # collected before the digest was made, as its run's collect was
         conn.execute(sa.text("UPDATE papers SET first_seen = '2026-11-09T00:00:00+00:00'"))
         conn.execute(sa.text("UPDATE digests SET created = '2026-11-09T00:00:05+00:00'"))
-    assert sorted(p.id for p in run.rescore_candidates(store)) == [after.id, behind.id, undated.id]
+    assert sorted(p.id for p in week.unlisted_this_week(store)) == [after.id, behind.id, undated.id]
     # sent on Sunday before the digest's end, announced on Monday evening, collected since:
     # none passed it over (it was never scored again, so a profile phrase added midweek missed it)
     late = replace(rl_paper(7, DAY), submitted=datetime(2026, 11, 8, 18, tzinfo=UTC))
     store.upsert_papers([late])
-    assert sorted(p.id for p in run.rescore_candidates(store)) == [after.id, behind.id, undated.id, late.id]
+    assert sorted(p.id for p in week.unlisted_this_week(store)) == [after.id, behind.id, undated.id, late.id]
     store.close()
 
 
