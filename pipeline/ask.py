@@ -85,6 +85,8 @@ def seeds_to_translate(week: Week, enricher: Enricher) -> list[SeedEntry]:
 
 
 def count_enrichment(report: RunReport, enricher: Enricher) -> None:
+    """The run's LLM work is done: its counts into the report, and what waits, said once."""
+    enricher.say_waiting()
     done = enricher.report
     report.llm_calls, report.llm_failures, report.tokens_in, report.tokens_out = (
         done.calls, done.failures, done.tokens_in, done.tokens_out)

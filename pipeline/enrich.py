@@ -169,6 +169,7 @@ class Enricher:
         self.glossary = load_glossary(env, cfg_enrich.glossary)
         self._failed_in_a_row = 0  # the circuit breaker (enrich.failure_limit)
         self._asked: Counter[str] = Counter()  # calls let through `limit`, by label: one count a run
+        self._waiting: Counter[str] = Counter()  # and those held back by it
 
     # --- the tasks ---
     def summarise(self, papers: Iterable[Paper]) -> dict[str, PaperSummary]:
@@ -308,6 +309,13 @@ class Enricher:
         return self.env.loader.get_source(self.env, name)[0]
 
     # --- running jobs ---
+    def say_waiting(self) -> None:
+        """One line a task for what max_papers held back over all of the run's batches (the
+        week's papers and the later ones), not a line a batch."""
+        for label, count in self._waiting.items():
+            log.info("%s: %d wait for the next run (max_papers %d)", label, count, self.cfg.max_papers)
+        self._waiting.clear()
+
     def _run(self, jobs: list[Job], label: str, limit: int | None = None) -> dict[str, Reply]:
         """Cached results for all; calls for the rest (at most `limit` over the run's batches
         of this label), `concurrency` at once."""
@@ -326,8 +334,7 @@ class Enricher:
                 todo.append((job, key))
         left = None if limit is None else limit - self._asked[label]
         if left is not None and len(todo) > left:
-            log.info("%s: %d wait for the next run (max_papers %d)",
-                     label, len(todo) - left, limit)
+            self._waiting[label] += len(todo) - left  # said once, by say_waiting
             self._count(pending=len(todo) - left)
             todo = todo[:left]
         self._asked[label] += len(todo)

@@ -422,7 +422,8 @@ def test_parse_reply_refuses_what_it_cannot_use(content):
 # --- limits --------------------------------------------------------------------------------------
 
 
-def test_max_papers_per_run_the_rest_wait(key, server, store):
+def test_max_papers_per_run_the_rest_wait(key, server, store, caplog):
+    caplog.set_level(logging.INFO, logger="pipeline")
     batch = papers(5)
     cfg = settings(server, max_papers=2, concurrency=1)
     e = enricher(cfg, store)
@@ -431,6 +432,9 @@ def test_max_papers_per_run_the_rest_wait(key, server, store):
     assert e.report.pending == 3
     assert e.summarise(papers(7)[5:]) == {}  # a later batch of the run: max_papers is a run's
     assert len(server.requests) == 2 and e.report.pending == 5
+    e.say_waiting()  # the run's end: one line with both batches' (a line each said 3, then 2)
+    said = [r.getMessage() for r in caplog.records if "wait for the next run" in r.getMessage()]
+    assert said == ["summaries: 5 wait for the next run (max_papers 2)"]
     nxt = enricher(cfg, store)
     assert len(nxt.summarise(batch)) == 4  # two cached, two new
     assert (nxt.report.cached, nxt.report.calls, nxt.report.pending) == (2, 2, 1)
