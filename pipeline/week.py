@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from pipeline import compose, coverage, decide, importance, learn, reading_list, trends
+from pipeline import calendar, compose, coverage, decide, importance, learn, reading_list, trends
 from pipeline.config import Config
 from pipeline.models import (
     Digest,
@@ -165,8 +165,22 @@ def week_entries(config: Config, week: Week, end: datetime) -> tuple[list[Entry]
     a digest; one sent after the window's `end` (collected since, for a digest made by hand
     for an earlier week) is not announced by then and waits for the next digest."""
     later = {paper_key(p.id) for p in week.waiting() if p.submitted and p.submitted > end}
-    entries = by_importance(config, week, digest_entries(config, week, week.published | later))
-    return entries, compose.updates(week.listed.values(), week.snapshots, week.summaries)
+    entries = digest_entries(config, week, week.published | later)
+    if config.digest.max_curated == 0:  # no seed entry is shown: a paper of the week one names is the week's
+        ours = seed_tied_of_the_week(config, week, end)
+        entries = [replace(e, curated=False) if e.key in ours else e for e in entries]
+    return by_importance(config, week, entries), compose.updates(week.listed.values(), week.snapshots,
+                                                                 week.summaries)
+
+
+def seed_tied_of_the_week(config: Config, week: Week, end: datetime) -> set[str]:
+    """Keys of the papers seed entries name that arXiv announced in the digest's window
+    (after the last digest's end, else in the lookback_days before `end`), by the evening
+    their first version went out; an undated one came from this week's feed."""
+    start = week.last_digest_end or end - timedelta(days=config.sources.arxiv.lookback_days)
+    cal = calendar.load_calendar(config.sources.arxiv.calendar_files)
+    return {paper_key(p.id) for s in week.seeds if (p := week.papers.get(s.arxiv_id or ""))
+            and (p.submitted is None or cal.at(cal.announced_on(p.submitted)).at > start)}
 
 
 def digest_entries(config: Config, week: Week, published: set[str] | None = None) -> list[Entry]:

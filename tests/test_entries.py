@@ -157,3 +157,38 @@ def test_a_week_holds_the_papers_it_works_on_not_the_history(db_url, tmp_path, m
     news = compose.updates(week.listed.values(), week.snapshots, week.summaries)
     assert [(u.key, u.changes) for u in news] == [(paper_key(listed.id), (("venue", "", "ICLR 2027"),))]
     store.close()
+
+
+def test_with_max_curated_0_a_paper_of_the_week_a_seed_names_is_one_of_the_weeks(tmp_path):
+    """digest.max_curated 0 left seed entries no section, and a relevant paper of the week that
+    a seed entry named was listed nowhere in its digest. It is listed as one of the week's papers,
+    with the seed's words: here one sent on Friday before the last digest's end and announced
+    after it. A seed's older paper stays out, as seed entries do; with max_curated 5 both keep
+    their own section."""
+    from pipeline.config import load
+    from pipeline.models import Scored, SeedEntry, paper_key
+    from pipeline.week import Week, week_entries
+    from tests.helpers import write_config
+
+    start = datetime(2026, 11, 2, tzinfo=UTC)  # the last digest's end: Monday 08:00 in Shanghai
+    end = datetime(2026, 11, 9, tzinfo=UTC)
+    ours = paper(11, submitted=datetime(2026, 10, 30, 16, tzinfo=UTC))  # announced Sunday 20:00 in New York
+    old = paper(12, submitted=datetime(2025, 1, 10, tzinfo=UTC))
+    seeds = [SeedEntry(f"Our pick {p.id}", "010_ours.yaml", n, summary_zh="我们挑的论文。", arxiv_id=p.id)
+             for n, p in enumerate((ours, old), start=1)]
+    week = Week(papers={p.id: p for p in (ours, old)}, scores={p.id: Scored(p.id, 2.0, True) for p in (ours, old)},
+                seeds=seeds, published=set(), summaries={}, translations={}, last_digest_end=start)
+    for max_curated, curated in ((0, {paper_key(ours.id): False, paper_key(old.id): True}),
+                                 (5, {paper_key(ours.id): True, paper_key(old.id): True})):
+        config = load(write_config(tmp_path, {"digest": {"max_curated": max_curated}}, seeds=False))
+        entries, _ = week_entries(config, week, end)
+        assert {e.key: e.curated for e in entries} == curated
+        digest = compose.make_digest(
+            digest_id="2026-11-09", window=(start, end), timezone="UTC", entries=entries, featured=[],
+            topics=config.topics, max_papers=30, comparison=None, curated=((), None, None), model=None,
+            sources=[], categories=[], max_curated=max_curated)
+        assert paper_key(ours.id) in compose.listed_keys(digest)
+        assert (paper_key(old.id) in compose.listed_keys(digest)) == bool(max_curated)
+        shown = [e for s in digest.sections for e in (*s.entries, *s.brief)]
+        assert [(e.key, e.summary_zh) for e in shown] == (
+            [(paper_key(ours.id), "我们挑的论文。")] if not max_curated else [])
