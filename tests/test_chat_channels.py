@@ -896,6 +896,16 @@ def test_a_long_slack_line_is_cut_between_links_and_entities_and_no_block_is_dro
     shown = [block["text"]["text"] for b in bodies for block in b["blocks"]]
     assert shown == [f"paragraph {n}" for n in range(120)]
 
+    # an emoji or a rare CJK character (beyond the BMP) is 2 UTF-16 units: Slack does not say
+    # which it counts, so neither reading may find a block or a message over its limit
+    astral = " ".join(["😀𠀀强化" * 10] * 300) + " " + "𠀀" * 3500
+    bodies = chat._slack("t", astral, {})
+    blocks = [block["text"]["text"] for b in bodies for block in b["blocks"]]
+    assert max(chat.utf16(text) for text in blocks) <= chat.SLACK_BLOCK
+    assert max(sum(chat.utf16(text) for text in (block["text"]["text"] for block in b["blocks"]))
+               for b in bodies) <= chat.SLACK_MESSAGE
+    assert "".join(blocks).replace(" ", "").replace("\n", "") == astral.replace(" ", "")
+
 
 def test_a_chat_post_links_the_digests_web_page_when_the_site_is_served(tmp_path, cli):
     """outputs.site_url: the post's link is the web edition's page, as the email's is."""

@@ -60,7 +60,10 @@ from pipeline.models import Digest
 from pipeline.sources.http import looks_like_html
 from pipeline.stopping import Stopped, pause
 
-SLACK_BLOCK = 3000  # characters in one section block's text
+# characters in one section block's text; Slack does not say whether an emoji or a rare CJK
+# character beyond the BMP is 1 or 2, so both limits are counted in UTF-16 units (2): within
+# either reading
+SLACK_BLOCK = 3000
 SLACK_BLOCKS = 50
 # what all blocks of one message may hold together: Slack refuses more with msg_blocks_too_long
 # (undocumented but for its markdown block; measured at about 13,000: slackapi/bolt-js#2509)
@@ -117,14 +120,14 @@ def _slack(title: str, text: str, content: dict[str, Any]) -> list[dict[str, Any
     turned into a link or a mention; past 50 blocks or 12,000 characters, the next message
     goes on. `text`, what a notification shows, is the subject as the heading shows it."""
     messages: list[list[dict[str, Any]]] = []
-    size = 0  # characters of block text in the message being filled
+    size = 0  # UTF-16 units of block text in the message being filled
     for chunk in (chunk for block in text.strip().split("\n\n") if block.strip()
-                  for chunk in split_lines(block.strip(), SLACK_BLOCK, len)):
-        if not messages or len(messages[-1]) == SLACK_BLOCKS or size + len(chunk) > SLACK_MESSAGE:
+                  for chunk in split_lines(block.strip(), SLACK_BLOCK, utf16)):
+        if not messages or len(messages[-1]) == SLACK_BLOCKS or size + utf16(chunk) > SLACK_MESSAGE:
             messages.append([])
             size = 0
         messages[-1].append({"type": "section", "text": {"type": "mrkdwn", "text": chunk, "verbatim": True}})
-        size += len(chunk)
+        size += utf16(chunk)
     return [{"text": slack_escape(title), "blocks": blocks} for blocks in messages]
 
 
@@ -429,7 +432,7 @@ def secret_keys(kind: str, written: str) -> list[str]:
 # --- splitting -----------------------------------------------------------------
 
 def utf16(text: str) -> int:
-    """Length as Telegram counts it (UTF-16 code units)."""
+    """Length as Telegram counts it, and Slack at most (UTF-16 code units)."""
     return len(text.encode("utf-16-le")) // 2
 
 
