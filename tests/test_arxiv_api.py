@@ -272,34 +272,45 @@ def test_fewer_distinct_ids_than_total_results_restarts_the_search():
 
 
 class DateAltered(ArxivServer):
-    """Its second paper's <published> as `published` says (None: left out)."""
+    """Its paper number `which`'s <published> as `published` says (None: left out)."""
 
     published: str | None = None
+    which = 1
 
     def _entry(self, paper):
         entry = super()._entry(paper)
-        if paper.id != self.papers[1].id:
+        if paper.id != self.papers[self.which].id:
             return entry
         tag = "" if self.published is None else f"<published>{self.published}</published>"
         return re.sub(r"<published>[^<]*</published>", tag, entry)
 
 
-@pytest.mark.parametrize("published, cause", [
-    ("2024-01-01 01:00 EST", "could not read the arXiv API's answer "
-                             "(ValueError: Invalid isoformat string: '2024-01-01 01:00 EST')"),
-    (None, "http://arxiv.org/abs/2401.00001v1 without a date the arxiv package reads "
-           "(<published>, <updated>)"),
+@pytest.mark.parametrize("published, why", [
+    ("2024-01-01 01:00 EST", "whose <published> is not a date ('2024-01-01 01:00 EST')"),
+    (None, "which has no <published>"),
 ], ids=["not-iso", "missing"])
-def test_an_entry_with_a_date_the_package_cannot_read_fails_the_search_naming_the_page(published, cause):
-    """Found by fuzzing: 'unexpected error: ValueError', or the paper left out with a log line."""
+@pytest.mark.parametrize("which", [1, 2], ids=["middle", "last"])
+def test_an_entry_with_a_date_the_package_cannot_read_is_skipped_naming_it(published, why, which, caplog):
+    """Found by fuzzing: one such entry failed the whole search ('unexpected error: ValueError');
+    the arxiv package, which skips one without a date, then pages one entry short (and fails
+    with an empty page when it was the last). It is skipped with a line naming it and the date."""
     with DateAltered([paper(n) for n in range(3)]) as server:
-        server.published = published
+        server.published, server.which = published, which
         for read in (lambda: fetch_ids(fetcher(), server.api_url, [paper(n).id for n in range(3)]),
-                     lambda: search_window(fetcher(), server.api_url, CATS, TERMS, *WEEK, page_size=10)):
-            with pytest.raises(SourceError) as caught:
-                read()
-            assert str(caught.value).startswith(server.api_url + "?search_query=")
-            assert str(caught.value).endswith(cause)
+                     lambda: search_window(fetcher(), server.api_url, CATS, TERMS, *WEEK, page_size=10)[0]):
+            assert [p.id for p in read()] == [paper(n).id for n in range(3) if n != which]
+        assert len(server.requests) == 2  # one page each: the skipped entry counts for the paging
+    assert caplog.text.count(f"arXiv API: skipped http://arxiv.org/abs/{paper(which).id}v1, {why}") == 2
+
+
+def test_a_recorded_page_keeps_its_other_entries_when_one_has_no_date(caplog):
+    """The real answer of ten entries with one <published> taken out: nine papers, one request."""
+    body = sample("arxiv_api_atom_2026_search_query_testing_max10.xml")
+    with ArxivServer() as server:
+        server.script("/api/query", raw(body.replace(b"<published>2024-05-22T16:11:45Z</published>", b"")))
+        found = search_titles(fetcher(), server.api_url, ["testing"], per_title=10)
+    assert len(found) == 9 and "2405.13786" not in {p.id for p in found} and len(server.requests) == 1
+    assert "skipped http://arxiv.org/abs/2405.13786v1, which has no <published>" in caplog.text
 
 
 class IdAltered(ArxivServer):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -38,11 +39,14 @@ MAX_RESULTS = 30_000  # the API's limit per search (start + max_results); past i
 QUERY_CHARS = 1000  # title searches per request: well inside arXiv's URL limits
 SEARCH_TRIES = 3  # a search whose results shift while it is paged is read again, this often
 _TOTAL = "http://a9.com/-/spec/opensearch/1.1/ totalResults"
-_ATOM_FEED = "http://www.w3.org/2005/Atom feed"  # expat's "namespace local" names
-_ATOM_ENTRY = "http://www.w3.org/2005/Atom entry"
-_ATOM_ID = "http://www.w3.org/2005/Atom id"
-_ATOM_SUMMARY = "http://www.w3.org/2005/Atom summary"
-_KEPT = {_TOTAL, _ATOM_ID, _ATOM_SUMMARY}
+_ATOM = "http://www.w3.org/2005/Atom"
+_ATOM_FEED = f"{_ATOM} feed"  # expat's "namespace local" names
+_ATOM_ENTRY = f"{_ATOM} entry"
+_ATOM_ID = f"{_ATOM} id"
+_ATOM_SUMMARY = f"{_ATOM} summary"
+_DATES = (f"{_ATOM} published", f"{_ATOM} updated")  # what the arxiv package needs of an entry
+_KEPT = {_TOTAL, _ATOM_ID, _ATOM_SUMMARY, *_DATES}
+_STAND_IN = "1970-01-01T00:00:00Z"  # the date an entry skipped is given, so the package counts it
 _API_ERROR = re.compile(r"https?://arxiv\.org/api/errors")  # the id of the API's error entry
 
 log = logging.getLogger(__name__)
@@ -220,11 +224,17 @@ class _FetcherSession:
         self._fetcher, self.whole = fetcher, whole
         self.total: int | None = None  # the first page's totalResults
         self.ids: set[str] = set()  # the distinct entry ids of every page read
+        self.undated: dict[str, str] = {}  # the ids of entries skipped for their date, and why
         self.url = ""  # the last page asked for
+        self._page = _Scan()  # the last page checked
 
     def get(self, url: str, **_ignored: Any) -> _Answer:
         self.url = url
-        return _Answer(content=text.xml_safe(self._fetcher.get(url, retry_when=self._check_page).body))
+        body = text.xml_safe(self._fetcher.get(url, retry_when=self._check_page).body)
+        for ident, why in self._page.undated.items():
+            log.warning("arXiv API: skipped %s, %s", text.clip(text.clean_name(ident), 80), why)
+        self.undated.update(self._page.undated)
+        return _Answer(content=_dated(body, self._page.undated) if self._page.undated else body)
 
     def _check_page(self, page: Fetched) -> str | None:
         """Refuse what arxiv's forgiving parser would read as 'no results' or as the whole search.
@@ -235,7 +245,7 @@ class _FetcherSession:
         transient API fault: a reason to retry, and a SourceError (so the watermark stays)
         when retries run out. A totalResults unlike the first page's is a _Shifted search.
         """
-        scan = _read_page(page)
+        scan = self._page = _read_page(page)
         if not scan.total.isdigit():  # a throttled or broken answer, not an empty window
             return "an Atom page without opensearch:totalResults"
         total = int(scan.total)
@@ -285,26 +295,26 @@ def _results(
 
     A search read to its end (no max_results) must have shown as many distinct ids as
     totalResults: fewer means the pages shifted under it (a re-served paper, another lost).
-    The package skips an entry without <published> or <updated> with a log line only (and
-    pages on, so the count still fits): an id read but never given is a SourceError.
+    An entry whose date the package cannot read was given a stand-in date (_dated) and is
+    skipped here; an id read but never given otherwise is a SourceError.
     """
     session, given = _FetcherSession(fetcher, whole=search.max_results is None), set[str]()
     try:
         for result in _Client(session, api_url, page_size).results(search):
-            given.add(result.entry_id.strip())
-            yield result
+            if result.entry_id.strip() not in session.undated:
+                given.add(result.entry_id.strip())
+                yield result
     except arxiv.ArxivError as err:
         raise SourceError(f"{shown(err.url)}: {err.message}") from None
     except (DigestError, Stopped):
         raise
-    except Exception as exc:  # the package's parser on what it cannot read (a date not ISO 8601)
+    except Exception as exc:  # the package's parser on what it cannot read
         raise SourceError(f"{shown(session.url)}: could not read the arXiv API's answer "
                           f"({type(exc).__name__}: {collapse(str(exc))})") from None
-    skipped = session.ids - given  # unless max_results ended the search first (a page over it)
-    if skipped and len(given) < (search.max_results or len(session.ids)):
+    skipped = session.ids - given - session.undated.keys()  # unless max_results ended the search
+    if skipped and len(given) < (search.max_results or len(session.ids)):  # first (a page over it)
         named = ", ".join(sorted(skipped)[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
-        raise SourceError(f"{shown(session.url)}: {named} without a date the arxiv package "
-                          "reads (<published>, <updated>)")
+        raise SourceError(f"{shown(session.url)}: {named} read but not given by the arxiv package")
     if search.max_results is None and len(session.ids) < (session.total or 0):
         raise _Shifted(f"{shown(session.url)}: {len(session.ids)} distinct ids read although "
                        f"totalResults={session.total}")
@@ -334,10 +344,13 @@ class _Scan:
     total: str = ""  # opensearch:totalResults as written
     ids: list[str] = field(default_factory=list)  # each entry's <id>
     error: str | None = None  # the summary of an API error entry (id under /api/errors)
+    undated: dict[str, str] = field(default_factory=dict)  # an entry's id: why its date fails
+    entry: dict[str, str] = field(default_factory=dict)  # the entry being read: its id and _DATES
 
 
 def _scan(body: bytes) -> _Scan:
-    """The root, totalResults, entry ids and any error entry; raises ExpatError if malformed.
+    """The root, totalResults, entry ids, any error entry and the entries whose dates the
+    arxiv package cannot read; raises ExpatError if malformed.
 
     expat reads the whole page (so a cut-off page still fails) without building a tree,
     keeping the text of the few elements wanted only: a 2,000-entry page in ~35 ms.
@@ -362,8 +375,13 @@ def _scan(body: bytes) -> _Scan:
             scan.total = value
         elif in_entry and name == _ATOM_ID:
             scan.ids.append(value)
+            scan.entry.setdefault(name, value)
         elif in_entry and name == _ATOM_SUMMARY and scan.ids and _API_ERROR.match(scan.ids[-1]):
             scan.error = collapse(value)
+        elif in_entry and name in _DATES:
+            scan.entry.setdefault(name, value)  # the first, as the package reads it
+        elif name == _ATOM_ENTRY:
+            _check_dates(scan)
         path.pop()
         chars.clear()
 
@@ -371,6 +389,41 @@ def _scan(body: bytes) -> _Scan:
     parser.CharacterDataHandler = data
     parser.Parse(body, True)
     return scan
+
+
+def _check_dates(scan: _Scan) -> None:
+    """At the end of an entry: note it in `undated` when the package could not read a date
+    of it (its own parse, which fails the whole page on a date that is not ISO 8601)."""
+    entry, scan.entry = scan.entry, {}
+    ident = entry.get(_ATOM_ID)
+    if not ident:  # the package skips an entry without an id itself
+        return
+    for name in _DATES:
+        value = entry.get(name, "").strip()
+        try:
+            datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
+        except (ValueError, OverflowError):
+            tag = f"<{_local(name)}>"
+            why = f"whose {tag} is not a date ({text.clip(value, 40)!r})" if value else f"which has no {tag}"
+            scan.undated.setdefault(ident, why)
+
+
+def _dated(body: bytes, undated: dict[str, str]) -> bytes:
+    """The page with the `undated` entries' dates replaced by a stand-in: the package then
+    gives them (to be skipped by id) and pages on by the entries there are, not one short,
+    which re-read an entry and failed on a last page of only skipped ones."""
+    root = ET.fromstring(body)
+    for entry in root.iter(_clark(_ATOM_ENTRY)):
+        if (entry.findtext(_clark(_ATOM_ID)) or "").strip() in undated:
+            for tag in map(_clark, _DATES):
+                found = entry.find(tag)
+                (found if found is not None else ET.SubElement(entry, tag)).text = _STAND_IN
+    return ET.tostring(root, encoding="utf-8")
+
+
+def _clark(name: str) -> str:
+    """An expat name ("namespace local") as ElementTree writes it ("{namespace}local")."""
+    return "{" + name.replace(" ", "}")
 
 
 def _papers(results: Iterable[arxiv.Result]) -> Iterator[Paper]:
