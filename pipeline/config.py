@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from difflib import get_close_matches
 from importlib import resources
 from pathlib import Path
@@ -158,6 +158,19 @@ class Config(Model):
 
         walk(self.model_dump(mode="json"))
         return [found for name in names if (found := os.environ.get(name))]
+
+    def addresses(self) -> list[str]:
+        """Every URL the config holds (the sources', enrich.base_url, a channel's api_url): for
+        logs.hide, which shows each of their query values as *** (a mirror's key stands there)."""
+
+        def walk(value: Any) -> Iterator[str]:
+            if isinstance(value, dict | list):
+                for inner in value.values() if isinstance(value, dict) else value:
+                    yield from walk(inner)
+            elif isinstance(value, str) and "://" in value:
+                yield value
+
+        return list(walk(self.model_dump(mode="json")))
 
     def secret(self, env_name: str | None) -> str | None:
         return os.environ.get(env_name) if env_name else None

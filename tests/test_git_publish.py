@@ -403,3 +403,12 @@ def test_credentials_in_a_url_git_prints_are_masked() -> None:
     # a password with a raw @ (git takes the last one as the host's): none of it is shown
     said = "fatal: unable to access 'https://ann:p@ss@w0rd@git.example.org/r.git/': Failed\n"
     assert _gist(said) == "fatal: unable to access 'https://***@git.example.org/r.git/': Failed"
+    # a token in the path (one a git host issues, a UUID, a long run of letters and digits)
+    # or in the query: git prints those too; a repository's own name stays
+    for url, shown in [
+        ("https://host/api/glpat-x1Y2z3/r.git?access_token=SECRET", "https://host/api/***/r.git?access_token=***"),
+        ("https://host/0f8fad5b-d9cb-469f-a165-70867728950e/r.git", "https://host/***/r.git"),
+        ("https://host/u/8f14e45fceea167a5a36dedd4bea2543/r.git", "https://host/u/***/r.git"),
+        ("https://oauth2:TOK@host/lab/rl-digest-reading-list.git", "https://***@host/lab/rl-digest-reading-list.git"),
+    ]:
+        assert _gist(f"fatal: unable to access '{url}': Failed\n") == f"fatal: unable to access '{shown}': Failed"

@@ -11,7 +11,7 @@ commits (fetch, rebase). Any failure (a wrong branch, a push refused) is remembe
 state table and tried again by the next `publish` (and `rl-digest send`), even if nothing
 new changed; the branch being ahead of its remote-tracking ref (say, after a crash between
 commit and push) also triggers a push. Failures come back in `GitReport.error`, one line
-naming the repo and git's own words (credentials in a URL masked); `GitReport.check()`
+naming the repo and git's own words (a token in a URL masked); `GitReport.check()`
 raises `DeliveryError` (exit 1) for them.
 
 Commits carry the checkout's configured identity, or `rl-digest
@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import re
 import signal
 import subprocess
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ from pipeline.config import url_credentials
 from pipeline.config_sections import GitOutput
 from pipeline.deliver.files import clear_killed_writes, write_atomic
 from pipeline.errors import DeliveryError, DigestError
+from pipeline.logs import masked_urls
 from pipeline.models import State
 
 IDENTITY = ("rl-digest", "rl-digest@localhost")
@@ -355,9 +355,9 @@ def _gist(text: str) -> str:
 
 
 def _masked(text: str) -> str:
-    """Credentials in a URL (scheme://user:token@host) as ***, up to the last @ before the
-    host: a password written with a raw @ is not shown in part."""
-    return re.sub(r"://[^/\s]+@", "://***@", text)
+    """The URLs in git's words (or a remote's) as logs.mask_url shows them, a token-like path
+    segment too: no config key names a remote, so hide() does not know what its URLs hold."""
+    return masked_urls(text, paths=True)
 
 
 def _message(lines: list[str], starts: tuple[str, ...]) -> str | None:

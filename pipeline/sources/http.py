@@ -29,6 +29,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from pipeline import logs
 from pipeline.errors import SourceError
 from pipeline.retry import backoff, retry_after
 from pipeline.stopping import checkpoint, pause
@@ -72,8 +73,9 @@ SHOWN_VALUE = 60  # characters of one query parameter an error line shows
 def shown(url: str) -> str:
     """A URL as an error line names it: a long query value is cut (an API search for the
     seeds' titles runs to 1,000 characters), so the line stays one to read and still names
-    the address the config holds and the page (`start=`) it asked for."""
-    base, mark, query = url.partition("?")
+    the address the config holds and the page (`start=`) it asked for. A query value the
+    config's URL holds is *** first (logs.hide): cut, it would no longer be found and masked."""
+    base, mark, query = logs.redact(url).partition("?")
     return base + mark + "&".join(_cut(part) for part in query.split("&")) if query else url
 
 
