@@ -290,27 +290,32 @@ class DateAltered(ArxivServer):
     (None, "which has no <published>"),
 ], ids=["not-iso", "missing"])
 @pytest.mark.parametrize("which", [1, 2], ids=["middle", "last"])
-def test_an_entry_with_a_date_the_package_cannot_read_is_skipped_naming_it(published, why, which, caplog):
+def test_an_entry_with_a_date_the_package_cannot_read_is_kept_without_it_naming_it(published, why, which, caplog):
     """Found by fuzzing: one such entry failed the whole search ('unexpected error: ValueError');
     the arxiv package, which skips one without a date, then pages one entry short (and fails
-    with an empty page when it was the last). It is skipped with a line naming it and the date."""
+    with an empty page when it was the last). The paper is kept without dates, as a feed's
+    paper is (the search found it in the window), with a line naming it and the date."""
     with DateAltered([paper(n) for n in range(3)]) as server:
         server.published, server.which = published, which
         for read in (lambda: fetch_ids(fetcher(), server.api_url, [paper(n).id for n in range(3)]),
                      lambda: search_window(fetcher(), server.api_url, CATS, TERMS, *WEEK, page_size=10)[0]):
-            assert [p.id for p in read()] == [paper(n).id for n in range(3) if n != which]
-        assert len(server.requests) == 2  # one page each: the skipped entry counts for the paging
-    assert caplog.text.count(f"arXiv API: skipped http://arxiv.org/abs/{paper(which).id}v1, {why}") == 2
+            found = read()
+            assert [p.id for p in found] == [paper(n).id for n in range(3)]
+            assert [p.submitted is None and p.updated is None for p in found] == [n == which for n in range(3)]
+            assert found[which].title == paper(which).title
+        assert len(server.requests) == 2  # one page each: the undated entry counts for the paging
+    assert caplog.text.count(f"arXiv API: kept http://arxiv.org/abs/{paper(which).id}v1 without a date, {why}") == 2
 
 
-def test_a_recorded_page_keeps_its_other_entries_when_one_has_no_date(caplog):
-    """The real answer of ten entries with one <published> taken out: nine papers, one request."""
+def test_a_recorded_page_keeps_every_entry_when_one_has_no_date(caplog):
+    """The real answer of ten entries with one <published> taken out: ten papers, one request."""
     body = sample("arxiv_api_atom_2026_search_query_testing_max10.xml")
     with ArxivServer() as server:
         server.script("/api/query", raw(body.replace(b"<published>2024-05-22T16:11:45Z</published>", b"")))
         found = search_titles(fetcher(), server.api_url, ["testing"], per_title=10)
-    assert len(found) == 9 and "2405.13786" not in {p.id for p in found} and len(server.requests) == 1
-    assert "skipped http://arxiv.org/abs/2405.13786v1, which has no <published>" in caplog.text
+    undated = [p for p in found if p.submitted is None]
+    assert len(found) == 10 and [p.id for p in undated] == ["2405.13786"] and len(server.requests) == 1
+    assert "kept http://arxiv.org/abs/2405.13786v1 without a date, which has no <published>" in caplog.text
 
 
 class IdAltered(ArxivServer):

@@ -46,7 +46,8 @@ _ATOM_ID = f"{_ATOM} id"
 _ATOM_SUMMARY = f"{_ATOM} summary"
 _DATES = (f"{_ATOM} published", f"{_ATOM} updated")  # what the arxiv package needs of an entry
 _KEPT = {_TOTAL, _ATOM_ID, _ATOM_SUMMARY, *_DATES}
-_STAND_IN = "1970-01-01T00:00:00Z"  # the date an entry skipped is given, so the package counts it
+_STAND_IN = "1970-01-01T00:00:00Z"  # the date an undated entry is given, so the package reads it
+_NO_DATE = datetime.fromisoformat(_STAND_IN)  # ... and taken back from it: no arXiv paper is that old
 _API_ERROR = re.compile(r"https?://arxiv\.org/api/errors")  # the id of the API's error entry
 
 log = logging.getLogger(__name__)
@@ -224,7 +225,6 @@ class _FetcherSession:
         self._fetcher, self.whole = fetcher, whole
         self.total: int | None = None  # the first page's totalResults
         self.ids: set[str] = set()  # the distinct entry ids of every page read
-        self.undated: dict[str, str] = {}  # the ids of entries skipped for their date, and why
         self.url = ""  # the last page asked for
         self._page = _Scan()  # the last page checked
 
@@ -232,8 +232,7 @@ class _FetcherSession:
         self.url = url
         body = text.xml_safe(self._fetcher.get(url, retry_when=self._check_page).body)
         for ident, why in self._page.undated.items():
-            log.warning("arXiv API: skipped %s, %s", text.clip(text.clean_name(ident), 80), why)
-        self.undated.update(self._page.undated)
+            log.warning("arXiv API: kept %s without a date, %s", text.clip(text.clean_name(ident), 80), why)
         return _Answer(content=_dated(body, self._page.undated) if self._page.undated else body)
 
     def _check_page(self, page: Fetched) -> str | None:
@@ -295,15 +294,14 @@ def _results(
 
     A search read to its end (no max_results) must have shown as many distinct ids as
     totalResults: fewer means the pages shifted under it (a re-served paper, another lost).
-    An entry whose date the package cannot read was given a stand-in date (_dated) and is
-    skipped here; an id read but never given otherwise is a SourceError.
+    An entry whose date the package cannot read was given a stand-in date (_dated), which
+    _to_paper takes back; an id read but never given is a SourceError.
     """
     session, given = _FetcherSession(fetcher, whole=search.max_results is None), set[str]()
     try:
         for result in _Client(session, api_url, page_size).results(search):
-            if result.entry_id.strip() not in session.undated:
-                given.add(result.entry_id.strip())
-                yield result
+            given.add(result.entry_id.strip())
+            yield result
     except arxiv.ArxivError as err:
         raise SourceError(f"{shown(err.url)}: {err.message}") from None
     except (DigestError, Stopped):
@@ -311,8 +309,8 @@ def _results(
     except Exception as exc:  # the package's parser on what it cannot read
         raise SourceError(f"{shown(session.url)}: could not read the arXiv API's answer "
                           f"({type(exc).__name__}: {collapse(str(exc))})") from None
-    skipped = session.ids - given - session.undated.keys()  # unless max_results ended the search
-    if skipped and len(given) < (search.max_results or len(session.ids)):  # first (a page over it)
+    skipped = session.ids - given  # unless max_results ended the search first (a page over it)
+    if skipped and len(given) < (search.max_results or len(session.ids)):
         named = ", ".join(sorted(skipped)[:3]) + (f" and {len(skipped) - 3} more" if len(skipped) > 3 else "")
         raise SourceError(f"{shown(session.url)}: {named} read but not given by the arxiv package")
     if search.max_results is None and len(session.ids) < (session.total or 0):
@@ -410,8 +408,8 @@ def _check_dates(scan: _Scan) -> None:
 
 def _dated(body: bytes, undated: dict[str, str]) -> bytes:
     """The page with the `undated` entries' dates replaced by a stand-in: the package then
-    gives them (to be skipped by id) and pages on by the entries there are, not one short,
-    which re-read an entry and failed on a last page of only skipped ones."""
+    gives them (it skips an entry without a date) and pages on by the entries there are, not
+    one short, which re-read an entry and failed on a last page of only skipped ones."""
     root = ET.fromstring(body)
     for entry in root.iter(_clark(_ATOM_ENTRY)):
         if (entry.findtext(_clark(_ATOM_ID)) or "").strip() in undated:
@@ -448,12 +446,18 @@ def _to_paper(result: arxiv.Result, ident: str, version: int | None) -> Paper:
         version=version or 1,
         authors=text.names(author.name for author in result.authors),
         categories=tuple(text.clean_name(cat) for cat in ([primary] if primary else []) + others),
-        submitted=result.published,
-        updated=result.updated,
+        submitted=_dated_as(result.published),
+        updated=_dated_as(result.updated),
         comment=text.comment(result.comment),
         journal_ref=text.journal_ref(result.journal_ref),
         sources=("api",),
     )
+
+
+def _dated_as(moment: datetime) -> datetime | None:
+    """None for _dated's stand-in: the paper is kept without the date arXiv did not give, as
+    a feed's paper is (the window's search found it, so it is the window's)."""
+    return None if moment == _NO_DATE else moment
 
 
 def _dedupe(papers: Iterable[Paper]) -> list[Paper]:
