@@ -20,7 +20,17 @@ from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline import compose, lock, months, readers, reading_list, render, site, site_papers
+from pipeline import (
+    compose,
+    lock,
+    months,
+    readers,
+    reading_list,
+    reading_list_markdown,
+    render,
+    site,
+    site_papers,
+)
 from pipeline.config import Config
 from pipeline.deliver import channels, git, outbox
 from pipeline.deliver.files import clear_killed_writes, onto_stdout, write_atomic
@@ -103,7 +113,7 @@ def _commit(config: Config, store: Store, files: dict[str, Path], report: RunRep
     if config.outputs.git is None:
         return
     result = git.publish(config.outputs.git, {**stored_files(store, config.outputs.dir), **files}, store,
-                         prune=(reading_list.FOLDER,))
+                         prune=(reading_list_markdown.FOLDER,))
     if not result.ok:
         report.delivery_errors.append(result.error or "git publishing failed")
 
@@ -257,8 +267,8 @@ def written_files(config: Config, store: Store) -> dict[str, Path]:
     out = config.outputs.dir
     files = stored_files(store, out)
     files.update({name: out / name for name in ("READING_LIST.md", "feed.xml") if (out / name).is_file()})
-    files.update({f"{reading_list.FOLDER}/{path.name}": path
-                  for path in sorted((out / reading_list.FOLDER).glob("*.md"))})
+    files.update({f"{reading_list_markdown.FOLDER}/{path.name}": path
+                  for path in sorted((out / reading_list_markdown.FOLDER).glob("*.md"))})
     return files
 
 

@@ -25,7 +25,7 @@ from typing import IO, Any, TextIO
 
 import orjson
 
-from pipeline import bilingual, escape, export, months, reading_list, render, site, templating
+from pipeline import bilingual, escape, export, months, reading_list_markdown, render, site, templating
 from pipeline.config import Config
 from pipeline.config_sections import TopicDef
 from pipeline.deliver import files
@@ -263,7 +263,7 @@ class _Pages:
         (taxonomy order, then topics it no longer names); the index's list."""
         names = {t.key: t.name for t in known}
         found = []
-        for key in reading_list.in_order({topic for topic, _ in self.topics}, known):
+        for key in reading_list_markdown.in_order({topic for topic, _ in self.topics}, known):
             name = names.get(key)
             shown = name or {"zh": key, "en": key}
             page, beside = site.topic_href(key), "papers/topic/"  # the month pages are beside it

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import config as cfg
-from pipeline import months, reading_list, render, site_papers, store_readers
+from pipeline import months, reading_list, reading_list_markdown, render, site_papers, store_readers
 from pipeline.errors import DigestError
 from pipeline.models import Enrichment, Paper, Scored, paper_key
 from pipeline.store import Store
@@ -111,7 +111,7 @@ def test_a_weekly_build_replays_the_months_that_did_not_change_and_writes_a_fres
     assert last["2026-07"] != again["2026-07"]
     # a replayed month keeps its Markdown file and web page as they are, so one edited by
     # hand is noticed
-    for july in (tmp_path / "a" / "out" / reading_list.FOLDER / "2026-07.md",
+    for july in (tmp_path / "a" / "out" / reading_list_markdown.FOLDER / "2026-07.md",
                  tmp_path / "a" / "out" / "site" / "papers" / "month" / "2026-07.html"):
         july.write_text(july.read_text(encoding="utf-8").replace("GRPO", "PPO"), encoding="utf-8")
         build(weekly)
@@ -136,7 +136,7 @@ def test_a_big_full_build_leaves_the_older_months_to_a_second_process_and_writes
 
     # everything rendered again (no ledger): the helper's months whose bytes are the same
     # are not put in place again, so a weekly git diff stays empty
-    july = [out / reading_list.FOLDER / "2026-07.md", out / "site" / "papers" / "month" / "2026-07.html"]
+    july = [out / reading_list_markdown.FOLDER / "2026-07.md", out / "site" / "papers" / "month" / "2026-07.html"]
     stamps = [path.stat().st_mtime_ns for path in july]
     (out / months.FOLDER / months.LEDGER).unlink()
     build(helped, split=100)
@@ -181,13 +181,13 @@ def test_a_stop_signal_to_the_process_group_is_left_to_the_parent_not_the_second
         assert (helper.join() / "done").read_text(encoding="utf-8") == "months"
 
 
-class FailsElsewhere(reading_list.Markdown):
-    def elsewhere(self, out: Path, folder: Path) -> reading_list.Markdown:
+class FailsElsewhere(reading_list_markdown.Markdown):
+    def elsewhere(self, out: Path, folder: Path) -> reading_list_markdown.Markdown:
         raise DigestError(f"{folder}: No space left on device")
 
 
-class DiesElsewhere(reading_list.Markdown):
-    def elsewhere(self, out: Path, folder: Path) -> reading_list.Markdown:
+class DiesElsewhere(reading_list_markdown.Markdown):
+    def elsewhere(self, out: Path, folder: Path) -> reading_list_markdown.Markdown:
         os._exit(3)  # as if killed: no word back
 
 
@@ -211,7 +211,7 @@ def test_fingerprints_change_with_a_month_s_papers_and_nothing_else(db_url, tmp_
     config = cfg.load(write_config(tmp_path, {"storage": {"url": db_url}}, seeds=False))
     store = Store.open(db_url)
     stock(store, [paper(k, START - timedelta(days=20 * k)) for k in range(4)])  # Nov, Nov, Oct, Sep
-    markdown = reading_list.Markdown(render.Settings.of(config), config.topics, tmp_path, UPDATED)
+    markdown = reading_list_markdown.Markdown(render.Settings.of(config), config.topics, tmp_path, UPDATED)
     before = reading_list.fingerprints(config, store, [markdown]).of()
     store_readers.set_verdict(store, "2611.00002", False)  # the reader takes October's paper out
     after = reading_list.fingerprints(config, store, [markdown]).of()

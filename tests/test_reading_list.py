@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipeline import config as cfg
-from pipeline import reading_list, store_readers, store_reading_list, store_seeds
+from pipeline import reading_list, reading_list_markdown, store_readers, store_reading_list, store_seeds
 from pipeline.models import Enrichment, Entry, Paper, Scored, SeedEntry, paper_key, seed_key
 from pipeline.store import Store
 from pipeline.week import digest_entries, load_week
@@ -116,8 +116,8 @@ def test_the_index_holds_every_paper_while_it_fits_in_one_file(tmp_path):
 
 def test_past_one_file_the_index_shows_the_newest_twenty_per_topic_and_files_hold_every_paper(tmp_path, monkeypatch):
     papers = many(45) + [replace(e, key=e.key + "b", topic="agentic") for e in many(3)]
-    monkeypatch.setattr(reading_list, "LIMIT", 5_400)  # a topic fits in a file, the two do not
-    monkeypatch.setattr(reading_list, "ROOM", 500)
+    monkeypatch.setattr(reading_list_markdown, "LIMIT", 5_400)  # a topic fits in a file, the two do not
+    monkeypatch.setattr(reading_list_markdown, "ROOM", 500)
     write(tmp_path, papers)
     index = read(tmp_path / "READING_LIST.md")
     algorithms = index.split('<a id="algorithms"></a>', 1)[1].split("<a id=", 1)[0]
@@ -139,8 +139,8 @@ def test_a_topic_past_the_limit_is_split_by_year_and_the_old_file_goes(tmp_path,
     papers = many(60, step=timedelta(days=12))  # two years
     write(tmp_path, papers)
     assert (tmp_path / "reading-list" / "algorithms.md").exists()
-    monkeypatch.setattr(reading_list, "LIMIT", 6_000)
-    monkeypatch.setattr(reading_list, "ROOM", 500)
+    monkeypatch.setattr(reading_list_markdown, "LIMIT", 6_000)
+    monkeypatch.setattr(reading_list_markdown, "ROOM", 500)
     files = write(tmp_path, papers)
     years = sorted(p.name for p in (tmp_path / "reading-list").glob("algorithms*.md"))
     assert years == ["algorithms-2024.md", "algorithms-2025.md", "algorithms-2026.md"]
@@ -237,8 +237,8 @@ def test_the_store_hands_the_reading_list_over_in_batches(db_url, tmp_path):
 
 
 def test_a_month_past_the_limit_is_split_into_packs_of_days_that_keep_their_bytes(tmp_path, monkeypatch):
-    monkeypatch.setattr(reading_list, "LIMIT", 3_000)
-    monkeypatch.setattr(reading_list, "ROOM", 300)
+    monkeypatch.setattr(reading_list_markdown, "LIMIT", 3_000)
+    monkeypatch.setattr(reading_list_markdown, "ROOM", 300)
     papers = many(40, step=timedelta(hours=15))  # 2026-11-27 back to 2026-11-03
     write(tmp_path, papers)
     packs = sorted((tmp_path / "reading-list").glob("2026-11-*.md"))

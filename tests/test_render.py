@@ -1202,7 +1202,7 @@ def test_a_chinese_only_reader_gets_the_english_line_of_a_paper_whose_chinese_is
     """Without an LLM a [zh] digest showed each new paper's title and links alone, in every
     edition and the reading list, under a header saying its Chinese is pending; it now shows
     the abstract's contribution sentence, the paper's own words as its title is."""
-    from pipeline.reading_list import Rows
+    from pipeline.reading_list_markdown import Rows
 
     claim = "We show that verifier drift explains most reward hacking in RLVR runs."
     zh = fx.config(languages=("zh",))
