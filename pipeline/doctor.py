@@ -25,7 +25,7 @@ from pipeline import calendar, collect, enrich, lock, plugins, replies, sources,
 from pipeline.config import Config, sqlite_file
 from pipeline.config_email import Reader, read_recipients
 from pipeline.config_sections import channel_entry
-from pipeline.deliver import channels, chat, email, files, git
+from pipeline.deliver import channels, chat, email, email_message, files, git
 from pipeline.errors import ConfigError, DigestError, LLMCallFailed
 from pipeline.sources import arxiv_api, arxiv_oai, arxiv_rss
 from pipeline.store import Store
@@ -460,7 +460,7 @@ def smtp_reachable(config: Config) -> str:
         raise DigestError(f"{where}: {email.failure(exc)}") from None
     except DigestError as exc:
         raise DigestError(f"{where}: {exc}") from None
-    sender = email.wire_address(parseaddr(cfg.from_)[1])  # as a send offers it
+    sender = email_message.wire_address(parseaddr(cfg.from_)[1])  # as a send offers it
     options = [] if sender.isascii() else ["SMTPUTF8"]
     try:
         if options and not smtp.has_extn("smtputf8"):

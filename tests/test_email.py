@@ -23,7 +23,8 @@ import sqlalchemy as sa
 from pipeline import compose, publish, store_outbox
 from pipeline import config as config_mod
 from pipeline.config_email import Email
-from pipeline.deliver.email import EmailChannel, build_message, message_bytes
+from pipeline.deliver.email import EmailChannel
+from pipeline.deliver.email_message import build_message, message_bytes
 from pipeline.deliver.outbox import (
     MAX_ATTEMPTS,
     RESENT,

@@ -23,7 +23,8 @@ import pytest
 
 from pipeline import bilingual, compose, links, render, site
 from pipeline.config_email import Email, Reader
-from pipeline.deliver.email import WIRE_POLICY, EmailChannel, build_message, message_bytes
+from pipeline.deliver.email import EmailChannel
+from pipeline.deliver.email_message import WIRE_POLICY, build_message, message_bytes
 from pipeline.escape import md_escape
 from pipeline.models import Paper, paper_key
 from pipeline.text_wrap import display_width, wrap
