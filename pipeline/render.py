@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
 # Gmail clips a message body over 102 KB ("[Message clipped]"); stay clear of it.
 EMAIL_LIMIT = 100_000  # bytes of the inlined HTML as mail carries it (encoded, CRLF lines)
-# How the email's parts are encoded (deliver/email.py builds with it): 7-bit safe, so a
+# How the email's parts are encoded (deliver/email_message.py builds with it): 7-bit safe, so a
 # part goes quoted-printable or base64, whichever email's sniffing of its start prefers, in
 # lines of at most 76 characters as RFC 2045 (6.7) asks of quoted-printable (Python's default,
 # 78, is a header's line; its quoted-printable lines were 78 long).
