@@ -73,6 +73,11 @@ class Problems(NamedTuple):
 EXAMPLE_DOMAINS = ("example.org", "example.com", "example.net")  # RFC 2606: never anyone's
 
 
+def example_address(address: str) -> bool:
+    """An address at a domain RFC 2606 keeps for examples: the starter's, never the user's."""
+    return parseaddr(address)[1].rpartition("@")[2].lower() in EXAMPLE_DOMAINS
+
+
 def config_problems(config: Config) -> Problems:
     """Settings that validate but will stop or weaken a run, one line each, naming the key."""
     errors, warnings = [], []
@@ -82,7 +87,7 @@ def config_problems(config: Config) -> Problems:
                         "(summaries would fall back; set it, empty for a local server, "
                         "or set enrich.provider: none)")
     contact = config.sources.arxiv.contact
-    if contact.rpartition("@")[2].lower() in EXAMPLE_DOMAINS:
+    if example_address(contact):
         warnings.append(f"sources.arxiv.contact is still an example address ({contact}); arXiv asks "
                         "for a way to reach you in the User-Agent: put your own")
     warnings += config.recipient_problems()
@@ -119,6 +124,10 @@ def email_problems(config: Config) -> list[str]:
     if not config.readers():
         warnings.append("email.to: email is enabled but has no recipients "
                         "(add email.to or email.recipients_file)")
+    if example_address(config.email.from_):
+        warnings.append(f"email.from is still an example address ({config.email.from_}); mail "
+                        "servers refuse or file as spam mail from a domain that is no one's: "
+                        "put an address of your own domain")
     sender = parseaddr(config.email.from_)[1].rpartition("@")[2]
     if "." not in sender and not config.email.local:
         warnings.append(f"email.from: @{sender} has no period, which suits a mail server on this "

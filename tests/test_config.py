@@ -557,7 +557,7 @@ def config_check(tmp_path, cli, extra: dict) -> list:
 def test_config_check_refuses_a_url_whose_port_there_cannot_be(tmp_path, cli):
     """An email.unsubscribe_url (or any URL key) with a port there cannot be was taken, and
     every email's unsubscribe link led nowhere: exit 2 naming the key."""
-    mail = {"enabled": True, "to": ["ada@example.org"]}
+    mail = {"enabled": True, "to": ["ada@example.org"], "from": "digest@ada-lab.org"}
 
     def check(extra: dict) -> list:
         return config_check(tmp_path, cli, extra)
@@ -578,7 +578,7 @@ def test_config_check_refuses_a_url_whose_port_there_cannot_be(tmp_path, cli):
 def test_config_check_warns_of_an_http_unsubscribe_address(tmp_path, cli):
     """An http:// serve.base_url (or email.unsubscribe_url) gives the emails no one-click
     unsubscribe (RFC 8058 is for https), and config check said nothing of it."""
-    mail = {"enabled": True, "to": ["ada@example.org"]}
+    mail = {"enabled": True, "to": ["ada@example.org"], "from": "digest@ada-lab.org"}
 
     def check(extra: dict) -> list:
         return config_check(tmp_path, cli, extra)

@@ -24,6 +24,7 @@ KEY = "sk-doctor-test-key"
 LINES = ["config", "database", "locks", "arxiv api", "arxiv rss", "arxiv oai", "calendar", "llm", "smtp", "git"]
 QUERY_SECRET, GIT_TOKEN = "q-secret-2f9c", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 CONTACT = "ada@lab.test"  # not an example.org address, which doctor warns about
+SENDER = "RL Digest <digest@ada-lab.org>"  # nor is the sender
 ENV = {"OPENAI_API_KEY": KEY, "SMTP_USERNAME": TEST_USER, "SMTP_PASSWORD": TEST_PASSWORD}
 
 
@@ -46,7 +47,7 @@ def world(tmp_path):
                         "oai": {"enabled": True, "url": arxiv.oai_url}},
             "enrich": {"provider": "openai", "base_url": llm.url, "timeout_seconds": 5},
             "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp.port,
-                      "security": "none", "timeout_seconds": 5, "to": ["ada@example.org"]},
+                      "security": "none", "timeout_seconds": 5, "to": ["ada@example.org"], "from": SENDER},
             "outputs": {"base_url": "https://digest.example.org/",
                         "git": {"repo": str(checkout), "branch": "main", "push": True}},
         }, llm, arxiv
@@ -347,11 +348,14 @@ def test_doctor_and_config_check_warn_while_the_arxiv_contact_is_the_example_add
     assert "sources.arxiv.contact is still an example address" in checked.stderr, checked.stderr
     keyless = write_config(tmp_path, {"sources": {"arxiv": {"enabled": False, "contact": "rl-digest@example.org"},
                                                   "rss": {"enabled": False}},
-                                      "enrich": {"provider": "openai", "api_key_env": "RL_DIGEST_NO_SUCH_KEY"}},
+                                      "enrich": {"provider": "openai", "api_key_env": "RL_DIGEST_NO_SUCH_KEY"},
+                                      "email": {"enabled": True, "to": ["ada@example.org"], "smtp_port": 9,
+                                                "security": "none"}},
                           seeds=False)
     both = cli("--config", str(keyless), "doctor", check=None).stdout
     line = next(line for line in both.splitlines() if line.startswith("config"))
     assert "RL_DIGEST_NO_SUCH_KEY" in line and "still an example address" in line  # one hid the other
+    assert "email.from is still an example address (RL Digest <digest@example.org>)" in line
 
 
 def test_doctor_finds_a_telegram_chat_the_bot_is_not_in(tmp_path, cli):
@@ -394,7 +398,7 @@ def test_config_check_warns_of_a_reader_named_again_with_other_languages_or_name
         encoding="utf-8")
     config = write_config(tmp_path, {
         "sources": {"arxiv": {"enabled": False, "contact": CONTACT}, "rss": {"enabled": False}},
-        "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": 2525, "security": "none",
+        "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": 2525, "security": "none", "from": SENDER,
                   "to": ["Ada L <Ada@Example.org>"], "recipients_file": "readers.txt"},
         "outputs": {"base_url": "https://digest.example.org/"}}, seeds=False)
     checked = cli("--config", str(config), "config", "check")  # warnings: exit 0
@@ -416,6 +420,7 @@ def test_doctor_warns_of_a_reader_at_a_dotless_domain_that_is_not_this_machines(
     config = write_config(tmp_path, {
         "sources": {"arxiv": {"enabled": False, "contact": CONTACT}, "rss": {"enabled": False}},
         "email": {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": refused_port(), "security": "none",
+                  "from": SENDER,
                   "to": ["alice@gmailcom", "root@localhost"], "recipients_file": "readers.txt"},
         "outputs": {"base_url": "https://digest.example.org/"}}, seeds=False)
     checked = cli("--config", str(config), "config", "check")  # warnings: exit 0

@@ -202,14 +202,17 @@ def test_config_check_flags_email_without_readers_or_base_url(tmp_path, cli):
     config = write_config(tmp_path, {"email": {"enabled": True, "to": []}}, seeds=False)
     result = cli("--config", str(config), "config", "check")  # a run goes on: warnings
     lines = result.stderr.splitlines()
-    assert len(lines) == 2 and all(line.startswith("warning: ") for line in lines)
+    assert len(lines) == 3 and all(line.startswith("warning: ") for line in lines)
     assert any("email.to: email is enabled but has no recipients" in line for line in lines)
     assert any("outputs.base_url: not set, nor outputs.site_url, so the email links no reading list"
                in line for line in lines)
-    fixed = write_config(tmp_path, {"email": {"enabled": True, "to": ["ada@example.org"]},
+    assert any("email.from is still an example address (RL Digest <digest@example.org>)" in line
+               for line in lines)  # the built-in and the starter's sender, as doctor says too
+    mine = {"enabled": True, "to": ["ada@example.org"], "from": "RL Digest <digest@ada-lab.org>"}
+    fixed = write_config(tmp_path, {"email": mine,
                                     "outputs": {"base_url": "https://digest.example.org/"}}, seeds=False)
     assert cli("--config", str(fixed), "config", "check").stdout.strip().endswith(": ok")
-    on_the_web = write_config(tmp_path, {"email": {"enabled": True, "to": ["ada@example.org"]},
+    on_the_web = write_config(tmp_path, {"email": mine,
                                          "outputs": {"site_url": "https://digest.example.org/site/"}},
                               seeds=False)
     assert cli("--config", str(on_the_web), "config", "check").stdout.strip().endswith(": ok")

@@ -311,7 +311,7 @@ def test_a_bad_reader_line_is_named_once_and_skipped_and_the_others_get_the_dige
     (tmp_path / "readers.txt").write_text("ok@example.org\nbob@exmaple..org\n", encoding="utf-8")
     with ArxivServer([rl_paper(1, datetime(2026, 10, 29, 12, tzinfo=UTC))]) as arxiv, SmtpServer() as smtp:
         email = {"enabled": True, "smtp_host": "127.0.0.1", "smtp_port": smtp.port, "security": "none",
-                 "recipients_file": "readers.txt"}
+                 "recipients_file": "readers.txt", "from": "RL Digest <digest@ada-lab.org>"}
         config = config_for(tmp_path, arxiv, email=email, outputs={"base_url": "https://example.org/rl/"})
         ran = cli("--config", str(config), "run", "--as-of", "2026-11-02")
         checked = cli("--config", str(config), "config", "check")
