@@ -158,7 +158,7 @@ def _streams_that_write_chinese() -> None:
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--config", "config_path", envvar="RL_DIGEST_CONFIG",
-              type=click.Path(path_type=Path, readable=False),  # config.load says why it cannot read one
+              type=click.Path(readable=False),  # config.load says why it cannot read one
               help="Config file (default: $RL_DIGEST_CONFIG, else ./config.yaml).")
 @click.option("-v", "--verbose", count=True,
               help="More logging, tracebacks on errors; -vv adds the HTTP libraries' lines.")
@@ -166,11 +166,14 @@ def _streams_that_write_chinese() -> None:
               help="No log lines but errors; a command's own result line stays.")
 @click.version_option(__version__, prog_name="rl-digest")
 @click.pass_context
-def main(ctx: click.Context, config_path: Path | None, verbose: int, quiet: bool) -> None:
+def main(ctx: click.Context, config_path: str | None, verbose: int, quiet: bool) -> None:
     """Weekly bilingual digest of reinforcement learning for LLMs papers from arXiv."""
     _streams_that_write_chinese()
     logs.setup(verbose, quiet)
-    ctx.obj = State(config_path, verbose, quiet)
+    if config_path == "":  # `--config "$CONF"` with CONF unset: as a Path, the working folder
+        raise ConfigError("--config: the path is empty", "a variable not set? name a config file, or "
+                          "leave --config out for $RL_DIGEST_CONFIG or ./config.yaml")
+    ctx.obj = State(Path(config_path) if config_path else None, verbose, quiet)
 
 
 @main.command()

@@ -602,9 +602,13 @@ def test_config_check_warns_of_an_http_unsubscribe_address(tmp_path, cli):
 
 
 def test_a_config_path_that_is_a_folder_or_empty_says_so_and_what_to_pass(tmp_path, cli):
-    """`--config "$CONF"` with CONF unset read the working folder: '/srv: cannot read: Is a
-    directory'."""
-    for given in ("", ".", str(tmp_path)):
+    """A folder names the file to pass. `--config "$CONF"` with CONF unset is an empty path,
+    said as such: it read the working folder and said '/srv: a folder, not a config file'."""
+    for given in (".", str(tmp_path)):
         result = cli("--config", given, "status", cwd=tmp_path, check=2)
         assert result.stderr == (f"rl-digest: {tmp_path}: a folder, not a config file (pass --config "
                                  f"{tmp_path / 'config.yaml'}, or another file)\n"), result.stderr
+    for args in (["--config", "", "status"], ["status", "--config", ""]):
+        result = cli(*args, cwd=tmp_path, check=2).stderr  # --config "$CONF", CONF unset
+        assert result == ("rl-digest: --config: the path is empty (a variable not set? name a config "
+                          "file, or leave --config out for $RL_DIGEST_CONFIG or ./config.yaml)\n"), result
