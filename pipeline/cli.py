@@ -18,7 +18,7 @@ import sys
 import traceback
 from collections.abc import Collection, Iterator
 from contextlib import ExitStack
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -409,11 +409,17 @@ def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
 
 
 def _since(value: str, config: Config) -> datetime:
-    """--since DATE: the start of that day (a datetime as given) in schedule.timezone."""
-    from pipeline.run import iso_date, parse_as_of
+    """--since DATE: the start of that day (a datetime as given) in schedule.timezone; not
+    after now (a collect reads from it up to now)."""
+    from pipeline.run import read_moment
 
-    moment = parse_as_of(value, config, "--since")
-    return moment.replace(hour=0, minute=0, second=0) if iso_date(value) is not None else moment
+    moment = read_moment(value, config, "--since", time(0))
+    now = datetime.now(config.zone)
+    if moment > now:
+        raise ConfigError(f"--since: {value} is in the future (today is {now:%Y-%m-%d, %H:%M} in "
+                          f"{config.schedule.timezone})",
+                          "collect reads again from that day up to now: give today or a day before")
+    return moment
 
 
 @main.command()

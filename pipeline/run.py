@@ -76,24 +76,30 @@ def parse_as_of(value: str | None, config: Config, option: str = "--as-of") -> d
     More than a day ahead is refused: a window reaching into the future would move the
     watermark past the present, and every later run would miss what arrives meanwhile.
     """
-    zone = config.zone
-    now = datetime.now(zone).replace(microsecond=0)
+    now = datetime.now(config.zone).replace(microsecond=0)
     if not value:
         return now
+    moment = read_moment(value, config, option, dtime(23, 59, 59))
+    ahead = now + timedelta(days=1)
+    if (moment.date() > ahead.date()) if iso_date(value) else moment > ahead:  # tomorrow's date is fine
+        raise ConfigError(f"{option}: {value} is more than a day ahead of now ({now:%Y-%m-%d %H:%M})",
+                          "a digest can only be made for the past or the present")
+    return moment
+
+
+def read_moment(value: str, config: Config, option: str, time_of_day: dtime) -> datetime:
+    """`value`, an ISO date (at `time_of_day`) or datetime, in schedule.timezone; not before arXiv."""
+    zone = config.zone
     day = iso_date(value)
     try:
         if day is not None:
-            moment = datetime.combine(day, dtime(23, 59, 59), zone)
+            moment = datetime.combine(day, time_of_day, zone)
         else:
             moment = datetime.fromisoformat(value)
             moment = moment.astimezone(zone) if moment.tzinfo else moment.replace(tzinfo=zone)
     except ValueError:
         raise ConfigError(f"{option}: not an ISO date or datetime: {value!r}",
                           "write it as YYYY-MM-DD or YYYY-MM-DDTHH:MM") from None
-    ahead = now + timedelta(days=1)
-    if (moment.date() > ahead.date()) if day is not None else moment > ahead:  # tomorrow's date is fine
-        raise ConfigError(f"{option}: {value} is more than a day ahead of now ({now:%Y-%m-%d %H:%M})",
-                          "a digest can only be made for the past or the present")
     if moment < ARXIV_BEGAN:
         raise ConfigError(f"{option}: {value} is before arXiv began (1991-08-14)")
     return moment

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -136,6 +137,11 @@ def test_since_reads_days_the_ledger_closed_again_through_the_catch_up(tmp_path,
     after = cli("--config", str(config), "collect", "--since", "2026-11-20", "--as-of", "2026-11-19", check=2)
     assert after.stderr == ("rl-digest: --since: 2026-11-20 is after the window's end (2026-11-19 23:59) "
                             "(it reads again from that day up to --as-of, or up to now)\n")
+    ahead = cli("--config", str(config), "collect", "--since", "2099-01-01", check=2)  # it spoke of digests
+    today = f"{datetime.now(load(config).zone):%Y-%m-%d}"
+    assert re.fullmatch(f"rl-digest: --since: 2099-01-01 is in the future \\(today is {today}, "
+                        r"\d\d:\d\d in Asia/Shanghai\) \(collect reads again from that day up to now: "
+                        r"give today or a day before\)\n", ahead.stderr), ahead.stderr
 
 
 def test_run_offline_of_network_is_exit_3_with_one_line(tmp_path, cli):
