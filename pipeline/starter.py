@@ -67,7 +67,7 @@ def shell_command(argv0: str) -> str:
     if script.name == "__main__.py":  # python -m pipeline: its venv's script, else the same again
         beside = Path(sys.executable).parent / "rl-digest"
         return shell_command(str(beside)) if beside.exists() else f"{shlex.quote(sys.executable)} -m pipeline"
-    if script.name != "rl-digest" or len(script.parts) == 1:  # found by PATH
+    if script.name != "rl-digest" or "/" not in argv0:  # found by PATH (./rl-digest was not)
         return "rl-digest"
     found = shutil.which("rl-digest")
     if found and Path(found).resolve() == script.resolve():

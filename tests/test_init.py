@@ -123,6 +123,10 @@ def test_the_next_steps_name_rl_digest_by_its_path_when_path_does_not_find_it(tm
     monkeypatch.setenv("PATH", f"{other.parent / 'none'}:{venv}")  # PATH finds this one
     assert starter.shell_command(script) == "rl-digest"
     assert starter.shell_command("rl-digest") == "rl-digest"  # started through PATH
+    monkeypatch.chdir(venv)
+    monkeypatch.setenv("PATH", str(other))
+    assert starter.shell_command("./rl-digest") == shlex.quote(script)  # ./rl-digest init: not PATH's
+    monkeypatch.setenv("PATH", f"{other.parent / 'none'}:{venv}")
     monkeypatch.setattr(sys, "executable", str(venv / "python"))  # python -m pipeline: its venv's
     assert starter.shell_command("/x/pipeline/__main__.py") == "rl-digest"  # script, found by PATH
     monkeypatch.setenv("PATH", str(other))
