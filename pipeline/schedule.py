@@ -1,5 +1,5 @@
-"""APScheduler wiring only: two cron jobs, catch-up from the database, outbox retries,
-clean stops.
+"""APScheduler wiring only: two cron jobs, catch-up from the database (a missed publish;
+the day's missed collect), outbox retries, clean stops.
 
 The job store is memory: what was done lives in the database (runs and
 digests), so a restart asks the database whether a publish is due, and so does
@@ -53,6 +53,7 @@ OWN_RETRY_SECONDS = 15  # ... held by this scheduler's own collect: soon, not at
 WATCH_SECONDS = 300  # how often a running scheduler asks whether a publish fire went by unseen
 FAILED_RETRY_MAX = 3600  # the longest wait between publishes that keep failing
 CATCH_UP = "catch-up"
+CATCH_UP_COLLECT = "catch-up-collect"
 HEARTBEAT = "heartbeat"
 OUTBOX = "outbox"
 WATCH = "watch"
@@ -64,11 +65,26 @@ class _Cron(CronTrigger):
     in its minute or hour) that a clock falling back repeats fires at its first pass only
     (APScheduler fired it at both: a publish at 01:30 on the night New York's clock went back
     ran twice, its collect, files, feed and run record made again); a time the clock springs
-    over fires an hour later, shown as the clock reads then (03:30, not a 02:30 that never was)."""
+    over fires an hour later, shown as the clock reads then (03:30, not a 02:30 that never was),
+    also for a scheduler started between the jump and then: APScheduler matches the fields
+    against the wall clock, and from 03:10 it found the day's 02:30 gone by and went on to
+    the next day's (that day's collect never ran)."""
 
     fixed = False
+    LOOK_BACK = timedelta(hours=3)  # cron(8) keeps fixed times across a clock change under three hours
 
     def get_next_fire_time(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
+        if previous_fire_time is not None or not self.fixed:
+            return self._kept(previous_fire_time, now)
+        now = now.astimezone(UTC)
+        fire = self._kept(None, now - self.LOOK_BACK)  # a fire the clock sprang over comes after now
+        while fire is not None and fire.astimezone(UTC) < now:
+            fire = self._kept(None, fire.astimezone(UTC) + timedelta(seconds=1))
+        return fire
+
+    def _kept(self, previous_fire_time: datetime | None, now: datetime) -> datetime | None:
+        """APScheduler's next fire, the repeat of a fixed time in the hour a clock falls back
+        skipped, in this zone's offset of then."""
         fire = super().get_next_fire_time(previous_fire_time, now)
         while fire is not None:
             fire = fire.astimezone(UTC).astimezone(self.timezone)
@@ -128,6 +144,18 @@ def publish_due(config: Config, store: Store, now: datetime) -> bool:
     covered += [end for end in [store.last_digest_end()] if end is not None]
     covered = [c if c.tzinfo else c.replace(tzinfo=config.zone) for c in covered]
     return not covered or max(covered) < fire
+
+
+def collect_due(config: Config, store: Store, now: datetime) -> bool:
+    """Today's collect fire passed (the scheduler was down, or restarted just after it) and
+    no collect has succeeded as of it since: run it once now. An earlier day's is not
+    caught up: the next fire reads from the watermark all the same."""
+    fire = previous_fire(config, "collect", now)
+    if fire is None or fire.date() != now.astimezone(config.zone).date():
+        return False
+    run = store.last_run("collect", "ok")
+    as_of = datetime.fromisoformat(run["as_of"]) if run else None
+    return as_of is None or (as_of if as_of.tzinfo else as_of.replace(tzinfo=config.zone)) < fire
 
 
 def unfinished(store: Store) -> datetime | None:
@@ -253,7 +281,8 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Publis
           store: Store, now: datetime | None = None,
           executor: ThreadPoolExecutor | None = None,
           outbox_job: Callable[[], object] | None = None) -> BlockingScheduler:
-    """The scheduler with its jobs, not started: collect, publish, a catch-up if due, the
+    """The scheduler with its jobs, not started: collect, publish, a catch-up if due (else the
+    day's missed collect), the
     outbox retry when something waits in the outbox, and a watch for a publish fire that
     went by unseen (a clock change). `publish_job(as_of)`: None is now.
 
@@ -268,8 +297,8 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Publis
         executors={"default": executor or ThreadPoolExecutor(max_workers=2)},
     )
     jobs = _Jobs(config, store, scheduler, defaults, publish_job, outbox_job)
-    scheduler.add_job(guarded(config, "collect", collect_job), trigger(config, "collect"),
-                      id="collect", name="collect", **defaults)
+    collect_body = guarded(config, "collect", collect_job)
+    scheduler.add_job(collect_body, trigger(config, "collect"), id="collect", name="collect", **defaults)
     scheduler.add_job(jobs.publish_body, trigger(config, "publish"), id="publish", name="publish",
                       **defaults)
     scheduler.add_listener(jobs.missed, EVENT_JOB_MISSED)
@@ -282,6 +311,10 @@ def build(config: Config, collect_job: Callable[[], object], publish_job: Publis
         jobs.catch_up()
     else:
         log.info("no publish is due: none was missed since the last successful one")
+        if collect_due(config, store, now or datetime.now(config.zone)):  # a publish collects too
+            log.info("today's collect was missed while down: running it now")
+            scheduler.add_job(collect_body, "date", run_date=later(config, 0), id=CATCH_UP_COLLECT,
+                              name="catch-up collect", **{**defaults, "misfire_grace_time": None})
     jobs.plan_outbox()
     return scheduler
 

@@ -177,6 +177,34 @@ def test_a_fixed_time_the_clock_springs_over_publishes_once_that_day(tmp_path):
     assert not schedule.publish_due(config, store, datetime(2027, 3, 14, 23, tzinfo=UTC))
 
 
+def test_a_collect_the_clock_springs_over_runs_after_it_and_a_restart_catches_the_days_missed_one(tmp_path):
+    """'30 2 * * *' in New York on 2027-03-14 (02:00 -> 03:00): a scheduler (re)started at
+    03:00 to 03:29 planned the next day's 02:30, and that day's collect never ran. It runs
+    at 03:30; a scheduler started after a collect fire of the same day collects at once."""
+    config = load(write_config(tmp_path, {"schedule": {"timezone": "America/New_York",
+                                                       "collect_cron": "30 2 * * *"}}, seeds=False))
+    zone = ZoneInfo("America/New_York")
+    for hour, minute in ((1, 59), (3, 0), (3, 10), (3, 29)):
+        got = fires(config, "collect", datetime(2027, 3, 14, hour, minute, tzinfo=zone), 2)
+        assert [f.isoformat() for f in got] == ["2027-03-14T03:30:00-04:00", "2027-03-15T02:30:00-04:00"]
+    store = Store.open(config.storage.url)
+    published = store.start_run("publish", datetime(2027, 3, 8, 8, tzinfo=zone))  # Monday's: none due
+    store.finish_run(published, "ok", {})
+    assert not schedule.collect_due(config, store, datetime(2027, 3, 14, 3, 10, tzinfo=zone))
+    restarted = datetime(2027, 3, 14, 3, 45, tzinfo=zone)  # after the fire, nothing collected since
+    assert schedule.collect_due(config, store, restarted)
+    calls: list[str] = []
+    scheduler = schedule.build(config, lambda: calls.append("collect"), lambda as_of: None, store, restarted)
+    assert {job.id for job in scheduler.get_jobs()} == {"collect", "publish", "watch", "catch-up-collect"}
+    scheduler.get_job("catch-up-collect").func()
+    assert calls == ["collect"]
+    store.finish_run(store.start_run("collect", restarted), "ok", {})
+    assert not schedule.collect_due(config, store, restarted + timedelta(minutes=5))  # collected: once
+    old = load(write_config(tmp_path, {"schedule": {"timezone": "America/New_York",
+                                                    "collect_cron": "30 2 * * sat"}}, seeds=False))
+    assert not schedule.collect_due(old, store, restarted)  # yesterday's: the next fire reads it
+
+
 def test_nothing_is_due_before_the_first_fire_after_a_publish(tmp_path):
     config = load(write_config(tmp_path, seeds=False))
     store = Store.open(config.storage.url)
@@ -215,6 +243,8 @@ def recorder(store, calls):
 
 
 def published_now(store):
+    """A publish as run_digest records one: its collect's run, then its own."""
+    store.finish_run(store.start_run("collect", datetime.now(UTC)), "ok", {})
     store.finish_run(store.start_run("publish", datetime.now(UTC)), "ok", {})
 
 

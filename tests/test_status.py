@@ -51,9 +51,7 @@ def test_status_json_with_the_database_down_still_prints_an_object(tmp_path, cli
 @pytest.mark.slow
 def test_the_scheduler_writes_a_heartbeat_that_status_and_the_healthcheck_read(tmp_path, cli):
     with ArxivServer(papers_now()) as arxiv:
-        config = scheduler_config(tmp_path, arxiv)
-        text = config.read_text(encoding="utf-8") + "schedule: {heartbeat_seconds: 1}\n"
-        config.write_text(text, encoding="utf-8")
+        config = scheduler_config(tmp_path, arxiv, heartbeat_seconds=1)
         missing = cli("--config", str(config), "status", "--check-heartbeat", check=1)
         assert "scheduler: no heartbeat at " in missing.stderr
         scheduler = Scheduler(config, tmp_path / "scheduler.log")
