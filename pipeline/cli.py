@@ -389,7 +389,7 @@ def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
     from pipeline.run import collect_and_rank, parse_as_of
 
     config = state.config
-    moment = parse_as_of(as_of, config)
+    moment = parse_as_of(as_of, config, why="a collect reads up to the present, not past it")
     start = _since(since, config) if since else None
     if start is not None and start > moment:  # the window would be empty: 'fetched 0', unsaid why
         raise ConfigError(f"--since: {since} is after the window's end ({moment:%Y-%m-%d %H:%M})",

@@ -68,13 +68,15 @@ SCORED_WITH = "relevance_scored_with"  # state key: the model and settings the w
 ARXIV_BEGAN = datetime(1991, 8, 14, tzinfo=UTC)
 
 
-def parse_as_of(value: str | None, config: Config, option: str = "--as-of") -> datetime:
+def parse_as_of(value: str | None, config: Config, option: str = "--as-of",
+                why: str = "a digest can only be made for the past or the present") -> datetime:
     """An ISO date means the end of that day in schedule.timezone; default: now there. A
     datetime with another offset is the same moment there: the digest id is its date in
     schedule.timezone, the date the window ends on.
 
     More than a day ahead is refused: a window reaching into the future would move the
-    watermark past the present, and every later run would miss what arrives meanwhile.
+    watermark past the present, and every later run would miss what arrives meanwhile;
+    `why` says so in the words of the command refused.
     """
     now = datetime.now(config.zone).replace(microsecond=0)
     if not value:
@@ -82,8 +84,7 @@ def parse_as_of(value: str | None, config: Config, option: str = "--as-of") -> d
     moment = read_moment(value, config, option, dtime(23, 59, 59))
     ahead = now + timedelta(days=1)
     if (moment.date() > ahead.date()) if iso_date(value) else moment > ahead:  # tomorrow's date is fine
-        raise ConfigError(f"{option}: {value} is more than a day ahead of now ({now:%Y-%m-%d %H:%M})",
-                          "a digest can only be made for the past or the present")
+        raise ConfigError(f"{option}: {value} is more than a day ahead of now ({now:%Y-%m-%d %H:%M})", why)
     return moment
 
 

@@ -39,9 +39,10 @@ def one_line(result: subprocess.CompletedProcess, *words: str) -> str:
 
 def test_an_as_of_far_in_the_future_is_refused_and_moves_nothing(tmp_path, cli):
     config = write_config(tmp_path)
-    for command in ("run", "collect"):
+    for command, why in (("run", "a digest can only be made for the past or the present"),
+                         ("collect", "a collect reads up to the present, not past it")):
         refused = cli("--config", str(config), command, "--as-of", "2099-01-01", check=2)
-        one_line(refused, "--as-of: 2099-01-01 is more than a day ahead")
+        one_line(refused, "--as-of: 2099-01-01 is more than a day ahead", why)  # collect spoke of digests
     too_early = cli("--config", str(config), "run", "--as-of", "0001-01-01", check=2)
     one_line(too_early, "before arXiv began")
     assert not (tmp_path / "out").exists()
