@@ -167,8 +167,8 @@ class Config(Model):
             if isinstance(value, dict | list):
                 for inner in value.values() if isinstance(value, dict) else value:
                     yield from walk(inner)
-            elif isinstance(value, str) and "://" in value:
-                yield value
+            elif isinstance(value, str) and "://" in value and not value.startswith("sqlite"):
+                yield value  # a SQLite URL is a file's path, whose folder may be named "digest?v=2"
 
         return list(walk(self.model_dump(mode="json")))
 
