@@ -136,7 +136,7 @@ class Rows:
     """Table rows rendered by the templates, a batch of entries per call."""
 
     def __init__(self, settings: render.Settings):
-        self.settings, self.env = settings, templating.text_env(settings.templates)
+        self.settings, self.env = settings, templating.text_env(settings.templates, settings.languages)
         self.context = render.common(settings)
         self.template = self.env.get_template("reading_list/rows.md.j2")
 

@@ -90,8 +90,9 @@ class Settings:
 
 
 def common(settings: Settings) -> dict[str, Any]:
-    """What every template knows about the configuration."""
-    return {"topic": settings.topic, "languages": list(settings.languages),
+    """What every template knows about the configuration (the languages shown are their
+    environment's: templating.new_env)."""
+    return {"topic": settings.topic,
             "topic_names": {key: " · ".join(text for _, text in texts(settings.languages, *names))
                             for key, names in settings.topic_names.items()},
             "base_url": settings.base_url,
@@ -152,18 +153,18 @@ def digest_url(settings: Settings, digest_id: str) -> str | None:
 # --- digests ------------------------------------------------------------------------
 
 def digest_markdown(settings: Settings, digest: Digest, reading_count: int) -> str:
-    return text_env(settings.templates).get_template("digest.md.j2").render(
+    return text_env(settings.templates, settings.languages).get_template("digest.md.j2").render(
         **_digest_context(settings, digest, reading_count, "../READING_LIST.md"))
 
 
 def digest_text(settings: Settings, digest: Digest, reading_count: int, personal: bool = False) -> str:
     """The text/plain part: same content, wrapped at 72 columns, links as full URLs."""
-    return text_env(settings.templates).get_template("email.txt.j2").render(
+    return text_env(settings.templates, settings.languages).get_template("email.txt.j2").render(
         **_digest_context(settings, digest, reading_count, "../READING_LIST.md", personal))
 
 
 def digest_subject(settings: Settings, digest: Digest) -> str:
-    text = text_env(settings.templates).get_template("subject.txt.j2").render(
+    text = text_env(settings.templates, settings.languages).get_template("subject.txt.j2").render(
         d=digest, paper_count=paper_count(digest), **common(settings))
     return one_line(text)
 
@@ -250,7 +251,7 @@ def digest_html(settings: Settings, digest: Digest, reading_count: int, limit: i
     trimmed: what it left out would be out of every reader's reach.
     """
     limit = settings.email_limit if limit is None else limit
-    template = html_env(settings.templates).get_template("email.html.j2")
+    template = html_env(settings.templates, settings.languages).get_template("email.html.j2")
     base = _digest_context(settings, digest, reading_count, "../READING_LIST.md", personal)
     base["subject"] = digest_subject(settings, digest)
     total = sum(len(s.entries) for s in digest.sections)
@@ -383,7 +384,7 @@ def feed_xml(settings: Settings, digests: Mapping[str, Digest] | Iterable[Digest
 
     entries = (entry(digests[did]) for did in sorted(digests, reverse=True)[:FEED_DIGESTS])
     home = ("" if base else "index.html") if site else "READING_LIST.md"  # relative, as the entries' links
-    return html_env(settings.templates).get_template("feed.xml.j2").render(
+    return html_env(settings.templates, settings.languages).get_template("feed.xml.j2").render(
         entries=entries, updated=rfc3339(updated, tz),
         feed_id=f"{base}feed.xml" if base else feed_id(settings, "site-feed" if site else "feed"),
         self_url=f"{base}feed.xml" if base else None, home_url=f"{base or ''}{home}", **ctx)

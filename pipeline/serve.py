@@ -110,9 +110,8 @@ class Pages:
 
     def __init__(self, config: Config, store: Store, links: Links):
         self.config, self.store, self.links = config, store, links
-        settings = render.Settings.of(config)
-        self.page = templating.html_env(settings.templates).get_template("serve/page.html.j2")
-        self.known = render.common(settings)
+        self.settings = render.Settings.of(config)
+        self.known = render.common(self.settings)
         self.site = Path(config.outputs.dir) / "site"  # looked for at each request: a run may write it later
         # where a reply "unsubscribe" goes (with email off, nothing is mailed to unsubscribe from)
         self.sender = parseaddr(config.email.from_)[1] or None if config.email.enabled else None
@@ -131,11 +130,12 @@ class Pages:
         home = "../" * (sent.count(b"/") - 1) or "./"
         context = {**self.known, "page": name, "action": None, "other": None, "verdict": None, "reply": None,
                    "paper": None, "address": address, "home": home if self.site.is_dir() else None, **more}
+        languages = self.settings.languages
         if address:
-            context["languages"] = next((list(r.languages) for r in self.config.readers()
-                                         if r.address.lower() == address.lower() and r.languages),
-                                        self.known["languages"])
-        return HTMLResponse(self.page.render(**context), status_code=status)
+            languages = next((tuple(r.languages) for r in self.config.readers()
+                              if r.address.lower() == address.lower() and r.languages), languages)
+        page = templating.html_env(self.settings.templates, languages).get_template("serve/page.html.j2")
+        return HTMLResponse(page.render(**context), status_code=status)
 
     def title_of(self, key: str) -> str | None:
         """The paper a verdict is about, by name: a stored paper, or a seed entry."""

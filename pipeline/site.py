@@ -73,14 +73,14 @@ def year(day: str | None) -> str:
 def env(settings: render.Settings) -> jinja2.Environment:
     """The web edition's templates, with its links as globals (and as filters, for the
     templates of the reading list's entries: see templating._shared)."""
-    return _env(settings.templates)
+    return _env(settings.templates, settings.languages)
 
 
 @cache
-def _env(user_dir: Path | None) -> jinja2.Environment:
-    """Built once per template folder, as templating's own; the names a page's context gives
-    (`topic_labels`) are the settings'."""
-    found = templating.new_env(user_dir, html=True)
+def _env(user_dir: Path | None, languages: tuple[str, ...]) -> jinja2.Environment:
+    """Built once per template folder and languages, as templating's own; the names a page's
+    context gives (`topic_labels`) are the settings'."""
+    found = templating.new_env(user_dir, html=True, languages=languages)
     found.globals.update(paper_href=paper_href, anchor=anchor, digest_href=digest_href,
                          rfc3339=render.rfc3339)
     found.filters.update(anchor=anchor, paper_href=paper_href, topic_href=topic_href, topic_name=_topic_label)
@@ -95,8 +95,7 @@ def context(settings: render.Settings) -> dict[str, Any]:
 
 
 def _topic_labels(settings: render.Settings) -> dict[str, Any]:
-    macros: Any = env(settings).get_template("site/macros.html.j2").make_module(
-        {"languages": list(settings.languages), "root": ""})
+    macros: Any = env(settings).get_template("site/macros.html.j2").module
     return {key: macros.pair(*pair) for key, pair in settings.topic_names.items()}
 
 

@@ -243,11 +243,16 @@ def _topic_name(context: Any, key: str) -> str:
     return context["topic_names"].get(key, key)
 
 
-def new_env(user_dir: Path | None = None, html: bool = False) -> jinja2.Environment:
+def new_env(user_dir: Path | None = None, html: bool = False,
+            languages: tuple[str, ...] = ()) -> jinja2.Environment:
     """A new environment, for a purpose that adds its own filters and globals to it once,
     before it renders (site.env, the chat channels'); the others share text_env and html_env.
     `html`: HTML and Atom, with autoescape on for every template (select_autoescape misses
-    *.j2); else Markdown, plain text and prompts, no autoescape and explicit filters."""
+    *.j2); else Markdown, plain text and prompts, no autoescape and explicit filters.
+    `languages`: those shown, in order, a global (the digests' templates'; none for prompts),
+    so the macro files they import read it without `with context`: such an import makes
+    a module per render whose macros refer back to its context, a reference cycle that kept
+    each rendered page (and its digest) until the cyclic collector's next full pass."""
     env = jinja2.Environment(
         loader=_UserFirst(user_dir), undefined=jinja2.StrictUndefined, autoescape=html,
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=not html,
@@ -256,17 +261,20 @@ def new_env(user_dir: Path | None = None, html: bool = False) -> jinja2.Environm
         env.filters.update(url=safe_url, xml=xml_text)
     else:
         env.filters.update(md=md_escape, md_url=md_url, wrap=wrap, underline=underline)
+    if languages:
+        env.globals["languages"] = list(languages)
     return _shared(env)
 
 
 @cache
-def text_env(user_dir: Path | None = None) -> jinja2.Environment:
-    """Markdown, plain text and prompts, built once per template folder (a run renders from
-    some sixteen places, and each loaded its templates again): never changed once made."""
-    return new_env(user_dir)
+def text_env(user_dir: Path | None = None, languages: tuple[str, ...] = ()) -> jinja2.Environment:
+    """Markdown, plain text and prompts, built once per template folder and languages (a run
+    renders from some sixteen places, and each loaded its templates again): never changed
+    once made."""
+    return new_env(user_dir, languages=languages)
 
 
 @cache
-def html_env(user_dir: Path | None = None) -> jinja2.Environment:
-    """HTML and Atom, built once per template folder as text_env is."""
-    return new_env(user_dir, html=True)
+def html_env(user_dir: Path | None = None, languages: tuple[str, ...] = ()) -> jinja2.Environment:
+    """HTML and Atom, built once per template folder and languages as text_env is."""
+    return new_env(user_dir, html=True, languages=languages)

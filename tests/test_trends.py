@@ -168,7 +168,7 @@ def test_a_digest_without_trends_renders_as_before():
 
 def svg(trends, languages=("zh", "en")) -> str:
     settings = fx.config(languages=languages)
-    return templating.html_env().get_template("site/trends.svg.j2").render(trends=trends, **render.common(settings))
+    return templating.html_env(None, settings.languages).get_template("site/trends.svg.j2").render(trends=trends, **render.common(settings))
 
 
 def test_the_svg_chart_parses_as_xml_and_keeps_hostile_names_as_text():

@@ -42,16 +42,16 @@ def compact(settings: render.Settings, digest: Digest, template: str | None, as_
                    e for s in digest.sections for e in (*s.entries, *s.brief)), *digest.curated)}.values())}
     if template is None:
         return title, "", content
-    text = _env(settings.templates, as_html).get_template(f"channels/{template}").render(
+    text = _env(settings.templates, settings.languages, as_html).get_template(f"channels/{template}").render(
         **ctx, d=digest, title=title, sections=sections, digest_url=digest_url)
     return title, text, content
 
 
 @cache
-def _env(user_dir: Path | None, as_html: bool) -> jinja2.Environment:
+def _env(user_dir: Path | None, languages: tuple[str, ...], as_html: bool) -> jinja2.Environment:
     """The chat messages' templates with their escapes as filters, built once per template
-    folder (templating.new_env)."""
-    env = templating.new_env(user_dir, html=as_html)
+    folder and languages (templating.new_env)."""
+    env = templating.new_env(user_dir, html=as_html, languages=languages)
     env.filters.update(slack=slack_escape, slack_url=slack_url, telegram=telegram_text, chat_md=chat_md)
     return env
 
