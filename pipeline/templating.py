@@ -252,7 +252,9 @@ def new_env(user_dir: Path | None = None, html: bool = False,
     `languages`: those shown, in order, a global (the digests' templates'; none for prompts),
     so the macro files they import read it without `with context`: such an import makes
     a module per render whose macros refer back to its context, a reference cycle that kept
-    each rendered page (and its digest) until the cyclic collector's next full pass."""
+    each rendered page (and its digest) until the cyclic collector's next full pass. A page's
+    own macro that reads its context or calls anything is such a cycle too: the pages keep
+    theirs in macro files, or to their arguments and filters (the chat posts')."""
     env = jinja2.Environment(
         loader=_UserFirst(user_dir), undefined=jinja2.StrictUndefined, autoescape=html,
         trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=not html,

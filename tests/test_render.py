@@ -6,6 +6,7 @@ UPDATE_GOLDEN=1 rewrites tests/golden/ from the fixture in tests/fixtures_digest
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -13,6 +14,7 @@ import struct
 import xml.etree.ElementTree as ET
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
+from functools import partial
 from html import escape
 from html.parser import HTMLParser
 from pathlib import Path
@@ -831,6 +833,73 @@ def test_a_user_override_replaces_one_template_only(tmp_path, digest, md):
     cfg = fx.config(templates_dir=tmp_path)
     assert render.digest_subject(cfg, digest) == "My digest 2026-11-30 (8)"
     assert render.digest_markdown(cfg, digest, READING) == md
+
+
+def older_copy(text: str) -> str:
+    """A template as a copy made before the macro files were imported without context reads:
+    its imports `with context`, its calls without what the pages now pass them."""
+    text = re.sub(r'(\{% import "[^"]+" as \w+) %\}', r"\1 with context %}", text)
+    for new, old in [("lab.topic_total(s, featured_in)", "lab.topic_total(s)"),
+                     ("tx.entry(e, feedback)", "tx.entry(e)"), ("tx.votes(e, vote=feedback)", "tx.votes(e)"),
+                     (", top=root, href=paper_href, vote=feedback)", ")"),
+                     ("(e, top=root, href=paper_href, vote=feedback)", "(e)")]:
+        text = text.replace(new, old)
+    return text
+
+
+def test_a_page_copied_from_an_older_release_still_renders_as_the_built_in_one(tmp_path, digest):
+    """templates.dir may hold copies of the pages from before the macro files were imported
+    without context: they import them `with context` and call their macros without what the
+    pages now pass them (featured_in, feedback, root): each still renders as the built-in page."""
+    shipped = Path(__file__).parents[1] / "templates"
+    for name in ("digest.md.j2", "email.txt.j2", "site/base.html.j2", "site/digest.html.j2"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        copy = older_copy((shipped / name).read_text(encoding="utf-8"))
+        assert copy != (shipped / name).read_text(encoding="utf-8")
+        (tmp_path / name).write_text(copy, encoding="utf-8")
+    served = replace(fx.config(), serve_url="https://digest.example.org/rl/")
+    mine = replace(served, templates=tmp_path)
+    assert render.digest_markdown(mine, digest, READING) == render.digest_markdown(served, digest, READING)
+    text = render.digest_text(mine, digest, READING, personal=True)
+    assert "👍 https://digest.example.org/rl/" in text
+    assert text == render.digest_text(served, digest, READING, personal=True)
+    for settings, folder in ((served, "built-in"), (mine, "mine")):
+        site.build(settings, tmp_path / folder, [digest], "2026-11-30T08:00:00+08:00",
+                   feedback=partial(links.placeholder, served.serve_url))
+    page = f"digests/{digest.id}.html"
+    assert 'class="vote"' in (tmp_path / "mine" / page).read_text("utf-8")
+    assert (tmp_path / "mine" / page).read_text("utf-8") == (tmp_path / "built-in" / page).read_text("utf-8")
+
+
+def test_rendering_a_digest_leaves_no_jinja_context_in_a_reference_cycle(tmp_path, digest):
+    """A page's macro files are imported without its context: an import `with context` made a
+    module per render whose macros refer back to it, a cycle that held the page and its digest
+    until the cyclic collector's next full pass (site.build held tens of digests at once). So
+    is each page's own macro: its arguments and filters only, or in a macro file."""
+    from pipeline.deliver import compact
+
+    served = replace(fx.config(), serve_url="https://digest.example.org/rl/")
+    renders = [lambda: render.digest_markdown(served, digest, READING),
+               lambda: render.digest_text(served, digest, READING, personal=True),
+               lambda: render.digest_html(served, digest, READING),
+               lambda: render.digest_subject(served, digest),
+               lambda: render.feed_xml(served, [digest], "2026-11-30T08:00:00+08:00"),
+               lambda: site.build(served, tmp_path, [digest], "2026-11-30T08:00:00+08:00"),
+               *(partial(compact.compact, served, digest, name, name.endswith(".html.j2"), 3)
+                 for name in ("slack.txt.j2", "telegram.html.j2", "markdown.md.j2"))]
+    gc.collect()
+    gc.disable()
+    try:
+        for make in renders:
+            make()
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [getattr(o, "name", None) for o in gc.garbage if isinstance(o, jinja2.runtime.Context)]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []
 
 
 def test_a_template_changed_between_two_runs_of_one_process_is_the_next_runs(tmp_path, digest):
