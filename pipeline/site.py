@@ -11,7 +11,6 @@ week took a run 0.1 s more per digest kept, 25 s a run after five years.
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping
@@ -151,10 +150,10 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
             continue
         digest = digests[digest_id]
         sections, featured = render.listed(settings, digest)
-        page = rendered(jinja.get_template("site/digest.html.j2"),
-                        d=bilingual.shown(digest, settings.languages), root="../",
-                        paper_count=render.paper_count(digest), featured_in=featured, sections=sections,
-                        newer=newer, older=older, preview=digest.id in previews, **common)
+        page = jinja.get_template("site/digest.html.j2").render(
+            d=bilingual.shown(digest, settings.languages), root="../", paper_count=render.paper_count(digest),
+            featured_in=featured, sections=sections, newer=newer, older=older, preview=digest.id in previews,
+            **common)
         if write_if_changed(folder / digest_href(digest.id), page):  # one page at a time in memory
             changed.append(folder / digest_href(digest.id))
         rows.append(Row(digest.id, digest.highlights[:1]))  # what the index says of it
@@ -162,9 +161,9 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
         ledger.add(digest.id, fingerprint, counts[digest.id], rows[-1].highlights)
     pages: dict[str, str] = {}
     by_month = [(month, list(group)) for month, group in groupby(rows, key=lambda d: d.id[:7])]
-    pages["index.html"] = rendered(jinja.get_template("site/index.html.j2"), root="", counts=counts,
-                                   latest=digests[newest[0]] if newest else None, months=by_month,
-                                   previews=previews, **common)
+    pages["index.html"] = jinja.get_template("site/index.html.j2").render(
+        root="", counts=counts, latest=digests[newest[0]] if newest else None, months=by_month,
+        previews=previews, **common)
     pages["feed.xml"] = render.feed_xml(settings, digests if published is None else published, updated,
                                         site=True)
     for name in ASSETS:
@@ -172,23 +171,6 @@ def build(settings: render.Settings, folder: Path, digests: Mapping[str, Digest]
         pages[f"assets/{name}"] = source
     ledger.save()
     return changed + [folder / name for name, text in pages.items() if write_if_changed(folder / name, text)]
-
-
-def rendered(template: jinja2.Template, **values: Any) -> str:
-    """A page's text, with what its rendering left in a reference cycle freed at once. Its
-    imports `with context` (site/base.html.j2's) copy its values into contexts that their
-    macros refer back to: only Python's cyclic collector frees them, and in a big heap its
-    full passes are rare, so a build held each digest it rendered until one came. The
-    collector waits while the page renders, so all that is young, and one young collection
-    (a few milliseconds, not a full one's 0.2 s) frees it."""
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        return template.render(**values)
-    finally:
-        gc.collect(0)
-        if was_on:
-            gc.enable()
 
 
 class Pages:

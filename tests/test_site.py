@@ -165,7 +165,8 @@ def test_a_run_reads_the_stored_digests_one_at_a_time(tmp_path):
     """Years of weekly digests in the database: publishing (the site, its papers' Updates,
     the feeds) reads each digest as it needs it and lets it go, not every digest first (at
     26 weeks of about 70 papers that was 9 MB a run held, growing every week), nor each
-    page's digest kept in a reference cycle until the cyclic collector ran (site.rendered).
+    page's digest kept in a reference cycle until the cyclic collector ran (the templates
+    imported their macro files `with context`: templating.new_env).
     Measured with that collector off, so what a cycle holds counts however its thresholds
     fall (they moved a reading from 4 to 7.5 MB); the least of three runs, each rendering
     every page, so a one-off of the interpreter's (a table of its own grown, 1.9 MB) does
