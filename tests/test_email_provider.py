@@ -16,8 +16,8 @@ import pytest
 
 from pipeline.config_email import read_recipients
 from pipeline.deliver.channels import Deferred, Refused, Unreachable
-from pipeline.deliver.email import _refusal
 from pipeline.deliver.outbox import StoreOutbox, next_retry
+from pipeline.deliver.smtp_replies import refusal
 from pipeline.store import Store
 from tests.helpers import rl_paper
 from tests.processes import config_with, db_rows
@@ -223,7 +223,7 @@ def test_a_reply_that_reads_as_the_senders_but_is_one_readers_holds_that_reader_
 def test_each_providers_reply_is_told_the_senders_or_one_readers() -> None:
     """Every reply in SENDERS holds the group; every one in READERS is that reader's alone (a
     5xx fails them, a 4xx defers them): the table is the providers' documented meaning."""
-    told = {words: type(_refusal(words)) for words, _ in SENDERS} | {words: type(_refusal(words)) for words in READERS}
+    told = {words: type(refusal(words)) for words, _ in SENDERS} | {words: type(refusal(words)) for words in READERS}
     assert {words: kind for words, kind in told.items() if words in dict(SENDERS) and kind is not Unreachable} == {}
     assert {words: kind for words, kind in told.items() if words in READERS
             and kind is not (Refused if words.startswith("5") else Deferred)} == {}
