@@ -35,6 +35,7 @@ from pipeline.deliver.outbox import (
     due_by_now,
     held_for_channel,
 )
+from pipeline.deliver.smtp_replies import HELD
 from pipeline.errors import ConfigError
 from pipeline.models import paper_key, requests_note, split_arxiv_id
 from pipeline.publish import routes
@@ -252,8 +253,10 @@ def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None,
     the tries that count toward giving up (a server never reached counts none), when the next
     is due (by the scheduler when its heartbeat `beat` is alive; run and send try at once), and
     why; or that a row is held for a channel the config does not have now (`readers_of`:
-    outbox.routes')."""
+    outbox.routes'). A reply that holds the sender back, not the readers, is said once above
+    them with what to check (a group of hundreds had it on each row)."""
     lines, now, scheduled = [], datetime.now(UTC), bool(beat and beat["alive"])
+    held: dict[str, int] = {}  # a reply that holds the sender back: said once, not on each row
     for row in (due_by_now(row, now) for row in rows):
         if held_for_channel(row, readers_of):
             lines.append(f"  {row.digest_id} {row.who}: held for channel {row.channel}, which the config "
@@ -265,9 +268,15 @@ def waiting_lines(rows: list[Delivery], readers_of: dict[str, set[str]] | None,
         due = row.next_attempt.isoformat(timespec="seconds") if row.next_attempt else None
         when = (f"the scheduler tries at {due or 'its next look'}" if scheduled
                 else f"next try due {'at ' + due if due else 'now'} (no scheduler runs here)")
+        why = row.last_error
+        if why and HELD in why:
+            held[why] = held.get(why, 0) + 1
+            why = "held with the sender, as said above"
         lines.append(f"  {row.digest_id} {row.who}: {state}{counted}; {when}, "
-                     f"run or send at once" + (f" — {row.last_error}" if row.last_error else ""))
-    return _newest(lines, "pending", "`rl-digest status --json` lists them all")
+                     f"run or send at once" + (f" — {why}" if why else ""))
+    said = [f"  {n} {'delivery waits' if n == 1 else 'deliveries wait'} for the sender: {why}"
+            for why, n in held.items()]
+    return said + _newest(lines, "pending", "`rl-digest status --json` lists them all")
 
 
 def paper(config: Config, store: Store, paper_id: str) -> str:

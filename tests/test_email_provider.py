@@ -17,7 +17,8 @@ import pytest
 from pipeline.config_email import read_recipients
 from pipeline.deliver.channels import Deferred, Refused, Unreachable
 from pipeline.deliver.outbox import StoreOutbox, next_retry
-from pipeline.deliver.smtp_replies import refusal
+from pipeline.deliver.smtp_replies import HELD, refusal
+from pipeline.status import waiting_lines
 from pipeline.store import Store
 from tests.helpers import rl_paper
 from tests.processes import config_with, db_rows
@@ -197,10 +198,12 @@ def test_a_reply_that_is_the_senders_holds_the_group_uncounted(store: Store, wir
     assert (report.sent, report.pending, report.failed) == (1, 2, 0), report.errors
     assert tried == 3  # the next reader tells it is the sender's; the provider is not asked for each
     assert [row["attempts"] for row in rows(store).values() if row["status"] == "pending"] == [0, 0]
-    assert report.errors == [f"smtp 127.0.0.1:{smtp.port}: {words} "
-                             f"({'RCPT TO' if stage == 'RCPT' else 'after DATA'}): a limit or block on "
-                             "the sender, not on the reader: the readers wait, no try counted, until it "
-                             f"lifts or is mended; 2 deliveries stay queued ({readers[1]}, {readers[2]})"]
+    held = refusal(f"{words} ({'RCPT TO' if stage == 'RCPT' else 'after DATA'})")
+    assert isinstance(held, Unreachable) and HELD in held.reason
+    assert report.errors == [f"smtp 127.0.0.1:{smtp.port}: {held.reason}; 2 deliveries stay queued "
+                             f"({readers[1]}, {readers[2]})"]
+    shown = "\n".join(waiting_lines(StoreOutbox(store).pending(), None, None))  # as status and send say it
+    assert shown.count(words) == 1 and shown.startswith("  2 deliveries wait for the sender: "), shown
 
 
 def test_a_reply_that_reads_as_the_senders_but_is_one_readers_holds_that_reader_alone(store: Store) -> None:
@@ -260,6 +263,45 @@ def test_the_runs_summary_line_says_how_many_wait_and_how_many_failed(tmp_path: 
         config = config_with(tmp_path, arxiv, smtp.port, recipients=readers)
         ran = cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
     assert "sent to 2 (3 waiting, 1 failed)," in ran.stdout
+
+
+@pytest.mark.slow  # five runs of the CLI: 2.9 s
+def test_a_banned_sending_ip_is_said_once_by_status_and_send_and_the_readers_go_once_delisted(
+        tmp_path: Path, cli) -> None:
+    """Microsoft 365's "550 5.7.606 Access denied, banned sending IP" to each reader after the
+    first two: the run failed each of them for good. Now they wait; `status` and `send` say
+    once that the server refuses the sender and what to check (they gave the reply on each
+    waiting reader's line, a group of hundreds' worth), exit 1 while it lasts, and once the
+    IP is delisted `send` delivers each of them once, a reader tried before with the
+    Message-ID of that try."""
+    readers = people(6)
+    banned = SENDERS[12][0]
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, \
+            SmtpServer(budget=2, over_budget=banned, over_budget_at="RCPT",
+                       reject={readers[1]: "550 5.1.1 user unknown"}) as smtp:
+        config = config_with(tmp_path, arxiv, smtp.port, recipients=readers)
+        ran = cli("--config", str(config), "run", "--as-of", AS_OF, check=1)
+        tried = {r["recipient"]: r["message_id"] for r in db_rows(tmp_path, "SELECT * FROM deliveries")
+                 if r["status"] == "pending"}
+        status = cli("--config", str(config), "status").stdout
+        again = cli("--config", str(config), "send", check=1).stdout  # still banned: exit 1
+        smtp.budget = 100  # delisted
+        sent = cli("--config", str(config), "send").stdout
+        got = copies(smtp)
+    assert "sent to 2 (3 waiting, 1 failed)," in ran.stdout
+    once = (f"  3 deliveries wait for the sender: smtp 127.0.0.1:{smtp.port}: {banned} (RCPT TO): the "
+            "server refuses the sender, not the reader: the readers wait, no try counted, and go once it "
+            "accepts; check the sending IP: the blocklist or provider the reply names (delist it there) and "
+            "its reverse DNS (PTR)\n")
+    for out in (status.split("\noutbox:")[1], again):  # in status, below the run's own errors
+        assert out.count(banned) == 1 and once in out, out
+        assert re.findall(r"  2026-11-02 (\S+): pending; .* — held with the sender, as said above\n", out) \
+            == readers[3:], out
+    assert "outbox: 3 pending, 1 failed" in status and again.startswith("sent 0, pending 3, failed 0\n")
+    assert sent.startswith("sent 3, pending 0, failed 0\n") and banned not in sent
+    assert sorted(reader for reader, _ in got) == sorted(set(readers) - {readers[1]})
+    assert set(got.values()) == {1}  # one copy each
+    assert tried[readers[3]] and all(got[(reader, mid)] == 1 for reader, mid in tried.items() if mid)
 
 
 def test_a_cap_on_messages_per_connection_opens_a_new_one_and_each_reader_gets_one_copy(
