@@ -25,6 +25,7 @@ from pipeline import (
 )
 from pipeline.config import Config
 from pipeline.deliver import git
+from pipeline.deliver.channels import HELD
 from pipeline.deliver.outbox import (
     EMAIL,
     MAX_ATTEMPTS,
@@ -35,7 +36,6 @@ from pipeline.deliver.outbox import (
     due_by_now,
     held_for_channel,
 )
-from pipeline.deliver.smtp_replies import HELD
 from pipeline.errors import ConfigError
 from pipeline.models import paper_key, requests_note, split_arxiv_id
 from pipeline.publish import routes

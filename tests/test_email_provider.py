@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from pipeline import store_outbox
 from pipeline.config_email import read_recipients
-from pipeline.deliver.channels import Deferred, Refused, Unreachable
+from pipeline.deliver.channels import HELD, Deferred, Refused, Unreachable
 from pipeline.deliver.outbox import StoreOutbox, next_retry
-from pipeline.deliver.smtp_replies import HELD, refusal
+from pipeline.deliver.smtp_replies import refusal
 from pipeline.status import waiting_lines
 from pipeline.store import Store
 from tests.helpers import rl_paper
@@ -25,7 +26,7 @@ from tests.processes import config_with, db_rows
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.smtp_server import SmtpServer, refused_port
 from tests.test_delivery_cli import AS_OF, DAY
-from tests.test_email import NOW, cfg, content, rows, save, send_pending
+from tests.test_email import DIGEST, NOW, cfg, content, rows, save, send_pending
 
 QUOTA = "550 5.4.5 Daily sending quota exceeded"
 
@@ -204,6 +205,60 @@ def test_a_reply_that_is_the_senders_holds_the_group_uncounted(store: Store, wir
                              f"({readers[1]}, {readers[2]})"]
     shown = "\n".join(waiting_lines(StoreOutbox(store).pending(), None, None))  # as status and send say it
     assert shown.count(words) == 1 and shown.startswith("  2 deliveries wait for the sender: "), shown
+
+
+# A reply no table holds, whose owner it does not say: a small provider's words for its block.
+POOR = "554 5.7.1 Your access to this mail system has been rejected due to the sending MTA's poor reputation."
+
+
+def test_the_same_refusal_to_every_reader_is_the_senders_and_they_go_once_it_lifts(store: Store) -> None:
+    """A provider no table knows refused the sender with the same 554 to each of the 3 readers:
+    each was marked failed for good, and the send after it lifted sent none. One server saying
+    the same to every reader it was offered, taking none, judged what they share, the sender:
+    they wait as for a "later" (counted, given up after some five days) and go once it lifts,
+    each once, with the Message-ID of its first try."""
+    readers = people(3)
+    save(store, readers)
+    with SmtpServer(budget=0, over_budget=POOR, over_budget_at="RCPT") as smtp:
+        first = send_pending(store, cfg(smtp.port), content, NOW)
+        held = rows(store)
+        shown = "\n".join(waiting_lines(StoreOutbox(store).pending(), None, None))
+        smtp.budget = 100
+        second = send_pending(store, cfg(smtp.port), content, NOW + timedelta(days=1))
+        got = copies(smtp)
+    assert (first.sent, first.pending, first.failed) == (0, 3, 0), first.errors
+    assert [(row["status"], row["attempts"]) for row in held.values()] == [("pending", 1)] * 3
+    assert all(POOR in row["last_error"] and HELD in row["last_error"] for row in held.values())
+    assert shown.startswith(f"  3 deliveries wait for the sender: {POOR} (RCPT TO): the same to all 3 "), shown
+    assert (second.sent, second.pending, second.failed) == (3, 0, 0)
+    assert sorted(got) == sorted((reader, row["message_id"]) for reader, row in held.items())
+    assert set(got.values()) == {1}
+
+
+def test_the_same_refusal_to_readers_is_theirs_once_another_reader_is_taken(store: Store) -> None:
+    """Two readers refused with the same words that say not whose (Exim's "550 Unrouteable
+    address" for two mistyped addresses) wait as the sender's while no one else is tried; the
+    next batch, where the server takes a new digest's reader, fails them. A reply about the
+    reader's own mailbox (RFC 3463's X.1.1) fails them at once, the same to both or not."""
+    readers, unknown = people(3), "550 Unrouteable address"
+
+    def any_week(digest_id: str) -> tuple[str, str, str]:
+        return content(DIGEST)
+
+    save(store, readers[:2])
+    with SmtpServer(reject={readers[0]: unknown, readers[1]: unknown}) as smtp:
+        first = send_pending(store, cfg(smtp.port), content, NOW)
+        save(store, readers, digest_id="2025-01-13")
+        second = send_pending(store, cfg(smtp.port), any_week, NOW + timedelta(days=7))
+    assert (first.sent, first.pending, first.failed) == (0, 2, 0)
+    assert (second.sent, second.pending, second.failed) == (1, 0, 4)
+    assert {(row["recipient"], row["status"]) for row in store_outbox.rows(store, None)} == {
+        (readers[0], "failed"), (readers[1], "failed"), (readers[2], "sent")}
+    mailbox = people(2)
+    save(store, mailbox, digest_id="2025-01-20")
+    with SmtpServer(reject=dict.fromkeys(mailbox, "550 5.1.1 <x>: user unknown")) as smtp:
+        third = send_pending(store, cfg(smtp.port), any_week, NOW + timedelta(days=14))
+    assert (third.sent, third.pending, third.failed) == (0, 0, 2)
 
 
 def test_a_reply_that_reads_as_the_senders_but_is_one_readers_holds_that_reader_alone(store: Store) -> None:

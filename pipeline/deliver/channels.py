@@ -76,6 +76,9 @@ class Channel(Protocol):
         """Let go of connections; called once after a batch."""
 
 
+HELD = "not the reader: the readers wait"  # in a reply held as the sender's: `status` says it once
+
+
 class Deferred(Exception):
     """Not handed over, try again later (a 4xx, a timeout before any content left);
     `after`: the seconds the other side asked to be left alone, when it said."""
@@ -97,11 +100,14 @@ class Unreachable(Deferred):
 
 
 class Refused(Exception):
-    """Refused for good (a 5xx): that reader's row fails; the others go on."""
+    """Refused for good (a 5xx): that reader's row fails; the others go on. `unowned`: the reply
+    does not say whose it is, the reader's or the sender's; the same to every reader of a batch
+    is the sender's (outbox.py's `_settle`)."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, unowned: bool = False):
         super().__init__(reason)
         self.reason = reason
+        self.unowned = unowned
 
 
 class Interrupted(Exception):

@@ -46,6 +46,10 @@ would hold each of them for minutes.
 A message posted in parts (a long one on Telegram) stores, as each part is accepted, the
 id the rest is built from (`<id>#k`), so a hand-over cut off, by a crash too, posts only
 the parts not yet accepted: the one in flight may show twice, no other.
+A refusal whose reply names no owner (an SMTP 550 that is not about the reader's address or
+mailbox) fails its row, unless the same reply refused every reader its channel was handed in
+the batch, two or more, and none was taken: that is the sender's (`_settle`), and the rows wait
+as for a "later", each try counted, given up after some five days if it never lifts.
 A channel's exception that is none of these outcomes (a bug, an encoding error) is its
 row's alone, on the row in one line: raised by `build`, a deferral; by `send`, a hand-over
 cut off, as it may have reached. The batch goes on with the other rows.
@@ -56,6 +60,7 @@ run that stopped after saving it) keeps its rows waiting, uncounted, as for a se
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -63,7 +68,7 @@ from email.utils import parseaddr
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline import progress, retry, store_outbox
-from pipeline.deliver.channels import Channel, Deferred, Interrupted, Message, Refused, Unreachable
+from pipeline.deliver.channels import HELD, Channel, Deferred, Interrupted, Message, Refused, Unreachable
 from pipeline.errors import DigestError
 from pipeline.models import Digest, collapse
 from pipeline.stopping import Stopped, checkpoint
@@ -86,6 +91,9 @@ SKIPPED = "skipped"
 UNSUBSCRIBED = "the reader unsubscribed before it was sent"
 REMOVED = "the reader was removed from the list before it was sent"
 DROPPED = "dropped by `rl-digest send --drop {}`: the channel was taken out of the config"
+SHARED = (f"the same to all {{}} readers tried, none taken: the server refuses the sender, {HELD} as for a "
+          "\"later\" (each try counted, given up after some five days) and go once it accepts; check the "
+          "reply, the address in email.from, the login and the sending IP")
 
 
 @dataclass(frozen=True)
@@ -252,9 +260,7 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
     its rows wait, uncounted, as for a server not reached.
     """
     now = _aware(now).astimezone(UTC)
-    report = DeliveryReport()
-    down: dict[str, tuple[str, list[Delivery]]] = {}  # a channel that is down: why, and its rows
-    alone: dict[str, list[tuple[Delivery, str]]] = {}  # rows held by a reply that may be theirs
+    report, batch = DeliveryReport(), _Batch()
     held: dict[str, list[Delivery]] = {}  # rows of a channel the config does not have now
     waits: dict[str, tuple[str, list[Delivery]]] = {}  # a digest: why it cannot go yet ("": it can), its rows
     readers_of = routes(channels)
@@ -280,17 +286,18 @@ def deliver(outbox: Outbox, channels: dict[str, Channel], digest: Callable[[str]
                 continue
             if row.digest_id not in waits:  # asked once a digest
                 waits[row.digest_id] = (unready(row.digest_id) or "", [])
-            behind = waits[row.digest_id] if waits[row.digest_id][0] else down.get(name)
+            behind = waits[row.digest_id] if waits[row.digest_id][0] else batch.down.get(name)
             if behind is not None:  # its digest cannot go yet, or its channel is down
                 reason, kept = behind
                 kept.append(row)
                 _wait(outbox, row, reason, now, report)
                 continue
-            _hand_over(outbox, channel, name, row, digest, now, max_attempts, report, down, alone)
+            _hand_over(outbox, channel, name, row, digest, now, max_attempts, report, batch)
     finally:
         for channel in channels.values():
             channel.close()
-    _sum_up(report, held, alone, [*waits.values(), *down.values()])
+        _settle(outbox, batch, now, max_attempts, report)  # a stop too leaves no refused row claimed
+    _sum_up(report, held, batch.alone, [*waits.values(), *batch.down.values()])
     return report
 
 
@@ -359,28 +366,43 @@ def _stopped(row: Delivery, unsubscribed: Collection[str], readers: Collection[s
     return REMOVED if readers is not None and address not in readers else None
 
 
+@dataclass
+class _Batch:
+    """What one `deliver` call learns of each channel as it goes: why it is down, and its rows;
+    rows held by a reply that may be theirs alone; rows refused by a reply that names no owner,
+    settled at the end (`_settle`); and how many rows it was handed."""
+
+    down: dict[str, tuple[str, list[Delivery]]] = field(default_factory=dict)
+    alone: dict[str, list[tuple[Delivery, str]]] = field(default_factory=dict)
+    refused: dict[str, list[tuple[Delivery, str]]] = field(default_factory=dict)
+    tried: Counter[str] = field(default_factory=Counter)
+
+
 def _hand_over(outbox: Outbox, channel: Channel, name: str, row: Delivery,
                digest: Callable[[str], Digest], now: datetime, max_attempts: int,
-               report: DeliveryReport, down: dict[str, tuple[str, list[Delivery]]],
-               alone: dict[str, list[tuple[Delivery, str]]]) -> None:
+               report: DeliveryReport, batch: _Batch) -> None:
     message = _build(outbox, channel, row, digest, now, max_attempts, report)
     if message is None or not outbox.claim(row, message.id):
         return  # deferred, or another process is at it: never two hand-overs of one row
+    batch.tried[name] += 1
     # each part accepted is stored before the next goes: a kill -9 between two reposts neither
     message = replace(message, progress=lambda resume: outbox.claim(row, resume))
     try:
         words = channel.send(message)
     except Unreachable as exc:
         _wait(outbox, row, exc.reason, now, report)
-        _hold(name, row, exc, down, alone)
+        _hold(name, row, exc, batch)
     except Deferred as exc:
         _defer(outbox, row, exc.reason, now, max_attempts, report, after=exc.after)
     except Interrupted as exc:
         words = f"{exc.reason} while handing over {message.id}; {_resume_later(outbox, row, exc)}"
         _defer(outbox, row, words, now, max_attempts, report, interrupted=True, after=exc.after)
-        down[name] = (f"{name}: {exc.reason}", [])  # a sick server: the rest wait
+        batch.down[name] = (f"{name}: {exc.reason}", [])  # a sick server: the rest wait
     except Refused as exc:
-        _fail(outbox, row, exc.reason, report)
+        if exc.unowned:  # whose, the other readers' outcomes tell: it stays claimed till then
+            batch.refused.setdefault(name, []).append((row, exc.reason))
+        else:
+            _fail(outbox, row, exc.reason, report)
     except (DigestError, Stopped):
         raise
     except Exception as exc:  # a bug mid-hand-over: it may have reached, as if cut off; this row alone
@@ -403,14 +425,31 @@ def _build(outbox: Outbox, channel: Channel, row: Delivery, digest: Callable[[st
         return None
 
 
-def _hold(name: str, row: Delivery, exc: Unreachable, down: dict[str, tuple[str, list[Delivery]]],
-          alone: dict[str, list[tuple[Delivery, str]]]) -> None:
+def _hold(name: str, row: Delivery, exc: Unreachable, batch: _Batch) -> None:
     """A row the channel could not reach with: held alone, or with the rest of its channel."""
     if exc.alone:  # the next row is tried: its outcome tells whose the reply was
-        alone.setdefault(name, []).append((row, exc.reason))
+        batch.alone.setdefault(name, []).append((row, exc.reason))
     else:  # the rows held alone before wait with the rest, on one line
-        down[name] = (exc.reason, [*(held for held, _ in alone.pop(name, [])), row])
+        batch.down[name] = (exc.reason, [*(held for held, _ in batch.alone.pop(name, [])), row])
         log.warning("%s; its deliveries stay queued", exc.reason)
+
+
+def _settle(outbox: Outbox, batch: _Batch, now: datetime, max_attempts: int,
+            report: DeliveryReport) -> None:
+    """The rows refused by a reply that names no owner (a bare 550 to an email reader), once the
+    batch is over. Each reader's own, failed, unless the same reply refused every reader the
+    channel was handed, two or more, and it took none: one server then judged the one thing
+    they share, the sender (its IP, domain, login, or the message), so they wait as for a
+    "later": each try counted, retried on the backoff, given up after `max_attempts` (some five
+    days) if it never accepts. Readers who each truly cannot be reached wait that long at most,
+    not for ever, and fail as soon as a batch has the server take another reader."""
+    for name, rows in batch.refused.items():
+        shared = len(rows) == batch.tried[name] >= 2 and len({words for _, words in rows}) == 1
+        for row, words in rows:
+            if shared:
+                _defer(outbox, row, f"{words}: {SHARED.format(len(rows))}", now, max_attempts, report)
+            else:
+                _fail(outbox, row, words, report)
 
 
 def _resume_later(outbox: Outbox, row: Delivery, exc: Interrupted) -> str:

@@ -7,27 +7,27 @@ from __future__ import annotations
 
 import re
 
-from pipeline.deliver.channels import Deferred, Refused, Unreachable
+from pipeline.deliver.channels import HELD, Deferred, Refused, Unreachable
 
-# Replies to one reader's RCPT TO or message that are the sender's, as each provider documents
-# them: every reader after would get the same, so none is failed or counted and all wait (once
-# two readers in a row get one: email.py's `_Session._held`). Anything else is the reader's: a 5xx fails
-# their row, a 4xx defers it. Left the reader's as their owner is not told: a bare 5.7.1 (RFC
-# 3463's "per-host or per-recipient filtering"; Microsoft's "Delivery not authorized" is a group
-# that takes its members' mail only), "Relay access denied" (the server takes no mail for the
-# recipient's domain, Microsoft's 5.4.1, or this client may not relay) and Amazon SES's "Email
-# address is not verified" (it names the From address, or in its sandbox a recipient).
-# What the operator checks, by what the reply holds back; a limit lifts by itself.
-LIMIT = "a sending limit or quota, not the reader: the readers wait, no try counted, until it lifts"
-_REFUSED = ("the server refuses the sender, not the reader: the readers wait, no try counted, and go once "
-            "it accepts; check {}")
+# What the operator checks, by what the reply holds back; a limit lifts by itself. Each says
+# HELD, by which `status` says it once.
+LIMIT = f"a sending limit or quota, {HELD}, no try counted, until it lifts"
+_REFUSED = f"the server refuses the sender, {HELD}, no try counted, and go once it accepts; check {{}}"
 IP = _REFUSED.format("the sending IP: the blocklist or provider the reply names (delist it there) and "
                      "its reverse DNS (PTR)")
 AUTH = _REFUSED.format("the SPF, DKIM and DMARC records of the email.from domain")
 ACCOUNT = _REFUSED.format("the account with the provider (the login of email.username_env) and the "
                           "address in email.from")
-HELD = "not the reader: the readers wait, no try counted"  # in each of the above: `status` says it once
 
+# Replies to one reader's RCPT TO or message that are the sender's, as each provider documents
+# them: every reader after would get the same, so none is failed or counted and all wait (once
+# two readers in a row get one: email.py's `_Session._held`). Anything else is the reader's: a
+# 5xx fails their row (but see `_READERS`), a 4xx defers it. Left to that as their owner is not
+# told: a bare 5.7.1 (RFC 3463's "per-host or per-recipient filtering"; Microsoft's "Delivery not
+# authorized" is a group that takes its members' mail only), "Relay access denied" (the server
+# takes no mail for the recipient's domain, Microsoft's 5.4.1, or this client may not relay) and
+# Amazon SES's "Email address is not verified" (it names the From address, or in its sandbox a
+# recipient).
 _SENDER = tuple((re.compile(pattern, re.IGNORECASE), why) for pattern, why in (
     # RFC 3463 X.4.5 congestion, "useful only as a persistent transient error": Gmail's
     # "550 5.4.5 Daily user sending quota exceeded"
@@ -77,6 +77,13 @@ _SENDER = tuple((re.compile(pattern, re.IGNORECASE), why) for pattern, why in (
 ))
 
 
+# RFC 3463's subjects that are the reader's: X.1.1 to X.1.6 their address (and Microsoft's
+# X.1.10, recipient not found), X.2 their mailbox; and RFC 5321's 551 to 553 (not local, storage,
+# mailbox name). Any other 5xx names no owner (`Refused.unowned`): the same to every reader is
+# the sender's.
+_READERS = re.compile(r"^5(5[1-3] |\d\d 5\.(1\.([1-6]|10)|2\.\d{1,3})\b)")
+
+
 def refusal(words: str) -> Refused | Deferred | Unreachable:
     """A reply to one reader: a 5xx fails their row, a 4xx defers it, but one that is the
     sender's (`_SENDER`) is no reader's failure: it waits, uncounted, for the limit to lift or
@@ -85,4 +92,6 @@ def refusal(words: str) -> Refused | Deferred | Unreachable:
     why = next((why for pattern, why in _SENDER if pattern.search(words)), None)
     if why is not None:
         return Unreachable(f"{words}: {why}")
-    return Refused(words) if words.startswith("5") else Deferred(words)
+    if words.startswith("5"):
+        return Refused(words, unowned=not _READERS.match(words))
+    return Deferred(words)
