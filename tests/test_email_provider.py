@@ -64,6 +64,7 @@ def test_a_daily_quota_refused_mid_group_is_the_senders_and_the_rest_wait_for_th
     assert (first.sent, first.pending, first.failed) == (10, 20, 0)
     assert tried == 12  # a second reader tells it is the sender's; not asked for each of the 20
     assert len(first.errors) == 1 and QUOTA in first.errors[0] and "20 deliveries stay queued" in first.errors[0]
+    assert "the server holds the sender back (a sending limit or quota), not the reader" in first.errors[0]
     assert (second.sent, second.pending, second.failed) == (20, 0, 0)
     assert sorted(reader for reader, _ in copies(smtp)) == readers  # one copy each
     assert {row["status"] for row in rows(store).values()} == {"sent"}

@@ -1,7 +1,7 @@
-"""Whose an SMTP server's refusal of one reader is: the reader's, or the sender's (a limit on
-it, its IP, domain or account refused), which every reader after would get too. Apart from
-email.py, which speaks SMTP, as a table of each provider's documented replies that grows with
-them."""
+"""Whose an SMTP server's refusal of one reader is: the reader's, the sender's (a limit on it,
+its IP, domain or account refused), which every reader after would get too, or not told (the
+outbox then asks whether every reader got the same). Apart from email.py, which speaks SMTP, as
+a table of each provider's documented replies that grows with them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pipeline.deliver.channels import HELD, Deferred, Refused, Unreachable
 
 # What the operator checks, by what the reply holds back; a limit lifts by itself. Each says
 # HELD, by which `status` says it once.
-LIMIT = f"a sending limit or quota, {HELD}, no try counted, until it lifts"
+LIMIT = f"the server holds the sender back (a sending limit or quota), {HELD}, no try counted, until it lifts"
 _REFUSED = f"the server refuses the sender, {HELD}, no try counted, and go once it accepts; check {{}}"
 IP = _REFUSED.format("the sending IP: the blocklist or provider the reply names (delist it there) and "
                      "its reverse DNS (PTR)")
@@ -88,7 +88,7 @@ def refusal(words: str) -> Refused | Deferred | Unreachable:
     """A reply to one reader: a 5xx fails their row, a 4xx defers it, but one that is the
     sender's (`_SENDER`) is no reader's failure: it waits, uncounted, for the limit to lift or
     the block to be mended, as for a server not reached (and the readers after it, `_held`),
-    saying what to check."""
+    saying what to check; a 5xx that names no owner is marked so (`_READERS`)."""
     why = next((why for pattern, why in _SENDER if pattern.search(words)), None)
     if why is not None:
         return Unreachable(f"{words}: {why}")
