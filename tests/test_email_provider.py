@@ -260,6 +260,12 @@ def test_the_same_refusal_to_readers_is_theirs_once_another_reader_is_taken(stor
     with SmtpServer(reject=dict.fromkeys(mailbox, "550 5.1.1 <x>: user unknown")) as smtp:
         third = send_pending(store, cfg(smtp.port), any_week, NOW + timedelta(days=14))
     assert (third.sent, third.pending, third.failed) == (0, 0, 2)
+    alone = "reader0009@example.org"  # one reader, two digests waiting: the same words are theirs
+    save(store, [alone], digest_id="2025-01-27")
+    save(store, [alone], digest_id="2025-02-03")
+    with SmtpServer(reject={alone: unknown}) as smtp:
+        fourth = send_pending(store, cfg(smtp.port), any_week, NOW + timedelta(days=28))
+    assert (fourth.sent, fourth.pending, fourth.failed) == (0, 0, 2)
 
 
 def test_a_reply_that_reads_as_the_senders_but_is_one_readers_holds_that_reader_alone(store: Store) -> None:

@@ -438,13 +438,14 @@ def _settle(outbox: Outbox, batch: _Batch, now: datetime, max_attempts: int,
             report: DeliveryReport) -> None:
     """The rows refused by a reply that names no owner (a bare 550 to an email reader), once the
     batch is over. Each reader's own, failed, unless the same reply refused every reader the
-    channel was handed, two or more, and it took none: one server then judged the one thing
+    channel was handed, two readers or more, and it took none: one server then judged the one thing
     they share, the sender (its IP, domain, login, or the message), so they wait as for a
     "later": each try counted, retried on the backoff, given up after `max_attempts` (some five
     days) if it never accepts. Readers who each truly cannot be reached wait that long at most,
     not for ever, and fail as soon as a batch has the server take another reader."""
     for name, rows in batch.refused.items():
-        shared = len(rows) == batch.tried[name] >= 2 and len({words for _, words in rows}) == 1
+        shared = (len(rows) == batch.tried[name] and len({words for _, words in rows}) == 1
+                  and len({reader_key(row.reader) for row, _ in rows}) >= 2)  # not one reader's two digests
         for row, words in rows:
             if shared:
                 _defer(outbox, row, f"{words}: {SHARED.format(len(rows))}", now, max_attempts, report)
