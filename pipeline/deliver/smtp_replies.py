@@ -84,11 +84,22 @@ _SENDER = tuple((re.compile(pattern, re.IGNORECASE), why) for pattern, why in (
 _READERS = re.compile(r"^5(5[1-3] |\d\d 5\.(1\.([1-6]|10)|2\.\d{1,3})\b)")
 
 
+# A 5xx that is the reader's but says "later": their mailbox takes no more mail from this sender
+# this hour. Microsoft 365's "550 5.2.121 Recipient's per hour message receive limit from specific
+# sender exceeded" and 5.2.122 (its NDR table: "Try sending the email later"), Gmail's "550 5.2.1
+# The user you are trying to contact is receiving mail at a rate that prevents additional
+# messages" (its 4.2.1 says so as a 4xx). Failed, the reader lost the week for a busy hour.
+_LATER = re.compile(r"^5\d\d 5\.2\.12[12]\b|\breceiving mail at a rate\b", re.IGNORECASE)
+
+
 def refusal(words: str) -> Refused | Deferred | Unreachable:
-    """A reply to one reader: a 5xx fails their row, a 4xx defers it, but one that is the
-    sender's (`_SENDER`) is no reader's failure: it waits, uncounted, for the limit to lift or
-    the block to be mended, as for a server not reached (and the readers after it, `_held`),
+    """A reply to one reader: a 5xx fails their row, a 4xx defers it, and so does a 5xx that
+    says later (`_LATER`, before the sender's limits: it is the reader's mailbox's); one that is
+    the sender's (`_SENDER`) is no reader's failure: it waits, uncounted, for the limit to lift
+    or the block to be mended, as for a server not reached (and the readers after it, `_held`),
     saying what to check; a 5xx that names no owner is marked so (`_READERS`)."""
+    if _LATER.search(words):
+        return Deferred(words)
     why = next((why for pattern, why in _SENDER if pattern.search(words)), None)
     if why is not None:
         return Unreachable(f"{words}: {why}")
