@@ -392,8 +392,9 @@ class _Jobs:
             self.catch_up()
 
     def watch(self) -> None:
-        """A fire the trigger stepped over (a clock that sprang forward as the scheduler
-        started) is caught up here, unless a publish runs or is planned already."""
+        """A fire the trigger stepped over (the system clock stepped past it: an NTP
+        correction, a machine resumed from sleep) is caught up here, unless a publish runs or
+        is planned already. A fire the wall clock springs over the trigger keeps (_Cron)."""
         if self.scheduler.get_job(CATCH_UP) is None and not RUNNING.names() and self.is_due():
             log.warning("publish: a fire went by without a publish (a clock change?); catching it up now")
             self.catch_up()
