@@ -233,6 +233,9 @@ def test_the_same_refusal_to_every_reader_is_the_senders_and_they_go_once_it_lif
         second = send_pending(store, cfg(smtp.port), content, NOW + timedelta(days=1))
         got = copies(smtp)
     assert (first.sent, first.pending, first.failed) == (0, 3, 0), first.errors
+    assert len(first.errors) == 1, first.errors  # one line for the group, as a held one: not one a reader
+    assert f"{POOR} (RCPT TO): the same to all 3 " in first.errors[0]
+    assert f"; 3 deliveries stay queued ({readers[0]}, {readers[1]}, {readers[2]})" in first.errors[0]
     assert [(row["status"], row["attempts"]) for row in held.values()] == [("pending", 1)] * 3
     assert all(POOR in row["last_error"] and HELD in row["last_error"] for row in held.values())
     assert shown.startswith(f"  3 deliveries wait for the sender: {POOR} (RCPT TO): the same to all 3 "), shown

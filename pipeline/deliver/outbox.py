@@ -329,11 +329,15 @@ def _sum_up(report: DeliveryReport, held: dict[str, list[Delivery]],
                            "them for good")
     report.errors += [f"{row.label}: {reason}" for rows in alone.values() for row, reason in rows]
     for reason, rows in behind:
-        if not rows:  # a hand-over cut off with no row behind it: its own line says it
-            continue
-        names = ", ".join(r.who for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
-        stay = "delivery stays" if len(rows) == 1 else "deliveries stay"
-        report.errors.append(f"{reason}; {len(rows)} {stay} queued ({names})")
+        if rows:  # a hand-over cut off with no row behind it: its own line says it
+            report.errors.append(_queued(reason, rows))
+
+
+def _queued(reason: str, rows: list[Delivery]) -> str:
+    """One line for a group of rows left waiting for one reason: 300 readers, not 300 lines."""
+    names = ", ".join(r.who for r in rows[:3]) + (", ..." if len(rows) > 3 else "")
+    stay = "delivery stays" if len(rows) == 1 else "deliveries stay"
+    return f"{reason}; {len(rows)} {stay} queued ({names})"
 
 
 def routes(channels: dict[str, Channel]) -> dict[str, set[str]]:
@@ -446,11 +450,17 @@ def _settle(outbox: Outbox, batch: _Batch, now: datetime, max_attempts: int,
     for name, rows in batch.refused.items():
         shared = (len(rows) == batch.tried[name] and len({words for _, words in rows}) == 1
                   and len({reader_key(row.reader) for row, _ in rows}) >= 2)  # not one reader's two digests
-        for row, words in rows:
-            if shared:
-                _defer(outbox, row, f"{words}: {SHARED.format(len(rows))}", now, max_attempts, report)
-            else:
+        if not shared:
+            for row, words in rows:
                 _fail(outbox, row, words, report)
+            continue
+        words = f"{rows[0][1]}: {SHARED.format(len(rows))}"  # said once for the group, as a held one
+        kept = [(row, retry) for row, _ in rows
+                if (retry := _defer(outbox, row, words, now, max_attempts, report, said=False))]
+        if kept:  # those given up have their own lines, as failed
+            report.errors.append(f"{_queued(f'{name}: {words}', [row for row, _ in kept])}; the "
+                                 f"scheduler tries again after {_iso(min(retry for _, retry in kept))}")
+            log.warning("%s: %s; its deliveries stay queued", name, words)
 
 
 def _resume_later(outbox: Outbox, row: Delivery, exc: Interrupted) -> str:
@@ -536,15 +546,17 @@ def _wait(outbox: Outbox, row: Delivery, words: str, now: datetime, report: Deli
 
 
 def _defer(outbox: Outbox, row: Delivery, words: str, now: datetime, max_attempts: int,
-           report: DeliveryReport, interrupted: bool = False, after: float | None = None) -> None:
+           report: DeliveryReport, interrupted: bool = False, after: float | None = None,
+           said: bool = True) -> datetime | None:
     """The other side said "later", or took the message and went quiet: a try that counts.
     A "later" to a try made ahead of the backoff (a person's or cron's) does not count and
-    keeps the row's pace; a hand-over cut off always counts, as each may leave a copy."""
+    keeps the row's pace; a hand-over cut off always counts, as each may leave a copy.
+    When it next goes (None: given up, failed); not `said`: the caller says it for a group."""
     early = not interrupted and row.next_attempt is not None and row.next_attempt > now
     attempts = row.attempts if early else row.attempts + 1
     if attempts >= max_attempts:
         _fail(outbox, row, f"gave up after {attempts} tries: {words}", report)
-        return
+        return None
     # cap first: min() keeps it for an 'inf' or 'nan' too
     asked = now + timedelta(seconds=min(ASKED_CAP.total_seconds(), after)) if after else None
     retry = max(now + backoff(attempts), asked or now)
@@ -553,9 +565,11 @@ def _defer(outbox: Outbox, row: Delivery, words: str, now: datetime, max_attempt
     outbox.mark_failed(row, words, retry, interrupted=interrupted or row.interrupted, attempts=attempts,
                        not_before=asked)
     report.pending += 1
-    report.errors.append(f"{row.label}: {words}; it stays queued (the scheduler tries again "
-                         f"after {_iso(retry)})")
-    log.warning("delivery of digest %s to %s deferred: %s", row.digest_id, row.who, words)
+    if said:
+        report.errors.append(f"{row.label}: {words}; it stays queued (the scheduler tries again "
+                             f"after {_iso(retry)})")
+        log.warning("delivery of digest %s to %s deferred: %s", row.digest_id, row.who, words)
+    return retry
 
 
 def _column(channel: str, reader: str) -> str:
