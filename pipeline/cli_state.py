@@ -49,7 +49,7 @@ class State:
             from pipeline.deliver import channels
 
             config = config_mod.load(self.config_path or config_mod.default_path())
-            logs.hide(config.secret_values(), config.addresses())
+            logs.hide(config.secret_values(), config.addresses(), config.public_addresses())
             for line in config.schedule.notes() if note else ():  # every command says it
                 log.warning("%s: %s", config.path or "built-in defaults", line)
             if config.channels:  # an entry a publish would refuse stops every command at start

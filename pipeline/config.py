@@ -172,6 +172,12 @@ class Config(Model):
 
         return list(walk(self.model_dump(mode="json")))
 
+    def public_addresses(self) -> list[str]:
+        """The URLs every digest shows its readers (the site's, the unsubscribe page's): what
+        stands in them is no secret for logs.hide to mask, in `render`'s output above all."""
+        return [url for url in (self.outputs.base_url, self.outputs.site_url, self.serve.base_url,
+                                self.email.unsubscribe_url) if url]
+
     def secret(self, env_name: str | None) -> str | None:
         return os.environ.get(env_name) if env_name else None
 

@@ -34,21 +34,27 @@ _UUID = re.compile(r"[0-9A-Fa-f]{8}(-[0-9A-Fa-f]{4}){3}-[0-9A-Fa-f]{12}")
 _RUN = re.compile(r"[A-Za-z0-9]{20,}")
 
 
-def hide(values: Iterable[str], urls: Iterable[str] = ()) -> None:
+def hide(values: Iterable[str], urls: Iterable[str] = (), public: Iterable[str] = ()) -> None:
     """The secrets the config's *_env variables hold: every log line, error and traceback
     shows them as ***. For a URL also its path and query, which an HTTP library logs
     alone ("POST /bot123:TOKEN/sendMessage", "/robot/send?access_token=…"). `urls`, the
-    addresses the config holds, show each query value as *** (mask_url): a mirror's key."""
+    addresses the config holds, show each query value as *** (mask_url): a mirror's key;
+    and each path segment that looks like a token (a proxy's https://host/KEY/rss/cs.LG),
+    but one the `public` addresses show (the site's, in every digest's links) is no secret."""
     found: dict[str, str] = {}
     for value in values:
         found[value] = MASK
         if "://" in value:
             parts = urlsplit(value)
             found[parts.path + (f"?{parts.query}" if parts.query else "")] = MASK
+    shown = list(public)
     for url in urls:
         for pair in _query(url).split("&"):
             if len(_value(pair)) >= 6:  # a shorter one is no secret (?v=2)
                 found[pair] = _masked_pair(pair)
+        for segment in _path(url).split("/"):
+            if _token_like(segment) and not any(segment in address for address in shown):
+                found[segment] = MASK
     known = {**SECRETS, **{part: shown for part, shown in found.items() if len(part) >= 6}}
     SECRETS.clear()
     SECRETS.update(sorted(known.items(), key=lambda item: len(item[0]), reverse=True))
@@ -93,6 +99,12 @@ def _value(pair: str) -> str:
 
 def _query(url: str) -> str:
     return url.partition("?")[2] if "://" in url else ""
+
+
+def _path(url: str) -> str:
+    """What stands after a URL's host, before its query: as mask_url reads it, never raising."""
+    path = url.partition("://")[2].partition("/")[2] if "://" in url else ""
+    return re.split(r"[?#]", path, maxsplit=1)[0]
 
 
 def _token_like(segment: str) -> bool:

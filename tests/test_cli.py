@@ -145,6 +145,9 @@ def test_run_help_says_what_no_email_still_delivers(cli):
         "channels and git still get it)." in out
 
 
+SITE = "c0ffee00-1234-4abc-8def-0123456789ab"  # a site served under a UUID, as some hosts give
+
+
 def test_render_and_preview_rebuild_a_stored_digest(tmp_path, cli):
     from tests.servers.arxiv_server import ArxivServer
 
@@ -152,10 +155,11 @@ def test_render_and_preview_rebuild_a_stored_digest(tmp_path, cli):
         config = write_config(tmp_path, {
             "sources": {"arxiv": {"api_url": arxiv.api_url, "retries": 1},
                         "rss": {"urls": [arxiv.rss_url(["cs.LG"])]}},
-            "enrich": {"provider": "none"}})
+            "enrich": {"provider": "none"}, "outputs": {"base_url": f"https://digest.example.org/{SITE}/"}})
         cli("--config", str(config), "run", "--as-of", "2026-11-02")
     text = cli("--config", str(config), "render", "--digest", "2026-11-02", "--format", "txt").stdout
     assert text == (tmp_path / "out" / "digests" / "2026-11-02.txt").read_text(encoding="utf-8")
+    assert f"/{SITE}/" in text  # its links: a public address is no secret to mask, though token-like
     shown = cli("--config", str(config), "preview").stdout.strip()
     assert shown.endswith("2026-11-02.html")
     assert "<html" in open(shown, encoding="utf-8").read()

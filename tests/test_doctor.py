@@ -23,6 +23,7 @@ from tests.servers.smtp_server import TEST_PASSWORD, TEST_USER, SmtpServer, refu
 KEY = "sk-doctor-test-key"
 LINES = ["config", "database", "locks", "arxiv api", "arxiv rss", "arxiv oai", "calendar", "llm", "smtp", "git"]
 QUERY_SECRET, GIT_TOKEN = "q-secret-2f9c", "ghp_a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+PATH_TOKEN = "3f9a0c2b7d4e4a1b9c8d7e6f"  # a proxy's key as a path segment
 CONTACT = "ada@lab.test"  # not an example.org address, which doctor warns about
 SENDER = "RL Digest <digest@ada-lab.org>"  # nor is the sender
 ENV = {"OPENAI_API_KEY": KEY, "SMTP_USERNAME": TEST_USER, "SMTP_PASSWORD": TEST_PASSWORD}
@@ -96,12 +97,12 @@ def _down(name: str, overrides: dict, tmp_path) -> dict:
         return {"lock": {"dir": "not-a-folder/locks"}}
     if name == "arxiv api":
         return {"sources": {"arxiv": {"api_url": f"{dead}/api/query"}}}
-    if name == "arxiv rss":  # a mirror's key in the query: masked, as in every URL shown
-        return {"sources": {"rss": {"urls": [f"{dead}/rss/cs.LG?key={QUERY_SECRET}"]}}}
+    if name == "arxiv rss":  # a mirror's key in the path and query: masked, as in every URL shown
+        return {"sources": {"rss": {"urls": [f"{dead}/{PATH_TOKEN}/rss/cs.LG?key={QUERY_SECRET}"]}}}
     if name == "arxiv oai":
         return {"sources": {"oai": {"url": f"{dead}/oai"}}}
     if name == "llm":
-        return {"enrich": {"base_url": f"{dead}/v1?api-key={QUERY_SECRET}"}}
+        return {"enrich": {"base_url": f"{dead}/v1/{GIT_TOKEN}/openai?api-key={QUERY_SECRET}"}}
     if name == "smtp":
         return {"email": {"smtp_port": refused_port()}}
     if name == "git":  # a token in the path (one a git host issues) and in the query
@@ -121,8 +122,10 @@ def test_doctor_names_the_one_service_that_is_down_and_exits_1(tmp_path, cli, wo
     assert statuses(result.stdout) == wanted, result.stdout
     assert result.stderr.strip().endswith(f"rl-digest: doctor: {name} failed")
     assert "Traceback" not in result.stderr
-    assert QUERY_SECRET not in result.stdout + result.stderr and GIT_TOKEN not in result.stdout + result.stderr
-    shown = {"arxiv rss": "/rss/cs.LG?key=***:", "llm": "/v1?api-key=***", "git": "/api/***/r.git?access_token=***"}
+    for secret in (QUERY_SECRET, GIT_TOKEN, PATH_TOKEN):
+        assert secret not in result.stdout + result.stderr
+    shown = {"arxiv rss": "/***/rss/cs.LG?key=***:", "llm": "/v1/***/openai?api-key=***",
+             "git": "/api/***/r.git?access_token=***"}
     if name in shown:
         line = next(line for line in result.stdout.splitlines() if line.startswith(name))
         assert shown[name] in line, line
