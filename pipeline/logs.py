@@ -40,7 +40,8 @@ def hide(values: Iterable[str], urls: Iterable[str] = (), public: Iterable[str] 
     alone ("POST /bot123:TOKEN/sendMessage", "/robot/send?access_token=…"). `urls`, the
     addresses the config holds, show each query value as *** (mask_url): a mirror's key;
     and each path segment that looks like a token (a proxy's https://host/KEY/rss/cs.LG),
-    but one the `public` addresses show (the site's, in every digest's links) is no secret."""
+    but what the `public` addresses show (the site's, the unsubscribe page's: in every
+    digest's links) is no secret."""
     found: dict[str, str] = {}
     for value in values:
         found[value] = MASK
@@ -50,7 +51,7 @@ def hide(values: Iterable[str], urls: Iterable[str] = (), public: Iterable[str] 
     shown = list(public)
     for url in urls:
         for pair in _query(url).split("&"):
-            if len(_value(pair)) >= 6:  # a shorter one is no secret (?v=2)
+            if len(_value(pair)) >= 6 and not any(pair in address for address in shown):  # ?v=2: none
                 found[pair] = _masked_pair(pair)
         for segment in _path(url).split("/"):
             if _token_like(segment) and not any(segment in address for address in shown):

@@ -155,11 +155,13 @@ def test_render_and_preview_rebuild_a_stored_digest(tmp_path, cli):
         config = write_config(tmp_path, {
             "sources": {"arxiv": {"api_url": arxiv.api_url, "retries": 1},
                         "rss": {"urls": [arxiv.rss_url(["cs.LG"])]}},
-            "enrich": {"provider": "none"}, "outputs": {"base_url": f"https://digest.example.org/{SITE}/"}})
+            "enrich": {"provider": "none"}, "outputs": {"base_url": f"https://digest.example.org/{SITE}/"},
+            "email": {"unsubscribe_url": "https://lists.example.org/leave?list=rl-digest"}})
         cli("--config", str(config), "run", "--as-of", "2026-11-02")
     text = cli("--config", str(config), "render", "--digest", "2026-11-02", "--format", "txt").stdout
     assert text == (tmp_path / "out" / "digests" / "2026-11-02.txt").read_text(encoding="utf-8")
     assert f"/{SITE}/" in text  # its links: a public address is no secret to mask, though token-like
+    assert "leave?list=rl-digest" in text  # nor a query in one
     shown = cli("--config", str(config), "preview").stdout.strip()
     assert shown.endswith("2026-11-02.html")
     assert "<html" in open(shown, encoding="utf-8").read()
