@@ -462,8 +462,9 @@ def test_the_emails_headings_and_labels_voice_each_language_as_itself(digest, la
 @pytest.mark.parametrize("languages", [("zh", "en"), ("en", "zh")])
 def test_the_emails_header_and_footer_voice_each_language_of_a_composite_label(digest, languages):
     """新论文 New: 7 · 精选收录 Curated: 2, the sources (精选清单 curated list), 未使用大模型 no LLM,
-    the pending Chinese, the coverage, 在线阅读 View online: these labels carried no lang, so
-    a zh-CN message read their English in a Chinese voice (an en one its Chinese)."""
+    the pending Chinese, the coverage, 在线阅读 View online, a paper's marks (方法 method, v2
+    revised), the trends' movers, an update's 已发布代码 / code released: these labels carried
+    no lang, so a zh-CN message read their English in a Chinese voice (an en one its Chinese)."""
     from selectolax.lexbor import LexborHTMLParser
 
     coverage = {"first": "06-01", "last": "06-07", "expected": 5, "read": 4, "groups": [],
@@ -471,18 +472,22 @@ def test_the_emails_header_and_footer_voice_each_language_of_a_composite_label(d
                 "no_announcement": [], "relevant": {}}
     digest = replace(digest, coverage=coverage, model="")
     settings = fx.config(languages=languages, base_url="https://example.org/out/")
-    page = LexborHTMLParser(render.digest_html(settings, digest, READING, limit=30_000))
+    page = LexborHTMLParser(render.digest_html(settings, digest, READING, limit=40_000))
     assert "本邮件为节选" in page.css_first(".head .meta").text()  # "View online" for the whole digest
-    read = voiced(page.css(".head .meta, .small"))
+    updates = [p for p in page.css("p") if "已发布代码" in p.text()]
+    read = voiced([*page.css(".head .meta, .small, .tag, table.trend + p"), *updates])
     for words, lang in read:
-        words = re.sub(r"arXiv|RSS|API|Asia/Shanghai|cs\.LG|rl-digest|“unsubscribe”", "", words)  # names, in either
+        words = re.sub(r"arXiv|RSS|API|Asia/Shanghai|cs\.LG|rl-digest|“unsubscribe”|ICLR", "", words)  # names, in either
         chinese, english = re.search(r"[\u4e00-\u9fff]", words), re.search(r"[A-Za-z]{3,}", words)
         assert not (chinese and english), words  # one voice for both
         if chinese or english:
             assert lang == ("zh-CN" if chinese else "en"), words
     said = " ".join(words for words, _ in read)
     assert all(label in said for label in ("Curated", "curated list", "no LLM", "Chinese summaries pending",
-                                           "NOT recovered", "View online", "未使用大模型", "篇"))
+                                           "NOT recovered", "View online", "未使用大模型", "篇", "Movers",
+                                           "本周变化", "revised", "method", "方法", "code released"))
+    titles = voiced(page.css(".zh-title"))  # a paper's Chinese title (GRPO-λ：用资格迹…), as Chinese
+    assert titles and {lang for _, lang in titles} == {"zh-CN"}
 
 
 
