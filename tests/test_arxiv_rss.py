@@ -328,3 +328,32 @@ def test_a_pubdate_too_large_for_a_clock_is_no_date_not_a_crash():
                         + b"5" * 80 + b" -0500</pubDate><arxiv:announce_type>new</arxiv:announce_type></item>"
                         b"</channel></rss>", URL)
     assert [(p.id, p.updated) for p in result.papers] == [("2411.00001", None)]
+
+
+def test_a_back_dated_read_of_a_feed_never_read_since_leaves_out_its_later_announcement():
+    """Down from October to December, then Monday 11-09's digest made by hand: the feed, read
+    last on 10-30, now carries the 11-30 announcement. It was taken as Sunday 11-08's, whose
+    batch the catch-up then never read (the ledger had it read) and which was lost, and the
+    11-30 papers were that evening's. The items' dates say the batch is a later one's."""
+    from pipeline.calendar import load_calendar
+    from pipeline.config import load
+    from pipeline.coverage import Ledger
+    from pipeline.rank import Query
+    from pipeline.sources import Window
+    from pipeline.sources.arxiv_rss import ArxivRss
+
+    arxiv = load(None).sources.arxiv
+    later = local_paper(1, "new", id="2611.30001", title="GRPO for reinforcement learning of large language models")
+    as_of = datetime(2026, 11, 9, 23, 59, tzinfo=timezone(timedelta(hours=8)))
+    with ArxivServer([later], announced=datetime(2026, 12, 1, tzinfo=EASTERN)) as server:
+        url = server.rss_url(["cs.LG"])
+        source = ArxivRss([url], Query.compile(["cs.LG"], arxiv.terms), 0, 1)
+        ledger = Ledger()
+        window = Window(as_of - timedelta(days=10), as_of, as_of, load_calendar(), ["cs.LG"], ledger,
+                        memory={url: {"day": "2026-10-29", "newest": "2610.29999"}})
+        found = source.fetch(window, fetcher())
+    assert found.papers == [] and found.updates == []
+    assert ledger.days.get("2026-11-08", {}).get("cs.LG") is None  # unread: the catch-up reads it
+    assert found.memory == {url: {"day": "2026-10-29", "newest": "2610.29999"}}
+    assert found.report.notes == ["RSS not read for cs.LG: the feed carries a later announcement "
+                                  "(dated 12-01) than 11-08's"]

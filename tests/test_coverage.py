@@ -22,7 +22,7 @@ from pipeline.config import load
 from pipeline.errors import ConfigError
 from pipeline.models import Paper
 from tests.helpers import write_config
-from tests.servers.arxiv_server import EMPTY, ArxivServer, http_error
+from tests.servers.arxiv_server import EASTERN, EMPTY, ArxivServer, http_error
 
 DEFAULT_CATS = load(None).sources.arxiv.categories
 LABELLED = Path(__file__).parent / "data" / "gap_labelled.jsonl"
@@ -349,6 +349,31 @@ def test_a_back_dated_run_does_not_wait_for_a_feed_that_moved_past_its_announcem
     assert "1/1 arXiv announcements read (11-23 → 11-23)" in digest
     assert "RSS not read for cs.LG: the feed was read for a later announcement than 11-23's" in status
 
+
+
+@pytest.mark.slow
+def test_a_back_dated_digest_after_downtime_reads_its_evening_not_todays_feed(tmp_path, cli):
+    """Down from 10-30 to December, then Monday 11-09's digest made by hand: the feed, never read
+    since, carries the 11-30 batch. It was read as Sunday 11-08's: the ledger had that evening
+    read ('1/1 arXiv announcements read (11-08 → 11-08); ids 1 new', the id of 11-30), the
+    catch-up never harvested it, and its paper was lost. The present run reads the feed after."""
+    before = relevant(1, ("cs.LG",), day=datetime(2026, 10, 29, 15, tzinfo=UTC))
+    sunday = relevant(2, ("cs.LG",), day=datetime(2026, 11, 6, 15, tzinfo=UTC))  # Fri 10:00 ET: Sunday's
+    today = relevant(3, ("cs.LG",), day=datetime(2026, 11, 30, 15, tzinfo=UTC))  # Monday 11-30's
+    with ArxivServer([before], announced=datetime(2026, 10, 30, tzinfo=EASTERN)) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"], oai=True, api=True)
+        collect(cli, config, "2026-10-30T14:00:00+00:00")
+        server.papers, server.announced = [today], datetime(2026, 12, 1, tzinfo=EASTERN)
+        server.freeze("cs.LG")  # the feed holds 11-30's batch alone; OAI-PMH has every paper
+        server.papers = [before, sunday, today]
+        cli("--config", str(config), "run", "--as-of", "2026-11-09", "--no-email")
+        kept, status = stored_ids(tmp_path), cli("--config", str(config), "status").stdout
+        collect(cli, config, "2026-12-01T14:00:00+00:00")
+    digest = " ".join((tmp_path / "out" / "digests" / "2026-11-09.md").read_text(encoding="utf-8").split())
+    assert kept == {"2611.00001", "2611.00002"}
+    assert "cs.LG on 11-08: not collected, recovered through OAI-PMH" in digest, digest
+    assert "RSS not read for cs.LG: the feed carries a later announcement (dated 12-01) than 11-08's" in status
+    assert "2611.00003" in stored_ids(tmp_path)
 
 def labelled_gap() -> tuple[list[Paper], set[str]]:
     """The labelled rows of tests/data, submitted one by one over three weeks of downtime."""

@@ -12,14 +12,14 @@ import logging
 import re
 import time
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import feedparser
 
 from pipeline import text
-from pipeline.calendar import Announcement
+from pipeline.calendar import Announcement, Calendar
 from pipeline.errors import SourceError
 from pipeline.models import ARXIV_ID, Paper, collapse, split_arxiv_id
 from pipeline.rank import Query
@@ -65,6 +65,12 @@ class FeedResult:
     error: str | None = None  # arXiv's "Feed error for query" answer (an unknown category), as it says
 
     @property
+    def dated(self) -> datetime | None:
+        """The newest date of its items (pubDate: the feed's day, the batch of the evening before)."""
+        return max(filter(None, [p.updated for p in self.papers] + [r.announced for r in self.replacements]),
+                   default=None)
+
+    @property
     def truncated(self) -> bool:
         return self.items >= CAP
 
@@ -106,13 +112,16 @@ class ArxivRss:
                               f"the feed was read for a later announcement than {evening:%m-%d}'s")
         deadline = time.monotonic() + self.poll_minutes * 60
         pending, feeds = [url for url in self.urls if url not in past], {}
+        ahead: dict[str, str] = {}  # feeds dated after the as-of's announcement -> their date
         while True:
             began, before = time.monotonic(), fetcher.requests
             for url in pending:
                 feeds[url] = fetch_feed(fetcher, url)
             part.requests += fetcher.requests - before
             part.seconds += time.monotonic() - began
-            pending = [url for url in pending if due and _stale(seen.get(url) or {}, feeds[url], due.day)]
+            ahead.update(_set_aside(feeds, pending, evening, window.calendar))
+            pending = [url for url in pending if url in feeds and due
+                       and _stale(seen.get(url) or {}, feeds[url], due.day)]
             wait = self.poll_interval_minutes * 60
             holiday = maybe_holiday(window, due, feeds, pending)
             if not pending or holiday or time.monotonic() + wait > deadline:
@@ -122,6 +131,10 @@ class ArxivRss:
                      ", ".join(feed_spec(url) for url in pending), due.day if due else "next",
                      self.poll_interval_minutes, (deadline - time.monotonic()) / 60)
             pause(wait)
+        if ahead:  # as `past`, for a feed not read since it moved past
+            part.notes.append(f"RSS not read for {', '.join(map(feed_spec, ahead))}: the feed carries "
+                              f"a later announcement (dated {', '.join(sorted(set(ahead.values())))}) "
+                              f"than {evening:%m-%d}'s")
         for url, feed in feeds.items():
             self._take(url, feed, found, due, window, stale=url in pending, holiday=holiday)
         if holiday and due is not None:  # one line, not one a feed: nothing says a feed is late
@@ -191,6 +204,21 @@ def maybe_holiday(window: Window, due: Announcement | None, feeds: dict[str, Fee
 def _moved_past(last: dict[str, Any], evening: date) -> bool:
     """This feed was last read for an announcement after `evening`'s."""
     return bool(last.get("day")) and last["day"] > evening.isoformat()
+
+
+def _set_aside(feeds: dict[str, FeedResult], urls: list[str], evening: date,
+               calendar: Calendar) -> dict[str, str]:
+    """Of `urls`, the feeds whose items are dated (in New York) after the feed that carries
+    `evening`'s batch, dated the day after it: they hold a later announcement's, read or not
+    (a back-dated run after downtime). Taken out of `feeds`, each with its date (MM-DD).
+    Dates only ever lag the content, so they never tell a fresh feed; a later one tells this."""
+    later = {}
+    for url in urls:
+        dated = feeds[url].dated
+        if dated is not None and dated.astimezone(calendar.zone).date() > evening + timedelta(days=1):
+            later[url] = f"{dated.astimezone(calendar.zone):%m-%d}"
+            del feeds[url]
+    return later
 
 
 def _stale(last: dict[str, Any], feed: FeedResult, day: date) -> bool:
