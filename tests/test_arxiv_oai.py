@@ -202,3 +202,35 @@ def test_any_other_failure_while_harvesting_is_a_source_error_naming_the_url():
         with pytest.raises(SourceError) as caught:
             harvest(fetcher(), server.oai_url, "cs.LG", date(2026, 11, 1))
     assert str(caught.value).startswith(f"{server.oai_url}: could not read the OAI-PMH harvest of set cs:cs:LG (")
+
+
+def test_a_paper_held_for_moderation_and_announced_in_the_gap_is_caught_up():
+    """arXiv holds some submissions for moderation for days or weeks; its record is stamped when
+    it is at last announced. Sent on 11-10, announced Monday 11-23, an evening no feed read: the
+    catch-up kept only papers sent from Thursday's deadline on, and it was lost. An older paper
+    stamped in the gap by a metadata change (a journal reference) is not this week's."""
+    from pipeline.calendar import load_calendar
+    from pipeline.config import load
+    from pipeline.coverage import Ledger
+    from pipeline.rank import Query
+    from pipeline.sources import Window
+    from pipeline.sources.arxiv_oai import OaiCatchUp
+
+    sent = datetime(2026, 11, 10, 15, tzinfo=UTC)
+    held = Paper(**{**vars(paper(1, ("cs.LG",))), "submitted": sent, "updated": sent})
+    old = Paper(**{**vars(paper(2, ("cs.LG",))), "id": "2609.00002", "submitted": sent - timedelta(days=60),
+                   "updated": sent - timedelta(days=60), "journal_ref": "ICLR 2027"})
+    monday = paper(3, ("cs.LG",))
+    monday = Paper(**{**vars(monday), "submitted": datetime(2026, 11, 23, 15, tzinfo=UTC),
+                      "updated": datetime(2026, 11, 23, 15, tzinfo=UTC)})
+    as_of = datetime(2026, 11, 24, 14, tzinfo=UTC)
+    with ArxivServer([held, old, monday]) as server:
+        server.datestamps.update({held.id: date(2026, 11, 24), old.id: date(2026, 11, 24)})
+        source = OaiCatchUp(server.oai_url, Query.compile(["cs.LG"], load(None).sources.arxiv.terms))
+        ledger = Ledger()
+        ledger.get(date(2026, 11, 22), "cs.LG").read = "RSS"
+        found = source.fetch(Window(as_of - timedelta(days=2), as_of, as_of, load_calendar(), ["cs.LG"],
+                                    ledger), fetcher())
+    assert sorted(p.id for p in found.papers) == ["2611.00001", "2611.00003"]
+    monday_read = ledger.get(date(2026, 11, 23), "cs.LG")
+    assert (monday_read.recovered, monday_read.new, monday_read.kept) == ("OAI-PMH", 2, 2)

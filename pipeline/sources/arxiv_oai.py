@@ -12,8 +12,8 @@ same as for the API and the feeds.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from datetime import date, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 from urllib.parse import urlencode
 
 import httpx2
@@ -27,7 +27,7 @@ from pipeline.errors import DigestError, SourceError
 from pipeline.models import ARXIV_ID, Paper, collapse
 from pipeline.rank import Query
 from pipeline.sources import Found, SourceSetup, Window
-from pipeline.sources.arxiv_rss import rfc822, split_authors
+from pipeline.sources.arxiv_rss import announced_before, rfc822, split_authors
 from pipeline.sources.http import Fetched, Fetcher, looks_like_html
 from pipeline.stopping import Stopped
 
@@ -46,6 +46,7 @@ class Harvest:
     records: int  # every record, before any filter
     latest: date | None  # the newest datestamp: how far the harvest reaches
     unread: tuple[str, ...] = ()  # identifiers of records with no arXiv id or no date of version 1
+    stamps: dict[str, date] = field(default_factory=dict)  # each paper's datestamp, by id
 
 
 class OaiCatchUp:
@@ -54,7 +55,8 @@ class OaiCatchUp:
     batch begins at Friday's deadline, before Sunday's announcement).
 
     Kept: papers whose first version falls in the missed window (from a day before that
-    deadline) and that match the query, and as updates
+    deadline), or was sent earlier and held until a missed evening (_held), and that match
+    the query, and as updates
     the older papers revised in that window (the run keeps those it holds: a new version,
     venue or code for the Updates section). A missed day counts as recovered once the
     harvest reaches it.
@@ -85,8 +87,10 @@ class OaiCatchUp:
                         f"{self.url}: OAI-PMH set {set_spec(category)}: {len(got.unread)} of "
                         f"{got.records} records skipped: no arXiv id in arXivRaw <id>, or no RFC 822 date of "
                         f"version 1 ({', '.join(got.unread[:3])}{', …' if len(got.unread) > 3 else ''})")
-                found.papers += [p for p in got.papers if p.submitted and low <= p.submitted <= last.at
-                                 and self.query.matches(p.title, p.abstract, p.categories)]
+                found.papers += [p for p in got.papers if p.submitted and (
+                    low <= p.submitted <= last.at
+                    or p.submitted < low and _held(p, got.stamps.get(p.id), first.day, last.day))
+                    and self.query.matches(p.title, p.abstract, p.categories)]
                 found.updates += [p for p in got.papers  # revised in the gap: news for a held paper
                                   if p.version > 1 and p.submitted and p.submitted < low
                                   and p.updated and low <= p.updated <= last.at]
@@ -103,7 +107,7 @@ class OaiCatchUp:
                 reading.recovered = "OAI-PMH"
                 if not reading.read:  # a paper in two of the group's sets is one of its ids, as in its feed
                     on_day = {p.id: p for got in harvests[group] for p in got.papers
-                              if _announced_day(cal, p) == day}.values()
+                              if _announced_day(cal, p, got.stamps.get(p.id), days) == day}.values()
                     firsts = [p for p in on_day if p.version == 1]
                     new = sum(1 for p in firsts if _primary_in(p, group))
                     reading.new, reading.cross = reading.new + new, reading.cross + len(firsts) - new
@@ -126,6 +130,15 @@ def oai_source(setup: SourceSetup) -> OaiCatchUp | None:
     return OaiCatchUp(oai.url, Query.compile(arxiv.categories, arxiv.terms)) if oai.enabled else None
 
 
+def _held(paper: Paper, stamp: date | None, first: date, last: date) -> bool:
+    """A first version sent before the missed window whose record was stamped in it: arXiv held
+    it (moderation can take weeks) and announced it on a missed evening, stamped that day or
+    the next. An older id than the month before (ids count months of submission), as the feed
+    reads a cross-list, is an older paper whose record changed (a journal reference) instead."""
+    return (paper.version == 1 and stamp is not None and first <= stamp <= last + timedelta(days=1)
+            and not announced_before(paper.id, 1, datetime(stamp.year, stamp.month, stamp.day, tzinfo=UTC)))
+
+
 def _primary_in(paper: Paper, group: str) -> bool:
     """Whether the paper's primary category (arXivRaw lists it first) is one of the group's, or
     in its archive: its feed lists it as new, one cross-listed to the group as cross."""
@@ -133,10 +146,19 @@ def _primary_in(paper: Paper, group: str) -> bool:
     return any(primary == wanted or primary.startswith(wanted + ".") for wanted in group.split("+"))
 
 
-def _announced_day(cal: Calendar, paper: Paper) -> date | None:
-    """The evening this version was announced (Calendar.announced_on)."""
+def _announced_day(cal: Calendar, paper: Paper, stamp: date | None = None,
+                   days: list[date] | None = None) -> date | None:
+    """The evening this version was announced (Calendar.announced_on); for one held (_held)
+    and announced on one of the missed `days`, the last of them by its stamp. A record is
+    stamped the evening's date or the next (in UTC, past 20:00 in New York): no earlier
+    evening than the one before its stamp is a hold."""
     moment = paper.updated if paper.version > 1 else paper.submitted
-    return None if moment is None else cal.announced_on(moment)
+    if moment is None:
+        return None
+    day = cal.announced_on(moment)
+    if days and stamp and day < stamp - timedelta(days=1) and _held(paper, stamp, days[0], days[-1]):
+        return max((d for d in days if d <= stamp), default=day)
+    return day
 
 
 def set_spec(category: str) -> str:
@@ -152,7 +174,7 @@ def harvest(fetcher: Fetcher, url: str, category: str, since: date) -> Harvest:
     page (a proxy can pass on a cut answer as a whole one), so it fails like any other:
     anything else the harvest raises is a SourceError too, so the watermark stays.
     """
-    papers, records, latest, unread = [], 0, None, []
+    papers, records, latest, unread, stamps = [], 0, None, [], {}
     client, spec = _Scythe(url, fetcher), set_spec(category)
     try:
         for record in client.list_records(from_=since.isoformat(), metadata_prefix="arXivRaw",
@@ -165,6 +187,7 @@ def harvest(fetcher: Fetcher, url: str, category: str, since: date) -> Harvest:
             paper = _to_paper(record.xml)
             if paper is not None:
                 papers.append(paper)
+                stamps[paper.id] = stamp
             else:
                 unread.append(collapse(record.header.identifier or "")[:100])  # type: ignore[union-attr]
     except NoRecordsMatch:
@@ -180,7 +203,7 @@ def harvest(fetcher: Fetcher, url: str, category: str, since: date) -> Harvest:
     if records < client.listed:
         raise SourceError(f"{url}: the OAI-PMH harvest of set {spec} ended after {records} records "
                           f"of the {client.listed} its completeListSize promised")
-    return Harvest(category, tuple(papers), records, latest, tuple(unread))
+    return Harvest(category, tuple(papers), records, latest, tuple(unread), stamps)
 
 
 def identify(fetcher: Fetcher, url: str) -> str:

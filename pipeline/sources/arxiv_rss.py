@@ -347,7 +347,7 @@ def _read_item(entry: Any) -> Paper | Replacement | str:
         version = split_arxiv_id(prefix["id"])[1]
     kind = (_field(entry, "arxiv_announce_type") or (prefix["type"] if prefix else "")).strip()
     announced = rfc822(_field(entry, "published"))
-    if kind in REPLACED_TYPES or kind == "cross" and _announced_before(ident, version, announced):
+    if kind in REPLACED_TYPES or kind == "cross" and announced_before(ident, version, announced):
         return Replacement(ident, version, announced, kind)
     if kind not in KEPT_TYPES:
         return f"skipped {ident} with unknown announce type {kind!r}"
@@ -374,7 +374,7 @@ def _field(entry: Any, key: str) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _announced_before(ident: str, version: int | None, announced: datetime | None) -> bool:
+def announced_before(ident: str, version: int | None, announced: datetime | None) -> bool:
     """A cross-listed paper arXiv announced in an earlier month: at a later version (a first
     announcement is always v1), or with an id older than the month before this announcement
     (ids are numbered by the month of submission). The feed lists a 2022 paper newly
