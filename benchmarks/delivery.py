@@ -30,7 +30,8 @@ def _serve(pipe) -> None:
 def main() -> None:
     from pipeline.config_email import Email, Reader
     from pipeline.deliver.email import EmailChannel
-    from pipeline.deliver.outbox import StoreOutbox, deliver
+    from pipeline.deliver.outbox import StoreOutbox
+    from pipeline.deliver.outbox_batch import deliver
     from pipeline.store import Store
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

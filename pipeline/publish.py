@@ -32,7 +32,7 @@ from pipeline import (
     site_papers,
 )
 from pipeline.config import Config
-from pipeline.deliver import channels, git, outbox
+from pipeline.deliver import channels, git, outbox, outbox_batch
 from pipeline.deliver.files import clear_killed_writes, onto_stdout, write_atomic
 from pipeline.errors import DigestError
 from pipeline.links import Links
@@ -131,10 +131,10 @@ def deliver(config: Config, store: Store, report: RunReport, reading_count: int,
     opened = channels.open_channels(config, reading_count, email=email, unsubscribed=gone)
     # a reader whose line has a typo is not "removed": their rows wait for the line's fix
     listed = {r.address.lower() for r in config.readers()} if config.email.enabled and not unread else None
-    result = outbox.deliver(outbox.StoreOutbox(store), opened, lambda did: stored_digest(store, did),
-                            datetime.now(UTC), digest_id=digest_id, due_only=due_only,
-                            skip=() if email else ("email",), unsubscribed=gone, readers=listed,
-                            unready=lambda did: unwritten_page(config, did))
+    result = outbox_batch.deliver(outbox.StoreOutbox(store), opened, lambda did: stored_digest(store, did),
+                                  datetime.now(UTC), digest_id=digest_id, due_only=due_only,
+                                  skip=() if email else ("email",), unsubscribed=gone, readers=listed,
+                                  unready=lambda did: unwritten_page(config, did))
     report.sent += result.sent
     report.pending += result.pending
     report.failed += result.failed

@@ -1,5 +1,5 @@
 """Email through the outbox, against a real SMTP server (aiosmtpd on 127.0.0.1): the email
-channel (pipeline/deliver/email.py) driven by the outbox state machine (outbox.py)."""
+channel (pipeline/deliver/email.py) driven by the outbox state machine (outbox.py, outbox_batch.py)."""
 
 from __future__ import annotations
 
@@ -25,15 +25,8 @@ from pipeline import config as config_mod
 from pipeline.config_email import Email
 from pipeline.deliver.email import EmailChannel
 from pipeline.deliver.email_message import build_message, message_bytes
-from pipeline.deliver.outbox import (
-    MAX_ATTEMPTS,
-    RESENT,
-    DeliveryReport,
-    StoreOutbox,
-    _defer,
-    backoff,
-    deliver,
-)
+from pipeline.deliver.outbox import MAX_ATTEMPTS, RESENT, StoreOutbox, backoff
+from pipeline.deliver.outbox_batch import DeliveryReport, _defer, deliver
 from pipeline.models import RunReport
 from pipeline.store import Store
 from pipeline.store_schema import deliveries

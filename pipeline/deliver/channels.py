@@ -8,7 +8,7 @@ built-in `REGISTRY` below, the `rl_digest.channels` entry-point group, or
 A factory takes a `ChannelSetup` and returns an object with the `Channel` methods.
 `send` says what happened by returning (accepted) or raising one of the
 errors below; anything else it (or `build`) raises is a bug, which fails that reader's row
-for now (outbox.py) and not the others. One whose message goes as
+for now (outbox_batch.py) and not the others. One whose message goes as
 several posts calls `message.progress` after each (a channel that does not is sent again
 whole after a crash).
 """
@@ -102,7 +102,7 @@ class Unreachable(Deferred):
 class Refused(Exception):
     """Refused for good (a 5xx): that reader's row fails; the others go on. `unowned`: the reply
     does not say whose it is, the reader's or the sender's; the same to every reader of a batch
-    is the sender's (outbox.py's `_settle`)."""
+    is the sender's (outbox_batch.py's `_settle`)."""
 
     def __init__(self, reason: str, unowned: bool = False):
         super().__init__(reason)
@@ -148,7 +148,7 @@ def open_channels(config: Config, reading_count: int, email: bool = True,
 def opened(config: Config, reading_count: int = 0, email: bool = True,
            unsubscribed: frozenset[str] = frozenset()) -> Iterator[dict[str, Channel]]:
     """open_channels for a block that only asks them (their readers, a check), closed when
-    it ends: a plug-in channel may connect when made (outbox.deliver closes those it sends on)."""
+    it ends: a plug-in channel may connect when made (outbox_batch.deliver closes those it sends on)."""
     found = open_channels(config, reading_count, email, unsubscribed)
     try:
         yield found
