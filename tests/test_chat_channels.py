@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.deliver import chat
+from pipeline.deliver import chat, chat_split
 from tests import backends
 from tests.helpers import full_config, rl_paper
 from tests.processes import config_with, db_rows, kill9, start_cli, stderr_lines, wait_for
@@ -878,7 +878,7 @@ def test_a_long_slack_line_is_cut_between_links_and_entities_and_no_block_is_dro
     two as raw text, and refuses more than 50 blocks in a message."""
     links = [f"<https://arxiv.org/abs/2611.{n:05d}|Title &amp; words &lt;{n}&gt;>" for n in range(150)]
     line = " ".join(links) + " " + "z" * 3500
-    pieces = chat.split_lines(line, chat.SLACK_BLOCK, len)
+    pieces = chat_split.split_lines(line, chat.SLACK_BLOCK, len)
     assert len(pieces) > 2 and all(len(p) <= chat.SLACK_BLOCK for p in pieces)
     for piece in pieces:
         assert piece.count("<") == piece.count(">")
@@ -887,7 +887,7 @@ def test_a_long_slack_line_is_cut_between_links_and_entities_and_no_block_is_dro
     assert "".join(pieces).count("z") == 3500  # a word longer than a block is cut, not lost
     words = " ".join(["R&amp;D", "Q&amp;A", "GRPO"] * 1000)
     assert all(" ".join(pieces).split() == words.split() for pieces in
-               (chat.split_lines(words, limit, len) for limit in (20, 3000)))  # cut at spaces only
+               (chat_split.split_lines(words, limit, len) for limit in (20, 3000)))  # cut at spaces only
 
     (body,) = chat._slack("t", "\n\n".join(f"paragraph {n}" for n in range(50)), {})
     assert all(block["text"]["verbatim"] for block in body["blocks"])  # a URL in a title stays text
@@ -901,8 +901,8 @@ def test_a_long_slack_line_is_cut_between_links_and_entities_and_no_block_is_dro
     astral = " ".join(["😀𠀀强化" * 10] * 300) + " " + "𠀀" * 3500
     bodies = chat._slack("t", astral, {})
     blocks = [block["text"]["text"] for b in bodies for block in b["blocks"]]
-    assert max(chat.utf16(text) for text in blocks) <= chat.SLACK_BLOCK
-    assert max(sum(chat.utf16(text) for text in (block["text"]["text"] for block in b["blocks"]))
+    assert max(chat_split.utf16(text) for text in blocks) <= chat.SLACK_BLOCK
+    assert max(sum(chat_split.utf16(text) for text in (block["text"]["text"] for block in b["blocks"]))
                for b in bodies) <= chat.SLACK_MESSAGE
     assert "".join(blocks).replace(" ", "").replace("\n", "") == astral.replace(" ", "")
 

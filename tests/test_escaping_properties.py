@@ -27,7 +27,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from pipeline import compose, escape, reading_list, render, site, site_papers, text, text_wrap
 from pipeline import config as cfg
-from pipeline.deliver import chat, compact
+from pipeline.deliver import chat, chat_split, compact
 from pipeline.models import Digest, Enrichment, Entry, Highlight, Paper, Part, Row, Scored, paper_key
 from pipeline.store import Store
 from tests import fixtures_digest as fx
@@ -305,7 +305,7 @@ def test_a_slack_post_has_only_our_links_and_no_mention(digest):
         assert "<" not in post["text"] and ">" not in post["text"]
         for block in post["blocks"]:
             mrkdwn = block["text"]["text"]
-            assert chat.utf16(mrkdwn) <= chat.SLACK_BLOCK  # an emoji 2, as Slack may count it
+            assert chat_split.utf16(mrkdwn) <= chat.SLACK_BLOCK  # an emoji 2, as Slack may count it
             for url, label in _SLACK_LINK.findall(mrkdwn):
                 assert url.startswith(OURS), url
                 links.setdefault(url, set()).add(seen(html.unescape(label).translate(_SLACK_BACK)))
@@ -334,7 +334,7 @@ def test_a_telegram_post_is_html_of_its_subset_only(digest):
     links: dict[str, set[str]] = {}
     for post in bodies("telegram", digest):
         message = post["text"]
-        assert chat.utf16(message) <= chat.TELEGRAM_LIMIT
+        assert chat_split.utf16(message) <= chat.TELEGRAM_LIMIT
         for tag in re.findall(r"<[^>]*>", message):
             assert re.fullmatch(r'</?(b|i)>|<a href="[^"<>]*">|</a>', tag), tag
         bare = re.sub(r"<[^>]*>", "", message)
