@@ -249,6 +249,7 @@ def load(path: Path | None) -> Config:
     try:
         config = Config.model_validate(merged)
     except ValidationError as exc:
+        _whole_defaults(base)
         raise ConfigError(_first_error(path or bundled("config.yaml"), exc, merged)) from None
     root = (path.parent if path else Path.cwd())
     config = _resolve_paths(config, root, path)
@@ -260,6 +261,21 @@ def load(path: Path | None) -> Config:
         email = config.email.model_copy(update={"recipients_file": None})
         config = config.model_copy(update={"email": email})
     return config
+
+
+def _whole_defaults(base: dict[str, Any]) -> None:
+    """Raise ConfigError naming the built-in config.yaml when it is itself not whole: it is
+    the top config.yaml of the tree rl-digest was installed from (pip install ., the Docker
+    image), and a short config put there left every command saying the user's file lacked
+    `topic`."""
+    try:
+        Config.model_validate(base)
+    except ValidationError as exc:
+        raise ConfigError(f"{_first_error(bundled('config.yaml'), exc, base)}: rl-digest's built-in "
+                          "defaults are not whole",
+                          "they are the config.yaml at the top of the tree it was installed from: "
+                          "put the shipped one back there (git checkout config.yaml), keep your "
+                          "settings in a file of your own, and install again") from None
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:

@@ -24,6 +24,26 @@ def test_bundled_config_is_valid_and_complete():
     assert cfg.enrich.api_key_env == "OPENAI_API_KEY"
 
 
+def test_built_in_defaults_that_are_not_whole_are_named_not_the_users_file(tmp_path, monkeypatch):
+    """Installed from a tree whose top config.yaml was the short starter (README's Docker steps
+    once copied it there), every command said the user's file lacked `topic`."""
+    (tmp_path / "bundled").mkdir()
+    (tmp_path / "bundled" / "config.yaml").write_bytes((ROOT / "templates/init/config.yaml").read_bytes())
+    monkeypatch.setattr(config, "bundled", lambda name: tmp_path / "bundled" / name)
+    mine = tmp_path / "config.yaml"
+    mine.write_text("languages: [en]\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        config.load(mine)
+    said = str(raised.value)
+    assert said.startswith(f"{tmp_path / 'bundled' / 'config.yaml'}: topic: Field required (and ")
+    assert "rl-digest's built-in defaults are not whole" in said and "git checkout config.yaml" in said
+    assert str(mine) not in said and "\n" not in said
+    mine.write_text("languages: [fr]\n", encoding="utf-8")  # whole defaults: the user's file is named
+    monkeypatch.undo()
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(mine))}: languages\[0\]: "):
+        config.load(mine)
+
+
 def sections(model: type[BaseModel], where: str = "") -> dict[str, type[BaseModel] | None]:
     """Every key of the config model by its dotted path: a mapping of keys (a section, or
     an optional one such as outputs.git) to its model, any other key to None. The entries

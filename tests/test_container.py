@@ -14,6 +14,7 @@ import zipfile
 import pytest
 import yaml
 
+from pipeline import config
 from tests.helpers import ROOT
 
 
@@ -141,6 +142,9 @@ def test_the_readmes_docker_steps_work_in_a_copy_of_the_repository(tmp_path):
     env = (tmp_path / ".env").read_text(encoding="utf-8")
     assert "OPENAI_API_KEY" in env and "POSTGRES_PASSWORD=" in env
     assert (tmp_path / ".env").stat().st_mode & 0o077 == 0
+    # the image is built from this config.yaml too, as its built-in default: it stays whole
+    # (the starter copied over it left every command of the image at 'topic: Field required')
+    config.Config.model_validate(config.parse_yaml((tmp_path / "config.yaml").read_text(encoding="utf-8")))
 
 
 def test_the_readmes_docker_run_mounts_what_compose_mounts():
