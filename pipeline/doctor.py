@@ -436,14 +436,14 @@ def check_llm(config: Config) -> Iterable[Check]:
 def check_channels(config: Config) -> Iterable[Check]:
     """Each delivery channel that is configured; the email channel's line is its SMTP check;
     then each `channels` entry by its name, through its own `check()` (posting nothing)."""
-    for name, (configured, check) in CHANNELS.items():
+    for name, (configured, check, off) in CHANNELS.items():
         if configured(config):
             try:
                 yield ok(name, check(config))
             except DigestError as exc:
                 yield fail(name, str(exc))
         else:
-            yield skip(name, "not configured")
+            yield skip(name, off)
     with channels.opened(config, email=False) as opened:
         for name, channel in opened.items():
             look = getattr(channel, "check", None)
@@ -493,9 +493,10 @@ def git_reachable(config: Config) -> str:
     return git.reachable(config.outputs.git)
 
 
-CHANNELS: dict[str, tuple[Callable[[Config], bool], Callable[[Config], str]]] = {
-    "smtp": (lambda config: config.email.enabled, smtp_reachable),
-    "git": (lambda config: config.outputs.git is not None, git_reachable),
+# name: (is it on, its check, what its skip line says: the switch, as the sources' lines name theirs)
+CHANNELS: dict[str, tuple[Callable[[Config], bool], Callable[[Config], str], str]] = {
+    "smtp": (lambda config: config.email.enabled, smtp_reachable, "email.enabled is false"),
+    "git": (lambda config: config.outputs.git is not None, git_reachable, "outputs.git is not set"),
 }
 CHECKS: list[Callable[[Config], Iterable[Check]]] = [
     check_config, check_database, check_state_folder, check_arxiv, check_calendar, check_llm, check_channels]

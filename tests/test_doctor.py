@@ -234,6 +234,10 @@ def test_doctor_skips_what_is_switched_off(tmp_path, cli):
     found = statuses(result.stdout)
     assert found == {"config": "OK", "database": "OK", "locks": "OK", "arxiv api": "SKIP", "arxiv rss": "SKIP",
                      "arxiv oai": "SKIP", "calendar": "SKIP", "llm": "SKIP", "smtp": "SKIP", "git": "SKIP"}
+    # each skip names its switch: the starter's SMTP settings, all filled in with email off,
+    # read 'smtp  SKIP  not configured'
+    assert "\nsmtp       SKIP  email.enabled is false\n" in result.stdout
+    assert result.stdout.endswith("\ngit        SKIP  outputs.git is not set\n")
 
 
 def test_doctor_checks_each_chat_channel_without_posting(tmp_path, cli):
