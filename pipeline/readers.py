@@ -135,9 +135,20 @@ def reader_address(config: Config, who: str, option: str, expected: str = "an em
     return address
 
 
+def email_reader_only(config: Config, who: str, option: str) -> None:
+    """Exit 2 when `who` is a chat channel's reader as `readers` lists it (CHANNEL:READER): it
+    has no subscription to change or erase, and its posts stop when its entry leaves `channels`."""
+    channel, colon, _ = who.strip().partition(":")
+    if colon and channel in {entry.key for entry in config.channels}:
+        raise ConfigError(f"{option}: {who.strip()} is a chat channel's reader, and {option} is for email "
+                          "readers", "a channel's posts stop when its entry leaves `channels`")
+
+
 def set_status(config: Config, store: Store, who: str, status: str) -> str:
     """Unsubscribe (or subscribe again) one of the readers, as their link would; the address."""
-    address = reader_address(config, who, "--unsubscribe" if status == UNSUBSCRIBED else "--subscribe")
+    option = "--unsubscribe" if status == UNSUBSCRIBED else "--subscribe"
+    email_reader_only(config, who, option)
+    address = reader_address(config, who, option)
     store_readers.set_reader_status(store, address, status)
     return address
 
@@ -148,6 +159,7 @@ def forget(config: Config, store: Store, who: tuple[str, ...]) -> list[str]:
     and keep them, again."""
     addresses = []
     for each in who:
+        email_reader_only(config, each, "--forget")
         try:
             address = Reader.parse(each.strip(), local=config.email.local).address
         except ValueError as exc:

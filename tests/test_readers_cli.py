@@ -31,7 +31,7 @@ from pipeline.links import Links
 from pipeline.models import paper_key
 from pipeline.store import Store
 from pipeline.store_schema import runs
-from tests.helpers import rl_paper, site_pages, start_warm_cli, voiced
+from tests.helpers import rl_paper, site_pages, start_warm_cli, voiced, write_config
 from tests.processes import config_with, stderr_lines, wait_for
 from tests.servers.arxiv_server import ArxivServer
 from tests.servers.openai_server import OpenAIServer
@@ -547,3 +547,16 @@ def test_forget_erases_a_reader_taken_off_the_list_and_keeps_the_digests_history
         f"status --paper {rl_paper(1, DAY).id}"]
     assert seen["readers"].splitlines()[0].startswith("ada@example.org  lang=zh,en  active")
     assert len(seen["readers"].splitlines()) == 1
+
+
+def test_a_chat_channels_reader_is_not_unsubscribed_or_forgotten_as_an_email_reader(tmp_path, cli):
+    """`readers` lists a channel's reader beside the email ones (slack:SLACK_URL); --unsubscribe
+    of it said "not an email address: … (An email address must have an @-sign.) (an email
+    address)", not that a channel's posts stop when its entry leaves `channels`."""
+    config = write_config(tmp_path, {"channels": [{"type": "slack", "url_env": "SLACK_URL"}]}, seeds=False)
+    assert "slack:SLACK_URL  lang=zh,en  active" in cli("--config", str(config), "readers").stdout
+    for option in ("--unsubscribe", "--subscribe", "--forget"):
+        refused = cli("--config", str(config), "readers", option, "slack:SLACK_URL", check=2)
+        assert stderr_lines(refused) == [
+            f"rl-digest: {option}: slack:SLACK_URL is a chat channel's reader, and {option} is for email "
+            "readers (a channel's posts stop when its entry leaves `channels`)"]
