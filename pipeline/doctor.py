@@ -307,12 +307,14 @@ def check_database(config: Config) -> Iterable[Check]:
 
 
 def own_line_problems(config: Config) -> list[str]:
-    """What stops every run at start that doctor names on lines of its own (locks, calendar),
-    for config check: the run lock's folder this user cannot write (with SQLite: PostgreSQL's
-    lock is the server's), a calendar file that cannot be read."""
-    problems = []
-    if sqlite_file(config.storage.url) is not None:
+    """What stops every run at start that doctor names on lines of its own (locks, database,
+    calendar), for config check: the run lock's folder and the SQLite file's this user cannot
+    write (PostgreSQL's lock is the server's), a calendar file that cannot be read."""
+    problems, database = [], sqlite_file(config.storage.url)
+    if database is not None:
         problems.append(files.unwritable(lock.lock_path(config).parent, "lock.dir"))
+        if config.lock.dir is not None:  # the lock moved away: the file's own folder is not checked above
+            problems.append(files.unwritable(database.parent, "storage.url", "a file in a folder"))
     try:  # every run reads it first, offline too
         calendar.load_calendar(config.sources.arxiv.calendar_files)
     except ConfigError as exc:

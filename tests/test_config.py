@@ -528,6 +528,24 @@ def test_a_lock_folder_this_user_cannot_write_is_refused_by_config_check_as_by_r
         assert (result.returncode, result.stderr.splitlines()) == (2, [f"rl-digest: {says}"])
 
 
+def test_a_database_folder_this_user_cannot_write_is_refused_by_config_check(tmp_path):
+    """lock.dir and outputs.dir moved to a writable folder, storage.url left at the starter's
+    state/ beside a config folder the service cannot write (/etc/rl-digest under systemd):
+    config check said ok, and every run stopped, exit 1, with '…/state: cannot create state
+    folder: Permission denied', which named no key."""
+    (tmp_path / "etc").mkdir()
+    config = write_config(tmp_path / "etc", {"lock": {"dir": str(tmp_path / "var")},
+                                             "outputs": {"dir": str(tmp_path / "var" / "out")}}, seeds=False)
+    (tmp_path / "etc").chmod(0o555)
+    drop = ["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search", "--"]
+    args = [*cli_command(), "--config", str(config), "config", "check"]
+    result = subprocess.run([*drop, *args] if os.geteuid() == 0 else args, cwd="/", env=cli_env(),
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert (result.returncode, result.stderr.splitlines()) == (2, [
+        f"rl-digest: {config}: storage.url: {tmp_path / 'etc' / 'state'}: cannot write in {tmp_path / 'etc'} "
+        "to make it: Permission denied; set storage.url to a file in a folder this user can write"])
+
+
 def test_config_check_finds_what_would_stop_a_run_in_channels_and_serve(tmp_path, cli):
     """`run` refuses these with exit 2 and nobody gets the digest, email included; `config
     check` (and doctor's config line) said ok."""

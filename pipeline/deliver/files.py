@@ -142,11 +142,12 @@ def spool(path: Path) -> BinaryIO:
                                     "the run keeps its spool files there: free space, or set TMPDIR"))
 
 
-def unwritable(folder: Path, key: str) -> str | None:
+def unwritable(folder: Path, key: str, target: str = "a folder") -> str | None:
     """Why no file can be written in `folder`, the config's `key` (or the folder made, where
-    it is not yet): one line naming both; None when one can. An unnamed file is made and
-    dropped in it (or the nearest folder above it there is), so a read-only mount, a file in
-    the way, permissions or an immutable folder answer as a run's first write would."""
+    it is not yet): one line naming both, and what to set `key` to; None when one can. An
+    unnamed file is made and dropped in it (or the nearest folder above it there is), so a
+    read-only mount, a file in the way, permissions or an immutable folder answer as a run's
+    first write would."""
     folder = there = folder.absolute()
     try:
         there = next(p for p in (folder, *folder.parents) if p.exists())
@@ -159,7 +160,7 @@ def unwritable(folder: Path, key: str) -> str | None:
         why = f"cannot write{'' if there == folder else f' in {there} to make it'}: {exc.strerror or exc}"
         if there == folder and isinstance(exc, PermissionError) and (theirs := not_yours(folder)):
             return f"{key}: {folder}: {why}; {theirs}"
-    return f"{key}: {folder}: {why}; set {key} to a folder this user can write"
+    return f"{key}: {folder}: {why}; set {key} to {target} this user can write"
 
 
 def cannot_write(path: Path) -> str | None:
