@@ -261,6 +261,22 @@ def test_english_counts_one_paper_in_the_singular_and_more_in_the_plural():
         assert render.digest_subject(settings, replace(fx.many(2), featured=())).endswith("· 2 papers")
 
 
+def test_an_email_with_neither_highlights_nor_featured_papers_still_has_an_inbox_preview():
+    """Without the LLM's takeaways and with no featured paper (digest.featured: 0) the email had
+    no preheader: the inbox previewed the header's window line. It previews the first line of
+    its Highlights, as it does a takeaway; with none (a week of updates alone), the counts."""
+    from tests.test_outline_cli import PREHEADER
+
+    week = replace(fx.plain_digest(), featured=())
+    for languages, first in ((["zh", "en"], "智能体与多轮强化学习 · Agentic and multi-turn RL：1 篇 paper"),
+                             (["en"], "Agentic and multi-turn RL: 1 paper")):
+        found = PREHEADER.search(render.digest_html(fx.config(languages=languages), week, 1))
+        assert found and found.group(1) == first, languages
+    news = replace(week, sections=(), updates=(fx.UPDATE,), new=0, seeds=0)
+    found = PREHEADER.search(render.digest_html(fx.config(languages=["en"]), news, 1))
+    assert found and found.group(1) == "New: 0 · Updates: 1 · Curated: 0 · Featured: 0"
+
+
 def test_digest_as_every_format(cfg, digest, md, html, txt):
     assert render.digest_as(cfg, digest, "md", READING) == md
     assert render.digest_as(cfg, digest, "html", READING) == html
