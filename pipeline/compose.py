@@ -8,6 +8,7 @@ from dataclasses import asdict, replace
 from datetime import datetime
 from typing import Any
 
+from pipeline.bilingual import summary_lines
 from pipeline.config_sections import TopicDef
 from pipeline.extract import contribution, links, readable, venue, withdrawn
 from pipeline.models import (
@@ -279,14 +280,17 @@ def make_digest(*, digest_id: str, window: tuple[datetime, datetime], timezone: 
                 max_curated: int = 5, first: bool = False,
                 highlights: Sequence[Highlight] = (),
                 question: tuple[str | None, str | None] = (None, None),
-                trends: Trends | None = None) -> Digest:
+                trends: Trends | None = None, languages: Sequence[str] = ("zh", "en")) -> Digest:
     """Every relevant paper of the week: the best max_papers as full entries, the rest as
     one-line entries under their topic. Seed entries are never this week's papers: at
-    most max_curated of them, newest first, go to their own section."""
+    most max_curated of them, newest first, go to their own section; one whose note is in
+    none of `languages` waits, unlisted, for a run that translates it (it was a bare title,
+    marked shown for good)."""
     featured_keys = {e.key for e in featured}
     papers = sorted((e for e in entries if not e.curated and e.key not in featured_keys),
                     key=lambda e: (-(e.score or 0.0), e.key))
-    seeds = newest_first(e for e in entries if e.curated and e.key not in featured_keys)
+    seeds = newest_first(e for e in entries if e.curated and e.key not in featured_keys
+                         and (summary_lines(e, languages) or not (e.summary_zh or e.summary_en)))
     full, brief = papers[:max_papers], papers[max_papers:]
     listed = [*featured, *full]
     rows, synthesis_zh, synthesis_en = curated

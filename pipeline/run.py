@@ -374,7 +374,7 @@ def build_digest(config: Config, options: Options, week: Week, documents: list[S
         model=config.enrich.model if llm else None,
         sources=credits, categories=[] if options.offline else config.sources.arxiv.categories,
         updates=news, max_curated=config.digest.max_curated, first=week.first, highlights=takeaways,
-        question=asked.question,
+        question=asked.question, languages=config.languages,
         trends=trends.record(week.history, entries, options.as_of.date(), config.topics),
         coverage=None if options.offline or week.ledger is None else coverage_of(
             config, week.ledger, (start, end), entries),

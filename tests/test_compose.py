@@ -88,6 +88,26 @@ def test_make_digest_lists_every_paper_full_or_one_line_and_seeds_in_their_own_s
     assert set(compose.listed_keys(digest)) == {e.key for e in [*papers, seed]}
 
 
+def test_a_seed_whose_note_is_in_no_shown_language_waits_for_its_translation():
+    """With languages: [en] and no LLM a seed entry whose note is Chinese alone was listed as a
+    bare title, counted under Curated and marked shown, so it never came back with its English."""
+    chinese = compose.seed_entry(replace(SEED, title="Chinese only", parts_zh=()), "rewards")
+    english = compose.seed_entry(replace(SEED, title="With English", parts_zh=()), "rewards",
+                                 {"summary_en": "Curated, in English."})
+
+    def made(languages):
+        return compose.make_digest(
+            digest_id="2026-11-30", window=(DAY, DAY), timezone="UTC", entries=[chinese, english],
+            featured=[], topics=fx.TOPICS, max_papers=3, comparison=None, curated=((), None, None),
+            model=None, sources=["seeds"], categories=[], languages=languages)
+
+    en = made(["en"])
+    assert [e.title for e in en.curated] == ["With English"] and en.seeds == 1
+    assert chinese.key not in compose.listed_keys(en)
+    both = made(["zh", "en"])
+    assert [e.title for e in both.curated] == ["Chinese only", "With English"] and both.seeds == 2
+
+
 def test_the_seed_pages_own_comparison_is_used_for_its_featured_pair():
     one, two = (SeedEntry(title=t, source="p.txt", line=n, featured=True) for n, t in ((1, "A"), (2, "B")))
     doc = SeedDocument(source="p.txt", entries=(one, two), synthesis_zh="综合。",

@@ -172,6 +172,11 @@ def test_english_only_without_an_llm_shows_no_empty_comparison_or_synthesis(tmp_
     assert "## Synthesis" not in md
     assert "Synthesis" not in outputs(tmp_path, "2026-11-30")["txt"]
     assert "Synthesis" not in site and "<td><strong></strong></td>" not in site
+    # A seed whose note is Chinese alone waits for its English: it was a bare title, counted
+    # and marked shown, so it never came back translated.
+    shelf = md.split("## From the reading list", 1)[1]
+    assert "Beyond Negative Rollouts" not in shelf and shelf.count("📌") == 1
+    assert "· Curated: 3 ·" in md  # the featured pair and the one entry listed
 
 
 def test_the_glossary_check_flags_a_term_and_status_counts_it(tmp_path, cli):
