@@ -804,6 +804,23 @@ def test_text_lines_fit_72_columns(txt):
         assert display_width(line) <= 72, line
 
 
+def test_text_sets_each_section_two_blank_lines_apart_and_its_items_one(cfg, digest):
+    """The plain text put three blank lines before Featured (the intro's own and two more),
+    four before This week's papers after one featured paper, and two between the LLM's
+    highlights and the intro: each section heading comes after two, the lines of a list after
+    one at most."""
+    plain = fx.plain_digest()
+    for week in (digest, plain, replace(plain, featured=plain.featured[:1]), replace(plain, featured=())):
+        text = render.digest_text(cfg, week, 1)
+        assert "\n\n\n\n" not in text, week.id
+        lines = text.splitlines()
+        rules = [n for n, line in enumerate(lines) if line and set(line) == {"="}]
+        for n in rules[2:]:  # after the title's and the first section's, under the header
+            assert lines[n - 3:n - 1] == ["", ""] and lines[n - 4], (week.id, lines[n - 1])
+    highlights = render.digest_text(cfg, digest, 1).split("Highlights\n", 1)[1]
+    assert "\n\n\n" not in highlights.split(fx.INTRO_ZH[:10], 1)[0]
+
+
 def test_text_has_full_urls_and_plain_text(txt, digest):
     for entry in entries(digest):
         assert entry.url in txt
