@@ -277,6 +277,18 @@ def test_an_email_with_neither_highlights_nor_featured_papers_still_has_an_inbox
     assert found and found.group(1) == "New: 0 · Updates: 1 · Curated: 0 · Featured: 0"
 
 
+def test_a_later_emails_intro_line_reads_alike_in_each_language_and_voices_its_own():
+    """After the first digest the topic's intro is one small grey line per language; the
+    English one took the style of an English summary line, larger and darker than the Chinese
+    it follows, and no lang, so a screen reader read it in a Chinese voice."""
+    for languages in (["zh", "en"], ["en", "zh"]):
+        html = render.digest_html(fx.config(languages=languages), fx.plain_digest(), 1)
+        zh = re.search(r"<p ([^>]*)>" + re.escape(fx.INTRO_ZH[:12]), html).group(1)
+        en = re.search(r"<p ([^>]*)>" + re.escape(fx.INTRO_EN[:12]), html).group(1)
+        first, second = (zh, en) if languages[0] == "zh" else (en, zh)
+        assert second.replace(f' lang="{"en" if languages[0] == "zh" else "zh-CN"}"', "") == first, languages
+
+
 def test_digest_as_every_format(cfg, digest, md, html, txt):
     assert render.digest_as(cfg, digest, "md", READING) == md
     assert render.digest_as(cfg, digest, "html", READING) == html
