@@ -488,6 +488,21 @@ def test_the_emails_headings_and_labels_voice_each_language_as_itself(digest, la
 
 
 @pytest.mark.parametrize("languages", [("zh", "en"), ("en", "zh")])
+def test_the_emails_intro_readings_and_synthesis_voice_each_language_as_itself(digest, languages):
+    """The topic's intro, a featured reading's headline and the synthesis tagged only an
+    English second line: in an en message their Chinese carried no lang and was read in an
+    English voice."""
+    from selectolax.lexbor import LexborHTMLParser
+
+    page = LexborHTMLParser(render.digest_html(fx.config(languages=languages), digest, READING))
+    texts = {fx.INTRO_ZH: "zh-CN", fx.INTRO_EN: "en", digest.synthesis_zh: "zh-CN", digest.synthesis_en: "en"}
+    for e in digest.featured:
+        texts.update({e.headline_zh: "zh-CN", e.headline_en: "en"})
+    read = {escape(words, quote=False): lang for words, lang in voiced(page.css("td > p"))}
+    assert {text: read.get(escape(text, quote=False)) for text in texts} == texts
+
+
+@pytest.mark.parametrize("languages", [("zh", "en"), ("en", "zh")])
 def test_the_emails_header_and_footer_voice_each_language_of_a_composite_label(digest, languages):
     """新论文 New: 7 · 精选收录 Curated: 2, the sources (精选清单 curated list), 未使用大模型 no LLM,
     the pending Chinese, the coverage, 在线阅读 View online, a paper's marks (方法 method, v2
