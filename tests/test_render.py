@@ -500,6 +500,14 @@ def test_the_emails_intro_readings_and_synthesis_voice_each_language_as_itself(d
         texts.update({e.headline_zh: "zh-CN", e.headline_en: "en"})
     read = {escape(words, quote=False): lang for words, lang in voiced(page.css("td > p"))}
     assert {text: read.get(escape(text, quote=False)) for text in texts} == texts
+    # a featured paper read without a reading: its summary lines and key points
+    plain = replace(digest.featured[1], parts=(), headline_zh=None, headline_en=None, summary_zh="中文的一句摘要。",
+                    summary_en="An English line.", key_points_zh=("中文要点。",), key_points_en=("A key point.",))
+    page = LexborHTMLParser(render.digest_html(fx.config(languages=languages),
+                                               replace(digest, featured=(digest.featured[0], plain)), READING))
+    read = dict(voiced(page.css("td.feature > p")))
+    assert [read.get(text) for text in ("中文的一句摘要。", "• 中文要点。", "An English line.", "• A key point.")] == [
+        "zh-CN", "zh-CN", "en", "en"]
 
 
 @pytest.mark.parametrize("languages", [("zh", "en"), ("en", "zh")])
