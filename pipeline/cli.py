@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pipeline")
 HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click 8.2: a group given no command
+# the forms run.read_moment takes
+AS_OF_HELP = ("Fix 'now': a date, the end of that day (2026-11-30, 20261130, 2026-W49-1), or a date and "
+              "time (2026-11-30T08:00); in schedule.timezone unless it has an offset (+01:00).")
 
 
 def _reader_gone() -> bool:
@@ -177,7 +180,7 @@ def main(ctx: click.Context, config_path: str | None, verbose: int, quiet: bool)
 
 
 @main.command()
-@click.option("--as-of", help="Fix 'now': an ISO date (end of that day) or datetime.")
+@click.option("--as-of", help=AS_OF_HELP)
 @click.option("--dry-run", is_flag=True,
               help="Collect as a run does, then print the digest; write, send and record no digest.")
 @click.option("--offline", is_flag=True, help="No network: seeds and stored papers only.")
@@ -242,8 +245,9 @@ def schedule(state: State) -> None:
 
 
 @main.command("collect")
-@click.option("--as-of", help="Fix 'now': an ISO date (end of that day) or datetime.")
-@click.option("--since", help="Read again from this date (ISO), whatever the watermark says.")
+@click.option("--as-of", help=AS_OF_HELP)
+@click.option("--since", help="Read again from this date (its start) or date and time, in schedule.timezone, "
+                              "whatever the watermark says.")
 @pass_state
 def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
     """Fetch new papers from arXiv and store them; publish nothing."""

@@ -145,6 +145,18 @@ def test_run_help_says_what_no_email_still_delivers(cli):
         "channels and git still get it)." in out
 
 
+def test_as_of_help_says_the_forms_taken_and_the_timezone(cli):
+    """'Fix 'now': an ISO date (end of that day) or datetime.' said neither that the date is
+    read in schedule.timezone nor which forms are taken (20261130 and 2026-W49-1 are too)."""
+    for command in ("run", "collect"):
+        out = " ".join(cli(command, "--help").stdout.split())
+        assert "--as-of TEXT Fix 'now': a date, the end of that day (2026-11-30, 20261130, 2026-W49-1), " \
+            "or a date and time (2026-11-30T08:00); in schedule.timezone unless it has an offset (+01:00)." in out
+    out = " ".join(cli("collect", "--help").stdout.split())
+    assert "--since TEXT Read again from this date (its start) or date and time, in schedule.timezone, " \
+        "whatever the watermark says." in out
+
+
 SITE = "c0ffee00-1234-4abc-8def-0123456789ab"  # a site served under a UUID, as some hosts give
 
 
