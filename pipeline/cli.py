@@ -176,7 +176,9 @@ def main(ctx: click.Context, config_path: str | None, verbose: int, quiet: bool)
     if config_path == "":  # `--config "$CONF"` with CONF unset: as a Path, the working folder
         raise ConfigError("--config: the path is empty", "a variable not set? name a config file, or "
                           "leave --config out for $RL_DIGEST_CONFIG or ./config.yaml")
-    ctx.obj = State(Path(config_path) if config_path else None, verbose, quiet)
+    from_variable = ctx.get_parameter_source("config_path") is click.core.ParameterSource.ENVIRONMENT
+    named_by = ("RL_DIGEST_CONFIG" if from_variable else "--config") if config_path else None
+    ctx.obj = State(Path(config_path) if config_path else None, verbose, quiet, named_by)
 
 
 @main.command()

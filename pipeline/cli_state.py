@@ -32,8 +32,9 @@ class State:
     """What the global options said (--config, -v, -q), and the config and store a command
     asks for, each read only when first asked: `--help` and `--version` read neither."""
 
-    def __init__(self, config_path: Path | None, verbose: int, quiet: bool):
+    def __init__(self, config_path: Path | None, verbose: int, quiet: bool, named_by: str | None = None):
         self.config_path = config_path
+        self.named_by = named_by  # --config or RL_DIGEST_CONFIG: where a path given came from
         self.verbose = verbose
         self.quiet = quiet
         self._config: Config | None = None
@@ -48,7 +49,7 @@ class State:
             from pipeline import config as config_mod
             from pipeline.deliver import channels
 
-            config = config_mod.load(self.config_path or config_mod.default_path())
+            config = config_mod.load(self.config_path or config_mod.default_path(), self.named_by)
             logs.hide(config.secret_values(), config.addresses(), config.public_addresses())
             for line in config.schedule.notes() if note else ():  # every command says it
                 log.warning("%s: %s", config.path or "built-in defaults", line)

@@ -225,6 +225,9 @@ def bundled(name: str) -> Path:
     return installed if installed.exists() else Path(__file__).resolve().parent.parent / name
 
 
+NO_CONFIG = "pass --config PATH or set RL_DIGEST_CONFIG"  # the hint when ./config.yaml is no file
+
+
 def default_path() -> Path:
     """--config is handled by the CLI; here: $RL_DIGEST_CONFIG, else ./config.yaml, which
     must exist: a cron line that forgot --config must not run on the defaults."""
@@ -232,14 +235,16 @@ def default_path() -> Path:
     return Path(env) if env else Path.cwd() / "config.yaml"
 
 
-def load(path: Path | None) -> Config:
+def load(path: Path | None, named_by: str | None = None) -> Config:
     """Validate the bundled defaults overlaid by `path`; raise ConfigError naming the key,
-    and the file by its absolute path, as every other line names it (Config.path)."""
+    and the file by its absolute path, as every other line names it (Config.path).
+    `named_by`: what gave `path` (--config, RL_DIGEST_CONFIG), for the hint when it is no
+    file; None for ./config.yaml."""
     base = _read_yaml(bundled("config.yaml"))
     user: dict[str, Any] = {}
     if path is not None:
         path = path.resolve()
-        user = _read_yaml(path)
+        user = _read_yaml(path, named_by)
         try:
             _refuse_secrets(user, path)  # it walks every value first
         except RecursionError:
@@ -278,14 +283,16 @@ def _whole_defaults(base: dict[str, Any]) -> None:
                           "settings in a file of your own, and install again") from None
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
+def _read_yaml(path: Path, named_by: str | None = None) -> dict[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file", "pass --config PATH or set RL_DIGEST_CONFIG") from None
+        raise ConfigError(f"{path}: no such file", f"the file {named_by} names: check the path, or write "
+                          "a starter one with `rl-digest init DIR`" if named_by else NO_CONFIG) from None
     except IsADirectoryError:
-        raise ConfigError(f"{path}: a folder, not a config file",
-                          f"pass --config {path / 'config.yaml'}, or another file") from None
+        fix = "pass --config" if named_by == "--config" else f"set {named_by} to"
+        hint = f"{fix} {path / 'config.yaml'}, or another file" if named_by else NO_CONFIG
+        raise ConfigError(f"{path}: a folder, not a config file", hint) from None
     except OSError as exc:  # its strerror alone: str(exc) names the file a second time
         raise ConfigError(f"{path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:

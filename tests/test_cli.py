@@ -66,7 +66,9 @@ def test_offline_run_from_root_writes_next_to_the_config(tmp_path, cli):
 
 
 def test_without_a_config_a_command_stops_and_writes_nothing(tmp_path, cli):
-    """A cron line that forgot --config runs from a folder with no config.yaml."""
+    """A cron line that forgot --config runs from a folder with no config.yaml. A --config or
+    RL_DIGEST_CONFIG naming no file, or a folder, was told 'pass --config PATH or set
+    RL_DIGEST_CONFIG', which the user had just done."""
     result = cli("status", cwd=tmp_path, check=2)
     assert result.stderr.strip().splitlines()[0] == (
         f"rl-digest: {tmp_path}/config.yaml: no such file (pass --config PATH or set RL_DIGEST_CONFIG)")
@@ -74,6 +76,15 @@ def test_without_a_config_a_command_stops_and_writes_nothing(tmp_path, cli):
     (tmp_path / "elsewhere").mkdir()
     config = write_config(tmp_path / "elsewhere")
     assert "database: " in cli("status", env={"RL_DIGEST_CONFIG": str(config)}).stdout
+    # a path the user gave: the hint names where it came from, not 'pass --config PATH'
+    gone, folder = tmp_path / "gone.yaml", tmp_path / "elsewhere"
+    starter = "check the path, or write a starter one with `rl-digest init DIR`"
+    assert cli("--config", str(gone), "status", check=2).stderr.strip() == (
+        f"rl-digest: {gone}: no such file (the file --config names: {starter})")
+    assert cli("status", env={"RL_DIGEST_CONFIG": str(gone)}, check=2).stderr.strip() == (
+        f"rl-digest: {gone}: no such file (the file RL_DIGEST_CONFIG names: {starter})")
+    assert cli("status", env={"RL_DIGEST_CONFIG": str(folder)}, check=2).stderr.strip() == (
+        f"rl-digest: {folder}: a folder, not a config file (set RL_DIGEST_CONFIG to {config}, or another file)")
 
 
 def test_the_variable_wins_over_a_config_in_the_folder_as_the_help_says(tmp_path, cli):
