@@ -28,6 +28,10 @@ def test_init_then_config_check_passes(tmp_path, cli):
     made = cli("init", str(folder))
     assert sorted(p.name for p in folder.iterdir()) == [".env.example", "config.yaml", "readers.txt", "seeds"]
     assert "config check" in made.stdout and "doctor" in made.stdout
+    # they stopped at run --dry-run: nothing said how to publish, or where running it weekly is told
+    assert f"  7. rl-digest --config {folder}/config.yaml run " in made.stdout
+    assert made.stdout.rstrip().endswith(
+        "Then run it every week: see README's Deploying (cron, systemd, the scheduler, GitHub Actions)")
     secrets = env_file(folder / ".env.example")
     assert set(secrets) == {"OPENAI_API_KEY", "SMTP_USERNAME", "SMTP_PASSWORD", "RL_DIGEST_SECRET"}
     assert f"set -a; . {folder}/.env; set +a" in made.stdout  # the tool reads no .env itself
