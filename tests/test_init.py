@@ -46,6 +46,13 @@ def test_init_then_config_check_passes(tmp_path, cli):
     assert "000_" in listed.stdout  # the shipped pages are read
     text = (folder / "config.yaml").read_text(encoding="utf-8")
     assert text.count("#") > 20 and len(text.splitlines()) < 60  # commented, and short
+    # .env.example said only `rl-digest serve` needs RL_DIGEST_SECRET: with serve.base_url every run does
+    assert "once serve.base_url is set, every run needs it" in (folder / ".env.example").read_text(encoding="utf-8")
+    (folder / "config.yaml").write_text(f"{text}serve: {{base_url: https://digest.example.org/}}\n",
+                                        encoding="utf-8")
+    refused = cli("--config", str(folder / "config.yaml"), "config", "check", env=secrets, check=2)
+    assert "serve.secret_env: RL_DIGEST_SECRET is not set (the secret that signs the reader links; " \
+        "every run would stop" in refused.stderr
 
 
 def test_the_starter_shows_the_built_in_defaults_but_the_addresses_to_edit(tmp_path, cli):
