@@ -122,8 +122,9 @@ def queued_again(config: Config, rows: list[Delivery],
                                     else not held_for_channel(row, readers_of))]
 
 
-def reader_address(config: Config, who: str, option: str, expected: str = "an email address") -> str:
-    """The address of one of the configured readers, as `who` names them; else exit 2."""
+def reader_address(config: Config, who: str, option: str, expected: str | None = None) -> str:
+    """The address of one of the configured readers, as `who` names them; else exit 2.
+    `expected`: what else `option` takes, said after the validator's own words."""
     try:
         address = Reader.parse(who.strip(), local=config.email.local).address
     except ValueError as exc:
@@ -163,7 +164,7 @@ def forget(config: Config, store: Store, who: tuple[str, ...]) -> list[str]:
         try:
             address = Reader.parse(each.strip(), local=config.email.local).address
         except ValueError as exc:
-            raise ConfigError(f"--forget: {exc}", "an email address") from None
+            raise ConfigError(f"--forget: {exc}") from None
         if address.lower() in {r.address.lower() for r in config.readers()}:
             raise ConfigError(f"--forget: {address} is still one of the readers",
                               "take them out of email.to or email.recipients_file first: "

@@ -560,3 +560,6 @@ def test_a_chat_channels_reader_is_not_unsubscribed_or_forgotten_as_an_email_rea
         assert stderr_lines(refused) == [
             f"rl-digest: {option}: slack:SLACK_URL is a chat channel's reader, and {option} is for email "
             "readers (a channel's posts stop when its entry leaves `channels`)"]
+        refused = cli("--config", str(config), "readers", option, "bob", check=2)  # a name, no address
+        assert stderr_lines(refused) == [  # the validator's own words; no '(an email address)' after them
+            f"rl-digest: {option}: not an email address: 'bob' (An email address must have an @-sign.)"]
