@@ -469,7 +469,7 @@ def _keys_at(loc: tuple[Any, ...]) -> list[str]:
 
 def _resolve_paths(config: Config, root: Path, path: Path | None) -> Config:
     def at(p: Path | None) -> Path | None:  # ~/ is the home folder, as a shell reads it
-        return None if p is None else root / p.expanduser()  # (an absolute path stays)
+        return None if p is None else _normal(root / p.expanduser())  # (an absolute path stays)
 
     outputs = config.outputs
     git = outputs.git.model_copy(update={"repo": at(outputs.git.repo)}) if outputs.git else None
@@ -499,7 +499,14 @@ def _sqlite_at(url: str, root: Path) -> str:
     prefix, path = _SQLITE.match(url), sqlite_file(url)
     if prefix is None or path is None or path.is_absolute():
         return url
-    return prefix[0] + str(root / path.expanduser())
+    return prefix[0] + str(_normal(root / path.expanduser()))
+
+
+def _normal(path: Path) -> Path:
+    """`path` without its `..`: ../reading-list beside /etc/rl-digest/config.yaml was named
+    /etc/rl-digest/../reading-list in every line. The config's folder is resolved already
+    (load), so a `..` after it names the same folder; symlinks are kept as they are."""
+    return Path(os.path.normpath(path))
 
 
 def sqlite_file(url: str) -> Path | None:

@@ -469,6 +469,7 @@ def test_config_show_hides_nothing_it_should_not(tmp_path, cli):
 def test_only_relative_sqlite_urls_move_to_the_config_folder():
     assert config._sqlite_at("sqlite:///state/x.db", Path("/a")) == "sqlite:////a/state/x.db"
     assert config._sqlite_at("sqlite:////abs/x.db", Path("/a")) == "sqlite:////abs/x.db"
+    assert config._sqlite_at("sqlite:///../x.db", Path("/a/etc")) == "sqlite:////a/x.db"  # not /a/etc/../x.db
     assert config._sqlite_at("postgresql://h/db", Path("/a")) == "postgresql://h/db"
     # the driver named, as SQLAlchemy's tutorial does: it stayed relative to the working folder
     assert config._sqlite_at("sqlite+pysqlite:///state/x.db", Path("/a")) == "sqlite+pysqlite:////a/state/x.db"

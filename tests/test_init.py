@@ -202,14 +202,15 @@ def test_init_from_root_into_the_current_folder(tmp_path, cli):
 
 def test_config_check_warns_of_a_seed_path_templates_or_git_folder_that_is_not_there(tmp_path, cli):
     """A git checkout that is not there said nothing in config check: every run made its
-    digest, then failed to publish it, exit 1, until someone ran doctor."""
+    digest, then failed to publish it, exit 1, until someone ran doctor. One beside the config
+    folder, as the starter's comment has it (../reading-list), was named '…/etc/../reading-list'."""
     config = write_config(tmp_path, {"seeds": {"paths": ["nosuchdir"]}, "templates": {"dir": "notpl"},
-                                     "outputs": {"git": {"repo": "nosuchrepo"}}}, seeds=False)
+                                     "outputs": {"git": {"repo": "../nosuchrepo"}}}, seeds=False)
     result = cli("--config", str(config), "config", "check")
     assert result.stderr.splitlines() == [
         f"warning: {config}: seeds.paths: {tmp_path / 'nosuchdir'}: no such file or folder (its seeds are not read)",
         f"warning: {config}: templates.dir: {tmp_path / 'notpl'}: no such folder (the built-in templates are used)",
-        f"warning: {config}: outputs.git.repo: {tmp_path / 'nosuchrepo'}: no such folder (each run would make "
+        f"warning: {config}: outputs.git.repo: {tmp_path.parent / 'nosuchrepo'}: no such folder (each run would make "
         "its digest, then fail to publish it and exit 1: clone the repository there first)"]
 
 
