@@ -390,7 +390,9 @@ def labelled_gap() -> tuple[list[Paper], set[str]]:
 def test_an_evening_oai_pmh_recovered_counts_its_ids_as_the_feed_would(tmp_path, cli):
     """A stale feed's evening recovered through OAI-PMH said 'ids 5 new · 0 cross' where the
     feed said '3 new · 1 cross': a paper cross-listed to cs.LG counted as new, and one in both
-    sets of the feed (cs.LG+cs.CL) counted twice. arXivRaw lists the primary category first."""
+    sets of the feed (cs.LG+cs.CL) counted twice. arXivRaw lists the primary category first.
+    Read again (collect --since, the feed still stale), the evening's ids were added to those
+    of the first reading: 'ids 6 new · 2 cross, 6 matched the query'."""
     papers = [relevant(1, ("cs.LG",)), relevant(2, ("cs.CL", "cs.LG")), relevant(3, ("cs.CV", "cs.LG")),
               noise(4, ("cs.LG",))]
     lines = {}
@@ -400,11 +402,15 @@ def test_an_evening_oai_pmh_recovered_counts_its_ids_as_the_feed_would(tmp_path,
         with ArxivServer(papers) as server:
             config = config_for(folder, server, cats=["cs.LG", "cs.CL"], oai=True, categories_per_feed=2)
             if how == "OAI-PMH":
-                server.script("/rss/", EMPTY)
+                server.script("/rss/", EMPTY, EMPTY)
             lines[how] = collect(cli, config, TUESDAY).stdout
+            if how == "OAI-PMH":
+                lines["again"] = cli("--config", str(config), "collect", "--as-of", TUESDAY,
+                                     "--since", "2026-11-23T12:00:00+00:00").stdout
     assert "cs: 1/1 read, ids 3 new · 1 cross · 0 replaced, 3 matched the query" in lines["RSS"], lines
     assert "cs: 1/1 read, ids 3 new · 1 cross · 0 replaced, 3 matched the query" in lines["OAI-PMH"], lines
     assert "feed stale, recovered through OAI-PMH" in lines["OAI-PMH"]
+    assert "cs: 1/1 read, ids 3 new · 1 cross · 0 replaced, 3 matched the query" in lines["again"], lines
 
 
 @pytest.mark.slow

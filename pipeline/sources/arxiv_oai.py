@@ -110,10 +110,11 @@ class OaiCatchUp:
                               if _announced_day(cal, p, got.stamps.get(p.id), days) == day}.values()
                     firsts = [p for p in on_day if p.version == 1]
                     new = sum(1 for p in firsts if _primary_in(p, group))
-                    reading.new, reading.cross = reading.new + new, reading.cross + len(firsts) - new
-                    reading.replace += sum(1 for p in on_day if p.version > 1)
-                    reading.kept += sum(1 for p in on_day
-                                        if self.query.matches(p.title, p.abstract, p.categories))
+                    # set, not added to: an evening read again (collect --since) was counted before
+                    reading.new, reading.cross = new, len(firsts) - new
+                    reading.replace = sum(1 for p in on_day if p.version > 1)
+                    reading.kept = sum(1 for p in on_day
+                                       if self.query.matches(p.title, p.abstract, p.categories))
             unrecovered = [d for d in days if window.ledger.get(d, group).open]
             if unrecovered:
                 waiting.setdefault(", ".join(f"{d:%m-%d}" for d in unrecovered), []).append(group)
