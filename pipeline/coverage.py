@@ -41,8 +41,9 @@ class Reading:
     @property
     def counted(self) -> bool:
         """Its ids were counted: a feed listed them, or the OAI-PMH harvest did; the API search
-        returns only the papers that match the query, so what it read has no id counts."""
-        return bool(self.read) or self.recovered == "OAI-PMH"
+        returns only the papers that match the query, so what it read has no id counts (nor
+        has a feed cut at arXiv's cap whose rest the search read: it listed only some)."""
+        return self.recovered == "OAI-PMH" or bool(self.read) and self.recovered != "the API search"
 
 
 @dataclass
@@ -183,9 +184,10 @@ def _archive(ledger: Ledger, archive: str, members: list[str], days: list[str]) 
             # a feed of the archive counted that evening's ids, if not every feed of it
             totals["counted"] += any(r is not None and r.counted for r in readings)
         for r in readings:
-            if r is not None:
-                for key in ("new", "cross", "replace", "kept"):
+            if r is not None:  # ids a feed listed of an evening read in the end by a search are some of them
+                for key in ("new", "cross", "replace") if r.counted or r.open else ():
                     totals[key] += getattr(r, key)
+                totals["kept"] += r.kept
     return GroupSummary(archive, len(days), **totals)
 
 

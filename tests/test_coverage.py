@@ -102,6 +102,8 @@ def test_one_feed_for_every_category_is_cut_at_2000_and_says_so(tmp_path, cli):
 
 
 def test_a_cut_feed_is_backfilled_through_oai_pmh_when_it_is_on(tmp_path, cli):
+    """The coverage said 'ids 2000 new, 0 matched the query' beside 'recovered through OAI-PMH':
+    the cut feed's counts; the harvest counted the whole evening."""
     papers = busy_day()
     wanted = {p.id for p in papers if "GRPO" in p.title}
     with ArxivServer(papers) as server:
@@ -112,6 +114,20 @@ def test_a_cut_feed_is_backfilled_through_oai_pmh_when_it_is_on(tmp_path, cli):
     assert harvested
     assert wanted <= stored_ids(tmp_path)  # the ones the cut lost came through OAI-PMH
     assert "feed cut at 2000 items, recovered through OAI-PMH" in result.stdout
+    assert "cs: 1/1 read, ids 2600 new · 0 cross · 0 replaced, 40 matched the query" in result.stdout
+
+
+@pytest.mark.slow
+def test_a_cut_feed_backfilled_through_the_api_search_gives_no_ids_as_the_evening_s(tmp_path, cli):
+    """The coverage said 'ids 2000 new, 0 matched the query' beside 'recovered through the API
+    search': the cut feed's counts, as if they were the evening's. The search counts the matches;
+    it reads no other ids, so the ids are not counted."""
+    with ArxivServer(busy_day()) as server:
+        config = config_for(tmp_path, server, api=True, categories_per_feed=len(DEFAULT_CATS))
+        result = collect(cli, config, TUESDAY)
+    assert "feed cut at 2000 items, recovered through the API search" in result.stdout
+    assert ("cs: 1/1 read, ids not counted (the API search reads only the papers that match the query), "
+            "40 matched the query") in result.stdout, result.stdout
 
 
 def test_a_revision_during_downtime_updates_the_held_paper_through_oai_pmh(tmp_path, cli):
@@ -810,6 +826,12 @@ def test_an_evening_one_feed_of_an_archive_read_gives_its_ids_beside_the_search_
     summary = coverage.summarise(ledger, load_calendar(), ["cs.LG", "cs.CL"], start, end)
     (cs,) = summary.groups
     assert (cs.read, cs.counted, cs.new, cs.cross, cs.replace) == (1, 1, 8, 2, 1)
+    # a feed cut at arXiv's cap lists only some of the evening's ids: the search read the rest
+    cut = coverage.Reading(read="RSS", new=2000, gap="feed cut at 2000 items", recovered="the API search",
+                           kept=5)
+    ledger.days["2026-05-31"]["cs.LG"] = cut
+    (cs,) = coverage.summarise(ledger, load_calendar(), ["cs.LG", "cs.CL"], start, end).groups
+    assert (cs.read, cs.counted, cs.new, cs.kept) == (1, 0, 0, 6)
 
 
 def test_a_gap_s_span_joins_only_announcements_next_to_each_other():

@@ -90,9 +90,11 @@ class ArxivApi:
                 reading = window.ledger.get(day, group)
                 if (reading.gap or "").startswith(FEED_ERROR):  # a category arXiv does not have
                     continue
+                if reading.read and not reading.gap:  # read whole by its feed (collect --since)
+                    continue
                 reading.recovered = "the API search"
-                if not reading.read:  # what matched the query that evening; of other ids it sees none
-                    reading.kept = sum(1 for cats in evenings.get(day, ()) if cats & members)
+                # what matched the query that evening (a cut feed listed only some); of other ids it sees none
+                reading.kept = sum(1 for cats in evenings.get(day, ()) if cats & members)
         return found
 
 

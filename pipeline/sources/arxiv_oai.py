@@ -105,7 +105,8 @@ class OaiCatchUp:
                     continue  # not in OAI-PMH yet: the next collect tries again
                 reading = window.ledger.get(day, group)
                 reading.recovered = "OAI-PMH"
-                if not reading.read:  # a paper in two of the group's sets is one of its ids, as in its feed
+                if not reading.read or reading.gap:  # unread, or a feed cut at arXiv's cap listed some
+                    # a paper in two of the group's sets is one of its ids, as in its feed
                     on_day = {p.id: p for got in harvests[group] for p in got.papers
                               if _announced_day(cal, p, got.stamps.get(p.id), days) == day}.values()
                     firsts = [p for p in on_day if p.version == 1]
