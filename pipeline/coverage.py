@@ -31,6 +31,7 @@ class Reading:
     cross: int = 0
     replace: int = 0
     kept: int = 0  # papers that matched the query
+    matched: list[str] = field(default_factory=list)  # their ids: a paper in two feeds of an archive is one
     gap: str = ""  # why it was not read completely: stale, empty, truncated, not collected
     recovered: str = ""  # how the gap was filled, if it was
 
@@ -187,7 +188,10 @@ def _archive(ledger: Ledger, archive: str, members: list[str], days: list[str]) 
             if r is not None:  # ids a feed listed of an evening read in the end by a search are some of them
                 for key in ("new", "cross", "replace") if r.counted or r.open else ():
                     totals[key] += getattr(r, key)
-                totals["kept"] += r.kept
+        # a paper listed by two feeds of the archive matched once (a ledger written before the
+        # ids were kept has its counts alone)
+        totals["kept"] += len({pid for r in readings if r is not None for pid in r.matched}) + sum(
+            r.kept for r in readings if r is not None and not r.matched)
     return GroupSummary(archive, len(days), **totals)
 
 

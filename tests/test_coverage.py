@@ -429,6 +429,20 @@ def test_an_evening_oai_pmh_recovered_counts_its_ids_as_the_feed_would(tmp_path,
     assert "cs: 1/1 read, ids 3 new · 1 cross · 0 replaced, 3 matched the query" in lines["again"], lines
 
 
+def test_a_paper_two_feeds_of_an_archive_list_matched_the_query_once(tmp_path, cli):
+    """With a feed per category (the default), a paper in cs.LG and cs.CL matched once per
+    feed, here cs.LG's read by its feed and cs.CL's through OAI-PMH: '4 matched the query' for
+    3 papers. Each feed still counts the ids it lists: paper 2 is cross in cs.LG, new in cs.CL."""
+    papers = [relevant(1, ("cs.LG",)), relevant(2, ("cs.CL", "cs.LG")), relevant(3, ("cs.CV", "cs.LG")),
+              noise(4, ("cs.LG",))]
+    with ArxivServer(papers) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG", "cs.CL"], oai=True)
+        server.script("/rss/cs.CL", EMPTY)
+        out = collect(cli, config, TUESDAY).stdout
+    assert "cs: 1/1 read, ids 3 new · 2 cross · 0 replaced, 3 matched the query" in out, out
+    assert "gap: cs.CL on 11-23: feed stale, recovered through OAI-PMH" in out, out
+
+
 @pytest.mark.slow
 def test_three_weeks_of_downtime_are_caught_up_through_oai_pmh(tmp_path, cli):
     papers, positives = labelled_gap()

@@ -79,11 +79,10 @@ class ArxivApi:
         part.seen += stats.seen
         part.requests += fetcher.requests - before
         part.seconds += time.monotonic() - began
-        evenings: dict[date, list[set[str]]] = {}  # each paper's categories, under its evening
+        evenings: dict[date, list[Paper]] = {}  # the papers, under the evening each was announced
         for paper in found.papers:
             if paper.submitted is not None:
-                evenings.setdefault(window.calendar.announced_on(paper.submitted), []).append(
-                    set(paper.categories))
+                evenings.setdefault(window.calendar.announced_on(paper.submitted), []).append(paper)
         for group, days in window.missed().items():
             members = set(group.split("+"))
             for day in days:
@@ -93,8 +92,11 @@ class ArxivApi:
                 if reading.read and not reading.gap:  # read whole by its feed (collect --since)
                     continue
                 reading.recovered = "the API search"
-                # what matched the query that evening (a cut feed listed only some); of other ids it sees none
-                reading.kept = sum(1 for cats in evenings.get(day, ()) if cats & members)
+                # what matched the query that evening, with what a cut feed listed (the search can lag
+                # the feed by days); of other ids it sees none
+                found_then = {p.id for p in evenings.get(day, ()) if members & set(p.categories)}
+                reading.matched = sorted(found_then.union(reading.matched))
+                reading.kept = len(reading.matched)
         return found
 
 
