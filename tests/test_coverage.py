@@ -117,6 +117,17 @@ def test_a_cut_feed_is_backfilled_through_oai_pmh_when_it_is_on(tmp_path, cli):
     assert "cs: 1/1 read, ids 2600 new · 0 cross · 0 replaced, 40 matched the query" in result.stdout
 
 
+def test_an_evening_its_feed_read_keeps_its_ids_when_collect_since_reads_it_again(tmp_path, cli):
+    """collect --since has the API search read every evening again, those a feed read whole
+    too: it must not take such an evening as one the search read, whose ids are not counted."""
+    with ArxivServer([relevant(1, ("cs.LG",)), noise(2, ("cs.LG",))]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"], api=True)
+        collect(cli, config, TUESDAY)
+        again = cli("--config", str(config), "collect", "--as-of", TUESDAY,
+                    "--since", "2026-11-23T12:00:00+00:00").stdout
+    assert "cs: 1/1 read, ids 2 new · 0 cross · 0 replaced, 1 matched the query" in again, again
+
+
 @pytest.mark.slow
 def test_a_cut_feed_backfilled_through_the_api_search_gives_no_ids_as_the_evening_s(tmp_path, cli):
     """The coverage said 'ids 2000 new, 0 matched the query' beside 'recovered through the API
