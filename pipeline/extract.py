@@ -249,16 +249,18 @@ def venue(comment: str | None, journal_ref: str | None) -> str | None:
 _SENTENCES = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"'”’]))\s+(?=[A-Z(\"'\[$\\{]|\d\)\s)"
                         r"|(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")
 _NO_END = re.compile(r"(?i)(?:\b(?:e\.g|i\.e|vs|cf|abbr|approx|fig|eq|et al)\.)$")  # "(abbr. CGC)"
+# "this paper", "this technical report", "this short paper": one word may come between
+_THIS = r"this\s+(?:[\w-]+\s+)?(?:paper|work|study|article|report|survey)"
 _CLAIMS = (
-    re.compile(r"(?i)\b(?:we|this\s+(?:paper|work|study|article|report|survey))\s+(?:\w+\s+){0,2}?"
+    re.compile(rf"(?i)\b(?:we|{_THIS})\s+(?:\w+\s+){{0,2}}?"
                r"(?:propose|introduce|present|develop|design)s?\b"),
     # "We formalize X as Y and introduce Z": the claim past a first verb
     re.compile(r"(?i)\bwe\s+[^.;:]{0,120}?\band\s+(?:then\s+)?(?:propose|introduce|present|develop|design)\b"),
-    re.compile(r"(?i)\b(?:we|this\s+(?:paper|work|study|article|report|survey))\s+(?:\w+\s+){0,2}?"
+    re.compile(rf"(?i)\b(?:we|{_THIS})\s+(?:\w+\s+){{0,2}}?"
                r"(?:show|find|demonstrate|study|investigate|analy[sz]e|examine|reveal|identify|conduct|"
                r"compare|audit|measure|address|focus|argue|revisit|formulate|reformulate|construct|build|"
                r"detail)s?\b"),
-    re.compile(r"(?i)\b(?:in\s+)?this\s+(?:paper|work|study|article|report|survey)\b|\bhere,?\s+we\b"),
+    re.compile(rf"(?i)\b(?:in\s+)?{_THIS}\b|\bhere,?\s+we\b"),
     re.compile(r"(?i)\b(?:we|our)\b"),
 )
 _NOT_A_CLAIM = re.compile(r"(?i)^(?:warning|disclaimer|content warning)\b")  # "Warning: this paper contains…"

@@ -198,6 +198,11 @@ def test_contribution_is_the_claim_not_the_background():
      "To bridge this gap, we propose VL-MDR, a framework."),
     ("Self-training is said to make the text \u201cmore like itself.\u201d We provide evidence that this is incomplete.",
      "We provide evidence that this is incomplete."),
+    # a word between "this" and the noun (2606.07299, 2604.04686)
+    ("Deep Research has emerged. This technical report presents DuMate-DeepResearch, a framework. It wins.",
+     "This technical report presents DuMate-DeepResearch, a framework."),
+    ("One often derives REINFORCE by causality. This short paper isolates that step and derives it.",
+     "This short paper isolates that step and derives it."),
 ])
 def test_contribution_reads_real_abstracts_shapes(abstract, picked):
     assert contribution(abstract) == picked
