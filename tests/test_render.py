@@ -274,7 +274,12 @@ def test_an_email_with_neither_highlights_nor_featured_papers_still_has_an_inbox
         assert found and found.group(1) == first, languages
     news = replace(week, sections=(), updates=(fx.UPDATE,), new=0, seeds=0)
     found = PREHEADER.search(render.digest_html(fx.config(languages=["en"]), news, 1))
-    assert found and found.group(1) == "New: 0 · Updates: 1 · Curated: 0 · Featured: 0"
+    assert found and found.group(1) == "New: 0 · Updates: 1"
+    # "Curated: 0 · Featured: 0" every week said nothing: those two, as Revised and Updates, when any
+    cfg = fx.config(languages=["en"])
+    for text in (render.digest_markdown(cfg, news, 1), render.digest_text(cfg, news, 1),
+                 render.feed_xml(cfg, [news], "2026-12-07")):
+        assert "New: 0 · Updates: 1" in text and "Curated:" not in text and "Featured:" not in text
 
 
 def test_a_later_emails_intro_line_reads_alike_in_each_language_and_voices_its_own():
