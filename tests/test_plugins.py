@@ -42,6 +42,7 @@ def test_a_run_reads_a_toy_source_and_delivers_through_a_toy_channel(tmp_path, c
     for paper in (arxiv_paper, first, second):
         assert f"https://arxiv.org/abs/{paper.id}" in digest
     assert "toy JSONL" in digest  # the digest names its sources
+    assert "curated list" not in digest  # and no seeds where none are configured
     assert "sent to 1" in run.stdout
     own = [{**channel[0], "stage_env": "production"}]  # the plug-in's option, no variable's name
     check = cli("--config", str(config_with(tmp_path, arxiv, channels=own)), "config", "check",

@@ -596,6 +596,7 @@ def test_a_seed_whose_arxiv_id_arxiv_never_returns_is_shown_by_its_own_text_once
     assert "relevant 3 (1 seeds)" in ran.stdout
     digest = (tmp_path / "out" / "digests" / "2026-11-02.md").read_text(encoding="utf-8")
     assert "Curated: 1" in digest and "我的 强化学习 摘要" in digest
+    assert "Sources: arXiv API + RSS + 精选清单 curated list (" in digest  # the user's seeds alone
     assert "[My pick on reward overoptimization](https://arxiv.org/abs/2410.10110)" in digest
     assert "Reading list: 3 " in digest
     rows = [line for line in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8").splitlines()

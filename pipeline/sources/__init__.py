@@ -137,8 +137,10 @@ def configured(config: Config, offline: bool = False) -> list[Source]:
 
 def credits(config: Config, used: list[Source], offline: bool) -> list[str]:
     """How the digest names its sources: the arXiv API whenever it is on (it also completes
-    feed records and ties seeds), the feeds, the catch-up, the seeds, then the plug-ins."""
+    feed records and ties seeds), the feeds, the catch-up, the seeds when there are any (a
+    path or the built-in pages), then the plug-ins."""
     on = {"arXiv API": config.sources.arxiv.enabled and not offline,
           "RSS": config.sources.rss.enabled and not offline,
-          "OAI-PMH": config.sources.oai.enabled and not offline, "seeds": True}
+          "OAI-PMH": config.sources.oai.enabled and not offline,
+          "seeds": bool(config.seeds.paths) or config.seeds.builtin}
     return [name for name in CREDITS if on[name]] + [s.label for s in used if s.label not in CREDITS]
