@@ -242,9 +242,16 @@ def test_subject_is_one_line_with_the_date(cfg, digest):
 
 
 def test_a_week_of_seeds_alone_counts_no_paper_of_the_week(cfg):
+    """A week with no paper of its own said "· 0 papers" in its subject; it says what it holds."""
     seeds_only = replace(fx.plain_digest(), sections=(), featured=(fx.PRISM, replace(fx.HACKING, curated=True)),
-                         new=0)
-    assert render.digest_subject(cfg, seeds_only).endswith("· 0 papers")
+                         new=0, seeds=2)
+    assert render.digest_subject(cfg, seeds_only).endswith(" · 2 from the reading list")
+    news = replace(seeds_only, featured=(), updates=(fx.UPDATE,), seeds=0)
+    for languages, end in ((["zh", "en"], "· 1 update"), (["en"], "· 1 update"), (["zh"], "· 1 条更新")):
+        assert render.digest_subject(fx.config(languages=languages), news).endswith(end), languages
+    assert render.digest_subject(cfg, replace(news, updates=(fx.UPDATE,) * 3, seeds=1)).endswith(
+        "· 3 updates · 1 from the reading list")
+    assert render.digest_subject(cfg, replace(news, updates=())).endswith("· 0 papers")  # nothing at all
 
 
 def test_english_counts_one_paper_in_the_singular_and_more_in_the_plural():
