@@ -116,8 +116,9 @@ def _digest_context(settings: Settings, digest: Digest, reading_count: int, rela
     base = ctx["base_url"]
     digest = bilingual.shown(digest, settings.languages)
     sections, featured = listed(settings, digest)
+    # a topic whose papers are all featured is no line of its own: "Featured: X" then "1 paper"
     counts = sorted(((s.name_zh, s.name_en, len(s.entries) + len(s.brief) + len(featured.get(s.topic, ())))
-                     for s in sections), key=lambda t: -t[2])
+                     for s in sections if s.entries or s.brief), key=lambda t: -t[2])
     # The whole digest, for an email that had to leave papers out: its web page when the
     # site is served somewhere (outputs.site_url), else its Markdown copy beside this one.
     # A relative link works between the files in outputs.dir, not in a mail client: an

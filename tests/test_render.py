@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from functools import partial
-from html import escape
+from html import escape, unescape
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote
@@ -266,6 +266,17 @@ def test_english_counts_one_paper_in_the_singular_and_more_in_the_plural():
             assert not one.search(text)
             assert re.search(r"\b1 (篇 )?paper\b", text)
         assert render.digest_subject(settings, replace(fx.many(2), featured=())).endswith("· 2 papers")
+
+
+def test_highlights_without_the_llm_name_a_featured_paper_once():
+    """A quiet week without the LLM: its one featured paper, then its topic as "1 paper", the
+    same paper twice. A topic whose papers are all featured has no line of its own."""
+    quiet = replace(fx.plain_digest(), sections=(), featured=(fx.HACKING,))
+    cfg = fx.config(languages=["en"])
+    for text in (render.digest_markdown(cfg, quiet, 1), render.digest_text(cfg, quiet, 1),
+                 render.digest_html(cfg, quiet, 1)):
+        block = text.split("Highlights", 1)[1].split(fx.INTRO_EN[:20], 1)[0]
+        assert "Featured: Exploration Hacking" in unescape(untagged(block)) and "1 paper" not in block
 
 
 def test_an_email_with_neither_highlights_nor_featured_papers_still_has_an_inbox_preview():
