@@ -836,6 +836,10 @@ def test_a_trimmed_email_links_the_digests_web_copy_when_the_site_is_served():
         assert more and int(more.group(1)) == 300 - len(listed_under_topics(html, d)) and more.group(2) == whole
         assert more.group(3) == "在线阅读 View online"  # not its file name, a host in .md (Moldova)
         assert f'<a href="{online}"' in html and "在线阅读 View online" in html
+        # the header's "View online" once: the shortened line's, where it is the same page
+        head = html.split('class="head"', 1)[1].split("</td>", 1)[0]
+        assert head.count("View online") == (1 if online == whole else 2), head
+        assert f'<a href="{whole}"' in head.split("本邮件为节选", 1)[1]
     whole = render.digest_html(web, fx.many(5), 500)  # nothing left out: no "more" line
     assert "more papers" not in whole and f'<a href="{page}"' in whole
 
