@@ -175,7 +175,7 @@ def test_english_only_without_an_llm_shows_no_empty_comparison_or_synthesis(tmp_
     # A seed whose note is Chinese alone waits for its English: it was a bare title, counted
     # and marked shown, so it never came back translated.
     shelf = md.split("## From the reading list", 1)[1]
-    assert "Beyond Negative Rollouts" not in shelf and shelf.count("📌") == 1
+    assert "Beyond Negative Rollouts" not in shelf and shelf.count("\n- **") == 1 and "📌" not in shelf
     assert "· Curated: 3 ·" in md  # the featured pair and the one entry listed
 
 
@@ -235,7 +235,8 @@ def test_every_relevant_paper_is_listed_seeds_in_their_place_and_offline_is_a_pr
     assert week.count("↑ 见上文精选解读 read in Featured above") == 1  # named under its topic too
     assert "📌" not in week  # no seed under this week's papers
     curated = md.split("## 收录 · From the reading list", 1)[1].split("\n---\n", 1)[0]
-    assert 1 <= curated.count("📌") <= 5  # at most digest.max_curated seed entries
+    assert 1 <= curated.count("\n- **") <= 5  # at most digest.max_curated seed entries
+    assert "📌" not in curated  # the heading says what they are
     # The contract's reading order, in every format.
     for fmt, text in first.items():
         heads = ["本周看点 · Highlights", "精选解读 · Featured", "本周论文 · This week's papers",
@@ -276,7 +277,7 @@ def test_two_weeks_with_the_default_digest_and_an_llm_list_every_relevant_paper_
     assert week.count("- **[") == 32 and week.count("\n- [") == 8
     assert "📌" not in week
     curated = md.split("## 收录 · From the reading list", 1)[1].split("\n---\n", 1)[0]
-    assert 1 <= curated.count("📌") <= 5
+    assert 1 <= curated.count("\n- **") <= 5 and "📌" not in curated
     assert "对比 · Comparison" in md and "综合洞察 · Synthesis" in md  # the LLM wrote them
     for fmt, text in first.items():
         heads = ["本周看点 · Highlights", "精选解读 · Featured", "本周论文 · This week's papers",

@@ -1418,6 +1418,19 @@ def test_a_chinese_only_reader_gets_the_english_line_of_a_paper_whose_chinese_is
     assert fx.LAMBDA.summary_zh in chinese and fx.LAMBDA.summary_en not in chinese  # Chinese: as before
 
 
+def test_the_reading_lists_entries_carry_no_mark_their_heading_says(tmp_path):
+    """Every entry under 收录 · From the reading list repeated "📌 精选收录 Curated", which the
+    heading says; a seed elsewhere (PRISM, featured) keeps it."""
+    digest, cfg = fx.digest(), fx.config()
+    assert digest.curated
+    site.build(cfg, tmp_path, [digest], "2026-11-30T08:00:00+08:00")
+    for text in (render.digest_markdown(cfg, digest, READING), render.digest_text(cfg, digest, READING),
+                 untagged(render.digest_html(cfg, digest, READING)),
+                 (tmp_path / "digests" / f"{digest.id}.html").read_text("utf-8")):
+        before, shelf = re.sub(r"<[^>]+>", "", text).split("收录 · From the reading list", 1)
+        assert "📌" in before and "📌" not in shelf and "Pipes in Titles" in shelf
+
+
 def test_a_featured_paper_without_the_llms_reading_says_its_contribution_once(tmp_path):
     """Without an LLM a featured paper's line is its abstract's contribution sentence: it was
     shown in italics, then again inside the full abstract below. The abstract says it once,
