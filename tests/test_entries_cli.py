@@ -169,9 +169,13 @@ def test_english_only_without_an_llm_shows_no_empty_comparison_or_synthesis(tmp_
     table = md.split("## Comparison", 1)[1].split("\n## ", 1)[0]
     assert "| Topic |" in table  # what is known of the pair, in English
     assert not re.search(r"^\|( +\|)+$", table, re.M), table  # no row without a word
+    assert not re.search(r"^\|[^|]+\|( +\|)+$", table, re.M), table  # nor a label over empty cells
     assert "## Synthesis" not in md
-    assert "Synthesis" not in outputs(tmp_path, "2026-11-30")["txt"]
+    txt = outputs(tmp_path, "2026-11-30")["txt"]
+    assert "Synthesis" not in txt and not re.search(r"(Categories|Date): *$", txt, re.M)
     assert "Synthesis" not in site and "<td><strong></strong></td>" not in site
+    html = outputs(tmp_path, "2026-11-30")["html"]
+    assert not re.search(r"</th>(<td[^>]*></td>)+</tr>", site + html)
     # A seed whose note is Chinese alone waits for its English: it was a bare title, counted
     # and marked shown, so it never came back translated.
     shelf = md.split("## From the reading list", 1)[1]
