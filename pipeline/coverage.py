@@ -43,8 +43,10 @@ class Reading:
     def counted(self) -> bool:
         """Its ids were counted: a feed listed them, or the OAI-PMH harvest did; the API search
         returns only the papers that match the query, so what it read has no id counts (nor
-        has a feed cut at arXiv's cap whose rest the search read: it listed only some)."""
-        return self.recovered == "OAI-PMH" or bool(self.read) and self.recovered != "the API search"
+        has a feed cut at arXiv's cap whose rest the search read: it listed only some; a feed
+        read whole counts, though a ledger of the release before marks it the search's too)."""
+        searched = bool(self.gap) and self.recovered == "the API search"
+        return self.recovered == "OAI-PMH" or bool(self.read) and not searched
 
 
 @dataclass

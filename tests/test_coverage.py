@@ -857,6 +857,11 @@ def test_an_evening_one_feed_of_an_archive_read_gives_its_ids_beside_the_search_
     ledger.days["2026-05-31"]["cs.LG"] = cut
     (cs,) = coverage.summarise(ledger, load_calendar(), ["cs.LG", "cs.CL"], start, end).groups
     assert (cs.read, cs.counted, cs.new, cs.kept) == (1, 0, 0, 6)
+    # the previous release's collect --since marked an evening its feed read whole as the
+    # search's too: the feed's ids still count
+    ledger.days["2026-05-31"]["cs.LG"] = replace(read_by_feed, recovered="the API search")
+    (cs,) = coverage.summarise(ledger, load_calendar(), ["cs.LG", "cs.CL"], start, end).groups
+    assert (cs.read, cs.counted, cs.new, cs.cross, cs.replace) == (1, 1, 8, 2, 1)
 
 
 def test_a_gap_s_span_joins_only_announcements_next_to_each_other():
