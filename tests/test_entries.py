@@ -178,6 +178,10 @@ def test_with_max_curated_0_a_paper_of_the_week_a_seed_names_is_one_of_the_weeks
              for n, p in enumerate((ours, old), start=1)]
     week = Week(papers={p.id: p for p in (ours, old)}, scores={p.id: Scored(p.id, 2.0, True) for p in (ours, old)},
                 seeds=seeds, published=set(), summaries={}, translations={}, last_digest_end=start)
+    first = replace(week, last_digest_end=None)  # the first digest: its window is lookback_days long
+    config = load(write_config(tmp_path, {"digest": {"max_curated": 0}}, seeds=False))
+    assert {e.key: e.curated for e in week_entries(config, first, end)[0]} == {
+        paper_key(ours.id): False, paper_key(old.id): True}
     for max_curated, curated in ((0, {paper_key(ours.id): False, paper_key(old.id): True}),
                                  (5, {paper_key(ours.id): True, paper_key(old.id): True})):
         config = load(write_config(tmp_path, {"digest": {"max_curated": max_curated}}, seeds=False))
@@ -192,3 +196,28 @@ def test_with_max_curated_0_a_paper_of_the_week_a_seed_names_is_one_of_the_weeks
         shown = [e for s in digest.sections for e in (*s.entries, *s.brief)]
         assert [(e.key, e.summary_zh) for e in shown] == (
             [(paper_key(ours.id), "我们挑的论文。")] if not max_curated else [])
+
+
+def test_a_digest_made_by_hand_for_an_earlier_week_lists_its_papers_not_one_sent_since(tmp_path):
+    """`run --as-of` for last week, with a newer paper collected since and a listed one whose
+    summary never came still in the week: last week's digest lists its own paper (not only up
+    to the first one it skips), and the newer paper waits for the next digest, listed there once."""
+    from pipeline.config import load
+    from pipeline.models import Scored, paper_key
+    from pipeline.week import Week, week_entries
+    from tests.helpers import write_config
+
+    end = datetime(2026, 11, 9, tzinfo=UTC)
+    newer = paper(21, submitted=end + timedelta(days=2))  # collected since, sent after the window
+    ours = paper(22, submitted=end - timedelta(days=3))
+    listed = paper(23, submitted=end - timedelta(days=10))  # in the digest before, unsummarised
+    config = load(write_config(tmp_path, seeds=False))
+    week = Week(papers={p.id: p for p in (newer, ours, listed)},
+                scores={p.id: Scored(p.id, 2.0, True) for p in (newer, ours, listed)},
+                seeds=[], published={paper_key(listed.id)}, summaries={}, translations={})
+    entries, _ = week_entries(config, week, end)
+    assert [e.key for e in entries] == [paper_key(ours.id)]
+    week.published.add(paper_key(ours.id))  # the next digest, a week later
+    entries, _ = week_entries(config, week, end + timedelta(days=7))
+    assert [e.key for e in entries] == [paper_key(newer.id)]
+
