@@ -175,12 +175,14 @@ def week_entries(config: Config, week: Week, end: datetime) -> tuple[list[Entry]
 
 def seed_tied_of_the_week(config: Config, week: Week, end: datetime) -> set[str]:
     """Keys of the papers seed entries name that arXiv announced in the digest's window
-    (after the last digest's end, else in the lookback_days before `end`), by the evening
-    their first version went out; an undated one came from this week's feed."""
+    (from the last digest's end, else in the lookback_days before `end`), by the evening
+    their first version went out; an undated one came from this week's feed. One announced
+    the minute the last digest was made reached no feed by then: it is this week's, as the
+    header's coverage counts it."""
     start = week.last_digest_end or end - timedelta(days=config.sources.arxiv.lookback_days)
     cal = calendar.load_calendar(config.sources.arxiv.calendar_files)
     return {paper_key(p.id) for s in week.seeds if (p := week.papers.get(s.arxiv_id or ""))
-            and (p.submitted is None or cal.at(cal.announced_on(p.submitted)).at > start)}
+            and (p.submitted is None or cal.at(cal.announced_on(p.submitted)).at >= start)}
 
 
 def digest_entries(config: Config, week: Week, published: set[str] | None = None) -> list[Entry]:

@@ -221,3 +221,26 @@ def test_a_digest_made_by_hand_for_an_earlier_week_lists_its_papers_not_one_sent
     entries, _ = week_entries(config, week, end + timedelta(days=7))
     assert [e.key for e in entries] == [paper_key(newer.id)]
 
+
+
+def test_with_max_curated_0_a_seeds_paper_announced_as_the_last_digest_was_made_is_listed(tmp_path):
+    """Monday 08:00 in Shanghai is Sunday 20:00 in New York in summer: a paper a seed entry
+    names, announced that very minute, reached no feed before the digest of that minute,
+    and the next digest (which counts that announcement in its window) left it to the
+    seed entries' section, which max_curated 0 hides: it was listed in no digest."""
+    from zoneinfo import ZoneInfo
+
+    from pipeline.config import load
+    from pipeline.models import Scored, SeedEntry, paper_key
+    from pipeline.week import Week, week_entries
+    from tests.helpers import write_config
+
+    shanghai = ZoneInfo("Asia/Shanghai")
+    start, end = datetime(2026, 6, 8, 8, tzinfo=shanghai), datetime(2026, 6, 15, 8, tzinfo=shanghai)
+    ours = paper(31, submitted=datetime(2026, 6, 4, 19, tzinfo=UTC))  # Thursday 15:00 in New York
+    seed = SeedEntry("Our pick", "010_ours.yaml", 1, summary_zh="我们挑的论文。", arxiv_id=ours.id)
+    config = load(write_config(tmp_path, {"digest": {"max_curated": 0}}, seeds=False))
+    week = Week(papers={ours.id: ours}, scores={ours.id: Scored(ours.id, 2.0, True)}, seeds=[seed],
+                published=set(), summaries={}, translations={}, last_digest_end=start)
+    entries, _ = week_entries(config, week, end)
+    assert [(e.key, e.curated) for e in entries] == [(paper_key(ours.id), False)]
