@@ -33,8 +33,8 @@ def author_name(author: str) -> str:
     return " ".join(bare.replace(".", " ").replace(",", " ").replace("-", " ").split())
 
 
-_UNACCENTED = str.maketrans({"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ı": "i", "ß": "ss", "æ": "ae",
-                             "œ": "oe", "þ": "th"})  # letters NFKD leaves as they are
+_UNACCENTED = str.maketrans({"ø": "o", "ł": "l", "đ": "d", "ð": "d", "ı": "i", "æ": "ae",
+                             "œ": "oe", "þ": "th"})  # letters NFKD leaves as they are (casefold makes ß ss)
 
 
 @dataclass(frozen=True)
