@@ -244,3 +244,20 @@ def test_with_max_curated_0_a_seeds_paper_announced_as_the_last_digest_was_made_
                 published=set(), summaries={}, translations={}, last_digest_end=start)
     entries, _ = week_entries(config, week, end)
     assert [(e.key, e.curated) for e in entries] == [(paper_key(ours.id), False)]
+
+
+def test_the_llm_judge_leaves_alone_a_grey_band_paper_the_readers_profile_decided(tmp_path):
+    """A score near the threshold that an include or exclude phrase, a followed author or the
+    reader's marks decided is the reader's word: the judge is asked about the others only."""
+    from pipeline import decide, learn
+    from pipeline.config import load
+    from pipeline.models import Scored
+    from pipeline.week import grey_band
+    from tests.helpers import write_config
+
+    config = load(write_config(tmp_path, {"relevance": {"llm_judge": True}}, seeds=False))
+    threshold, _ = learn.band(config.relevance)
+    reasons = [(), ("include: diffusion policy",), ("exclude: survey",), (f"{decide.FOLLOW}Ada Lovelace",),
+               (f"{decide.TAUGHT}relevant",)]
+    scores = {f"2611.{n:05d}": Scored(f"2611.{n:05d}", threshold, None, why) for n, why in enumerate(reasons)}
+    assert grey_band(config, scores, set()) == ["2611.00000"]
