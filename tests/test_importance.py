@@ -45,21 +45,21 @@ def test_each_part_counts_and_the_total_is_their_sum():
 
 def test_importance_orders_the_full_entries_and_status_explains_it(tmp_path, cli):
     papers = [rl_paper(i, DAY) for i in range(1, 4)]
-    papers[2] = replace(papers[2], authors=("Grace Hopper",),
-                        comment="Accepted at ICML 2027. Code: https://github.com/grace/rl")
+    # The three are equally relevant; the last's code and venue alone lift it to the one full
+    # entry (a followed author would lift its relevance too, and relevance order would pass).
+    papers[2] = replace(papers[2], comment="Accepted at ICML 2027. Code: https://github.com/grace/rl")
     with ArxivServer(papers) as arxiv:
         config = full_config(tmp_path, arxiv, enrich={"provider": "none"},
-                             digest={"max_papers": 1, "featured": 0},
-                             relevance={"follow_authors": ["Grace Hopper"]})
+                             digest={"max_papers": 1, "featured": 0})
         cli("--config", str(config), "run", "--as-of", "2026-11-02")
         explained = cli("--config", str(config), "status", "--paper", papers[2].id).stdout
         plain = cli("--config", str(config), "status", "--paper", papers[0].id).stdout
     md = outputs(tmp_path, "2026-11-02")["md"]
     week = md.split("## 本周论文 · This week's papers", 1)[1]
     full = [ln for ln in week.splitlines() if ln.startswith("- **[")]
-    assert len(full) == 1 and "GRPO variant 3 for" in full[0]  # the one with code, venue, author
+    assert len(full) == 1 and "GRPO variant 3 for" in full[0]  # the one with code and venue
     line = next(ln for ln in explained.splitlines() if "importance:" in ln)
-    assert "code +0.10" in line and "venue +0.10" in line and "authors +0.50" in line
+    assert "code +0.10" in line and "venue +0.10" in line and "authors +0.00" in line
     assert "relevance +" in line and "similarity +" in line and "irrelevant " in line
     other = next(ln for ln in plain.splitlines() if "importance:" in ln)
     assert "code +0.00" in other and "authors +0.00" in other
