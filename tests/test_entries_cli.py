@@ -376,3 +376,18 @@ def test_a_venue_without_a_new_version_reaches_updates_weeks_after_the_paper_was
     assert "GRPO variant 2 for" in updates and "accepted at ICLR 2027" in updates
     assert "GRPO variant 1 for" not in md and "GRPO variant 3 for" not in md
     assert "更新 · Updates" not in outputs(tmp_path, "2026-11-23")["md"]  # said once
+
+
+@pytest.mark.slow  # three runs, 3.5 s
+def test_a_rerun_of_a_published_day_keeps_its_digest_and_a_paper_found_since_waits(tmp_path, cli):
+    """Running a published day again after a paper of that week arrived made its digest anew
+    of that paper alone, since the others were listed: the day's digest is the one made."""
+    with ArxivServer([rl_paper(i, DAY) for i in range(2)]) as arxiv:
+        config = full_config(tmp_path, arxiv, enrich={"provider": "none"})
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        arxiv.papers = [rl_paper(i, DAY) for i in range(3)]
+        cli("--config", str(config), "run", "--as-of", "2026-11-02")
+        cli("--config", str(config), "run", "--as-of", "2026-11-09")
+    again, later = outputs(tmp_path, "2026-11-02")["md"], outputs(tmp_path, "2026-11-09")["md"]
+    assert "GRPO variant 0 for" in again and "GRPO variant 1 for" in again
+    assert "GRPO variant 2 for" not in again and "GRPO variant 2 for" in later
