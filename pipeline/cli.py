@@ -182,7 +182,7 @@ def main(ctx: click.Context, config_path: str | None, verbose: int, quiet: bool)
 
 
 @main.command()
-@click.option("--as-of", help=AS_OF_HELP)
+@click.option("--as-of", metavar="DATE", help=AS_OF_HELP)
 @click.option("--dry-run", is_flag=True,
               help="Collect as a run does, then print the digest; write, send and record no digest.")
 @click.option("--offline", is_flag=True, help="No network: seeds and stored papers only.")
@@ -247,8 +247,8 @@ def schedule(state: State) -> None:
 
 
 @main.command("collect")
-@click.option("--as-of", help=AS_OF_HELP)
-@click.option("--since", help="Read again from this date (its start) or date and time, in schedule.timezone, "
+@click.option("--as-of", metavar="DATE", help=AS_OF_HELP)
+@click.option("--since", metavar="DATE", help="Read again from this date (its start) or date and time, in schedule.timezone, "
                               "whatever the watermark says.")
 @pass_state
 def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:

@@ -49,7 +49,7 @@ def render(state: State, digest_id: str | None, fmt: str, output: Path | None) -
 @click.command()
 @click.option("--format", "fmt", type=click.Choice(list(export_mod.FORMATS)), required=True)
 @click.option("--topic", help="Only this topic (its key in the config's topics).")
-@click.option("--since", help="Only papers dated this day (YYYY-MM-DD) or later.")
+@click.option("--since", metavar="DATE", help="Only papers dated this day (YYYY-MM-DD) or later.")
 @OUTPUT
 @pass_state
 def export(state: State, fmt: str, topic: str | None, since: str | None, output: Path | None) -> None:

@@ -161,10 +161,10 @@ def test_as_of_help_says_the_forms_taken_and_the_timezone(cli):
     read in schedule.timezone nor which forms are taken (20261130 and 2026-W49-1 are too)."""
     for command in ("run", "collect"):
         out = " ".join(cli(command, "--help").stdout.split())
-        assert "--as-of TEXT Fix 'now': a date, the end of that day (2026-11-30, 20261130, 2026-W49-1), " \
+        assert "--as-of DATE Fix 'now': a date, the end of that day (2026-11-30, 20261130, 2026-W49-1), " \
             "or a date and time (2026-11-30T08:00); in schedule.timezone unless it has an offset (+01:00)." in out
     out = " ".join(cli("collect", "--help").stdout.split())
-    assert "--since TEXT Read again from this date (its start) or date and time, in schedule.timezone, " \
+    assert "--since DATE Read again from this date (its start) or date and time, in schedule.timezone, " \
         "whatever the watermark says." in out
 
 
