@@ -108,6 +108,9 @@ class Gap:
     day: str  # MM-DD
     cause: str
     recovered: str
+    # an evening before every collect's window (a digest made by hand for an earlier week): no
+    # later collect reads it, `collect --since` this date (its first evening, ISO) does
+    since: str = ""
 
 
 @dataclass(frozen=True)
@@ -152,14 +155,19 @@ def summarise(ledger: Ledger, calendar: Calendar, groups: list[str], start: date
     for archive, members in by_archive.items():
         summaries.append(_archive(ledger, archive, members, days))
     unknown: set[int] = set()  # a day not recovered in such a year may be a holiday: the digest says so
+    first = min(ledger.days, default=None)  # every collect's window gives its evenings an entry
     for day in days:
         for group in groups:
             r = ledger.days.get(day, {}).get(group)
-            if r is None or r.gap or not r.read:
+            if r is not None and r.read and not r.gap:
+                continue
+            if r is None and first is not None and day < first:  # no collect looked for it
+                gaps.append(Gap(group, day[5:], "before the first collect", "", since=day))
+            else:
                 gaps.append(Gap(group, day[5:], r.gap if r and r.gap else "not collected",
                                 r.recovered if r else ""))
-                if not gaps[-1].recovered and int(day[:4]) not in calendar.years:
-                    unknown.add(int(day[:4]))
+            if not gaps[-1].recovered and int(day[:4]) not in calendar.years:
+                unknown.add(int(day[:4]))
     # a skipped evening is placed as an announcement is, by when its batch would reach a feed
     # (by its date, a collect on 12-31 before 20:00 in New York named it, the next one again)
     after, until = calendar.fed_by(start), calendar.fed_by(end)
@@ -204,17 +212,20 @@ def _merge(gaps: list[Gap], expected: list[str], unsure: Collection[str] = ()) -
     announcements read fine between them, are listed ('11-02, 11-04'). The `unsure` days
     (Summary.unsure) in a span are not counted as announcements: each was one or a holiday
     ('12-27 → 01-05 (5 announcements, 2 evenings that may have been holidays)')."""
-    per_day: dict[tuple[str, str, str], list[str]] = {}
+    per_day: dict[tuple[str, str, str, bool], list[Gap]] = {}
     for gap in gaps:
-        per_day.setdefault((gap.day, gap.cause, gap.recovered), []).append(gap.group)
-    spans: dict[tuple[str, str, str], list[str]] = {}
-    for (day, cause, recovered), groups in per_day.items():
-        label = groups[0] if len(groups) == 1 else f"{len(groups)} feeds"
-        spans.setdefault((label, cause, recovered), []).append(day)
+        per_day.setdefault((gap.day, gap.cause, gap.recovered, bool(gap.since)), []).append(gap)
+    spans: dict[tuple[str, str, str, bool], list[str]] = {}
+    since: dict[tuple[str, str, str, bool], str] = {}  # of the span's first evening: gaps come in order
+    for (day, cause, recovered, unread), found in per_day.items():
+        label = found[0].group if len(found) == 1 else f"{len(found)} feeds"
+        spans.setdefault((label, cause, recovered, unread), []).append(day)
+        since.setdefault((label, cause, recovered, unread), found[0].since)
     return [Gap(label, ", ".join(run[0] if len(run) == 1 else
                                  f"{run[0]} → {run[-1]} ({_evenings(run, unsure)})"
-                                 for run in _runs(days, expected)), cause, recovered)
-            for (label, cause, recovered), days in spans.items()]
+                                 for run in _runs(days, expected)), cause, recovered,
+                since[(label, cause, recovered, unread)])
+            for (label, cause, recovered, unread), days in spans.items()]
 
 
 def _runs(days: list[str], expected: list[str]) -> list[list[str]]:

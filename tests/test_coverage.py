@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 import yaml
 
-from pipeline import coverage
+from pipeline import coverage, templating
 from pipeline.calendar import load_calendar
 from pipeline.config import load
 from pipeline.errors import ConfigError
@@ -401,6 +401,51 @@ def test_a_back_dated_digest_after_downtime_reads_its_evening_not_todays_feed(tm
     assert "cs.LG on 11-08: not collected, recovered through OAI-PMH" in digest, digest
     assert "RSS not read for cs.LG: the feed carries a later announcement (dated 12-01) than 11-08's" in status
     assert "2611.00003" in stored_ids(tmp_path)
+
+def test_an_evening_before_every_collect_s_window_is_before_the_first_collect_and_not_retried():
+    """A digest made by hand whose window starts before the first collect's: the evening no
+    collect looked for was 'not collected, NOT recovered … (the next run tries again)'."""
+    ledger = coverage.Ledger()
+    for day in (17, 18):
+        ledger.get(date(2026, 11, day), "cs.LG").read = "RSS"
+    ledger.get(date(2026, 11, 19), "cs.LG").gap = "not collected"  # in a window: tried again
+    window = (datetime(2026, 11, 12, 12, tzinfo=UTC), datetime(2026, 11, 21, 12, tzinfo=UTC))
+    found = asdict(coverage.summarise(ledger, load_calendar(), ["cs.LG"], *window))
+    assert [(g["day"], g["cause"], g["since"]) for g in found["gaps"]] == [
+        ("11-12 → 11-16 (3 announcements)", "before the first collect", "2026-11-12"),
+        ("11-19", "not collected", "")]
+    lines = {lang: templating.text_env(languages=("zh", "en")).from_string(
+        '{% import "partials/labels.j2" as lab %}{{ lab.coverage_in(c, lang) }}').render(c={**found, "relevant": {}},
+                                                                                        lang=lang)
+        for lang in ("en", "zh")}
+    assert ("cs.LG on 11-12 → 11-16 (3 announcements): before the first collect, NOT recovered: papers "
+            "announced that day may be missing from this digest (no later run reads it; rl-digest collect "
+            "--since 2026-11-12 does); cs.LG on 11-19: not collected, NOT recovered: papers announced that "
+            "day may be missing from this digest (the next run tries again)") in lines["en"], lines
+    assert ("（下次运行会再试；11-12 → 11-16 早于首次采集，之后的运行不会再读，rl-digest collect --since "
+            "2026-11-12 可补读）") in lines["zh"], lines
+
+
+@pytest.mark.slow
+def test_an_evening_before_the_first_collect_s_window_says_only_collect_since_reads_it(tmp_path, cli):
+    """The first collect on 11-24 (lookback_days 7), then 11-23's digest made by hand: its window
+    starts with 11-16's evening, a day before the collect's did. The digest said 'cs.LG on 11-16:
+    not collected, NOT recovered … (the next run tries again)': no run ever looked for it, nor
+    would; collect --since does."""
+    with ArxivServer([relevant(1, ("cs.LG",))]) as server:
+        config = config_for(tmp_path, server, cats=["cs.LG"], oai=True, lookback=7)
+        collect(cli, config, "2026-11-24")
+        cli("--config", str(config), "run", "--as-of", "2026-11-23", "--no-email")
+        again = cli("--config", str(config), "collect", "--as-of", "2026-11-24", "--since", "2026-11-16")
+    digest = " ".join((tmp_path / "out" / "digests" / "2026-11-23.md").read_text(encoding="utf-8").split())
+    assert ("cs.LG on 11-16: before the first collect, NOT recovered: papers announced that day may be "
+            "missing from this digest (no later run reads it; rl-digest collect --since 2026-11-16 does)"
+            ) in digest, digest
+    assert ("未补回的 1 处（11-16）：当天发布的论文可能不在本期（11-16 早于首次采集，之后的运行不会再读，"
+            "rl-digest collect --since 2026-11-16 可补读）") in digest, digest
+    assert "gap: cs.LG on 11-15 → 11-16 (2 announcements): not collected, recovered through OAI-PMH" \
+        in again.stdout, again.stdout
+
 
 def labelled_gap() -> tuple[list[Paper], set[str]]:
     """The labelled rows of tests/data, submitted one by one over three weeks of downtime."""
