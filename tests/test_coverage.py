@@ -464,7 +464,8 @@ def test_an_evening_oai_pmh_recovered_counts_its_ids_as_the_feed_would(tmp_path,
     feed said '3 new · 1 cross': a paper cross-listed to cs.LG counted as new, and one in both
     sets of the feed (cs.LG+cs.CL) counted twice. arXivRaw lists the primary category first.
     Read again (collect --since, the feed still stale), the evening's ids were added to those
-    of the first reading: 'ids 6 new · 2 cross, 6 matched the query'."""
+    of the first reading: 'ids 6 new · 2 cross, 6 matched the query'; read again with OAI-PMH
+    off, the API search marked it as its own: 'ids not counted'."""
     papers = [relevant(1, ("cs.LG",)), relevant(2, ("cs.CL", "cs.LG")), relevant(3, ("cs.CV", "cs.LG")),
               noise(4, ("cs.LG",))]
     lines = {}
@@ -479,10 +480,16 @@ def test_an_evening_oai_pmh_recovered_counts_its_ids_as_the_feed_would(tmp_path,
             if how == "OAI-PMH":
                 lines["again"] = cli("--config", str(config), "collect", "--as-of", TUESDAY,
                                      "--since", "2026-11-23T12:00:00+00:00").stdout
+                config = config_for(folder, server, cats=["cs.LG", "cs.CL"], api=True, categories_per_feed=2)
+                lines["searched"] = cli("--config", str(config), "collect", "--as-of", TUESDAY,
+                                        "--since", "2026-11-23T12:00:00+00:00").stdout
     assert "cs: 1/1 read, ids 3 new · 1 cross · 0 replaced, 3 matched the query" in lines["RSS"], lines
     assert "cs: 1/1 read, ids 3 new · 1 cross · 0 replaced, 3 matched the query" in lines["OAI-PMH"], lines
     assert "feed stale, recovered through OAI-PMH" in lines["OAI-PMH"]
     assert "cs: 1/1 read, ids 3 new · 1 cross · 0 replaced, 3 matched the query" in lines["again"], lines
+    # read again with OAI-PMH off, the API search took over the evening: 'ids not counted'
+    assert "cs: 1/1 read, ids 3 new · 1 cross · 0 replaced, 3 matched the query" in lines["searched"], lines
+    assert "feed stale, recovered through OAI-PMH" in lines["searched"], lines
 
 
 def test_a_paper_two_feeds_of_an_archive_list_matched_the_query_once(tmp_path, cli):

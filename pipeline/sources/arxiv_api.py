@@ -91,6 +91,8 @@ class ArxivApi:
                     continue
                 if reading.read and not reading.gap:  # read whole by its feed (collect --since)
                     continue
+                if reading.recovered == "OAI-PMH":  # counted whole by the catch-up (collect --since
+                    continue  # with OAI-PMH since turned off): the search would leave no ids counted
                 reading.recovered = "the API search"
                 # what matched the query that evening, with what a cut feed listed (the search can lag
                 # the feed by days); of other ids it sees none
