@@ -227,9 +227,9 @@ def test_every_relevant_paper_is_listed_seeds_in_their_place_and_offline_is_a_pr
         assert "预览，未发送" not in (site / "digests" / "2026-11-02.html").read_text(encoding="utf-8")
         first = outputs(tmp_path, "2026-11-02")
         sent = len(smtp.messages)
-        arxiv.papers = papers + [rl_paper(9, DAY + timedelta(days=7))]
-        cli("--config", str(config), "run", "--as-of", "2026-11-09")
-        second = outputs(tmp_path, "2026-11-09")
+        arxiv.papers = papers + [rl_paper(9, DAY + timedelta(days=7)), rl_paper(10, DAY + timedelta(days=14))]
+        cli("--config", str(config), "run", "--as-of", "2026-11-16")  # no run on 11-09: a week skipped
+        second = outputs(tmp_path, "2026-11-16")
     assert sent == 2  # the online run mailed each reader once
     md = first["md"]
     week = md.split("## 本周论文 · This week's papers", 1)[1].split("\n## ", 1)[0]
@@ -247,10 +247,13 @@ def test_every_relevant_paper_is_listed_seeds_in_their_place_and_offline_is_a_pr
                  "收录 · From the reading list"]
         spots = [text.index(h) for h in heads]
         assert spots == sorted(spots), fmt
-    # Week 2: nothing from week 1 again, but the new paper.
-    assert "GRPO variant 9 for" in second["md"]
+    # After a skipped week: nothing from week 1 again, the papers of both weeks since, and a
+    # window (and the coverage counted in it) from the last digest's end, not lookback_days.
+    assert "GRPO variant 9 for" in second["md"] and "GRPO variant 10 for" in second["md"]
     for i in range(1, 6):
         assert f"GRPO variant {i} for" not in second["md"]
+    assert "Window: 2026-11-02 23:59 → 2026-11-16 23:59 (Asia/Shanghai)" in second["md"]
+    assert "10/10 arXiv announcements read (11-02 → 11-15)" in second["md"]
 
 
 def test_two_weeks_with_the_default_digest_and_an_llm_list_every_relevant_paper_once(tmp_path, cli):
