@@ -920,3 +920,31 @@ def test_a_seeds_paper_read_from_a_feed_alone_shows_its_first_versions_date(tmp_
     rows = [line for line in (tmp_path / "out" / "READING_LIST.md").read_text(encoding="utf-8").splitlines()
             if "arxiv.org/abs/2611.0004" in line]
     assert len(rows) == 2 and all("| 2026-11-20 |" in row for row in rows), rows
+
+
+@pytest.mark.slow  # two runs, 3 s
+def test_a_seed_translated_by_an_llm_run_keeps_its_english_in_a_later_run_without_it(tmp_path, cli):
+    """The LLM translates every seed entry not shown yet; one shown a week later by a run
+    with the LLM off, after a switch to another model (whose cache holds nothing yet),
+    shows the English the store holds from then."""
+    from tests.helpers import DAY, full_config, rl_paper
+    from tests.servers.arxiv_server import ArxivServer
+    from tests.servers.openai_server import OpenAIServer
+
+    seeds = tmp_path / "seeds"
+    seeds.mkdir()
+    write(seeds, "010_ours.yaml", "- title: First pick on process rewards\n  summary_zh: 第一篇，过程奖励。\n"
+          "- title: Second pick on verifier rewards\n  summary_zh: 第二篇，验证器奖励。\n")
+    settings = {"seeds": {"paths": [str(seeds)]}, "digest": {"max_curated": 1}}
+    with ArxivServer([rl_paper(1, DAY)]) as arxiv, OpenAIServer() as llm:
+        on = full_config(tmp_path, arxiv, llm, **settings)
+        cli("--config", str(on), "run", "--as-of", "2026-11-02", "--no-email", env={"OPENAI_API_KEY": "k"})
+        assert sum(r.task == "seed_translation" for r in llm.requests) == 2
+        arxiv.add(rl_paper(2, DAY + timedelta(days=7)))
+        off = full_config(tmp_path, arxiv, enrich={"model": "another-model"}, **settings)
+        cli("--config", str(off), "run", "--as-of", "2026-11-09", "--no-email")
+    first, later = ((tmp_path / "out" / "digests" / f"{day}.md").read_text(encoding="utf-8")
+                    for day in ("2026-11-02", "2026-11-09"))
+    shown, waited = ("First", "Second") if "First pick" in first else ("Second", "First")
+    assert f"{waited} pick" not in first and f"{shown} pick" not in later
+    assert f"English translation for {waited} pick" in later, later
