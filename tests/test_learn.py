@@ -64,6 +64,10 @@ def test_an_llm_trained_policy_without_rl_in_the_title_comes_in(relevance):
     result = decided(relevance, title, abstract)
     assert result.relevant
     assert any("ppo" in reason.lower() for reason in result.reasons)  # the rule's reasons stay
+    # relevance.model false: the rule alone, its value and verdict as they are
+    rule = rank.score(title, abstract, rank.compile_rules(relevance))
+    assert decide.decide(title, abstract, (), rule, None, decide.Profile.compile(relevance)) == rule
+    assert rule.value == 1.0 and 0.5 < result.value < 0.6  # the hybrid's probability instead
 
 
 def test_the_models_strongest_terms_name_what_it_read():
@@ -367,6 +371,9 @@ def test_mark_then_run_refits_the_model_and_undo_takes_it_back(tmp_path, cli):
         assert "your verdicts: 2, the scorer agrees with" in status
         shown = cli("--config", str(config), "status", "--paper", second_week[0].id).stdout
         assert f"model {refit}:" in shown
+        # the reader's marks decide a paper like them, which the rule alone drops (README)
+        assert "relevant: True  your verdict: none" in shown and "rule: -4.50 (threshold 0.9)" in shown
+        assert "reasons: like papers you marked: relevant; title: reinforcement learning;" in shown
 
         undone = cli("--config", str(config), "mark", first_week[1].id, "--undo").stdout
         cli("--config", str(config), "mark", first_week[2].id, "--undo")
