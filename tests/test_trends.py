@@ -230,3 +230,22 @@ def test_a_renamed_topic_counts_its_older_weeks_under_its_new_key(tmp_path, cli)
     assert found is not None and found.weeks == ("2026-11-02", "2026-11-09")
     assert [(t.topic, t.name_en, t.counts) for t in found.topics] == [
         ("policy-opt", "Algorithms and objectives", (3, 2))]
+
+
+def test_a_paper_listed_under_a_topic_since_removed_counts_under_its_topic_now(tmp_path, db_url):
+    """A paper a digest listed under a key the config no longer has is counted under the
+    topic its words point to now, also when the week does not hold it (its summary came,
+    so no run has work for it): the store gives its title and abstract."""
+    from pipeline.week import Week, history
+    from tests.helpers import write_config
+
+    store = Store.open(db_url)
+    papers = [rl_paper(1, DAY), replace(rl_paper(2, DAY), title="Multi-turn agents trained with RL")]
+    store.upsert_papers(papers)
+    store.set_scores([Scored(papers[0].id, 2.0, True, (), "policy-opt"),  # a key renamed since
+                      Scored(papers[1].id, 2.0, True, (), "agentic")])
+    moment = datetime(2026, 11, 16, 8, tzinfo=UTC)
+    store.save_digest("2026-11-16", (moment, moment), {}, [(paper_key(p.id), True) for p in papers], [])
+    config = load(write_config(tmp_path, seeds=False))  # the shipped topics: algorithms, ..., agentic
+    week = Week(papers={}, scores={}, seeds=[], published=set(), summaries={}, translations={})
+    assert history(config, store, week, END) == [("2026-11-16", "agentic", 1), ("2026-11-16", "algorithms", 1)]
