@@ -248,8 +248,9 @@ def schedule(state: State) -> None:
 
 @main.command("collect")
 @click.option("--as-of", metavar="DATE", help=AS_OF_HELP)
-@click.option("--since", metavar="DATE", help="Read again from this date (its start) or date and time, in schedule.timezone, "
-                              "whatever the watermark says.")
+@click.option("--since", metavar="DATE",
+              help="Read again from this date (its start) or date and time, in schedule.timezone, "
+                   "whatever the watermark says.")
 @pass_state
 def collect_cmd(state: State, as_of: str | None, since: str | None) -> None:
     """Fetch new papers from arXiv and store them; publish nothing."""
