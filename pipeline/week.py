@@ -113,10 +113,10 @@ def history(config: Config, store: Store, week: Week, end: date) -> list[tuple[s
     no longer has counts under the topic its entry has now (reading_list.topic_of), not
     under the old key as a topic of its own for 26 weeks."""
     rows = store.listed_per_topic(*trends.span(end), known=[t.key for t in config.topics])
-    papers, scores = dict(week.papers), dict(week.scores)
+    papers = dict(week.papers)
+    # a stored score names the stored topic, the one no longer known: only this week's may differ
     papers.update((p.id, p) for p in store.papers([pid for *_, pid in rows if pid and pid not in papers]))
-    scores.update(store.scores([pid for *_, pid in rows if pid and pid not in scores]))
-    return [(day, reading_list.topic_of(config.topics, scores.get(pid), p.title, p.abstract)
+    return [(day, reading_list.topic_of(config.topics, week.scores.get(pid), p.title, p.abstract)
              if pid and (p := papers.get(pid)) else topic, n) for day, topic, n, pid in rows]
 
 
