@@ -35,6 +35,12 @@ class Reading:
     gap: str = ""  # why it was not read completely: stale, empty, truncated, not collected
     recovered: str = ""  # how the gap was filled, if it was
 
+    def match(self, ids: Iterable[str]) -> None:
+        """The papers of the query this reading found; `kept` counts them (a ledger of the
+        release before has the count alone)."""
+        self.matched = sorted(set(ids))
+        self.kept = len(self.matched)
+
     @property
     def open(self) -> bool:
         return (not self.read or bool(self.gap)) and not self.recovered

@@ -97,8 +97,7 @@ class ArxivApi:
                 # what matched the query that evening, with what a cut feed listed (the search can lag
                 # the feed by days); of other ids it sees none
                 found_then = {p.id for p in evenings.get(day, ()) if members & set(p.categories)}
-                reading.matched = sorted(found_then.union(reading.matched))
-                reading.kept = len(reading.matched)
+                reading.match(found_then.union(reading.matched))
         return found
 
 

@@ -114,9 +114,8 @@ class OaiCatchUp:
                     # set, not added to: an evening read again (collect --since) was counted before
                     reading.new, reading.cross = new, len(firsts) - new
                     reading.replace = sum(1 for p in on_day if p.version > 1)
-                    reading.matched = sorted(p.id for p in on_day
-                                             if self.query.matches(p.title, p.abstract, p.categories))
-                    reading.kept = len(reading.matched)
+                    reading.match(p.id for p in on_day
+                                  if self.query.matches(p.title, p.abstract, p.categories))
             unrecovered = [d for d in days if window.ledger.get(d, group).open]
             if unrecovered:
                 waiting.setdefault(", ".join(f"{d:%m-%d}" for d in unrecovered), []).append(group)

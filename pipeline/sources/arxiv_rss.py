@@ -170,8 +170,8 @@ class ArxivRss:
                 reading.gap = reading.gap or "feed stale"
             else:
                 counts = feed.counts()
-                reading.read, reading.matched = "RSS", sorted({p.id for p in kept})
-                reading.kept = len(reading.matched)
+                reading.read = "RSS"
+                reading.match(p.id for p in kept)
                 reading.new, reading.cross, reading.replace = counts
                 seen[url] = {"day": due.day.isoformat(), "newest": newest_id(feed)}
                 if feed.truncated:
