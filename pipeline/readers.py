@@ -98,7 +98,7 @@ def resend_target(config: Config, who: str) -> str:
     not mail the group's digest to a stranger (a new reader goes in the config first)."""
     who = who.strip()
     channel, colon, reader = who.partition(":")
-    if colon and channel in {entry.key for entry in config.channels}:
+    if channel_of(config, who):
         with channels.opened(config, email=False) as opened:
             own = opened[channel].readers()
         if reader in own:
@@ -136,11 +136,16 @@ def reader_address(config: Config, who: str, option: str, expected: str | None =
     return address
 
 
-def email_reader_only(config: Config, who: str, option: str) -> None:
-    """Exit 2 when `who` is a chat channel's reader as `readers` lists it (CHANNEL:READER): it
-    has no subscription to change or erase, and its posts stop when its entry leaves `channels`."""
+def channel_of(config: Config, who: str) -> str | None:
+    """The configured chat channel `who` names a reader of, as `readers` lists it (CHANNEL:READER)."""
     channel, colon, _ = who.strip().partition(":")
-    if colon and channel in {entry.key for entry in config.channels}:
+    return channel if colon and channel in {entry.key for entry in config.channels} else None
+
+
+def email_reader_only(config: Config, who: str, option: str) -> None:
+    """Exit 2 when `who` is a chat channel's reader: it has no subscription to change or
+    erase, and its posts stop when its entry leaves `channels`."""
+    if channel_of(config, who):
         raise ConfigError(f"{option}: {who.strip()} is a chat channel's reader, and {option} is for email "
                           "readers", "a channel's posts stop when its entry leaves `channels`")
 
